@@ -14,10 +14,11 @@ const MAX_FAILED_TURNS = 8;
  * its input the first items the resend adds (`added`; undefined: not compared), the session
  * holding nothing else since: the resend retries that step, so it continues after them (its
  * items stored again, as a retry under `conversation` stores them, unless they answer calls:
- * RetriedSteps.taken). A later attempt may have stored no input (a retake). Unless `keyed` (whose key
- * tells a retry apart), the newest may be a turn an `abort` notice refused, which stored
- * exactly `added`: `{aborted: true}`, the request being a retry of the aborted one (its
- * client's own, of a 409), which is refused again (lib/openai/aborted-retry.ts).
+ * RetriedSteps.taken, each later attempt having stored what followed them, or nothing: a
+ * retake). Unless `keyed` (whose key tells a retry apart), the newest may be a turn an `abort`
+ * notice refused, which stored exactly `added` (a retake: after the others, they stored all
+ * of it): `{aborted: true}`, the request being a retry of the aborted one (its client's own,
+ * of a 409), which is refused again (lib/openai/aborted-retry.ts).
  */
 export async function retriedSince(
   facade: IndexFacade,
@@ -39,7 +40,7 @@ export async function retriedSince(
     const status = aborted && index === count - 1 ? 'aborted' : 'failed';
     if (turn.status !== status || turn.output !== null) return undefined;
     // A later attempt that took the step again (a retake, below) stored no input.
-    if (!turn.input && index > 0 && status === 'failed') continue;
+    if (!turn.input && index > 0) continue;
     if (turn.input?.first_seq !== next) return undefined;
     next = turn.input.last_seq + 1;
   }
@@ -48,24 +49,25 @@ export async function retriedSince(
   const stored = await itemsBetween(facade, session.id, turns[0]!.input!.first_seq, next);
   const sent = asStored(facade, added);
   if (!sent) return undefined;
-  const wanted = (length: number) => JSON.stringify(sent.slice(0, length).map(canonical));
-  const holds = turns.every((turn, index) => {
-    const { first_seq: from, last_seq: to } = turn.input ?? { first_seq: 0, last_seq: -1 };
-    const input = stored.filter((item) => item.seq >= from && item.seq <= to);
-    const exact = aborted && index === count - 1;
-    return (
-      (exact ? input.length === added.length : input.length <= added.length) &&
-      JSON.stringify(input.map((item) => canonical(item as ClientItem))) === wanted(input.length)
-    );
-  });
-  if (!holds) return undefined;
-  if (aborted) return { aborted: true };
-  // Outputs answer their calls once: stored by the first attempt (the later ones retakes), they
-  // are the history the resend continues, and the step is taken again without storing them twice.
-  const first = turns[0]!.input!;
-  const taken = stored.filter((item) => item.seq <= first.last_seq);
-  const answers = taken.some((item) => item.type === 'function_call_output');
-  return answers && turns.every((turn, index) => index === 0 || !turn.input) ? { taken: taken.length } : {};
+  const inputs = turns.map(({ input }) =>
+    input ? stored.filter((item) => item.seq >= input.first_seq && item.seq <= input.last_seq) : [],
+  );
+  // Outputs answer their calls once: when the first attempt's input answers calls, a later one
+  // stored only the items the resend holds after those before it (none: a retake), and they are
+  // the history the resend continues, taken again without storing them twice. Else each attempt
+  // stored the first items the resend adds.
+  const answers = inputs[0]!.some((item) => item.type === 'function_call_output');
+  let held = 0;
+  for (const input of inputs) {
+    const from = answers ? held : 0;
+    const same = (item: (typeof input)[number], index: number) =>
+      JSON.stringify(canonical(item as ClientItem)) === JSON.stringify(canonical(sent[from + index]!));
+    if (from + input.length > sent.length || !input.every(same)) return undefined;
+    held = from + input.length;
+  }
+  // An aborted attempt stored exactly what the resend adds (a retake of them: nothing after them).
+  if (aborted) return held === sent.length ? { aborted: true } : undefined;
+  return answers ? { taken: held } : {};
 }
 
 /** What retriedSince finds of the failed attempts of a step a request resends. */
@@ -73,9 +75,10 @@ export interface RetriedSteps {
   /** The newest attempt is the turn an `abort` notice refused, with this very input. */
   aborted?: true;
   /**
-   * How many items the first attempt stored as its input, which holds a `function_call_output`
-   * (the later attempts stored none): the resend holds them first, and they are not stored again
-   * (a call is answered once); a resend adding nothing after them takes the step again.
+   * How many items the failed attempts stored as their input, the first's holding a
+   * `function_call_output` (each later one what came after those before it, none for a retake):
+   * the resend holds them first, and they are not stored again (a call is answered once); a
+   * resend adding nothing after them takes the step again.
    */
   taken?: number;
 }

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { startTailgate, tailgateGet, tailgatePost, TOKEN } from './server.ts';
 
 // A tool loop's step (function_call_outputs answering the calls of the response before) whose
 // streamed attempt failed after its first event: the attempt stays with its input, and a resend
@@ -83,5 +83,44 @@ describe('a resent tool step whose streamed attempt failed', () => {
     const replayed = await client.responses.create({ model: 'echo', input, tools }, { headers: retakeKey });
     expect(replayed.id).toBe(retried.id);
     expect(await typesOf(conversation)).toEqual(ANSWERED);
+  });
+
+  it('taken again and refused by an abort notice, then retried, is refused again (no new conversation)', async () => {
+    const { first, conversation, input } = await toolStep('Bogota');
+    await failedStreamed(input);
+    await tailgatePost(tailgate.baseURL, `/sessions/${conversation}/inbox`, { name: 'abort', content: 'stop' });
+    const sessions = async () => (await tailgateGet(tailgate.baseURL, '/sessions?limit=100')).sessions.length;
+    const before = await sessions();
+    // The AI SDK retries a 409 by itself: every retry is refused as the first was, nothing run.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const refused = await client.responses.create({ model: 'echo', input, tools }).catch((error) => error);
+      expect(refused).toBeInstanceOf(OpenAI.ConflictError);
+      expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe('aborted');
+    }
+    // So is a retry under previous_response_id naming the response before the step.
+    const asked = { model: 'echo', previous_response_id: first.id, input: input.slice(-1), tools };
+    const refused = await client.responses.create(asked).catch((error) => error);
+    expect(refused).toBeInstanceOf(OpenAI.ConflictError);
+    expect(await sessions()).toBe(before);
+    expect(await typesOf(conversation)).toEqual(['message', 'function_call', 'function_call_output']);
+  });
+
+  it('resent with an item after the outputs, failing again, goes on after what its attempts stored', async () => {
+    const { conversation, input } = await toolStep('Lagos');
+    await failedStreamed(input);
+    // A resend adding a message after the outputs: stored after them, alone; its attempt fails too.
+    const more = [...input, { role: 'user' as const, content: 'and in Accra?' }];
+    await failedStreamed(more);
+    const retried = await client.responses.create({ model: 'echo', input: more, tools });
+    expect(retried.conversation!.id).toBe(conversation);
+    expect(retried.output_text).toBe('echo: and in Accra?');
+    const items = await client.conversations.items.list(conversation, { order: 'asc' });
+    expect(items.data.map((item: any) => item.content?.[0]?.text ?? item.type)).toEqual([
+      'call get_weather {"city":"Lagos"}',
+      'function_call',
+      'function_call_output',
+      'and in Accra?',
+      'echo: and in Accra?',
+    ]);
   });
 });

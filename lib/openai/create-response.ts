@@ -7,6 +7,7 @@ import { createBackgroundResponse } from './background-response.ts';
 import type { Facade } from './facade.ts';
 import { compactionScope } from './compaction-index.ts';
 import { findHistory, loopScope } from './history-index.ts';
+import { takenUnder } from './failed-steps.ts';
 import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
@@ -113,7 +114,12 @@ async function createStoredResponse(
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
   // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
   // (Not in the background: a response id names its first input seq, which a retake has not.)
-  const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? 0);
+  // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts).
+  const under =
+    body.conversation && !body.background && read?.newestTurn?.status === 'failed'
+      ? await takenUnder(facade, session, prepared.items)
+      : undefined;
+  const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
   const items = match ? prepared.history.slice(match.known + taken) : prepared.items.slice((after?.known ?? 0) + taken);
   const positions = match
     ? prepared.positions.history.slice(match.known + taken)

@@ -82,3 +82,26 @@ export interface RetriedSteps {
    */
   taken?: number;
 }
+
+/**
+ * A request naming `session`'s conversation, whose newest turn failed, that adds `items`: how
+ * many of them the failed attempts of its step stored (RetriedSteps.taken), when it retries a
+ * step answering calls, the turns after the newest that did not fail being those attempts (up
+ * to MAX_FAILED_TURNS); undefined otherwise (its items are stored as any request's).
+ */
+export async function takenUnder(
+  facade: IndexFacade,
+  session: SessionRecord,
+  items: readonly ClientItem[],
+): Promise<number | undefined> {
+  const { sessions } = facade.services;
+  let turn = session.counts.turns;
+  let before: Awaited<ReturnType<typeof sessions.getTurn>> | undefined;
+  for (; turn > 0 && session.counts.turns - turn <= MAX_FAILED_TURNS; turn--) {
+    before = await sessions.getTurn(session.id, turn);
+    if (before.status !== 'failed' || before.output !== null) break;
+  }
+  if (turn === session.counts.turns || (turn > 0 && before?.status === 'failed')) return undefined;
+  const seq = turn > 0 ? (before!.output?.last_seq ?? before!.input?.last_seq ?? 0) : 0;
+  return (await retriedSince(facade, session, { turn, items: seq }, items))?.taken;
+}

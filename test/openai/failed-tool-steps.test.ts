@@ -123,4 +123,25 @@ describe('a resent tool step whose streamed attempt failed', () => {
       'echo: and in Accra?',
     ]);
   });
+
+  it('retried under conversation takes the step again, the outputs stored once', async () => {
+    const { first, conversation } = await toolStep('Cairo');
+    const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const answer = [{ type: 'function_call_output' as const, call_id: call.call_id, output: '10C' }];
+    const asked = { conversation, input: answer, tools };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const failed = await client.responses.create({ model: 'unreachable', ...asked, stream: true });
+      for await (const event of failed) expect(event.type).not.toBe('response.completed');
+    }
+    // Another answer to the call is no retry of the step: refused, as answering it twice.
+    const other = await client.responses
+      .create({ model: 'echo', conversation, input: [{ ...answer[0]!, output: '11C' }], tools })
+      .catch((error: unknown) => error);
+    expect(other).toBeInstanceOf(OpenAI.BadRequestError);
+    const retried = await client.responses.create({ model: 'echo', ...asked });
+    expect(retried.output_text).toBe('echo: call get_weather {"city":"Cairo"}');
+    expect(await typesOf(conversation)).toEqual(ANSWERED);
+    const listed = await client.responses.inputItems.list(retried.id, { order: 'asc' });
+    expect(listed.data.map((item) => item.type)).toEqual(['function_call_output']);
+  });
 });

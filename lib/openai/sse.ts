@@ -61,10 +61,15 @@ export function sseResponse(messages: AsyncIterable<SseMessage>, onCancel?: () =
   });
 }
 
+/** The events a response's stream ends with. */
+const TERMINAL_EVENTS = new Set<string>(['response.completed', 'response.incomplete', 'response.failed']);
+
 /**
  * Responses events as server-sent events: a writer and the response that streams what it
  * writes, from the event after sequence number `after` (a resumed stream writes every event
- * again, and the client gets those it has not seen). While `mute`d, what it writes is numbered
+ * again, and the client gets those it has not seen). A client past every event written (its
+ * stream's process died after events it streamed live but never journaled) still gets the
+ * terminal one, numbered as the journal numbers it. While `mute`d, what it writes is numbered
  * but not sent (a background turn's earlier run, which a later one did again).
  */
 export function responseEventStream(
@@ -75,7 +80,8 @@ export function responseEventStream(
   const after = options.after ?? -1;
   let muted = false;
   const writer = new ResponseEventWriter(itemIdAt, (event: ResponseStreamEvent) => {
-    if (!muted && event.sequence_number > after) queue.push({ event: event.type, data: JSON.stringify(event) });
+    const past = event.sequence_number > after || (event.sequence_number < after && TERMINAL_EVENTS.has(event.type));
+    if (!muted && past) queue.push({ event: event.type, data: JSON.stringify(event) });
   });
   return {
     writer,

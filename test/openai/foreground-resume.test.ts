@@ -334,3 +334,40 @@ describe('a resumed foreground stream whose response object was not kept, resume
     });
   });
 });
+
+describe('a resumed foreground stream whose owner died after events it never journaled', () => {
+  it('ends with response.failed for a client past every event its journal gives', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const owner = localApp(store);
+    const opened = gate('gate-d');
+    const stream = await owner.local.responses.create({ model: 'slow', input: 'gate-d live only', stream: true });
+    const seen: ResponseStreamEvent[] = [];
+    const events = stream[Symbol.asyncIterator]();
+    const readDeltas = async (count: number) => {
+      while (deltas(seen).length < count) seen.push((await events.next()).value as ResponseStreamEvent);
+    };
+    await readDeltas(3);
+    // Its first batch lands (the events so far), then its process loses the store: nothing more of
+    // it is written, neither a batch nor a renewal nor its completion. Its client sees more, live.
+    const journaled = async () =>
+      (await store.inner.list('')).objects.some((object) => object.key.includes('/events/'));
+    while (!(await journaled())) await new Promise((resolve) => setTimeout(resolve, 50));
+    store.failWhen(({ operation }) => operation === 'put');
+    opened.open();
+    await readDeltas(WORDS);
+    await events.return?.();
+    const id = seen[0]?.type === 'response.created' ? seen[0].response.id : '';
+    // A process an hour later finds its lease run out: the client resumes after the last event it saw.
+    const { local } = localApp(store.inner, {}, () => new Date(Date.now() + 3_600_000));
+    const after = seen.at(-1)!.sequence_number;
+    const rest = await readUntil(await local.responses.retrieve(id, { stream: true, starting_after: after }));
+    const ended = await local.responses.retrieve(id);
+    expect(ended).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    expect(rest).toEqual([{ type: 'response.failed', sequence_number: expect.any(Number), response: ended }]);
+    // From the start it is the journal's stream: its response.failed once, at its end.
+    const whole = await readUntil(await local.responses.retrieve(id, { stream: true }));
+    expect(whole.at(-1)).toEqual(rest[0]);
+    expect(whole.filter((event) => event.type === 'response.failed')).toHaveLength(1);
+    expect(rest[0]!.sequence_number).toBeLessThan(after);
+  });
+});

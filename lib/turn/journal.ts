@@ -213,6 +213,8 @@ export async function* journalEvents(
   let read = 0;
   let last = 0;
   let sent = after;
+  // The last event read: how the turn ended, once its journal did (its end batch may carry none).
+  let final: NumberedEvent | undefined;
   let closedAt: number | undefined;
   // For a closed turn without a batch: whether it is a background turn a runner took over.
   let run: 'never' | 'taken' | null | undefined;
@@ -224,6 +226,7 @@ export async function* journalEvents(
     for (const batch of batches) {
       for (const event of batch.events) {
         last = Math.max(last, event.n);
+        final = event;
         if (event.n > sent) {
           sent = event.n;
           yield event;
@@ -232,7 +235,7 @@ export async function* journalEvents(
       // A reader past every event (its client saw, live, events a dead owner never journaled,
       // and another reader ended the journal below them) still learns how the turn ended.
       if (batch.end) {
-        if (sent > last && batch.events.length > 0) yield batch.events.at(-1)!;
+        if (sent > last && final) yield final;
         return;
       }
     }

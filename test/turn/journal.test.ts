@@ -145,6 +145,17 @@ describe('turn event journal', () => {
     expect(await read(2)).toEqual([]);
   });
 
+  it('gives a reader past every event the last event journaled when the end batch carries none', async () => {
+    vi.useRealTimers();
+    // Its turn.completed went in a batch of the timer's, just before its owner's last batch, empty.
+    const completed = { n: 2, event: 'turn.completed', data: { turn: 1 } };
+    const { sessions, read } = await ownerDied([started, completed]);
+    await sessions.journal().write(await sessions.scope('j'), 1, 2, { writer: 'w', events: [], end: true });
+    expect(await read(0)).toEqual([started, completed]);
+    expect(await read(5)).toEqual([completed]);
+    expect(await read(2)).toEqual([]);
+  });
+
   it('ends at once the journal of a dead turn someone else closed over a lease ago', async () => {
     // The log keeps the faked time: the owner's claim, the close and the reader share one clock.
     const { sessions, services } = await openTurnServices(new MemoryStore(), 'j', () => new Date());

@@ -196,6 +196,13 @@ async function endJournal(
  * when no runner took it over, else a lease after its close.
  * A closed turn without a journal (neither streamed nor in the background): NotFoundError.
  */
+/**
+ * At most how many events an owner streams live past its journal before it dies (a second's
+ * worth of deltas between batches, many times over): a reader's Last-Event-ID further past the
+ * journal is taken as past every event, not as the number its end follows.
+ */
+const MAX_UNJOURNALED = 100_000;
+
 export async function* journalEvents(
   services: TurnServices,
   sessionId: string,
@@ -242,10 +249,15 @@ export async function* journalEvents(
     // Its end, unless the owner's batch took its place (then read on): numbered after every
     // event journaled and every event this reader's client saw (a dead owner streamed events
     // live that it never journaled), so the client resuming after them gets it.
+    // A number past what an owner could have streamed unjournaled is no client's: it does not
+    // number the end every reader gets (it is given that end as a reader past every event).
     const end = (error: StoredOutcome['error'] | null) =>
-      endJournal(services, scope, turn, read, Math.max(last, sent), error);
+      endJournal(services, scope, turn, read, Math.max(last, Math.min(sent, last + MAX_UNJOURNALED)), error);
     const ending = batches.length === 0 && expired ? await end(expired.error ?? null) : null;
-    if (ending) return yield* ending.filter((event) => event.n > sent);
+    if (ending) {
+      const fresh = ending.filter((event) => event.n > sent);
+      return yield* fresh.length > 0 ? fresh : ending.slice(-1);
+    }
     if (batches.length === 0 && !expired) {
       const open = closedAt === undefined ? await closedByLease(services, sessionId, turn) : null;
       if (open !== null && open !== 'open' && open.error?.code === LEASE_EXPIRED) {

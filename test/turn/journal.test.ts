@@ -145,6 +145,15 @@ describe('turn event journal', () => {
     expect(await read(2)).toEqual([]);
   });
 
+  it("numbers a dead turn's end after a Last-Event-ID no owner could stream only as far as one could", async () => {
+    vi.useRealTimers();
+    const { read, passLease } = await ownerDied([started, delta]);
+    passLease();
+    // A reader with a bogus id still learns how the turn ended, under a number other clients can send back.
+    expect(await read(999_999_999_999_999)).toEqual([leaseExpired(100_003)]);
+    expect(await read(0)).toEqual([started, delta, leaseExpired(100_003)]);
+  });
+
   it('gives a reader past every event the last event journaled when the end batch carries none', async () => {
     vi.useRealTimers();
     // Its turn.completed went in a batch of the timer's, just before its owner's last batch, empty.

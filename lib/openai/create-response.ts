@@ -218,8 +218,14 @@ async function createStoredResponse(
     if (resent?.newest) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
     // A retry of a step answering calls whose attempts failed after their stream began goes on
     // after them (a message stored again would leave a history no fixed previous_response_id resends).
-    if (retried?.taken && !resent && !body.background) {
-      const failed = { turn: retried.newest, known: 0, lastSeq: 0, taken: retried.taken };
+    // (After the items since that response, when the step resent them: they are its history.)
+    if (retried?.taken && !body.background) {
+      const failed = {
+        turn: retried.newest,
+        known: resent?.known ?? 0,
+        lastSeq: resent?.lastSeq ?? 0,
+        taken: retried.taken,
+      };
       return createStoredResponse(facade, prepared, idempotencyKey, { after: failed });
     }
     // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed

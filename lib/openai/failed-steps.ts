@@ -5,7 +5,7 @@ import { asStored, canonical } from './history-items.ts';
 import { itemsBetween } from './sessions.ts';
 
 /** Failed turns after an entry that a resend still continues after (more: a new conversation). */
-const MAX_FAILED_TURNS = 8;
+export const MAX_FAILED_TURNS = 8;
 
 /**
  * Whether the request that adds `added` after turn `since.turn` of `session` (whose last item

@@ -1,5 +1,6 @@
 import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
+import { MAX_FAILED_TURNS } from './failed-steps.ts';
 import { asStored, canonical } from './history-items.ts';
 import { branchIdPrefix, itemsBetween } from './sessions.ts';
 import { keptOfTurn } from './stored-responses.ts';
@@ -21,9 +22,10 @@ import { keptOfTurn } from './stored-responses.ts';
 
 /**
  * The turn to continue after, how many of `items` the conversation already holds and the seq
- * of the last of them, or undefined (a branch). `newest` says that turn is the conversation's newest; when not, the
- * one after it is an `abort` notice's refusal, which the rest of the items may retry
- * (./aborted-retry.ts: refused again). That turn's response must be kept with the loop's `tag`
+ * of the last of them, or undefined (a branch). `newest` says that turn is the conversation's
+ * newest; when not, the turns after it are failed attempts of a streamed step or an `abort`
+ * notice's refusal (endedBefore), which the rest of the items may retry (./failed-steps.ts;
+ * ./aborted-retry.ts: refused again). That turn's response must be kept with the loop's `tag`
  * (a response without a kept object, or of another loop, is not continued: a branch).
  */
 export async function resentAfter(
@@ -39,16 +41,14 @@ export async function resentAfter(
   const session = await sessions.get(sessionId);
   const { turns, items: stored } = session.counts;
   if (turns <= afterTurn) return undefined;
-  const newestTurn = await sessions.getTurn(sessionId, turns);
-  const aborted = newestTurn.status === 'aborted' && turns - 1 > afterTurn;
-  const turn = aborted ? turns - 1 : turns;
-  const [older, ended] = await Promise.all([
+  const [older, { turn, ended }] = await Promise.all([
     sessions.getTurn(sessionId, afterTurn),
-    aborted ? sessions.getTurn(sessionId, turn) : newestTurn,
+    endedBefore(facade, sessionId, afterTurn, turns),
   ]);
+  const newest = turn === turns;
   const from = (older.output?.last_seq ?? older.input?.last_seq ?? 0) + 1;
   const end = ended.output?.last_seq;
-  if (ended.status !== 'completed' || end === undefined || (!aborted && end !== stored)) return undefined;
+  if (ended.status !== 'completed' || end === undefined || (newest && end !== stored)) return undefined;
   const known = end - from + 1;
   const sent = known > 0 && known < items.length ? asStored(facade, items.slice(0, known)) : undefined;
   if (!sent) return undefined;
@@ -59,8 +59,31 @@ export async function resentAfter(
   const same = (list: readonly ClientItem[]) => JSON.stringify(list.map((item) => canonical(item)));
   const ours = kept?.loop === tag && kept.ref.outputSeq === ended.output?.first_seq;
   return ours && held.length === known && same(held as ClientItem[]) === same(sent)
-    ? { turn, known, lastSeq: end, newest: !aborted }
+    ? { turn, known, lastSeq: end, newest }
     : undefined;
+}
+
+/**
+ * The turn a resend may continue after, of those after `afterTurn` up to the newest (`turns`):
+ * the newest, or the one before an `abort` notice's refusal, or before the failed attempts of a
+ * streamed step (no output; at most MAX_FAILED_TURNS), which the caller judges as retries of it
+ * (lib/openai/failed-steps.ts).
+ */
+async function endedBefore(
+  facade: Facade,
+  sessionId: string,
+  afterTurn: number,
+  turns: number,
+): Promise<{ turn: number; ended: TurnRead }> {
+  const { sessions } = facade.services;
+  let [turn, ended] = [turns, await sessions.getTurn(sessionId, turns)];
+  const attempt = (record: TurnRead) =>
+    record.status === 'aborted' ? turn === turns : record.status === 'failed' && record.output === null;
+  while (attempt(ended) && turn - 1 > afterTurn && turns - turn < MAX_FAILED_TURNS) {
+    turn -= 1;
+    ended = await sessions.getTurn(sessionId, turn);
+  }
+  return { turn, ended };
 }
 
 /**
@@ -100,6 +123,8 @@ export async function branchResentAfter(
   const matches = found.flat();
   return matches.length === 1 ? matches[0] : undefined;
 }
+
+type TurnRead = Awaited<ReturnType<Facade['services']['sessions']['getTurn']>>;
 
 /** The branches one loop scope made at one response, starting with one item, that a step of it looks among. */
 const MAX_LOOP_BRANCHES = 20;

@@ -167,6 +167,40 @@ describe('a failed response leaves nothing in its conversation', () => {
     ]);
   });
 
+  it('a fixed previous_response_id: a retried loop step whose streamed attempts failed stays in the loop', async () => {
+    // The AI SDK's loop under providerOptions.openai.previousResponseId: every step names the
+    // same response and resends every item since it (lib/openai/resent-after.ts).
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+    const first = await client.responses.create({ model: 'echo', input: 'template' });
+    const ask = { role: 'user' as const, content: 'call get_weather {"city":"Bern"}' };
+    const step = (model: string, input: OpenAI.Responses.ResponseInputItem[], stream = false) =>
+      client.responses.create({ model, previous_response_id: first.id, input, tools, stream });
+    const called = (await step('echo', [ask])) as OpenAI.Responses.Response;
+    const call = called.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const input = [
+      ask,
+      ...(called.output as OpenAI.Responses.ResponseInputItem[]),
+      { type: 'function_call_output' as const, call_id: call.call_id, output: '9C' },
+    ];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const failed = (await step('unreachable', input, true)) as AsyncIterable<{ type: string }>;
+      for await (const event of failed) expect(event.type).not.toBe('response.completed');
+    }
+    const retried = (await step('echo', input)) as OpenAI.Responses.Response;
+    expect(retried.conversation!.id).toBe(first.conversation!.id);
+    const listed = await client.responses.inputItems.list(retried.id, { order: 'asc' });
+    expect(listed.data.map((item) => item.type)).toEqual(['message', 'function_call', 'function_call_output']);
+    // The loop's next step goes on after it, in the same conversation.
+    const next = [...input, ...(retried.output as OpenAI.Responses.ResponseInputItem[])];
+    const thanked = (await step('echo', [...next, { role: 'user', content: 'thanks' }])) as OpenAI.Responses.Response;
+    expect(thanked.conversation!.id).toBe(first.conversation!.id);
+    const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc' });
+    // Each item once: the call answered by the output the first failed attempt stored.
+    expect(texts(items.data).slice(2, 5)).toEqual([ask.content, 'function_call', 'function_call_output']);
+    expect(texts(items.data).slice(5)).toEqual(['echo: call get_weather {"city":"Bern"}', 'thanks', 'echo: thanks']);
+  });
+
   it('a background resend of a failed streamed tool step answers no response id it cannot read', async () => {
     const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
     const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];

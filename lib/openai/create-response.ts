@@ -211,23 +211,8 @@ async function createStoredResponse(
       prepared.compactions.length === 0
         ? await resentAfter(facade, sessionId, afterTurn, prepared.items, tag)
         : undefined;
-    const [since, added] = resent ? [resent.turn, prepared.items.slice(resent.known)] : [afterTurn, prepared.items];
-    // Continuing the newest turn, completed, retries no aborted one.
-    const retried = keyed || resent?.newest ? undefined : await retriedAfter(facade, sessionId, since, added);
-    if (retried?.aborted) throw await refusedAgain(facade, sessionId, retried.newest);
-    if (resent?.newest) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
-    // A retry of a step answering calls whose attempts failed after their stream began goes on
-    // after them (a message stored again would leave a history no fixed previous_response_id resends).
-    // (After the items since that response, when the step resent them: they are its history.)
-    if (retried?.taken && !body.background) {
-      const failed = {
-        turn: retried.newest,
-        known: resent?.known ?? 0,
-        lastSeq: resent?.lastSeq ?? 0,
-        taken: retried.taken,
-      };
-      return createStoredResponse(facade, prepared, idempotencyKey, { after: failed });
-    }
+    const onward = await continuation(facade, sessionId, resent ?? afterTurn, prepared, keyed);
+    if (onward) return createStoredResponse(facade, prepared, idempotencyKey, { after: onward });
     // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed
     // request's retry finds the branch its key names).
     facade.authorize(null);
@@ -235,8 +220,10 @@ async function createStoredResponse(
       resent || keyed || prepared.compactions.length > 0
         ? undefined
         : await branchResentAfter(facade, sessionId, afterTurn, prepared.items, tag);
-    if (ongoing)
-      return createStoredResponse(facade, prepared, idempotencyKey, { branch: ongoing.sessionId, after: ongoing });
+    // (There too, a retry of its step's failed attempts goes on after them, one an abort refused is refused.)
+    const inBranch = ongoing && (await continuation(facade, ongoing.sessionId, ongoing, prepared, false));
+    if (inBranch)
+      return createStoredResponse(facade, prepared, idempotencyKey, { branch: ongoing.sessionId, after: inBranch });
     // The branch runs with the instructions that response ran with (its kept object's), not the ones
     // its conversation took since; without a kept object, with the conversation's.
     const kept = await keptObject(facade, body.previous_response_id);
@@ -249,4 +236,32 @@ async function createStoredResponse(
     return createBackgroundResponse(facade, context, request, options, body.stream === true).catch(branched);
   if (body.stream) return streamStoredTurn(facade, context, request, options).catch(branched);
   return runStoredTurn(facade, context, request, options, branched);
+}
+
+/**
+ * Where a step under an older `previous_response_id` goes on in `sessionId`: after its newest
+ * turn when the step resent every item since that response (`resent`, ./resent-after.ts);
+ * else after the failed attempts of the step it retries, the outputs the first one stored to
+ * its calls taken as they are (a message stored again would leave a history no fixed
+ * previous_response_id resends), past the items it resent when it did; undefined (a branch)
+ * otherwise. A retry of the request an `abort` notice refused is refused again (./aborted-retry.ts;
+ * not under a key, whose retry is replayed). `resent` is a turn number when nothing was resent.
+ */
+async function continuation(
+  facade: Facade,
+  sessionId: string,
+  resent: number | { turn: number; known: number; lastSeq: number; newest: boolean },
+  prepared: PreparedRequest,
+  keyed: boolean,
+): Promise<{ turn: number; known: number; lastSeq: number; taken?: number } | undefined> {
+  if (typeof resent === 'object' && resent.newest) return resent;
+  if (keyed) return undefined;
+  const [since, known, lastSeq] =
+    typeof resent === 'object' ? [resent.turn, resent.known, resent.lastSeq] : [resent, 0, 0];
+  const retried = await retriedAfter(facade, sessionId, since, prepared.items.slice(known));
+  if (retried?.aborted) throw await refusedAgain(facade, sessionId, retried.newest);
+  // (Not in the background: a response id names its first input seq, which a retake has not.)
+  return retried?.taken && !prepared.body.background
+    ? { turn: retried.newest, known, lastSeq, taken: retried.taken }
+    : undefined;
 }

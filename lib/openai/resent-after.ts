@@ -105,7 +105,7 @@ export async function branchResentAfter(
   afterTurn: number,
   items: readonly ClientItem[],
   tag: string,
-): Promise<{ sessionId: string; turn: number; known: number; lastSeq: number } | undefined> {
+): Promise<{ sessionId: string; turn: number; known: number; lastSeq: number; newest: boolean } | undefined> {
   if (items.length < 2) return undefined;
   const { sessions } = facade.services;
   const older = await sessions.getTurn(sessionId, afterTurn);
@@ -117,7 +117,7 @@ export async function branchResentAfter(
   const found = await Promise.all(
     candidates.map(async (id) => {
       const resent = await resentAfter(facade, id, afterTurn, items, tag).catch(() => undefined);
-      return resent?.newest ? { sessionId: id, turn: resent.turn, known: resent.known, lastSeq: resent.lastSeq } : [];
+      return resent ? { sessionId: id, ...resent } : [];
     }),
   );
   const matches = found.flat();

@@ -201,6 +201,32 @@ describe('a failed response leaves nothing in its conversation', () => {
     expect(texts(items.data).slice(5)).toEqual(['echo: call get_weather {"city":"Bern"}', 'thanks', 'echo: thanks']);
   });
 
+  it('a loop under an older response: a retried step whose streamed attempts failed stays in its branch', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+    const first = await client.responses.create({ model: 'echo', input: 'template' });
+    await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'moved on' });
+    const ask = { role: 'user' as const, content: 'call get_weather {"city":"Graz"}' };
+    const step = (model: string, input: OpenAI.Responses.ResponseInputItem[], stream = false) =>
+      client.responses.create({ model, previous_response_id: first.id, input, tools, stream });
+    const called = (await step('echo', [ask])) as OpenAI.Responses.Response;
+    const branch = called.conversation!.id;
+    expect(branch).not.toBe(first.conversation!.id);
+    const call = called.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const input = [
+      ask,
+      ...(called.output as OpenAI.Responses.ResponseInputItem[]),
+      { type: 'function_call_output' as const, call_id: call.call_id, output: '7C' },
+    ];
+    const failed = (await step('unreachable', input, true)) as AsyncIterable<{ type: string }>;
+    for await (const event of failed) expect(event.type).not.toBe('response.completed');
+    const retried = (await step('echo', input)) as OpenAI.Responses.Response;
+    expect(retried.conversation!.id).toBe(branch);
+    const items = await client.conversations.items.list(branch, { order: 'asc' });
+    expect(items.data.filter((item) => item.type === 'function_call_output')).toHaveLength(1);
+    expect(texts(items.data).at(-1)).toBe('echo: call get_weather {"city":"Graz"}');
+  });
+
   it('a background resend of a failed streamed tool step answers no response id it cannot read', async () => {
     const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
     const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];

@@ -1,5 +1,6 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, streamText, tool } from 'ai';
+import type OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { clientOnTailgate, echoedThen, tailgateGet, tailgatePost, TOKEN } from './server.ts';
@@ -124,6 +125,31 @@ describe('a tool loop under a fixed previous_response_id', () => {
       ['message', 'more'],
       ['message', 'echo: more'],
     ]);
+  });
+
+  it('a step an abort notice refused in the branch of a loop under an older response is refused again', async () => {
+    const { client } = world;
+    const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+    const first = await client.responses.create({ model: 'echo', input: 'template' });
+    await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'moved on' });
+    const ask = { role: 'user' as const, content: 'call get_weather {"city":"Riga"}' };
+    const step = (input: OpenAI.Responses.ResponseInputItem[]) =>
+      client.responses.create({ model: 'echo', previous_response_id: first.id, input, tools });
+    const called = await step([ask]);
+    const branch = sessionOf(called.id)!;
+    const call = called.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const answered = [
+      ask,
+      ...(called.output as OpenAI.Responses.ResponseInputItem[]),
+      { type: 'function_call_output' as const, call_id: call.call_id, output: '1C' },
+    ];
+    await tailgatePost(world.tailgate.baseURL, `/sessions/${branch}/inbox`, { name: 'abort', content: 'stop' });
+    await expect(step(answered)).rejects.toThrow(/aborted/);
+    const before = (await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions.length;
+    // The AI SDK retries a 409: the same step again, refused with no model call, branch or new conversation.
+    await expect(step(answered)).rejects.toThrow(/aborted/);
+    expect((await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions).toHaveLength(before);
+    expect((await shapesOf(branch)).at(-1)).toEqual(['function_call_output', '1C']);
   });
 
   it("another loop's steps under the same older response never go on in this loop's branch", async () => {

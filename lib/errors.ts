@@ -326,9 +326,13 @@ export class NotNewestTurnError extends Error {
 
 /** The same Idempotency-Key was used before with a different request (422). */
 export class IdempotencyKeyReusedError extends TailgateError {
+  /** The turn the key was used for. */
+  readonly turn: number;
+
   constructor(turn: number) {
     super('idempotency_key_reused', `the Idempotency-Key was used for turn ${turn} with a different request`, { turn });
     this.name = 'IdempotencyKeyReusedError';
+    this.turn = turn;
   }
 }
 

@@ -1,4 +1,4 @@
-import { NotNewestTurnError } from '../errors.ts';
+import { IdempotencyKeyReusedError, NotNewestTurnError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Tool } from '../items.ts';
 import type { TurnOptions, TurnRequest } from '../turn/index.ts';
@@ -201,6 +201,14 @@ async function createStoredResponse(
     // or a step racing another): a new conversation, as an unkeyed resend of it starts.
     if (error instanceof NotNewestTurnError && match)
       return createStoredResponse(facade, prepared, idempotencyKey, { fresh: true });
+    // A keyed retry of a step that resent every item since that response went on after the
+    // turn before its key's, claiming the items after those: claimed so again, it is replayed.
+    const keyedStep = error instanceof IdempotencyKeyReusedError && tag && afterTurn !== undefined && !branch && !after;
+    const replayed =
+      keyedStep && prepared.compactions.length === 0
+        ? await resentAfter(facade, sessionId, afterTurn, prepared.items, tag, error.turn)
+        : undefined;
+    if (replayed) return createStoredResponse(facade, prepared, idempotencyKey, { after: replayed });
     if (!(error instanceof NotNewestTurnError && body.previous_response_id && tag && afterTurn !== undefined))
       throw error;
     if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);

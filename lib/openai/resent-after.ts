@@ -34,16 +34,19 @@ export async function resentAfter(
   afterTurn: number,
   items: readonly ClientItem[],
   tag: string,
+  /** A keyed retry's: the turn its key took, whose request went on after the turn before it. */
+  keyedAt?: number,
 ): Promise<{ turn: number; known: number; lastSeq: number; newest: boolean } | undefined> {
   // At least one item resent and one added: a single item is a branch, nothing read for it.
   if (items.length < 2) return undefined;
   const { sessions } = facade.services;
   const session = await sessions.get(sessionId);
   const { turns, items: stored } = session.counts;
-  if (turns <= afterTurn) return undefined;
+  const upTo = keyedAt === undefined ? turns : Math.min(keyedAt - 1, turns);
+  if (upTo <= afterTurn) return undefined;
   const [older, { turn, ended }] = await Promise.all([
     sessions.getTurn(sessionId, afterTurn),
-    endedBefore(facade, sessionId, afterTurn, turns),
+    endedBefore(facade, sessionId, afterTurn, upTo),
   ]);
   const newest = turn === turns;
   const from = (older.output?.last_seq ?? older.input?.last_seq ?? 0) + 1;

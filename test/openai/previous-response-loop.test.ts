@@ -3,7 +3,7 @@ import { generateText, stepCountIs, streamText, tool } from 'ai';
 import type OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { clientOnTailgate, echoedThen, tailgateGet, tailgatePost, TOKEN } from './server.ts';
+import { clientOnTailgate, echoedThen, settledResponse, tailgateGet, tailgatePost, TOKEN } from './server.ts';
 
 // A tool loop under a fixed previous_response_id (the AI SDK's previousResponseId with tools):
 // every step names the same response and resends every item since it (lib/openai/resent-after.ts).
@@ -199,6 +199,28 @@ describe('a tool loop under a fixed previous_response_id', () => {
       ['message', 'and then'],
       ['message', 'echo: and then'],
     ]);
+  });
+
+  it('a keyed retry of a step that went on after the newest response is replayed, in the background too', async () => {
+    const { client } = world;
+    for (const background of [false, true]) {
+      const first = await client.responses.create({ model: 'echo', input: 'template' });
+      const step = async (input: string | ReturnType<typeof echoedThen>, key: string) => {
+        const headers = { 'Idempotency-Key': `${key}-${first.id}` };
+        const asked = { model: 'echo', previous_response_id: first.id, input, background };
+        const created = await client.responses.create(asked, { headers });
+        return background ? settledResponse(client, created.id) : created;
+      };
+      await step('hi', 'one');
+      const second = await step(echoedThen('hi', 'next'), 'two');
+      expect(sessionOf(second.id)).toBe(sessionOf(first.id));
+      // Retried at once, and after the loop's next step: the same response, nothing taken again.
+      expect((await step(echoedThen('hi', 'next'), 'two')).id).toBe(second.id);
+      const more = [...echoedThen('hi', 'next'), ...echoedThen('next', 'more').slice(1)];
+      await step(more, 'three');
+      expect((await step(echoedThen('hi', 'next'), 'two')).id).toBe(second.id);
+      expect(await shapesOf(sessionOf(first.id)!)).toHaveLength(8);
+    }
   });
 
   it('an input that edits what followed the response still branches', async () => {

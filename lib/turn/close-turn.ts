@@ -1,5 +1,6 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
+import type { TurnUsage } from '../ledger/usage.ts';
 import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
@@ -145,6 +146,7 @@ async function closeFailedTurn(
   // as after any close by the turn's own completion.
   const closedItself = error instanceof AbortedError || closedByCompletion;
   if (closedItself) afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
+  if (closedByCompletion) chargeCounted(services, turn, failure);
   // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
   if (closedItself || byOther) throw error;
   // The summary its compaction made is charged as a completed turn's is (as no turn), and shown so.
@@ -161,11 +163,16 @@ async function closeFailedTurn(
     });
     attempt.closedFailed = true;
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-    const spend = summary ? turnSpend(services, turn) : undefined;
-    if (summary && spend) afterResponse(services, () => spend.charge(summary, 0));
+    chargeToken(services, turn, undefined, 0, summary);
   } catch (closeError) {
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
-    services.log('tailgate: could not close a failed turn', closeError);
+    if (closeError instanceof ClosedByItsCompletionError) {
+      // Its failed completion stands (its totals took the summary); only its webhook event failed.
+      attempt.closedFailed = true;
+      afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
+      chargeCounted(services, turn, closeError);
+      services.log('tailgate: the webhook event of a failed turn could not be written', closeError.cause);
+    } else services.log('tailgate: could not close a failed turn', closeError);
   }
   // A storage failure while the session was being deleted is the delete's doing: 404.
   if (!(error instanceof TailgateError) || error.code === 'corrupt_object' || error.code === 'storage_error') {
@@ -185,11 +192,29 @@ function chargeStopped(services: TurnServices, attempt: Attempt): void {
   const { turn, plan } = attempt;
   const stopped = plan ? attempt.meter.spent(services.config.modelPrices[plan.model.id]) : null;
   if (stopped) attempt.stopped = stopped;
-  const summary = attempt.prompt?.summaryUsage;
-  const spend = stopped || summary ? turnSpend(services, turn) : undefined;
+  chargeToken(services, turn, stopped?.usage, 0, attempt.prompt?.summaryUsage);
+}
+
+/** Charges the turn's token `usage` (as `turns` turns) and `summary` (as none), in the background. */
+function chargeToken(
+  services: TurnServices,
+  turn: OpenTurn,
+  usage: TurnUsage | undefined,
+  turns: 0 | 1,
+  summary: TurnUsage | undefined,
+): void {
+  const spend = usage || summary ? turnSpend(services, turn) : undefined;
   if (!spend) return;
-  if (stopped) afterResponse(services, () => spend.charge(stopped.usage, 0, summary));
+  if (usage) afterResponse(services, () => spend.charge(usage, turns, summary));
   else if (summary) afterResponse(services, () => spend.charge(summary, 0));
+}
+
+/**
+ * Charges the turn's token what its own completion counted in the session's totals when only
+ * its webhook event then failed (ClosedByItsCompletionError): the turn was closed all the same.
+ */
+function chargeCounted(services: TurnServices, turn: OpenTurn, closed: ClosedByItsCompletionError): void {
+  chargeToken(services, turn, closed.counted.usage, 1, closed.counted.summaryUsage);
 }
 
 /** What a pickup after this turn's own close needs to tell that the session went idle. */

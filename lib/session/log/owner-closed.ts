@@ -1,4 +1,5 @@
 import type { StoredItem } from '../../items.ts';
+import type { TurnUsage } from '../../ledger/usage.ts';
 import type { DoneRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { eventLeftToOutbox, intentStored as intentPut } from './lease.ts';
@@ -13,14 +14,18 @@ import type { ClosedTurn, OpenTurn, TurnOutcome } from './types.ts';
  * What SessionLog.completeTurn throws once the turn's own completion landed and only its
  * webhook event failed, with no intent known stored: the turn is closed, as it reads, and is
  * answered the event's error (`cause`), which lib/turn/close-turn.ts (closeFailed) rethrows.
+ * `counted` is what the completion added to the session's totals (a completed turn's usage, a
+ * compaction's summary), which the turn's token is charged all the same.
  */
 export class ClosedByItsCompletionError extends Error {
   override readonly cause: unknown;
-  constructor(cause: unknown) {
+  readonly counted: { usage?: TurnUsage | undefined; summaryUsage?: TurnUsage | undefined };
+  constructor(cause: unknown, counted: ClosedByItsCompletionError['counted'] = {}) {
     const told = cause instanceof Error ? cause.message : String(cause);
     super(`the turn's completion stands; its webhook event failed: ${told}`);
     this.name = 'ClosedByItsCompletionError';
     this.cause = cause;
+    this.counted = counted;
   }
 }
 
@@ -54,7 +59,11 @@ export async function ownerClosed(
     await log.onClosed?.(closed);
   } catch (error) {
     const intent = intentStored || (await intentPut(log, turn));
-    if (!intent) throw new ClosedByItsCompletionError(error);
+    if (!intent) {
+      // What the completion's totals took (lib/session/log/claim.ts totalsAfter).
+      const counted = { usage: closed.usage, summaryUsage: done.ledger ? spent?.summaryUsage : undefined };
+      throw new ClosedByItsCompletionError(error, counted);
+    }
     eventLeftToOutbox(log, closed, error);
   }
   return stored;

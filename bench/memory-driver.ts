@@ -88,6 +88,7 @@ export class MemoryTurnDriver implements TurnDriver {
       listQueuedInputs: (id, limit) => log.listQueuedInputs(id, limit),
       closedBy: (turn) => log.closedBy(turn),
       leaveDeleted: (turn) => log.leaveDeleted(turn),
+      storeStoppedSpend: (turn, spent) => log.storeStoppedSpend(turn, spent),
       queued: (scope) => log.queued(scope),
       journal: () => log.journal(),
       getTurn: (id, turn) => log.getTurn(id, turn),

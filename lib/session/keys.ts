@@ -31,6 +31,8 @@ import { idSchema } from '../items.ts';
  * - `context/<generation>/<inverted base record>`: a compaction's summary (create-only).
  * - `queue/<generation>/<sha256>`: an input queued while a turn ran (create-only).
  * - `events/<generation>/<turn>/<batch>`: a turn's event journal, batch by batch (create-only).
+ * - `spent/<generation>/<turn>`: what a turn closed by someone else spent (create-only; empty:
+ *   nothing known, put by the write that stopped waiting for it).
  * - `forks/<generation>/<child id>.<child generation>`: a fork's reference to this
  *   incarnation's objects (create-only): a delete keeps a generation some live fork reads.
  * - `inbox/`, `inbox_removed/`: owned by lib/inbox/, addressed by id (any client may write
@@ -138,6 +140,11 @@ export function sessionConfigKey(keyPrefix: string, id: string): string {
 
 function scoped(scope: LogScope, kind: string): string {
   return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation ? `${scope.generation}/` : ''}`;
+}
+
+/** What turn `turn` of `scope`, closed by someone else, spent (lib/session/log/unbilled.ts). */
+export function spentKey(scope: LogScope, turn: number): string {
+  return `${scoped(scope, 'spent')}${pad(checkRecordNumber(turn))}`;
 }
 
 /** Where the forks of one incarnation leave their references (`forks/<generation>/`). */

@@ -13,7 +13,7 @@ import {
 import { decodeUtf8 } from '../store/object-store.ts';
 import { generationSchemaPattern } from './keys.ts';
 import { forkPointSchema, MAX_FORK_DEPTH } from './fork-point.ts';
-import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
+import { budgetSchema, ledgerSchema, turnUsageSchema } from '../ledger/usage.ts';
 
 /**
  * The zod schemas of every object the session log writes. Each carries a `format` tag, so a
@@ -176,6 +176,28 @@ export const undeliveredSchema = z
   .strict();
 export type Undelivered = z.infer<typeof undeliveredSchema>;
 
+/**
+ * Turns closed by someone else whose spend (`spent/<generation>/<turn>`, written by the stopped
+ * turn) the session's totals do not count yet, carried by every record and completion until a
+ * write of the chain counts it (lib/session/log/unbilled.ts); the newest object says what holds
+ * now (absent: none). `closed_at` is the close's time, from which the wait for it is bounded.
+ */
+export const unbilledSchema = z.array(
+  z.object({ generation: z.string(), turn: z.number().int().positive(), closed_at: z.string() }).strict(),
+);
+export type Unbilled = z.infer<typeof unbilledSchema>;
+
+/** What a turn stopped by someone else spent (`spent/<generation>/<turn>`); an empty object: nothing known. */
+export const stoppedSpendSchema = z
+  .object({
+    format: z.literal('tailgate.spent.v1'),
+    usage: turnUsageSchema.optional(),
+    summary_usage: turnUsageSchema.optional(),
+    estimated: z.boolean().optional(),
+  })
+  .strict();
+export type StoppedSpendRecord = z.infer<typeof stoppedSpendSchema>;
+
 /** No notice waiting: what a record or completion without `undelivered` means. */
 export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], lost_turns: [] }) as Undelivered;
 
@@ -231,6 +253,7 @@ export const recordSchema = z
     open_calls: openCallsSchema.optional(),
     undelivered: undeliveredSchema.optional(),
     ledger: ledgerSchema.optional(),
+    unbilled: unbilledSchema.optional(),
   })
   .strict();
 export type LogRecord = z.infer<typeof recordSchema>;
@@ -259,6 +282,7 @@ export const doneSchema = z
     /** Notices still undelivered after this turn (absent: none). */
     undelivered: undeliveredSchema.optional(),
     ledger: ledgerSchema.optional(),
+    unbilled: unbilledSchema.optional(),
   })
   .strict();
 export type DoneRecord = z.infer<typeof doneSchema>;

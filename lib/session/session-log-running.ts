@@ -10,6 +10,8 @@ import {
   takeLease,
 } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
+import { storeStoppedSpend } from './log/unbilled.ts';
+import type { StoppedSpendRecord } from './records.ts';
 import { backgroundRun } from './log/turns.ts';
 import {
   enqueueInput,
@@ -145,6 +147,14 @@ export class SessionLogRunning extends SessionLogBase {
    */
   async leaveDeleted(turn: OpenTurn): Promise<void> {
     return leaveDeleted(this.log, turn);
+  }
+
+  /**
+   * Stores what `turn`, closed by someone else, spent, for the session's totals to count
+   * (log/unbilled.ts): false when they will not (the chain stopped waiting, or it was deleted).
+   */
+  async storeStoppedSpend(turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
+    return storeStoppedSpend(this.log, turn.scope, turn.turn, spent);
   }
 
   /**

@@ -140,7 +140,7 @@ async function closeFailedTurn(
     // A delete's: they went with the session (whose sweep may have passed the inbox already).
     if (taken.length > 0 && error instanceof NotFoundError) await services.inbox.forget(sessionId, taken, turn.turn);
     else if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at);
-    chargeStopped(services, attempt);
+    chargeStopped(services, attempt, error instanceof TurnClosedError);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,
   // as after any close by the turn's own completion.
@@ -188,11 +188,20 @@ async function closeFailedTurn(
  * summary), as no turn: the closer's completion counts nothing of it. Once per attempt, and
  * only when its own completion did not land.
  */
-function chargeStopped(services: TurnServices, attempt: Attempt): void {
+function chargeStopped(services: TurnServices, attempt: Attempt, closed: boolean): void {
   const { turn, plan } = attempt;
   const stopped = plan ? attempt.meter.spent(services.config.modelPrices[plan.model.id]) : null;
   if (stopped) attempt.stopped = stopped;
-  chargeToken(services, turn, stopped?.usage, 0, attempt.prompt?.summaryUsage);
+  const summary = attempt.prompt?.summaryUsage;
+  chargeToken(services, turn, stopped?.usage, 0, summary);
+  // Closed (not deleted, nor run by another runner): the closer's completion names the turn,
+  // whose session's totals count what it stores (nothing spent too: the chain waits no longer).
+  if (!closed) return;
+  const spent = {
+    ...(stopped ? { usage: stopped.usage, estimated: stopped.estimated } : {}),
+    ...(summary ? { summary_usage: summary } : {}),
+  };
+  afterResponse(services, () => services.sessions.storeStoppedSpend(turn, spent));
 }
 
 /** Charges the turn's token `usage` (as `turns` turns) and `summary` (as none), in the background. */

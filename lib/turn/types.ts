@@ -101,6 +101,7 @@ export type TurnSessionLog = Pick<
   | 'releaseHeldLease'
   | 'closedBy'
   | 'leaveDeleted'
+  | 'storeStoppedSpend'
   | 'queued'
   | 'journal'
   | 'getTurn'

@@ -12,7 +12,10 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // input, and the output generated until then. The closer's completion knows nothing of it, so
 // the stopped turn charges its token itself (lib/turn/close-turn.ts): the token's spend and
 // budget count it, estimated (the prompt's tokens as counted, the output streamed) since the
-// provider reported no usage. On the memory store and the file store.
+// provider reported no usage. It stores what it spent (`spent/<generation>/<turn>`), and the
+// session's next write (a turn's claim, before its budget check, or its completion; an append)
+// adds it to the session's totals, once: its `usage` and `budget` count it as the token's spend
+// does. On the memory store and the file store.
 
 const environment = {
   API_TOKEN: TOKEN,
@@ -20,6 +23,9 @@ const environment = {
   DEFAULT_MODEL: 'echo',
   TURN_LEASE_MS: '3000',
 };
+/** A turn's tokens, as its answer's usage tells them. */
+const tokensOf = (body: { usage: { input_tokens: number; output_tokens: number } }) =>
+  body.usage.input_tokens + body.usage.output_tokens;
 const stores = await memoryAndFileStores('stopped-spend');
 const heldEcho = releasedAfterEach();
 
@@ -37,7 +43,8 @@ function world(store: ObjectStore) {
     return { authorization: `Bearer ${minted.body.token as string}` };
   };
   const spent = async (auth: Record<string, string>) => (await api.get('/v1/tokens/current', auth)).body.usage;
-  return { harness, api, closer, drain, calling, aborted, mint, spent };
+  const usage = async (id: string) => (await api.get(`/v1/sessions/${id}`)).body.usage;
+  return { harness, api, closer, drain, calling, aborted, mint, spent, usage };
 }
 
 describe.each(stores)('a turn stopped by someone else charges what it spent: %s', (_, storeOf) => {
@@ -83,5 +90,66 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
       code: 'budget_exhausted',
       details: { budget: 'token', limit: 'max_total_tokens' },
     });
+  });
+
+  it('a cancelled streamed turn: the next turn counts what it spent, once', async () => {
+    const { harness, api, closer, drain, calling, aborted, mint, usage, spent } = world(storeOf());
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'slow one', stream: true }),
+    });
+    const reader = sseReader(response);
+    await reader.until('event: output_text.delta');
+    await calling();
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await aborted();
+    await reader.rest();
+    await drain();
+    const stopped = await spent(auth);
+    expect(stopped.total_tokens).toBeGreaterThan(0);
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' }, auth);
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    await drain();
+    // The session's totals and the token's spend count the same: the stopped call and the turn.
+    const totals = await usage(id);
+    expect(totals).toEqual(await spent(auth));
+    expect(totals.turns).toBe(1);
+    expect(totals.total_tokens).toBe(stopped.total_tokens + tokensOf(next.body));
+    // Counted once: later writes add only their own.
+    expect(
+      (await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'x' }] })).status,
+    ).toBe(201);
+    const third = await api.post(`/v1/sessions/${id}/turns`, { input: 'again' }, auth);
+    await drain();
+    expect((await usage(id)).total_tokens).toBe(totals.total_tokens + tokensOf(third.body));
+  });
+
+  it("interrupted turns count in the session's budget: a turn is refused once they spent it", async () => {
+    const { api, closer, drain, calling, aborted, usage } = world(storeOf());
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling();
+    const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    await aborted();
+    expect((await pending).status).toBe(409);
+    await drain();
+    // An append is a write of the session: the stopped turn's spend (its prompt) counts there.
+    expect(
+      (await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'x' }] })).status,
+    ).toBe(201);
+    const totals = await usage(id);
+    expect(totals.input_tokens).toBe(6 + taken.body.usage.input_tokens);
+    expect(totals.turns).toBe(1);
+    // A budget the completed turn alone leaves room in: the stopped turn's spend exhausts it.
+    const limit = totals.total_tokens;
+    expect(tokensOf(taken.body)).toBeLessThan(limit);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_total_tokens: limit } })).status).toBe(200);
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+    expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'session' } });
   });
 });

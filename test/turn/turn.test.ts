@@ -357,6 +357,7 @@ describe('storage operations per turn', () => {
         listQueuedInputs: log.listQueuedInputs.bind(log),
         closedBy: log.closedBy.bind(log),
         leaveDeleted: log.leaveDeleted.bind(log),
+        storeStoppedSpend: log.storeStoppedSpend.bind(log),
         queued: log.queued.bind(log),
         journal: log.journal.bind(log),
         getTurn: log.getTurn.bind(log),

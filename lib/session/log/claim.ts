@@ -10,6 +10,7 @@ import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
 import { ownerClosed } from './owner-closed.ts';
+import { billStopped } from './unbilled.ts';
 import { callKeysOf, turnRepeats } from './repeat-flags.ts';
 import { indexKey } from './idempotency-index.ts';
 import { packedTurn } from './idempotency.ts';
@@ -208,6 +209,7 @@ export class TurnClaim {
       openCalls: record.open_calls ?? null,
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
       ledger: record.ledger ?? EMPTY_LEDGER,
+      unbilled: record.unbilled ?? [],
     });
   }
 }
@@ -243,7 +245,9 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   const writer = turn.writer;
   const undelivered = result.undelivered && !isEmpty(result.undelivered) ? result.undelivered : null;
   const repeats = turnRepeats(log, turn, items);
-  const totals = totalsAfter(turn.ledger, result);
+  // What turns closed by someone else spent, once stored, counts here too (log/unbilled.ts).
+  const billed = await billStopped(log, turn.scope, turn.unbilled, turn.ledger);
+  const totals = totalsAfter(billed.ledger, result) ?? (billed.changed ? billed.ledger : undefined);
   const done: DoneRecord = {
     format: 'tailgate.done.v1',
     record: turn.record,
@@ -266,6 +270,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
     ...(undelivered ? { undelivered } : {}),
     ...(totals ? { ledger: totals } : {}),
+    ...(billed.unbilled.length > 0 ? { unbilled: billed.unbilled } : {}),
   };
   const landing = await turn.landing;
   // Indexed at the claim, unless that write failed: then here, still before the completion.

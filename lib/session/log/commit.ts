@@ -39,13 +39,12 @@ import { recordBody } from './record-cache.ts';
 import { carry } from './record-carry.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 import { overdueView, packScheduleOf, type OverdueAppend, type OverdueView } from './pack-schedule.ts';
+import { billStopped, counted, unbilledOf } from './unbilled.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
- * compaction), the records it carries, the calls still open and the notices not yet
- * delivered it passes on, and the owner's completion of a turn.
+ * compaction), what it carries and passes on, and the owner's completion of a turn.
  */
-
 const itemsSchema = z.array(itemSchema).min(1);
 
 /** What `commit` wrote. */
@@ -237,9 +236,9 @@ export async function prepareCommit(
     // once that input ran (the same request goes on: the input's own turn then replays it).
     if (queued) checkQueuedKey(await queued, options.requestHash);
   }
-  // A spent budget refuses a turn before anything is written (an open turn's record carries
-  // the totals before it, and closing it adds nothing).
-  const ledger = ledgerOf(newest);
+  // Stopped turns' spend first (log/unbilled.ts; none waiting: no read), then the budget, before any write.
+  const billed = await billStopped(log, scope, unbilledOf(newest), ledgerOf(newest));
+  const { ledger } = billed;
   if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
   await options.check?.(head.config);
   // The input is checked against the open calls before a busy session refuses it: a bad input
@@ -323,6 +322,7 @@ export async function prepareCommit(
   const undelivered = undeliveredOf(newest);
   const overflow = overflowOf(newest);
   const totals = options.charge ? addToLedger(ledger, options.charge, 0) : ledger;
+  const unbilled = unbilledOf(newest).filter((entry) => !counted(billed, entry));
   const record: LogRecord = {
     format: 'tailgate.record.v1',
     record: number,
@@ -347,6 +347,7 @@ export async function prepareCommit(
     ...(openAfter ? { open_calls: openAfter } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
     ...(hasUsage(totals) ? { ledger: totals } : {}),
+    ...(unbilled.length > 0 ? { unbilled } : {}),
   };
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.

@@ -263,6 +263,14 @@ export async function closeTurn(
     ...(record.open_calls ? { open_calls: record.open_calls } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
   };
+  // What the turn spent is its own to store: the chain counts it once it did (log/unbilled.ts).
+  const unbilled = [
+    ...(record.unbilled ?? []),
+    ...(record.turn !== undefined
+      ? [{ generation: scope.generation, turn: record.turn, closed_at: done.completed_at }]
+      : []),
+  ];
+  if (unbilled.length > 0) done.unbilled = unbilled;
   const key = doneKey(scope, record.record);
   const written = await putJsonCreateOnly(log.store, key, done, `"writer":"${writer}"`);
   if (!written) return null;

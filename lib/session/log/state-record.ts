@@ -7,6 +7,7 @@ import { forkRecord } from './fork.ts';
 import { isEmpty, ledgerOf, undeliveredOf, type Head } from './head.ts';
 import { afterViewBytes, type OverdueAppend } from './pack-schedule.ts';
 import { carried, recordBody } from './record-cache.ts';
+import { unbilledOf } from './unbilled.ts';
 
 /**
  * The record of no items after a large append (docs/STORAGE.md, **What a cold turn reads**).
@@ -52,14 +53,18 @@ export async function putStateAfter(
 
 /**
  * `record` with what the session's newest record carries on whatever follows it: the usage
- * totals (spent is spent) and the notices no model has seen yet.
+ * totals (spent is spent), the turns whose spend they do not count yet (each naming its
+ * generation, so a delete of the newest turn's next generation counts them too) and the
+ * notices no model has seen yet.
  */
 export function withTotals(record: LogRecord, newest: Head['newest']): LogRecord {
   const ledger = ledgerOf(newest);
   const undelivered = undeliveredOf(newest);
+  const unbilled = unbilledOf(newest);
   return {
     ...record,
     ...(hasUsage(ledger) ? { ledger } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
+    ...(unbilled.length > 0 ? { unbilled } : {}),
   };
 }

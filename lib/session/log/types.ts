@@ -9,6 +9,7 @@ import type {
   SessionConfig,
   SessionCounts,
   TurnStatus,
+  Unbilled,
   Undelivered,
 } from '../records.ts';
 import type { LogView } from '../view-records.ts';
@@ -107,6 +108,8 @@ export interface OpenTurn {
   readonly undelivered: Readonly<Undelivered>;
   /** The session's usage totals before this turn (its completion adds the turn's usage). */
   readonly ledger: Readonly<Ledger>;
+  /** Turns closed by someone else whose spend the totals do not count yet (log/unbilled.ts). */
+  readonly unbilled: Readonly<Unbilled>;
 }
 
 /** The history an open turn read (SessionLog.readContext). */

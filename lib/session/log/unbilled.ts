@@ -1,0 +1,142 @@
+import { addToLedger, type Ledger } from '../../ledger/usage.ts';
+import { sessionConfigKey, spentKey, type LogScope } from '../keys.ts';
+import {
+  parseStoredOrUndefined,
+  sessionConfigSchema,
+  stoppedSpendSchema,
+  type DoneRecord,
+  type LogRecord,
+  type StoppedSpendRecord,
+  type Unbilled,
+} from '../records.ts';
+import type { LogContext } from './context.ts';
+
+/**
+ * The spend of turns closed by someone else, counted in the session's totals (docs/STORAGE.md,
+ * "Stopped spend"). The closer's completion knows nothing of what the stopped turn's aborted model
+ * call spent; the stopped turn learns of the close later (at once, or at its next lease renewal)
+ * and puts what it spent, create-only, at `spent/<generation>/<turn>`. The closer's completion
+ * names the turn in `unbilled`, which every record and completion after it carries on until a write
+ * of the chain (a record's commit, before its budget check; a turn's own completion) reads that
+ * object: it adds the spend to the totals it carries and drops the turn, in the one create-only
+ * object. The chain is a line of create-only writes, each from the newest one before it, so the
+ * write that counts it is the only one that drops it: counted once, whoever crashed where. A write
+ * that finds nothing there once SPENT_WAIT_LEASES leases passed since the close (the stopped turn
+ * died, or never called a model) puts an empty object create-only, and drops the turn: whichever
+ * put lands first decides, so a stopped turn whose put is refused then is counted by no one. Only
+ * a chain whose newest object names a turn reads anything more (one get per turn named).
+ */
+
+/** How long, in leases after its close, the chain waits for a stopped turn's spend. */
+export const SPENT_WAIT_LEASES = 2;
+
+/** The turns not yet counted, as of the newest record (its completion decides; absent: none). */
+export function unbilledOf(newest: { record: LogRecord; done: DoneRecord | null } | null | undefined): Unbilled {
+  if (!newest) return [];
+  return (newest.done ? newest.done.unbilled : newest.record.unbilled) ?? [];
+}
+
+/** The totals with what the turns of `unbilled` found stored spent, and the turns still waited for. */
+export interface Billed {
+  ledger: Ledger;
+  unbilled: Unbilled;
+  /** Some turn was dropped: the totals (or the list) changed. */
+  changed: boolean;
+}
+
+/** Whether `entry` is a turn `billed` counted (so dropped). */
+export function counted(billed: Billed & { read: Readonly<Unbilled> }, entry: Unbilled[number]): boolean {
+  const same = (other: Unbilled[number]) => other.generation === entry.generation && other.turn === entry.turn;
+  return billed.read.some(same) && !billed.unbilled.some(same);
+}
+
+/** Reads the spend of each turn of `unbilled` (nothing when there is none) and adds what is found to `ledger`. */
+export async function billStopped(
+  log: LogContext,
+  scope: LogScope,
+  unbilled: Readonly<Unbilled>,
+  ledger: Ledger,
+): Promise<Billed & { read: Readonly<Unbilled> }> {
+  if (unbilled.length === 0) return { ledger, unbilled: [], changed: false, read: unbilled };
+  const found = await Promise.all(unbilled.map((entry) => spentOf(log, scope, entry)));
+  let totals = ledger;
+  const left: Unbilled = [];
+  unbilled.forEach((entry, index) => {
+    const spent = found[index];
+    if (spent === undefined) left.push(entry);
+    if (spent?.usage) totals = addToLedger(totals, spent.usage, 0);
+    if (spent?.summary_usage) totals = addToLedger(totals, spent.summary_usage, 0);
+  });
+  return { ledger: totals, unbilled: left, changed: left.length < unbilled.length, read: unbilled };
+}
+
+/**
+ * What is stored at the turn's `spent/` key: undefined while nothing is (or a read or put
+ * failed: the next write tells), null when nothing is known (empty, or not a spend record).
+ */
+async function spentOf(
+  log: LogContext,
+  scope: LogScope,
+  entry: Unbilled[number],
+): Promise<StoppedSpendRecord | null | undefined> {
+  const key = spentKey({ keyPrefix: scope.keyPrefix, id: scope.id, generation: entry.generation }, entry.turn);
+  const parsed = (body: Uint8Array) =>
+    body.length === 0 ? null : (parseStoredOrUndefined(body, stoppedSpendSchema) ?? null);
+  try {
+    const object = await log.store.get(key);
+    if (object) return parsed(object.body);
+    if (log.clock().getTime() < Date.parse(entry.closed_at) + SPENT_WAIT_LEASES * log.leaseMs) return undefined;
+    // Waited long enough: nothing known, unless the stopped turn's put lands first.
+    if (await log.store.put(key, '', { onlyIfAbsent: true })) return null;
+    const again = await log.store.get(key);
+    return again ? parsed(again.body) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Puts what turn `turn` of `scope`, closed by someone else, spent (create-only): false when
+ * the chain stopped waiting for it first (or the put failed), so the session's totals do not
+ * count it.
+ */
+export async function putStoppedSpend(
+  log: LogContext,
+  scope: LogScope,
+  turn: number,
+  spent: Omit<StoppedSpendRecord, 'format'>,
+): Promise<boolean> {
+  const body = JSON.stringify({ format: 'tailgate.spent.v1', ...spent } satisfies StoppedSpendRecord);
+  const key = spentKey(scope, turn);
+  try {
+    if (await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) return true;
+  } catch {
+    // A lost answer: the key tells.
+  }
+  const stored = await log.store.get(key).catch(() => null);
+  return stored !== null && new TextDecoder().decode(stored.body) === body;
+}
+
+/**
+ * Stores what `turn`, closed by someone else, spent (putStoppedSpend). A put that landed after a
+ * delete of its session (or a delete of its newest turn's, which keeps the generation it names:
+ * the config reads it) swept the generation is removed again: the sweep ran before it landed.
+ */
+export async function storeStoppedSpend(
+  log: LogContext,
+  scope: LogScope,
+  turn: number,
+  spent: Omit<StoppedSpendRecord, 'format'>,
+): Promise<boolean> {
+  if (!(await putStoppedSpend(log, scope, turn, spent))) return false;
+  const key = sessionConfigKey(scope.keyPrefix, scope.id);
+  const object = await log.store.get(key);
+  const config = object ? parseStoredOrUndefined(object.body, sessionConfigSchema) : undefined;
+  const reads =
+    config &&
+    ((config.generation ?? '') === scope.generation ||
+      (config.fork_of ?? []).some((point) => point.id === scope.id && point.generation === scope.generation));
+  if (reads) return true;
+  await log.store.delete([spentKey(scope, turn)]);
+  return false;
+}

@@ -1,0 +1,141 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
+import { SessionLog, type OpenTurn } from '../support/session-log.ts';
+
+// What a turn closed by someone else spent (`spent/<generation>/<turn>`, lib/session/log/unbilled.ts)
+// is added to the session's totals exactly once: by the next write of its chain that finds it
+// (a claim, a turn's completion, an append), whichever storage call of that write fails (before
+// it, or after it landed with its answer lost), and whoever races it. On the memory and file stores.
+
+const LEASE_MS = 1000;
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const usage = (input: number, output: number) => ({
+  input_tokens: input,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: output,
+  reasoning_tokens: 0,
+  cost_usd: 0,
+});
+const STOPPED = usage(100, 7);
+const COMPLETED = usage(10, 3);
+const stores = await memoryAndFileStores('stopped-spend-crash');
+
+function setup(inner: ObjectStore) {
+  const store = new FaultyStore(inner);
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
+  const log = new SessionLog(store, options);
+  const other = new SessionLog(store, options);
+  const claim = async (on: SessionLog, input: Item[]): Promise<OpenTurn> => {
+    const begun = await on.beginTurn('s1', { input });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    return begun.turn;
+  };
+  const totals = async () => (await log.get('s1')).usage;
+  // Turn 1 claimed, then cancelled by someone else: its closer's completion names it unbilled.
+  const stopped = async () => {
+    await log.create({ id: 's1' });
+    const turn = await claim(log, [user('a')]);
+    await other.cancelTurn('s1', 1);
+    return turn;
+  };
+  /** Fails the `k`th storage call from now on (once), before it or after it landed. */
+  const failAt = (k: number, after: boolean) => {
+    let calls = 0;
+    store.failWhen(() => ++calls === k, { after, times: 1 });
+  };
+  return { store, log, other, claim, totals, stopped, failAt, advance: (ms: number) => (now += ms) };
+}
+
+/** How many storage calls `work` makes on a fresh world. */
+async function callsOf(storeOf: () => ObjectStore, work: (world: ReturnType<typeof setup>) => Promise<unknown>) {
+  const world = setup(storeOf());
+  let calls = 0;
+  world.store.failWhen(() => {
+    calls++;
+    return false;
+  });
+  await work(world);
+  return calls;
+}
+
+describe.each(stores)("a stopped turn's spend counts once in its session's totals: %s", (_, storeOf) => {
+  it('whichever storage call of the claim that counts it fails', async () => {
+    const claimNext = async (world: ReturnType<typeof setup>) => {
+      const turn = await world.stopped();
+      expect(await world.log.storeStoppedSpend(turn, { usage: STOPPED, estimated: true })).toBe(true);
+      return async () => world.claim(world.log, [user('b')]);
+    };
+    const total = await callsOf(storeOf, async (world) => (await claimNext(world))());
+    const before = await callsOf(storeOf, async (world) => claimNext(world));
+    expect(total - before).toBeGreaterThan(3);
+    for (let k = 1; k <= total - before; k++) {
+      for (const after of [false, true]) {
+        const world = setup(storeOf());
+        const next = await claimNext(world);
+        world.failAt(k, after);
+        await next().catch(() => undefined);
+        world.store.heal();
+        // Whatever landed: any open turn's lease runs out, and an append is the chain's next write.
+        world.advance(3 * LEASE_MS);
+        await world.other.append('s1', [user('c')]);
+        expect(await world.totals(), `call ${k}, ${after ? 'after' : 'before'}`).toMatchObject({
+          turns: 0,
+          input_tokens: 100,
+          output_tokens: 7,
+        });
+      }
+    }
+  });
+
+  it('whichever storage call of the completion that counts it fails (the spend stored during the turn)', async () => {
+    const completeNext = async (world: ReturnType<typeof setup>) => {
+      const first = await world.stopped();
+      const turn = await world.claim(world.log, [user('b')]);
+      expect(await world.log.storeStoppedSpend(first, { usage: STOPPED })).toBe(true);
+      return () =>
+        world.log.completeTurn(turn, { status: 'completed', output: [user('d')], receipt: {}, usage: COMPLETED });
+    };
+    const total = await callsOf(storeOf, async (world) => (await completeNext(world))());
+    const before = await callsOf(storeOf, async (world) => completeNext(world));
+    for (let k = 1; k <= total - before; k++) {
+      for (const after of [false, true]) {
+        const world = setup(storeOf());
+        const complete = await completeNext(world);
+        world.failAt(k, after);
+        await complete().catch(() => undefined);
+        world.store.heal();
+        world.advance(3 * LEASE_MS);
+        await world.other.append('s1', [user('c')]);
+        const totals = await world.totals();
+        // Counted once, with the completed turn's usage when its completion landed.
+        expect(totals.input_tokens, `call ${k}, ${after ? 'after' : 'before'}`).toBe(100 + 10 * totals.turns);
+        expect(totals.output_tokens).toBe(7 + 3 * totals.turns);
+      }
+    }
+  });
+
+  it('two writers racing count it once', async () => {
+    const world = setup(storeOf());
+    const turn = await world.stopped();
+    await world.log.storeStoppedSpend(turn, { usage: STOPPED });
+    await Promise.all([world.log.append('s1', [user('x')]), world.other.append('s1', [user('y')])]);
+    await world.other.append('s1', [user('z')]);
+    expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
+  });
+
+  it('a spend stored after the chain stopped waiting for it counts nowhere, and nothing more is read', async () => {
+    const world = setup(storeOf());
+    const turn = await world.stopped();
+    await world.log.append('s1', [user('x')]);
+    world.advance(3 * LEASE_MS);
+    await world.log.append('s1', [user('y')]);
+    expect(await world.log.storeStoppedSpend(turn, { usage: STOPPED })).toBe(false);
+    await world.log.append('s1', [user('z')]);
+    expect(await world.totals()).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+  });
+});

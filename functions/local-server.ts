@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { ServiceConfig } from '../lib/config.ts';
 import { NotConfiguredError } from '../lib/errors.ts';
@@ -142,6 +142,14 @@ export function serveLocal(
     const host = info.address.includes(':') ? `[${info.address}]` : info.address;
     onListen(`http://${host}:${info.port}`);
   }) as Server;
+  // A request with `Expect: 100-continue` (curl sends it with a body over 1 MiB) is handed to
+  // the app at once, and `100 Continue` goes out when the app starts reading its body: one it
+  // refuses before that (401, 413 over MAX_BODY_BYTES, 503 overloaded: functions/body-budget.ts)
+  // is answered without the client sending the body first.
+  server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    continueOnRead(request, response);
+    server.emit('request', request, response);
+  });
   server.on('error', (error: NodeJS.ErrnoException) => {
     const where = `${options.hostname}:${options.port}`;
     console.error(
@@ -191,6 +199,16 @@ export function serveLocal(
     }, options.shutdownGraceMs).unref();
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop(signal));
+}
+
+/** Sends `100 Continue` the first time `request`'s body is read, unless the response has begun. */
+function continueOnRead(request: IncomingMessage, response: ServerResponse): void {
+  const read = request._read;
+  request._read = function (this: IncomingMessage, size: number) {
+    request._read = read;
+    if (!response.headersSent) response.writeContinue();
+    return read.call(this, size);
+  };
 }
 
 /**

@@ -101,6 +101,47 @@ function slowSocket(origin: string, head: string, trickle: () => string): Promis
   });
 }
 
+/**
+ * Writes `head` (with `Expect: 100-continue`), then `body` once the server sent `100 Continue`;
+ * what the server wrote within 5 s, and whether it closed the socket by then.
+ */
+function awaitingContinue(origin: string, head: string, body: string): Promise<SlowSocket> {
+  const { hostname, port } = new URL(origin);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname);
+    let answer = '';
+    let closed = false;
+    socket.setEncoding('utf8');
+    socket.on('error', () => undefined);
+    socket.on('data', (text: string) => {
+      answer += text;
+      if (answer === 'HTTP/1.1 100 Continue\r\n\r\n') socket.write(body);
+      // A whole answer (a JSON body of its Content-Length) ends the wait.
+      const [headers, ...rest] = answer.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, '').split('\r\n\r\n');
+      const length = /\r\ncontent-length: (\d+)/i.exec(headers ?? '')?.[1];
+      if (length !== undefined && Buffer.byteLength(rest.join('\r\n\r\n')) >= Number(length)) finish();
+    });
+    socket.on('end', () => (closed = true));
+    socket.on('close', () => finish());
+    const timer = setTimeout(() => finish(), 5000);
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      // A server closing after its answer has done so within a moment.
+      setTimeout(
+        () => {
+          resolve({ closed: closed || socket.destroyed, answer });
+          socket.destroy();
+        },
+        closed ? 0 : 300,
+      );
+    };
+    socket.on('connect', () => socket.write(head));
+  });
+}
+
 describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
   it('408 and closes sockets trickling headers, trickling a body or silent; serves others meanwhile', async () => {
     const origin = servers[runtime]!.origin;
@@ -148,6 +189,33 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     expect(refused.answer).toMatch(/^HTTP\/1\.1 413 /);
     expect(refused.answer.split('\r\n\r\n')[0]).toMatch(/\r\nconnection: close\r\n/i);
     expect(refused.closed).toBe(true);
+  }, 60_000);
+
+  it('sends 100 Continue to a body it reads; one over MAX_BODY_BYTES or unauthorized is answered unsent', async () => {
+    const origin = servers[runtime]!.origin;
+    const host = new URL(origin).host;
+    const head = (path: string, length: number, token = TOKEN) =>
+      `POST ${path} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+    // As curl does with a 6 MB file: the headers, then the body only once 100 Continue came.
+    const tooLarge = await awaitingContinue(origin, head('/v1/sessions/demo/turns', 6_000_000), '');
+    expect(tooLarge.answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(tooLarge.answer).not.toContain('100 Continue');
+    expect(JSON.parse(tooLarge.answer.split('\r\n\r\n')[1]!)).toEqual({
+      error: {
+        code: 'payload_too_large',
+        message: 'request body is larger than 4194304 bytes',
+        details: { limit: 4194304 },
+      },
+    });
+    expect(tooLarge.closed).toBe(true);
+    const unauthorized = await awaitingContinue(origin, head('/v1/sessions', 100, 'wrong'), '');
+    expect(unauthorized.answer).toMatch(/^HTTP\/1\.1 401 /);
+    expect(unauthorized.answer).not.toContain('100 Continue');
+    // A body the server takes gets its 100 Continue, is sent and is served.
+    const body = JSON.stringify({ id: `continue-${runtime}-${Date.now().toString(36)}` });
+    const created = await awaitingContinue(origin, head('/v1/sessions', Buffer.byteLength(body)), body);
+    expect(created.answer).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /);
   }, 60_000);
 
   it('keeps streaming a turn past REQUEST_TIMEOUT_MS', async () => {

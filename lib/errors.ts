@@ -285,6 +285,22 @@ export const LEASE_EXPIRED = 'lease_expired';
 export const TURN_CANCELLED = 'turn_cancelled';
 export const SESSION_DELETED = 'session_deleted';
 
+/**
+ * The error a turn whose lease ran out is closed with (stored in its completion, so a retry
+ * under its Idempotency-Key replays it): it names the turn, as the other 409s of a turn do,
+ * and says how to take the turn again (a retake, docs/API.md "Turns").
+ */
+export function leaseExpired(sessionId: string, turn: number): { code: string; message: string; details: object } {
+  return {
+    code: LEASE_EXPIRED,
+    message:
+      `turn ${turn} did not complete before its lease expired; its output was not stored. While it is the ` +
+      `session's newest turn, POST /v1/sessions/${sessionId}/turns with "input": [] under a new ` +
+      'Idempotency-Key (or none) takes it again',
+    details: { session_id: sessionId, turn },
+  };
+}
+
 /** The turn was closed by someone else (its lease expired, or it was cancelled): nothing was stored. */
 export class TurnClosedError extends TailgateError {
   constructor(sessionId: string, turn: number, code: 'lease_expired' | 'turn_cancelled') {
@@ -292,7 +308,7 @@ export class TurnClosedError extends TailgateError {
       code,
       code === 'turn_cancelled'
         ? `turn ${turn} was cancelled; its output was not stored`
-        : `turn ${turn} outlived its lease and was closed as failed; its output was not stored`,
+        : leaseExpired(sessionId, turn).message,
       { session_id: sessionId, turn },
     );
     this.name = 'TurnClosedError';

@@ -353,6 +353,45 @@ describe('Idempotency-Key', () => {
   });
 });
 
+describe('a keyed turn whose process died', () => {
+  it('is replayed 409 lease_expired naming the turn and how to take it again, which a retake does', async () => {
+    const { services, advance } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    const running = runTurn(owner, 's', { input: 'killed' }, { idempotencyKey: 'k' }).catch((error: unknown) => error);
+    await model.started;
+    // Its process is gone: nobody renews the lease; a restarted one gets the client's retry.
+    advance(LEASE_MS + 1);
+    const retry = async () => {
+      const error = await runTurn(services(), 's', { input: 'killed' }, { idempotencyKey: 'k' }).catch(
+        (thrown: unknown) => thrown,
+      );
+      return errorBody(error, () => {});
+    };
+    const expected = {
+      status: 409,
+      body: {
+        error: {
+          code: 'lease_expired',
+          message:
+            'turn 1 did not complete before its lease expired; its output was not stored. While it is the ' +
+            'session\'s newest turn, POST /v1/sessions/s/turns with "input": [] under a new Idempotency-Key ' +
+            '(or none) takes it again',
+          details: { session_id: 's', turn: 1 },
+        },
+      },
+    };
+    // The retry that closes it, and one after: the stored failure, the same each time.
+    expect(await retry()).toEqual(expected);
+    expect(await retry()).toEqual(expected);
+    const retake = await runTurn(services(), 's', { input: [], model: 'echo' }, { idempotencyKey: 'k2' });
+    expect(retake.output).toMatchObject([{ type: 'message', content: 'echo: killed' }]);
+    model.release();
+    expect(errorBody(await running, () => {})).toEqual(expected);
+  });
+});
+
 describe('input checked against the open calls', () => {
   it('refuses an output without its call, a second output, and a reused call_id (400)', async () => {
     const { services } = world();

@@ -2,6 +2,7 @@ import {
   CorruptObjectError,
   NotFoundError,
   LEASE_EXPIRED,
+  leaseExpired,
   SESSION_DELETED,
   TURN_CANCELLED,
   TurnNotOpenError,
@@ -336,8 +337,7 @@ export function closeLapsed(
   webhookUrl?: string | null,
   successor?: (closed: ClosedTurn) => void,
 ): Promise<DoneRecord | null> {
-  const message = `turn ${record.turn ?? 0} did not complete before its lease expired`;
-  const outcome: StoredOutcome = { status: 'failed', error: { code: LEASE_EXPIRED, message } };
+  const outcome: StoredOutcome = { status: 'failed', error: leaseExpired(scope.id, record.turn ?? 0) };
   return closeTurn(log, scope, record, outcome, webhookUrl, successor);
 }
 

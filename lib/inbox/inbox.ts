@@ -263,16 +263,16 @@ export class Inbox {
     const abortIndex = notices.findIndex((notice) => notice.name === ABORT_NOTICE_NAME);
     const delivered = await deliverAll(this.#context, abortIndex < 0 ? notices : notices.slice(0, abortIndex), context);
     if (abortIndex < 0) return { delivered };
-    const abortNotice = notices[abortIndex]!;
-    const outcome = await take(this.#context, abortNotice, context, true);
+    const outcome = await take(this.#context, notices[abortIndex]!, context, true);
     if (outcome.kind === 'skipped') return { delivered };
     if (outcome.kind === 'taken') {
       // Withdrawn, or consumed by an earlier turn (which aborted): what follows is ours.
       delivered.push(...(await deliverAll(this.#context, notices.slice(abortIndex + 1), context)));
       return { delivered };
     }
-    const reason = outcome.content.trim() || `aborted by inbox notice ${abortNotice.name}`;
-    return { delivered, abort: { name: abortNotice.name, stored_as: outcome.storedAs, reason } };
+    const { name } = notices[abortIndex]!;
+    const reason = outcome.content.trim() || `aborted by inbox notice ${name}`;
+    return { delivered, abort: { name, stored_as: outcome.storedAs, reason, posted_at: outcome.postedAt } };
   }
 
   /**

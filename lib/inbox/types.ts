@@ -67,6 +67,7 @@ export interface InboxAbort {
   name: string;
   stored_as: string;
   reason: string;
+  posted_at: string;
 }
 
 export interface ConsumeResult {

@@ -4,6 +4,7 @@ import type { TurnUsage } from '../ledger/usage.ts';
 import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
+import type { InboxAbort } from '../inbox/index.ts';
 import type { StoredItem } from '../items.ts';
 import { afterResponse } from './append.ts';
 import { pickUp } from './busy.ts';
@@ -66,13 +67,17 @@ export function closeTurn(services: TurnServices, turn: OpenTurn, outcome: TurnO
   return services.sessions.completeTurn(turn, outcome);
 }
 
-/** Closes the turn as aborted by an `abort` notice (the other notices carried on) and throws AbortedError. */
+/**
+ * Closes the turn as aborted by an `abort` notice (the other notices carried on) and throws
+ * AbortedError. Its receipt names the notices it took, as `GET .../inbox/delivered` lists them
+ * under it: those it would have shown (carried on to the next turn), then the `abort`.
+ */
 export async function closeAborted(
   services: TurnServices,
   turn: OpenTurn,
   plan: TurnPlan,
   notices: TurnNotices,
-  abort: { name: string; stored_as: string; reason: string },
+  abort: InboxAbort,
 ): Promise<never> {
   const error = new AbortedError(abort.reason, {
     reason: abort.reason,
@@ -85,7 +90,7 @@ export async function closeAborted(
     output: [],
     receipt: {
       strategies: plan.strategies,
-      notices: notices.delivered.map(noticeRecord),
+      notices: [...notices.delivered, abort].map(noticeRecord),
       abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason },
     },
     error: errorRecord(error),

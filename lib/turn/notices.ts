@@ -4,6 +4,7 @@ import {
   currentNotices,
   type DeliveredNotice,
   type FetchedNotice,
+  type InboxAbort,
 } from '../inbox/index.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
@@ -35,7 +36,7 @@ export class TurnNotices {
   /** What a failed or aborted completion carries on. */
   undelivered: Undelivered;
   /** An `abort` notice this turn consumed: the pipeline closes the turn as aborted (lib/turn/close-turn.ts). */
-  abort?: { name: string; stored_as: string; reason: string };
+  abort?: InboxAbort;
   readonly #landed: Promise<boolean>;
   #move: (() => Promise<DeliveredNotice[]>) | undefined;
   #settling: Promise<void> | undefined;

@@ -253,7 +253,11 @@ function rangesSorted(history: readonly PromptItem[], items: readonly PromptItem
   };
 }
 
-export function noticeRecord(notice: DeliveredNotice): { name: string; stored_as: string; posted_at: string } {
+export function noticeRecord(notice: Omit<DeliveredNotice, 'content'>): {
+  name: string;
+  stored_as: string;
+  posted_at: string;
+} {
   return { name: notice.name, stored_as: notice.stored_as, posted_at: notice.posted_at };
 }
 

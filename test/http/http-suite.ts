@@ -1166,10 +1166,17 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual([
         'zz-after.md',
       ]);
-      const delivered = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered.map(
-        (notice: any) => notice.name,
+      const records = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered;
+      expect(records.map((notice: any) => [notice.name, notice.turn])).toEqual([
+        ['0001-note.md', 1],
+        ['abort', 1],
+      ]);
+      // Its receipt names the notices it took, as the delivery records list them: the one it
+      // would have shown (carried on to the next turn), then the abort.
+      const receipt = (await api.get(`/v1/sessions/${id}/turns/1`)).body;
+      expect(receipt.notices).toEqual(
+        records.map(({ name, stored_as, posted_at }: any) => ({ name, stored_as, posted_at })),
       );
-      expect(delivered).toEqual(expect.arrayContaining(['0001-note.md', 'abort']));
       // The session goes on: the next turn gets the notice the aborted turn took (no model saw
       // it) and the one that sorted after abort; the delivery record names the turn that carried it.
       const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'continue' });

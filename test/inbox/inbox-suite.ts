@@ -167,7 +167,12 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       }
       const result = await inbox.consume(sessionId, { turn: 5 });
       expect(result.delivered.map((notice) => notice.name)).toEqual(['Abort', 'a_first']);
-      expect(result.abort).toEqual({ name: 'abort', stored_as: 'abort', reason: 'budget exhausted' });
+      expect(result.abort).toEqual({
+        name: 'abort',
+        stored_as: 'abort',
+        reason: 'budget exhausted',
+        posted_at: expect.any(String),
+      });
       expect(result.delivered.some((notice) => notice.content.includes('budget'))).toBe(false);
       expect((await inbox.listPending(sessionId)).map((notice) => notice.name)).toEqual([
         'abort-now',
@@ -191,9 +196,12 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       ['stop', 'stop'],
     ])('an abort with content %j gives the reason %j', async (content, reason) => {
       const { inbox, sessionId } = await setup();
-      await inbox.post(sessionId, { name: 'abort', content });
+      const posted = await inbox.post(sessionId, { name: 'abort', content });
       const result = await inbox.consume(sessionId, { turn: 1 });
-      expect(result).toEqual({ delivered: [], abort: { name: 'abort', stored_as: 'abort', reason } });
+      expect(result).toEqual({
+        delivered: [],
+        abort: { name: 'abort', stored_as: 'abort', reason, posted_at: posted.posted_at },
+      });
       expect(await inbox.consume(sessionId, { turn: 2 })).toEqual({ delivered: [] });
     });
 

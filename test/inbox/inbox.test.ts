@@ -174,6 +174,7 @@ describe('inbox on a failing store', () => {
       name: 'abort',
       stored_as: 'abort',
       reason: 'abort',
+      posted_at: expect.any(String),
     });
   });
 

@@ -55,12 +55,15 @@ function turnEntry(id: string, turn: any, ended: (turn: any) => void): HTMLEleme
 /** A turn's row: its summary line, expanded (and loaded) on the first open. */
 function turnRow(id: string, turn: any): HTMLElement {
   const details = el('details', { class: `turn status-${turn.status}`, 'data-turn': String(turn.turn) });
+  // An aborted turn's receipt ends with its `abort` notice, which the summary names already.
+  const abort = turn.status === 'aborted' ? turn.error?.details?.stored_as : undefined;
+  const notices = turn.notices.filter((notice: any) => notice.stored_as !== abort).length;
   details.appendChild(
     el(
       'summary',
       {},
       turnSummary(turn),
-      turn.notices.length > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${turn.notices.length} notice(s)`) : null,
+      notices > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${notices} notice(s)`) : null,
       turn.error && turn.status !== 'aborted' ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
     ),
   );

@@ -6,7 +6,13 @@ import { ABORT_NOTICE_NAME } from '../lib/inbox/index.ts';
 
 import { turnContextSchema } from '../lib/turn/wire.ts';
 
-export { sessionCreateSchema, sessionForkSchema, sessionPatchSchema, sessionSchema } from '../lib/session/fields.ts';
+export {
+  sessionCountsSchema,
+  sessionCreateSchema,
+  sessionForkSchema,
+  sessionPatchSchema,
+  sessionSchema,
+} from '../lib/session/fields.ts';
 export { turnRequestSchema, turnResponseSchema } from '../lib/turn/wire.ts';
 
 /**

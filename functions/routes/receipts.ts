@@ -6,7 +6,13 @@ import { turnAsItStands } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
-import { integerText, sessionIdParamsSchema, storedItemOutSchema, turnParamsSchema } from '../schemas.ts';
+import {
+  integerText,
+  sessionCountsSchema,
+  sessionIdParamsSchema,
+  storedItemOutSchema,
+  turnParamsSchema,
+} from '../schemas.ts';
 import { syntheticEntrySchema } from '../../lib/session/log/receipt-schema.ts';
 
 /**
@@ -191,9 +197,7 @@ const listSessionsRoute = createRoute({
                 'false when the metadata is too large for the listing (`metadata` is then {}): ' +
                 'GET /v1/sessions/{id} has it.',
             }),
-            counts: z
-              .object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() })
-              .nullable(),
+            counts: sessionCountsSchema.nullable(),
             usage: sessionUsageSchema.nullable(),
             last_activity_at: z.string().nullable(),
             expires_at: z.string().nullable(),

@@ -43,6 +43,11 @@ export const countsSchema = z
   .strict();
 export type SessionCounts = z.infer<typeof countsSchema>;
 
+/** A session's counts as every answer gives them, in one order: items, turns, tool_calls. */
+export function sessionCounts({ items, turns, tool_calls }: SessionCounts): SessionCounts {
+  return { items, turns, tool_calls };
+}
+
 export const sessionConfigSchema = z
   .object({
     format: z.literal('tailgate.session.v1'),

@@ -261,6 +261,10 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
         counts: { items: 2, turns: 1, tool_calls: 0 },
       });
       expect(Date.parse(c.last_activity_at)).toBeGreaterThanOrEqual(Date.parse(c.created_at));
+      // In the order GET /v1/sessions/{id} gives them.
+      const single = (await call('GET', '/v1/sessions/c')).body;
+      expect(Object.keys(single.counts)).toEqual(['items', 'turns', 'tool_calls']);
+      expect(seen.map((session) => Object.keys(session.counts))).toEqual(seen.map(() => Object.keys(single.counts)));
       const a = seen.find((session) => session.id === 'a');
       expect(a).toMatchObject({ counts: { items: 0, turns: 0, tool_calls: 0 }, last_activity_at: a.created_at });
       const light = await call('GET', '/v1/sessions?counts=false&limit=100');

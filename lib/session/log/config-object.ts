@@ -14,6 +14,7 @@ import {
 import {
   parseStored,
   sessionConfigSchema,
+  sessionCounts,
   type SessionConfig,
   type SessionCounts,
   type TurnStatus,
@@ -273,7 +274,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts, le
     metadata: config.metadata,
     ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
     ...(config.webhook_url !== undefined ? { webhook_url: config.webhook_url } : {}),
-    counts: { ...counts },
+    counts: sessionCounts(counts),
     budget: config.budget ?? null,
     usage: sessionUsage(ledger),
     ...forkedFrom(config),

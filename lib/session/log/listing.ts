@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { sessionUsage, type SessionUsage } from '../../ledger/usage.ts';
 import { InvalidRequestError, NotFoundError } from '../../errors.ts';
 import type { ObjectInfo } from '../../store/object-store.ts';
-import type { SessionCounts } from '../records.ts';
+import { sessionCounts, type SessionCounts } from '../records.ts';
 import { checkInvariant, type LogContext } from './context.ts';
 import { readConfig } from './head.ts';
 import {
@@ -102,7 +102,7 @@ function row(entry: IndexEntry, withCounts: boolean, ttlDays: number | null): Se
     created_at: new Date(entry.createdMs).toISOString(),
     metadata: entry.metadata ?? {},
     metadata_complete: entry.metadata !== null,
-    counts: withCounts ? entry.counts : null,
+    counts: withCounts ? sessionCounts(entry.counts) : null,
     usage: withCounts ? sessionUsage(entry.ledger) : null,
     last_activity_at: withCounts ? new Date(entry.lastActivityMs).toISOString() : null,
     expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),

@@ -101,8 +101,9 @@ export async function closeAborted(
 
 /**
  * Closes a claimed turn that failed (unless someone else closed it) and rethrows. Its lease's
- * renewals stop first (none lands after the close); a turn whose session was deleted (404)
- * then removes what it left beside the delete's fence (`SessionLog.leaveDeleted`).
+ * renewals stop first (none lands after the close); a turn whose session was deleted (404:
+ * stopped by it, or its completion refused by its fence) then forgets the notices it took (they
+ * went with the session) and removes what it left beside the delete's fence (`SessionLog.leaveDeleted`).
  */
 export async function closeFailed(
   services: TurnServices,
@@ -114,9 +115,21 @@ export async function closeFailed(
   try {
     return await closeFailedTurn(services, sessionId, attempt, failure);
   } catch (error) {
-    if (error instanceof NotFoundError) await services.sessions.leaveDeleted(attempt.turn);
+    if (!(error instanceof NotFoundError)) throw error;
+    const taken = takenBy(attempt);
+    if (taken.length > 0) await services.inbox.forget(sessionId, taken, attempt.turn.turn);
+    await services.sessions.leaveDeleted(attempt.turn);
     throw error;
   }
+}
+
+/** The notices an attempt took from the inbox or took over (not the ones its turn was claimed with). */
+function takenBy(attempt: Attempt): Undelivered['notices'] {
+  const { turn } = attempt;
+  const undelivered = attempt.notices?.undelivered ?? turn.undelivered;
+  return undelivered.notices.filter(
+    (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
+  );
 }
 
 async function closeFailedTurn(
@@ -139,12 +152,10 @@ async function closeFailedTurn(
   // completion carries the older ones on; the other runner's prompt could not show them).
   const byOther = error instanceof TurnClosedError || error instanceof NotFoundError || error instanceof LeaseHeldError;
   if (byOther) {
-    const taken = undelivered.notices.filter(
-      (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
-    );
-    // A delete's: they went with the session (whose sweep may have passed the inbox already).
-    if (taken.length > 0 && error instanceof NotFoundError) await services.inbox.forget(sessionId, taken, turn.turn);
-    else if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at);
+    const taken = takenBy(attempt);
+    // A delete's went with the session: closeFailed forgets them.
+    if (taken.length > 0 && !(error instanceof NotFoundError))
+      await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at);
     chargeStopped(services, attempt, error instanceof TurnClosedError);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { Model } from '../../lib/models/model.ts';
+import { ModelError } from '../../lib/models/errors.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { HeldStore } from '../support/held-store.ts';
@@ -16,11 +18,14 @@ import { createClient, TOKEN } from './http-suite.ts';
 const stores = await memoryAndFileStores('deleted-turn-leftovers');
 const heldEcho = releasedAfterEach();
 
-/** Two processes over one store whose calls the test holds; `one` runs the held model. */
-function world(storeOf: () => ObjectStore, leaseMs = 600_000) {
+/**
+ * Two processes over one store whose calls the test holds; `one` runs the held model (`failing`:
+ * which, once released, fails with a provider's error instead of answering).
+ */
+function world(storeOf: () => ObjectStore, leaseMs = 600_000, failing = false) {
   const store = new HeldStore(storeOf());
   const slow = heldEcho();
-  const { options, drain } = heldOptions(slow.model);
+  const { options, drain } = heldOptions(failing ? failed(slow.model) : slow.model);
   const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: String(leaseMs) };
   const one = createClient(appHarness(store, environment, options));
   const two = createClient(appHarness(store, environment, options));
@@ -40,6 +45,22 @@ function world(storeOf: () => ObjectStore, leaseMs = 600_000) {
 
 // The turn holds its model call: its prompt ends with the notice (test/support/slow-echo.ts).
 const note = { name: 'note.md', content: 'slow note' };
+
+/** `model`, but each call, once `model` answered it, fails as a provider's would. */
+function failed(model: Model): Model {
+  const down = () => new ModelError('the provider failed');
+  return {
+    ...model,
+    async generate(request) {
+      await model.generate(request);
+      throw down();
+    },
+    async *stream(request) {
+      yield* model.stream(request);
+      throw down();
+    },
+  };
+}
 
 describe.each(stores)('a turn racing the delete of its session: %s', (_, storeOf) => {
   it('gives no notice back after the delete swept: the inbox stays empty, one created again sees none', async () => {
@@ -66,22 +87,30 @@ describe.each(stores)('a turn racing the delete of its session: %s', (_, storeOf
     expect(next.body.context.notices_delivered).toEqual([]);
   });
 
-  it("removes a notice's move that landed after the sweep: nothing of the session is left", async () => {
-    const { store, one, two, slow, drain, calling, left } = world(storeOf);
-    const id = await one.session({ strategies: ['inbox'] });
-    expect((await one.post(`/v1/sessions/${id}/inbox`, note)).status).toBe(201);
-    // The move's claim (create-only) waits until the delete ended.
-    const move = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
-    const pending = one.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await calling();
-    await move.reached;
-    expect((await two.delete(`/v1/sessions/${id}`)).status).toBe(204);
-    move.release();
-    slow.release();
-    expect((await pending).status).toBe(404);
-    await drain();
-    expect(await left(id)).toEqual([]);
-  });
+  // The model answers (its completion refused by the fence), or fails (its failed completion refused).
+  it.each([
+    ['answers', false],
+    ['fails', true],
+  ])(
+    "removes a notice's move that landed after the sweep: nothing of the session is left (the model %s)",
+    async (_, failing) => {
+      const { store, one, two, slow, drain, calling, left } = world(storeOf, 600_000, failing);
+      const id = await one.session({ strategies: ['inbox'] });
+      expect((await one.post(`/v1/sessions/${id}/inbox`, note)).status).toBe(201);
+      // The move's claim (create-only) waits until the delete ended.
+      const move = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
+      const pending = one.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+      await calling();
+      await move.reached;
+      expect((await two.delete(`/v1/sessions/${id}`)).status).toBe(204);
+      move.release();
+      slow.release();
+      const answered = await pending;
+      expect(answered.status, JSON.stringify(answered.body)).toBe(404);
+      await drain();
+      expect(await left(id)).toEqual([]);
+    },
+  );
 
   it('a notice a cancelled turn gives back as the session is deleted and created again lands in neither', async () => {
     const { store, one, two, slow, drain, left, tookNote } = world(storeOf);

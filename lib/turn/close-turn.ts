@@ -101,9 +101,10 @@ export async function closeAborted(
 
 /**
  * Closes a claimed turn that failed (unless someone else closed it) and rethrows. Its lease's
- * renewals stop first (none lands after the close); a turn whose session was deleted (404:
- * stopped by it, or its completion refused by its fence) then forgets the notices it took (they
- * went with the session) and removes what it left beside the delete's fence (`SessionLog.leaveDeleted`).
+ * renewals stop first; its answer waits for none under way (a store call may never answer). A
+ * turn whose session was deleted (404: stopped by it, or its completion refused by its fence)
+ * forgets the notices it took (they went with the session) and, after its answer, once the
+ * renewals under way ended, removes what it left beside the delete's fence (`SessionLog.leaveDeleted`).
  */
 export async function closeFailed(
   services: TurnServices,
@@ -111,14 +112,18 @@ export async function closeFailed(
   attempt: Attempt,
   failure: unknown,
 ): Promise<never> {
-  await attempt.renewal?.stop();
+  const stopped = attempt.renewal?.stop();
   try {
     return await closeFailedTurn(services, sessionId, attempt, failure);
   } catch (error) {
     if (!(error instanceof NotFoundError)) throw error;
+    const { turn } = attempt;
     const taken = takenBy(attempt);
-    if (taken.length > 0) await services.inbox.forget(sessionId, taken, attempt.turn.turn);
-    await services.sessions.leaveDeleted(attempt.turn);
+    if (taken.length > 0) await services.inbox.forget(sessionId, taken, turn.turn);
+    afterResponse(services, async () => {
+      await stopped;
+      await services.sessions.leaveDeleted(turn);
+    });
     throw error;
   }
 }

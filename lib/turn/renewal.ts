@@ -69,29 +69,33 @@ export function renewLease(
     return next !== null;
   };
   const failed = (error: unknown) => services.log('tailgate: could not renew a turn lease', error);
-  // The renewal under way, which `stop` waits for.
-  let inFlight: Promise<unknown> = Promise.resolve();
+  // The renewals under way (one slower than the interval overlaps the next), which `stop` waits for.
+  const inFlight = new Set<Promise<unknown>>();
+  const track = (work: Promise<unknown>) => {
+    inFlight.add(work);
+    void work.finally(() => inFlight.delete(work));
+  };
   const renew = () => {
     if (Date.now() > renewUntil) return clearInterval(renewal);
-    if (held) {
-      inFlight = renewed().then(closed).catch(failed);
-      return;
-    }
+    if (held) return track(renewed().then(closed).catch(failed));
     // A read that failed leaves the lease to be renewed all the same: the next renewal asks again.
     const asked = closed().catch(failed);
-    inFlight = asked.then(() => (stop?.signal.aborted ? undefined : renewed())).catch(failed);
+    track(asked.then(() => (stop?.signal.aborted ? undefined : renewed())).catch(failed));
   };
   const renewal = setInterval(renew, renewalMs(services.config.turnLeaseMs));
-  if (held) inFlight = closed().catch(failed);
+  if (held) track(closed().catch(failed));
   return {
     stop: () => {
       clearInterval(renewal);
-      return inFlight.then(() => undefined);
+      return Promise.all(inFlight).then(() => undefined);
     },
   };
 }
 
-/** A running turn's renewals: `stop` ends them, once the one under way (if any) ended. */
+/**
+ * A running turn's renewals: `stop` ends them at once, and answers once every renewal under way
+ * ended (never, while one's store call does not answer: nobody's answer waits for it).
+ */
 export interface LeaseRenewal {
   stop(): Promise<void>;
 }

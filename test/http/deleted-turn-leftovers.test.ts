@@ -40,7 +40,15 @@ function world(storeOf: () => ObjectStore, leaseMs = 600_000, failing = false) {
     await expect.poll(() => left(id, 'inbox_removed/')).toHaveLength(1);
     return { pending };
   };
-  return { store, one, two, slow, drain, calling, left, tookNote };
+  /** Turn 1 of `id` holding its model call while a renewal's put of its lease is held: its answer, pending. */
+  const renewing = async (id: string) => {
+    const pending = one.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling();
+    const renewal = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.endsWith('.lease'));
+    await renewal.reached;
+    return { pending, renewal };
+  };
+  return { store, one, two, slow, drain, calling, left, tookNote, renewing };
 }
 
 // The turn holds its model call: its prompt ends with the notice (test/support/slow-echo.ts).
@@ -137,13 +145,10 @@ describe.each(stores)('a turn racing the delete of its session: %s', (_, storeOf
 
   it('a lease renewal in flight as the session is deleted leaves no lease (nor fence) behind', async () => {
     // TURN_LEASE_MS 3000: a renewal every second.
-    const { store, one, two, slow, drain, calling, left } = world(storeOf, 3000);
+    const { one, two, slow, drain, left, renewing } = world(storeOf, 3000);
     const id = await one.session();
-    const pending = one.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await calling();
     // A renewal asked whether the turn was closed (no), and its put waits while the delete runs.
-    const renewal = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.endsWith('.lease'));
-    await renewal.reached;
+    const { pending, renewal } = await renewing(id);
     expect((await two.delete(`/v1/sessions/${id}`)).status).toBe(204);
     renewal.release();
     // The next renewal finds the delete's fence and stops the turn.
@@ -151,5 +156,33 @@ describe.each(stores)('a turn racing the delete of its session: %s', (_, storeOf
     expect((await pending).status).toBe(404);
     await drain();
     expect(await left(id)).toEqual([]);
+  });
+
+  it('answers a turn stopped in its process while a lease renewal hangs, and leaves nothing once it ends', async () => {
+    // TURN_LEASE_MS 3000: a renewal every second.
+    const { one, drain, left, renewing } = world(storeOf, 3000);
+    const id = await one.session();
+    // A renewal's put that does not answer (a connection that hangs) until the end.
+    const { pending, renewal } = await renewing(id);
+    // The delete in the turn's own process stops it: its answer waits for no renewal.
+    expect((await one.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    const answered = await pending;
+    expect(answered.status, JSON.stringify(answered.body)).toBe(404);
+    // Once the renewal ended, its lease (put after the sweep) goes, with the fence.
+    renewal.release();
+    await drain();
+    expect(await left(id)).toEqual([]);
+  });
+
+  it('answers a turn cancelled in its process while a lease renewal hangs', async () => {
+    const { one, drain, renewing } = world(storeOf, 3000);
+    const id = await one.session();
+    const { pending, renewal } = await renewing(id);
+    expect((await one.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    const answered = await pending;
+    expect(answered.status, JSON.stringify(answered.body)).toBe(409);
+    renewal.release();
+    await drain();
+    expect((await one.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('cancelled');
   });
 });

@@ -3,13 +3,16 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, GetOptions, ObjectInfo, PutOptions, StoredObject } from '../../lib/store/object-store.ts';
 import { runTurn } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import { HeldStore } from '../support/held-store.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 
 /**
  * What a foreground turn's lease renewals cost: a turn shorter than a renewal renews nothing and
  * reads nothing more than before (its storage calls are counted by test/turn/depth.test.ts and
  * test/session/session-log-cost.test.ts); a longer one reads its `.done` once per renewal, before
- * it puts its `.lease`, and completes as usual when nobody closed it. Time is the test's.
+ * it puts its `.lease`, and completes as usual when nobody closed it; a turn whose session was
+ * deleted removes its lease after every renewal under way. Time is the test's.
  */
 
 const LEASE_MS = 30_000;
@@ -32,7 +35,9 @@ class RenewalStore extends CountingStore {
 async function world() {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
   const clock = () => new Date();
-  const store = new RenewalStore(new MemoryStore({ clock }));
+  const counted = new RenewalStore(new MemoryStore({ clock }));
+  // Its calls the test may hold (test/support/held-store.ts).
+  const store = new HeldStore(counted);
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
   let calls = 0;
@@ -42,7 +47,7 @@ async function world() {
   });
   const { sessions, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
   await sessions.create({ id: 's' });
-  return { store, services, release, calls: () => calls };
+  return { store, renewals: counted.renewals, services, release, calls: () => calls };
 }
 
 describe("a foreground turn's lease renewals", () => {
@@ -51,14 +56,14 @@ describe("a foreground turn's lease renewals", () => {
   });
 
   it('a turn shorter than a renewal reads no completion and puts no lease', async () => {
-    const { store, services } = await world();
+    const { renewals, services } = await world();
     const response = await runTurn(services, 's', { input: 'quick' });
     expect(response.output).toMatchObject([{ content: 'echo: quick' }]);
-    expect(store.renewals).toEqual([]);
+    expect(renewals).toEqual([]);
   });
 
   it('a longer one reads its completion once a renewal, then puts its lease, and completes', async () => {
-    const { store, services, release, calls } = await world();
+    const { renewals, services, release, calls } = await world();
     let settled = false;
     const turn = runTurn(services, 's', { input: 'slow' }).finally(() => (settled = true));
     for (let step = 0; step < 100 && calls() === 0; step++) await vi.advanceTimersByTimeAsync(10);
@@ -66,11 +71,32 @@ describe("a foreground turn's lease renewals", () => {
     // Three renewals, a third of the lease apart.
     await vi.advanceTimersByTimeAsync(LEASE_MS);
     const renewal = ['read .done', 'put .lease'];
-    expect(store.renewals).toEqual([...renewal, ...renewal, ...renewal]);
+    expect(renewals).toEqual([...renewal, ...renewal, ...renewal]);
     expect(settled).toBe(false);
     release();
     const response = await turn;
     expect(response.output).toMatchObject([{ content: 'echo: slow' }]);
-    expect(store.renewals).toEqual([...renewal, ...renewal, ...renewal]);
+    expect(renewals).toEqual([...renewal, ...renewal, ...renewal]);
+  });
+
+  it('a turn whose session was deleted removes its lease only once every renewal under way ended', async () => {
+    const { store, renewals, services, release, calls } = await world();
+    const turn = runTurn(services, 's', { input: 'slow' }).catch((error: unknown) => error);
+    for (let step = 0; step < 100 && calls() === 0; step++) await vi.advanceTimersByTimeAsync(10);
+    // The first renewal's put hangs; the next one's lands meanwhile.
+    const first = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.endsWith('.lease'));
+    await vi.advanceTimersByTimeAsync(LEASE_MS / 3);
+    await first.reached;
+    await vi.advanceTimersByTimeAsync(LEASE_MS / 3);
+    expect(renewals).toEqual(['read .done', 'read .done', 'put .lease']);
+    // Deleted by another process: the turn's completion is refused by the delete's fence (404).
+    await new SessionLog(store).delete('s');
+    release();
+    expect(await turn).toMatchObject({ code: 'not_found' });
+    await vi.advanceTimersByTimeAsync(10);
+    // The first renewal's lease lands after the sweep, and goes with the fence.
+    first.release();
+    await vi.advanceTimersByTimeAsync(10);
+    expect((await store.list('sessions/s/')).objects).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
@@ -136,10 +136,13 @@ describe('the running turns of a process', () => {
     store.release();
     expect(await turn).toMatchObject({ code: 'not_found' });
     await store.landed;
-    const left = await store.list('');
-    expect(
-      left.objects.map((object) => object.key).filter((key) => key.includes('/s/') && !key.endsWith('.done')),
-    ).toEqual([]);
+    // Removed after the answer, once every renewal under way ended.
+    await vi.waitFor(async () => {
+      const left = await store.list('');
+      expect(
+        left.objects.map((object) => object.key).filter((key) => key.includes('/s/') && !key.endsWith('.done')),
+      ).toEqual([]);
+    });
     expect(running.size).toBe(0);
   });
 });

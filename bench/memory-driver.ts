@@ -102,7 +102,7 @@ export class MemoryTurnDriver implements TurnDriver {
       withdrawQueued: (id, keyHash) => log.withdrawQueued(id, keyHash),
       cancelTurn: (id, turn) => log.cancelTurn(id, turn),
       closeIfExpired: (id, turn) => log.closeIfExpired(id, turn),
-      backgroundRun: (id, turn) => log.backgroundRun(id, turn),
+      journalRun: (id, turn) => log.journalRun(id, turn),
       scope: (id) => log.scope(id),
       exists: (scope) => log.exists(scope),
       // Held back: run by runBackground() after the turn is measured.

@@ -25,7 +25,8 @@ interface Journaled {
  * The events of the response `opening` (its response.created and response.in_progress carry
  * it), after `after`, followed live to the end; a client that goes away stops it. `end` gets
  * the writer and the journal's last event (undefined: a turn without a journal, one closed
- * before it started that was packed before anyone read its events: lib/turn/journal.ts).
+ * before it started that was packed, in a segment written before segments said `journaled`,
+ * before anyone read its events: lib/turn/journal.ts).
  * A turn the queue delivered again has a run after another in its journal (each from its
  * `turn.started`): the output of a run that a later one the journal holds did again is numbered
  * but not sent, and a later run's items start from the response's first again, so the stream
@@ -82,8 +83,8 @@ export function journaledResponseEvents(
         return readJournal();
       });
     } catch (error) {
-      // A turn closed before it started (cancelled while queued) and packed before a reader
-      // ended its journal has none.
+      // A turn closed before it started (cancelled while queued) and packed, in an older
+      // segment, before a reader ended its journal has none.
       if (!(error instanceof NotFoundError)) throw error;
     }
     if (!stop.signal.aborted) await end(writer, last);

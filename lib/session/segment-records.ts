@@ -26,6 +26,8 @@ export const segmentTurnSchema = z
     input_count: z.number().int().nonnegative().optional(),
     output_count: z.number().int().nonnegative().optional(),
     receipt: z.unknown().optional(),
+    /** A streamed or background turn's (its record said so): it has an event journal however it ended. */
+    journaled: z.literal(true).optional(),
   })
   .strict();
 export type SegmentTurn = z.infer<typeof segmentTurnSchema>;

@@ -12,7 +12,7 @@ import {
 import { EventJournal } from './log/journal.ts';
 import { storeStoppedSpend } from './log/unbilled.ts';
 import type { StoppedSpendRecord } from './records.ts';
-import { backgroundRun } from './log/turns.ts';
+import { journalRun } from './log/turns.ts';
 import {
   enqueueInput,
   listQueued,
@@ -169,11 +169,12 @@ export class SessionLogRunning extends SessionLogBase {
   }
 
   /**
-   * Whether turn `turnNumber` is a background turn no runner took over (`never`), one a runner
-   * took (`taken`), or neither, or packed (null): log/turns.ts.
+   * Whether turn `turnNumber` has an event journal however it ended: a background turn no runner
+   * took over (`never`), a streamed turn or one a runner took (`taken`), or a turn without one
+   * (null): log/turns.ts.
    */
-  async backgroundRun(id: string, turnNumber: number): Promise<'never' | 'taken' | null> {
-    return backgroundRun(this.log, id, turnNumber);
+  async journalRun(id: string, turnNumber: number): Promise<'never' | 'taken' | null> {
+    return journalRun(this.log, id, turnNumber);
   }
 
   /**

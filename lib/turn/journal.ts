@@ -192,8 +192,9 @@ async function endJournal(
  * writes, until its last. A turn whose owner died ends with what was written, then an `error`
  * event with how the turn failed: an open one once its lease ran out by the log's clock (this
  * reader closes it, `lease_expired`), one closed by someone else (a cancel) a lease after that.
- * A background turn closed before any batch (a cancel of a queued one) ends the same way: at once
- * when no runner took it over, else a lease after its close.
+ * A streamed or background turn closed before any batch (its owner died before its first, or a
+ * cancel of a queued one) ends the same way, whoever closed it (its record says it is one): a
+ * background turn no runner took over at once, any other a lease after its close.
  * A closed turn without a journal (neither streamed nor in the background): NotFoundError.
  */
 /**
@@ -223,7 +224,8 @@ export async function* journalEvents(
   // The last event read: how the turn ended, once its journal did (its end batch may carry none).
   let final: NumberedEvent | undefined;
   let closedAt: number | undefined;
-  // For a closed turn without a batch: whether it is a background turn a runner took over.
+  // For a closed turn without a batch: whether it has a journal however it ended (a streamed or
+  // background turn: its record says so), and whether a writer may have journaled to it.
   let run: 'never' | 'taken' | null | undefined;
   // Closed here, its lease having run out: what its owner wrote is read once more, then it ends.
   let expired: StoredOutcome | undefined;
@@ -271,9 +273,11 @@ export async function* journalEvents(
         // written a lease after the close, however long before this reader came that was.
         closedAt ??= Date.now();
         const waited = Date.now() - closedAt;
-        // A background turn has a journal however it ended: one closed before a runner took it
-        // over (a cancel of a queued turn) ends at once, as a cancelled running turn's does.
-        if (read === 0 && run === undefined) run = await sessions.backgroundRun(sessionId, turn);
+        // A streamed or background turn has a journal however it ended: one whose owner died
+        // before its first batch ends a lease after its close, whoever closed it; a background
+        // turn closed before a runner took it over (a cancel of a queued turn) at once, as a
+        // cancelled running turn's does.
+        if (read === 0 && run === undefined) run = await sessions.journalRun(sessionId, turn);
         if (read === 0 && !run && waited >= JOURNAL_BATCH_MS)
           throw new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
         const completedAt = 'completed_at' in closed ? Date.parse(closed.completed_at ?? '') : Number.NaN;

@@ -36,7 +36,8 @@ export function streamTurn(
   let started = false;
   let replayed = false;
   // Every streamed turn journals its events, so a client that lost the stream comes back in
-  // (a replay's are the stored turn's, journaled when it ran).
+  // (a replay's are the stored turn's, journaled when it ran); its record says it is streamed, so
+  // a reader of a turn closed before its first batch ends its journal instead of finding none.
   const journal = journalTurn(services, sessionId);
   const push = (event: TurnEvent) => {
     if (event.event === 'turn.started') started = true;
@@ -44,7 +45,7 @@ export function streamTurn(
     if (!replayed) journal.emit(event);
     if (open) queue.enqueue(event);
   };
-  const done = runTurn(services, sessionId, request, options, push)
+  const done = runTurn(services, sessionId, request, { ...options, stream: true }, push)
     .then(
       (response) => push({ event: 'turn.completed', data: response }),
       (error: unknown) => {

@@ -35,6 +35,11 @@ export interface TurnOptions {
    */
   background?: { turn: number; writer: string; lease?: HeldLease };
   /**
+   * The turn is streamed (lib/turn/stream-turn.ts): its record's settings say `stream: true`, so
+   * a reader of its events knows it has a journal however it ended, a batch written or not.
+   */
+  stream?: boolean;
+  /**
    * Told the turn, the seq of its first input item (a retake, which has none: the seq its
    * output would have begun at) and the generation its ids name there (idGeneration: undefined
    * in a session stored before they named one) once its failed completion landed (the facade
@@ -115,7 +120,7 @@ export type TurnSessionLog = Pick<
   | 'queuedWithdrawing'
   | 'cancelTurn'
   | 'closeIfExpired'
-  | 'backgroundRun'
+  | 'journalRun'
   | 'listQueuedInputs'
   | 'scope'
   | 'exists'

@@ -370,7 +370,7 @@ describe('storage operations per turn', () => {
         withdrawQueued: log.withdrawQueued.bind(log),
         cancelTurn: log.cancelTurn.bind(log),
         closeIfExpired: log.closeIfExpired.bind(log),
-        backgroundRun: log.backgroundRun.bind(log),
+        journalRun: log.journalRun.bind(log),
         scope: log.scope.bind(log),
         exists: log.exists.bind(log),
         pack: async (id: string, options?: PackOptions) => {

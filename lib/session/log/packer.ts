@@ -10,6 +10,7 @@ import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { readConfig, readRecord, RecordMissingError, scopeOf, withFreshListing } from './head.ts';
 import type { PackOptions, PackResult } from './types.ts';
 import { writeViewIfDue } from './view-writer.ts';
+import { isJournaledRecord } from './turns.ts';
 
 /** Packing: closed records older than the newest few go into immutable segments, after a view when one is due. */
 
@@ -313,5 +314,6 @@ function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
     input_count: record.items.length,
     output_count: done.items.length,
     ...(done.receipt !== undefined ? { receipt: done.receipt } : {}),
+    ...(isJournaledRecord(record) ? { journaled: true as const } : {}),
   };
 }

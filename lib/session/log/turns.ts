@@ -90,14 +90,25 @@ interface RawTurn {
   background?: number;
   /** A background turn's record key, open or closed, while its record is not packed. */
   backgroundKey?: string;
+  /** A streamed or background turn's: it has an event journal however it ended. */
+  journaled?: boolean;
 }
 
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
 const backgroundSchema = z.object({ background: z.boolean() }).catch({ background: false });
+const streamSchema = z.object({ stream: z.boolean() }).catch({ stream: false });
 
 /** Whether a turn's record is a background turn's (its stored settings say `background`). */
 export function isBackgroundRecord(record: Pick<LogRecord, 'request'>): boolean {
   return backgroundSchema.parse(record.request ?? {}).background;
+}
+
+/**
+ * Whether a turn's record is a streamed or background turn's (its stored settings say `stream`
+ * or `background`): it has an event journal however it ended.
+ */
+export function isJournaledRecord(record: Pick<LogRecord, 'request'>): boolean {
+  return isBackgroundRecord(record) || streamSchema.parse(record.request ?? {}).stream;
 }
 
 /** A page of turns newest first: turns numbered below `before` (all when absent), at most `limit` (1..100). */
@@ -141,15 +152,18 @@ export async function turnRecord(log: LogContext, id: string, turn: number): Pro
 }
 
 /**
- * Whether turn `turn` is a background turn, and whether a runner took it over: `never` when its
- * record says `background` and no `.lease` is beside it (read after its close was seen, it never
- * will be: a runner whose lease lands after the close finds the close and stops, writing
- * nothing), `taken` with one there, null for any other turn, and for a packed one (its segment
- * line keeps neither).
+ * Whether turn `turn` has an event journal however it ended, and whether a writer may have
+ * journaled to it: `never` for a background turn no runner took over (its record says
+ * `background` and no `.lease` is beside it: read after its close was seen, it never will be, as
+ * a runner whose lease lands after the close finds the close and stops, writing nothing);
+ * `taken` for one a runner took over (a `.lease` there), for a streamed turn (its record says
+ * `stream`: its owner wrote from its claim on) and for a packed turn its segment line says
+ * `journaled` (its `.lease` is gone); null for any other turn (a plain JSON turn).
  */
-export async function backgroundRun(log: LogContext, id: string, turn: number): Promise<'never' | 'taken' | null> {
+export async function journalRun(log: LogContext, id: string, turn: number): Promise<'never' | 'taken' | null> {
   const [raw] = await walkTurns(log, id, turn + 1, 1);
-  if (raw?.summary.turn !== turn || raw.backgroundKey === undefined) return null;
+  if (raw?.summary.turn !== turn || !raw.journaled) return null;
+  if (raw.backgroundKey === undefined) return 'taken';
   return (await log.store.head(`${raw.backgroundKey}.lease`)) ? 'taken' : 'never';
 }
 
@@ -244,6 +258,7 @@ function fromRecord(record: LogRecord, done: DoneRecord | null, key: string): Ra
     receipt,
     ...(background && !done ? { background: record.record } : {}),
     ...(background ? { backgroundKey: key } : {}),
+    ...(isJournaledRecord(record) ? { journaled: true } : {}),
     summary: {
       ...common(
         record.turn!,
@@ -271,6 +286,7 @@ function fromSegment(turn: SegmentTurn): RawTurn {
   return {
     record: turn.record,
     receipt,
+    ...(turn.journaled ? { journaled: true } : {}),
     summary: {
       ...common(turn.turn, closedState(turn.status, turn.error?.code), receipt, turn.error ?? null, ''),
       started_at: turn.started_at ?? null,

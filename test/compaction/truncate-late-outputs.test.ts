@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { truncatePrompt } from '../../lib/compaction/truncate-prompt.ts';
-import { ContextTooLargeError } from '../../lib/errors.ts';
+import { ContextTooLargeError } from '../../lib/compaction/check-prompt-fits.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { approximateTokenCounter } from '../../lib/tokens/index.ts';
 

@@ -188,6 +188,13 @@ async function endJournal(
 }
 
 /**
+ * At most how many events an owner streams live past its journal before it dies (a second's
+ * worth of deltas between batches, many times over): a reader's Last-Event-ID further past the
+ * journal is taken as past every event, not as the number its end follows.
+ */
+const MAX_UNJOURNALED = 100_000;
+
+/**
  * A turn's journaled events after number `after`, then, while the turn runs, the ones it
  * writes, until its last. A turn whose owner died ends with what was written, then an `error`
  * event with how the turn failed: an open one once its lease ran out by the log's clock (this
@@ -197,13 +204,6 @@ async function endJournal(
  * background turn no runner took over at once, any other a lease after its close.
  * A closed turn without a journal (neither streamed nor in the background): NotFoundError.
  */
-/**
- * At most how many events an owner streams live past its journal before it dies (a second's
- * worth of deltas between batches, many times over): a reader's Last-Event-ID further past the
- * journal is taken as past every event, not as the number its end follows.
- */
-const MAX_UNJOURNALED = 100_000;
-
 export async function* journalEvents(
   services: TurnServices,
   sessionId: string,

@@ -186,7 +186,7 @@ export class SessionLogBase {
    * of the same id removes (a delete answered 404 sweeps too).
    */
   async delete(id: string): Promise<void> {
-    return deleteSession(this.log, id);
+    await deleteSession(this.log, id);
   }
 
   /**

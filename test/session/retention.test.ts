@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { indexPrefix } from '../../lib/session/log/session-index.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { HeldStore } from '../support/held-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 const DAY = 86_400_000;
@@ -106,5 +108,25 @@ describe('retention', () => {
     expect(first.deleted).toHaveLength(2);
     expect(await w.log.sweepExpired({ maxDeletes: 2 })).toMatchObject({ more: false, deleted: [expect.any(String)] });
     expect((await w.store.list(indexPrefix(''))).objects).toEqual([]);
+  });
+
+  it("two processes' sweeps at once delete a session once, neither reporting the other's delete", async () => {
+    const w = world(1);
+    await w.log.create({ id: 'idle' });
+    w.at(2);
+    // Process A's second read of the session's config waits while process B sweeps the store.
+    const held = new HeldStore(w.store);
+    let configReads = 0;
+    const hold = held.hold(
+      (call) => call.operation === 'get' && call.keys[0] === sessionConfigKey('', 'idle') && ++configReads === 2,
+    );
+    const a = new SessionLog(held, { clock: () => new Date(START + 2 * DAY), sessionTtlDays: 1 }).sweepExpired();
+    await hold.reached;
+    const b = await w.log.sweepExpired();
+    hold.release();
+    const sweeps = [await a, b];
+    expect(sweeps.map((sweep) => sweep.failed)).toEqual([[], []]);
+    expect(sweeps.flatMap((sweep) => sweep.deleted)).toEqual(['idle']);
+    expect((await w.store.list('')).objects).toEqual([]);
   });
 });

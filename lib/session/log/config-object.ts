@@ -167,8 +167,15 @@ export async function updateSession(log: LogContext, id: string, fields: Session
   throw new StorageError(`session ${id}: too many concurrent updates`);
 }
 
-/** See SessionLog.delete. */
-export async function deleteSession(log: LogContext, id: string): Promise<void> {
+/**
+ * See SessionLog.delete. With `onlyIf`, the session is deleted only when the head this delete
+ * reads passes it (the retention sweep's check, on the incarnation it deletes): false when not.
+ */
+export async function deleteSession(
+  log: LogContext,
+  id: string,
+  onlyIf?: (head: Awaited<ReturnType<typeof readHead>>) => boolean,
+): Promise<boolean> {
   const configKey = sessionConfigKey(log.keyPrefix, id);
   let head: Awaited<ReturnType<typeof readHead>>;
   try {
@@ -178,6 +185,7 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
     if (error instanceof NotFoundError) await sweepSession(log, id);
     throw error;
   }
+  if (onlyIf && !onlyIf(head)) return false;
   const { scope } = head;
   // The completion that closes an open turn stays as its fence: the turn's own completion
   // is refused by it (and answered 404) instead of landing where the sweep has been. Its owner
@@ -215,12 +223,13 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
   }
   // A fork gone: its references go, and each ancestor is swept of what no live fork reads now.
   const chain = head.config.fork_of ?? [];
-  if (chain.length === 0) return;
+  if (chain.length === 0) return true;
   await log.store.delete(forkMarkers(log, chain, id, scope.generation));
   // An ancestor still alive keeps its objects anyway (its own delete lists the references
   // after this one's are gone): only the deleted ones are swept again.
   for (const point of chain)
     if (!(await namesGeneration(log, point.id, point.generation))) await sweepSession(log, point.id);
+  return true;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { NotFoundError } from '../../errors.ts';
 import type { LogContext } from './context.ts';
 import { deleteSession } from './config-object.ts';
-import { readHead } from './head.ts';
+import type { Head } from './head.ts';
 import { expiryOf } from './listing.ts';
 import { indexPrefix, lastActivityOf, parseIndexKey, type IndexEntry } from './session-index.ts';
 
@@ -42,11 +42,12 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
       seen.add(entry.position);
       if (result.deleted.length + result.failed.length >= maxDeletes) return { ...result, more: true };
       try {
-        if (await expiredNow(log, entry, now)) {
-          await deleteSession(log, entry.id);
+        // Checked on the head the delete reads itself: the incarnation it deletes, as it is then.
+        if (await deleteSession(log, entry.id, (head) => expiredNow(log, entry, head, now)))
           result.deleted.push(entry.id);
-        }
       } catch (error) {
+        // Gone already: another process's sweep, or a client's delete, took it since the listing.
+        if (error instanceof NotFoundError) continue;
         // One session that cannot be read or deleted does not keep the others.
         result.failed.push({ id: entry.id, error });
       }
@@ -56,15 +57,8 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
   return result;
 }
 
-/** Whether the incarnation an index entry names still exists and is still expired, by its config and newest record. */
-async function expiredNow(log: LogContext, entry: IndexEntry, now: number): Promise<boolean> {
-  let head: Awaited<ReturnType<typeof readHead>>;
-  try {
-    head = await readHead(log, entry.id);
-  } catch (error) {
-    if (error instanceof NotFoundError) return false;
-    throw error;
-  }
+/** Whether `head` is the incarnation an index entry names, and still expired by its config and newest record. */
+function expiredNow(log: LogContext, entry: IndexEntry, head: Head, now: number): boolean {
   // Another incarnation of the id: its own entry decides.
   if (Date.parse(head.config.created_at) !== entry.createdMs) return false;
   const expiry = expiryOf(

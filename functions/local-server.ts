@@ -116,6 +116,13 @@ export function shutdownNotice(signal: string, graceMs: number, connections: num
 }
 
 /**
+ * A second signal this soon after the first is the same one delivered twice, not an operator's
+ * second: a terminal's Ctrl-C (SIGINT) and a supervisor stopping a process group (SIGTERM) reach
+ * every process of the group, and `npm run` passes what it receives on to the server as well.
+ */
+export const REPEATED_SIGNAL_MS = 1000;
+
+/**
  * Serves `fetch` with node:http (@hono/node-server), on Node and on Deno alike: Deno.serve has
  * no header timeout, and Deno's node:http enforces these as Node does. A client whose headers,
  * or whole request, have not arrived in time gets `408 Request Timeout` and its connection is
@@ -125,7 +132,8 @@ export function shutdownNotice(signal: string, graceMs: number, connections: num
  * connections, closes the idle ones, and lets running requests (a streamed turn) and the work
  * they left running (trackAfterResponse: a background turn, a charge) finish for up to
  * SHUTDOWN_GRACE_MS (with the turns they take up from a session's queue as they close), then
- * closes what is left and exits; a second signal stops at once. Turns
+ * closes what is left and exits; a second signal stops at once, unless it came within
+ * REPEATED_SIGNAL_MS of the first (the same signal delivered twice), which is ignored. Turns
  * cut off are left to their lease, as after a crash.
  */
 export function serveLocal(
@@ -160,12 +168,18 @@ export function serveLocal(
     process.exit(1);
   });
   let stopping = false;
+  let stoppingSince = 0;
   const stop = (signal: string) => {
+    if (stopping && performance.now() - stoppingSince < REPEATED_SIGNAL_MS) {
+      console.error(`tailgate: ${signal} again within a second: taken as the same one (send it again to stop at once)`);
+      return;
+    }
     if (stopping) {
       console.error(`tailgate: ${signal} again, stopping now`);
       process.exit(1);
     }
     stopping = true;
+    stoppingSince = performance.now();
     let graceOver: () => void = () => undefined;
     const grace = new Promise<void>((resolve) => {
       graceOver = resolve;

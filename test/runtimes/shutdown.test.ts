@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { REPEATED_SIGNAL_MS } from '../../functions/local-server.ts';
 import { parseSse } from '../http/http-suite.ts';
 import { freePort, root, type RunningServer, serverCommand, startServer } from './runtime-process.ts';
 
@@ -140,9 +141,30 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
         );
       server.signal('SIGTERM');
       await expect.poll(() => server.output(), { timeout: 20_000 }).toContain('no new requests');
+      // Past the window in which a repeat is the same signal delivered twice (below).
+      await new Promise((resolve) => setTimeout(resolve, REPEATED_SIGNAL_MS + 200));
       server.signal('SIGTERM');
       expect(await server.exited).toBe(1);
       expect(server.output()).toContain('SIGTERM again, stopping now');
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+
+  // A terminal's Ctrl-C reaches `npm run start:node` and the server both, and npm passes its
+  // SIGINT on: the server gets it twice at once, which is still the first signal's grace.
+  it('a signal delivered twice at once is one: the running streamed turn finishes, then exit 0', async () => {
+    const server = await start(runtime, { SHUTDOWN_GRACE_MS: '60000' });
+    try {
+      const { rest: finished } = await streamTurn(server.origin, `dup-${runtime}-${Date.now().toString(36)}`);
+      server.signal('SIGINT');
+      // npm's copy comes right after the server took the terminal's (two sent at once may merge into one).
+      await expect.poll(() => server.output(), { timeout: 20_000, interval: 10 }).toContain('no new requests');
+      server.signal('SIGINT');
+      const frames = await finished;
+      expect(frames.map((frame) => frame.event)).toContain('turn.completed');
+      expect(await server.exited).toBe(0);
+      expect(server.output()).toContain('SIGINT again within a second: taken as the same one');
     } finally {
       await server.stop();
     }

@@ -44,14 +44,8 @@ function world(store: ObjectStore) {
   };
   const spent = async (auth: Record<string, string>) => (await api.get('/v1/tokens/current', auth)).body.usage;
   const usage = async (id: string) => (await api.get(`/v1/sessions/${id}`)).body.usage;
-  return { harness, api, closer, drain, calling, aborted, mint, spent, usage };
-}
-
-describe.each(stores)('a turn stopped by someone else charges what it spent: %s', (_, storeOf) => {
-  it('a streamed turn cancelled: its prompt and the output streamed count in the token spend', async () => {
-    const { harness, api, closer, drain, calling, aborted, mint, spent } = world(storeOf());
-    const auth = await mint({ max_total_tokens: 1_000_000 });
-    const id = await api.session();
+  /** A streamed turn under `auth`, cancelled through the other app once its first delta came. */
+  const cancelledStreamed = async (id: string, auth: Record<string, string>) => {
     const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
@@ -64,6 +58,27 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
     await aborted();
     await reader.rest();
     await drain();
+  };
+  /** A turn under `auth` interrupted through the other app: that app's turn's answer. */
+  const interrupted = async (id: string, auth?: Record<string, string>) => {
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' }, auth);
+    await calling();
+    const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    await aborted();
+    expect((await pending).status).toBe(409);
+    await drain();
+    return taken;
+  };
+  return { api, drain, mint, spent, usage, cancelledStreamed, interrupted };
+}
+
+describe.each(stores)('a turn stopped by someone else charges what it spent: %s', (_, storeOf) => {
+  it('a streamed turn cancelled: its prompt and the output streamed count in the token spend', async () => {
+    const { api, mint, spent, cancelledStreamed } = world(storeOf());
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    await cancelledStreamed(id, auth);
     const usage = await spent(auth);
     // Counted as no turn (none completed); the echo model costs nothing.
     expect(usage).toMatchObject({ turns: 0, output_tokens: approximateTokenCounter.count('thinking '), cost_usd: 0 });
@@ -72,16 +87,10 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
   });
 
   it("interrupted turns count in the token's budget: the next turn is refused once it is spent", async () => {
-    const { api, closer, drain, calling, aborted, mint, spent } = world(storeOf());
+    const { api, mint, spent, interrupted } = world(storeOf());
     const auth = await mint({ max_total_tokens: 5 });
     const id = await api.session();
-    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' }, auth);
-    await calling();
-    const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
-    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
-    await aborted();
-    expect((await pending).status).toBe(409);
-    await drain();
+    await interrupted(id, auth);
     // Not streamed: nothing of its output was seen, its prompt is what it spent.
     expect(await spent(auth)).toMatchObject({ turns: 0, input_tokens: 6, output_tokens: 0, total_tokens: 6 });
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' }, auth);
@@ -93,21 +102,10 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
   });
 
   it('a cancelled streamed turn: the next turn counts what it spent, once', async () => {
-    const { harness, api, closer, drain, calling, aborted, mint, usage, spent } = world(storeOf());
+    const { api, drain, mint, usage, spent, cancelledStreamed } = world(storeOf());
     const auth = await mint({ max_total_tokens: 1_000_000 });
     const id = await api.session();
-    const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ input: 'slow one', stream: true }),
-    });
-    const reader = sseReader(response);
-    await reader.until('event: output_text.delta');
-    await calling();
-    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
-    await aborted();
-    await reader.rest();
-    await drain();
+    await cancelledStreamed(id, auth);
     const stopped = await spent(auth);
     expect(stopped.total_tokens).toBeGreaterThan(0);
     const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' }, auth);
@@ -128,15 +126,9 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
   });
 
   it("interrupted turns count in the session's budget: a turn is refused once they spent it", async () => {
-    const { api, closer, drain, calling, aborted, usage } = world(storeOf());
+    const { api, usage, interrupted } = world(storeOf());
     const id = await api.session();
-    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await calling();
-    const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
-    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
-    await aborted();
-    expect((await pending).status).toBe(409);
-    await drain();
+    const taken = await interrupted(id);
     // An append is a write of the session: the stopped turn's spend (its prompt) counts there.
     expect(
       (await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'x' }] })).status,

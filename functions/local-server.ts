@@ -215,12 +215,22 @@ export function serveLocal(
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop(signal));
 }
 
-/** Sends `100 Continue` the first time `request`'s body is read, unless the response has begun. */
+/**
+ * Sends `100 Continue` the first time `request`'s body is read, unless the response has begun.
+ * A response begun before that says `Connection: close` and ends the connection: its client has
+ * not sent the body, or may send it yet, so the socket cannot carry a next request (Node's server
+ * does this itself; Deno's node:http answers `keep-alive`, then takes the next request's bytes
+ * for this body).
+ */
 function continueOnRead(request: IncomingMessage, response: ServerResponse): void {
+  response.setHeader('Connection', 'close');
   const read = request._read;
   request._read = function (this: IncomingMessage, size: number) {
     request._read = read;
-    if (!response.headersSent) response.writeContinue();
+    if (!response.headersSent) {
+      response.removeHeader('Connection');
+      response.writeContinue();
+    }
     return read.call(this, size);
   };
 }

@@ -212,10 +212,25 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     const unauthorized = await awaitingContinue(origin, head('/v1/sessions', 100, 'wrong'), '');
     expect(unauthorized.answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(unauthorized.answer).not.toContain('100 Continue');
+    // Its body was not sent, so the socket carries no next request: the answer says so and closes it.
+    expect(unauthorized.answer).toMatch(/\r\nConnection: close\r\n/i);
+    expect(unauthorized.closed).toBe(true);
     // A body the server takes gets its 100 Continue, is sent and is served.
     const body = JSON.stringify({ id: `continue-${runtime}-${Date.now().toString(36)}` });
     const created = await awaitingContinue(origin, head('/v1/sessions', Buffer.byteLength(body)), body);
     expect(created.answer).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /);
+    expect(created.answer).not.toMatch(/\r\nConnection: close\r\n/i);
+    // The streamed import reads its body past functions/body-budget.ts: it gets its 100 Continue too.
+    const exported = await fetch(`${origin}/v1/sessions/${JSON.parse(body).id}/export`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const lines = (await exported.text()).replace(/"id":"continue-/, '"id":"imported-');
+    const imported = await awaitingContinue(
+      origin,
+      head('/v1/sessions/import', Buffer.byteLength(lines)).replace('application/json', 'application/x-ndjson'),
+      lines,
+    );
+    expect(imported.answer).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /);
   }, 60_000);
 
   it('keeps streaming a turn past REQUEST_TIMEOUT_MS', async () => {

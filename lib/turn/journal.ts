@@ -202,7 +202,8 @@ const MAX_UNJOURNALED = 100_000;
  * A streamed or background turn closed before any batch (its owner died before its first, or a
  * cancel of a queued one) ends the same way, whoever closed it (its record says it is one): a
  * background turn no runner took over at once, any other a lease after its close.
- * A closed turn without a journal (neither streamed nor in the background): NotFoundError.
+ * A closed turn without a journal (neither streamed nor in the background), one this reader
+ * closed too: NotFoundError.
  */
 export async function* journalEvents(
   services: TurnServices,
@@ -212,6 +213,8 @@ export async function* journalEvents(
   signal?: AbortSignal,
 ): AsyncGenerator<NumberedEvent> {
   const { sessions } = services;
+  const noJournal = () =>
+    new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
   // Past what a record's number holds: no session has such a turn.
   if (turn >= RECORD_BOUND)
     throw new NotFoundError(`session ${sessionId} has no turn ${turn}`, { id: sessionId, turn });
@@ -227,6 +230,13 @@ export async function* journalEvents(
   // For a closed turn without a batch: whether it has a journal however it ended (a streamed or
   // background turn: its record says so), and whether a writer may have journaled to it.
   let run: 'never' | 'taken' | null | undefined;
+  // Whether the turn has a journal: a batch read, or its record says so (a plain JSON turn has
+  // none, whoever closed it, this reader too when its lease ran out).
+  const journaled = async () => {
+    if (read > 0) return true;
+    if (run === undefined) run = await sessions.journalRun(sessionId, turn);
+    return run !== null;
+  };
   // Closed here, its lease having run out: what its owner wrote is read once more, then it ends.
   let expired: StoredOutcome | undefined;
   for (;;) {
@@ -255,6 +265,7 @@ export async function* journalEvents(
     // number the end every reader gets (it is given that end as a reader past every event).
     const end = (error: StoredOutcome['error'] | null) =>
       endJournal(services, scope, turn, read, Math.max(last, Math.min(sent, last + MAX_UNJOURNALED)), error);
+    if (batches.length === 0 && expired && !(await journaled())) throw noJournal();
     const ending = batches.length === 0 && expired ? await end(expired.error ?? null) : null;
     if (ending) {
       const fresh = ending.filter((event) => event.n > sent);
@@ -277,9 +288,7 @@ export async function* journalEvents(
         // before its first batch ends a lease after its close, whoever closed it; a background
         // turn closed before a runner took it over (a cancel of a queued turn) at once, as a
         // cancelled running turn's does.
-        if (read === 0 && run === undefined) run = await sessions.journalRun(sessionId, turn);
-        if (read === 0 && !run && waited >= JOURNAL_BATCH_MS)
-          throw new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
+        if (!(await journaled()) && waited >= JOURNAL_BATCH_MS) throw noJournal();
         const completedAt = 'completed_at' in closed ? Date.parse(closed.completed_at ?? '') : Number.NaN;
         const closeAt = Math.min(closedAt, completedAt || closedAt);
         const due = run === 'never' || Date.now() - closeAt >= services.config.turnLeaseMs;

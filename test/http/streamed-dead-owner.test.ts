@@ -16,9 +16,10 @@ import { createClient, parseSse, TOKEN } from './http-suite.ts';
 // the first event): a native `stream: true` turn whose process lost its store (nothing it writes
 // lands any more), and a streamed facade response whose journal writes fail (its process lives
 // on). Another process, an hour later by its clock (the owner's lease ran out), closes the turn
-// first: a GET of the turn, the session's next writer, or a retrieve through the facade. Its
-// record says it was streamed, so its events end with the stored error however it was closed,
-// and the facade's resumed stream with response.failed; a plain JSON turn still has none (404).
+// first: a GET of the turn, the session's next writer, a reader of its events, or a retrieve
+// through the facade. Its record says it was streamed, so its events end with the stored error
+// however it was closed, and the facade's resumed stream with response.failed; a plain JSON turn
+// still has none (404), its events' reader closing it too.
 // On the memory store and the file store.
 
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
@@ -85,6 +86,14 @@ const closers: [string, Closer][] = [
         status: 200,
         body: { turn: 2 },
       }),
+  ],
+  [
+    // It closes it itself, so it ends it at once: no owner's batch is to come.
+    'a reader of its events',
+    async (api, { session }) =>
+      expect(parseSse((await api.get(`/v1/sessions/${session}/turns/1/events`)).body as string)).toMatchObject([
+        { event: 'error', data: { error: { code: 'lease_expired' } } },
+      ]),
   ],
   [
     'a retrieve through the facade',
@@ -177,5 +186,25 @@ describe.each(stores)('a streamed turn whose owner died before its first batch: 
     expect((await api.get(`/v1/sessions/${session}/turns/1/events`)).status).toBe(404);
     const response = await nativeResponseId(store, session);
     expect((await api.get(`/v1/responses/${response}?stream=true`)).status).toBe(400);
+  });
+
+  // Its events' reader is the first to see that its lease ran out: it closes the turn, and has
+  // no journal to end (its record does not say it was streamed), so the answer is 404 as it is
+  // once anyone else closed it, and nothing is journaled for it.
+  it('a plain JSON turn its events reader closes has no journal', async () => {
+    const store = storeOf();
+    const owner = process(new FaultyStore(store));
+    const session = await owner.api.session();
+    owner.post(`/v1/sessions/${session}/turns`, { input: 'slow plain' }).catch(() => undefined);
+    await expect
+      .poll(async () => (await owner.api.get(`/v1/sessions/${session}/turns/1`)).body.status)
+      .toBe('in_progress');
+    const { api } = process(store, hourLater);
+    expect((await api.get(`/v1/sessions/${session}/turns/1/events`)).status).toBe(404);
+    expect((await api.get(`/v1/sessions/${session}/turns/1`)).body).toMatchObject({
+      status: 'failed',
+      error: { code: 'lease_expired' },
+    });
+    expect((await api.get(`/v1/sessions/${session}/turns/1/events`)).status).toBe(404);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { MAX_UNBILLED } from '../../lib/session/log/unbilled.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import { SessionLog, type OpenTurn } from '../support/session-log.ts';
@@ -137,5 +138,33 @@ describe.each(stores)("a stopped turn's spend counts once in its session's total
     expect(await world.log.storeStoppedSpend(turn, { usage: STOPPED })).toBe(false);
     await world.log.append('s1', [user('z')]);
     expect(await world.totals()).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+  });
+
+  it('turns closed faster than they store are waited for no more than MAX_UNBILLED at once', async () => {
+    const world = setup(storeOf());
+    await world.log.create({ id: 's1' });
+    // Claimed and cancelled in turn, within the wait, their owners storing nothing yet.
+    const turns: OpenTurn[] = [];
+    for (let n = 0; n < 2 * MAX_UNBILLED + 4; n++) {
+      turns.push(await world.claim(world.log, [user(`t${n}`)]));
+      await world.other.cancelTurn('s1', turns.length);
+      world.advance(1);
+    }
+    let spentReads = 0;
+    world.store.failWhen(({ operation, key }) => {
+      if (operation === 'get' && key.includes('/spent/')) spentReads++;
+      return false;
+    });
+    const next = await world.claim(world.log, [user('next')]);
+    expect(spentReads).toBeLessThanOrEqual(MAX_UNBILLED + 1);
+    expect(next.unbilled.length).toBe(MAX_UNBILLED);
+    // The newest stopped turns are still waited for and count; the oldest were given up, once.
+    const stored = await Promise.all(turns.map((turn) => world.log.storeStoppedSpend(turn, { usage: STOPPED })));
+    const waited = stored.filter(Boolean).length;
+    expect(waited).toBe(next.unbilled.length);
+    expect(stored.slice(-waited).every(Boolean)).toBe(true);
+    await world.log.completeTurn(next, { status: 'completed', output: [user('d')], receipt: {}, usage: COMPLETED });
+    await world.other.append('s1', [user('z')]);
+    expect(await world.totals()).toMatchObject({ turns: 1, input_tokens: 10 + 100 * waited });
   });
 });

@@ -23,12 +23,20 @@ import type { LogContext } from './context.ts';
  * write that counts it is the only one that drops it: counted once, whoever crashed where. A write
  * that finds nothing there once SPENT_WAIT_LEASES leases passed since the close (the stopped turn
  * died, or never called a model) puts an empty object create-only, and drops the turn: whichever
- * put lands first decides, so a stopped turn whose put is refused then is counted by no one. Only
- * a chain whose newest object names a turn reads anything more (one get per turn named).
+ * put lands first decides, so a stopped turn whose put is refused then is counted by no one; so
+ * does a write that finds more than MAX_UNBILLED turns named, for the oldest. Only a chain whose
+ * newest object names a turn reads anything more (one get per turn named, bounded by MAX_UNBILLED).
  */
 
 /** How long, in leases after its close, the chain waits for a stopped turn's spend. */
 export const SPENT_WAIT_LEASES = 2;
+
+/**
+ * The most turns the chain waits for at once: a write that reads more (turns closed faster than
+ * their stopped owners store, or owners that died) stops waiting for the oldest of them at once,
+ * as past their wait, so no write reads more than one turn past it and no record grows with them.
+ */
+export const MAX_UNBILLED = 16;
 
 /** The turns not yet counted, as of the newest record (its completion decides; absent: none). */
 export function unbilledOf(newest: { record: LogRecord; done: DoneRecord | null } | null | undefined): Unbilled {
@@ -58,7 +66,8 @@ export async function billStopped(
   ledger: Ledger,
 ): Promise<Billed & { read: Readonly<Unbilled> }> {
   if (unbilled.length === 0) return { ledger, unbilled: [], changed: false, read: unbilled };
-  const found = await Promise.all(unbilled.map((entry) => spentOf(log, scope, entry)));
+  const overdue = unbilled.length - MAX_UNBILLED;
+  const found = await Promise.all(unbilled.map((entry, index) => spentOf(log, scope, entry, index < overdue)));
   let totals = ledger;
   const left: Unbilled = [];
   unbilled.forEach((entry, index) => {
@@ -73,11 +82,13 @@ export async function billStopped(
 /**
  * What is stored at the turn's `spent/` key: undefined while nothing is (or a read or put
  * failed: the next write tells), null when nothing is known (empty, or not a spend record).
+ * `overdue`: waited for no longer, whatever the time (MAX_UNBILLED).
  */
 async function spentOf(
   log: LogContext,
   scope: LogScope,
   entry: Unbilled[number],
+  overdue: boolean,
 ): Promise<StoppedSpendRecord | null | undefined> {
   const key = spentKey({ keyPrefix: scope.keyPrefix, id: scope.id, generation: entry.generation }, entry.turn);
   const parsed = (body: Uint8Array) =>
@@ -85,7 +96,8 @@ async function spentOf(
   try {
     const object = await log.store.get(key);
     if (object) return parsed(object.body);
-    if (log.clock().getTime() < Date.parse(entry.closed_at) + SPENT_WAIT_LEASES * log.leaseMs) return undefined;
+    const waited = log.clock().getTime() >= Date.parse(entry.closed_at) + SPENT_WAIT_LEASES * log.leaseMs;
+    if (!waited && !overdue) return undefined;
     // Waited long enough: nothing known, unless the stopped turn's put lands first.
     if (await log.store.put(key, '', { onlyIfAbsent: true })) return null;
     const again = await log.store.get(key);

@@ -3,7 +3,7 @@ import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
-import type { Undelivered } from '../session/records.ts';
+import type { StoppedSpendRecord, Undelivered } from '../session/records.ts';
 import type { InboxAbort } from '../inbox/index.ts';
 import type { StoredItem } from '../items.ts';
 import { afterResponse } from './append.ts';
@@ -186,6 +186,12 @@ async function closeFailedTurn(
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
     chargeToken(services, turn, undefined, 0, summary);
   } catch (closeError) {
+    // Closed by someone else meanwhile, whose completion names the turn: what its own failed
+    // completion would have counted (its summary) is charged and stored, as any stopped turn's.
+    if (closeError instanceof TurnClosedError) {
+      chargeToken(services, turn, undefined, 0, summary);
+      storeSpent(services, turn, summary ? { summary_usage: summary } : {});
+    }
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
     if (closeError instanceof ClosedByItsCompletionError) {
       // Its failed completion stands (its totals took the summary); only its webhook event failed.
@@ -218,10 +224,14 @@ function chargeStopped(services: TurnServices, attempt: Attempt, closed: boolean
   // Closed (not deleted, nor run by another runner): the closer's completion names the turn,
   // whose session's totals count what it stores (nothing spent too: the chain waits no longer).
   if (!closed) return;
-  const spent = {
+  storeSpent(services, turn, {
     ...(stopped ? { usage: stopped.usage, estimated: stopped.estimated } : {}),
     ...(summary ? { summary_usage: summary } : {}),
-  };
+  });
+}
+
+/** Stores, in the background, what `turn`, closed by someone else, spent (log/unbilled.ts). */
+function storeSpent(services: TurnServices, turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): void {
   afterResponse(services, () => services.sessions.storeStoppedSpend(turn, spent));
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { Model } from '../../lib/models/model.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
 import { appHarness } from '../support/app-harness.ts';
@@ -143,5 +144,43 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' });
     expect(refused.status, JSON.stringify(refused.body)).toBe(402);
     expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'session' } });
+  });
+
+  it('a turn that fails as someone else closes it stores its spend all the same: no more waiting', async () => {
+    const store = storeOf();
+    const slow = heldEcho();
+    // Its provider fails once the held call is released: the turn closes itself as failed.
+    const failing: Model = {
+      ...slow.model,
+      async generate(request) {
+        await slow.model.generate(request);
+        throw new Error('the provider failed');
+      },
+      async *stream(request) {
+        for await (const event of slow.model.stream(request)) {
+          if (event.type !== 'text_delta') throw new Error('the provider failed');
+          yield event;
+        }
+      },
+    };
+    const { options, drain } = heldOptions(failing);
+    // A lease long enough that no renewal asks whether the turn was closed before it fails.
+    const slowRenewals = { ...environment, TURN_LEASE_MS: '60000' };
+    const api = createClient(appHarness(store, slowRenewals, options));
+    const closer = createClient(appHarness(store, slowRenewals, options));
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await expect.poll(() => slow.signals.length).toBe(1);
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    slow.release();
+    // Its own failed completion is refused: the cancel closed it.
+    expect((await pending).status).toBe(409);
+    await drain();
+    // What its failed completion would have counted (no summary: nothing) is stored, so the
+    // session's next write reads it and stops waiting, rather than for two leases.
+    const stored = await store.list(`sessions/${id}/spent/`, { limit: 10 });
+    expect(stored.objects).toHaveLength(1);
+    const body = JSON.parse(new TextDecoder().decode((await store.get(stored.objects[0]!.key))!.body));
+    expect(body).toEqual({ format: 'tailgate.spent.v1' });
   });
 });

@@ -167,4 +167,19 @@ describe.each(stores)("a stopped turn's spend counts once in its session's total
     await world.other.append('s1', [user('z')]);
     expect(await world.totals()).toMatchObject({ turns: 1, input_tokens: 10 + 100 * waited });
   });
+
+  it('a claim its stored spend refuses (the budget): the session shows the totals the refusal counted', async () => {
+    const world = setup(storeOf());
+    await world.log.create({ id: 's1', budget: { max_total_tokens: 50 } });
+    const turn = await world.claim(world.log, [user('a')]);
+    await world.other.cancelTurn('s1', 1);
+    await world.log.storeStoppedSpend(turn, { usage: STOPPED });
+    // Refused with nothing written: the turn stays named, its spend stored.
+    await expect(world.log.beginTurn('s1', { input: [user('b')] })).rejects.toThrow('spent 107');
+    // What GET answers, and the queue sweep's budget check reads, counts it as the refusal did.
+    expect(await world.totals()).toMatchObject({ turns: 0, total_tokens: 107 });
+    // Counted once all the same by the next write.
+    await world.other.append('s1', [user('c')]);
+    expect(await world.totals()).toMatchObject({ turns: 0, total_tokens: 107 });
+  });
 });

@@ -20,8 +20,9 @@ import {
   type TurnStatus,
 } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
-import { countsOf, ledgerOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
+import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
+import { shownLedger } from './unbilled.ts';
 import { closeTurn } from './lease.ts';
 import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
@@ -88,8 +89,9 @@ export async function getSessionWithNewestTurn(
   log: LogContext,
   id: string,
 ): Promise<{ session: SessionRecord; newestTurn: { turn: number; status: TurnStatus | null } | null }> {
-  const { config, newest } = await readHead(log, id);
-  const session = toSessionRecord(config, countsOf(newest), ledgerOf(newest));
+  const { config, newest, scope } = await readHead(log, id);
+  // With what stopped turns stored spent: a claim's budget check counts it already (log/unbilled.ts).
+  const session = toSessionRecord(config, countsOf(newest), await shownLedger(log, scope, newest));
   const turn = newest?.record.kind === 'turn' ? newest.record.turn : undefined;
   return { session, newestTurn: turn === undefined ? null : { turn, status: newest!.done?.status ?? null } };
 }
@@ -158,9 +160,10 @@ export async function updateSession(log: LogContext, id: string, fields: Session
       contentType: 'application/json',
     });
     if (written) {
-      const { newest } = await readNewest(log, scopeOf(log.keyPrefix, next));
+      const scope = scopeOf(log.keyPrefix, next);
+      const { newest } = await readNewest(log, scope);
       await writeIndexEntry(log, next, newest);
-      return toSessionRecord(next, countsOf(newest), ledgerOf(newest));
+      return toSessionRecord(next, countsOf(newest), await shownLedger(log, scope, newest));
     }
     await backoff(attempt);
   }

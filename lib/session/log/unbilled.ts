@@ -10,6 +10,7 @@ import {
   type Unbilled,
 } from '../records.ts';
 import type { LogContext } from './context.ts';
+import { ledgerOf } from './head.ts';
 
 /**
  * The spend of turns closed by someone else, counted in the session's totals (docs/STORAGE.md,
@@ -68,15 +69,47 @@ export async function billStopped(
   if (unbilled.length === 0) return { ledger, unbilled: [], changed: false, read: unbilled };
   const overdue = unbilled.length - MAX_UNBILLED;
   const found = await Promise.all(unbilled.map((entry, index) => spentOf(log, scope, entry, index < overdue)));
-  let totals = ledger;
-  const left: Unbilled = [];
-  unbilled.forEach((entry, index) => {
-    const spent = found[index];
-    if (spent === undefined) left.push(entry);
-    if (spent?.usage) totals = addToLedger(totals, spent.usage, 0);
-    if (spent?.summary_usage) totals = addToLedger(totals, spent.summary_usage, 0);
-  });
+  const left = unbilled.filter((_, index) => found[index] === undefined);
+  const totals = found.reduce(withSpend, ledger);
   return { ledger: totals, unbilled: left, changed: left.length < unbilled.length, read: unbilled };
+}
+
+/**
+ * The totals of `newest` with what the turns it names unbilled stored spent, which the chain's
+ * next write counts (a claim's budget check counts it already): what a read of the session shows.
+ * Reads only (one get per turn named; nothing when none is); a read that fails counts nothing.
+ */
+export async function shownLedger(
+  log: LogContext,
+  scope: LogScope,
+  newest: { record: LogRecord; done: DoneRecord | null } | null,
+): Promise<Ledger> {
+  const ledger = ledgerOf(newest);
+  const unbilled = unbilledOf(newest);
+  if (unbilled.length === 0) return ledger;
+  const found = await Promise.all(
+    unbilled.map(async (entry) => {
+      const object = await log.store.get(spentKeyOf(scope, entry)).catch(() => null);
+      return object ? parsedSpend(object.body) : undefined;
+    }),
+  );
+  return found.reduce(withSpend, ledger);
+}
+
+/** `totals` with what one stopped turn spent (nothing when none is known). */
+function withSpend(totals: Ledger, spent: StoppedSpendRecord | null | undefined): Ledger {
+  const used = spent?.usage ? addToLedger(totals, spent.usage, 0) : totals;
+  return spent?.summary_usage ? addToLedger(used, spent.summary_usage, 0) : used;
+}
+
+/** Where the turn `entry` names stored what it spent (its generation's, of the session of `scope`). */
+function spentKeyOf(scope: LogScope, entry: Unbilled[number]): string {
+  return spentKey({ keyPrefix: scope.keyPrefix, id: scope.id, generation: entry.generation }, entry.turn);
+}
+
+/** A stored spend's body: null when nothing is known (empty, or not a spend record). */
+function parsedSpend(body: Uint8Array): StoppedSpendRecord | null {
+  return body.length === 0 ? null : (parseStoredOrUndefined(body, stoppedSpendSchema) ?? null);
 }
 
 /**
@@ -90,18 +123,16 @@ async function spentOf(
   entry: Unbilled[number],
   overdue: boolean,
 ): Promise<StoppedSpendRecord | null | undefined> {
-  const key = spentKey({ keyPrefix: scope.keyPrefix, id: scope.id, generation: entry.generation }, entry.turn);
-  const parsed = (body: Uint8Array) =>
-    body.length === 0 ? null : (parseStoredOrUndefined(body, stoppedSpendSchema) ?? null);
+  const key = spentKeyOf(scope, entry);
   try {
     const object = await log.store.get(key);
-    if (object) return parsed(object.body);
+    if (object) return parsedSpend(object.body);
     const waited = log.clock().getTime() >= Date.parse(entry.closed_at) + SPENT_WAIT_LEASES * log.leaseMs;
     if (!waited && !overdue) return undefined;
     // Waited long enough: nothing known, unless the stopped turn's put lands first.
     if (await log.store.put(key, '', { onlyIfAbsent: true })) return null;
     const again = await log.store.get(key);
-    return again ? parsed(again.body) : undefined;
+    return again ? parsedSpend(again.body) : undefined;
   } catch {
     return undefined;
   }

@@ -97,6 +97,11 @@ async function queuedBehindSpentBudget(store: ObjectStore, { api, settle }: Retu
   expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'spends the budget' })).status).toBe(200);
   // Its close's pickup found nothing queued.
   await settle();
+  return { id, keyHash: await queuedAsStored(store, id) };
+}
+
+/** Queues an input in session `id` as an enqueue stores it (its marker, then its entry): its key's hash. */
+async function queuedAsStored(store: ObjectStore, id: string): Promise<string> {
   const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', id)))!.body));
   const keyHash = 'c'.repeat(64);
   await store.put(`queues/${id}`, '');
@@ -110,7 +115,7 @@ async function queuedBehindSpentBudget(store: ObjectStore, { api, settle }: Retu
       request: {},
     }),
   );
-  return { id, keyHash };
+  return keyHash;
 }
 
 /**
@@ -283,6 +288,26 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     expect(logged).toEqual([
       [`tailgate: a queued input of session ${id} (key sha256 ${keyHash}) waits: the session's budget is spent`],
     ]);
+  });
+
+  it("unmarks a queue held by a budget that a stopped turn's stored spend exhausted", async () => {
+    const store = storeOf();
+    const clock = () => new Date();
+    const live = process(store, clock, 'in process');
+    const dead = process(store, clock, 'none');
+    const id = await live.api.session({ on_busy: 'enqueue', budget: { max_total_tokens: 50 } });
+    expect((await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    expect((await live.api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    // What the stopped turn spent, stored as its runner stores it (lib/session/log/unbilled.ts).
+    const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', id)))!.body));
+    const usage = { input_tokens: 100, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 7 };
+    const spent = { format: 'tailgate.spent.v1', usage: { ...usage, reasoning_tokens: 0, cost_usd: 0 } };
+    await store.put(`sessions/${id}/spent/${config.generation}/000000000001`, JSON.stringify(spent));
+    await live.settle();
+    await queuedAsStored(store, id);
+    // Its pickup is refused by the budget the stored spend exhausted; the sweep's own check sees it too.
+    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 1, failed: [] });
+    expect(await markers(store)).toEqual([]);
   });
 
   it('unmarks a queue its spent budget holds; a budget raise marks it again, before its own pickup', async () => {

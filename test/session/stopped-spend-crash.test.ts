@@ -182,4 +182,20 @@ describe.each(stores)("a stopped turn's spend counts once in its session's total
     await world.other.append('s1', [user('c')]);
     expect(await world.totals()).toMatchObject({ turns: 0, total_tokens: 107 });
   });
+
+  it('a delete of the newest turn answers the totals a read of the session shows, its stored spend too', async () => {
+    const world = setup(storeOf());
+    await world.log.create({ id: 's1' });
+    const first = await world.claim(world.log, [user('a')]);
+    await world.log.completeTurn(first, { status: 'completed', output: [user('x')], receipt: {}, usage: COMPLETED });
+    const turn = await world.claim(world.log, [user('b')]);
+    await world.other.cancelTurn('s1', 2);
+    await world.log.storeStoppedSpend(turn, { usage: STOPPED });
+    const answered = await world.log.deleteTurn('s1', 2, { tookNothing: async () => true });
+    expect(answered.usage).toEqual(await world.totals());
+    expect(answered.usage).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 10 });
+    // The new generation's next write counts it, once.
+    await world.other.append('s1', [user('c')]);
+    expect(await world.totals()).toEqual(answered.usage);
+  });
 });

@@ -7,10 +7,11 @@ import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
-import { countsOf, ledgerOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
+import { countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
+import { shownLedger } from './unbilled.ts';
 
 /**
  * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
@@ -224,7 +225,7 @@ async function moveBack(
   } catch {
     // Listed again from its next turn, append or PATCH.
   }
-  return toSessionRecord(config, countsOf(previous), ledgerOf(head.newest));
+  return toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
 }
 
 /** The state a record closes with, for the fork record that continues from it. */

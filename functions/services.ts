@@ -15,8 +15,10 @@ import {
   runInProcess,
   type BackgroundTurn,
   type RunningTurns,
+  type TurnObservation,
   type TurnServices,
 } from '../lib/turn/index.ts';
+import { LEASE_EXPIRED } from '../lib/errors.ts';
 import type { Tracing } from './tracing.ts';
 import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 import { turnIntents } from '../lib/webhooks/intent.ts';
@@ -84,11 +86,44 @@ export function sessionLogFor(
 
 /**
  * The session log option by which a close it writes for someone else (a cancel, a delete, a
- * lapsed lease's close: a request's, or the webhook drainer's) stops at once the turn's
- * attempts `running` holds (lib/turn/running.ts); none without it.
+ * lapsed lease's close: a request's, the queue sweep's, or the webhook drainer's) stops at once
+ * the turn's attempts `running` holds (lib/turn/running.ts). A lapsed lease's close of a turn
+ * none of them runs is told to `observeTurn` (its log line and metrics, functions/turn-log.ts):
+ * its runner died untold, and only the process whose close landed tells it, once.
  */
-export function stoppingRunning(running: RunningTurns | undefined): Pick<SessionLogOptions, 'onClosedByOther'> {
-  return running ? { onClosedByOther: (closed: ClosedTurn) => running.stop(closed) } : {};
+export function closesByOthers(
+  running: RunningTurns | undefined,
+  observeTurn: TurnServices['observeTurn'],
+): Pick<SessionLogOptions, 'onClosedByOther'> {
+  if (!running && !observeTurn) return {};
+  return {
+    onClosedByOther: (closed: ClosedTurn) => {
+      const runsHere = running?.stop(closed) ?? false;
+      if (!runsHere && closed.error?.code === LEASE_EXPIRED) observeTurn?.(lapsedTurn(closed));
+    },
+  };
+}
+
+/**
+ * How a turn closed as `lease_expired` by someone other than its runner ended, as far as its
+ * close knows: failed, its model if its request named one, no usage (its spend died with its
+ * runner), from its claim to its close, no content.
+ */
+function lapsedTurn(closed: ClosedTurn): TurnObservation {
+  const duration = Date.parse(closed.completedAt) - Date.parse(closed.claimedAt ?? closed.completedAt);
+  return {
+    session_id: closed.scope.id,
+    turn: closed.turn,
+    status: 'failed',
+    error_code: LEASE_EXPIRED,
+    model: closed.model ?? null,
+    usage: null,
+    compaction: null,
+    duration_ms: Math.max(0, duration),
+    first_output_ms: null,
+    request: { input: [] },
+    output: [],
+  };
 }
 
 /** Builds one request's services from its store and its freshly parsed config. */
@@ -108,7 +143,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       onClosed,
       onClaimed,
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
-      ...stoppingRunning(running),
+      ...closesByOthers(running, observeTurn),
       log,
     }),
     inbox: new Inbox(store, {

@@ -5,7 +5,7 @@ import type { WebhookEntry } from '../lib/webhooks/events.ts';
 import { outboxPrefix } from '../lib/webhooks/intent.ts';
 import { drainOutbox } from '../lib/webhooks/outbox.ts';
 import { pickUpAfterLeaseClose } from '../lib/turn/index.ts';
-import { sessionLogFor, stoppingRunning, type AppServices } from './services.ts';
+import { sessionLogFor, closesByOthers, type AppServices } from './services.ts';
 
 /**
  * Webhook delivery with a deployment's settings (lib/webhooks/): on Node and Deno a loop that
@@ -31,11 +31,11 @@ export async function drainWebhooks(services: AppServices): Promise<number | nul
     store,
     keyPrefix: config.keyPrefix,
     // Without `onClosed`: the drainer delivers the event of a turn it closes itself. A turn it
-    // closes that this process runs stops at once.
+    // closes that this process runs stops at once; one no process runs, it logs.
     sessions: sessionLogFor(store, config, {
       clock,
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
-      ...stoppingRunning(services.running),
+      ...closesByOthers(services.running, services.observeTurn),
     }),
     secret: config.webhooks.secret,
     allowPrivate: config.webhooks.allowPrivate,

@@ -66,12 +66,13 @@ export class RunningTurns {
   /**
    * Someone else's completion of `turn` (under `scope`) landed with the error `code`: every
    * attempt of it running here is marked to be aborted, as its next renewal would abort it
-   * (closedError), which its own timer does.
+   * (closedError), which its own timer does. Whether any runs here: its attempt tells how the
+   * turn ended (its log line), else nobody in this process does.
    */
-  stop(closed: { scope: LogScope; turn: number; error?: { code: string } | undefined }): void {
-    for (const entry of this.#attempts.get(turnKey(closed.scope, closed.turn)) ?? []) {
-      entry.closed ??= closedError(entry.turn, closed.error?.code ?? LEASE_EXPIRED);
-    }
+  stop(closed: { scope: LogScope; turn: number; error?: { code: string } | undefined }): boolean {
+    const attempts = this.#attempts.get(turnKey(closed.scope, closed.turn)) ?? new Set<Registered>();
+    for (const entry of attempts) entry.closed ??= closedError(entry.turn, closed.error?.code ?? LEASE_EXPIRED);
+    return attempts.size > 0;
   }
 
   /** How many attempts are registered (none once every attempt ended). */

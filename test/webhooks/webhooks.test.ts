@@ -6,7 +6,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
-import { RunningTurns, runTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
+import { RunningTurns, runTurn, takeUnderPolicy, type TurnObservation } from '../../lib/turn/index.ts';
 import { deliverWebhook, MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
 import { intentEntry } from '../../lib/webhooks/events.ts';
 import { resolveIntent } from '../../lib/webhooks/intent.ts';
@@ -42,6 +42,8 @@ function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel,
   });
   const tasks: Promise<unknown>[] = [];
   const logged: string[] = [];
+  // How its turns ended, as the turn log is told (functions/turn-log.ts).
+  const observed: TurnObservation[] = [];
   const services = createServices({
     store,
     config,
@@ -52,6 +54,7 @@ function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel,
     clock,
     webhookSink: outboxSink(store, ''),
     running,
+    observeTurn: (outcome) => void observed.push(outcome),
   });
   const settle = async () => {
     while (tasks.length > 0) await Promise.all(tasks.splice(0));
@@ -64,7 +67,7 @@ function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel,
         JSON.parse(decodeUtf8((await store.get(key))!.body)),
       ),
     );
-  return { store, services, settle, drain, outbox, now, logged };
+  return { store, services, settle, drain, outbox, now, logged, observed };
 }
 
 describe('webhook URLs', () => {
@@ -428,6 +431,8 @@ describe('webhook intents', () => {
         }),
       }),
     ]);
+    // Its runner gone, the drainer that closed it tells how it ended (its log line, its metrics).
+    expect(w.observed).toMatchObject([{ session_id: 'o', turn: 1, status: 'failed', error_code: 'lease_expired' }]);
     // Closed by the drainer, whose pickup found nothing queued: the session is idle.
     await w.settle();
     expect((await w.outbox()).map((entry) => [JSON.parse(entry.body).type, JSON.parse(entry.body).data.turn])).toEqual([

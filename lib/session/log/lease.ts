@@ -282,6 +282,8 @@ export async function closeTurn(
     error: done.error,
     completedAt: done.completed_at,
     webhookUrl,
+    claimedAt: record.created_at,
+    model: requestedModel(record),
   };
   log.onClosedByOther?.(closed);
   if (log.onClosed) {
@@ -339,6 +341,12 @@ export function closeLapsed(
 ): Promise<DoneRecord | null> {
   const outcome: StoredOutcome = { status: 'failed', error: leaseExpired(scope.id, record.turn ?? 0) };
   return closeTurn(log, scope, record, outcome, webhookUrl, successor);
+}
+
+/** The model a turn's stored request named (undefined: none, the session's or the default ran). */
+function requestedModel(record: LogRecord): string | undefined {
+  const model = (record.request as { model?: unknown } | undefined)?.model;
+  return typeof model === 'string' ? model : undefined;
 }
 
 /** The session's own `webhook_url`, read from its config (null when it has none or is gone). */

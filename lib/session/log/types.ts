@@ -346,7 +346,8 @@ export interface SessionLogOptions {
    * Runs once a completion written for someone other than the turn's owner landed (a cancel,
    * a close of a lapsed lease), before `onClosed`, and for the fence of a delete once the delete
    * swept the session: the turn's attempts running in this process stop at once
-   * (lib/turn/running.ts). It must not throw.
+   * (lib/turn/running.ts), and a lapsed turn none of them runs is logged by this process, whose
+   * close landed (functions/services.ts, closesByOthers). It must not throw.
    */
   onClosedByOther?: ((closed: ClosedTurn) => void) | undefined;
 }
@@ -361,6 +362,12 @@ export interface ClosedTurn {
   /** What the summary of a compaction in the completed turn used (its `compaction_usage`). */
   compactionUsage?: TurnUsage | undefined;
   completedAt: string;
+  /**
+   * A close written for someone else (lib/session/log/lease.ts, closeTurn): when the turn's
+   * record was written, and the model its stored request named, if it named one.
+   */
+  claimedAt?: string | undefined;
+  model?: string | undefined;
   /**
    * The session's own `webhook_url` (null: the deployment's WEBHOOK_URL; undefined: not read,
    * only for `onLeaseClosed` of a log without `onClosed`).

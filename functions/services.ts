@@ -99,7 +99,12 @@ export function closesByOthers(
   return {
     onClosedByOther: (closed: ClosedTurn) => {
       const runsHere = running?.stop(closed) ?? false;
-      if (!runsHere && closed.error?.code === LEASE_EXPIRED) observeTurn?.(lapsedTurn(closed));
+      if (runsHere || closed.error?.code !== LEASE_EXPIRED) return;
+      try {
+        observeTurn?.(lapsedTurn(closed));
+      } catch {
+        // A log line that failed is not the close's failure: what follows the close still runs.
+      }
     },
   };
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AppOptions } from '../../functions/app.ts';
 import { Metrics } from '../../functions/metrics.ts';
+import { closesByOthers } from '../../functions/services.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
@@ -124,4 +125,19 @@ describe('a turn closed as lease_expired by another process than its dead runner
     expect(runner.linesOf(id, 1)).toMatchObject([{ status: 'failed', error_code: 'lease_expired', model: 'echo' }]);
     expect(runner.metrics.render()).toContain('tailgate_turn_errors_total{code="lease_expired"} 1\n');
   });
+});
+
+it('a log line that throws does not fail the close that told it', () => {
+  const { onClosedByOther } = closesByOthers(undefined, () => {
+    throw new Error('log sink down');
+  });
+  const closed = {
+    scope: { keyPrefix: '', id: 's', generation: '' },
+    turn: 1,
+    status: 'failed' as const,
+    error: { code: 'lease_expired', message: 'lapsed' },
+    completedAt: new Date().toISOString(),
+    webhookUrl: undefined,
+  };
+  expect(() => onClosedByOther?.(closed)).not.toThrow();
 });

@@ -289,9 +289,13 @@ export async function* journalEvents(
         // turn closed before a runner took it over (a cancel of a queued turn) at once, as a
         // cancelled running turn's does.
         if (!(await journaled()) && waited >= JOURNAL_BATCH_MS) throw noJournal();
+        // Completed with no batch (its process died right after, or every journal write failed):
+        // its end would carry no event; its receipt tells how it ended.
+        const unjournaled = closed.status === 'completed' && read === 0;
         const completedAt = 'completed_at' in closed ? Date.parse(closed.completed_at ?? '') : Number.NaN;
         const closeAt = Math.min(closedAt, completedAt || closedAt);
         const due = run === 'never' || Date.now() - closeAt >= services.config.turnLeaseMs;
+        if (unjournaled && due) throw noJournal();
         const ended = (read > 0 || run) && due ? await end(closed.error ?? null) : null;
         if (ended) return yield* ended.filter((event) => event.n > sent);
       }

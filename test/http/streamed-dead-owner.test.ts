@@ -207,4 +207,17 @@ describe.each(stores)('a streamed turn whose owner died before its first batch: 
     });
     expect((await api.get(`/v1/sessions/${session}/turns/1/events`)).status).toBe(404);
   });
+
+  it('a streamed turn that completed without a batch has no journal: its receipt tells how it ended', async () => {
+    const store = storeOf();
+    const faulty = new FaultyStore(store);
+    faulty.failWhen(({ operation, key }) => operation === 'put' && key.includes('/events/'));
+    const owner = process(faulty);
+    const session = await owner.api.session();
+    await sseReader(await owner.post(`/v1/sessions/${session}/turns`, { input: 'hello', stream: true })).rest();
+    expect((await owner.api.get(`/v1/sessions/${session}/turns/1`)).body.status).toBe('completed');
+    // Not an empty stream a lease later, which an EventSource would reconnect to for ever.
+    const { api } = process(store, hourLater);
+    expect((await api.get(`/v1/sessions/${session}/turns/1/events`)).status).toBe(404);
+  });
 });

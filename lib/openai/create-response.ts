@@ -120,10 +120,12 @@ async function createStoredResponse(
       ? await takenUnder(facade, session, prepared.items)
       : undefined;
   const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
-  const items = match ? prepared.history.slice(match.known + taken) : prepared.items.slice((after?.known ?? 0) + taken);
-  const positions = match
-    ? prepared.positions.history.slice(match.known + taken)
-    : prepared.positions.items.slice((after?.known ?? 0) + taken);
+  // What the input sent beyond what the conversation holds, then what is stored of it.
+  const sent = match ? prepared.history.slice(match.known) : prepared.items.slice(after?.known);
+  const items = sent.slice(taken);
+  const positions = (
+    match ? prepared.positions.history.slice(match.known) : prepared.positions.items.slice(after?.known)
+  ).slice(taken);
   const retried =
     body.conversation && !keyed && read?.newestTurn?.status === 'aborted'
       ? await abortedRetry(facade, sessionId, undefined, items, session)
@@ -184,9 +186,7 @@ async function createStoredResponse(
     ...(checkTools ? { checkConfig: checkTools } : {}),
     // A resend that retries a failed step whose outputs its first attempt stored takes it again
     // (under a key, compared as asking those outputs, as that attempt was: a retry is replayed).
-    ...(taken > 0 && items.length === 0
-      ? { retake: true, retaken: match ? prepared.history.slice(match.known) : prepared.items.slice(after?.known) }
-      : {}),
+    ...(taken > 0 && items.length === 0 ? { retake: true, retaken: sent } : {}),
   };
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.

@@ -30,7 +30,7 @@ export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: '
  * It places up to four `cache_control: {type: "ephemeral"}` breakpoints (`anthropicCacheBreakpoints`):
  * the last tool, the instructions, the last two blocks of the prompt and, with a slot left, the end of the
  * stable compacted prefix (`request.cacheBreakpoint`), so each turn reads the previous turn's prompt
- * from Anthropic's cache.
+ * from Anthropic's cache. A call that continues a tool loop goes without thinking (`thinkingNeedsItsBlocks`).
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   const provider = createAnthropic({
@@ -41,6 +41,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   return createSdkModel({
     toolResultMedia: true,
     fileUrls: true,
+    thinkingNeedsItsBlocks: true,
     maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
     id: settings.id,
     languageModel: provider.messages(settings.modelName),

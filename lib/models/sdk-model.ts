@@ -7,6 +7,7 @@ import {
   type FinishReason,
   type LanguageModel,
   type LanguageModelUsage,
+  type ModelMessage,
 } from 'ai';
 import { TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError } from './errors.ts';
@@ -45,6 +46,12 @@ export interface SdkModelOptions {
   imageBytesOnly?: boolean;
   /** The longest image side the provider takes (Anthropic; `Model.maxImageSide`). */
   maxImageSide?: number;
+  /**
+   * Whether the provider refuses thinking in a call that continues a tool loop unless the
+   * previous answer's thinking blocks come back with it (Anthropic). tailgate keeps no thinking,
+   * so such a call (the prompt's last assistant message holds a call) is sent without `reasoning`.
+   */
+  thinkingNeedsItsBlocks?: boolean;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
@@ -77,15 +84,20 @@ export function createSdkModel(options: SdkModelOptions): Model {
     const placed = cacheControl?.place(request) ?? { tools: false, items: [] };
     const providerOptions = cacheControl?.providerOptions ?? {};
     const breakpoints = placed.items.map((index) => ({ index, providerOptions }));
+    const messages = convertToModelMessages(request.prompt, {
+      breakpoints,
+      toolResultMedia: options.toolResultMedia ?? false,
+      fileUrls: options.fileUrls ?? false,
+      imageBytesOnly: options.imageBytesOnly ?? false,
+      ...optional('maxImageSide', options.maxImageSide),
+    });
+    const settings = settingsOf(request.settings);
+    if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && continuesToolLoop(messages)) {
+      delete settings.reasoning;
+    }
     return {
       model: languageModel,
-      messages: convertToModelMessages(request.prompt, {
-        breakpoints,
-        toolResultMedia: options.toolResultMedia ?? false,
-        fileUrls: options.fileUrls ?? false,
-        imageBytesOnly: options.imageBytesOnly ?? false,
-        ...optional('maxImageSide', options.maxImageSide),
-      }),
+      messages,
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.
       experimental_download: neverDownload,
@@ -94,7 +106,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         : {}),
       ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-      ...settingsOf(request.settings),
+      ...settings,
       ...optional('providerOptions', options.providerOptions?.(request)),
       maxRetries,
       abortSignal,
@@ -177,6 +189,12 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
 function optional<Key extends string, Value>(key: Key, value: Value | undefined): { [K in Key]?: Value } {
   return (value === undefined ? {} : { [key]: value }) as { [K in Key]?: Value };
+}
+
+/** Whether the last assistant message of the call holds a tool call (its results follow it). */
+function continuesToolLoop(messages: ModelMessage[]): boolean {
+  const last = messages.findLast((message) => message.role === 'assistant');
+  return typeof last?.content !== 'string' && (last?.content.some((part) => part.type === 'tool-call') ?? false);
 }
 
 /** The AI SDK call settings of a request's `settings` (provider options aside). */

@@ -369,4 +369,23 @@ describe('anthropic adapter against a fake Messages server', () => {
     expect(requests[0]!.body.stream).toBe(true);
     expect(cacheControlPaths(requests[0]!.body)).toEqual(withTools);
   });
+
+  it('thinks when a call starts from a user message, and not in a call that continues a tool loop', async () => {
+    // The Messages API refuses thinking in a call whose last assistant message holds a tool_use
+    // without the thinking block it was answered with, which tailgate does not keep.
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const settings = { reasoningEffort: 'medium' } as const;
+    const question: PromptItem = { type: 'message', role: 'user', content: 'Weather in Paris?' };
+    const answered: PromptItem[] = [...toolLoop.slice(0, 5), { type: 'message', role: 'assistant', content: 'Sunny.' }];
+    const calls = [[question], toolLoop, toolLoop.slice(0, 5), [...answered, question]];
+    for (const prompt of calls) await model.generate({ ...request(prompt, [weatherTool]), settings });
+    await collectStream(model.stream({ ...request(toolLoop, [weatherTool]), settings }));
+    expect(requests.map((sent) => sent.body.thinking?.type ?? 'none')).toEqual([
+      'enabled',
+      'none',
+      'none',
+      'enabled',
+      'none',
+    ]);
+  });
 });

@@ -76,13 +76,16 @@ function userPart(part: ContentPart, media: UserMedia): UserPart {
 
 /**
  * A tool result's output: text as before; parts as `content` with media inline when `media`
- * (the provider takes images and files in tool results), else one text with each image and
- * file described. An image over `maxImageSide` is described too.
+ * (the provider takes images and files in tool results), without blank text parts, else one
+ * text with each image and file described (also when every part is blank text). An image over
+ * `maxImageSide` is described too.
  */
 export function toolResultOutput(content: Content, media: boolean, maxImageSide?: number): ToolResultPart['output'] {
   if (typeof content === 'string') return { type: 'text', value: content };
-  if (!media) return { type: 'text', value: contentText(content) };
-  const value = content.map((part) => {
+  // A blank text block is refused inside a tool result too ("text content blocks must be non-empty").
+  const parts = content.filter((part) => part.type !== 'input_text' || part.text.trim() !== '');
+  if (!media || parts.length === 0) return { type: 'text', value: contentText(content) };
+  const value = parts.map((part) => {
     const source = part.type === 'input_text' || overMaxImageSide(part, maxImageSide) ? undefined : sourceOf(part);
     if (part.type === 'input_text' || !source) return { type: 'text' as const, text: textOf(part) };
     const data =

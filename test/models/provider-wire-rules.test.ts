@@ -97,7 +97,8 @@ const openaiIds = (body: any): string[] =>
 
 /**
  * The Messages API refuses a text block that is empty ("text content blocks must be non-empty"),
- * one of only whitespace ("text content blocks must contain non-whitespace text"), and a message
+ * one of only whitespace ("text content blocks must contain non-whitespace text"), also inside a
+ * tool_result, and a message
  * without content ("all messages must have non-empty content except for the optional final
  * assistant message").
  */
@@ -106,8 +107,12 @@ function refusedTextBlocks(body: any): string[] {
   body.messages.forEach((message: any, index: number) => {
     const blocks = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
     if (blocks.length === 0) refused.push(`messages.${index}: no content`);
-    for (const block of blocks)
+    for (const block of blocks) {
       if (block.type === 'text' && block.text.trim() === '') refused.push(`messages.${index}: blank text`);
+      const inner = block.type === 'tool_result' && Array.isArray(block.content) ? block.content : [];
+      for (const part of inner)
+        if (part.type === 'text' && part.text.trim() === '') refused.push(`messages.${index}: blank tool_result text`);
+    }
   });
   return refused;
 }
@@ -237,5 +242,34 @@ describe('text blocks the Messages API refuses', () => {
   it('a whitespace-only assistant answer stored by an earlier turn is not sent as the only text', async () => {
     const body = await sentBody('anthropic', [user('Hello'), assistant('\n\n'), user('Are you there?')]);
     expect(refusedTextBlocks(body)).toEqual([]);
+  });
+
+  it("a tool output's blank text parts (a screenshot tool's empty caption) are not sent as text blocks", async () => {
+    const image = { type: 'input_image', image_url: 'https://example.com/screen.png' } as const;
+    const outputs: PromptItem[] = [
+      { type: 'function_call_output', call_id: 'toolu_a', output: [{ type: 'input_text', text: '' }, image] },
+      {
+        type: 'function_call_output',
+        call_id: 'toolu_b',
+        output: [
+          { type: 'input_text', text: ' ' },
+          { type: 'input_text', text: 'done' },
+        ],
+      },
+      { type: 'function_call_output', call_id: 'toolu_c', output: [{ type: 'input_text', text: '' }] },
+    ];
+    const body = await sentBody('anthropic', [
+      user('Look'),
+      call('toolu_a'),
+      call('toolu_b'),
+      call('toolu_c'),
+      ...outputs,
+    ]);
+    expect(refusedTextBlocks(body)).toEqual([]);
+    expect(body.messages.at(-1).content.map((block: any) => block.content)).toEqual([
+      [{ type: 'image', source: { type: 'url', url: 'https://example.com/screen.png' } }],
+      [{ type: 'text', text: 'done' }],
+      '',
+    ]);
   });
 });

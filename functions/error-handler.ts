@@ -77,17 +77,21 @@ function logError(message: string, error: unknown): void {
 
 /**
  * The headers of an error answer: an `aborted` one says `x-should-retry: false` (the header
- * the official OpenAI clients obey), so a client does not retry the turn an `abort` notice stopped.
+ * the official OpenAI clients obey), so a client does not retry the turn an `abort` notice stopped;
+ * a model failure whose provider said when to come back (`details.retry_after_seconds`) says
+ * `Retry-After`.
  */
-export function errorHeaders(code: string | null): Record<string, string> {
-  return code === 'aborted' ? { 'x-should-retry': 'false' } : {};
+export function errorHeaders(error: { code: string | null; details?: unknown }): Record<string, string> {
+  if (error.code === 'aborted') return { 'x-should-retry': 'false' };
+  const retryAfter = (error.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
+  return error.code === 'model_error' && typeof retryAfter === 'number' ? { 'retry-after': String(retryAfter) } : {};
 }
 
 /** Hono's onError: the single error JSON shape from the HTTP API; server-side failures go to `log`. */
 export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
   return (error, c) => {
     const { status, body } = errorBody(error, log);
-    return c.json(body, status, errorHeaders(body.error.code));
+    return c.json(body, status, errorHeaders(body.error));
   };
 }
 

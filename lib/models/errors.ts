@@ -1,3 +1,4 @@
+import type { APICallError } from 'ai';
 import { TailgateError } from '../errors.ts';
 
 /** The errors of model providers (lib/errors.ts has every other error of lib/ and the codes). */
@@ -8,6 +9,63 @@ export class ModelError extends TailgateError {
     super('model_error', message, details);
     this.name = 'ModelError';
   }
+}
+
+/**
+ * The provider refused the prompt as longer than the model's window, though tailgate's count
+ * fitted it (413 `context_too_large`, `details: {model, status}`): the window tailgate assumed
+ * (`context_limit`) is larger than the model's, or its token count fell short.
+ */
+export class ModelContextTooLargeError extends TailgateError {
+  constructor(model: string, status: number) {
+    super(
+      'context_too_large',
+      `model ${model} refused the prompt as longer than its context window; set strategy_config.context_limit ` +
+        "to the model's window (or lower) so the prompt is fitted before the call",
+      { model, status },
+    );
+    this.name = 'ModelContextTooLargeError';
+  }
+}
+
+/** What a provider says when the prompt is over the model's window: OpenAI's code, Anthropic's text. */
+const CONTEXT_OVERFLOW = /context_length_exceeded|prompt is too long|maximum context length/i;
+/** The statuses whose `Retry-After` says when the provider takes calls again. */
+const BUSY_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
+
+/**
+ * A provider's failed answer as tailgate's error: a prompt over the window is
+ * `ModelContextTooLargeError`; anything else `ModelError` with the model, the provider's HTTP
+ * status (none when the answer failed inside a stream that had begun: its 200 says nothing) and,
+ * when the provider was busy and said when to come back, `retry_after_seconds`.
+ */
+export function providerFailure(model: string, message: string, apiError: APICallError | undefined): TailgateError {
+  const status = apiError?.statusCode !== undefined && apiError.statusCode >= 400 ? apiError.statusCode : undefined;
+  if (status === 400 && CONTEXT_OVERFLOW.test(apiError?.responseBody ?? '')) {
+    return new ModelContextTooLargeError(model, status);
+  }
+  const retryAfter =
+    status !== undefined && BUSY_STATUSES.has(status) ? retryAfterSeconds(apiError?.responseHeaders) : undefined;
+  return new ModelError(message, {
+    model,
+    ...(status !== undefined ? { status } : {}),
+    ...(retryAfter !== undefined ? { retry_after_seconds: retryAfter } : {}),
+  });
+}
+
+/** Whole seconds from `retry-after-ms` (OpenAI) or `retry-after` (seconds or an HTTP date). */
+function retryAfterSeconds(headers: Record<string, string> | undefined): number | undefined {
+  const milliseconds = headers?.['retry-after-ms'];
+  const value = headers?.['retry-after']?.trim();
+  const seconds =
+    milliseconds !== undefined && /^\d+(\.\d+)?$/.test(milliseconds)
+      ? Number(milliseconds) / 1000
+      : value && /^\d+$/.test(value)
+        ? Number(value)
+        : value
+          ? (Date.parse(value) - Date.now()) / 1000
+          : Number.NaN;
+  return Number.isFinite(seconds) ? Math.max(0, Math.ceil(seconds)) : undefined;
 }
 
 /** The provider did not answer in time (504). */

@@ -10,7 +10,7 @@ import {
   type ModelMessage,
 } from 'ai';
 import { TailgateError } from '../errors.ts';
-import { ModelError, ModelTimeoutError } from './errors.ts';
+import { ModelError, ModelTimeoutError, providerFailure } from './errors.ts';
 import { functionCallItemSchema, type FunctionCallItem } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';
@@ -74,8 +74,9 @@ export interface SdkModelOptions {
  *   argument pieces on as they come and has its items in the order they began (text after a
  *   call is a message of its own; lib/models/stream-order.ts);
  * - any provider failure (HTTP error after retries, a malformed body or stream, a stream cut off
- *   before its final event, an invalid tool call id) becomes `ModelError`; the deadline or the
- *   caller's abort signal gives `ModelTimeoutError`.
+ *   before its final event, an invalid tool call id) becomes `ModelError` (`providerFailure`: a
+ *   prompt the provider refuses as over the model's window is `context_too_large`); the deadline
+ *   or the caller's abort signal gives `ModelTimeoutError`.
  */
 export function createSdkModel(options: SdkModelOptions): Model {
   const { id, languageModel, timeoutMs, maxRetries, cacheControl } = options;
@@ -358,11 +359,7 @@ function toModelFailure(error: unknown, deadline: Deadline, id: string, timeoutM
   }
   if (deadline.signal.aborted) return new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
   if (error instanceof TailgateError) return error;
-  const apiError = findApiCallError(error);
-  return new ModelError(`model ${id} failed: ${errorMessage(error)}`, {
-    model: id,
-    ...(apiError?.statusCode !== undefined ? { status: apiError.statusCode } : {}),
-  });
+  return providerFailure(id, `model ${id} failed: ${errorMessage(error)}`, findApiCallError(error));
 }
 
 function findApiCallError(error: unknown): APICallError | undefined {

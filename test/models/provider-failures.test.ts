@@ -131,6 +131,8 @@ describe.each(providers)('$name adapter failures', (providerCase) => {
       })(),
     );
     expect(error).toBeInstanceOf(ModelError);
+    // The stream's 200 says nothing of the failure: no status.
+    expect(error.details).not.toHaveProperty('status');
     expect(events).toEqual(['text_delta']);
   });
 

@@ -1,0 +1,114 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import {
+  type FakeProvider,
+  type FakeReply,
+  startFakeProvider,
+} from '../support/fake-providers/fake-provider-server.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// What a client is answered when the provider refuses a turn's call: a prompt over the model's
+// window is 413 `context_too_large` (OpenAI's `context_length_exceeded` on the facade), and a
+// provider still busy after the retries says when to come back (`Retry-After`).
+
+/** What the fake provider answers next (each test sets it). */
+let next: FakeReply = { status: 500, json: {} };
+let provider: FakeProvider;
+
+beforeAll(async () => {
+  provider = await startFakeProvider(() => next);
+});
+afterAll(async () => {
+  await provider?.close();
+});
+
+const store = new MemoryStore();
+const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined });
+const environment = () => ({
+  API_TOKEN: TOKEN,
+  OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+  ANTHROPIC_API_KEY: 'test-key',
+  ANTHROPIC_BASE_URL: provider.baseURL,
+  MODEL_MAX_RETRIES: '0',
+});
+const api = createClient({
+  fetch: async (path, init) => app.request(path, init, environment()),
+  fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
+  store,
+  keyPrefix: '',
+  logged: [],
+});
+
+/** The providers' own answers to a prompt over the window (from their docs). */
+const overflow = {
+  'openai-compatible:fake-model': {
+    error: {
+      message:
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens.",
+      type: 'invalid_request_error',
+      param: 'messages',
+      code: 'context_length_exceeded',
+    },
+  },
+  'anthropic:claude-sonnet-4-5': {
+    type: 'error',
+    error: { type: 'invalid_request_error', message: 'prompt is too long: 208310 tokens > 200000 maximum' },
+  },
+};
+
+describe('a provider refusing the prompt as over its window', () => {
+  it.each(Object.entries(overflow))('%s: 413 context_too_large naming the model', async (model, body) => {
+    next = { status: 400, json: body };
+    const id = await api.session({ model });
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
+    expect(turn.status, JSON.stringify(turn.body)).toBe(413);
+    expect(turn.body.error).toMatchObject({ code: 'context_too_large', details: { model, status: 400 } });
+    expect(turn.body.error.message).toContain('context_limit');
+  });
+
+  it('answers the facade as OpenAI does (400 context_length_exceeded)', async () => {
+    next = { status: 400, json: overflow['openai-compatible:fake-model'] };
+    const response = await api.post('/v1/responses', { model: 'openai-compatible:fake-model', input: 'Hello' });
+    expect(response.status, JSON.stringify(response.body)).toBe(400);
+    expect(response.body.error).toMatchObject({ code: 'context_length_exceeded', type: 'invalid_request_error' });
+  });
+
+  it('another 400 stays a 502 model_error', async () => {
+    next = {
+      status: 400,
+      json: { error: { message: 'Invalid value for temperature', type: 'invalid_request_error' } },
+    };
+    const id = await api.session({ model: 'openai-compatible:fake-model' });
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
+    expect(turn.status).toBe(502);
+    expect(turn.body.error).toMatchObject({ code: 'model_error', details: { status: 400 } });
+  });
+});
+
+describe('a provider still busy after the retries', () => {
+  it.each([
+    ['retry-after in seconds', { 'retry-after': '7' }, 429, 7],
+    ['retry-after-ms', { 'retry-after-ms': '2500' }, 429, 3],
+    ['an overloaded provider', { 'retry-after': '12' }, 529, 12],
+  ])('%s: 502 model_error with Retry-After', async (_, headers, status, seconds) => {
+    next = { status, headers, json: { error: { message: 'Rate limit reached', type: 'rate_limit_error' } } };
+    const id = await api.session({ model: 'openai-compatible:fake-model' });
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
+    expect(turn.status).toBe(502);
+    expect(turn.headers.get('retry-after')).toBe(String(seconds));
+    expect(turn.body.error).toMatchObject({ code: 'model_error', details: { status, retry_after_seconds: seconds } });
+    const response = await api.post('/v1/responses', { model: 'openai-compatible:fake-model', input: 'Hello' });
+    expect(response.status).toBe(502);
+    expect(response.headers.get('retry-after')).toBe(String(seconds));
+  });
+
+  it('a provider error without a retry-after says none', async () => {
+    next = { status: 500, json: { error: { message: 'boom', type: 'server_error' } } };
+    const id = await api.session({ model: 'openai-compatible:fake-model' });
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
+    expect(turn.status).toBe(502);
+    expect(turn.headers.get('retry-after')).toBeNull();
+    expect(turn.body.error.details).toEqual({ model: 'openai-compatible:fake-model', status: 500 });
+  });
+});

@@ -15,7 +15,7 @@ import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedR
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
-import { branchResentAfter, resentAfter } from './resent-after.ts';
+import { branchResentAfter, ownCompactions, resentAfter } from './resent-after.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { keptObject, openaiTools } from './stored-responses.ts';
@@ -70,8 +70,9 @@ async function createStoredResponse(
   const whole = !body.previous_response_id && !body.conversation;
   const loop = whole ? loopScope(facade, prepared) : '';
   // A step naming previous_response_id: its loop's tag (the loop's scope and its first item, which
-  // every step of it sends first), kept with its response, which only a step of its loop goes on after.
-  const first = prepared.items.slice(0, 1).map((item) => canonical(item));
+  // every step of it sends first, before any compaction item a step resends), kept with its response,
+  // which only a step of its loop goes on after.
+  const first = prepared.history.slice(0, 1).map((item) => canonical(item));
   const tag = body.previous_response_id
     ? loopTag(body.previous_response_id, JSON.stringify([loopScope(facade, prepared), first]))
     : undefined;
@@ -120,12 +121,19 @@ async function createStoredResponse(
       ? await takenUnder(facade, session, prepared.items)
       : undefined;
   const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
-  // What the input sent beyond what the conversation holds, then what is stored of it.
-  const sent = match ? prepared.history.slice(match.known) : prepared.items.slice(after?.known);
+  // What the input sent beyond what the conversation holds (the items it resent counted as the
+  // client holds them, compaction items left out), then what is stored of it. The conversation's
+  // current compaction item sent back to it (under `conversation`, or previous_response_id naming
+  // its newest response) is its own too: it stands for nothing new, and the items are stored as sent.
+  const known = match?.known ?? after?.known ?? 0;
+  const sentBack =
+    !whole && !branch && known === 0 && prepared.compactions.length > 0 && prepared.history.length > 0
+      ? await ownCompactions(facade, sessionId, prepared.compactions)
+      : false;
+  const resend = match || known > 0 || sentBack ? 'history' : 'items';
+  const sent = prepared[resend].slice(known);
   const items = sent.slice(taken);
-  const positions = (
-    match ? prepared.positions.history.slice(match.known) : prepared.positions.items.slice(after?.known)
-  ).slice(taken);
+  const positions = prepared.positions[resend].slice(known).slice(taken);
   const retried =
     body.conversation && !keyed && read?.newestTurn?.status === 'aborted'
       ? await abortedRetry(facade, sessionId, undefined, items, session)
@@ -204,30 +212,21 @@ async function createStoredResponse(
     // A keyed retry of a step that resent every item since that response went on after the
     // turn before its key's, claiming the items after those: claimed so again, it is replayed.
     const keyedStep = error instanceof IdempotencyKeyReusedError && tag && afterTurn !== undefined && !branch && !after;
-    const replayed =
-      keyedStep && prepared.compactions.length === 0
-        ? await resentAfter(facade, sessionId, afterTurn, prepared.items, tag, error.turn)
-        : undefined;
+    const replayed = keyedStep ? await resentAfter(facade, sessionId, afterTurn, prepared, tag, error.turn) : undefined;
     if (replayed) return createStoredResponse(facade, prepared, idempotencyKey, { after: replayed });
     if (!(error instanceof NotNewestTurnError && body.previous_response_id && tag && afterTurn !== undefined))
       throw error;
     if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
-    // A resend of every item since that response continues the newest (./resent-after.ts), and a
-    // retry of the request an `abort` notice refused does not branch: it is refused again.
-    // (An input with a compaction item starts with its summary: it resends none of them.)
-    const resent =
-      prepared.compactions.length === 0
-        ? await resentAfter(facade, sessionId, afterTurn, prepared.items, tag)
-        : undefined;
+    // A resend of every item since that response continues the newest (./resent-after.ts: the
+    // compaction items among them are the conversation's own), and a retry of the request an
+    // `abort` notice refused does not branch: it is refused again.
+    const resent = await resentAfter(facade, sessionId, afterTurn, prepared, tag);
     const onward = await continuation(facade, sessionId, resent ?? afterTurn, prepared, keyed);
     if (onward) return createStoredResponse(facade, prepared, idempotencyKey, { after: onward });
     // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed
     // request's retry finds the branch its key names).
     facade.authorize(null);
-    const ongoing =
-      resent || keyed || prepared.compactions.length > 0
-        ? undefined
-        : await branchResentAfter(facade, sessionId, afterTurn, prepared.items, tag);
+    const ongoing = resent || keyed ? undefined : await branchResentAfter(facade, sessionId, afterTurn, prepared, tag);
     // (There too, a retry of its step's failed attempts goes on after them, one an abort refused is refused.)
     const inBranch = ongoing && (await continuation(facade, ongoing.sessionId, ongoing, prepared, false));
     if (inBranch)
@@ -266,7 +265,7 @@ async function continuation(
   if (keyed) return undefined;
   const [since, known, lastSeq] =
     typeof resent === 'object' ? [resent.turn, resent.known, resent.lastSeq] : [resent, 0, 0];
-  const retried = await retriedAfter(facade, sessionId, since, prepared.items.slice(known));
+  const retried = await retriedAfter(facade, sessionId, since, prepared[known > 0 ? 'history' : 'items'].slice(known));
   if (retried?.aborted) throw await refusedAgain(facade, sessionId, retried.newest);
   // (Not in the background: a response id names its first input seq, which a retake has not.)
   return retried?.taken && !prepared.body.background

@@ -2,6 +2,8 @@ import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
 import { MAX_FAILED_TURNS } from './failed-steps.ts';
 import { asStored, canonical } from './history-items.ts';
+import { parseCompactionId } from './ids.ts';
+import type { RequestInput } from './responses.ts';
 import { branchIdPrefix, itemsBetween } from './sessions.ts';
 import { keptOfTurn } from './stored-responses.ts';
 
@@ -15,15 +17,24 @@ import { keptOfTurn } from './stored-responses.ts';
  * output (a completed response: nothing appended after it), continues the newest response
  * instead, storing only the items after them, as a resent whole history does (./history-index.ts),
  * and its response names the items resent (`tailgate.resent`: its input_items list them, ./input-items.ts).
+ * The compaction items those responses output are among the items resent (the AI SDK sends each
+ * back where it got it, after that response's other output): each is the conversation's own, a
+ * compaction it stored since that response, and stands for nothing new (it is not stored again,
+ * and the next prompt is the conversation's: the summary, the items it kept, then the new ones),
+ * wherever among the resent items it was sent. One that is not (another conversation's, an edited
+ * summary, one made before that response) makes the input no resend (a branch, which starts from it).
  * Only after a response of the same loop: one whose request named that same response in the
  * same scope (the caller, metadata, user...: its tag, ./sessions.ts loopTag, kept with its
  * object). Another end user's request that resends the same items is not continued there.
  */
 
+/** A request's input as resentAfter compares it: its items, compaction items left out, and those. */
+export type ResentInput = Pick<RequestInput, 'history' | 'compactions'>;
+
 /**
- * The turn to continue after, how many of `items` the conversation already holds and the seq
- * of the last of them, or undefined (a branch). `newest` says that turn is the conversation's
- * newest; when not, the turns after it are failed attempts of a streamed step or an `abort`
+ * The turn to continue after, how many of the input's items (`history`) the conversation already
+ * holds and the seq of the last of them, or undefined (a branch). `newest` says that turn is the
+ * conversation's newest; when not, the turns after it are failed attempts of a streamed step or an `abort`
  * notice's refusal (endedBefore), which the rest of the items may retry (./failed-steps.ts;
  * ./aborted-retry.ts: refused again). That turn's response must be kept with the loop's `tag`
  * (a response without a kept object, or of another loop, is not continued: a branch).
@@ -32,11 +43,12 @@ export async function resentAfter(
   facade: Facade,
   sessionId: string,
   afterTurn: number,
-  items: readonly ClientItem[],
+  input: ResentInput,
   tag: string,
   /** A keyed retry's: the turn its key took, whose request went on after the turn before it. */
   keyedAt?: number,
 ): Promise<{ turn: number; known: number; lastSeq: number; newest: boolean } | undefined> {
+  const items = input.history;
   // At least one item resent and one added: a single item is a branch, nothing read for it.
   if (items.length < 2) return undefined;
   const { sessions } = facade.services;
@@ -61,7 +73,11 @@ export async function resentAfter(
   ]);
   const same = (list: readonly ClientItem[]) => JSON.stringify(list.map((item) => canonical(item)));
   const ours = kept?.loop === tag && kept.ref.outputSeq === ended.output?.first_seq;
-  return ours && held.length === known && same(held as ClientItem[]) === same(sent)
+  if (!ours || held.length !== known || same(held as ClientItem[]) !== same(sent)) return undefined;
+  // Its compaction items: made since that response (its context then started at `since`).
+  const since = older.receipt?.context_start_seq ?? 0;
+  const placed = input.compactions.every((compaction) => compaction.at <= known);
+  return placed && (await ownCompactions(facade, sessionId, input.compactions, since))
     ? { turn, known, lastSeq: end, newest }
     : undefined;
 }
@@ -90,6 +106,31 @@ async function endedBefore(
 }
 
 /**
+ * Whether every compaction item `sent` is one of the session's own: its id names the session and
+ * a compaction of it, sent with that compaction's summary. With `since`, one that started the
+ * session's context after that seq (one listing of its compactions and a read of each since it,
+ * SessionLog.contextAt); without, the session's current compaction (one read).
+ */
+export async function ownCompactions(
+  facade: Facade,
+  sessionId: string,
+  sent: ResentInput['compactions'],
+  since?: number,
+): Promise<boolean> {
+  const { sessions } = facade.services;
+  const current = since === undefined && sent.length > 0 ? await sessions.currentContext(sessionId) : undefined;
+  const owned = await Promise.all(
+    sent.map(async ({ id, summary }) => {
+      const start = id === null ? undefined : parseCompactionId(id);
+      if (start?.sessionId !== sessionId || start.startSeq <= (since ?? 0)) return false;
+      const stored = since === undefined ? current : await sessions.contextAt(sessionId, start.startSeq);
+      return stored?.start_seq === start.startSeq && stored.summary === summary;
+    }),
+  );
+  return owned.every(Boolean);
+}
+
+/**
  * A loop under a fixed `previous_response_id` that names an older response than its
  * conversation's newest branches on its first step, into a fork of the conversation at that
  * response, and its next steps send that id again with every item since: the items the fork
@@ -106,10 +147,10 @@ export async function branchResentAfter(
   facade: Facade,
   sessionId: string,
   afterTurn: number,
-  items: readonly ClientItem[],
+  input: ResentInput,
   tag: string,
 ): Promise<{ sessionId: string; turn: number; known: number; lastSeq: number; newest: boolean } | undefined> {
-  if (items.length < 2) return undefined;
+  if (input.history.length < 2) return undefined;
   const { sessions } = facade.services;
   const older = await sessions.getTurn(sessionId, afterTurn);
   const point = older.output?.last_seq ?? older.input?.last_seq ?? 0;
@@ -119,7 +160,7 @@ export async function branchResentAfter(
   const candidates = page.forks.filter((fork) => fork.seq === point).map((fork) => fork.id);
   const found = await Promise.all(
     candidates.map(async (id) => {
-      const resent = await resentAfter(facade, id, afterTurn, items, tag).catch(() => undefined);
+      const resent = await resentAfter(facade, id, afterTurn, input, tag).catch(() => undefined);
       return resent ? { sessionId: id, ...resent } : [];
     }),
   );

@@ -1,5 +1,5 @@
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, type ModelMessage, stepCountIs, tool } from 'ai';
+import { generateText, type ModelMessage, stepCountIs, streamText, tool } from 'ai';
 import type OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
@@ -68,31 +68,39 @@ const afterCompaction = (compaction: { encrypted_content: string }) => [
 ];
 
 /**
- * A first response, then the AI SDK's generateText tool loop after it (CALL, the tool answering
- * 18C), compacting at 100 tokens: under `previousResponseId` naming the first response, under
- * its `conversation`, or (`whole`) resending the whole history.
+ * A first response, then the AI SDK's generateText (or, `stream`, streamText) tool loop after it
+ * (CALL, the tool answering 18C), compacting at 100 tokens: under `previousResponseId` naming the
+ * first response, under its `conversation`, or (`whole`) resending the whole history.
  */
-async function sdkLoop(how: 'previousResponseId' | 'conversation' | 'whole', steps = 4) {
+async function sdkLoop(how: 'previousResponseId' | 'conversation' | 'whole', steps = 4, stream = false) {
   const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
   const messages: ModelMessage[] = [{ role: 'user', content: long('alpha') }];
   const first = await generateText({ model: openai('gpt-4.1-mini'), messages });
   const conversation = sessionOf(first.response.id);
   const named = { previousResponseId: { previousResponseId: first.response.id }, conversation: { conversation } };
-  const result = await generateText({
+  const loop = {
     model: openai('gpt-4.1-mini'),
-    messages: [...(how === 'whole' ? [...messages, ...first.responseMessages] : []), { role: 'user', content: CALL }],
+    messages: [
+      ...(how === 'whole' ? [...messages, ...first.responseMessages] : []),
+      { role: 'user' as const, content: CALL },
+    ],
     tools: weather('18C'),
     stopWhen: stepCountIs(steps),
     providerOptions: { openai: { ...(how === 'whole' ? {} : named[how]), contextManagement } },
-  });
-  return { conversation, result };
+  };
+  if (!stream) return { conversation, result: await generateText(loop) };
+  const streamed = streamText(loop);
+  return { conversation, result: { text: await streamed.text, steps: await streamed.steps } };
 }
 
 describe('a loop under a fixed previous_response_id across a compaction', () => {
-  it("the AI SDK's generateText: the step after the compaction goes on in the conversation", async () => {
+  it.each([
+    ['generateText', false],
+    ['streamText', true],
+  ])("the AI SDK's %s: the step after the compaction goes on in the conversation", async (_, stream) => {
     // Every step names the first response; the second resends the call, the compaction item (an
     // item_reference to cmp_...) and the tool output.
-    const { conversation, result } = await sdkLoop('previousResponseId');
+    const { conversation, result } = await sdkLoop('previousResponseId', 4, stream);
     expect(result.text).toBe(`echo: ${CALL}`);
     expect(result.steps.map((step) => sessionOf(step.response.id))).toEqual([conversation, conversation]);
     // The first step compacted: its prompt reached 100 tokens.
@@ -140,6 +148,12 @@ describe('a loop under a fixed previous_response_id across a compaction', () => 
       [long('alpha'), long('bravo'), long('charlie'), 'short'].flatMap((said) => [said, `echo: ${said}`]),
     );
     expect(last.output_text).toBe('echo: short');
+    // Its input_items are its input as sent, each compaction item where it was.
+    const listed: OpenAI.Responses.ResponseItem[] = [];
+    for await (const item of client.responses.inputItems.list(last.id, { order: 'asc' })) listed.push(item);
+    const shape = (item: any) =>
+      item.type === 'compaction' ? [item.id, item.encrypted_content] : (item.type ?? 'message');
+    expect(listed.map(shape)).toEqual(input.slice(0, -1).map(shape));
     const prompt = await nextPrompt(conversation);
     expect(prompt[0]).toBe(`summary: ${newer.encrypted_content}`);
     expect(prompt.slice(-2)).toEqual(['short', 'echo: short']);

@@ -103,6 +103,7 @@ export class MemoryTurnDriver implements TurnDriver {
       cancelTurn: (id, turn) => log.cancelTurn(id, turn),
       closeIfExpired: (id, turn) => log.closeIfExpired(id, turn),
       journalRun: (id, turn) => log.journalRun(id, turn),
+      completedResponse: (id, turn) => log.completedResponse(id, turn),
       scope: (id) => log.scope(id),
       exists: (scope) => log.exists(scope),
       // Held back: run by runBackground() after the turn is measured.

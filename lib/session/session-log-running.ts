@@ -12,7 +12,7 @@ import {
 import { EventJournal } from './log/journal.ts';
 import { storeStoppedSpend } from './log/unbilled.ts';
 import type { StoppedSpendRecord } from './records.ts';
-import { journalRun } from './log/turns.ts';
+import { completedResponse, journalRun } from './log/turns.ts';
 import {
   enqueueInput,
   listQueued,
@@ -175,6 +175,15 @@ export class SessionLogRunning extends SessionLogBase {
    */
   async journalRun(id: string, turnNumber: number): Promise<'never' | 'taken' | null> {
     return journalRun(this.log, id, turnNumber);
+  }
+
+  /**
+   * The stored answer of turn `turnNumber` (its 200 body, as its owner journaled it in
+   * `turn.completed`) when it completed; null for any other turn (open, failed, cancelled, none).
+   * A reader ends with it the journal of a turn whose owner died after its completion.
+   */
+  async completedResponse(id: string, turnNumber: number): Promise<unknown> {
+    return completedResponse(this.log, id, turnNumber);
   }
 
   /**

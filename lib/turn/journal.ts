@@ -5,7 +5,7 @@ import { holderScope } from '../session/log/rewind.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import type { StoredOutcome } from '../session/log/types.ts';
 import { afterResponse } from './append.ts';
-import type { TurnEvent, TurnServices } from './types.ts';
+import type { OutputItem, TurnEvent, TurnResponse, TurnServices } from './types.ts';
 
 /**
  * Event journals (docs/STORAGE.md, "Event journal"): a streamed or background turn writes the
@@ -166,13 +166,40 @@ export async function turnAsItStands(services: TurnServices, sessionId: string, 
   return closed === 'open' ? found : services.sessions.getTurn(sessionId, turn);
 }
 
+/** An event that ends a journal, numbered when its batch is written. */
+type Ending = Omit<NumberedEvent, 'n'>;
+
 /**
- * Ends the journal of a turn whose owner wrote no end, for the reader that found it so: an
- * `error` event with how the turn failed (if it did), numbered after `last` (every event
- * journaled, and every event the reader's client saw), in an `end` batch put create-only after
- * the last batch read (`read`), so its number is no one else's and every reader ends the same
- * way. Null when that batch index is taken: an owner alive after all wrote it, and the reader
- * reads on.
+ * The events a live owner would have ended turn's journal with, for a reader that ends it: for a
+ * completed turn (`response`: its stored answer, its 200 body) an `output_item.done` for each of
+ * its items the journal's last run did not finish (`finished`: their seqs), then `turn.completed`
+ * with it, as lib/turn/stream-turn.ts journals them (the text deltas the owner never journaled
+ * are not known: the items carry the whole text); none when the run journaled its
+ * `turn.completed` already (in a batch before the end its owner never wrote). Otherwise the `error` event of how the
+ * turn failed, if it did.
+ */
+function endingEvents(
+  error: StoredOutcome['error'] | null,
+  response: TurnResponse | null,
+  run: { finished: Set<number>; completed: boolean },
+): Ending[] {
+  if (response) {
+    if (run.completed) return [];
+    const items = response.output.filter((item) => !run.finished.has(item.seq));
+    return [
+      ...items.map((item) => ({ event: 'output_item.done', data: { item } })),
+      { event: 'turn.completed', data: response },
+    ];
+  }
+  return error ? [{ event: 'error', data: { error } }] : [];
+}
+
+/**
+ * Ends the journal of a turn whose owner wrote no end, for the reader that found it so: its
+ * `ending` events (endingEvents), numbered after `last` (every event journaled, and every event
+ * the reader's client saw), in an `end` batch put create-only after the last batch read
+ * (`read`), so its numbers are no one else's and every reader ends the same way. Null when that
+ * batch index is taken: an owner alive after all wrote it, and the reader reads on.
  */
 async function endJournal(
   services: TurnServices,
@@ -180,9 +207,9 @@ async function endJournal(
   turn: number,
   read: number,
   last: number,
-  error: StoredOutcome['error'] | null,
+  ending: Ending[],
 ): Promise<NumberedEvent[] | null> {
-  const events = error ? [{ n: last + 1, event: 'error', data: { error } }] : [];
+  const events = ending.map((event, index) => ({ n: last + 1 + index, ...event }));
   const batch = { writer: crypto.randomUUID(), events, end: true };
   return (await services.sessions.journal().write(scope, turn, read + 1, batch)) ? events : null;
 }
@@ -199,11 +226,13 @@ const MAX_UNJOURNALED = 100_000;
  * writes, until its last. A turn whose owner died ends with what was written, then an `error`
  * event with how the turn failed: an open one once its lease ran out by the log's clock (this
  * reader closes it, `lease_expired`), one closed by someone else (a cancel) a lease after that.
+ * One whose owner died after its completion, before its last batch, ends a lease after that
+ * completion as its owner would have ended it: `turn.completed` with the stored answer.
  * A streamed or background turn closed before any batch (its owner died before its first, or a
  * cancel of a queued one) ends the same way, whoever closed it (its record says it is one): a
  * background turn no runner took over at once, any other a lease after its close.
  * A closed turn without a journal (neither streamed nor in the background), one this reader
- * closed too: NotFoundError.
+ * closed too, or one that completed without a batch: NotFoundError.
  */
 export async function* journalEvents(
   services: TurnServices,
@@ -226,6 +255,8 @@ export async function* journalEvents(
   let sent = after;
   // The last event read: how the turn ended, once its journal did (its end batch may carry none).
   let final: NumberedEvent | undefined;
+  // The journal's last run (from its last turn.started): the items it finished, and whether it completed.
+  let lastRun = { finished: new Set<number>(), completed: false };
   let closedAt: number | undefined;
   // For a closed turn without a batch: whether it has a journal however it ended (a streamed or
   // background turn: its record says so), and whether a writer may have journaled to it.
@@ -237,15 +268,15 @@ export async function* journalEvents(
     if (run === undefined) run = await sessions.journalRun(sessionId, turn);
     return run !== null;
   };
-  // Closed here, its lease having run out: what its owner wrote is read once more, then it ends.
-  let expired: StoredOutcome | undefined;
-  for (;;) {
-    const batches = await journal.read(scope, turn, read);
-    read = batches.at(-1)?.index ?? read;
+  // Sends the events of `batches` past the last sent; true at the end (a batch marked so).
+  function* take(batches: { events: NumberedEvent[]; end?: boolean | undefined }[]) {
     for (const batch of batches) {
       for (const event of batch.events) {
         last = Math.max(last, event.n);
         final = event;
+        if (event.event === 'turn.started') lastRun = { finished: new Set(), completed: false };
+        if (event.event === 'turn.completed') lastRun.completed = true;
+        if (event.event === 'output_item.done') lastRun.finished.add((event.data as { item: OutputItem }).item.seq);
         if (event.n > sent) {
           sent = event.n;
           yield event;
@@ -255,22 +286,30 @@ export async function* journalEvents(
       // and another reader ended the journal below them) still learns how the turn ended.
       if (batch.end) {
         if (sent > last && final) yield final;
-        return;
+        return true;
       }
     }
+    return false;
+  }
+  // Closed here, its lease having run out: what its owner wrote is read once more, then it ends.
+  let expired: StoredOutcome | undefined;
+  for (;;) {
+    const batches = await journal.read(scope, turn, read);
+    read = batches.at(-1)?.index ?? read;
+    if (yield* take(batches)) return;
     // Its end, unless the owner's batch took its place (then read on): numbered after every
     // event journaled and every event this reader's client saw (a dead owner streamed events
     // live that it never journaled), so the client resuming after them gets it.
     // A number past what an owner could have streamed unjournaled is no client's: it does not
     // number the end every reader gets (it is given that end as a reader past every event).
-    const end = (error: StoredOutcome['error'] | null) =>
-      endJournal(services, scope, turn, read, Math.max(last, Math.min(sent, last + MAX_UNJOURNALED)), error);
+    const end = async (ending: Ending[]) => {
+      const from = Math.max(last, Math.min(sent, last + MAX_UNJOURNALED));
+      const events = await endJournal(services, scope, turn, read, from, ending);
+      return events && { events, end: true };
+    };
     if (batches.length === 0 && expired && !(await journaled())) throw noJournal();
-    const ending = batches.length === 0 && expired ? await end(expired.error ?? null) : null;
-    if (ending) {
-      const fresh = ending.filter((event) => event.n > sent);
-      return yield* fresh.length > 0 ? fresh : ending.slice(-1);
-    }
+    const ending = batches.length === 0 && expired ? await end(endingEvents(expired.error, null, lastRun)) : null;
+    if (ending) return void (yield* take([ending]));
     if (batches.length === 0 && !expired) {
       const open = closedAt === undefined ? await closedByLease(services, sessionId, turn) : null;
       if (open !== null && open !== 'open' && open.error?.code === LEASE_EXPIRED) {
@@ -296,8 +335,11 @@ export async function* journalEvents(
         const closeAt = Math.min(closedAt, completedAt || closedAt);
         const due = run === 'never' || Date.now() - closeAt >= services.config.turnLeaseMs;
         if (unjournaled && due) throw noJournal();
-        const ended = (read > 0 || run) && due ? await end(closed.error ?? null) : null;
-        if (ended) return yield* ended.filter((event) => event.n > sent);
+        // Completed with batches: its owner died between its completion and its last batch.
+        const answer = due && closed.status === 'completed' ? await sessions.completedResponse(sessionId, turn) : null;
+        const ending = endingEvents(closed.error ?? null, answer as TurnResponse | null, lastRun);
+        const ended = (read > 0 || run) && due ? await end(ending) : null;
+        if (ended) return void (yield* take([ended]));
       }
     }
     if (signal?.aborted) return;

@@ -121,6 +121,7 @@ export type TurnSessionLog = Pick<
   | 'cancelTurn'
   | 'closeIfExpired'
   | 'journalRun'
+  | 'completedResponse'
   | 'listQueuedInputs'
   | 'scope'
   | 'exists'

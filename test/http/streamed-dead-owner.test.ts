@@ -1,12 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { sessionLogFor } from '../../functions/services.ts';
-import { parseServiceConfig } from '../../lib/config.ts';
-import { parseResponseId, responseId } from '../../lib/openai/ids.ts';
-import { idGeneration } from '../../lib/session/log/rewind.ts';
+import { parseResponseId } from '../../lib/openai/ids.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
+import { nativeResponseId } from '../support/native-response-id.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { sseReader } from '../support/sse-reader.ts';
@@ -60,13 +58,6 @@ async function deadOwner(store: ObjectStore, kind: 'native' | 'facade') {
   const created = parseSse(text).find((event) => event.event === 'response.created')!;
   const response = created.data.response.id as string;
   return { session: parseResponseId(response)!.sessionId, response };
-}
-
-/** The facade's id of turn 1 of native session `session` (its one input item at seq 1). */
-async function nativeResponseId(store: ObjectStore, session: string) {
-  const scope = await sessionLogFor(store, parseServiceConfig({ API_TOKEN: TOKEN })).scope(session);
-  const generation = idGeneration(scope, 1);
-  return responseId({ sessionId: session, turn: 1, inputSeq: 1, outputSeq: 2, ...(generation ? { generation } : {}) });
 }
 
 type Closer = (api: ReturnType<typeof createClient>, owner: { session: string; response: string }) => Promise<unknown>;

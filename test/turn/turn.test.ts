@@ -371,6 +371,7 @@ describe('storage operations per turn', () => {
         cancelTurn: log.cancelTurn.bind(log),
         closeIfExpired: log.closeIfExpired.bind(log),
         journalRun: log.journalRun.bind(log),
+        completedResponse: log.completedResponse.bind(log),
         scope: log.scope.bind(log),
         exists: log.exists.bind(log),
         pack: async (id: string, options?: PackOptions) => {

@@ -92,6 +92,8 @@ interface RawTurn {
   backgroundKey?: string;
   /** A streamed or background turn's: it has an event journal however it ended. */
   journaled?: boolean;
+  /** A completed turn's stored answer (the 200 body): its completion's, or its segment line's. */
+  response?: unknown;
 }
 
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
@@ -165,6 +167,12 @@ export async function journalRun(log: LogContext, id: string, turn: number): Pro
   if (raw?.summary.turn !== turn || !raw.journaled) return null;
   if (raw.backgroundKey === undefined) return 'taken';
   return (await log.store.head(`${raw.backgroundKey}.lease`)) ? 'taken' : 'never';
+}
+
+/** The stored answer of turn `turn` when it completed (see SessionLog.completedResponse); null otherwise. */
+export async function completedResponse(log: LogContext, id: string, turn: number): Promise<unknown> {
+  const [raw] = await walkTurns(log, id, turn + 1, 1);
+  return raw?.summary.turn === turn && raw.summary.status === 'completed' ? (raw.response ?? null) : null;
 }
 
 /**
@@ -259,6 +267,7 @@ function fromRecord(record: LogRecord, done: DoneRecord | null, key: string): Ra
     ...(background && !done ? { background: record.record } : {}),
     ...(background ? { backgroundKey: key } : {}),
     ...(isJournaledRecord(record) ? { journaled: true } : {}),
+    ...(done?.response !== undefined ? { response: done.response } : {}),
     summary: {
       ...common(
         record.turn!,
@@ -287,6 +296,7 @@ function fromSegment(turn: SegmentTurn): RawTurn {
     record: turn.record,
     receipt,
     ...(turn.journaled ? { journaled: true } : {}),
+    ...(turn.response !== undefined ? { response: turn.response } : {}),
     summary: {
       ...common(turn.turn, closedState(turn.status, turn.error?.code), receipt, turn.error ?? null, ''),
       started_at: turn.started_at ?? null,

@@ -170,13 +170,13 @@ export async function turnAsItStands(services: TurnServices, sessionId: string, 
 type Ending = Omit<NumberedEvent, 'n'>;
 
 /**
- * The events a live owner would have ended turn's journal with, for a reader that ends it: for a
- * completed turn (`response`: its stored answer, its 200 body) an `output_item.done` for each of
- * its items the journal's last run did not finish (`finished`: their seqs), then `turn.completed`
- * with it, as lib/turn/stream-turn.ts journals them (the text deltas the owner never journaled
- * are not known: the items carry the whole text); none when the run journaled its
- * `turn.completed` already (in a batch before the end its owner never wrote). Otherwise the `error` event of how the
- * turn failed, if it did.
+ * The events a live owner would have ended a turn's journal with, for a reader that ends it: for
+ * a completed turn (`response`: its stored answer, its 200 body) an `output_item.done` for each
+ * of its items the journal's last run did not finish (`run.finished`: their seqs), then
+ * `turn.completed` with it, as lib/turn/stream-turn.ts journals them (the text deltas the owner
+ * never journaled are not known: the items carry the whole text); none when the run journaled
+ * its `turn.completed` already (in a batch before the end its owner never wrote). Otherwise the
+ * `error` event of how the turn failed, if it did.
  */
 function endingEvents(
   error: StoredOutcome['error'] | null,

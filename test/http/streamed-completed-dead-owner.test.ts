@@ -12,7 +12,7 @@ import { createClient, parseSse, TOKEN } from './http-suite.ts';
 // A streamed turn (a native `stream: true` turn, and a streamed facade response) whose process
 // dies after its completion landed and before its journal's last batch: after its first batch,
 // the process stops at its k-th storage call after the completion (that call and every later one
-// fail), for each k up to its last (the final batch's put among them). Readers on another
+// fail), for each k up to its last, and at its final batch's put. Readers on another
 // process, two native and two through the facade at once, then one more of each, resumed or from
 // the start: the events end, a lease after the completion, with `turn.completed` carrying the
 // stored answer exactly once, numbered after the journaled events, the same for every reader

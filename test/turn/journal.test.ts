@@ -190,6 +190,58 @@ describe('turn event journal', () => {
     ]);
   });
 
+  /**
+   * Turn 1 of session `j` completed (its answer stored with its completion), its owner having
+   * journaled `events` in a batch that was not its last, then died, an hour ago; `read` gives
+   * every event after `after`.
+   */
+  async function completedThenDied(events: { n: number; event: string; data: unknown }[]) {
+    vi.useRealTimers();
+    const hourAgo = Date.now() - 60 * 60_000;
+    // It completed an hour ago by the log's clock.
+    const { sessions, services, turn } = await openTurnServices(new MemoryStore(), 'j', () => new Date(hourAgo));
+    const scope = await sessions.scope('j');
+    await sessions.journal().write(scope, 1, 1, { writer: 'w', events });
+    const output = [{ type: 'message' as const, role: 'assistant' as const, content: 'hello' }];
+    const response = { session_id: 'j', turn: 1, output: [{ ...output[0]!, seq: 2 }], context: {} };
+    await sessions.completeTurn(turn, { status: 'completed', output, receipt: {}, response });
+    const read = async (after: number) => {
+      const read = [];
+      for await (const event of journalEvents(services, 'j', 1, after)) read.push(event);
+      return read;
+    };
+    return { read, response, batches: () => sessions.journal().read(scope, 1, 0) };
+  }
+
+  it('ends a turn whose owner died after its completion with its items done and turn.completed, once', async () => {
+    const { read, response, batches } = await completedThenDied([started, delta]);
+    const done = { event: 'output_item.done', data: { item: response.output[0] } };
+    // Its client saw, live, events up to 5 its owner never journaled: the end comes after them.
+    expect(await read(5)).toEqual([
+      { n: 6, ...done },
+      { n: 7, event: 'turn.completed', data: response },
+    ]);
+    expect(await read(0)).toEqual([
+      started,
+      delta,
+      { n: 6, ...done },
+      { n: 7, event: 'turn.completed', data: response },
+    ]);
+    expect(await read(9)).toEqual([{ n: 7, event: 'turn.completed', data: response }]);
+    expect((await batches()).map((batch) => batch.index)).toEqual([1, 2]);
+  });
+
+  it('ends with nothing more a completed turn whose owner journaled turn.completed before its last batch', async () => {
+    const { read, response } = await completedThenDied([started]);
+    const item = { n: 2, event: 'output_item.done', data: { item: response.output[0] } };
+    const completed = { n: 3, event: 'turn.completed', data: response };
+    const { read: again } = await completedThenDied([started, item, completed]);
+    expect(await again(0)).toEqual([started, item, completed]);
+    expect(await again(0)).toEqual([started, item, completed]);
+    // One whose journal finished none of its items has them done before its end.
+    expect(await read(1)).toEqual([item, completed]);
+  });
+
   it('follows an owner completing late to its last batch when its close meets the reader closing it', async () => {
     vi.useRealTimers();
     let now = Date.parse('2030-01-01T00:00:00Z');

@@ -3,6 +3,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
 import { openTurnServices } from '../support/journal-services.ts';
+import { SessionLog } from '../support/session-log.ts';
 
 /** A turn's event journal: batched by time, each key written once, replayed in order. */
 
@@ -195,16 +196,25 @@ describe('turn event journal', () => {
    * journaled `events` in a batch that was not its last, then died, an hour ago; `read` gives
    * every event after `after`.
    */
-  async function completedThenDied(events: { n: number; event: string; data: unknown }[]) {
+  async function completedThenDied(events: { n: number; event: string; data: unknown }[], packed = false) {
     vi.useRealTimers();
     const hourAgo = Date.now() - 60 * 60_000;
     // It completed an hour ago by the log's clock.
-    const { sessions, services, turn } = await openTurnServices(new MemoryStore(), 'j', () => new Date(hourAgo));
+    const store = new MemoryStore();
+    const { sessions, services, turn } = await openTurnServices(store, 'j', () => new Date(hourAgo));
     const scope = await sessions.scope('j');
     await sessions.journal().write(scope, 1, 1, { writer: 'w', events });
     const output = [{ type: 'message' as const, role: 'assistant' as const, content: 'hello' }];
     const response = { session_id: 'j', turn: 1, output: [{ ...output[0]!, seq: 2 }], context: {} };
     await sessions.completeTurn(turn, { status: 'completed', output, receipt: {}, response });
+    if (packed) {
+      // A second turn, then a pack: the first's completion is a line of a segment.
+      const next = await sessions.beginTurn('j', { input: [{ type: 'message', role: 'user', content: 'more' }] });
+      if (next.kind !== 'claimed') throw new Error('expected a claim');
+      await sessions.completeTurn(next.turn, { status: 'completed', output, receipt: {} });
+      const packing = new SessionLog(store, { packMinRecords: 1, keepRecords: 1, clock: () => new Date(hourAgo) });
+      expect(await packing.pack('j')).toMatchObject({ packed: true });
+    }
     const read = async (after: number) => {
       const read = [];
       for await (const event of journalEvents(services, 'j', 1, after)) read.push(event);
@@ -229,6 +239,14 @@ describe('turn event journal', () => {
     ]);
     expect(await read(9)).toEqual([{ n: 7, event: 'turn.completed', data: response }]);
     expect((await batches()).map((batch) => batch.index)).toEqual([1, 2]);
+  });
+
+  it('ends so a completed turn whose owner died once its completion was packed', async () => {
+    const { read, response } = await completedThenDied([started, delta], true);
+    expect(await read(2)).toEqual([
+      { n: 3, event: 'output_item.done', data: { item: response.output[0] } },
+      { n: 4, event: 'turn.completed', data: response },
+    ]);
   });
 
   it('ends with nothing more a completed turn whose owner journaled turn.completed before its last batch', async () => {

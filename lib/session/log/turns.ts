@@ -12,6 +12,9 @@ import type { LogContext } from './context.ts';
 import { readHead, readRecord, withFreshListing } from './head.ts';
 import { listItems } from './item-pages.ts';
 import { receiptSchema, type Receipt } from './receipt-schema.ts';
+import { sightOf, treatmentOf, type Treatment, type TurnSight } from './turn-sight.ts';
+
+export type { Treatment, TurnSight };
 
 /**
  * Reading model turns back (the turn receipts API): their outcome, timing, settings, the
@@ -57,26 +60,6 @@ export interface TurnSummary {
   /** Characters of this turn's provider prompt that repeat the previous turn's from its start (null: unknown). */
   prefix_reused_chars: number | null;
 }
-
-/** What the model saw, in seq runs, and the items no stored item stands for. */
-export interface TurnSight {
-  /** Every seq up to the turn's input, in runs: sent whole, compacted, or not at all. */
-  seen: { first_seq: number; last_seq: number; treatment: Treatment }[];
-  synthetic: {
-    index: number;
-    synthetic: string;
-    chars: number;
-    content?: string | undefined;
-    name?: string | undefined;
-  }[];
-  /** With a compacted context: items before this seq reached the model only through the summary. */
-  context_start_seq: number | null;
-  abort: { name: string; stored_as: string; reason: string } | null;
-  /** Images and files sent as text placeholders (lib/turn/receipt.ts says which). */
-  media_as_text?: number;
-}
-
-export type Treatment = 'whole' | 'compacted' | 'dropped';
 
 /** A stored item of a turn's window with what the model got of it. */
 export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { output?: Content; arguments?: string } };
@@ -337,60 +320,5 @@ function withReuse(raw: RawTurn[]): TurnSummary[] {
           ? 0
           : null;
     return { ...turn.summary, prefix_reused_chars: reused };
-  });
-}
-
-function sightOf(turn: RawTurn): TurnSight | null {
-  const { receipt, summary } = turn;
-  const abort = receipt.abort ?? null;
-  if (receipt.whole === undefined) return abort ? { seen: [], synthetic: [], context_start_seq: null, abort } : null;
-  const end = summary.input?.last_seq ?? (summary.output ? summary.output.first_seq - 1 : 0);
-  const marked: { first: number; last: number; treatment: Treatment }[] = [
-    ...parseRanges(receipt.whole).map(([first, last]) => ({ first, last, treatment: 'whole' as const })),
-    ...parseRanges(receipt.compacted ?? '').map(([first, last]) => ({ first, last, treatment: 'compacted' as const })),
-  ].sort((a, b) => a.first - b.first);
-  const seen: TurnSight['seen'] = [];
-  let next = 1;
-  const push = (first: number, last: number, treatment: Treatment) => {
-    if (last < first) return;
-    const previous = seen.at(-1);
-    if (previous && previous.treatment === treatment && previous.last_seq === first - 1) previous.last_seq = last;
-    else seen.push({ first_seq: first, last_seq: last, treatment });
-  };
-  for (const run of marked) {
-    push(next, Math.min(run.first - 1, end), 'dropped');
-    push(Math.max(run.first, next), Math.min(run.last, end), run.treatment);
-    next = Math.max(next, run.last + 1);
-  }
-  push(next, end, 'dropped');
-  const start = receipt.context?.context_start_seq;
-  return {
-    seen,
-    synthetic: receipt.prompt?.synthetic ?? [],
-    context_start_seq: typeof start === 'number' ? start : null,
-    abort,
-    ...(receipt.media_as_text ? { media_as_text: receipt.media_as_text } : {}),
-  };
-}
-
-function treatmentOf(runs: TurnSight['seen'], seq: number): Treatment {
-  let low = 0;
-  let high = runs.length - 1;
-  while (low <= high) {
-    const middle = (low + high) >> 1;
-    const run = runs[middle]!;
-    if (seq < run.first_seq) high = middle - 1;
-    else if (seq > run.last_seq) low = middle + 1;
-    else return run.treatment;
-  }
-  return 'dropped';
-}
-
-/** `"1-3,5"` -> `[[1,3],[5,5]]`. */
-function parseRanges(text: string): [number, number][] {
-  if (text === '') return [];
-  return text.split(',').map((part) => {
-    const [first, last] = part.split('-').map(Number) as [number, number | undefined];
-    return [first, last ?? first];
   });
 }

@@ -40,7 +40,19 @@ const turnSummarySchema = z
       .nullable()
       .meta({ description: 'The `context` counts of the turn, as its response gave them (TurnContext).' }),
     notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })),
-    usage: turnUsageSchema.nullable(),
+    usage: turnUsageSchema.nullable().meta({
+      description:
+        "What the turn's model call used. A turn closed by someone else (cancelled, interrupted, its lease run " +
+        'out) shows what its aborted call spent once the stopped turn stored it (null before, and when it never does).',
+    }),
+    usage_estimated: z
+      .literal(true)
+      .optional()
+      .meta({
+        description:
+          "Present when `usage` is an estimate: a stopped turn's call the provider reported no usage for (the " +
+          "prompt's tokens as counted, the output streamed).",
+      }),
     compaction_usage: turnUsageSchema
       .optional()
       .meta({ description: "What the summary of the turn's compaction used (present only when it compacted)." }),

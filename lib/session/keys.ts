@@ -147,6 +147,20 @@ export function spentKey(scope: LogScope, turn: number): string {
   return `${scoped(scope, 'spent')}${pad(checkRecordNumber(turn))}`;
 }
 
+/**
+ * What turn `turn` spent, closed by someone else (spentKey), for the turn whose record or
+ * segment is at `recordsKey` (a key under recordsPrefix): the generation that wrote it, an
+ * ancestor's or an earlier one's too (a fork's history, a session a delete of its newest turn
+ * took back).
+ */
+export function spentKeyBeside(recordsKey: string, turn: number): string {
+  const at = recordsKey.lastIndexOf('/turn/');
+  if (at < 0) throw new RangeError('not a key of a log record');
+  const name = recordsKey.slice(at + '/turn/'.length);
+  const slash = name.indexOf('/');
+  return `${recordsKey.slice(0, at)}/spent/${slash < 0 ? '' : name.slice(0, slash + 1)}${pad(checkRecordNumber(turn))}`;
+}
+
 /** Where the forks of one incarnation leave their references (`forks/<generation>/`). */
 export function forkMarkersPrefix(scope: LogScope): string {
   return scoped(scope, 'forks');

@@ -291,9 +291,16 @@ export class SessionLog extends SessionLogRunning {
     return listTurns(this.log, id, options);
   }
 
-  /** One turn with what its model saw, rebuilt from its receipt. A missing turn: NotFoundError. */
-  async getTurn(id: string, turn: number): Promise<TurnSummary & { receipt: TurnSight | null }> {
-    return getTurn(this.log, id, turn);
+  /**
+   * One turn with what its model saw, rebuilt from its receipt. A missing turn: NotFoundError.
+   * `spent`: a turn closed by someone else shows what it stored spent (log/stopped-receipt.ts).
+   */
+  async getTurn(
+    id: string,
+    turn: number,
+    options: { spent?: boolean } = {},
+  ): Promise<TurnSummary & { receipt: TurnSight | null }> {
+    return getTurn(this.log, id, turn, options);
   }
 
   /** A page of the items up to a turn's input, newest first, each with its treatment in that turn. */

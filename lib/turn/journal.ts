@@ -154,16 +154,16 @@ async function closedByLease(
  * `lease_expired`, the inputs queued behind it then taken up), so a client that polls a turn
  * whose runner died sees it end instead of `in_progress` until the session's next writer. A
  * close that fails is logged, not the read's answer: the receipt is read again (as it stood,
- * for the next read).
+ * for the next read). A turn closed by someone else shows what it stored spent, once it did.
  */
 export async function turnAsItStands(services: TurnServices, sessionId: string, turn: number) {
-  const found = await services.sessions.getTurn(sessionId, turn);
+  const found = await services.sessions.getTurn(sessionId, turn, { spent: true });
   if (found.status !== 'queued' && found.status !== 'in_progress') return found;
   const closed = await closedByLease(services, sessionId, turn).catch((error: unknown) => {
     services.log(`tailgate: a read could not close turn ${turn} of session ${sessionId}`, error);
     return null;
   });
-  return closed === 'open' ? found : services.sessions.getTurn(sessionId, turn);
+  return closed === 'open' ? found : services.sessions.getTurn(sessionId, turn, { spent: true });
 }
 
 /** An event that ends a journal, numbered when its batch is written. */

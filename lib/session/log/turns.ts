@@ -8,10 +8,12 @@ import { reusedPrefixChars } from '../../prompt-shape.ts';
 import type { DoneRecord, LogItem, LogRecord, TurnStatus } from '../records.ts';
 import type { SegmentTurn } from '../segment-records.ts';
 import { SegmentReader } from '../segment.ts';
-import type { LogContext } from './context.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import { readHead, readRecord, withFreshListing } from './head.ts';
 import { listItems } from './item-pages.ts';
 import { receiptSchema, type Receipt } from './receipt-schema.ts';
+import { stoppedSpendKey, withStoppedSpend } from './stopped-receipt.ts';
 import { sightOf, treatmentOf, type Treatment, type TurnSight } from './turn-sight.ts';
 
 export type { Treatment, TurnSight };
@@ -54,6 +56,8 @@ export interface TurnSummary {
   compaction_usage?: TurnUsage;
   /** Why the answer stopped short (present only then). */
   incomplete?: 'max_output_tokens' | 'content_filter';
+  /** A turn closed by someone else: its `usage` is an estimate, its provider reported none (./stopped-receipt.ts). */
+  usage_estimated?: true;
   error: { code: string; message: string; details?: unknown } | null;
   input: { first_seq: number; last_seq: number } | null;
   output: { first_seq: number; last_seq: number } | null;
@@ -77,6 +81,8 @@ interface RawTurn {
   journaled?: boolean;
   /** A completed turn's stored answer (the 200 body): its completion's, or its segment line's. */
   response?: unknown;
+  /** A turn closed by someone else: where it stored what it spent (./stopped-receipt.ts). */
+  spent?: string;
 }
 
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
@@ -105,24 +111,33 @@ export async function listTurns(
   const { limit, before } = options;
   // One more than the page: its prompt is what the oldest turn of the page is compared with.
   const raw = await walkTurns(log, id, before, limit + 1);
-  const turns = withReuse(raw).slice(0, limit);
+  // A stopped turn's spend, PARALLEL_GETS at a time (no get for any other turn).
+  const turns = await mapLimit(withReuse(raw).slice(0, limit), PARALLEL_GETS, (summary, index) =>
+    withStoppedSpend(log, summary, raw[index]!.spent),
+  );
   const oldest = turns.at(-1)?.turn;
   const hasMore = oldest !== undefined && oldest > 1;
   return { turns, has_more: hasMore, next_before: hasMore ? oldest! : null };
 }
 
-/** One turn with what its model saw. A turn that does not exist: NotFoundError. */
+/**
+ * One turn with what its model saw. A turn that does not exist: NotFoundError. `spent`: a turn
+ * closed by someone else shows what it stored spent (one get more: its receipt as the API
+ * answers it, ./stopped-receipt.ts).
+ */
 export async function getTurn(
   log: LogContext,
   id: string,
   turn: number,
+  options: { spent?: boolean } = {},
 ): Promise<TurnSummary & { receipt: TurnSight | null }> {
   const number = turn;
   const raw = await walkTurns(log, id, number + 1, 2);
   if (raw[0]?.summary.turn !== number)
     throw new NotFoundError(`session ${id} has no turn ${number}`, { id, turn: number });
   const [summary] = withReuse(raw);
-  return { ...summary!, receipt: sightOf(raw[0]) };
+  const found = { ...summary!, receipt: sightOf(raw[0]) };
+  return options.spent ? withStoppedSpend(log, found, raw[0].spent) : found;
 }
 
 /**
@@ -218,7 +233,7 @@ export async function walkTurns(log: LogContext, id: string, before: number | un
         const mine = (await reader.turns(0, count)).filter(
           (turn) => turn.first_seq !== undefined && turn.first_seq <= ceiling && below(turn.turn),
         );
-        for (const turn of mine.reverse().slice(0, wanted - found.length)) found.push(fromSegment(turn));
+        for (const turn of mine.reverse().slice(0, wanted - found.length)) found.push(fromSegment(turn, unit.key));
         continue;
       }
       let last = count - 1;
@@ -229,7 +244,7 @@ export async function walkTurns(log: LogContext, id: string, before: number | un
       }
       const from = Math.max(0, last + 1 - (wanted - found.length));
       const turns = await reader.turns(from, last + 1);
-      for (const turn of turns.reverse()) if (below(turn.turn)) found.push(fromSegment(turn));
+      for (const turn of turns.reverse()) if (below(turn.turn)) found.push(fromSegment(turn, unit.key));
     }
     // Only the newest record can be open.
     const open = found[0];
@@ -244,7 +259,7 @@ function fromRecord(record: LogRecord, done: DoneRecord | null, key: string): Ra
   const inputs = record.items.length;
   const outputs = done?.items.length ?? 0;
   const background = isBackgroundRecord(record);
-  return {
+  return spentAt(key, {
     record: record.record,
     receipt,
     ...(background && !done ? { background: record.record } : {}),
@@ -267,15 +282,15 @@ function fromRecord(record: LogRecord, done: DoneRecord | null, key: string): Ra
           ? { first_seq: record.first_seq + inputs, last_seq: record.first_seq + inputs + outputs - 1 }
           : null,
     },
-  };
+  });
 }
 
-function fromSegment(turn: SegmentTurn): RawTurn {
+function fromSegment(turn: SegmentTurn, key: string): RawTurn {
   const receipt = receiptSchema.parse(turn.receipt ?? {});
   const first = turn.first_seq;
   const inputs = turn.input_count ?? 0;
   const outputs = turn.output_count ?? 0;
-  return {
+  return spentAt(key, {
     record: turn.record,
     receipt,
     ...(turn.journaled ? { journaled: true } : {}),
@@ -290,7 +305,13 @@ function fromSegment(turn: SegmentTurn): RawTurn {
           ? { first_seq: first + inputs, last_seq: first + inputs + outputs - 1 }
           : null,
     },
-  };
+  });
+}
+
+/** `turn`, read from the record or segment at `key`, with where it stored what it spent if it was stopped. */
+function spentAt(key: string, turn: RawTurn): RawTurn {
+  const spent = stoppedSpendKey(key, turn.summary.turn, turn.summary);
+  return spent === undefined ? turn : { ...turn, spent };
 }
 
 function common(turn: number, status: TurnState, receipt: Receipt, error: TurnSummary['error'], requestModel: string) {

@@ -108,7 +108,7 @@ function spentKeyOf(scope: LogScope, entry: Unbilled[number]): string {
 }
 
 /** A stored spend's body: null when nothing is known (empty, or not a spend record). */
-function parsedSpend(body: Uint8Array): StoppedSpendRecord | null {
+export function parsedSpend(body: Uint8Array): StoppedSpendRecord | null {
   return body.length === 0 ? null : (parseStoredOrUndefined(body, stoppedSpendSchema) ?? null);
 }
 

@@ -24,7 +24,7 @@ import {
 } from './responses.ts';
 import { journaledResponseEvents } from './journaled-response.ts';
 import { streamedForeground } from './resumed-response.ts';
-import { endedResponse, settledAs } from './settled-response.ts';
+import { endedResponse, settledAs, withStoppedUsage } from './settled-response.ts';
 import { getResponse, readResponse, saveResponse } from './stored-responses.ts';
 
 /**
@@ -88,7 +88,10 @@ async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef)
 export async function currentResponse(facade: Facade, id: string): Promise<TailgateResponse> {
   const kept = await getResponse(facade, id);
   const ref = parseResponseId(id);
-  if (!kept.background || !ref || (kept.status !== 'queued' && kept.status !== 'in_progress')) return kept;
+  if (!ref) return kept;
+  // A streamed response whose turn someone else stopped was kept before its spend was stored.
+  if (!kept.background) return withStoppedUsage(facade, kept, ref);
+  if (kept.status !== 'queued' && kept.status !== 'in_progress') return kept;
   return settled(facade, kept, ref);
 }
 

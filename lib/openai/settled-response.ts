@@ -1,8 +1,10 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError } from '../errors.ts';
+import { stoppedBy } from '../session/log/stopped-receipt.ts';
 import type { StoredItem } from '../items.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import type { TurnSummary } from '../session/log/turns.ts';
+import { turnAsItStands } from '../turn/journal.ts';
 import { turnCompactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
 import { openaiErrorCode } from './errors.ts';
@@ -57,6 +59,35 @@ export function endedResponse(
 }
 
 /**
+ * What a failed or cancelled turn's receipt shows it spent, as a response's `usage` and `tailgate`
+ * fields: a turn closed by someone else, once it stored what its aborted model call spent
+ * (lib/session/log/stopped-receipt.ts), with `usage_estimated` when the provider reported none.
+ */
+function stoppedUsage(summary: TurnSummary): { usage?: TailgateResponse['usage']; tailgate: Record<string, unknown> } {
+  if (!summary.usage) return { tailgate: {} };
+  return {
+    usage: usageOf(summary.usage),
+    tailgate: { ...turnCost(summary), ...(summary.usage_estimated ? { usage_estimated: true } : {}) },
+  };
+}
+
+/**
+ * A kept response that ended as its turn was closed by someone else (cancelled, interrupted, its
+ * lease run out), answered before the stopped turn stored what it spent: with that, as its turn's
+ * receipt shows it once stored (one receipt read; any other response answered as kept).
+ */
+export async function withStoppedUsage(
+  facade: Facade,
+  kept: TailgateResponse,
+  ref: ResponseRef,
+): Promise<TailgateResponse> {
+  if (kept.usage || !stoppedBy(kept.error?.code)) return kept;
+  const summary = await turnAsItStands(facade.services, ref.sessionId, ref.turn);
+  const { usage, tailgate } = stoppedUsage(summary);
+  return usage ? { ...kept, usage, tailgate: { ...kept.tailgate, ...tailgate } } : kept;
+}
+
+/**
  * `running` (the response's object while its turn runs: no output, `completed_at` null) as the
  * turn's receipt `summary` says it stands: still running, failed or cancelled with the turn's
  * error, or ended with its output items (`output` reads them) and a compaction's item.
@@ -72,7 +103,13 @@ export async function settledAs(
   if (summary.status !== 'completed') {
     const told = summary.error ? clientError(summary.error) : undefined;
     const error = told ? ({ ...told, code: openaiErrorCode(told.code) } as TailgateResponse['error']) : null;
-    return endedResponse(running, responseStatus(summary.status), { completedAt: summary.completed_at, error }, {});
+    const { usage, tailgate } = stoppedUsage(summary);
+    return endedResponse(
+      running,
+      responseStatus(summary.status),
+      { completedAt: summary.completed_at, error, ...(usage ? { usage } : {}) },
+      tailgate,
+    );
   }
   // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.
   const [items, compacted] = await Promise.all([

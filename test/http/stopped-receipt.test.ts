@@ -7,12 +7,13 @@ import { appHarness } from '../support/app-harness.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { sseReader } from '../support/sse-reader.ts';
-import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+import { createClient, parseSse, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
 // A turn closed by someone else (a cancel, an `interrupt`) stores what its aborted model call
 // spent (`spent/<generation>/<turn>`, lib/session/log/unbilled.ts); its receipt (GET of the turn,
-// the turn listing) shows that as its `usage`, `usage_estimated` when the provider reported none,
-// and shows none while nothing readable is stored there. On the memory store and the file store.
+// the turn listing, the facade's response of it) shows that as its `usage`, `usage_estimated`
+// when the provider reported none, and shows none while nothing readable is stored there. On the
+// memory store and the file store.
 
 const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 /** No lease renewal asks whether the turn was closed while a test holds its model call. */
@@ -65,7 +66,7 @@ function world(store: ObjectStore, env: Record<string, string> = environment) {
     await drain();
     return taken;
   };
-  return { api, spentKey, spentBody, cancelledStreamed, interruptedAnswered };
+  return { api, closer, harness, drain, calling, spentKey, spentBody, cancelledStreamed, interruptedAnswered };
 }
 
 describe.each(stores)("a stopped turn's receipt shows what it spent: %s", (_, storeOf) => {
@@ -159,5 +160,54 @@ describe.each(stores)("a stopped turn's receipt shows what it spent: %s", (_, st
     const listed = await api.get(`/v1/sessions/${id}/turns`);
     expect(listed.status).toBe(200);
     expect(listed.body.turns[0]).toMatchObject({ turn: 1, usage: null });
+  });
+});
+
+describe.each(stores)("a stopped turn's response shows what it spent: %s", (_, storeOf) => {
+  it('a streamed response whose turn was cancelled: retrieve shows its usage, estimated', async () => {
+    const { api, closer, harness, drain, calling, spentBody } = world(storeOf());
+    const id = await api.session();
+    const response = await harness.fetch('/v1/responses', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'echo', input: 'slow one', conversation: id, stream: true }),
+    });
+    const reader = sseReader(response);
+    const created = parseSse(await reader.until('event: response.output_text.delta'))[0]!;
+    await calling();
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    const ended = parseSse(await reader.rest()).at(-1)!;
+    expect(ended).toMatchObject({ event: 'response.failed', data: { response: { status: 'cancelled' } } });
+    await drain();
+    const stored = await spentBody(id);
+    const retrieved = await api.get(`/v1/responses/${created.data.response.id}`);
+    expect(retrieved.status, JSON.stringify(retrieved.body)).toBe(200);
+    expect(retrieved.body).toMatchObject({
+      status: 'cancelled',
+      usage: {
+        input_tokens: stored.usage.input_tokens,
+        output_tokens: stored.usage.output_tokens,
+        total_tokens: stored.usage.input_tokens + stored.usage.output_tokens,
+      },
+      tailgate: { cost_usd: 0, usage_estimated: true },
+    });
+    expect(stored.usage.output_tokens).toBe(approximateTokenCounter.count('thinking '));
+  });
+
+  it('a background response cancelled while it ran: retrieve shows its usage once its runner stored it', async () => {
+    const { api, closer, calling, spentBody } = world(storeOf());
+    const created = await api.post('/v1/responses', { model: 'echo', input: 'slow one', background: true });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    await calling();
+    const cancelled = await closer.post(`/v1/responses/${created.body.id}/cancel`);
+    expect(cancelled.body).toMatchObject({ status: 'cancelled' });
+    const retrieve = async () => (await api.get(`/v1/responses/${created.body.id}`)).body;
+    await expect.poll(async () => (await retrieve()).usage, { timeout: 10_000 }).not.toBeNull();
+    const stored = await spentBody(created.body.tailgate.session_id);
+    expect(await retrieve()).toMatchObject({
+      status: 'cancelled',
+      usage: { input_tokens: stored.usage.input_tokens, output_tokens: stored.usage.output_tokens },
+      tailgate: { cost_usd: 0, usage_estimated: true },
+    });
   });
 });

@@ -196,7 +196,11 @@ describe('turn event journal', () => {
    * journaled `events` in a batch that was not its last, then died, an hour ago; `read` gives
    * every event after `after`.
    */
-  async function completedThenDied(events: { n: number; event: string; data: unknown }[], packed = false) {
+  async function completedThenDied(
+    events: { n: number; event: string; data: unknown }[],
+    packed = false,
+    stored?: unknown,
+  ) {
     vi.useRealTimers();
     const hourAgo = Date.now() - 60 * 60_000;
     // It completed an hour ago by the log's clock.
@@ -206,7 +210,7 @@ describe('turn event journal', () => {
     await sessions.journal().write(scope, 1, 1, { writer: 'w', events });
     const output = [{ type: 'message' as const, role: 'assistant' as const, content: 'hello' }];
     const response = { session_id: 'j', turn: 1, output: [{ ...output[0]!, seq: 2 }], context: {} };
-    await sessions.completeTurn(turn, { status: 'completed', output, receipt: {}, response });
+    await sessions.completeTurn(turn, { status: 'completed', output, receipt: {}, response: stored ?? response });
     if (packed) {
       // A second turn, then a pack: the first's completion is a line of a segment.
       const next = await sessions.beginTurn('j', { input: [{ type: 'message', role: 'user', content: 'more' }] });
@@ -247,6 +251,12 @@ describe('turn event journal', () => {
       { n: 3, event: 'output_item.done', data: { item: response.output[0] } },
       { n: 4, event: 'turn.completed', data: response },
     ]);
+  });
+
+  it('refuses to end with a stored answer that is not one (corrupt_object), writing no end', async () => {
+    const { read, batches } = await completedThenDied([started, delta], false, { output: 'not a list' });
+    await expect(read(2)).rejects.toMatchObject({ code: 'corrupt_object' });
+    expect((await batches()).map((batch) => batch.index)).toEqual([1]);
   });
 
   it('ends with nothing more a completed turn whose owner journaled turn.completed before its last batch', async () => {

@@ -1,7 +1,7 @@
 import type { Content } from '../../content.ts';
 import { z } from 'zod';
 import type { TurnUsage } from '../../ledger/usage.ts';
-import { NotFoundError, TURN_CANCELLED } from '../../errors.ts';
+import { CorruptObjectError, NotFoundError, TURN_CANCELLED } from '../../errors.ts';
 import { leaseKey, recordKey } from '../keys.ts';
 import type { StoredItem } from '../../items.ts';
 import { reusedPrefixChars } from '../../prompt-shape.ts';
@@ -167,10 +167,19 @@ export async function journalRun(log: LogContext, id: string, turn: number): Pro
   return (await log.store.head(`${raw.backgroundKey}.lease`)) ? 'taken' : 'never';
 }
 
-/** The stored answer of turn `turn` when it completed (see SessionLog.completedResponse); null otherwise. */
+/** What a stored answer must hold for a reader to end a journal with it: its output items, by seq. */
+const storedAnswerSchema = z.object({ output: z.array(z.object({ seq: z.number() }).passthrough()) }).passthrough();
+
+/**
+ * The stored answer of turn `turn` when it completed (see SessionLog.completedResponse); null
+ * otherwise. CorruptObjectError when it is not an answer.
+ */
 export async function completedResponse(log: LogContext, id: string, turn: number): Promise<unknown> {
   const [raw] = await walkTurns(log, id, turn + 1, 1);
-  return raw?.summary.turn === turn && raw.summary.status === 'completed' ? (raw.response ?? null) : null;
+  if (raw?.summary.turn !== turn || raw.summary.status !== 'completed' || raw.response === undefined) return null;
+  const parsed = storedAnswerSchema.safeParse(raw.response);
+  if (!parsed.success) throw new CorruptObjectError(`${id} turn ${turn}`, `stored answer: ${parsed.error.message}`);
+  return parsed.data;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
+import { authorizeSession } from '../auth.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
@@ -99,6 +100,8 @@ export function sessionRoutes() {
     .openapi(forkSessionRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { at_turn, at_seq, id: forkId, ...fields } = c.req.valid('json');
+      // The fork is a session of its own, outside the one a bound token may act on (403).
+      authorizeSession(c, null);
       const session = await forkSession(c.var.services, id, {
         ...(at_turn !== undefined ? { at_turn } : {}),
         ...(at_seq !== undefined ? { at_seq } : {}),

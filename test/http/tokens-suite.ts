@@ -476,6 +476,19 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect(refused.headers.get('www-authenticate')).toBe('Bearer error="insufficient_scope", scope="inbox:read"');
     });
 
+    it('refuses a bound token a fork of its session: the fork is another session (403)', async () => {
+      const id = await createSession();
+      expect((await call(TOKEN, 'POST', `/v1/sessions/${id}/turns`, { input: 'hello' })).status).toBe(200);
+      const bound = await mint({ scopes: ['admin'], session_id: id });
+      const forkId = freshId('fork');
+      const refused = await call(bound, 'POST', `/v1/sessions/${id}/fork`, { at_turn: 1, id: forkId });
+      expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+      expect(refused.body.error.details).toEqual({ session_id: id });
+      expect((await call(TOKEN, 'GET', `/v1/sessions/${forkId}`)).status).toBe(404);
+      const unbound = await mint({ scopes: ['admin'] });
+      expect((await call(unbound, 'POST', `/v1/sessions/${id}/fork`, { at_turn: 1, id: forkId })).status).toBe(201);
+    });
+
     it('lets a notice poster post into its session only', async () => {
       const id = await createSession();
       const other = await createSession();

@@ -178,6 +178,16 @@ describe('the inspector on session states', () => {
       'fork-here': false,
       status: '',
     });
+    // A bound admin may do everything on its session but fork it: the fork is another session.
+    const owner = await call('POST', '/v1/tokens', { scopes: ['admin'], session_id: 'scoped-actions' });
+    expect(await offered(await open('#/s/scoped-actions', owner.token))).toEqual({
+      'chat-section': true,
+      'notice-form': true,
+      'abort-form': true,
+      'config-save': true,
+      'fork-here': false,
+      status: '',
+    });
 
     // Unbound without admin: no list, and no "New session", but a session opens by its id.
     const unbound = await call('POST', '/v1/tokens', { scopes: ['session:read'] });

@@ -39,10 +39,11 @@ export async function renderForks(id: string, after: string | null = null): Prom
 
 /**
  * A "Fork here" button forking session `id` after `turn`, then opening the fork; a refusal shows
- * beside it. None for a token that may not fork (`admin`).
+ * beside it. None for a token that may not fork: one without `admin`, or bound to a session (the
+ * fork would be another session).
  */
 export function forkButton(id: string, turn: number): HTMLElement | null {
-  if (!may('admin')) return null;
+  if (!may('admin') || boundSession() !== null) return null;
   const button = el('button', { type: 'button', class: 'fork-here' }, 'Fork here');
   const message = el('span', { class: 'error fork-error', role: 'alert' });
   button.addEventListener('click', async () => {

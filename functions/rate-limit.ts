@@ -129,6 +129,9 @@ async function turnSession(c: Context<AppEnv>): Promise<string | null | undefine
  * The token's key: a hash of what the bearer token says (an anonymous request has none). A
  * signed token counts by its decoded claims, not its text: base64 lets the last character of a
  * segment be spelled several ways, and a verifier reading them leniently takes every spelling.
+ * A token with a budget counts by its budget's id (`jti`), which the tokens it mints share
+ * (functions/tokens.ts): minting more tokens does not multiply its limit, which bounds how far
+ * its turns run at once can pass the budget (docs/SECURITY.md, "Token budgets").
  */
 function tokenKey(c: Context<AppEnv>): string {
   const config = c.get('config');
@@ -141,7 +144,19 @@ function tokenKey(c: Context<AppEnv>): string {
     segments.length === 3
       ? decodeBase64(segments[1]!.replaceAll('-', '+').replaceAll('_', '/').replace(/=+$/, ''))
       : undefined;
+  const budget = claims && budgetId(claims);
+  if (budget) return `token:budget:${budget}`;
   return `token:${sha256Hex(claims ?? token).slice(0, 32)}`;
+}
+
+/** The `jti` of a token's claims (auth verified them: only a budgeted token has one), or null. */
+function budgetId(claims: Uint8Array): string | null {
+  try {
+    const jti = (JSON.parse(new TextDecoder().decode(claims)) as { jti?: unknown }).jti;
+    return typeof jti === 'string' ? jti : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The middleware (after auth and the body checks): counts each turn under both limits. */

@@ -108,6 +108,27 @@ export function defineRateLimitSuite(
       expect(answers.filter((status) => status !== 200).every((status) => status === 429)).toBe(true);
     });
 
+    it('counts the tokens a budgeted token mints, which share its budget, under its one limit', async () => {
+      const minted = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 100 } });
+      expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+      const parent = minted.body.token as string;
+      const children: string[] = [];
+      for (const scopes of extra) {
+        const child = await call({}, parent, 'POST', '/v1/tokens', { scopes: ['session:turn', ...scopes] });
+        expect(child.status, JSON.stringify(child.body)).toBe(201);
+        children.push(child.body.token);
+      }
+      const senders = [parent, ...children];
+      let sent = 0;
+      const { refused } = await untilRefused(async () =>
+        call(limits.token, senders[sent++ % senders.length]!, 'POST', `/v1/sessions/${await session()}/turns`, {
+          input: 'hi',
+        }),
+      );
+      expectLimited(refused);
+      expect(refused.body.error).toMatchObject({ code: 'rate_limited', details: { per: 'token' } });
+    });
+
     it('a chat completion naming a session in x-tailgate-session counts under that session', async () => {
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };
       const named = (id: string) => ({ 'x-tailgate-session': id });

@@ -7,9 +7,12 @@ import type { AppEnv } from './router.ts';
  * large bodies at once can exhaust memory. Two limits apply: one body is at most
  * `MAX_BODY_BYTES` (413), and the bodies being held by this process (this isolate on Workers)
  * add up to at most `MAX_BUFFERED_BODY_BYTES`: a body that would go over waits for nobody and
- * is answered 503 `overloaded` with `Retry-After`. A body declaring its Content-Length counts
- * that up front; one without counts as it streams in. Its bytes count until its request is
- * answered (failed and aborted ones too). A body arriving while no other is held always gets
+ * is answered 503 `overloaded` with `Retry-After`. A body counts the bytes it has sent, as
+ * they arrive, never more: a client that declares a large Content-Length and then stalls holds
+ * no budget it does not use (at no cost to it, a few such requests would otherwise refuse
+ * every other body until its request timed out). A body whose Content-Length would not fit
+ * beside the bodies held now is refused before it is read. Its bytes count until its request
+ * is answered (failed and aborted ones too). A body arriving while no other is held always gets
  * in, so a budget smaller than one body still lets bodies through one at a time. A body cut
  * short by its client (or by the server's request timeout) is a 400 `invalid_request`.
  */
@@ -57,8 +60,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (declared !== undefined) {
       const length = Number.parseInt(declared, 10) || 0;
       if (length > limit) throw unread(tooLarge(limit));
-      if (!reserve(length, budget)) throw unread(overloaded());
-      counted = length;
+      if (held > 0 && held + length > budget) throw unread(overloaded());
     }
     // Taken only now: on Node and Deno, reading the body is what sends the `100 Continue` a
     // client with `Expect: 100-continue` waits for (functions/local-server.ts), so a body
@@ -77,18 +79,18 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
         });
       });
       if (done) break;
-      // A body without a declared length reserves its bytes as they come.
+      // Every body reserves its bytes as they come.
       const refused =
         received + value.length > limit
           ? tooLarge(limit)
-          : declared === undefined && !reserve(value.length, budget, counted)
+          : !reserve(value.length, budget, counted)
             ? overloaded()
             : null;
       if (refused) {
         void reader.cancel().catch(() => undefined);
         throw unread(refused);
       }
-      if (declared === undefined) counted += value.length;
+      counted += value.length;
       received += value.length;
       chunks.push(value);
     }

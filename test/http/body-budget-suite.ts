@@ -56,16 +56,22 @@ export function defineBodyBudgetSuite(label: string, harness: HttpHarness): void
         duplex: 'half',
       } as RequestInit);
 
+    /** A new session's append of about `bytes`, sent until the process holds its first half. */
+    const halfSent = async (bytes: number, declared: boolean) => {
+      const id = freshId('budget');
+      expect((await create(id)).status).toBe(201);
+      const body = heldAppend(bytes);
+      const response = append(id, body, declared);
+      await untilHeld(body.length >> 1);
+      return { id, body, response };
+    };
+
     for (const declared of [true, false]) {
       const how = declared ? 'Content-Length' : 'streamed';
       it(`answers 503 overloaded with Retry-After beyond the budget, and releases it (${how})`, async () => {
-        const id = freshId('budget');
-        expect((await create(id)).status).toBe(201);
-        const first = heldAppend(600 * KIB);
-        const firstResponse = append(id, first, declared);
-        await untilHeld(declared ? first.length : first.length >> 1);
+        const { id, body: first, response: firstResponse } = await halfSent(600 * KIB, declared);
 
-        // 600 KiB held (or its first half, streamed): 800 KiB more does not fit 1 MiB; 200 KiB does.
+        // 300 KiB held (the first half of 600 KiB): 800 KiB more does not fit 1 MiB; 200 KiB does.
         const refused = heldAppend(800 * KIB);
         refused.finish();
         const over = await append(id, refused, declared);
@@ -92,6 +98,18 @@ export function defineBodyBudgetSuite(label: string, harness: HttpHarness): void
         const last = heldAppend(900 * KIB);
         last.finish();
         expect((await append(id, last, declared)).status).toBe(201);
+        expect(heldBodyBytes()).toBe(0);
+      });
+
+      it(`counts a body by the bytes it sent: one that stalls holds no more of the budget (${how})`, async () => {
+        // 900 KiB declared (or to come), half of it sent: the 450 KiB held leave room for 500 KiB.
+        const { id, body: stalled, response: stalledResponse } = await halfSent(900 * KIB, declared);
+        const beside = heldAppend(500 * KIB);
+        beside.finish();
+        const answer = await append(id, beside, declared);
+        stalled.finish();
+        expect((await stalledResponse).status).toBe(201);
+        expect(answer.status).toBe(201);
         expect(heldBodyBytes()).toBe(0);
       });
 

@@ -60,8 +60,25 @@ function withBucket(text: string, bound: string): string {
   return text === '' ? `{le="${bound}"}` : `${text.slice(0, -1)},le="${bound}"}`;
 }
 
+/**
+ * How many models the `model` label names. A request names its model, and a provider that
+ * refuses an unknown one still fails a turn under that name: without a bound, a client could
+ * add series (memory, and lines of every scrape) with every name it makes up. Models beyond the
+ * first this many seen are counted as `other`.
+ */
+export const MAX_MODEL_LABELS = 100;
+
 export class Metrics {
   private readonly families = new Map<string, Family>();
+  private readonly models = new Set<string>();
+
+  /** `model` as the `model` label writes it: itself, or `other` once MAX_MODEL_LABELS others are named. */
+  modelLabel(model: string): string {
+    if (this.models.has(model)) return model;
+    if (this.models.size >= MAX_MODEL_LABELS) return 'other';
+    this.models.add(model);
+    return model;
+  }
 
   /** Adds `by` to a counter. */
   count(name: MetricName, labels: Labels, by = 1): void {

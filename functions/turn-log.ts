@@ -85,7 +85,7 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
     }
     const metrics = options.metrics;
     if (!metrics) return;
-    const model = outcome.model ?? 'unknown';
+    const model = metrics.modelLabel(outcome.model ?? 'unknown');
     metrics.count('tailgate_turns_total', { status: outcome.status, model });
     // A replayed failure is no new one: its error was counted when it happened.
     if (outcome.error_code !== null && outcome.status === 'failed')
@@ -94,13 +94,14 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
     if (outcome.first_output_ms !== null)
       metrics.observe('tailgate_turn_time_to_first_token_seconds', {}, outcome.first_output_ms / 1000);
     if (outcome.usage) countSpend(metrics, model, 'turn', outcome.usage);
-    if (outcome.compaction) countSpend(metrics, outcome.compaction.model, 'compaction', outcome.compaction.usage);
+    if (outcome.compaction)
+      countSpend(metrics, metrics.modelLabel(outcome.compaction.model), 'compaction', outcome.compaction.usage);
   };
 }
 
 /** The observer of a request's manual compactions (POST .../compact, POST /v1/responses/compact): their metrics. */
 export function compactionObserver(metrics: Metrics): (spend: CompactionSpend) => void {
-  return (spend) => countSpend(metrics, spend.model, 'compaction', spend.usage);
+  return (spend) => countSpend(metrics, metrics.modelLabel(spend.model), 'compaction', spend.usage);
 }
 
 /**

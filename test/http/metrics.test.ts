@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createApp } from '../../functions/app.ts';
-import { Metrics } from '../../functions/metrics.ts';
+import { createApp, type AppOptions } from '../../functions/app.ts';
+import { MAX_MODEL_LABELS, Metrics } from '../../functions/metrics.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { freshId, parseSse, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
@@ -10,13 +10,11 @@ const METRICS_TOKEN = 'scrape-me-please';
 const lines: string[] = [];
 const app = createApp({ store: () => new MemoryStore(), readEnvironment: (c) => c.env ?? {}, log: () => undefined });
 const store = new MemoryStore();
-const shared = createApp({
-  store: () => store,
-  readEnvironment: (c) => c.env ?? {},
-  log: () => undefined,
-  metrics: new Metrics(),
-  logLine: (line) => lines.push(line),
-});
+/** An app over `store` (unless `options` gives another) that logs nothing but what `options` say. */
+function appWith(options: Partial<AppOptions>) {
+  return createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined, ...options });
+}
+const shared = appWith({ metrics: new Metrics(), logLine: (line) => lines.push(line) });
 const environment = {
   API_TOKEN: TOKEN,
   TOKEN_SIGNING_KEY: SIGNING_KEY,
@@ -133,6 +131,31 @@ describe('GET /metrics and the turn log line (Node)', () => {
     expect(samples.get('tailgate_turn_errors_total{code="rate_limited"}')).toBeGreaterThanOrEqual(1);
   });
 
+  it('labels at most MAX_MODEL_LABELS models by name, any further one a client names as "other"', async () => {
+    const metrics = new Metrics();
+    // A provider that knows no model: every turn fails, under the model its request named.
+    const refusing = appWith({
+      metrics,
+      logLine: () => undefined,
+      modelEnvironment: { fetch: async () => Response.json({ error: { message: 'no such model' } }, { status: 404 }) },
+    });
+    const env = { ...environment, OPENAI_COMPATIBLE_BASE_URL: 'https://models.example/v1', MODEL_MAX_RETRIES: '0' };
+    const id = freshId('models');
+    await call('POST', '/v1/sessions', { id });
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    for (let index = 0; index < MAX_MODEL_LABELS + 20; index++) {
+      const body = JSON.stringify({ input: 'hi', model: `openai-compatible:made-up-${index}` });
+      const answer = await refusing.request(`/v1/sessions/${id}/turns`, { method: 'POST', headers, body }, env);
+      expect(answer.status).toBe(502);
+    }
+    const models = [...parsePrometheus(metrics.render()).keys()]
+      .filter((key) => key.startsWith('tailgate_turns_total'))
+      .map((key) => /model="([^"]*)"/.exec(key)?.[1]);
+    expect(models).toHaveLength(MAX_MODEL_LABELS + 1);
+    expect(models).toContain('other');
+    expect(models).toContain('openai-compatible:made-up-0');
+  });
+
   it('serves the admin token and METRICS_TOKEN; refuses other tokens and none', async () => {
     expect((await call('GET', '/metrics', undefined, {}, METRICS_TOKEN)).status).toBe(200);
     expect((await call('GET', '/metrics', undefined, {}, 'not-the-token')).status).toBe(401);
@@ -208,10 +231,8 @@ describe('GET /metrics and the turn log line (Node)', () => {
 describe('a log sink that throws', () => {
   it('loses the line, not the turn', async () => {
     const sinkStore = new MemoryStore();
-    const failing = createApp({
+    const failing = appWith({
       store: () => sinkStore,
-      readEnvironment: (c) => c.env ?? {},
-      log: () => undefined,
       logLine: () => {
         throw new Error('stdout is closed');
       },

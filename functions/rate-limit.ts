@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { RateLimitedError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
+import { idSchema } from '../lib/items.ts';
 import { decodeBase64 } from '../lib/media.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
 import { authorizeSession } from './auth.ts';
@@ -106,9 +107,17 @@ const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', CHAT_COMPLET
 
 /**
  * The session a turn-taking request acts on (null: none is named, e.g. a new response or a
- * chat completion without `x-tailgate-session`); undefined when the request takes no turn.
+ * chat completion without `x-tailgate-session`, or what it names is no session id, which its
+ * route refuses: a name of any length, up to a whole body, is never kept as a key); undefined
+ * when the request takes no turn.
  */
 async function turnSession(c: Context<AppEnv>): Promise<string | null | undefined> {
+  const named = await namedSession(c);
+  return typeof named === 'string' && !idSchema.safeParse(named).success ? null : named;
+}
+
+/** What turnSession reads, before it is checked to be a session id. */
+async function namedSession(c: Context<AppEnv>): Promise<string | null | undefined> {
   if (c.req.method !== 'POST') return undefined;
   const native = NATIVE_TURN.exec(c.req.path);
   // A segment that is not valid percent-encoding is kept as it came: the route answers it 400.

@@ -97,6 +97,43 @@ describe('the in-process limiter', () => {
   });
 });
 
+describe('the session a turn names', () => {
+  it('is counted only when it is a session id: a long or odd name keeps no key (the route refuses it)', async () => {
+    const keys: string[] = [];
+    const recording = {
+      TURN_LIMIT_PER_SESSION: {
+        limit: async ({ key }: { key: string }) => {
+          keys.push(key);
+          return { success: true };
+        },
+      },
+    } as unknown as Record<string, string>;
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const long = 'x'.repeat(100_000);
+    const send = (path: string, body: unknown, extra: Record<string, string> = {}) =>
+      harness.fetchWithEnv(recording, path, {
+        method: 'POST',
+        headers: { ...headers, ...extra },
+        body: JSON.stringify(body),
+      });
+    const chat = { model: 'echo', messages: [{ role: 'user', content: 'hi' }] };
+    const refused = [
+      await send('/v1/responses', { model: 'echo', input: 'hi', conversation: long }),
+      await send('/v1/responses', { model: 'echo', input: 'hi', conversation: { id: 'a/b' } }),
+      await send('/v1/chat/completions', chat, { 'x-tailgate-session': 'x'.repeat(8_000) }),
+      await send(`/v1/sessions/${'y'.repeat(8_000)}/turns`, { input: 'hi' }),
+    ];
+    expect(refused.map((response) => response.status)).toEqual([400, 404, 400, 400]);
+    expect(keys.filter((key) => !/^session:[A-Za-z0-9_-]{1,64}$/.test(key))).toEqual([]);
+    const id = freshId('named');
+    expect(
+      (await harness.fetch('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) })).status,
+    ).toBe(201);
+    expect((await send(`/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
+    expect(keys).toEqual([`session:${id}`]);
+  });
+});
+
 describe('a Workers Rate Limiting binding', () => {
   it('holds the limit: a refusal says details.limit null even with the variable set', async () => {
     const bound = {

@@ -27,7 +27,7 @@ export function webhookUrlProblem(text: string, allowPrivate: boolean): string |
 
 /** A loopback, private, link-local or unspecified address, or a name that is one by definition. */
 export function isPrivateHost(hostname: string): boolean {
-  const host = hostname.toLowerCase().replace(/\.$/, '');
+  const host = hostname.toLowerCase().replace(/\.+$/, '');
   if (host.startsWith('[')) return isPrivateIPv6(host.slice(1, -1));
   const v4 = ipv4(host);
   if (v4) return isPrivateIPv4(v4);
@@ -58,8 +58,9 @@ function isPrivateIPv4([a = 0, b = 0]: number[]): boolean {
 function isPrivateIPv6(address: string): boolean {
   if (address === '::' || address === '::1') return true;
   // An IPv4 address inside: mapped (::ffff:a.b.c.d, which the URL parser writes as
-  // ::ffff:xxxx:xxxx), IPv4-compatible (::a.b.c.d), or NAT64's well-known prefix (64:ff9b::/96).
-  const mapped = /^(?:::ffff:|::|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(address);
+  // ::ffff:xxxx:xxxx), translated (::ffff:0:a.b.c.d, RFC 2765), IPv4-compatible (::a.b.c.d), or
+  // NAT64's well-known prefix (64:ff9b::/96).
+  const mapped = /^(?:::ffff:|::ffff:0:|::|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(address);
   if (mapped) {
     const high = Number.parseInt(mapped[1]!, 16);
     const low = Number.parseInt(mapped[2]!, 16);
@@ -68,6 +69,12 @@ function isPrivateIPv6(address: string): boolean {
   // NAT64's local-use prefix (64:ff9b:1::/48, RFC 8215): whatever it translates to.
   if (address.startsWith('64:ff9b:1:')) return true;
   const first = Number.parseInt(address.split(':')[0] || '0', 16);
-  // fc00::/7 (unique local), fe80::/10 (link-local), ff00::/8 (multicast).
-  return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80 || (first & 0xff00) === 0xff00;
+  // fc00::/7 (unique local), fe80::/10 (link-local), fec0::/10 (site-local, deprecated but
+  // still routed inside some networks), ff00::/8 (multicast).
+  return (
+    (first & 0xfe00) === 0xfc00 ||
+    (first & 0xffc0) === 0xfe80 ||
+    (first & 0xffc0) === 0xfec0 ||
+    (first & 0xff00) === 0xff00
+  );
 }

@@ -88,9 +88,13 @@ describe('webhook URLs', () => {
       'https://[64:ff9b::10.0.0.1]/',
       'https://[64:ff9b::a9fe:a9fe]/',
       'https://[64:ff9b:1::8.8.8.8]/',
+      'https://[::ffff:0:127.0.0.1]/',
+      'https://[::ffff:0:a9fe:a9fe]/',
+      'https://[fec0::1]/',
       'https://2130706433/',
       'https://localhost/',
       'https://api.localhost/',
+      'https://localhost../',
       'https://user:pass@example.com/',
       'not a url',
     ];

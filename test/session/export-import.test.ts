@@ -311,6 +311,22 @@ describe('session export and import', () => {
     expect(text).toBe(before);
   });
 
+  it('ends with not_found, not a corrupt log, when the session is deleted (or created again) meanwhile', async () => {
+    for (const createAgain of [false, true]) {
+      const w = await longSession(new MemoryStore());
+      const lines = await exportLines(w.services, 'long');
+      // The header, then the first items: the walk has listed every segment.
+      await lines.next();
+      await lines.next();
+      await w.sessions.delete('long');
+      if (createAgain) await w.sessions.create({ id: 'long' });
+      const rest = (async () => {
+        for (let next = await lines.next(); !next.done; next = await lines.next());
+      })();
+      await expect(rest).rejects.toMatchObject({ code: 'not_found', details: { id: 'long' } });
+    }
+  });
+
   it("keeps each segment's closing state: a fork at any segment's end has the calls open there open", async () => {
     const w = world();
     const lines = [headerLine('imported')];

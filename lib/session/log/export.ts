@@ -1,4 +1,4 @@
-import { CorruptObjectError } from '../../errors.ts';
+import { CorruptObjectError, NotFoundError } from '../../errors.ts';
 import type { PromptItem } from '../../items.ts';
 import { EXPORT_FORMAT, type ExportCompaction, type ExportHeader } from '../export-format.ts';
 import { exportMedia } from '../attachments.ts';
@@ -6,6 +6,7 @@ import { recordsPrefix, type LogScope } from '../keys.ts';
 import type { LogItem } from '../records.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, unitTop, type LogUnit } from '../unit-cursor.ts';
+import { sessionExists } from './config-object.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { contextOf, countsOf, ledgerOf, readHead, readRecord, RecordMissingError } from './head.ts';
 import { hydrate, payloadKey } from './item-pages.ts';
@@ -25,7 +26,8 @@ const MAX_RELISTS = 4;
 /**
  * The lines of the export of session `id` as of its newest record when the export began,
  * each ending in a newline, the delivered-notice records left to the caller (they belong
- * to the inbox). A missing session: NotFoundError before anything is yielded.
+ * to the inbox). A missing session: NotFoundError before anything is yielded, and after the
+ * header when the session is deleted (or deleted and created again) while its lines are read.
  */
 export async function exportSession(
   log: LogContext,
@@ -62,14 +64,24 @@ export async function exportSession(
       }
     : null;
   const lastSeq = countsOf(newest).items;
-  async function* lines(): AsyncGenerator<string> {
-    yield `${JSON.stringify(header)}\n`;
+  async function* itemLines(): AsyncGenerator<string> {
     for await (const items of itemsInOrder(log, scope, lastSeq)) {
       for (let start = 0; start < items.length; start += HYDRATE_BATCH) {
         const hydrated = await hydrate(log, scope, items.slice(start, start + HYDRATE_BATCH));
         const batch = await exportMedia(log.store, hydrated, (sha256) => payloadKey(log, scope, sha256), PARALLEL_GETS);
         yield batch.map((item) => `${JSON.stringify(item)}\n`).join('');
       }
+    }
+  }
+  async function* lines(): AsyncGenerator<string> {
+    yield `${JSON.stringify(header)}\n`;
+    try {
+      yield* itemLines();
+    } catch (error) {
+      // A delete sweeping the session meanwhile leaves its log short: that is no corrupt log.
+      if (error instanceof CorruptObjectError && !(await sessionExists(log, scope)))
+        throw new NotFoundError(`session ${id} was deleted during its export`, { id });
+      throw error;
     }
     if (compaction) yield `${JSON.stringify(compaction)}\n`;
   }

@@ -4,7 +4,7 @@ import { env as runtimeEnv } from 'hono/adapter';
 import { parseServiceConfig, stringEnv, type ServiceConfig } from '../lib/config.ts';
 
 export type { AppEnv, RuntimeEnvironment } from './router.ts';
-import { InvalidRequestError } from '../lib/errors.ts';
+import { InvalidRequestError, NotFoundError } from '../lib/errors.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
@@ -232,7 +232,7 @@ export function createOutsideServices(
   return (environment, background) =>
     createServices({
       ...serviceInputs(options, environment, parseServiceConfig(environment), log),
-      background: (task) => background(task.catch((error: unknown) => log('tailgate: background task failed', error))),
+      background: (task) => background(task.catch((error: unknown) => logBackgroundFailure(log, error))),
     });
 }
 
@@ -276,6 +276,16 @@ const requireJsonBody: MiddlewareHandler = async (c, next) => {
   });
 };
 
+/**
+ * How work after a response that threw is logged: a session deleted meanwhile (a pack, an index
+ * refresh or a pickup of its queue finding it gone) is one line, as a turn it stopped is; anything
+ * else is a failure, with its error.
+ */
+function logBackgroundFailure(log: (message: string, details?: unknown) => void, error: unknown): void {
+  if (error instanceof NotFoundError) log(`tailgate: a background task stopped: ${error.message}`);
+  else log('tailgate: background task failed', error);
+}
+
 /** Runs work after the response: waitUntil on Workers, else told to `tracked` (the server's). */
 function backgroundRunner(
   c: Context,
@@ -290,7 +300,7 @@ function backgroundRunner(
     waitUntil = tracked;
   }
   return (task) => {
-    const guarded = task.catch((error: unknown) => log('tailgate: background task failed', error));
+    const guarded = task.catch((error: unknown) => logBackgroundFailure(log, error));
     waitUntil?.(guarded);
   };
 }

@@ -301,9 +301,16 @@ function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
   };
 }
 
-/** Resolves like `promise`, or rejects as soon as `signal` aborts. */
+/**
+ * Resolves like `promise`, or rejects as soon as `signal` aborts. An abandoned `promise` is
+ * settled here either way: its later rejection (the provider call aborted) is nobody's, and an
+ * unhandled one would end a Deno or Node server.
+ */
 function untilAborted<T>(promise: PromiseLike<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
+  if (signal.aborted) {
+    promise.then(undefined, () => undefined);
+    return Promise.reject(signal.reason);
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });

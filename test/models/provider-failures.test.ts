@@ -157,6 +157,28 @@ describe.each(providers)('$name adapter failures', (providerCase) => {
     expect(await failure(calls[mode](model, { signal: controller.signal }))).toBeInstanceOf(ModelTimeoutError);
   });
 
+  it.each(modes)(
+    'a signal aborted before the call gives ModelTimeoutError and leaves no rejection unhandled (%s)',
+    async (mode) => {
+      // A turn stopped (cancelled, interrupted, its session deleted) between its claim and its
+      // model call: an unhandled rejection ends a Deno or Node server.
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+      process.on('unhandledRejection', onUnhandled);
+      try {
+        const model = await start(providerCase, { hang: true });
+        const controller = new AbortController();
+        controller.abort();
+        expect(await failure(calls[mode](model, { signal: controller.signal }))).toBeInstanceOf(ModelTimeoutError);
+        // The abandoned provider call settles within a few turns of the event loop.
+        for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+        expect(unhandled).toEqual([]);
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
+      }
+    },
+  );
+
   it('a consumer that stops reading the stream closes the provider connection', async () => {
     const model = await start(providerCase, { sse: providerCase.firstEvents, hang: true });
     for await (const event of model.stream(request)) {

@@ -3,6 +3,7 @@ import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { clientError } from '../../lib/errors.ts';
 import { journalEvents } from '../../lib/turn/index.ts';
+import { errorBody } from '../error-handler.ts';
 import { errorResponses } from '../openapi-helpers.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
@@ -60,10 +61,17 @@ export function eventRoutes() {
     if (first.done && stop.signal.aborted) return new Response(null, { status: 499 });
     return streamSSE(c, async (stream) => {
       stream.onAbort(() => stop.abort());
-      for (let next = first; !next.done && !stop.signal.aborted; next = await events.next()) {
-        const { n, event, data } = next.value;
-        const shown = event === 'error' ? { error: clientError((data as { error: never }).error) } : data;
-        await stream.writeSSE({ id: String(n), event, data: JSON.stringify(shown) });
+      try {
+        for (let next = first; !next.done && !stop.signal.aborted; next = await events.next()) {
+          const { n, event, data } = next.value;
+          const shown = event === 'error' ? { error: clientError((data as { error: never }).error) } : data;
+          await stream.writeSSE({ id: String(n), event, data: JSON.stringify(shown) });
+        }
+      } catch (error) {
+        // The reading failed once the stream had begun (the session deleted meanwhile: not_found; a
+        // store failing): an `error` event without an id, which is no event of the journal, ends it.
+        const { body } = errorBody(error, c.var.services.log);
+        await stream.writeSSE({ event: 'error', data: JSON.stringify(body) });
       }
     });
   });

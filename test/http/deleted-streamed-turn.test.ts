@@ -53,4 +53,31 @@ describe('a streamed turn whose session is deleted', () => {
     const left = await harness.store.list(`sessions/${id}/`);
     expect(left.objects.filter((object) => object.key.includes('/events/'))).toEqual([]);
   });
+
+  it("ends its events reader's stream with not_found, as the turn's own stream ends", async () => {
+    const api = createClient(harness);
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'answer slowly', stream: true }),
+    });
+    const own = sseReader(response);
+    await own.until('event: output_text.delta');
+    const events = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers });
+    expect(events.status).toBe(200);
+    const reader = sseReader(events);
+    await reader.until('event: turn.started');
+    const logged = logs.length;
+    expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    const text = await reader.rest();
+    const last = parseSse(text).at(-1);
+    expect(last).toMatchObject({ event: 'error', data: { error: { code: 'not_found' } } });
+    // No id: it is no event of the turn's journal.
+    expect(text.trimEnd().split('\n\n').at(-1)).not.toMatch(/^id:/m);
+    await own.rest();
+    // A client's answer, not the server's failure: nothing logged of the reader.
+    expect(logs.slice(logged).filter((log) => !log.message.includes('stopped: the session was deleted'))).toEqual([]);
+  });
 });

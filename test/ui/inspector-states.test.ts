@@ -1,9 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
+import { apiCaller, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
 
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
@@ -13,42 +10,18 @@ import { onFreePort, startServer, type RunningServer } from '../support/server-p
  * and `inbox:write`, unbound without `admin`, and a token changed in the tab.
  */
 const TOKEN = 'ui-states-token';
-let server: RunningServer;
-let browser: Browser;
-let data: string;
+let node: InspectorNode;
 
 beforeAll(async () => {
-  data = await mkdtemp(join(tmpdir(), 'tailgate-ui-states-'));
-  server = await onFreePort((port) =>
-    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)], {
-      cwd: process.cwd(),
-      port,
-      env: { DATA_DIR: data, API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: 'q3Jv9nL2bXo8Zk1Ww4Tt7Ee0Rr6Yy5Uu3Ii9Oo2Pp1A=' },
-      timeoutMs: 60_000,
-    }),
-  );
-  browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium' });
+  node = await startInspectorNode({
+    API_TOKEN: TOKEN,
+    TOKEN_SIGNING_KEY: 'q3Jv9nL2bXo8Zk1Ww4Tt7Ee0Rr6Yy5Uu3Ii9Oo2Pp1A=',
+  });
 }, 120_000);
 
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
-  await rm(data, { recursive: true, force: true });
-});
+afterAll(() => node?.close());
 
-async function call(method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${server.origin}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const call = apiCaller(() => node.origin, TOKEN);
 
 /** Session `id`, created with one turn of `input`. */
 async function sessionWithTurn(id: string, input: string): Promise<void> {
@@ -58,10 +31,10 @@ async function sessionWithTurn(id: string, input: string): Promise<void> {
 
 /** The inspector at `hash`, in a tab of its own holding `token`. */
 async function open(hash: string, token = TOKEN): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const context = await node.browser.newContext({ viewport: { width: 1400, height: 1000 } });
   await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), token);
   const page = await context.newPage();
-  await page.goto(`${server.origin}/ui${hash}`);
+  await page.goto(`${node.origin}/ui${hash}`);
   return page;
 }
 

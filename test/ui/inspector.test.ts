@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { apiCaller } from '../support/inspector-node.ts';
 import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
 import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
@@ -30,19 +31,7 @@ const sessionId = `ui-${Date.now().toString(36)}`;
 // strategy to have compacted and dropped outputs by the newest turn.
 const TURNS = 100;
 
-async function call(method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${server.origin}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const call = apiCaller(() => server.origin, TOKEN);
 
 /** A chunk of an OpenAI-compatible stream carrying `content`. */
 function chunk(content: string): string {

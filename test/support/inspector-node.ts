@@ -1,0 +1,54 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { onFreePort, startServer } from './server-process.ts';
+
+/** A JSON call to `origin` with `token` as the bearer: the body answered, or an error naming the status. */
+export function apiCaller(origin: () => string, token: string) {
+  return async (method: string, path: string, body?: unknown): Promise<any> => {
+    const response = await fetch(`${origin()}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
+    return text ? JSON.parse(text) : null;
+  };
+}
+
+export interface InspectorNode {
+  origin: string;
+  browser: Browser;
+  close(): Promise<void>;
+}
+
+/**
+ * The Node server (functions/node.ts) on files in a temporary DATA_DIR, with `environment`
+ * (API_TOKEN among it), and Debian's Chromium (`CHROMIUM_PATH` overrides /usr/bin/chromium).
+ */
+export async function startInspectorNode(environment: Record<string, string>): Promise<InspectorNode> {
+  const data = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
+  const server = await onFreePort((port) =>
+    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)], {
+      cwd: process.cwd(),
+      port,
+      env: { DATA_DIR: data, ...environment },
+      timeoutMs: 60_000,
+    }),
+  );
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium' });
+  return {
+    origin: server.origin,
+    browser,
+    async close() {
+      await browser.close();
+      await server.stop();
+      await rm(data, { recursive: true, force: true });
+    },
+  };
+}

@@ -28,6 +28,10 @@ export const INSPECTOR_PAGE = `<!doctype html>
       </button>
     </header>
     <main id="main">
+      <p id="live-state" class="error row" role="status" hidden>
+        <span id="live-message"></span>
+        <button type="button" id="live-retry">Retry now</button>
+      </p>
       <section id="token-view" hidden aria-labelledby="token-title">
         <h2 id="token-title">Sign in</h2>
         <p>

@@ -11,6 +11,12 @@ export function add(parent: Node, ...children: Child[]): void {
     if (child !== null) parent.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
 }
 
+/** Inserts nodes before `parent`'s first child, in their order. */
+export function prepend(parent: Node, ...children: Node[]): void {
+  const first = parent.firstChild;
+  for (const child of children) parent.insertBefore(child, first);
+}
+
 /** An HTML element with its attributes (`class` sets the class name) and children. */
 export function el(tag: string, attributes: Record<string, string> = {}, ...children: Child[]): HTMLElement {
   const node = document.createElement(tag);

@@ -55,3 +55,9 @@ export function paged(
     }),
   );
 }
+
+/** A fully loaded list's sentinel ("12 turns") counted again after rows came or went. */
+export function recount(list: HTMLElement, sentinel: HTMLElement, noun: string): void {
+  if (new RegExp(`^\\d+ ${noun}$`).test(sentinel.textContent ?? ''))
+    sentinel.textContent = `${list.children.length} ${noun}`;
+}

@@ -7,7 +7,8 @@ import { countsText } from './format.ts';
 import { refreshInbox } from './inbox.ts';
 import { renderForks, renderLineage } from './lineage.ts';
 import { refreshQueue } from './queue.ts';
-import { loadTimeline } from './timeline.ts';
+import { poll } from './poll.ts';
+import { loadTimeline, type Timeline } from './timeline.ts';
 import { offerIf } from './token.ts';
 import { report, show, stopLoaders, TOKEN_KEY } from './view.ts';
 
@@ -67,7 +68,25 @@ export async function openSession(id: string): Promise<void> {
   void refreshInbox(id).catch(report);
   void renderForks(id).catch(report);
   void refreshQueue(id).catch(report);
-  loadTimeline(id);
+  followSession(id, session, loadTimeline(id));
+}
+
+/**
+ * Live updates (poll.ts): the session read again (its counts and totals come from its newest
+ * record); when they changed, the counts line and the timeline's newest turns, and the queue
+ * when a turn came.
+ */
+function followSession(id: string, session: any, timeline: Timeline): void {
+  const mark = (now: any) => JSON.stringify([now.counts, now.usage]);
+  let seen = mark(session);
+  poll(async () => {
+    const now = await api(sessionPath(id));
+    if (mark(now) === seen || !timeline.ready()) return;
+    const counts = countsText(now);
+    if ($('session-counts').textContent !== counts) $('session-counts').textContent = counts;
+    if (await timeline.newer(now.counts.turns)) void refreshQueue(id).catch(report);
+    seen = mark(now);
+  });
 }
 
 /** Wires the chat box: a turn, then the session view again. */

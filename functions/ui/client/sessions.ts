@@ -1,7 +1,8 @@
 /** The sessions list: a page at a time, filtered by the search box, and a new session. */
 import { api, PAGE } from './api.ts';
-import { $, el, timeAgo } from './dom.ts';
-import { paged } from './paging.ts';
+import { $, el, prepend, timeAgo } from './dom.ts';
+import { paged, recount } from './paging.ts';
+import { poll } from './poll.ts';
 import { may, offerIf } from './token.ts';
 import { report, show } from './view.ts';
 
@@ -14,24 +15,67 @@ export function listSessions(): void {
     $('list-more').textContent = 'This token cannot list sessions (that needs admin): open a session by its id.';
     return;
   }
-  paged($('session-table').querySelector('tbody')!, $('list-more'), 'sessions', async (after) => {
-    const page = await api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
-    const rows = page.sessions.map((session: any) => {
-      const counts = session.counts ?? { items: '', turns: '', tool_calls: '' };
-      const row = el(
-        'tr',
-        { 'data-id': session.id },
-        el('td', {}, el('a', { href: `#/s/${encodeURIComponent(session.id)}` }, session.id)),
-        el('td', {}, String(counts.items)),
-        el('td', {}, String(counts.turns)),
-        el('td', {}, String(counts.tool_calls)),
-        el('td', {}, session.last_activity_at ? timeAgo(session.last_activity_at) : ''),
-      );
-      row.hidden = !matchesSearch(session.id);
-      return row;
-    });
-    return { rows, next: page.has_more ? page.next_after : null };
+  const body = $('session-table').querySelector('tbody')!;
+  const pageOf = (after: string | null) =>
+    api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+  let ready = false;
+  paged(body, $('list-more'), 'sessions', async (after) => {
+    const page = await pageOf(after);
+    ready = true;
+    return { rows: page.sessions.map(sessionRow), next: page.has_more ? page.next_after : null };
   });
+  // Live updates (poll.ts): the first page again (one listing of the session index).
+  poll(async () => {
+    if (ready) mergeFirstPage(body, await pageOf(null));
+  });
+}
+
+/** A session's cells: its link, counts and last activity. */
+function sessionCells(session: any): HTMLElement[] {
+  const counts = session.counts ?? { items: '', turns: '', tool_calls: '' };
+  return [
+    el('td', {}, el('a', { href: `#/s/${encodeURIComponent(session.id)}` }, session.id)),
+    el('td', {}, String(counts.items)),
+    el('td', {}, String(counts.turns)),
+    el('td', {}, String(counts.tool_calls)),
+    el('td', {}, session.last_activity_at ? timeAgo(session.last_activity_at) : ''),
+  ];
+}
+
+function sessionRow(session: any): HTMLElement {
+  const row = el('tr', { 'data-id': session.id }, ...sessionCells(session));
+  row.hidden = !matchesSearch(session.id);
+  return row;
+}
+
+/**
+ * The list's first page as the index gives it now, newest created first: a session created
+ * since shows on top, a shown one gets its counts and last activity (the cells that changed,
+ * in place), and one deleted from among the page's goes.
+ */
+function mergeFirstPage(body: HTMLElement, page: any): void {
+  const rows = new Map([...body.querySelectorAll('tr')].map((row) => [row.getAttribute('data-id')!, row]));
+  const listed = new Set(page.sessions.map((session: any) => session.id));
+  const last = rows.get(page.sessions.at(-1)?.id);
+  for (const row of rows.values()) {
+    if (row === last) break;
+    if (!listed.has(row.getAttribute('data-id')) && (last !== undefined || !page.has_more)) row.remove();
+  }
+  const added: HTMLElement[] = [];
+  for (const session of page.sessions) {
+    const row = rows.get(session.id);
+    if (!row) {
+      // Newer than every shown one, until the first shown one.
+      if (added.length === page.sessions.indexOf(session)) added.push(sessionRow(session));
+      continue;
+    }
+    sessionCells(session).forEach((cell, index) => {
+      const old = row.children[index]!;
+      if (old.innerHTML !== cell.innerHTML) old.replaceWith(cell);
+    });
+  }
+  prepend(body, ...added);
+  recount(body, $('list-more'), 'sessions');
 }
 
 function matchesSearch(id: string): boolean {

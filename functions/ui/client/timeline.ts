@@ -1,19 +1,41 @@
 /**
  * A session's turns, newest first, a page at a time, with the charts of the turns loaded: drawn
- * again with each page, and with a followed turn's receipt once it ended.
+ * again with each page, with a followed turn's receipt once it ended, and with the turns the
+ * live updates bring (`newer`).
  */
 import { api, PAGE, sessionPath } from './api.ts';
 import { renderCostChart, renderPromptChart } from './chart.ts';
-import { $, el } from './dom.ts';
+import { $, el, prepend } from './dom.ts';
 import { turnSummary } from './format.ts';
-import { paged } from './paging.ts';
+import { paged, recount } from './paging.ts';
 import { followTurn, isOpen } from './live.ts';
 import { refreshQueue } from './queue.ts';
 import { expandTurn } from './turn.ts';
 import { report } from './view.ts';
 
-export function loadTimeline(id: string): void {
-  const loaded: any[] = [];
+/** What the live updates ask of the timeline. */
+export interface Timeline {
+  /** Whether its first page is shown: before, the updates leave it alone. */
+  ready(): boolean;
+  /**
+   * Brings the list to the session's `total` turns: rows past it go (a deleted newest turn),
+   * the newer turns are read (one page, more only when over 100 came) and shown on top, and a
+   * shown turn that is not followed is redrawn when it changed. Returns whether a turn came.
+   */
+  newer(total: number): Promise<boolean>;
+}
+
+interface Shown {
+  entry: HTMLElement;
+  turn: any;
+}
+
+export function loadTimeline(id: string): Timeline {
+  const list = $('timeline');
+  /** The turns shown, newest first (the charts' bars), and their entries by number. */
+  let loaded: any[] = [];
+  const shown = new Map<number, Shown>();
+  let ready = false;
   const charts = () => {
     renderPromptChart(loaded);
     renderCostChart(loaded);
@@ -21,31 +43,103 @@ export function loadTimeline(id: string): void {
   renderPromptChart(loaded);
   // A followed turn that ended: its receipt (its prompt size, usage and cost) in place of the one it was loaded with.
   const ended = (turn: any) => {
-    const at = loaded.findIndex((known) => known.turn === turn.turn);
+    const known = shown.get(turn.turn);
+    if (known) known.turn = turn;
+    const at = loaded.findIndex((other) => other.turn === turn.turn);
     if (at < 0) return;
     loaded[at] = turn;
     charts();
   };
-  paged($('timeline'), $('timeline-more'), 'turns', async (before) => {
+  const entryOf = (turn: any) => {
+    const entry = turnEntry(id, turn, ended);
+    shown.set(turn.turn, { entry, turn });
+    return entry;
+  };
+  paged(list, $('timeline-more'), 'turns', async (before) => {
     const page = await api(sessionPath(id, `/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`));
-    loaded.push(...page.turns);
+    const turns = page.turns.filter((turn: any) => !shown.has(turn.turn));
+    loaded.push(...turns);
     charts();
-    return {
-      rows: page.turns.map((turn: any) => turnEntry(id, turn, ended)),
-      next: page.has_more ? String(page.next_before) : null,
-    };
+    ready = true;
+    return { rows: turns.map(entryOf), next: page.has_more ? String(page.next_before) : null };
   });
+  return {
+    ready: () => ready,
+    async newer(total) {
+      const newest = Math.max(0, ...shown.keys());
+      const fetched: any[] = [];
+      for (let before: number | null = null; ; ) {
+        const limit = Math.min(100, Math.max(1, (before ?? total + 1) - Math.min(newest, total)));
+        const page = await api(sessionPath(id, `/turns?limit=${limit}${before ? `&before=${before}` : ''}`));
+        fetched.push(...page.turns);
+        if (!page.has_more || page.turns.length === 0 || page.turns.at(-1).turn <= newest) break;
+        before = page.next_before;
+      }
+      return keepingScroll(list, () => {
+        let changed = false;
+        for (const [number, { entry }] of shown)
+          if (number > total) {
+            entry.remove();
+            shown.delete(number);
+            changed = true;
+          }
+        const added: HTMLElement[] = [];
+        for (const turn of fetched) {
+          const known = shown.get(turn.turn);
+          if (!known) {
+            if (turn.turn > newest) added.push(entryOf(turn));
+            continue;
+          }
+          // Followed turns redraw themselves once they ended.
+          if (isOpen(known.turn) || sameTurn(known.turn, turn)) continue;
+          const entry = entryOf(turn);
+          // The same turn (not one numbered again after a delete) stays expanded when it was.
+          if (known.turn.started_at === turn.started_at && known.entry.querySelector('details')?.open)
+            entry.querySelector('details')?.setAttribute('open', '');
+          known.entry.replaceWith(entry);
+          changed = true;
+        }
+        prepend(list, ...added);
+        if (added.length === 0 && !changed) return false;
+        loaded = [...shown.values()].map((known) => known.turn).sort((a, b) => b.turn - a.turn);
+        charts();
+        recount(list, $('timeline-more'), 'turns');
+        return added.length > 0;
+      });
+    },
+  };
+}
+
+/** Whether a turn's row drawn from `a` shows `b` as it is: the same turn, in the same state. */
+function sameTurn(a: any, b: any): boolean {
+  return a.status === b.status && a.started_at === b.started_at && a.completed_at === b.completed_at;
+}
+
+/**
+ * Runs `change` (rows added or replaced in `list`) so that what the reader looks at stays where
+ * it was: when the list's top is scrolled out of view, the page scrolls by what the rows above
+ * the first of those shown before moved it.
+ */
+function keepingScroll<T>(list: HTMLElement, change: () => T): T {
+  const anchor = [...list.children].find((entry) => entry.getBoundingClientRect().bottom > 0);
+  const top = anchor?.getBoundingClientRect().top;
+  const result = change();
+  if (anchor?.isConnected && top !== undefined && list.getBoundingClientRect().top < 0)
+    window.scrollBy(0, anchor.getBoundingClientRect().top - top);
+  return result;
 }
 
 /**
  * A turn's entry in the list; a queued or running one is followed live, and redrawn once it
- * ended (`ended` gets its receipt then).
+ * ended (`ended` gets its receipt then), expanded again when it was.
  */
 function turnEntry(id: string, turn: any, ended: (turn: any) => void): HTMLElement {
   const entry = el('li', {}, turnRow(id, turn));
   if (isOpen(turn))
     followTurn(id, turn, entry, (now) => {
-      entry.replaceChildren(turnRow(id, now));
+      const row = turnRow(id, now);
+      if (entry.querySelector('details')?.open) row.setAttribute('open', '');
+      entry.replaceChildren(row);
       ended(now);
       void refreshQueue(id).catch(report);
     });

@@ -1,0 +1,152 @@
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiCaller, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+
+/**
+ * The inspector's live updates (functions/ui/client/poll.ts) in Debian's Chromium against the
+ * Node server (files in a temporary DATA_DIR): what another client does while a view is open
+ * shows without a reload, keeping what the reader expanded and where they scrolled, and a
+ * failed poll shows a state the reader can recover from. Each test waits for what it expects
+ * (a poll every 5 s), never for a time.
+ */
+const TOKEN = 'ui-live-token';
+let node: InspectorNode;
+
+beforeAll(async () => {
+  node = await startInspectorNode({ API_TOKEN: TOKEN });
+}, 120_000);
+
+afterAll(() => node?.close());
+
+const call = apiCaller(() => node.origin, TOKEN);
+
+/** The inspector at `hash` in a tab of its own holding the token; a mark on its window tells a reload. */
+async function open(hash: string): Promise<Page> {
+  const context = await node.browser.newContext({ viewport: { width: 1200, height: 700 } });
+  await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), TOKEN);
+  const page = await context.newPage();
+  await page.goto(`${node.origin}/ui${hash}`);
+  await page.evaluate(() => ((window as any).notReloaded = true));
+  return page;
+}
+
+const notReloaded = (page: Page) => page.evaluate(() => (window as any).notReloaded === true);
+
+describe('the inspector follows what other clients do', () => {
+  it('a turn run by another client shows in the open session, keeping expanded rows and the scroll position', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'watched' });
+    for (let index = 1; index <= 12; index++) await call('POST', '/v1/sessions/watched/turns', { input: `t${index}` });
+    const page = await open('#/s/watched');
+    const row = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"]`);
+    // Chromium keeps the reader's place by scroll anchoring; without it (as in a browser that
+    // has none), the timeline keeps it itself.
+    await page.evaluate(() => (document.getElementById('timeline')!.style.overflowAnchor = 'none'));
+    // Turn 6 expanded, and scrolled to the top of the viewport, the rows above it out of view.
+    await row(6).locator('summary').click();
+    await row(6).locator('.turn-output li').first().waitFor();
+    await page.evaluate(() => {
+      (document.querySelector('details.turn[data-turn="6"]') as any).marked = true;
+      document.querySelector('details.turn[data-turn="6"]')!.scrollIntoView({ block: 'start' });
+    });
+    const top = () => row(6).evaluate((details) => details.getBoundingClientRect().top);
+    const before = await top();
+    expect(await page.locator('#timeline').evaluate((list) => list.getBoundingClientRect().top < 0)).toBe(true);
+
+    await call('POST', '/v1/sessions/watched/turns', { input: 'from elsewhere' });
+    await row(13).waitFor({ state: 'attached', timeout: 30_000 });
+    expect(await page.locator('#timeline details.turn').first().getAttribute('data-turn')).toBe('13');
+    // The expanded row is the same element, still open, where it was on the screen.
+    expect(await row(6).evaluate((details) => (details as any).marked === true && details.hasAttribute('open'))).toBe(
+      true,
+    );
+    expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
+    const session = await call('GET', '/v1/sessions/watched');
+    expect(await page.locator('#session-counts').textContent()).toContain(`${session.counts.items} items · 13 turns`);
+    expect(await page.locator('#strip-chart rect.bar-total').count()).toBe(13);
+    // Items appended by another client: the counts line.
+    await call('POST', '/v1/sessions/watched/items', { items: [{ type: 'message', role: 'user', content: 'note' }] });
+    await expect
+      .poll(() => page.locator('#session-counts').textContent(), { timeout: 30_000 })
+      .toContain(`${session.counts.items + 1} items`);
+    // A background turn: shown once claimed, then in its final state.
+    const queued = await call('POST', '/v1/sessions/watched/turns', { input: 'in the background', background: true });
+    await expect.poll(() => row(queued.turn).getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    expect(await page.locator('#timeline details.turn').count()).toBe(14);
+    expect(await page.locator('#live-state').isHidden()).toBe(true);
+    expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+
+  it('the session list shows a new session on top, and another session’s new totals', { timeout: 90_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'listed' });
+    const page = await open('#/');
+    const listed = page.locator('tr[data-id="listed"]');
+    await listed.waitFor();
+    expect(await listed.locator('td').nth(2).textContent()).toBe('0');
+    await call('POST', '/v1/sessions', { id: 'created-later' });
+    const created = page.locator('tr[data-id="created-later"]');
+    await created.waitFor({ timeout: 30_000 });
+    expect(await page.locator('#session-table tbody tr').first().getAttribute('data-id')).toBe('created-later');
+    await call('POST', '/v1/sessions/listed/turns', { input: 'hello' });
+    await expect.poll(() => listed.locator('td').nth(2).textContent(), { timeout: 30_000 }).toBe('1');
+    expect(await page.locator('tr[data-id="created-later"]').count()).toBe(1);
+    expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+
+  it('a poll answered 401 asks for the token, and the view comes back with what happened meanwhile', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'refused' });
+    await call('POST', '/v1/sessions/refused/turns', { input: 'first' });
+    const page = await open('#/s/refused');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    // The next read of the session (a poll) is refused, as once the token is revoked.
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/refused',
+      (route) =>
+        route.fulfill({ status: 401, contentType: 'application/json', body: '{"error":{"code":"unauthorized"}}' }),
+      { times: 1 },
+    );
+    await page.getByLabel('Bearer token').waitFor({ timeout: 30_000 });
+    expect(await page.locator('#token-error').textContent()).toBe(
+      'The API refused this token (401): check it and enter it again.',
+    );
+    await call('POST', '/v1/sessions/refused/turns', { input: 'second' });
+    await page.getByLabel('Bearer token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.locator('details.turn[data-turn="2"]').waitFor();
+    // Polling again: a third turn shows without a reload.
+    await call('POST', '/v1/sessions/refused/turns', { input: 'third' });
+    await page.locator('details.turn[data-turn="3"]').waitFor({ timeout: 30_000 });
+    expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+
+  it('a poll that cannot reach the API says so, and recovers', { timeout: 90_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'offline' });
+    await call('POST', '/v1/sessions/offline/turns', { input: 'first' });
+    const page = await open('#/s/offline');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/offline',
+      (route) => route.abort('internetdisconnected'),
+    );
+    const state = page.locator('#live-state');
+    await state.waitFor({ timeout: 30_000 });
+    expect(await page.locator('#live-message').textContent()).toMatch(
+      /^Live updates paused: the API could not be reached\. Trying again in \d+ s\.$/,
+    );
+    // What was shown stays.
+    expect(await page.locator('details.turn[data-turn="1"]').isVisible()).toBe(true);
+    await page.unrouteAll();
+    await call('POST', '/v1/sessions/offline/turns', { input: 'second' });
+    await page.getByRole('button', { name: 'Retry now' }).click();
+    await page.locator('details.turn[data-turn="2"]').waitFor({ timeout: 30_000 });
+    await state.waitFor({ state: 'hidden' });
+    expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+});

@@ -79,6 +79,28 @@ describe('the inspector follows what other clients do', () => {
     await page.context().close();
   });
 
+  it('a newest turn deleted by another client goes, and the turn numbered again in its place shows', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'trimmed' });
+    for (const input of ['one', 'two']) await call('POST', '/v1/sessions/trimmed/turns', { input });
+    const page = await open('#/s/trimmed');
+    const second = page.locator('#timeline details.turn[data-turn="2"]');
+    await second.waitFor();
+    await call('DELETE', '/v1/sessions/trimmed/turns/2');
+    await second.waitFor({ state: 'detached', timeout: 30_000 });
+    expect(await page.locator('#timeline details.turn').count()).toBe(1);
+    expect(await page.locator('#strip-chart rect.bar-total').count()).toBe(1);
+    await call('POST', '/v1/sessions/trimmed/turns', { input: 'two again' });
+    await second.waitFor({ timeout: 30_000 });
+    await second.locator('summary').click();
+    await expect
+      .poll(() => second.locator('.turn-output li pre').first().textContent())
+      .toBe('assistant: echo: two again');
+    expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+
   it('the session list shows a new session on top, and another session’s new totals', { timeout: 90_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'listed' });
     const page = await open('#/');

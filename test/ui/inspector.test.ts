@@ -542,9 +542,16 @@ describe('the inspector at /ui in Chromium', () => {
     const bar = page.locator('#strip-chart rect.bar-total title');
     expect(await bar.allTextContents()).toEqual(['turn 1: 0 chars, 0 reused']);
     expect(await page.locator('#cost-chart rect.bar-cost').count()).toBe(0);
-    release();
+    // Expanded while it runs, it stays expanded once it ended, with its output.
     const row = page.locator('#timeline details.turn[data-turn="1"]');
+    await row.locator('summary').click();
+    await row.locator('.turn-output').waitFor();
+    release();
     await expect.poll(() => row.getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    expect(await row.getAttribute('open')).toBe('');
+    await expect
+      .poll(() => row.locator('.turn-output li pre').first().textContent())
+      .toBe('assistant: Hello! How can I');
     const { context } = await call('GET', `/v1/sessions/${liveSession}/turns/1`);
     expect(context.prompt_chars).toBeGreaterThan(0);
     await expect

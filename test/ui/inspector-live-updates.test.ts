@@ -101,6 +101,41 @@ describe('the inspector follows what other clients do', () => {
     await page.context().close();
   });
 
+  it('a poll under way when another session opens draws nothing into it', { timeout: 90_000 }, async () => {
+    for (const id of ['left', 'opened']) {
+      await call('POST', '/v1/sessions', { id });
+      await call('POST', `/v1/sessions/${id}/turns`, { input: 'one' });
+    }
+    const page = await open('#/s/left');
+    await page.locator('#timeline details.turn[data-turn="1"]').waitFor();
+    // The poll's read of the newest turns (not the first page's 30) is held until the other session shows.
+    let held!: () => void;
+    const asked = new Promise<void>((resolve) => (held = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/left/turns' && url.searchParams.get('limit') !== '30',
+      async (route) => {
+        held();
+        await released;
+        await route.continue().catch(() => undefined);
+      },
+    );
+    await call('POST', '/v1/sessions/left/turns', { input: 'two' });
+    await asked;
+    await page.evaluate(() => (location.hash = '#/s/opened'));
+    await page.locator('#session-title', { hasText: 'Session opened' }).waitFor();
+    await page.locator('#timeline details.turn[data-turn="1"]').waitFor();
+    release();
+    // The next poll of the open session has run: the held answer, had it come, came before.
+    await page.waitForResponse((response) => new URL(response.url()).pathname === '/v1/sessions/opened', {
+      timeout: 30_000,
+    });
+    expect(await page.locator('#timeline details.turn').count()).toBe(1);
+    expect(await page.locator('#live-state').isHidden()).toBe(true);
+    await page.context().close();
+  });
+
   it('the session list shows a new session on top, and another session’s new totals', { timeout: 90_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'listed' });
     const page = await open('#/');

@@ -40,9 +40,11 @@ function showState(message: string | null): void {
 
 /**
  * Runs `step` on the schedule above until the view changes (the view's loaders stop it), and
- * returns a function that runs it at once.
+ * returns a function that runs it at once. `step` passes `signal` to its API calls: a step
+ * under way when the view changes is aborted, and draws nothing into the next view.
  */
-export function poll(step: () => Promise<void>): () => void {
+export function poll(step: (signal: AbortSignal) => Promise<void>): () => void {
+  const stop = new AbortController();
   let failures = 0;
   let stopped = false;
   let running = false;
@@ -56,7 +58,7 @@ export function poll(step: () => Promise<void>): () => void {
     running = true;
     clearTimeout(timer);
     try {
-      await step();
+      await step(stop.signal);
       failures = 0;
       if (!stopped) showState(null);
     } catch (error) {
@@ -76,6 +78,7 @@ export function poll(step: () => Promise<void>): () => void {
   $('live-retry').onclick = () => void run();
   keepLoader(() => {
     stopped = true;
+    stop.abort();
     clearTimeout(timer);
     document.removeEventListener('visibilitychange', onVisibility);
     showState(null);

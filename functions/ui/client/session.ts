@@ -79,12 +79,12 @@ export async function openSession(id: string): Promise<void> {
 function followSession(id: string, session: any, timeline: Timeline): void {
   const mark = (now: any) => JSON.stringify([now.counts, now.usage]);
   let seen = mark(session);
-  poll(async () => {
-    const now = await api(sessionPath(id));
+  poll(async (signal) => {
+    const now = await api(sessionPath(id), { signal });
     if (mark(now) === seen || !timeline.ready()) return;
     const counts = countsText(now);
     if ($('session-counts').textContent !== counts) $('session-counts').textContent = counts;
-    if (await timeline.newer(now.counts.turns)) void refreshQueue(id).catch(report);
+    if (await timeline.newer(now.counts.turns, signal)) void refreshQueue(id).catch(report);
     seen = mark(now);
   });
 }

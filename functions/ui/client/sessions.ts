@@ -16,8 +16,8 @@ export function listSessions(): void {
     return;
   }
   const body = $('session-table').querySelector('tbody')!;
-  const pageOf = (after: string | null) =>
-    api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+  const pageOf = (after: string | null, signal?: AbortSignal) =>
+    api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`, signal ? { signal } : {});
   let ready = false;
   paged(body, $('list-more'), 'sessions', async (after) => {
     const page = await pageOf(after);
@@ -25,8 +25,8 @@ export function listSessions(): void {
     return { rows: page.sessions.map(sessionRow), next: page.has_more ? page.next_after : null };
   });
   // Live updates (poll.ts): the first page again (one listing of the session index).
-  poll(async () => {
-    if (ready) mergeFirstPage(body, await pageOf(null));
+  poll(async (signal) => {
+    if (ready) mergeFirstPage(body, await pageOf(null, signal));
   });
 }
 

@@ -22,7 +22,7 @@ export interface Timeline {
    * the newer turns are read (one page, more only when over 100 came) and shown on top, and a
    * shown turn that is not followed is redrawn when it changed. Returns whether a turn came.
    */
-  newer(total: number): Promise<boolean>;
+  newer(total: number, signal: AbortSignal): Promise<boolean>;
 }
 
 interface Shown {
@@ -65,12 +65,14 @@ export function loadTimeline(id: string): Timeline {
   });
   return {
     ready: () => ready,
-    async newer(total) {
+    async newer(total, signal) {
       const newest = Math.max(0, ...shown.keys());
       const fetched: any[] = [];
       for (let before: number | null = null; ; ) {
         const limit = Math.min(100, Math.max(1, (before ?? total + 1) - Math.min(newest, total)));
-        const page = await api(sessionPath(id, `/turns?limit=${limit}${before ? `&before=${before}` : ''}`));
+        const page = await api(sessionPath(id, `/turns?limit=${limit}${before ? `&before=${before}` : ''}`), {
+          signal,
+        });
         fetched.push(...page.turns);
         if (!page.has_more || page.turns.length === 0 || page.turns.at(-1).turn <= newest) break;
         before = page.next_before;

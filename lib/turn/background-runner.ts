@@ -1,4 +1,4 @@
-import { NotFoundError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
+import { NotFoundError, TurnClosedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { journalTurn } from './journal.ts';
 import { errorRecord } from './receipt.ts';
@@ -101,8 +101,11 @@ async function runClaimedTurn(
     // A storage failure may still have closed the turn (its failed completion landed): then
     // its journal ends with the error too, and no other run comes.
     if ((stored.code !== 'storage_error' && stored.code !== 'internal_error') || (await closed(services, run))) {
-      // Stored and journaled as a client sees it (errorRecord): a provider's text is the log's.
-      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} failed`, error);
+      // Stored and journaled as a client sees it (errorRecord): a provider's text is the log's. A
+      // turn closed by someone else (a cancel, an interrupt, a lapsed lease) is one line, no stack.
+      const which = `background turn ${run.turn} of session ${run.session_id}`;
+      if (error instanceof TurnClosedError) services.log(`tailgate: ${which} stopped: ${error.code}`);
+      else services.log(`tailgate: ${which} failed`, error);
       journal.emit({ event: 'error', data: { error: stored }, cause: error });
       return outcome;
     }

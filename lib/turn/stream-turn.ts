@@ -1,4 +1,4 @@
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError, TurnClosedError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { errorRecord } from './receipt.ts';
 import { journalTurn } from './journal.ts';
@@ -55,6 +55,9 @@ export function streamTurn(
         if (started && error instanceof NotFoundError) {
           journal.drop();
           services.log(`tailgate: a streamed turn of session ${sessionId} stopped: the session was deleted`);
+        } else if (started && error instanceof TurnClosedError) {
+          // Closed by someone else (a cancel, an interrupt, a lapsed lease): one line, no stack.
+          services.log(`tailgate: a streamed turn of session ${sessionId} stopped: ${error.code}`);
         } else if (started) services.log('tailgate: streamed turn failed', error);
         push({ event: 'error', data: { error: errorRecord(error) }, cause: error });
       },

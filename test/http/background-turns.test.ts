@@ -72,7 +72,8 @@ function harnessFor(options: Partial<AppOptions>): HttpHarness & { options: AppO
 
 describe('background turns on Node', () => {
   it('a cancel stops the running turn: its call is aborted, its notices go back, nothing of it is stored', async () => {
-    const api = createClient(harnessFor({}));
+    const logs: { message: string; details: unknown }[] = [];
+    const api = createClient(harnessFor({ log: (message, details) => logs.push({ message, details }) }));
     const id = await api.session({ model: 'openai-compatible:fake', strategies: ['inbox'] });
     await api.post(`/v1/sessions/${id}/inbox`, { name: 'note.md', content: 'remember this' });
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id}`, background: true });
@@ -90,6 +91,13 @@ describe('background turns on Node', () => {
     expect(closedEarly.some((body) => body.includes(`hang ${id}`))).toBe(true);
     const receipt = (await api.get(`/v1/sessions/${id}/turns/1`)).body;
     expect(receipt).toMatchObject({ status: 'cancelled', error: { code: 'turn_cancelled' }, output: null });
+    // A cancel is no failure of the server: one line, no error with its stack.
+    for (let polls = 0; polls < 600 && !logs.some((log) => log.message.includes('background turn 1')); polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const stopped = logs.filter((log) => log.message.includes('background turn 1'));
+    expect(stopped).toEqual([
+      { message: `tailgate: background turn 1 of session ${id} stopped: turn_cancelled`, details: undefined },
+    ]);
     // The notice is delivered by the next turn.
     for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/inbox`)).body.pending.length === 0; polls++)
       await new Promise((resolve) => setTimeout(resolve, 20));

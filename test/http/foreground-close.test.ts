@@ -121,7 +121,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('a streamed turn cancelled ends with an error event turn_cancelled, journaled once', async () => {
-    const { closer, api, post, drain, calling, aborted, watch, renewalLater } = world(storeOf);
+    const { closer, api, post, drain, calling, aborted, watch, renewalLater, logs } = world(storeOf);
     const id = await api.session();
     const response = await post(`/v1/sessions/${id}/turns`, { input: 'slow one', stream: true });
     expect(response.status).toBe(200);
@@ -141,6 +141,10 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     const journaled = parseSse(await (await api.call('GET', `/v1/sessions/${id}/turns/1/events`)).body);
     expect(journaled.map((event) => event.event)).toEqual(['turn.started', 'output_text.delta', 'error']);
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled', output: null });
+    // A cancel is no failure of the server: one line, not 'streamed turn failed' with its stack.
+    expect(logs.filter((line) => line.includes('streamed turn'))).toEqual([
+      `tailgate: a streamed turn of session ${id} stopped: turn_cancelled`,
+    ]);
   });
 
   it('an interrupt aborts its model call and answers it 409 turn_cancelled; the new turn runs', async () => {

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { NotFoundError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
 import {
   FIRST_BACKOFF_MS,
@@ -204,6 +205,17 @@ describe('PackSchedule', () => {
     fail = true;
     await run();
     expect((logged.at(-1) as { failures: number; backoff_ms: number }).backoff_ms).toBe(FIRST_BACKOFF_MS);
+  });
+
+  it('a pack finding its session deleted logs nothing and backs nothing off', async () => {
+    const schedule = new PackSchedule(() => 0);
+    const logged: string[] = [];
+    const gone = async (): Promise<PackResult> => {
+      throw new NotFoundError('session s not found', { id: 's' });
+    };
+    await schedule.run('s', gone, (message) => logged.push(message), 'g1');
+    expect(logged).toEqual([]);
+    expect(schedule.backingOff('s', 'g1')).toBe(false);
   });
 
   it('a session deleted and created again does not wait out the backoff of the incarnation before', async () => {

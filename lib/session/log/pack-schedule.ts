@@ -1,3 +1,4 @@
+import { NotFoundError } from '../../errors.ts';
 import { backendOf, type ObjectStore } from '../../store/object-store.ts';
 import type { LogScope } from '../keys.ts';
 import type { LogItem, LogRecord } from '../records.ts';
@@ -248,6 +249,8 @@ export class PackSchedule {
       state.failures = 0;
       state.retryAt = 0;
     } catch (error) {
+      // A session deleted meanwhile is no failure: nothing is owed, nothing logged, no backoff.
+      if (error instanceof NotFoundError) return;
       // Failures of another incarnation do not count toward this one's backoff.
       if (this.#otherIncarnation(state, generation)) state.failures = 0;
       state.failedGeneration = generation;

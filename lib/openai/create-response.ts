@@ -11,6 +11,7 @@ import { takenUnder } from './failed-steps.ts';
 import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
+import { conversationTag, resentByKey, resentUnderConversation } from './conversation-resend.ts';
 import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
@@ -61,6 +62,8 @@ async function createStoredResponse(
      * by the first: lib/openai/failed-steps.ts).
      */
     after?: { turn: number; known: number; lastSeq: number; taken?: number | undefined };
+    /** A keyed retry under `conversation`: the items the request its key took resent (./conversation-resend.ts). */
+    keyedResent?: number;
   } = {},
 ): Promise<TailgateResponse | Response> {
   const { branch, fresh, after } = onto;
@@ -96,6 +99,12 @@ async function createStoredResponse(
   // Read with its newest turn: a conversation's newest turn aborted may be what this request retries.
   const read = match ? undefined : await services.sessions.getWithNewestTurn(sessionId);
   const session = match?.session ?? read!.session;
+  // Under `conversation`: the items its loop's previous step sent, resent, are not stored again
+  // (./conversation-resend.ts; a keyed retry's, those its key's request resent).
+  const scope = body.conversation ? loopScope(facade, prepared) : '';
+  const resentUnder =
+    onto.keyedResent ??
+    (body.conversation ? await resentUnderConversation(facade, session, read?.newestTurn, prepared, scope) : 0);
   // Without tools a tool_choice must name one of the conversation's. An unkeyed request is refused
   // now; a keyed one by the claim (`checkConfig`), after a retry's replay, so that a retry is answered
   // as its first request was whatever tools the conversation has since, and a refusal stores nothing.
@@ -118,14 +127,14 @@ async function createStoredResponse(
   // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts).
   const under =
     body.conversation && !body.background && read?.newestTurn?.status === 'failed'
-      ? await takenUnder(facade, session, prepared.items)
+      ? await takenUnder(facade, session, resentUnder > 0 ? prepared.history.slice(resentUnder) : prepared.items)
       : undefined;
   const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
   // What the input sent beyond what the conversation holds (the items it resent counted as the
   // client holds them, compaction items left out), then what is stored of it. The conversation's
   // current compaction item sent back to it (under `conversation`, or previous_response_id naming
   // its newest response) is its own too: it stands for nothing new, and the items are stored as sent.
-  const known = match?.known ?? after?.known ?? 0;
+  const known = match?.known ?? after?.known ?? resentUnder;
   const sentBack =
     !whole && !branch && known === 0 && prepared.compactions.length > 0 && prepared.history.length > 0
       ? await ownCompactions(facade, sessionId, prepared.compactions)
@@ -162,6 +171,7 @@ async function createStoredResponse(
     ...(match?.lastSeq !== undefined ? { resent: resentHistory(prepared, sessionId, match.known, match.lastSeq) } : {}),
     ...(after?.known ? { resent: resentHistory(prepared, sessionId, after.known, after.lastSeq) } : {}),
     ...(tag !== undefined ? { loop: tag } : {}),
+    ...(body.conversation ? { loop: conversationTag(sessionId, scope, prepared.history) } : {}),
     // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
     ...(whole
       ? {
@@ -214,6 +224,10 @@ async function createStoredResponse(
     const keyedStep = error instanceof IdempotencyKeyReusedError && tag && afterTurn !== undefined && !branch && !after;
     const replayed = keyedStep ? await resentAfter(facade, sessionId, afterTurn, prepared, tag, error.turn) : undefined;
     if (replayed) return createStoredResponse(facade, prepared, idempotencyKey, { after: replayed });
+    // So is a keyed retry of a step under `conversation` that resent what its loop sent before.
+    const keyedUnder = error instanceof IdempotencyKeyReusedError && body.conversation && !onto.keyedResent;
+    const keyedResent = keyedUnder ? await resentByKey(facade, sessionId, error.turn, prepared, scope) : 0;
+    if (keyedResent) return createStoredResponse(facade, prepared, idempotencyKey, { keyedResent });
     if (!(error instanceof NotNewestTurnError && body.previous_response_id && tag && afterTurn !== undefined))
       throw error;
     if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);

@@ -88,7 +88,7 @@ export async function resentAfter(
  * streamed step (no output; at most MAX_FAILED_TURNS), which the caller judges as retries of it
  * (lib/openai/failed-steps.ts).
  */
-async function endedBefore(
+export async function endedBefore(
   facade: Facade,
   sessionId: string,
   afterTurn: number,

@@ -291,7 +291,10 @@ export interface StoredContext {
   history?: { before: readonly ClientItem[]; replaced: string | undefined; scope: string };
   /** What of the conversation the input resent (answered as `tailgate.resent`): input_items lists it. */
   resent?: ResentHistory;
-  /** With `previous_response_id`: the tag of the request's loop, kept with the response (./sessions.ts loopTag). */
+  /**
+   * With `previous_response_id`: the tag of the request's loop, kept with the response (./sessions.ts
+   * loopTag); with `conversation`, its input's (./conversation-resend.ts conversationTag).
+   */
   loop?: string;
 }
 

@@ -31,7 +31,8 @@ import { turnAsItStands } from '../turn/journal.ts';
  * completed_at included. An object of another response under its key is of a deleted turn
  * whose number this one took (a delete that stopped before removing it): it is replaced. A
  * failed write is logged: GET then rebuilds the response from the session. `loop`, the tag of
- * the loop its request was a step of (./sessions.ts loopTag), is kept with it, never answered.
+ * the loop its request was a step of (./sessions.ts loopTag, or under `conversation` its input's:
+ * ./conversation-resend.ts), is kept with it, never answered.
  */
 export async function saveResponse(
   facade: Facade,

@@ -3,7 +3,7 @@ import { generateText, stepCountIs, tool } from 'ai';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { clientOnFakeOpenAI, TOKEN } from './server.ts';
+import { chatCompletion as completion, clientOnFakeOpenAI, TOKEN } from './server.ts';
 
 /**
  * `item_reference` input items: the AI SDK (`store: true`, its default) sends a stored
@@ -13,19 +13,6 @@ import { clientOnFakeOpenAI, TOKEN } from './server.ts';
 
 // An OpenAI model on a loopback fake provider: with tools offered and the user last, a preamble
 // and a tool call (as Claude often answers); else text.
-function completion(message: Record<string, unknown>, finish: string) {
-  return {
-    id: 'chatcmpl-1',
-    object: 'chat.completion',
-    created: 1,
-    model: 'gpt-4o-mini',
-    choices: [
-      { index: 0, message: { role: 'assistant', refusal: null, ...message }, logprobs: null, finish_reason: finish },
-    ],
-    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-  };
-}
-
 const world = clientOnFakeOpenAI((request) => {
   const { messages, tools } = request.body;
   if (messages.at(-1).role === 'user' && tools?.length) {

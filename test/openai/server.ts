@@ -176,3 +176,17 @@ export function echoedThen(said: string, next: string) {
     { role: 'user' as const, content: next },
   ];
 }
+
+/** A Chat Completions answer of a fake OpenAI provider: the assistant `message`, ending with `finish`. */
+export function chatCompletion(message: Record<string, unknown>, finish: string) {
+  return {
+    id: 'chatcmpl-1',
+    object: 'chat.completion',
+    created: 1,
+    model: 'gpt-4o-mini',
+    choices: [
+      { index: 0, message: { role: 'assistant', refusal: null, ...message }, logprobs: null, finish_reason: finish },
+    ],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  };
+}

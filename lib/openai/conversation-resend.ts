@@ -1,0 +1,78 @@
+import type { ClientItem } from '../items.ts';
+import type { SessionRecord } from '../session/fields.ts';
+import type { Facade } from './facade.ts';
+import { canonical } from './history-items.ts';
+import type { RequestInput } from './responses.ts';
+import { endedBefore } from './resent-after.ts';
+import { loopTag } from './sessions.ts';
+import { keptOfTurn } from './stored-responses.ts';
+
+/**
+ * A tool loop under `conversation` that resends what it sent before (the AI SDK's `generateText`
+ * or `streamText` with tools and `providerOptions.openai.conversation`): on every step the SDK
+ * leaves out the items the model made (they have ids) but sends again every item it made itself,
+ * the step's messages and every tool output so far, then the new tool outputs. Stored as sent,
+ * the conversation would hold the messages once per step and a later step would answer a call
+ * twice. Each response to a request under `conversation` keeps the tag of its input (how many
+ * items it held, and their hash in the loop's scope, ./history-index.ts loopScope: the caller,
+ * metadata, user...), never answered; a request whose input begins with exactly the items the
+ * conversation's newest response was sent, in the same scope, with nothing appended since and
+ * at least one item after them, is that loop's next step: only the items after them are stored.
+ * Any other input (a client sending only its new items, another end user's request) is stored
+ * as sent.
+ */
+
+/** The tag a response under `conversation` keeps: its input's items (compaction items left out) and scope. */
+export function conversationTag(sessionId: string, scope: string, items: readonly ClientItem[]): string {
+  return `${items.length}:${loopTag(sessionId, JSON.stringify([scope, items.map((item) => canonical(item))]))}`;
+}
+
+/**
+ * How many of the input's items (`history`) the request resent, as its loop's previous step sent
+ * them to a response of `session`: its newest (a completed turn with nothing appended after it),
+ * or the one before the failed attempts of the step this request retries, or before an `abort`
+ * notice's refusal of it (./resent-after.ts endedBefore; the caller judges those turns as for
+ * any request under `conversation`: ./failed-steps.ts takenUnder, ./aborted-retry.ts); 0 when it
+ * resent none. Reads the newest turn, the one before its attempts, and that one's kept object (a
+ * request of two items or more, none a compaction item).
+ */
+export async function resentUnderConversation(
+  facade: Facade,
+  session: SessionRecord,
+  newest: { turn: number } | null | undefined,
+  input: Pick<RequestInput, 'history' | 'compactions'>,
+  scope: string,
+): Promise<number> {
+  const { history, compactions } = input;
+  if (history.length < 2 || compactions.length > 0 || !newest) return 0;
+  const { turn, ended } = await endedBefore(facade, session.id, 0, newest.turn);
+  const kept = ended.status === 'completed' ? await keptOfTurn(facade, session.id, turn) : undefined;
+  const appended = turn === newest.turn && ended.output?.last_seq !== session.counts.items;
+  if (!kept || appended || kept.ref.outputSeq !== ended.output?.first_seq) return 0;
+  const known = Number(kept.loop?.split(':')[0]);
+  if (!Number.isInteger(known) || known < 1 || known >= history.length) return 0;
+  return conversationTag(session.id, scope, history.slice(0, known)) === kept.loop ? known : 0;
+}
+
+/**
+ * A keyed request under `conversation` whose key took turn `keyTurn` with other items: how many
+ * of the input's items the request that took it resent (its response kept this input's tag, and
+ * its turn stored the items after them), so that its retry, claiming those items again, is
+ * replayed; 0 when it is no such retry. Two reads (the kept object and the turn).
+ */
+export async function resentByKey(
+  facade: Facade,
+  sessionId: string,
+  keyTurn: number,
+  input: Pick<RequestInput, 'history'>,
+  scope: string,
+): Promise<number> {
+  const { history } = input;
+  const [kept, turn] = await Promise.all([
+    keptOfTurn(facade, sessionId, keyTurn),
+    facade.services.sessions.getTurn(sessionId, keyTurn),
+  ]);
+  if (kept?.loop !== conversationTag(sessionId, scope, history) || !turn.input) return 0;
+  const known = history.length - (turn.input.last_seq - turn.input.first_seq + 1);
+  return Math.max(known, 0);
+}

@@ -1,9 +1,11 @@
 import { createOpenAI } from '@ai-sdk/openai';
+import { Agent, OpenAIProvider, Runner, tool as agentsTool } from '@openai/agents';
 import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { RecordedRequest } from '../support/fake-providers/fake-provider-server.ts';
 import { chatCompletion as completion, clientOnFakeOpenAI, TOKEN } from './server.ts';
+import { agentsTracingOff } from './agents-tracing.ts';
 
 // A tool loop under `conversation` whose client resends what it sent before (the AI SDK's
 // generateText and streamText with providerOptions.openai.conversation, lib/openai/conversation-resend.ts):
@@ -43,6 +45,7 @@ function reply(request: RecordedRequest) {
   return { sse: `${body}data: [DONE]\n\n` };
 }
 
+agentsTracingOff();
 const world = clientOnFakeOpenAI(reply);
 const lookup = { lookup: tool({ inputSchema: z.object({ n: z.number() }), execute: async ({ n }) => `result ${n}` }) };
 /** The tool, as the openai client sends it. */
@@ -222,5 +225,23 @@ describe('a tool loop under conversation that resends its items', () => {
     await client.responses.create({ ...body, input: resentStep(first, 3) });
     expect((await client.responses.create(body, { headers })).id).toBe(answered.id);
     expect(await itemsOf(conversation)).toEqual(loopItems(first).slice(0, 6));
+  });
+
+  it("@openai/agents' run under conversationId, which sends only its new items: each stored once", async () => {
+    const conversation = (await world.client.conversations.create({})).id;
+    const agentTool = agentsTool({
+      name: 'lookup',
+      description: 'Looks it up',
+      parameters: z.object({ n: z.number() }),
+      execute: async ({ n }) => `result ${n}`,
+    });
+    const agent = new Agent({ name: 'looker', model: 'gpt-4o-mini', tools: [agentTool] });
+    const provider = new OpenAIProvider({ openAIClient: world.client, useResponses: true });
+    const runner = new Runner({ modelProvider: provider, tracingDisabled: true });
+    const first = 'look it up (agents)';
+    const result = await runner.run(agent, first, { conversationId: conversation, maxTurns: TOOL_STEPS + 2 });
+    expect(result.finalOutput).toBe(`done after ${TOOL_STEPS}`);
+    expect(await itemsOf(conversation)).toEqual(loopItems(first));
+    expect(prompts(first)).toEqual(Array.from({ length: TOOL_STEPS + 1 }, (_, step) => stepPrompt(first, step + 1)));
   });
 });

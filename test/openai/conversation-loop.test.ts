@@ -4,7 +4,7 @@ import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { RecordedRequest } from '../support/fake-providers/fake-provider-server.ts';
-import { chatCompletion as completion, clientOnFakeOpenAI, TOKEN } from './server.ts';
+import { chatCompletion as completion, clientOnFakeOpenAI, tailgatePost, TOKEN } from './server.ts';
 import { agentsTracingOff } from './agents-tracing.ts';
 
 // A tool loop under `conversation` whose client resends what it sent before (the AI SDK's
@@ -243,5 +243,19 @@ describe('a tool loop under conversation that resends its items', () => {
     expect(result.finalOutput).toBe(`done after ${TOOL_STEPS}`);
     expect(await itemsOf(conversation)).toEqual(loopItems(first));
     expect(prompts(first)).toEqual(Array.from({ length: TOOL_STEPS + 1 }, (_, step) => stepPrompt(first, step + 1)));
+  });
+
+  it('a step an abort notice refused, resent again, is refused again: its items stored once', async () => {
+    const { client } = world;
+    const conversation = (await client.conversations.create({})).id;
+    const first = 'look it up (aborted)';
+    await client.responses.create({ model: 'gpt-4o-mini', conversation, tools, input: first });
+    await tailgatePost(world.tailgate.baseURL, `/sessions/${conversation}/inbox`, { name: 'abort', content: 'stop' });
+    const step = { model: 'gpt-4o-mini', conversation, tools, input: resentStep(first, 2) };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const refused = await client.responses.create(step).catch((error: unknown) => error);
+      expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    }
+    expect(await itemsOf(conversation)).toEqual(loopItems(first).slice(0, 3));
   });
 });

@@ -16,7 +16,7 @@ import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedR
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
-import { branchResentAfter, ownCompactions, resentAfter } from './resent-after.ts';
+import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { keptObject, openaiTools } from './stored-responses.ts';
@@ -122,25 +122,22 @@ async function createStoredResponse(
   }
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
-  // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
-  // (Not in the background: a response id names its first input seq, which a retake has not.)
-  // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts).
-  const under =
-    body.conversation && !body.background && read?.newestTurn?.status === 'failed'
-      ? await takenUnder(facade, session, resentUnder > 0 ? prepared.history.slice(resentUnder) : prepared.items)
-      : undefined;
-  const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
   // What the input sent beyond what the conversation holds (the items it resent counted as the
   // client holds them, compaction items left out), then what is stored of it. The conversation's
   // current compaction item sent back to it (under `conversation`, or previous_response_id naming
   // its newest response) is its own too: it stands for nothing new, and the items are stored as sent.
   const known = match?.known ?? after?.known ?? resentUnder;
-  const sentBack =
-    !whole && !branch && known === 0 && prepared.compactions.length > 0 && prepared.history.length > 0
-      ? await ownCompactions(facade, sessionId, prepared.compactions)
-      : false;
-  const resend = match || known > 0 || sentBack ? 'history' : 'items';
+  const resend = match ? 'history' : whole || branch ? 'items' : await storedList(facade, sessionId, prepared, known);
   const sent = prepared[resend].slice(known);
+  // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
+  // (Not in the background: a response id names its first input seq, which a retake has not.)
+  // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts),
+  // compared as that attempt stored them (without its own compaction item sent back).
+  const under =
+    body.conversation && !body.background && read?.newestTurn?.status === 'failed'
+      ? await takenUnder(facade, session, sent)
+      : undefined;
+  const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
   const items = sent.slice(taken);
   const positions = prepared.positions[resend].slice(known).slice(taken);
   const retried =
@@ -279,7 +276,9 @@ async function continuation(
   if (keyed) return undefined;
   const [since, known, lastSeq] =
     typeof resent === 'object' ? [resent.turn, resent.known, resent.lastSeq] : [resent, 0, 0];
-  const retried = await retriedAfter(facade, sessionId, since, prepared[known > 0 ? 'history' : 'items'].slice(known));
+  // Compared as the attempts stored it (the conversation's own compaction item not stored).
+  const stored = await storedList(facade, sessionId, prepared, known);
+  const retried = await retriedAfter(facade, sessionId, since, prepared[stored].slice(known));
   if (retried?.aborted) throw await refusedAgain(facade, sessionId, retried.newest);
   // (Not in the background: a response id names its first input seq, which a retake has not.)
   return retried?.taken && !prepared.body.background

@@ -131,6 +131,26 @@ export async function ownCompactions(
 }
 
 /**
+ * Which list of the input a request to `sessionId` stores after the `known` items it resent:
+ * `history` (the items as the client holds them, compaction items left out) past a resend, or
+ * when every compaction item it sent is the conversation's current one (ownCompactions: one
+ * read), which stands for nothing new; else `items`, a summary for what a compaction item replaced.
+ */
+export async function storedList(
+  facade: Facade,
+  sessionId: string,
+  input: ResentInput,
+  known: number,
+): Promise<'history' | 'items'> {
+  if (known > 0) return 'history';
+  const sentBack =
+    input.compactions.length > 0 &&
+    input.history.length > 0 &&
+    (await ownCompactions(facade, sessionId, input.compactions));
+  return sentBack ? 'history' : 'items';
+}
+
+/**
  * A loop under a fixed `previous_response_id` that names an older response than its
  * conversation's newest branches on its first step, into a fork of the conversation at that
  * response, and its next steps send that id again with every item since: the items the fork

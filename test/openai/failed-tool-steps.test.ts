@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, tailgateGet, tailgatePost, TOKEN } from './server.ts';
+import { compactingResponse, startTailgate, tailgateGet, tailgatePost, TOKEN } from './server.ts';
 
 // A tool loop's step (function_call_outputs answering the calls of the response before) whose
 // streamed attempt failed after its first event: the attempt stays with its input, and a resend
@@ -144,4 +144,44 @@ describe('a resent tool step whose streamed attempt failed', () => {
     const listed = await client.responses.inputItems.list(retried.id, { order: 'asc' });
     expect(listed.data.map((item) => item.type)).toEqual(['function_call_output']);
   });
+});
+
+describe("a tool step resending its conversation's own compaction item", () => {
+  it.each(['conversation', 'previous_response_id'] as const)(
+    'retried under %s after a failed streamed attempt takes the step again, the outputs stored once',
+    async (how) => {
+      const first = await compactingResponse(client, 'alpha');
+      const conversation = first.conversation!.id;
+      const compacted = await compactingResponse(client, 'bravo', { after: first.id });
+      const compaction = compacted.output.find((item) => item.type === 'compaction');
+      expect(compaction).toBeDefined();
+      const ask = 'call get_weather {"city":"Cairo"}';
+      const called = await client.responses.create({ model: 'echo', conversation, input: ask, tools });
+      const call = called.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+      const answer = { type: 'function_call_output' as const, call_id: call.call_id, output: '10C' };
+      const asked = {
+        ...(how === 'conversation' ? { conversation } : { previous_response_id: called.id }),
+        input: [compaction as OpenAI.Responses.ResponseInputItem, answer],
+        tools,
+      };
+      const failed = await client.responses.create({ model: 'unreachable', ...asked, stream: true });
+      for await (const event of failed) expect(event.type).not.toBe('response.completed');
+      const retried = await client.responses.create({ model: 'echo', ...asked });
+      expect(retried.conversation!.id).toBe(conversation);
+      expect(retried.output_text).toBe(`echo: ${ask}`);
+      // The answer stored once, and no summary stored as a message.
+      const items = await client.conversations.items.list(conversation, { order: 'asc', limit: 100 });
+      expect(items.data.map((item) => item.type)).toEqual([
+        'message',
+        'message',
+        'compaction',
+        'message',
+        'message',
+        'message',
+        'function_call',
+        'function_call_output',
+        'message',
+      ]);
+    },
+  );
 });

@@ -109,7 +109,8 @@ export async function endedBefore(
  * Whether every compaction item `sent` is one of the session's own: its id names the session and
  * a compaction of it, sent with that compaction's summary. With `since`, one that started the
  * session's context after that seq (one listing of its compactions and a read of each since it,
- * SessionLog.contextAt); without, the session's current compaction (one read).
+ * however many items were sent: SessionLog.contextsAfter); without, the session's current
+ * compaction (one read).
  */
 export async function ownCompactions(
   facade: Facade,
@@ -117,17 +118,14 @@ export async function ownCompactions(
   sent: ResentInput['compactions'],
   since?: number,
 ): Promise<boolean> {
+  const named = sent.map(({ id, summary }) => ({ start: id === null ? undefined : parseCompactionId(id), summary }));
+  if (named.some(({ start }) => start?.sessionId !== sessionId || start.startSeq <= (since ?? 0))) return false;
+  if (named.length === 0) return true;
   const { sessions } = facade.services;
-  const current = since === undefined && sent.length > 0 ? await sessions.currentContext(sessionId) : undefined;
-  const owned = await Promise.all(
-    sent.map(async ({ id, summary }) => {
-      const start = id === null ? undefined : parseCompactionId(id);
-      if (start?.sessionId !== sessionId || start.startSeq <= (since ?? 0)) return false;
-      const stored = since === undefined ? current : await sessions.contextAt(sessionId, start.startSeq);
-      return stored?.start_seq === start.startSeq && stored.summary === summary;
-    }),
-  );
-  return owned.every(Boolean);
+  const current = since === undefined ? await sessions.currentContext(sessionId) : undefined;
+  const stored = current === undefined ? await sessions.contextsAfter(sessionId, since!) : current ? [current] : [];
+  const summaries = new Map(stored.map((context) => [context.start_seq, context.summary]));
+  return named.every(({ start, summary }) => summaries.get(start!.startSeq) === summary);
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   commitTurnContext,
   compact,
   contextAt,
+  contextsAfter,
   currentContext,
   turnContext,
   type Compacted,
@@ -196,6 +197,14 @@ export class SessionLog extends SessionLogRunning {
    */
   async contextAt(id: string, startSeq: number): Promise<ContextStart | null> {
     return contextAt(this.log, await this.scope(id), startSeq);
+  }
+
+  /**
+   * The compactions of the session that start after seq `seq`, newest first: contextAt's walk,
+   * one list per incarnation of its history and a read of each such compaction (and of the one before).
+   */
+  async contextsAfter(id: string, seq: number): Promise<ContextStart[]> {
+    return contextsAfter(this.log, await this.scope(id), seq);
   }
 
   /**

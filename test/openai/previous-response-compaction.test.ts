@@ -1,11 +1,13 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, type ModelMessage, stepCountIs, streamText, tool } from 'ai';
-import type OpenAI from 'openai';
+import OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { SUMMARY_HEADER } from '../../lib/compaction/summary-transcript.ts';
-import { clientOnTailgate, long, tailgateGet, TOKEN } from './server.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ListOptions } from '../../lib/store/object-store.ts';
+import { clientOnTailgate, long, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // A loop across a compaction (context_management): under a fixed previous_response_id (the AI
 // SDK's previousResponseId with tools), resending its whole history, and under `conversation`.
@@ -54,6 +56,22 @@ function sdkCompaction(content: readonly { type: string }[]): { id: string; encr
   const { itemId, encryptedContent } = part?.providerMetadata?.openai ?? {};
   expect(itemId).toBeDefined();
   return { id: itemId!, encrypted_content: encryptedContent! };
+}
+
+/**
+ * A first response, then one under previous_response_id naming it that compacted: its input (to
+ * append to), the response and its compaction item.
+ */
+async function compactedAfterFirst(client: OpenAI) {
+  const first = await client.responses.create({ model: 'echo', input: long('alpha') });
+  const input: OpenAI.Responses.ResponseInputItem[] = [{ role: 'user', content: long('bravo') }];
+  const compacted = await client.responses.create({
+    model: 'echo',
+    previous_response_id: first.id,
+    input,
+    context_management: compactAt100,
+  });
+  return { first, input, compacted, compaction: compactionOf(compacted.output) };
 }
 
 const CALL = 'call get_weather {"city":"Paris"}';
@@ -161,16 +179,8 @@ describe('a loop under a fixed previous_response_id across a compaction', () => 
 
   it('a compaction item whose summary was edited is no resend: the conversation is left as it was', async () => {
     const { client } = world;
-    const first = await client.responses.create({ model: 'echo', input: long('alpha') });
+    const { first, input, compacted, compaction } = await compactedAfterFirst(client);
     const conversation = first.conversation!.id;
-    const input: OpenAI.Responses.ResponseInputItem[] = [{ role: 'user', content: long('bravo') }];
-    const compacted = await client.responses.create({
-      model: 'echo',
-      previous_response_id: first.id,
-      input,
-      context_management: compactAt100,
-    });
-    const compaction = compactionOf(compacted.output);
     const before = await shapesOf(conversation);
     input.push(...(compacted.output.slice(0, -1) as OpenAI.Responses.ResponseInputItem[]));
     input.push({ ...compaction, encrypted_content: 'something else' }, { role: 'user', content: 'next' });
@@ -237,5 +247,31 @@ describe('the same loop across a compaction without previous_response_id, and un
       'last',
       'echo: last',
     ]);
+  });
+});
+
+describe('the compaction items a step resends are read once', () => {
+  it("a step resending its compaction item many times lists the conversation's compactions once", async () => {
+    const lists: string[] = [];
+    const store = new (class extends MemoryStore {
+      override list(prefix: string, options?: ListOptions) {
+        lists.push(prefix);
+        return super.list(prefix, options);
+      }
+    })();
+    const tailgate = await startTailgate({}, store);
+    try {
+      const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+      const { first, input, compacted, compaction } = await compactedAfterFirst(client);
+      input.push(...(compacted.output as OpenAI.Responses.ResponseInputItem[]));
+      // Sent 40 times over (an item of its own each time): one listing of the compactions, not one each.
+      const sent = [...input, ...Array(40).fill(compaction), { role: 'user' as const, content: 'next' }];
+      lists.length = 0;
+      const response = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: sent });
+      expect(response.conversation!.id).toBe(first.conversation!.id);
+      expect(lists.filter((prefix) => prefix.includes('/context/'))).toHaveLength(1);
+    } finally {
+      await tailgate.close();
+    }
   });
 });

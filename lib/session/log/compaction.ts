@@ -119,6 +119,27 @@ export async function turnContext(log: LogContext, scope: LogScope, record: numb
  * `startSeq`, or one starts before it (a later compaction never starts before an earlier one).
  */
 export async function contextAt(log: LogContext, scope: LogScope, startSeq: number): Promise<ContextStart | null> {
+  let found: ContextStart | null = null;
+  await walkContexts(log, scope, (context) => {
+    if (context.start_seq === startSeq) found = context;
+    return context.start_seq <= startSeq;
+  });
+  return found;
+}
+
+/** See SessionLog.contextsAfter: contextAt's walk, back to the first compaction starting at or before `seq`. */
+export async function contextsAfter(log: LogContext, scope: LogScope, seq: number): Promise<ContextStart[]> {
+  const found: ContextStart[] = [];
+  await walkContexts(log, scope, (context) => {
+    if (context.start_seq <= seq) return true;
+    found.push(context);
+    return false;
+  });
+  return found;
+}
+
+/** Reads the session's compactions newest first, PARALLEL_GETS at a time, until `done` says so. */
+async function walkContexts(log: LogContext, scope: LogScope, done: (context: ContextStart) => boolean) {
   const lineage = [
     { held: scope, upTo: Number.POSITIVE_INFINITY },
     ...(scope.ancestors ?? []).map((point) => ({ held: ancestorScope(log.keyPrefix, point), upTo: point.record })),
@@ -134,15 +155,12 @@ export async function contextAt(log: LogContext, scope: LogScope, startSeq: numb
       // PARALLEL_GETS at a time, looked at in order: a few round trips for many compactions.
       for (let at = 0; at < records.length; at += PARALLEL_GETS) {
         const batch = records.slice(at, at + PARALLEL_GETS);
-        for (const context of await Promise.all(batch.map((record) => turnContext(log, held, record)))) {
-          if (context && context.start_seq < startSeq) return null;
-          if (context?.start_seq === startSeq) return context;
-        }
+        for (const context of await Promise.all(batch.map((record) => turnContext(log, held, record))))
+          if (context && done(context)) return;
       }
       cursor = page.truncated ? page.cursor : undefined;
     } while (cursor);
   }
-  return null;
 }
 
 async function storeContext(

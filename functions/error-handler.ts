@@ -2,7 +2,7 @@ import type { Context, ErrorHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { ZodError } from 'zod';
-import { clientError, InvalidRequestError, TailgateError, type ErrorCode } from '../lib/errors.ts';
+import { clientError, InvalidRequestError, ReplayedError, TailgateError, type ErrorCode } from '../lib/errors.ts';
 
 /**
  * The one map from lib/ error codes to HTTP statuses (docs/API.md, "Conventions"). lib/ knows no
@@ -76,13 +76,18 @@ function logError(message: string, error: unknown): void {
 }
 
 /**
- * The headers of an error answer: an `aborted` one says `x-should-retry: false` (the header
- * the official OpenAI clients obey), so a client does not retry the turn an `abort` notice stopped;
- * a model failure whose provider said when to come back (`details.retry_after_seconds`) says
- * `Retry-After`.
+ * The headers of `thrown`'s answer, whose body says `error`: an `aborted` one says
+ * `x-should-retry: false` (the header the official OpenAI clients obey), so a client does not
+ * retry the turn an `abort` notice stopped, and so does a failed turn's answer replayed under its
+ * Idempotency-Key (a retry under that key gets the same answer); a model failure whose provider
+ * said when to come back (`details.retry_after_seconds`) says `Retry-After`, when it happened,
+ * not in its replay (that wait is past, and the key's retry cannot pass).
  */
-export function errorHeaders(error: { code: string | null; details?: unknown }): Record<string, string> {
-  if (error.code === 'aborted') return { 'x-should-retry': 'false' };
+export function errorHeaders(
+  error: { code: string | null; details?: unknown },
+  thrown: unknown,
+): Record<string, string> {
+  if (error.code === 'aborted' || thrown instanceof ReplayedError) return { 'x-should-retry': 'false' };
   const retryAfter = (error.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
   return error.code === 'model_error' && typeof retryAfter === 'number' ? { 'retry-after': String(retryAfter) } : {};
 }
@@ -91,7 +96,7 @@ export function errorHeaders(error: { code: string | null; details?: unknown }):
 export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
   return (error, c) => {
     const { status, body } = errorBody(error, log);
-    return c.json(body, status, errorHeaders(body.error));
+    return c.json(body, status, errorHeaders(body.error, error));
   };
 }
 

@@ -112,3 +112,30 @@ describe('a provider still busy after the retries', () => {
     expect(turn.body.error.details).toEqual({ model: 'openai-compatible:fake-model', status: 500 });
   });
 });
+
+describe('a failed turn replayed under its Idempotency-Key', () => {
+  // The replay answers the stored failure again, whenever it comes: the provider's wait is long
+  // past, and a retry under the same key can only get the same answer. (A failed response of
+  // the OpenAI-compatible routes is taken out of its conversation: its retry calls the model again.)
+  const busy: FakeReply = {
+    status: 429,
+    headers: { 'retry-after': '7' },
+    json: { error: { message: 'Rate limit reached', type: 'rate_limit_error' } },
+  };
+
+  it('says no Retry-After and x-should-retry: false', async () => {
+    next = busy;
+    const id = await api.session({ model: 'openai-compatible:fake-model' });
+    const headers = { 'idempotency-key': `replay-${id}` };
+    const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' }, headers);
+    expect(first.status).toBe(502);
+    expect(first.headers.get('retry-after')).toBe('7');
+    const calls = provider.requests.length;
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' }, headers);
+    expect(provider.requests.length).toBe(calls);
+    expect(again.status).toBe(502);
+    expect(again.body.error).toEqual(first.body.error);
+    expect(again.headers.get('retry-after')).toBeNull();
+    expect(again.headers.get('x-should-retry')).toBe('false');
+  });
+});

@@ -91,7 +91,7 @@ export function withOpenAIErrors(fallback: ErrorHandler, log: (message: string, 
   return (error, c: Context) => {
     if (!OPENAI_PATH.test(c.req.path)) return fallback(error, c);
     const { status, body } = openaiErrorBody(error, log);
-    return c.json(body, status, errorHeaders(body.error));
+    return c.json(body, status, errorHeaders(body.error, error));
   };
 }
 

@@ -28,8 +28,12 @@ export class ModelContextTooLargeError extends TailgateError {
   }
 }
 
-/** What a provider says when the prompt is over the model's window: OpenAI's code, Anthropic's text. */
-const CONTEXT_OVERFLOW = /context_length_exceeded|prompt is too long|maximum context length/i;
+/**
+ * What a provider says when the prompt is over the model's window: OpenAI's code, Anthropic's
+ * texts (the prompt alone, or with the output room asked for: `max_tokens`), and the
+ * OpenAI-compatible servers' "maximum context length".
+ */
+const CONTEXT_OVERFLOW = /context_length_exceeded|prompt is too long|exceed context limit|maximum context length/i;
 /** The statuses whose `Retry-After` says when the provider takes calls again. */
 const BUSY_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
 

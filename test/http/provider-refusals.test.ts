@@ -55,6 +55,16 @@ const overflow = {
     type: 'error',
     error: { type: 'invalid_request_error', message: 'prompt is too long: 208310 tokens > 200000 maximum' },
   },
+  // The prompt fits, but not with the output room the call asks for (max_tokens).
+  'anthropic:claude-opus-4-1': {
+    type: 'error',
+    error: {
+      type: 'invalid_request_error',
+      message:
+        'input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000, ' +
+        'decrease input length or `max_tokens` and try again',
+    },
+  },
 };
 
 describe('a provider refusing the prompt as over its window', () => {
@@ -74,11 +84,13 @@ describe('a provider refusing the prompt as over its window', () => {
     expect(response.body.error).toMatchObject({ code: 'context_length_exceeded', type: 'invalid_request_error' });
   });
 
-  it('another 400 stays a 502 model_error', async () => {
-    next = {
-      status: 400,
-      json: { error: { message: 'Invalid value for temperature', type: 'invalid_request_error' } },
-    };
+  it.each([
+    'Invalid value for temperature',
+    // Names the window, but refuses a parameter, not the prompt.
+    "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 128000 (the model's " +
+      'context window), but got 300000 instead.',
+  ])('another 400 stays a 502 model_error: %s', async (message) => {
+    next = { status: 400, json: { error: { message, type: 'invalid_request_error' } } };
     const id = await api.session({ model: 'openai-compatible:fake-model' });
     const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
     expect(turn.status).toBe(502);

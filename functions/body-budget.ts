@@ -13,8 +13,11 @@ import type { AppEnv } from './router.ts';
  * every other body until its request timed out). A body whose Content-Length would not fit
  * beside the bodies held now is refused before it is read. Its bytes count until its request
  * is answered (failed and aborted ones too). A body arriving while no other is held always gets
- * in, so a budget smaller than one body still lets bodies through one at a time. A body cut
- * short by its client (or by the server's request timeout) is a 400 `invalid_request`.
+ * in, so a budget smaller than one body still lets bodies through one at a time; and the oldest
+ * body being received is never refused midway (bodies admitted after it, which fitted beside
+ * what it had sent then, are refused instead), so the bodies held may pass the budget by at most
+ * that one body. A body cut short by its client (or by the server's request timeout) is a 400
+ * `invalid_request`.
  */
 
 /** Seconds a client is told to wait after a 503 `overloaded`. */
@@ -28,9 +31,16 @@ export function heldBodyBytes(): number {
   return held;
 }
 
-/** Reserves `bytes` more for a body that holds `own` already: refused when over the budget and others hold bytes. */
-function reserve(bytes: number, budget: number, own = 0): boolean {
-  if (held > own && held + bytes > budget) return false;
+/** The bodies being received, oldest first. */
+const receiving = new Set<object>();
+
+/**
+ * Reserves `bytes` more for `body`, which holds `own` already: refused when over the budget
+ * and others hold bytes, unless `body` is the oldest being received.
+ */
+function reserve(body: object, bytes: number, budget: number, own: number): boolean {
+  const oldest = receiving.values().next().value === body;
+  if (!oldest && held > own && held + bytes > budget) return false;
   held += bytes;
   return true;
 }
@@ -55,6 +65,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
     return error;
   };
   let counted = 0;
+  const self = {};
   try {
     const declared = c.req.raw.headers.has('transfer-encoding') ? undefined : c.req.header('content-length');
     if (declared !== undefined) {
@@ -71,6 +82,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
     // request timeout ended it) is one clear 400 rather than an error deep in a route.
     const chunks: Uint8Array[] = [];
     let received = 0;
+    receiving.add(self);
     const reader = body.getReader();
     for (;;) {
       const { done, value } = await reader.read().catch((error: unknown) => {
@@ -83,7 +95,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
       const refused =
         received + value.length > limit
           ? tooLarge(limit)
-          : !reserve(value.length, budget, counted)
+          : !reserve(self, value.length, budget, counted)
             ? overloaded()
             : null;
       if (refused) {
@@ -108,6 +120,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.req.arrayBuffer = () => bytes;
     return await next();
   } finally {
+    receiving.delete(self);
     held -= counted;
   }
 };

@@ -113,6 +113,20 @@ export function defineBodyBudgetSuite(label: string, harness: HttpHarness): void
         expect(heldBodyBytes()).toBe(0);
       });
 
+      it(`never refuses the oldest body being received for a newer one's bytes (${how})`, async () => {
+        // 900 KiB, half of it sent (450 KiB held); a newer 500 KiB fits beside and sends its first half.
+        const { id, body: older, response: olderResponse } = await halfSent(900 * KIB, declared);
+        const newer = heldAppend(500 * KIB);
+        const newerResponse = append(id, newer, declared);
+        await untilHeld((older.length >> 1) + (newer.length >> 1));
+        // The older body's second half goes over the budget beside the newer's first: it is let in.
+        older.finish();
+        expect((await olderResponse).status).toBe(201);
+        newer.finish();
+        expect((await newerResponse).status).toBe(201);
+        expect(heldBodyBytes()).toBe(0);
+      });
+
       it(`lets one body larger than the budget in while no other is held (${how})`, async () => {
         const id = freshId('budget');
         expect((await create(id)).status).toBe(201);

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parseResponseId } from '../../lib/openai/ids.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
-import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
+import { diesAfterCompletion, type Stop } from '../support/dies-after-completion.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import { nativeResponseId } from '../support/native-response-id.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
@@ -32,10 +33,6 @@ function numbered(text: string): { id: number; event: string; data: any }[] {
   return parseSse(text).map((event, index) => ({ id: ids[index]!, ...event }));
 }
 
-/** Where the owner's process stops after the turn's completion put: its `k`th storage call, or its last batch's put. */
-type Stop = number | 'last batch';
-const journalPut = (call: StoreCall) => call.operation === 'put' && call.key.includes('/events/');
-
 /**
  * A streamed turn of `kind` on `store` whose process stops at `stop` (that call and every later
  * one fail; Infinity: it lives): its session, its response id, what its own client got, the call
@@ -43,17 +40,7 @@ const journalPut = (call: StoreCall) => call.operation === 'put' && call.key.inc
  */
 async function ownerOf(store: ObjectStore, kind: 'native' | 'facade', stop: Stop) {
   const faulty = new FaultyStore(store);
-  let completed = false;
-  let after = 0;
-  let batches = 0;
-  let stopped: StoreCall | undefined;
-  faulty.failWhen((call) => {
-    if (completed && (++after === stop || (stop === 'last batch' && journalPut(call)))) stopped ??= call;
-    if (stopped) return true;
-    if (journalPut(call)) batches += 1;
-    if (call.operation === 'put' && call.key.endsWith('.done')) completed = true;
-    return false;
-  });
+  const dying = diesAfterCompletion(faulty, stop);
   const slow = heldEcho();
   const { options, drain } = heldOptions(slow.model);
   const harness = appHarness(faulty, environment, options);
@@ -70,14 +57,20 @@ async function ownerOf(store: ObjectStore, kind: 'native' | 'facade', stop: Stop
     await reader.until(native ? 'event: output_text.delta' : 'event: response.output_text.delta'),
   );
   // Its first batch (a second after turn.started) is written before the model answers.
-  await expect.poll(() => batches).toBe(1);
+  await expect.poll(() => dying.batches).toBe(1);
   slow.release();
   const live = parseSse(await reader.rest());
   await drain();
   const response = native
     ? await nativeResponseId(store, native)
     : (opened.find((event) => event.event === 'response.created')!.data.response.id as string);
-  return { session: native ?? parseResponseId(response)!.sessionId, response, live, stopped, calls: after };
+  return {
+    session: native ?? parseResponseId(response)!.sessionId,
+    response,
+    live,
+    stopped: dying.stopped,
+    calls: dying.after,
+  };
 }
 
 /** How many storage calls a streamed turn of `kind` makes after its completion put. */

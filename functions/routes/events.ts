@@ -68,10 +68,13 @@ export function eventRoutes() {
           await stream.writeSSE({ id: String(n), event, data: JSON.stringify(shown) });
         }
       } catch (error) {
-        // The reading failed once the stream had begun (the session deleted meanwhile: not_found; a
-        // store failing): an `error` event without an id, which is no event of the journal, ends it.
+        // The reading failed once the stream had begun. A store failing (storage_error, after its
+        // retries) is logged and ends it with no event: the turn did not fail (an `error` event is
+        // how a turn ends), and its client resumes after the last id it got. Any other (the
+        // session deleted meanwhile: not_found) ends it with an `error` event without an id, no
+        // event of the journal.
         const { body } = errorBody(error, c.var.services.log);
-        await stream.writeSSE({ event: 'error', data: JSON.stringify(body) });
+        if (body.error.code !== 'storage_error') await stream.writeSSE({ event: 'error', data: JSON.stringify(body) });
       }
     });
   });

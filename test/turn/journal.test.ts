@@ -245,6 +245,16 @@ describe('turn event journal', () => {
     expect((await batches()).map((batch) => batch.index)).toEqual([1, 2]);
   });
 
+  it('ends a completed turn whose owner died with its stored answer as it was stored, its JSON the same', async () => {
+    const { read, response } = await completedThenDied([started, delta]);
+    const ended = await read(2);
+    // The 200 body its turn answered, the same text (not re-keyed): items and fields in their order.
+    expect(ended.map((event) => JSON.stringify(event.data))).toEqual([
+      JSON.stringify({ item: response.output[0] }),
+      JSON.stringify(response),
+    ]);
+  });
+
   it('ends so a completed turn whose owner died once its completion was packed', async () => {
     const { read, response } = await completedThenDied([started, delta], true);
     expect(await read(2)).toEqual([

@@ -179,7 +179,8 @@ export async function completedResponse(log: LogContext, id: string, turn: numbe
   if (raw?.summary.turn !== turn || raw.summary.status !== 'completed' || raw.response === undefined) return null;
   const parsed = storedAnswerSchema.safeParse(raw.response);
   if (!parsed.success) throw new CorruptObjectError(`${id} turn ${turn}`, `stored answer: ${parsed.error.message}`);
-  return parsed.data;
+  // As stored, not as parsed (which puts the checked fields first): the 200 body its turn answered.
+  return raw.response;
 }
 
 /**

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
+import type { TurnEvent } from '../../lib/turn/types.ts';
 import { openTurnServices } from '../support/journal-services.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -205,7 +206,7 @@ describe('turn event journal', () => {
     const hourAgo = Date.now() - 60 * 60_000;
     // It completed an hour ago by the log's clock.
     const store = new MemoryStore();
-    const { sessions, services, turn } = await openTurnServices(store, 'j', () => new Date(hourAgo));
+    const { sessions, services, background, turn } = await openTurnServices(store, 'j', () => new Date(hourAgo));
     const scope = await sessions.scope('j');
     await sessions.journal().write(scope, 1, 1, { writer: 'w', events });
     const output = [{ type: 'message' as const, role: 'assistant' as const, content: 'hello' }];
@@ -224,7 +225,7 @@ describe('turn event journal', () => {
       for await (const event of journalEvents(services, 'j', 1, after)) read.push(event);
       return read;
     };
-    return { read, response, batches: () => sessions.journal().read(scope, 1, 0) };
+    return { read, response, services, background, batches: () => sessions.journal().read(scope, 1, 0) };
   }
 
   it('ends a turn whose owner died after its completion with its items done and turn.completed, once', async () => {
@@ -253,6 +254,24 @@ describe('turn event journal', () => {
       JSON.stringify({ item: response.output[0] }),
       JSON.stringify(response),
     ]);
+  });
+
+  it("writes nothing of a slow owner's last batch once a reader ended its completed turn's journal", async () => {
+    const { read, response, services, background, batches } = await completedThenDied([started, delta]);
+    const item = { event: 'output_item.done', data: { item: response.output[0] } };
+    const completed = { event: 'turn.completed', data: response };
+    expect(await read(2)).toEqual([
+      { n: 3, ...item },
+      { n: 4, ...completed },
+    ]);
+    // Its owner, alive after all, journals its end a lease late: refused, it writes no more.
+    const owner = journalTurn(services, 'j', 1);
+    owner.emit(item as TurnEvent);
+    owner.emit(completed as TurnEvent);
+    owner.close();
+    await Promise.all(background);
+    expect((await batches()).map((batch) => batch.index)).toEqual([1, 2]);
+    expect((await read(0)).filter((event) => event.event === 'turn.completed')).toHaveLength(1);
   });
 
   it('ends so a completed turn whose owner died once its completion was packed', async () => {

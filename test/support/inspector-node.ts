@@ -21,6 +21,21 @@ export function apiCaller(origin: () => string, token: string) {
   };
 }
 
+/** A chunk of an OpenAI-compatible stream carrying `content`. */
+export function chunk(content: string): string {
+  const choices = [{ index: 0, delta: { role: 'assistant', content }, finish_reason: null }];
+  const data = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake', choices };
+  return `data: ${JSON.stringify(data)}\n\n`;
+}
+
+/** The end of an OpenAI-compatible stream: its finish, with the usage of the call. */
+export function finish(): string {
+  const choices = [{ index: 0, delta: {}, finish_reason: 'stop' }];
+  const usage = { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 };
+  const data = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake', choices, usage };
+  return `data: ${JSON.stringify(data)}\n\ndata: [DONE]\n\n`;
+}
+
 export interface InspectorNode {
   origin: string;
   browser: Browser;

@@ -1,6 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { apiCaller, chunk, finish, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
 
 /**
  * The inspector's live updates (functions/ui/client/poll.ts) in Debian's Chromium against the
@@ -11,12 +12,22 @@ import { apiCaller, type InspectorNode, startInspectorNode } from '../support/in
  */
 const TOKEN = 'ui-live-token';
 let node: InspectorNode;
+let provider: FakeProvider;
+/** Lets the fake provider's model end the answer it began (a turn on `openai-compatible:fake`). */
+let release: () => void = () => undefined;
 
 beforeAll(async () => {
-  node = await startInspectorNode({ API_TOKEN: TOKEN });
+  provider = await startFakeProvider(() => ({
+    sse: chunk('Hello') + finish(),
+    pause: { after: 1, until: new Promise<void>((resolve) => (release = resolve)) },
+  }));
+  node = await startInspectorNode({ API_TOKEN: TOKEN, OPENAI_COMPATIBLE_BASE_URL: provider.baseURL });
 }, 120_000);
 
-afterAll(() => node?.close());
+afterAll(async () => {
+  await node?.close();
+  await provider?.close();
+});
 
 const call = apiCaller(() => node.origin, TOKEN);
 
@@ -133,6 +144,32 @@ describe('the inspector follows what other clients do', () => {
     });
     expect(await page.locator('#timeline details.turn').count()).toBe(1);
     expect(await page.locator('#live-state').isHidden()).toBe(true);
+    await page.context().close();
+  });
+
+  it('a followed turn that ended while the API was out of reach shows ended once it is back', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'dropped', model: 'openai-compatible:fake' });
+    await call('POST', '/v1/sessions/dropped/turns', { input: 'hold on', background: true });
+    const page = await open('#/s/dropped');
+    const row = page.locator('#timeline details.turn[data-turn="1"]');
+    await expect.poll(() => page.locator('#timeline .live-text').textContent(), { timeout: 30_000 }).toBe('Hello');
+    // The network drops; the turn ends meanwhile, and the follower's read of it fails.
+    const failed = page.waitForEvent('requestfailed', {
+      predicate: (request) => new URL(request.url()).pathname === '/v1/sessions/dropped/turns/1',
+      timeout: 30_000,
+    });
+    await page.context().setOffline(true);
+    release();
+    await expect
+      .poll(async () => (await call('GET', '/v1/sessions/dropped/turns/1')).status, { timeout: 30_000 })
+      .toBe('completed');
+    await failed;
+    await page.context().setOffline(false);
+    await expect.poll(() => row.getAttribute('class'), { timeout: 60_000 }).toContain('status-completed');
+    expect(await page.locator('#timeline .live').count()).toBe(0);
+    expect(await notReloaded(page)).toBe(true);
     await page.context().close();
   });
 

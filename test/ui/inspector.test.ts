@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { apiCaller } from '../support/inspector-node.ts';
+import { apiCaller, chunk, finish } from '../support/inspector-node.ts';
 import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
 import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
@@ -32,21 +32,6 @@ const sessionId = `ui-${Date.now().toString(36)}`;
 const TURNS = 100;
 
 const call = apiCaller(() => server.origin, TOKEN);
-
-/** A chunk of an OpenAI-compatible stream carrying `content`. */
-function chunk(content: string): string {
-  const choices = [{ index: 0, delta: { role: 'assistant', content }, finish_reason: null }];
-  const data = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake', choices };
-  return `data: ${JSON.stringify(data)}\n\n`;
-}
-
-/** The end of an OpenAI-compatible stream: its finish, with the usage of the call. */
-function finish(): string {
-  const choices = [{ index: 0, delta: {}, finish_reason: 'stop' }];
-  const usage = { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 };
-  const data = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake', choices, usage };
-  return `data: ${JSON.stringify(data)}\n\ndata: [DONE]\n\n`;
-}
 
 /** Lets the model of the turn that asks to `finish when told` end its answer. */
 let release: () => void = () => undefined;

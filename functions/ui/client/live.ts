@@ -5,6 +5,7 @@
  */
 import { api, authorization, sessionPath } from './api.ts';
 import { add, el } from './dom.ts';
+import { pollDelay } from './poll.ts';
 import { readEvents } from './sse.ts';
 import { offerIf } from './token.ts';
 import { keepLoader, report, Unauthorized } from './view.ts';
@@ -12,7 +13,11 @@ import { keepLoader, report, Unauthorized } from './view.ts';
 /** Whether a turn is still to end: queued (no runner yet) or in progress. */
 export const isOpen = (turn: any) => turn.status === 'queued' || turn.status === 'in_progress';
 
-export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn: any) => void): void {
+/**
+ * Follows `turn` in `box` until it ended, then calls `ended` once. Returns a function that ends
+ * it with the turn as read elsewhere (the live updates found it ended): the follower stops.
+ */
+export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn: any) => void): (now: any) => void {
   const text = el('pre', { class: 'live-text', 'aria-live': 'polite' });
   const cancel = el('button', { type: 'button', class: 'danger' }, 'Cancel');
   offerIf(cancel, 'session:turn');
@@ -25,18 +30,25 @@ export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn
   add(box, el('div', { class: 'live' }, el('p', { class: 'row' }, label, cancel, message), text));
   const stopped = new AbortController();
   keepLoader(() => stopped.abort());
+  let done = false;
+  const end = (now: any) => {
+    if (done) return;
+    done = true;
+    stopped.abort();
+    ended(now);
+  };
   const path = sessionPath(id, `/turns/${turn.turn}`);
   cancel.addEventListener('click', async () => {
     try {
       await api(`${path}/cancel`, { method: 'POST' });
-      stopped.abort();
-      ended(await api(path));
+      end(await api(path));
     } catch (error) {
       if (!(error instanceof Unauthorized))
         message.textContent = `Cancel refused: ${error instanceof Error ? error.message : String(error)}`;
     }
   });
   let after = 0;
+  let failures = 0;
   const follow = async () => {
     for (let now = turn; !stopped.signal.aborted; ) {
       // A queued turn has no events yet: its status is asked again a second later.
@@ -56,14 +68,20 @@ export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn
         }
       }
       if (stopped.signal.aborted) return;
-      now = await api(path);
-      showStatus(now.status);
-      if (!isOpen(now)) {
-        stopped.abort();
-        return ended(now);
+      try {
+        now = await api(path, { signal: stopped.signal });
+        failures = 0;
+      } catch (error) {
+        if (stopped.signal.aborted) return;
+        if (!(error instanceof TypeError)) throw error;
+        // The API out of reach (the network down, the server restarting): asked again as the live updates are.
+        failures++;
       }
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      showStatus(now.status);
+      if (!isOpen(now)) return end(now);
+      await new Promise((resolve) => setTimeout(resolve, failures > 0 ? pollDelay(document.hidden, failures) : 1000));
     }
   };
   void follow().catch(report);
+  return end;
 }

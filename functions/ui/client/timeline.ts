@@ -28,6 +28,8 @@ export interface Timeline {
 interface Shown {
   entry: HTMLElement;
   turn: any;
+  /** A followed turn's end (live.ts `followTurn`), given the turn once read ended. */
+  end?: (turn: any) => void;
 }
 
 export function loadTimeline(id: string): Timeline {
@@ -51,8 +53,8 @@ export function loadTimeline(id: string): Timeline {
     charts();
   };
   const entryOf = (turn: any) => {
-    const entry = turnEntry(id, turn, ended);
-    shown.set(turn.turn, { entry, turn });
+    const { entry, end } = turnEntry(id, turn, ended);
+    shown.set(turn.turn, { entry, turn, ...(end ? { end } : {}) });
     return entry;
   };
   paged(list, $('timeline-more'), 'turns', async (before) => {
@@ -92,8 +94,13 @@ export function loadTimeline(id: string): Timeline {
             if (turn.turn > newest) added.push(entryOf(turn));
             continue;
           }
-          // Followed turns redraw themselves once they ended.
-          if (isOpen(known.turn) || sameTurn(known.turn, turn)) continue;
+          // A followed turn redraws itself once it ended; one read ended here ends it (its
+          // follower may have lost the API meanwhile).
+          if (isOpen(known.turn)) {
+            if (!isOpen(turn)) known.end?.(turn);
+            continue;
+          }
+          if (sameTurn(known.turn, turn)) continue;
           const entry = entryOf(turn);
           // The same turn (not one numbered again after a delete) stays expanded when it was.
           if (known.turn.started_at === turn.started_at && known.entry.querySelector('details')?.open)
@@ -135,17 +142,21 @@ function keepingScroll<T>(list: HTMLElement, change: () => T): T {
  * A turn's entry in the list; a queued or running one is followed live, and redrawn once it
  * ended (`ended` gets its receipt then), expanded again when it was.
  */
-function turnEntry(id: string, turn: any, ended: (turn: any) => void): HTMLElement {
+function turnEntry(
+  id: string,
+  turn: any,
+  ended: (turn: any) => void,
+): { entry: HTMLElement; end?: (turn: any) => void } {
   const entry = el('li', {}, turnRow(id, turn));
-  if (isOpen(turn))
-    followTurn(id, turn, entry, (now) => {
-      const row = turnRow(id, now);
-      if (entry.querySelector('details')?.open) row.setAttribute('open', '');
-      entry.replaceChildren(row);
-      ended(now);
-      void refreshQueue(id).catch(report);
-    });
-  return entry;
+  if (!isOpen(turn)) return { entry };
+  const end = followTurn(id, turn, entry, (now) => {
+    const row = turnRow(id, now);
+    if (entry.querySelector('details')?.open) row.setAttribute('open', '');
+    entry.replaceChildren(row);
+    ended(now);
+    void refreshQueue(id).catch(report);
+  });
+  return { entry, end };
 }
 
 /** A turn's row: its summary line, expanded (and loaded) on the first open. */

@@ -41,6 +41,27 @@ async function open(hash: string): Promise<Page> {
   return page;
 }
 
+/**
+ * Holds the page's requests that `matches` (the first `times` of them, or all) until `release`:
+ * `asked` settles once the first is held. A held request goes to the server when released.
+ */
+async function hold(page: Page, matches: (url: URL) => boolean, times?: number) {
+  let held!: () => void;
+  const asked = new Promise<void>((resolve) => (held = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await page.route(
+    matches,
+    async (route) => {
+      held();
+      await released;
+      await route.continue().catch(() => undefined);
+    },
+    times === undefined ? {} : { times },
+  );
+  return { asked, release };
+}
+
 const notReloaded = (page: Page) => page.evaluate(() => (window as any).notReloaded === true);
 
 describe('the inspector follows what other clients do', () => {
@@ -120,17 +141,9 @@ describe('the inspector follows what other clients do', () => {
     const page = await open('#/s/left');
     await page.locator('#timeline details.turn[data-turn="1"]').waitFor();
     // The poll's read of the newest turns (not the first page's 30) is held until the other session shows.
-    let held!: () => void;
-    const asked = new Promise<void>((resolve) => (held = resolve));
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    await page.route(
+    const { asked, release } = await hold(
+      page,
       (url) => url.pathname === '/v1/sessions/left/turns' && url.searchParams.get('limit') !== '30',
-      async (route) => {
-        held();
-        await released;
-        await route.continue().catch(() => undefined);
-      },
     );
     await call('POST', '/v1/sessions/left/turns', { input: 'two' });
     await asked;
@@ -187,6 +200,39 @@ describe('the inspector follows what other clients do', () => {
     await expect.poll(() => listed.locator('td').nth(2).textContent(), { timeout: 30_000 }).toBe('1');
     expect(await page.locator('tr[data-id="created-later"]').count()).toBe(1);
     expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+
+  it('the session list shows every session when more came between two polls than a page holds', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'before-many' });
+    const page = await open('#/');
+    await page.locator('tr[data-id="before-many"]').waitFor();
+    // The next poll's listing is held until 31 sessions (a page and one) were created.
+    const { asked, release } = await hold(
+      page,
+      (url) => url.pathname === '/v1/sessions' && !url.searchParams.has('after'),
+      1,
+    );
+    await asked;
+    for (let index = 0; index < 31; index++) await call('POST', '/v1/sessions', { id: `many-${index}` });
+    release();
+    await page.locator('tr[data-id="many-30"]').waitFor({ timeout: 30_000 });
+    const listed = (await call('GET', '/v1/sessions?limit=100')).sessions.map((session: any) => session.id);
+    const shown = () =>
+      page.locator('#session-table tbody tr').evaluateAll((rows) => rows.map((row) => row.dataset.id));
+    // Scrolled to its end: each session once, in the index's order, and the count says so.
+    await expect
+      .poll(
+        async () => {
+          await page.locator('#list-more').scrollIntoViewIfNeeded();
+          return shown();
+        },
+        { timeout: 30_000 },
+      )
+      .toEqual(listed);
+    expect(await page.locator('#list-more').textContent()).toBe(`${listed.length} sessions`);
     await page.context().close();
   });
 

@@ -4,7 +4,7 @@ import { $, el, prepend, timeAgo } from './dom.ts';
 import { paged, recount } from './paging.ts';
 import { poll } from './poll.ts';
 import { may, offerIf } from './token.ts';
-import { report, show } from './view.ts';
+import { report, show, stopLoaders } from './view.ts';
 
 /** The list, for a token that may list sessions (`admin`); another one is told so, and may open a session by id. */
 export function listSessions(): void {
@@ -26,7 +26,16 @@ export function listSessions(): void {
   });
   // Live updates (poll.ts): the first page again (one listing of the session index).
   poll(async (signal) => {
-    if (ready) mergeFirstPage(body, await pageOf(null, signal));
+    if (!ready) return;
+    const page = await pageOf(null, signal);
+    const shown = new Set([...body.querySelectorAll('tr')].map((row) => row.getAttribute('data-id')));
+    // More sessions came than a page holds (or every shown one of the page went): the list, which
+    // could not tell what lies between, loads again from its first page.
+    if (shown.size > 0 && page.has_more && !page.sessions.some((session: any) => shown.has(session.id))) {
+      stopLoaders();
+      return listSessions();
+    }
+    mergeFirstPage(body, page);
   });
 }
 

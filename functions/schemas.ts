@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { contentSchema } from '../lib/content.ts';
 import { ERROR_CODES } from '../lib/errors.ts';
-import { clientItemSchema, idSchema, textProblem } from '../lib/items.ts';
+import { clientItemSchema, idSchema, reasoningItemSchema, textProblem } from '../lib/items.ts';
 import { ABORT_NOTICE_NAME } from '../lib/inbox/index.ts';
 
 import { turnContextSchema } from '../lib/turn/wire.ts';
@@ -56,6 +56,14 @@ export const storedItemOutSchema = z
     name: z.string().optional(),
     arguments: z.string().optional(),
     output: contentSchema.optional(),
+    reasoning: z
+      .array(reasoningItemSchema)
+      .optional()
+      .meta({
+        description:
+          "An assistant message's or a function_call's: the model's reasoning before the answer it opens (the " +
+          "summary, and in encrypted_content the provider's payload, sent back unchanged within a tool loop).",
+      }),
     seq: z.number().int().optional(),
     created_at: z.string().optional(),
     compacted: z.boolean().optional(),

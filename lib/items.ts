@@ -13,12 +13,34 @@ import { contentSchema, contentText } from './content.ts';
 
 export const idSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$');
 
+/**
+ * A model's reasoning, in the Responses shape (OpenAI's `reasoning` item, without an id): its
+ * text as summary parts, and the provider's opaque payload (`encrypted_content`: the AI SDK's
+ * provider metadata of the reasoning, as JSON: Anthropic's thinking signature or redacted data),
+ * which goes back to the provider unchanged (lib/models/reasoning-parts.ts).
+ */
+export const reasoningItemSchema = z
+  .object({
+    type: z.literal('reasoning'),
+    summary: z.array(z.object({ type: z.literal('summary_text'), text: z.string() }).strict()).max(100),
+    encrypted_content: z.string().optional(),
+  })
+  .strict();
+
+/**
+ * The reasoning a model answered with before an item, kept on the first item of its answer (an
+ * assistant message or a function_call): what the provider asks back within a tool loop.
+ */
+const reasoningField = z.array(reasoningItemSchema).min(1).max(100).optional();
+
 export const messageItemSchema = z
   .object({
     type: z.literal('message'),
     role: z.enum(['system', 'user', 'assistant']),
     /** A string, or content parts (lib/content.ts). */
     content: contentSchema,
+    /** An assistant message's: the reasoning of the answer it opens. */
+    reasoning: reasoningField,
   })
   .strict();
 
@@ -28,6 +50,8 @@ export const functionCallItemSchema = z
     call_id: z.string().min(1).max(256),
     name: z.string().min(1).max(256),
     arguments: z.string(),
+    /** The reasoning of the answer the call opens. */
+    reasoning: reasoningField,
   })
   .strict();
 
@@ -53,11 +77,16 @@ export const itemSchema = z.discriminatedUnion('type', [
  * older data holding one still reads.
  */
 export const clientItemSchema = z.discriminatedUnion('type', [
-  messageItemSchema.extend({
-    role: z.enum(['user', 'assistant'], {
-      error: 'must be "user" or "assistant" (system instructions are the session\'s `instructions`)',
+  messageItemSchema
+    .extend({
+      role: z.enum(['user', 'assistant'], {
+        error: 'must be "user" or "assistant" (system instructions are the session\'s `instructions`)',
+      }),
+    })
+    .refine((item) => item.reasoning === undefined || item.role === 'assistant', {
+      path: ['reasoning'],
+      message: "only an assistant message carries the model's reasoning",
     }),
-  }),
   functionCallItemSchema,
   functionCallOutputItemSchema,
 ]);
@@ -65,6 +94,7 @@ export const clientItemSchema = z.discriminatedUnion('type', [
 export type MessageItem = z.infer<typeof messageItemSchema>;
 export type FunctionCallItem = z.infer<typeof functionCallItemSchema>;
 export type FunctionCallOutputItem = z.infer<typeof functionCallOutputItemSchema>;
+export type ReasoningItem = z.infer<typeof reasoningItemSchema>;
 export type Item = z.infer<typeof itemSchema>;
 /** An item a client may send (no system message). */
 export type ClientItem = z.infer<typeof clientItemSchema>;
@@ -161,6 +191,11 @@ export function answeredCalls(items: readonly PromptItem[]): Map<number, number>
     }
   });
   return answered;
+}
+
+/** A reasoning item's text: its summary parts joined. */
+export function reasoningText(item: ReasoningItem): string {
+  return item.summary.map((part) => part.text).join('');
 }
 
 /** The length in characters of an output, whether inline or out of line. */

@@ -30,7 +30,9 @@ export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: '
  * It places up to four `cache_control: {type: "ephemeral"}` breakpoints (`anthropicCacheBreakpoints`):
  * the last tool, the instructions, the last two blocks of the prompt and, with a slot left, the end of the
  * stable compacted prefix (`request.cacheBreakpoint`), so each turn reads the previous turn's prompt
- * from Anthropic's cache. A call that continues a tool loop goes without thinking (`thinkingNeedsItsBlocks`).
+ * from Anthropic's cache. Thinking blocks (with their signatures) and redacted thinking come back as the
+ * reasoning of the answer's first item and go back within their tool loop (lib/models/reasoning-parts.ts); a
+ * call that continues a tool loop whose blocks are missing goes without thinking (`thinkingNeedsItsBlocks`).
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   const provider = createAnthropic({

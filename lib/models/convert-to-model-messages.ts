@@ -1,9 +1,10 @@
 import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessage, ToolResultPart } from 'ai';
 import { contentText } from '../content.ts';
 import { md5Hex } from '../hash.ts';
-import { answeredCalls, type PromptItem } from '../items.ts';
+import { answeredCalls, type PromptItem, type ReasoningItem } from '../items.ts';
 import { makesBlock } from './cache-breakpoints.ts';
 import { toolResultOutput, userParts } from './media-parts.ts';
+import { reasoningPart } from './reasoning-parts.ts';
 
 /** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
 export type ProviderOptions = NonNullable<ToolCallPart['providerOptions']>;
@@ -56,6 +57,13 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  *   call is answered), since providers reject two tool calls with one id.
  * - a user or assistant message with nothing but whitespace in its text (and no image or file)
  *   is dropped (providers reject empty text blocks), and so is an empty text part.
+ * - the `reasoning` of an assistant message or function_call after the prompt's last user
+ *   message (the current tool loop) goes as `reasoning` parts before the item's own, their
+ *   provider options those each `encrypted_content` holds (lib/models/reasoning-parts.ts):
+ *   Anthropic takes thinking in a call that continues a tool loop only with the thinking blocks
+ *   of the loop's answers. Earlier reasoning is left out (the provider ignores a finished turn's
+ *   thinking), so it costs nothing and the prompt before the last user message is sent the same
+ *   way whatever follows.
  *
  * Each of `options.breakpoints` attaches provider options to the part (or system message) made
  * from the item at its `index` (or, when that item makes no part (makesBlock), from the
@@ -80,6 +88,7 @@ export function convertToModelMessages(
   const outputCall = adjacentAnswers(items);
   const answered = new Set(outputCall.values());
   const wireIds = wireCallIds(items);
+  const loopStart = items.findLastIndex((item) => item.type === 'message' && item.role === 'user');
   const marked = new Map<number, ProviderOptions>();
   for (const breakpoint of options.breakpoints ?? []) {
     const index = effectiveBreakpoint(items, breakpoint.index);
@@ -128,6 +137,7 @@ export function convertToModelMessages(
       // A message with no text but whitespace makes no part (providers refuse empty text blocks).
       if (!makesBlock(item)) return;
       if (item.role === 'assistant') {
+        if (index > loopStart) pushReasoning(openAssistant(), item.reasoning);
         pushPart(openAssistant(), { type: 'text', text: contentText(item.content), ...withOptions });
         return;
       }
@@ -152,6 +162,7 @@ export function convertToModelMessages(
         input: parseArguments(item.arguments),
         ...withOptions,
       };
+      if (index > loopStart) pushReasoning(openAssistant(), item.reasoning);
       pushPart(openAssistant(), part);
       if (!answered.has(index)) unanswered.push(part);
       return;
@@ -235,6 +246,10 @@ function effectiveBreakpoint(items: PromptItem[], index: number): number | undef
 
 function pushPart(message: AssistantModelMessage, part: Exclude<AssistantModelMessage['content'], string>[number]) {
   (message.content as Exclude<AssistantModelMessage['content'], string>).push(part);
+}
+
+function pushReasoning(message: AssistantModelMessage, reasoning: readonly ReasoningItem[] | undefined): void {
+  for (const item of reasoning ?? []) pushPart(message, reasoningPart(item));
 }
 
 /**

@@ -7,7 +7,6 @@ import {
   type FinishReason,
   type LanguageModel,
   type LanguageModelUsage,
-  type ModelMessage,
 } from 'ai';
 import { TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError, providerFailure } from './errors.ts';
@@ -16,6 +15,7 @@ import { convertToModelMessages, type ProviderOptions } from './convert-to-model
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
 import { StreamOrder } from './stream-order.ts';
+import { lacksLoopReasoning, reasoningItem, ReasoningParts, withReasoning } from './reasoning-parts.ts';
 import type {
   Model,
   ModelOutputItem,
@@ -48,8 +48,9 @@ export interface SdkModelOptions {
   maxImageSide?: number;
   /**
    * Whether the provider refuses thinking in a call that continues a tool loop unless the
-   * previous answer's thinking blocks come back with it (Anthropic). tailgate keeps no thinking,
-   * so such a call (the prompt's last assistant message holds a call) is sent without `reasoning`.
+   * previous answer's thinking blocks come back with it (Anthropic). Such a call whose prompt
+   * lacks them (history stored before reasoning was kept, a user message within the loop) is
+   * sent without `reasoning` (`lacksLoopReasoning`).
    */
   thinkingNeedsItsBlocks?: boolean;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
@@ -69,7 +70,8 @@ export interface SdkModelOptions {
  *
  * - the prompt goes through `convertToModelMessages`, the tools through `convertToToolSet`
  *   (no `execute`: the model's calls come back as function_call items);
- * - the output is the assistant text (when non-empty) followed by the function calls; a call
+ * - the output is the assistant text (when non-empty) followed by the function calls, the first
+ *   carrying the model's reasoning (lib/models/reasoning-parts.ts); a call
  *   the SDK could not parse keeps the model's raw argument text. A stream passes the calls'
  *   argument pieces on as they come and has its items in the order they began (text after a
  *   call is a message of its own; lib/models/stream-order.ts);
@@ -93,7 +95,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       ...optional('maxImageSide', options.maxImageSide),
     });
     const settings = settingsOf(request.settings);
-    if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && continuesToolLoop(messages)) {
+    if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
       delete settings.reasoning;
     }
     return {
@@ -129,8 +131,9 @@ export function createSdkModel(options: SdkModelOptions): Model {
         const result = await untilAborted(generateText(callSettings(request, deadline.signal)), deadline.signal);
         checkFinish(result.finishReason, result.rawFinishReason, id);
         const calls = result.toolCalls.map((call) => toFunctionCall(call));
+        const reasoning = result.reasoning.flatMap((part) => (part.type === 'reasoning' ? [reasoningItem(part)] : []));
         return {
-          output: toOutput(result.text, calls),
+          output: withReasoning(toOutput(result.text, calls), reasoning),
           usage: toUsage(result.usage),
           ...incompleteOf(result.finishReason),
         };
@@ -145,6 +148,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       const deadline = startDeadline(request.signal, timeoutMs);
       let stopParts = () => {};
       const order = new StreamOrder();
+      const reasoning = new ReasoningParts();
       let usage: ModelUsage = { input_tokens: 0, output_tokens: 0 };
       let finish: FinishReason = 'stop';
       try {
@@ -157,6 +161,10 @@ export function createSdkModel(options: SdkModelOptions): Model {
           const part = next.value;
           if (part.type === 'text-delta') {
             if (part.text !== '') yield* order.text(part.text);
+          } else if (part.type === 'reasoning-start' || part.type === 'reasoning-delta') {
+            reasoning.add(part);
+          } else if (part.type === 'reasoning-end') {
+            order.reasoning(reasoning.end(part));
           } else if (part.type === 'tool-input-start') {
             if (!part.providerExecuted) yield* order.callStart(part.id, part.toolName);
           } else if (part.type === 'tool-input-delta') {
@@ -190,12 +198,6 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
 function optional<Key extends string, Value>(key: Key, value: Value | undefined): { [K in Key]?: Value } {
   return (value === undefined ? {} : { [key]: value }) as { [K in Key]?: Value };
-}
-
-/** Whether the last assistant message of the call holds a tool call (its results follow it). */
-function continuesToolLoop(messages: ModelMessage[]): boolean {
-  const last = messages.findLast((message) => message.role === 'assistant');
-  return typeof last?.content !== 'string' && (last?.content.some((part) => part.type === 'tool-call') ?? false);
 }
 
 /** The AI SDK call settings of a request's `settings` (provider options aside). */

@@ -1,4 +1,4 @@
-import type { FunctionCallItem } from '../items.ts';
+import type { FunctionCallItem, ReasoningItem } from '../items.ts';
 import type { ModelOutputItem, ModelStreamEvent } from './model.ts';
 
 /** An output item of a streamed answer, from its first event to its end. */
@@ -13,11 +13,13 @@ type Entry =
  * events of an item that starts while an earlier one is still open (a second call whose pieces
  * interleave with the first's, text during a call) wait until that one ended. A consumer thus
  * has at most one open item, and the items' `item_done`s come in the order of the output.
+ * Reasoning that ended goes on the next item to end (its `reasoning`).
  * Each method returns the events to yield now.
  */
 export class StreamOrder {
   readonly #entries: Entry[] = [];
   readonly #output: ModelOutputItem[] = [];
+  #reasoning: ReasoningItem[] = [];
 
   /** The finished items, in order. */
   get output(): ModelOutputItem[] {
@@ -70,6 +72,11 @@ export class StreamOrder {
     return [...rest, ...this.#drain()];
   }
 
+  /** A reasoning block that ended: it goes on the next item to end. */
+  reasoning(item: ReasoningItem): void {
+    this.#reasoning.push(item);
+  }
+
   /** The end of the answer: its last message ends; a call that never finished is left out. */
   end(): ModelStreamEvent[] {
     this.#closeMessage();
@@ -113,9 +120,13 @@ export class StreamOrder {
       const head = this.#entries[0];
       if (!head) return events;
       events.push(...head.held.splice(0));
-      const item = head.kind === 'call' ? head.item : head.closed ? message(head.text) : undefined;
+      let item = head.kind === 'call' ? head.item : head.closed ? message(head.text) : undefined;
       if (!item) return events;
       this.#entries.shift();
+      if (this.#reasoning.length > 0) {
+        item = { ...item, reasoning: this.#reasoning };
+        this.#reasoning = [];
+      }
       this.#output.push(item);
       events.push({ type: 'item_done', item });
     }

@@ -102,9 +102,11 @@ export function parseExportItem(line: number, value: unknown): StoredItem {
   return isPlainItem(value) ? value : parseExportLine(line, value, exportItemSchema);
 }
 
-/** The keys of each item type, in the schema's order. */
+/** The keys of each item type, in the schema's order, but `reasoning` (an item with it takes the schema). */
 const ITEM_KEYS = new Map(
-  exportItemSchema.options.map((option) => [option.shape.type.value, Object.keys(option.shape)] as const),
+  exportItemSchema.options.map(
+    (option) => [option.shape.type.value, Object.keys(option.shape).filter((key) => key !== 'reasoning')] as const,
+  ),
 );
 const ROLES = new Set<unknown>(messageItemSchema.shape.role.options);
 /** `call_id` and `name`: 1 to 256 UTF-16 units, as the item schemas bound them. */

@@ -8,6 +8,8 @@ import {
   type FakeProvider,
   type RecordedRequest,
 } from '../support/fake-providers/fake-provider-server.ts';
+import { recordedThinking } from '../support/fake-providers/thinking.ts';
+import { parseResponseId } from '../../lib/openai/ids.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
 // Turns through the whole app against fake providers on loopback that answer with recorded
@@ -15,6 +17,13 @@ import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts
 // streaming, and where Anthropic's cache_control lands for a compacted prompt.
 const reply = (request: RecordedRequest, json: string, sse: string) =>
   request.body?.stream ? { sse: fixture(sse) } : { json: JSON.parse(fixture(json)) };
+
+/** A call with thinking on whose last message holds no tool_result: answered with thinking and a call. */
+function thinksToCall(request: RecordedRequest): boolean {
+  const last = (request.body?.messages as { content: unknown }[] | undefined)?.at(-1)?.content;
+  const results = Array.isArray(last) && last.some((block: { type: string }) => block.type === 'tool_result');
+  return request.body?.thinking !== undefined && !results;
+}
 
 let openai: FakeProvider;
 let anthropic: FakeProvider;
@@ -24,7 +33,9 @@ beforeAll(async () => {
     reply(request, 'openai-chat-tool-call.json', 'openai-chat-tool-call.sse'),
   );
   anthropic = await startFakeProvider((request) =>
-    reply(request, 'anthropic-message-text.json', 'anthropic-message-text.sse'),
+    thinksToCall(request)
+      ? reply(request, 'anthropic-message-thinking-tool-use.json', 'anthropic-message-thinking-tool-use.sse')
+      : reply(request, 'anthropic-message-text.json', 'anthropic-message-text.sse'),
   );
 });
 
@@ -185,5 +196,99 @@ describe('anthropic through the app', () => {
     // Everything after the breakpoint is the part that changes from turn to turn.
     const last = sent.messages.at(-1);
     expect(JSON.stringify(last)).toContain('Summarize.');
+  });
+});
+
+const thinkingTools = [
+  {
+    type: 'function',
+    name: 'get_weather',
+    description: 'Current weather',
+    parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
+  },
+];
+const { thinking, signature, redacted } = recordedThinking;
+const reasoning = [
+  {
+    type: 'reasoning',
+    summary: [{ type: 'summary_text', text: thinking }],
+    encrypted_content: JSON.stringify({ anthropic: { signature } }),
+  },
+  { type: 'reasoning', summary: [], encrypted_content: JSON.stringify({ anthropic: { redactedData: redacted } }) },
+];
+
+describe('reasoning kept across a tool loop', () => {
+  it("sends the loop's thinking blocks back unchanged with thinking on, and keeps them in the session", async () => {
+    const model = 'anthropic:claude-sonnet-4-5';
+    const first = await api.post('/v1/responses', {
+      model,
+      input: 'Weather in Paris?',
+      tools: thinkingTools,
+      reasoning: { effort: 'medium' },
+    });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    const call = first.body.output.find((item: { type: string }) => item.type === 'function_call');
+    expect(call).toMatchObject({ call_id: 'toolu_01NbC7Pf1cLh2zRtyRyFoMuP' });
+    const sent = anthropic.requests.length;
+    const second = await api.post('/v1/responses', {
+      model,
+      previous_response_id: first.body.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '18C, sunny' }],
+      tools: thinkingTools,
+      reasoning: { effort: 'medium' },
+    });
+    expect(second.status, JSON.stringify(second.body)).toBe(200);
+    const body = anthropic.requests[sent]!.body;
+    expect(body.thinking?.type).toBe('enabled');
+    expect(body.messages[1].role).toBe('assistant');
+    expect(body.messages[1].content.slice(0, 2)).toEqual([
+      { type: 'thinking', thinking, signature },
+      { type: 'redacted_thinking', data: redacted },
+    ]);
+
+    // The session keeps the reasoning on the call; an export and an import keep it.
+    const session = parseResponseId(first.body.id)!.sessionId;
+    const items = await api.get(`/v1/sessions/${session}/items`);
+    const stored = items.body.items.find((item: { type: string }) => item.type === 'function_call');
+    expect(stored.reasoning).toEqual(reasoning);
+    const exported = await api.get<string>(`/v1/sessions/${session}/export`);
+    expect(exported.status).toBe(200);
+    const copy = exported.body.replace(`"id":"${session}"`, '"id":"reasoning-copy"');
+    const imported = await api.call('POST', '/v1/sessions/import', copy, { 'content-type': 'application/x-ndjson' });
+    expect(imported.status, JSON.stringify(imported.body)).toBe(201);
+    expect((await api.get('/v1/sessions/reasoning-copy/items')).body.items).toEqual(items.body.items);
+    expect((await api.get<string>('/v1/sessions/reasoning-copy/export')).body).toBe(copy);
+  });
+
+  it("takes an assistant item's reasoning as input, and refuses a user message carrying some", async () => {
+    const id = await api.session({ model: 'anthropic:claude-sonnet-4-5' });
+    const appended = await api.post(`/v1/sessions/${id}/items`, {
+      items: [
+        { type: 'message', role: 'user', content: 'Weather?' },
+        { type: 'function_call', call_id: 'c1', name: 'get_weather', arguments: '{}', reasoning },
+      ],
+    });
+    expect(appended.status, JSON.stringify(appended.body)).toBe(201);
+    const listed = await api.get(`/v1/sessions/${id}/items`);
+    // Newest first: the call, then the message.
+    expect(listed.body.items[0].reasoning).toEqual(reasoning);
+    const refused = await api.post(`/v1/sessions/${id}/items`, {
+      items: [{ type: 'message', role: 'user', content: 'Hi', reasoning }],
+    });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.body.error)).toContain('reasoning');
+    const unknown = await api.post(`/v1/sessions/${id}/items`, {
+      items: [
+        {
+          type: 'function_call',
+          call_id: 'c2',
+          name: 'get_weather',
+          arguments: '{}',
+          reasoning: [{ type: 'reasoning', summary: [], signature: 'x' }],
+        },
+      ],
+    });
+    expect(unknown.status).toBe(400);
+    expect(JSON.stringify(unknown.body.error)).toContain('signature');
   });
 });

@@ -6,6 +6,7 @@ import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { assemblePrompt } from '../../lib/turn/assemble-prompt.ts';
 import { replayAnthropicCache } from '../support/fake-providers/anthropic-cache.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
+import { recordedThinking } from '../support/fake-providers/thinking.ts';
 import { toolLoopPrompt, weatherTool } from '../support/fake-providers/tool-loop.ts';
 import {
   fixture,
@@ -370,9 +371,10 @@ describe('anthropic adapter against a fake Messages server', () => {
     expect(cacheControlPaths(requests[0]!.body)).toEqual(withTools);
   });
 
-  it('thinks when a call starts from a user message, and not in a call that continues a tool loop', async () => {
+  it('thinks when a call starts from a user message, not where a tool loop goes on without its thinking', async () => {
     // The Messages API refuses thinking in a call whose last assistant message holds a tool_use
-    // without the thinking block it was answered with, which tailgate does not keep.
+    // without the thinking block it was answered with, which these prompts (as history kept
+    // before reasoning was) do not hold.
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
     const settings = { reasoningEffort: 'medium' } as const;
     const question: PromptItem = { type: 'message', role: 'user', content: 'Weather in Paris?' };
@@ -387,5 +389,103 @@ describe('anthropic adapter against a fake Messages server', () => {
       'enabled',
       'none',
     ]);
+  });
+
+  describe('thinking across a tool loop', () => {
+    const { thinking, signature, redacted } = recordedThinking;
+    const settings = { reasoningEffort: 'medium' } as const;
+    const question: PromptItem = { type: 'message', role: 'user', content: 'Weather in Paris?' };
+    const reply = byStream('anthropic-message-thinking-tool-use.json', 'anthropic-message-thinking-tool-use.sse');
+    const output = (callId: string): PromptItem => ({ type: 'function_call_output', call_id: callId, output: '18C' });
+
+    it('keeps a streamed thinking block with its signature and sends it back unchanged in the next call', async () => {
+      const { model, requests } = await start(reply);
+      const events = await collectStream(model.stream({ ...request([question], [weatherTool]), settings }));
+      const done = events.at(-1)!;
+      if (done.type !== 'done') throw new Error('no done event');
+      const [call] = done.result.output;
+      expect(done.result.output).toHaveLength(1);
+      expect(call).toEqual({
+        type: 'function_call',
+        call_id: 'toolu_01NbC7Pf1cLh2zRtyRyFoMuP',
+        name: 'get_weather',
+        arguments: '{"location": "Paris"}',
+        reasoning: [
+          {
+            type: 'reasoning',
+            summary: [{ type: 'summary_text', text: thinking }],
+            encrypted_content: JSON.stringify({ anthropic: { signature } }),
+          },
+        ],
+      });
+      // The item_done event carries it too.
+      expect(events.filter((event) => event.type === 'item_done').map((event) => event.item)).toEqual([call]);
+
+      const loop = [question, call!, output('toolu_01NbC7Pf1cLh2zRtyRyFoMuP')];
+      await collectStream(model.stream({ ...request(loop, [weatherTool]), settings }));
+      const second = requests[1]!.body;
+      expect(second.thinking?.type).toBe('enabled');
+      expect(second.messages[1]).toEqual({
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking, signature },
+          {
+            type: 'tool_use',
+            id: 'toolu_01NbC7Pf1cLh2zRtyRyFoMuP',
+            name: 'get_weather',
+            input: { location: 'Paris' },
+            cache_control: { type: 'ephemeral' },
+          },
+        ],
+      });
+    });
+
+    it('keeps thinking and redacted thinking of a generated answer and sends both back in order', async () => {
+      const { model, requests } = await start(reply);
+      const result = await model.generate({ ...request([question], [weatherTool]), settings });
+      const [call] = result.output;
+      expect(call?.type === 'function_call' && call.reasoning).toEqual([
+        {
+          type: 'reasoning',
+          summary: [{ type: 'summary_text', text: thinking }],
+          encrypted_content: JSON.stringify({ anthropic: { signature } }),
+        },
+        {
+          type: 'reasoning',
+          summary: [],
+          encrypted_content: JSON.stringify({ anthropic: { redactedData: redacted } }),
+        },
+      ]);
+      const loop = [question, call!, output('toolu_01NbC7Pf1cLh2zRtyRyFoMuP')];
+      await model.generate({ ...request(loop, [weatherTool]), settings });
+      expect(requests[1]!.body.thinking?.type).toBe('enabled');
+      expect(requests[1]!.body.messages[1].content.slice(0, 2)).toEqual([
+        { type: 'thinking', thinking, signature },
+        { type: 'redacted_thinking', data: redacted },
+      ]);
+    });
+
+    it("leaves out a finished turn's thinking; a loop whose blocks are missing goes without", async () => {
+      const { model, requests } = await start(reply);
+      const result = await model.generate({ ...request([question], [weatherTool]), settings });
+      const call = result.output[0]!;
+      const finished: PromptItem[] = [
+        question,
+        call,
+        output('toolu_01NbC7Pf1cLh2zRtyRyFoMuP'),
+        { type: 'message', role: 'assistant', content: 'Sunny.' },
+        { type: 'message', role: 'user', content: 'And tomorrow?' },
+      ];
+      await model.generate({ ...request(finished, [weatherTool]), settings });
+      const sent = requests[1]!.body;
+      expect(sent.thinking?.type).toBe('enabled');
+      const blocks = sent.messages.flatMap((message: any) => message.content.map((block: any) => block.type));
+      expect(blocks).not.toContain('thinking');
+      expect(blocks).not.toContain('redacted_thinking');
+      // The call without its reasoning (history kept before reasoning was): the loop goes without thinking.
+      const { reasoning: _dropped, ...bare } = call as Extract<PromptItem, { type: 'function_call' }>;
+      await model.generate({ ...request([question, bare, output(bare.call_id)], [weatherTool]), settings });
+      expect(requests[2]!.body.thinking).toBeUndefined();
+    });
   });
 });

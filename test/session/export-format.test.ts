@@ -36,6 +36,18 @@ describe('parseExportItem', () => {
     ['a fractional seq', { type: 'message', role: 'user', content: 'x', seq: 1.5, created_at: 'a' }],
     ['an extra key', { type: 'message', role: 'user', content: 'x', seq: 1, created_at: 'a', extra: 1 }],
     ['a missing created_at', { type: 'message', role: 'user', content: 'x', seq: 1 }],
+    [
+      'reasoning with a key it does not have',
+      {
+        type: 'function_call',
+        call_id: 'c',
+        name: 'n',
+        arguments: '',
+        reasoning: [{ type: 'reasoning', summary: [], signature: 'x' }],
+        seq: 1,
+        created_at: 'a',
+      },
+    ],
   ])('refuses %s as the schema does, naming the line', (_name, value) => {
     const error = outcome(() => parseExportItem(12, value));
     expect(error).toEqual(outcome(() => parseExportLine(12, value, exportItemSchema)));
@@ -45,6 +57,10 @@ describe('parseExportItem', () => {
   it('takes a line in the order an export writes it as its own value, and another order as the schema makes it', () => {
     const written = { type: 'function_call', call_id: 'c', name: 'read', arguments: '{}', seq: 3, created_at: 'a' };
     expect(parseExportItem(2, written)).toBe(written);
+    const reasoning = [
+      { type: 'reasoning', summary: [{ type: 'summary_text', text: 'Hmm.' }], encrypted_content: '{}' },
+    ];
+    expect(parseExportItem(2, { ...written, reasoning })).toEqual({ ...written, reasoning });
     const reordered = { seq: 3, created_at: 'a', type: 'message', role: 'user', content: 'hi' };
     expect(JSON.stringify(parseExportItem(2, reordered))).toBe(
       '{"type":"message","role":"user","content":"hi","seq":3,"created_at":"a"}',

@@ -1,0 +1,103 @@
+import type { ModelMessage, ProviderMetadata, ReasoningOutput } from 'ai';
+import { reasoningText, type ReasoningItem } from '../items.ts';
+import type { ModelOutputItem } from './model.ts';
+
+/** The AI SDK's reasoning part of an assistant message (what a reasoning item goes back as). */
+export interface SdkReasoningPart {
+  type: 'reasoning';
+  text: string;
+  /** The AI SDK's provider options: what its provider metadata said, as it was. */
+  providerOptions?: ProviderMetadata;
+}
+
+/**
+ * A reasoning item of the model's reasoning as the AI SDK returns it: its text as one summary
+ * part (none when empty: Anthropic's redacted thinking), its provider metadata (Anthropic's
+ * `signature` or `redactedData`) as `encrypted_content`, JSON the provider gets back unchanged.
+ *
+ * @example reasoningItem({ type: 'reasoning', text: 'Hmm.', providerMetadata: { anthropic: { signature: 'S' } } })
+ * // { type: 'reasoning', summary: [{ type: 'summary_text', text: 'Hmm.' }],
+ * //   encrypted_content: '{"anthropic":{"signature":"S"}}' }
+ */
+export function reasoningItem(reasoning: Pick<ReasoningOutput, 'text' | 'providerMetadata'>): ReasoningItem {
+  const metadata = reasoning.providerMetadata;
+  return {
+    type: 'reasoning',
+    summary: reasoning.text === '' ? [] : [{ type: 'summary_text', text: reasoning.text }],
+    ...(metadata && Object.keys(metadata).length > 0 ? { encrypted_content: JSON.stringify(metadata) } : {}),
+  };
+}
+
+/**
+ * The AI SDK reasoning part of a reasoning item: its text, and the provider options its
+ * `encrypted_content` holds (none when it holds no JSON object of objects: the provider then
+ * leaves the part out, Anthropic with a warning).
+ */
+export function reasoningPart(item: ReasoningItem): SdkReasoningPart {
+  const providerOptions = item.encrypted_content === undefined ? undefined : parseOptions(item.encrypted_content);
+  return { type: 'reasoning', text: reasoningText(item), ...(providerOptions ? { providerOptions } : {}) };
+}
+
+function parseOptions(text: string): ProviderMetadata | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(value) || !Object.values(value).every(isObject)) return undefined;
+  return value as ProviderMetadata;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Whether a call continues a tool loop (its last assistant message holds a tool call) without
+ * that message opening with a reasoning part the provider can take back (one with provider
+ * options): Anthropic refuses thinking in such a call.
+ */
+export function lacksLoopReasoning(messages: ModelMessage[]): boolean {
+  const last = messages.findLast((message) => message.role === 'assistant');
+  if (!last || typeof last.content === 'string' || !last.content.some((part) => part.type === 'tool-call')) {
+    return false;
+  }
+  const first = last.content[0];
+  return first?.type !== 'reasoning' || first.providerOptions === undefined;
+}
+
+type StreamedReasoning = { type: string; id: string; text?: string; providerMetadata?: ProviderMetadata };
+
+/**
+ * The reasoning of a streamed answer, by block: its deltas' text, and the provider metadata of
+ * its start, deltas and end merged (Anthropic's signature comes in a delta of its own).
+ */
+export class ReasoningParts {
+  readonly #open = new Map<string, { text: string; providerMetadata: ProviderMetadata }>();
+
+  add(part: StreamedReasoning): void {
+    const block = this.#open.get(part.id) ?? { text: '', providerMetadata: {} };
+    this.#open.set(part.id, block);
+    block.text += part.text ?? '';
+    mergeMetadata(block.providerMetadata, part.providerMetadata);
+  }
+
+  /** The reasoning item of a block that ended. */
+  end(part: StreamedReasoning): ReasoningItem {
+    this.add(part);
+    const block = this.#open.get(part.id)!;
+    this.#open.delete(part.id);
+    return reasoningItem(block);
+  }
+}
+
+function mergeMetadata(into: ProviderMetadata, from: ProviderMetadata | undefined): void {
+  for (const [provider, values] of Object.entries(from ?? {})) into[provider] = { ...into[provider], ...values };
+}
+
+/** The output with the reasoning on its first item (none when it has no item: it is then left out). */
+export function withReasoning(output: ModelOutputItem[], reasoning: ReasoningItem[]): ModelOutputItem[] {
+  const [first, ...rest] = output;
+  return first && reasoning.length > 0 ? [{ ...first, reasoning }, ...rest] : output;
+}

@@ -58,8 +58,9 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  * - a user or assistant message with nothing but whitespace in its text (and no image or file)
  *   is dropped (providers reject empty text blocks), and so is an empty text part.
  * - the `reasoning` of an assistant message or function_call after the prompt's last user
- *   message (the current tool loop) goes as `reasoning` parts before the item's own, their
- *   provider options those each `encrypted_content` holds (lib/models/reasoning-parts.ts):
+ *   message (the current tool loop; a notice the service delivers is not the user's) goes as
+ *   `reasoning` parts before the item's own, their provider options those each
+ *   `encrypted_content` holds (lib/models/reasoning-parts.ts):
  *   Anthropic takes thinking in a call that continues a tool loop only with the thinking blocks
  *   of the loop's answers. Earlier reasoning is left out (the provider ignores a finished turn's
  *   thinking), so it costs nothing and the prompt before the last user message is sent the same
@@ -88,7 +89,9 @@ export function convertToModelMessages(
   const outputCall = adjacentAnswers(items);
   const answered = new Set(outputCall.values());
   const wireIds = wireCallIds(items);
-  const loopStart = items.findLastIndex((item) => item.type === 'message' && item.role === 'user');
+  const loopStart = items.findLastIndex(
+    (item) => item.type === 'message' && item.role === 'user' && item.synthetic === undefined,
+  );
   const marked = new Map<number, ProviderOptions>();
   for (const breakpoint of options.breakpoints ?? []) {
     const index = effectiveBreakpoint(items, breakpoint.index);

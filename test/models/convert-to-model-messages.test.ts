@@ -139,6 +139,35 @@ describe('convertToModelMessages', () => {
     expect(JSON.stringify(messages).split('cacheControl').length - 1).toBe(1);
   });
 
+  it("sends the reasoning of the items after the last user's message, before each item's own part", () => {
+    const thought = (text: string) => ({
+      type: 'reasoning' as const,
+      summary: [{ type: 'summary_text' as const, text }],
+      encrypted_content: JSON.stringify({ anthropic: { signature: `sig-${text}` } }),
+    });
+    const notice: PromptItem = { type: 'message', role: 'user', content: 'A notice.', synthetic: 'inbox' };
+    const prompt: PromptItem[] = [
+      user('hi'),
+      { type: 'message', role: 'assistant', content: 'Hello.', reasoning: [thought('old')] },
+      user('list files'),
+      { type: 'function_call', call_id: 'c1', name: 'ls', arguments: '{}', reasoning: [thought('a'), thought('b')] },
+      output('c1'),
+      // A notice the service delivers is no message of the user's: the loop goes on through it.
+      notice,
+    ];
+    const messages = convertToModelMessages(prompt);
+    const reasoning = (text: string) => ({
+      type: 'reasoning',
+      text,
+      providerOptions: { anthropic: { signature: `sig-${text}` } },
+    });
+    expect(messages[1]).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'Hello.' }] });
+    expect(messages[3]).toEqual({
+      role: 'assistant',
+      content: [reasoning('a'), reasoning('b'), { type: 'tool-call', toolCallId: 'c1', toolName: 'ls', input: {} }],
+    });
+  });
+
   it('moves a breakpoint on a dropped empty assistant message back to the item before it', () => {
     const messages = convertToModelMessages([user('hi'), assistant(''), user('next')], {
       breakpoints: [{ index: 1, providerOptions: options }],

@@ -1,4 +1,4 @@
-import type { FunctionCallItem, MessageItem, PromptItem, Tool } from '../items.ts';
+import type { FunctionCallItem, MessageItem, PromptItem, ReasoningItem, Tool } from '../items.ts';
 
 /**
  * The one interface every provider adapter implements. Adapters translate `PromptItem[]`
@@ -85,6 +85,8 @@ export type ModelStreamEvent =
   | { type: 'call_start'; call_id: string; name: string }
   /** A piece of an open call's arguments: their concatenation is the finished call's `arguments`. */
   | { type: 'arguments_delta'; call_id: string; delta: string }
+  /** A block of the model's reasoning ended: it is the `reasoning` of the next item to end. */
+  | { type: 'reasoning_done'; item: ReasoningItem }
   | { type: 'item_done'; item: ModelOutputItem }
   | { type: 'done'; result: ModelResult };
 

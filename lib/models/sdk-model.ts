@@ -164,7 +164,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
           } else if (part.type === 'reasoning-start' || part.type === 'reasoning-delta') {
             reasoning.add(part);
           } else if (part.type === 'reasoning-end') {
-            order.reasoning(reasoning.end(part));
+            yield* order.reasoning(reasoning.end(part));
           } else if (part.type === 'tool-input-start') {
             if (!part.providerExecuted) yield* order.callStart(part.id, part.toolName);
           } else if (part.type === 'tool-input-delta') {

@@ -4,7 +4,8 @@ import type { ModelOutputItem, ModelStreamEvent } from './model.ts';
 /** An output item of a streamed answer, from its first event to its end. */
 type Entry =
   | { kind: 'message'; text: string; closed: boolean; held: ModelStreamEvent[] }
-  | { kind: 'call'; callId: string; raw: string; item?: ModelOutputItem; held: ModelStreamEvent[] };
+  | { kind: 'call'; callId: string; raw: string; item?: ModelOutputItem; held: ModelStreamEvent[] }
+  | { kind: 'reasoning'; item: ReasoningItem; held: ModelStreamEvent[] };
 
 /**
  * Orders a streamed answer's events so that its items open and end one at a time, in the
@@ -13,7 +14,8 @@ type Entry =
  * events of an item that starts while an earlier one is still open (a second call whose pieces
  * interleave with the first's, text during a call) wait until that one ended. A consumer thus
  * has at most one open item, and the items' `item_done`s come in the order of the output.
- * Reasoning that ended goes on the next item to end (its `reasoning`).
+ * A reasoning block that ended is a `reasoning_done` in its place, and goes on the next item to
+ * end (its `reasoning`).
  * Each method returns the events to yield now.
  */
 export class StreamOrder {
@@ -72,9 +74,10 @@ export class StreamOrder {
     return [...rest, ...this.#drain()];
   }
 
-  /** A reasoning block that ended: it goes on the next item to end. */
-  reasoning(item: ReasoningItem): void {
-    this.#reasoning.push(item);
+  /** A reasoning block that ended: its `reasoning_done` in its place; it goes on the next item to end. */
+  reasoning(item: ReasoningItem): ModelStreamEvent[] {
+    this.#open({ kind: 'reasoning', item, held: [] });
+    return this.#drain();
   }
 
   /** The end of the answer: its last message ends; a call that never finished is left out. */
@@ -120,6 +123,12 @@ export class StreamOrder {
       const head = this.#entries[0];
       if (!head) return events;
       events.push(...head.held.splice(0));
+      if (head.kind === 'reasoning') {
+        this.#entries.shift();
+        this.#reasoning.push(head.item);
+        events.push({ type: 'reasoning_done', item: head.item });
+        continue;
+      }
       let item = head.kind === 'call' ? head.item : head.closed ? message(head.text) : undefined;
       if (!item) return events;
       this.#entries.shift();

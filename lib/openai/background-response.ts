@@ -14,14 +14,8 @@ import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
-import {
-  buildResponse,
-  outputItem,
-  turnCost,
-  usageOf,
-  type StoredContext,
-  type TailgateResponse,
-} from './responses.ts';
+import { buildResponse, turnCost, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
+import { outputItems } from './output-items.ts';
 import { journaledResponseEvents } from './journaled-response.ts';
 import { streamedForeground } from './resumed-response.ts';
 import { endedResponse, settledAs, withStoppedUsage } from './settled-response.ts';
@@ -159,7 +153,7 @@ function completedResponse(
   turn: TurnResponse & Pick<TurnSummary, 'completed_at'>,
   compacted: ResponseOutputItem[],
 ): TailgateResponse {
-  const output = turn.output.map((item) => outputItem(item, itemId(item.type, ref.sessionId, item.seq)));
+  const output = turn.output.flatMap((item) => outputItems(item, (type) => itemId(type, ref.sessionId, item.seq)));
   return endedResponse(
     kept,
     turn.incomplete ? 'incomplete' : 'completed',

@@ -319,7 +319,7 @@ export class ChatChunkWriter {
     } else if (event.type === 'arguments_delta') {
       if (this.#call?.callId !== event.call_id) return;
       this.#chunk({ tool_calls: [{ index: this.#call.index, function: { arguments: event.delta } }] });
-    } else this.itemDone(event.item);
+    } else if (event.type === 'item_done') this.itemDone(event.item);
   }
 
   itemDone(item: ModelOutputItem): void {

@@ -14,7 +14,8 @@
  *   the deleted turn names nothing. Ids without it are those of the turns no delete went back
  *   past, every id issued before generations were named included.
  * - item: `msg_<session>_<seq>` (messages), `fc_<session>_<seq>` (function calls),
- *   `fco_<session>_<seq>` (function call outputs).
+ *   `fco_<session>_<seq>` (function call outputs); the model's reasoning before the item at a
+ *   seq, `rs_<session>_<seq>_<n>` (n from 1), names no item of its own (parseItemId takes none).
  * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq.
  *
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
@@ -38,9 +39,14 @@ export interface ResponseRef {
   generation?: string;
 }
 
-export type ItemKind = 'message' | 'function_call' | 'function_call_output';
+export type ItemKind = 'message' | 'function_call' | 'function_call_output' | 'reasoning';
 
-const ITEM_PREFIX: Record<ItemKind, string> = { message: 'msg', function_call: 'fc', function_call_output: 'fco' };
+const ITEM_PREFIX: Record<ItemKind, string> = {
+  message: 'msg',
+  function_call: 'fc',
+  function_call_output: 'fco',
+  reasoning: 'rs',
+};
 
 export function responseId(ref: ResponseRef): string {
   const base = `resp_${ref.sessionId}_${ref.turn}_${ref.inputSeq}_${ref.outputSeq}`;

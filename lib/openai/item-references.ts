@@ -8,6 +8,9 @@ import type { InputItemBody } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
 
+/** The id of a reasoning item of a stored response (lib/openai/ids.ts): `rs_<conversation>_<seq>_<n>`. */
+const REASONING_ID = /^rs_[A-Za-z0-9_-]{1,64}_[1-9]\d{0,14}_[1-9]\d{0,14}$/;
+
 /**
  * A create's input with each `item_reference` replaced by the stored item it names, and where
  * each entry was in `input` (`origins`): the AI SDK sends a stored response's output back so
@@ -78,6 +81,8 @@ export async function resolveItemReferences(
     }),
   );
   const resolved = input.map((entry, index): InputItemBody[] => {
+    // The model's reasoning, sent back: the conversation keeps it with the items it came with.
+    if (entry.type === 'item_reference' && REASONING_ID.test(entry.id)) return [];
     if (entry.type !== 'item_reference') return [entry];
     const compaction = parseCompactionId(entry.id);
     if (compaction) {

@@ -1,8 +1,11 @@
 import type { ResponseOutputItem, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { contentText } from '../content.ts';
+import type { ReasoningItem } from '../items.ts';
 import type { ModelOutputItem } from '../models/model.ts';
 import type { ModelOutputEvent } from '../turn/model-call.ts';
 import type { TurnEvent } from '../turn/types.ts';
+import type { ItemKind } from './ids.ts';
+import { reasoningOutput } from './output-items.ts';
 import { functionCall, message, type TailgateResponse } from './responses.ts';
 
 /** A stream event without its sequence number (the writer numbers them). */
@@ -17,23 +20,28 @@ type UnnumberedEvent = ResponseStreamEvent extends infer Event
  * response.in_progress, then per output item output_item.added, content_part.added,
  * output_text.delta..., output_text.done, content_part.done, output_item.done (a message) or
  * output_item.added, function_call_arguments.delta (one per piece the model streamed, or one
- * with the whole arguments), function_call_arguments.done, output_item.done (a call), then
+ * with the whole arguments), function_call_arguments.done, output_item.done (a call), or
+ * output_item.added, then per summary part reasoning_summary_part.added,
+ * reasoning_summary_text.delta (the whole text), reasoning_summary_text.done,
+ * reasoning_summary_part.done, then output_item.done (a block of the model's reasoning), then
  * response.completed or response.failed (after the done events, status `incomplete`, of a
  * message or call it cut short). Every event carries `sequence_number`, from 0.
  */
 export class ResponseEventWriter {
   #sequence = 0;
+  /** The output index of the next item. */
   #index = 0;
+  /** The place of the next model item among the turn's (what its id is made from): reasoning takes none. */
+  #item = 0;
+  /** The reasoning items before the next model item. */
+  #reasoning = 0;
   #open: { id: string; text: string } | undefined;
   /** The call whose arguments are streaming: its call_id, item id, name and arguments so far. */
   #call: { callId: string; id: string; name: string; arguments: string } | undefined;
-  readonly #itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string;
+  readonly #itemId: (index: number, item: { type: ItemKind }) => string;
   readonly #send: (event: ResponseStreamEvent) => void;
 
-  constructor(
-    itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string,
-    send: (event: ResponseStreamEvent) => void,
-  ) {
+  constructor(itemId: (index: number, item: { type: ItemKind }) => string, send: (event: ResponseStreamEvent) => void) {
     this.#itemId = itemId;
     this.#send = send;
   }
@@ -51,7 +59,7 @@ export class ResponseEventWriter {
   #openMessage(): { id: string; text: string } {
     if (this.#open) return this.#open;
     this.#closeCall();
-    const id = this.#itemId(this.#index, { type: 'message' });
+    const id = this.#itemId(this.#item, { type: 'message' });
     this.#open = { id, text: '' };
     this.#emit({
       type: 'response.output_item.added',
@@ -74,6 +82,8 @@ export class ResponseEventWriter {
    */
   restart(): void {
     this.#index = 0;
+    this.#item = 0;
+    this.#reasoning = 0;
     this.#open = undefined;
     this.#call = undefined;
   }
@@ -81,7 +91,7 @@ export class ResponseEventWriter {
   /** output_item.added of a function call whose arguments stream (`argumentsDelta`, then its `itemDone`). */
   callStarted(callId: string, name: string): void {
     this.#closeCall();
-    const id = this.#itemId(this.#index, { type: 'function_call' });
+    const id = this.#itemId(this.#item, { type: 'function_call' });
     this.#call = { callId, id, name, arguments: '' };
     this.#emit({
       type: 'response.output_item.added',
@@ -140,13 +150,14 @@ export class ResponseEventWriter {
 
   /**
    * A turn's output event (output_text.delta, function_call.started,
-   * function_call_arguments.delta, output_item.done) as its events; false for any other.
+   * function_call_arguments.delta, reasoning.done, output_item.done) as its events; false for any other.
    */
   turnOutput(event: TurnEvent): boolean {
     if (event.event === 'output_text.delta') this.delta(event.data.delta);
     else if (event.event === 'function_call.started') this.callStarted(event.data.call_id, event.data.name);
     else if (event.event === 'function_call_arguments.delta') this.argumentsDelta(event.data.call_id, event.data.delta);
     else if (event.event === 'output_item.done') this.itemDone(event.data.item);
+    else if (event.event === 'reasoning.done') this.reasoningDone(event.data.item);
     else return false;
     return true;
   }
@@ -156,7 +167,29 @@ export class ResponseEventWriter {
     if (event.type === 'text_delta') this.delta(event.delta);
     else if (event.type === 'call_start') this.callStarted(event.call_id, event.name);
     else if (event.type === 'arguments_delta') this.argumentsDelta(event.call_id, event.delta);
+    else if (event.type === 'reasoning_done') this.reasoningDone(event.item);
     else this.itemDone(event.item);
+  }
+
+  /** A block of the model's reasoning, whole: a reasoning item before the model item it comes with. */
+  reasoningDone(item: ReasoningItem): void {
+    this.#closeCall();
+    const id = `${this.#itemId(this.#item, { type: 'reasoning' })}_${++this.#reasoning}`;
+    const output_index = this.#index;
+    this.#emit({
+      type: 'response.output_item.added',
+      output_index,
+      item: { type: 'reasoning', id, summary: [], status: 'in_progress' },
+    });
+    item.summary.forEach(({ text }, summary_index) => {
+      const at = { item_id: id, output_index, summary_index };
+      this.#emit({ type: 'response.reasoning_summary_part.added', ...at, part: { type: 'summary_text', text: '' } });
+      this.#emit({ type: 'response.reasoning_summary_text.delta', ...at, delta: text });
+      this.#emit({ type: 'response.reasoning_summary_text.done', ...at, text });
+      this.#emit({ type: 'response.reasoning_summary_part.done', ...at, part: { type: 'summary_text', text } });
+    });
+    this.#emit({ type: 'response.output_item.done', output_index, item: reasoningOutput(item, id) });
+    this.#index += 1;
   }
 
   itemDone(item: ModelOutputItem): void {
@@ -178,7 +211,14 @@ export class ResponseEventWriter {
       });
       this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: functionCall(item, id) });
     }
+    this.#next();
+  }
+
+  /** The next output index and model item. */
+  #next(): void {
     this.#index += 1;
+    this.#item += 1;
+    this.#reasoning = 0;
   }
 
   /** An output item that arrives whole (a compaction item): output_item.added, then output_item.done. */
@@ -186,7 +226,7 @@ export class ResponseEventWriter {
     this.#closeCall();
     this.#emit({ type: 'response.output_item.added', output_index: this.#index, item });
     this.#emit({ type: 'response.output_item.done', output_index: this.#index, item });
-    this.#index += 1;
+    this.#next();
   }
 
   /** output_item.done (status `incomplete`, its arguments so far) of a call that began and never ended. */
@@ -196,7 +236,7 @@ export class ResponseEventWriter {
     const item = functionCall({ call_id: callId, name, arguments: this.#call.arguments }, id, 'incomplete');
     this.#emit({ type: 'response.output_item.done', output_index: this.#index, item });
     this.#call = undefined;
-    this.#index += 1;
+    this.#next();
   }
 
   /**
@@ -217,7 +257,7 @@ export class ResponseEventWriter {
   failed(response: TailgateResponse): void {
     if (this.#open) {
       this.#closeMessage(this.#open.text, 'incomplete');
-      this.#index += 1;
+      this.#next();
     }
     this.#closeCall();
     this.#emit({ type: 'response.failed', response });

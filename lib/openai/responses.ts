@@ -29,7 +29,9 @@ export type InputItemBody =
     }
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
   | { type: 'function_call_output'; call_id: string; output: string | InputPartBody[] }
-  | { type: 'compaction'; encrypted_content: string; id?: string | null | undefined };
+  | { type: 'compaction'; encrypted_content: string; id?: string | null | undefined }
+  /** The model's reasoning sent back: left out (the conversation keeps it with the items it came with). */
+  | { type: 'reasoning'; summary: { type: 'summary_text'; text: string }[] };
 
 /** A compaction item the input starts from (nothing before it kept): its id and summary. */
 export interface InputAnchor {
@@ -101,6 +103,7 @@ export function inputToItems(input: string | InputItemBody[], field = 'input'): 
     positions.history.push(index);
   };
   input.forEach((entry, index) => {
+    if (entry.type === 'reasoning') return;
     if (entry.type === 'compaction') {
       items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
       positions.items = [index];
@@ -124,7 +127,7 @@ export function inputToItems(input: string | InputItemBody[], field = 'input'): 
   return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}), compactions, positions };
 }
 
-/** A model's output item in OpenAI's shape, under the given id. */
+/** A model's output item in OpenAI's shape, under the given id (its reasoning aside: outputItems). */
 export function outputItem(item: ModelOutputItem, id: string): ResponseOutputItem {
   if (item.type === 'function_call') return functionCall(item, id);
   return message(contentText(item.content), id);

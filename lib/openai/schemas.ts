@@ -110,14 +110,33 @@ const compactionInput = z
   })
   .strict();
 
-const inputItems = [messageInput, functionCallInput, functionCallOutputInput, compactionInput] as const;
+/**
+ * A reasoning item sent back (a response's output resent as input): taken and left out, as the
+ * conversation keeps the model's reasoning with the items it came with (lib/openai/item-references.ts).
+ */
+const reasoningInput = z
+  .object({
+    type: z.literal('reasoning'),
+    id: z.string().max(256).nullable().optional(),
+    summary: z.array(z.object({ type: z.literal('summary_text'), text: z.string() }).strict()).max(1000),
+    content: z
+      .array(z.object({ type: z.literal('reasoning_text'), text: z.string() }).strict())
+      .max(1000)
+      .nullable()
+      .optional(),
+    encrypted_content: z.string().max(1_000_000).nullable().optional(),
+    status: z.enum(['in_progress', 'completed', 'incomplete']).nullable().optional(),
+  })
+  .strict();
+
+const inputItems = [messageInput, functionCallInput, functionCallOutputInput, compactionInput, reasoningInput] as const;
 
 /**
- * An input item of the given kinds. An item of another type (`reasoning`, a built-in tool's
- * call) is refused naming its type, rather than with what each kind expected.
+ * An input item of the given kinds. An item of another type (a built-in tool's call) is refused
+ * naming its type, rather than with what each kind expected.
  */
 function inputItemSchema<const Options extends readonly [z.ZodType, ...z.ZodType[]]>(options: Options) {
-  const types = ['message', 'function_call', 'function_call_output', 'compaction'];
+  const types = ['message', 'function_call', 'function_call_output', 'compaction', 'reasoning'];
   if (options.length > inputItems.length) types.push('item_reference');
   return z.union(options, {
     error: (issue) => {
@@ -236,8 +255,7 @@ export const responseCreateSchema = z
     include: z
       .array(
         z.enum(['reasoning.encrypted_content'], {
-          error:
-            'only "reasoning.encrypted_content" is supported (tailgate returns no reasoning items to include it in)',
+          error: 'only "reasoning.encrypted_content" is supported (whose reasoning items carry no encrypted_content)',
         }),
       )
       .nullable()

@@ -9,7 +9,8 @@ import { turnCompactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
 import { openaiErrorCode } from './errors.ts';
 import { itemId, type ResponseRef } from './ids.ts';
-import { outputItem, outputText, turnCost, usageOf, type TailgateResponse } from './responses.ts';
+import { outputText, turnCost, usageOf, type TailgateResponse } from './responses.ts';
+import { outputItems } from './output-items.ts';
 
 /**
  * A stored response as its turn's receipt says it stands: one whose object says it runs (a
@@ -123,8 +124,8 @@ export async function settledAs(
       completedAt: summary.completed_at,
       incomplete: summary.incomplete,
       output: [
-        ...items.map((item) =>
-          outputItem(item as Parameters<typeof outputItem>[0], itemId(item.type, ref.sessionId, item.seq)),
+        ...items.flatMap((item) =>
+          outputItems(item as Parameters<typeof outputItems>[0], (type) => itemId(type, ref.sessionId, item.seq)),
         ),
         ...compacted,
       ],

@@ -4,12 +4,21 @@ import { trackCall } from '../session/log/open-calls.ts';
 import { errorRecord } from '../turn/index.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { randomId } from './ids.ts';
+import { type ItemKind, randomId } from './ids.ts';
 import { partInRequest, type PreparedRequest } from './request.ts';
-import { buildResponse, outputItem, usageOf, type TailgateResponse } from './responses.ts';
+import { buildResponse, usageOf, type TailgateResponse } from './responses.ts';
+import { outputItems } from './output-items.ts';
 import { responseEventStream } from './sse.ts';
 import { callStateless, prepareStateless, runStateless } from './stateless.ts';
 import { openaiTools } from './stored-responses.ts';
+
+/** The prefix of the random id of an item of a response that is not stored, by kind. */
+const RANDOM_ID_PREFIX: Record<ItemKind, string> = {
+  message: 'msg',
+  function_call: 'fc',
+  function_call_output: 'fco',
+  reasoning: 'rs',
+};
 
 /**
  * As a stored response's input (lib/session/log/commit.ts), with no call open before it: a
@@ -67,10 +76,11 @@ export async function createStatelessResponse(
     ...(body.truncation ? { truncation: body.truncation } : {}),
   };
   const fields = { ...prepared.echo, tools: openaiTools(tools ?? []), conversationId: null, store: false };
-  const ids = new Map<number, string>();
-  const idAt = (index: number, item: { type: Item['type'] }) => {
-    if (!ids.has(index)) ids.set(index, randomId(item.type === 'message' ? 'msg' : 'fc'));
-    return ids.get(index)!;
+  const ids = new Map<string, string>();
+  const idAt = (index: number, item: { type: ItemKind }) => {
+    const key = `${item.type}:${index}`;
+    if (!ids.has(key)) ids.set(key, randomId(RANDOM_ID_PREFIX[item.type]));
+    return ids.get(key)!;
   };
   const id = randomId('resp');
   // When the request came: one created_at from response.created to response.completed.
@@ -83,7 +93,7 @@ export async function createStatelessResponse(
       completedAt: services.clock(),
       status: result.incomplete ? 'incomplete' : 'completed',
       ...(result.incomplete ? { incomplete: result.incomplete } : {}),
-      output: result.output.map((item, index) => outputItem(item, idAt(index, item))),
+      output: result.output.flatMap((item, index) => outputItems(item, (type) => idAt(index, { type }))),
       usage: usageOf(result.usage),
       tailgate: { context: result.context },
     });

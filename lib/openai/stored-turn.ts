@@ -10,14 +10,8 @@ import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import type { LogScope } from '../session/keys.ts';
-import {
-  buildResponse,
-  outputItem,
-  turnCost,
-  usageOf,
-  type StoredContext,
-  type TailgateResponse,
-} from './responses.ts';
+import { buildResponse, turnCost, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
+import { outputItems } from './output-items.ts';
 import { responseEventStream } from './sse.ts';
 import { getResponse, saveResponse } from './stored-responses.ts';
 
@@ -79,7 +73,7 @@ function storedResponse(
     status: response.incomplete ? 'incomplete' : 'completed',
     ...(response.incomplete ? { incomplete: response.incomplete } : {}),
     output: [
-      ...response.output.map((item) => outputItem(item, itemId(item.type, context.session.id, item.seq))),
+      ...response.output.flatMap((item) => outputItems(item, (type) => itemId(type, context.session.id, item.seq))),
       ...compacted,
     ],
     usage: usageOf(response.usage),

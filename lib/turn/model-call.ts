@@ -94,6 +94,7 @@ function streamModel(
       emit({ event: 'function_call.started', data: { call_id: event.call_id, name: event.name } });
     else if (event.type === 'arguments_delta')
       emit({ event: 'function_call_arguments.delta', data: { call_id: event.call_id, delta: event.delta } });
+    else if (event.type === 'reasoning_done') emit({ event: 'reasoning.done', data: { item: event.item } });
     else emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
   });
 }

@@ -387,6 +387,7 @@ function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event:
       replay: true,
     });
     for (const item of response.output) {
+      for (const reasoning of item.reasoning ?? []) emit({ event: 'reasoning.done', data: { item: reasoning } });
       if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: contentText(item.content) } });
       emit({ event: 'output_item.done', data: { item } });
     }

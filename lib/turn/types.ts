@@ -7,7 +7,7 @@ import type { OpenTurn, SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { TokenBudget, TokenSpend } from '../ledger/token-spend.ts';
-import type { Item } from '../items.ts';
+import type { Item, ReasoningItem } from '../items.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { WebhookSink } from '../webhooks/events.ts';
 import type { RunningTurns } from './running.ts';
@@ -243,6 +243,8 @@ export type TurnEvent =
   /** A function call began; its argument pieces follow, then its output_item.done (the whole call). */
   | { event: 'function_call.started'; data: { call_id: string; name: string } }
   | { event: 'function_call_arguments.delta'; data: { call_id: string; delta: string } }
+  /** A block of the model's reasoning ended: it is in the `reasoning` of the next output_item.done. */
+  | { event: 'reasoning.done'; data: { item: ReasoningItem } }
   | { event: 'output_item.done'; data: { item: OutputItem } }
   | { event: 'turn.completed'; data: TurnResponse }
   | { event: 'error'; data: { error: StoredError }; cause: unknown };

@@ -1,7 +1,7 @@
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
-import { TOKEN, type HttpHarness } from './http-suite.ts';
+import { facadeClient, type HttpHarness } from './http-suite.ts';
 
 /**
  * Background responses of the OpenAI facade through the official `openai` client, its fetch the
@@ -10,13 +10,7 @@ import { TOKEN, type HttpHarness } from './http-suite.ts';
  * against a slow provider in test/openai/background-client.test.ts.
  */
 export function defineFacadeBackgroundSuite(label: string, harness: HttpHarness): void {
-  const origin = 'https://facade.test';
-  const client = new OpenAI({
-    apiKey: TOKEN,
-    baseURL: `${origin}/v1`,
-    maxRetries: 0,
-    fetch: (url, init) => harness.fetch(String(url).slice(origin.length), init),
-  });
+  const client = facadeClient(harness);
   const input = Array.from({ length: 30 }, (_, index) => `w${index}`).join(' ');
 
   async function readEvents(id: string, after?: number): Promise<ResponseStreamEvent[]> {

@@ -1,3 +1,4 @@
+import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -24,6 +25,17 @@ export const TOKEN = 'test-token';
 /** The harness's TOKEN_SIGNING_KEY (`openssl rand -base64 32`); vitest.config.ts binds the same in workerd. */
 export const SIGNING_KEY = 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=';
 const MIB = 1024 * 1024;
+
+/** The official OpenAI client on the harness's app: its requests go through `harness.fetch`. */
+export function facadeClient(harness: HttpHarness): OpenAI {
+  const origin = 'https://facade.test';
+  return new OpenAI({
+    apiKey: TOKEN,
+    baseURL: `${origin}/v1`,
+    maxRetries: 0,
+    fetch: (url, init) => harness.fetch(String(url).slice(origin.length), init),
+  });
+}
 
 let counter = 0;
 /** A fresh session id per test, so tests never share state (the bucket outlives a test). */

@@ -1,3 +1,4 @@
+import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -10,7 +11,7 @@ import {
 } from '../support/fake-providers/fake-provider-server.ts';
 import { recordedThinking } from '../support/fake-providers/thinking.ts';
 import { parseResponseId } from '../../lib/openai/ids.ts';
-import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+import { createClient, facadeClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
 // Turns through the whole app against fake providers on loopback that answer with recorded
 // responses from the providers' docs: tools offered, calls returned as function_call items,
@@ -227,17 +228,40 @@ describe('reasoning kept across a tool loop', () => {
       reasoning: { effort: 'medium' },
     });
     expect(first.status, JSON.stringify(first.body)).toBe(200);
-    const call = first.body.output.find((item: { type: string }) => item.type === 'function_call');
-    expect(call).toMatchObject({ call_id: 'toolu_01NbC7Pf1cLh2zRtyRyFoMuP' });
+    const session = parseResponseId(first.body.id)!.sessionId;
+    // The call's reasoning first, as reasoning items (no encrypted_content: the conversation keeps it).
+    const [thought, redactedThought, call] = first.body.output;
+    expect(thought).toEqual({
+      type: 'reasoning',
+      id: `rs_${session}_2_1`,
+      summary: [{ type: 'summary_text', text: thinking }],
+      status: 'completed',
+    });
+    expect(redactedThought).toEqual({ type: 'reasoning', id: `rs_${session}_2_2`, summary: [], status: 'completed' });
+    expect(call).toMatchObject({ type: 'function_call', id: `fc_${session}_2`, call_id: recordedThinking.callId });
+    expect(first.body.output).toHaveLength(3);
+    expect((await api.get(`/v1/responses/${first.body.id}`)).body.output).toEqual(first.body.output);
     const sent = anthropic.requests.length;
     const second = await api.post('/v1/responses', {
       model,
       previous_response_id: first.body.id,
-      input: [{ type: 'function_call_output', call_id: call.call_id, output: '18C, sunny' }],
+      // The reasoning sent back (as returned, and by reference) is taken and left out: the conversation has it.
+      input: [
+        thought,
+        { type: 'item_reference', id: redactedThought.id },
+        { type: 'function_call_output', call_id: call.call_id, output: '18C, sunny' },
+      ],
       tools: thinkingTools,
       reasoning: { effort: 'medium' },
     });
     expect(second.status, JSON.stringify(second.body)).toBe(200);
+    const refused = await api.post('/v1/responses', {
+      model,
+      previous_response_id: second.body.id,
+      input: [{ ...thought, signature: 'x' }],
+    });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.body.error)).toContain('signature');
     const body = anthropic.requests[sent]!.body;
     expect(body.thinking?.type).toBe('enabled');
     expect(body.messages[1].role).toBe('assistant');
@@ -247,7 +271,6 @@ describe('reasoning kept across a tool loop', () => {
     ]);
 
     // The session keeps the reasoning on the call; an export and an import keep it.
-    const session = parseResponseId(first.body.id)!.sessionId;
     const items = await api.get(`/v1/sessions/${session}/items`);
     const stored = items.body.items.find((item: { type: string }) => item.type === 'function_call');
     expect(stored.reasoning).toEqual(reasoning);
@@ -290,5 +313,51 @@ describe('reasoning kept across a tool loop', () => {
     });
     expect(unknown.status).toBe(400);
     expect(JSON.stringify(unknown.body.error)).toContain('signature');
+  });
+
+  it('streams a reasoning item before the call, in the events the official client reads', async () => {
+    const client = facadeClient(harness);
+    const stream = client.responses.stream({
+      model: 'anthropic:claude-sonnet-4-5',
+      input: 'Weather in Paris?',
+      tools: thinkingTools.map((tool) => ({ ...tool, type: 'function' as const, strict: false })),
+      reasoning: { effort: 'medium' },
+    });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    const response = await stream.finalResponse();
+    const session = parseResponseId(response.id)!.sessionId;
+    const id = `rs_${session}_2_1`;
+    const at = { item_id: id, output_index: 0, summary_index: 0 };
+    const part = { type: 'summary_text', text: thinking };
+    expect(events.slice(2, 8)).toEqual([
+      expect.objectContaining({
+        type: 'response.output_item.added',
+        output_index: 0,
+        item: { type: 'reasoning', id, summary: [], status: 'in_progress' },
+      }),
+      expect.objectContaining({ type: 'response.reasoning_summary_part.added', ...at, part: { ...part, text: '' } }),
+      expect.objectContaining({ type: 'response.reasoning_summary_text.delta', ...at, delta: thinking }),
+      expect.objectContaining({ type: 'response.reasoning_summary_text.done', ...at, text: thinking }),
+      expect.objectContaining({ type: 'response.reasoning_summary_part.done', ...at, part }),
+      expect.objectContaining({
+        type: 'response.output_item.done',
+        output_index: 0,
+        item: { type: 'reasoning', id, summary: [part], status: 'completed' },
+      }),
+    ]);
+    expect(events[8]).toMatchObject({
+      type: 'response.output_item.added',
+      output_index: 1,
+      item: { id: `fc_${session}_2` },
+    });
+    expect(response.output.map((item) => [item.type, item.id])).toEqual([
+      ['reasoning', id],
+      ['function_call', `fc_${session}_2`],
+    ]);
+    // As retrieved: the items the stream ended with (the client adds parsed_arguments to a call).
+    const retrieved = (await api.get(`/v1/responses/${response.id}`)).body.output;
+    expect(retrieved[0]).toEqual(response.output[0]);
+    expect(retrieved.map((item: { id: string }) => item.id)).toEqual([id, `fc_${session}_2`]);
   });
 });

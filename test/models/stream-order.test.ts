@@ -86,4 +86,33 @@ describe('StreamOrder: a streamed answer has one open item at a time, in the ord
       'message',
     ]);
   });
+
+  it('a reasoning block in its place, then on the next item to end; one during a call waits for the call', () => {
+    const order = new StreamOrder();
+    const thought = (text: string) => ({
+      type: 'reasoning' as const,
+      summary: [{ type: 'summary_text' as const, text }],
+    });
+    const events: ModelStreamEvent[] = [
+      ...order.reasoning(thought('first')),
+      ...order.callStart('a', 'write'),
+      ...order.reasoning(thought('during a')),
+      ...order.argumentsDelta('a', '{}'),
+      ...order.call(call('a', '{}')),
+      ...order.text('Done.'),
+      ...order.end(),
+    ];
+    const withFirst = { ...call('a', '{}'), reasoning: [thought('first')] };
+    const message = { type: 'message', role: 'assistant', content: 'Done.', reasoning: [thought('during a')] };
+    expect(events).toEqual([
+      { type: 'reasoning_done', item: thought('first') },
+      { type: 'call_start', call_id: 'a', name: 'write' },
+      { type: 'arguments_delta', call_id: 'a', delta: '{}' },
+      { type: 'item_done', item: withFirst },
+      { type: 'reasoning_done', item: thought('during a') },
+      { type: 'text_delta', delta: 'Done.' },
+      { type: 'item_done', item: message },
+    ]);
+    expect(order.output).toEqual([withFirst, message]);
+  });
 });

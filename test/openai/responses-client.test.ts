@@ -328,23 +328,33 @@ describe('the official openai client: responses', () => {
       expect(JSON.stringify((badInput as { error: unknown }).error)).not.toContain('invalid_union');
 
       // An item of a type tailgate does not take is refused by its type, in a short message.
-      const reasoning = await world.client.responses
+      const builtInCall = await world.client.responses
         .create({
           model: 'echo',
           input: [
-            { type: 'reasoning', id: 'rs_1', summary: [] },
+            { type: 'web_search_call', id: 'ws_1', status: 'completed', action: { type: 'search', query: 'x' } },
             { role: 'user', content: 'hi' },
           ],
         })
         .catch((error: unknown) => error);
-      expect(reasoning).toMatchObject({
+      expect(builtInCall).toMatchObject({
         status: 400,
         param: 'input[0].type',
         message:
-          '400 body.input.0.type: input items of type "reasoning" are not supported (tailgate takes message, ' +
-          'function_call, function_call_output, compaction, item_reference)',
+          '400 body.input.0.type: input items of type "web_search_call" are not supported (tailgate takes message, ' +
+          'function_call, function_call_output, compaction, reasoning, item_reference)',
       });
-      expect(JSON.stringify((reasoning as { error: unknown }).error)).not.toContain('invalid_union');
+      expect(JSON.stringify((builtInCall as { error: unknown }).error)).not.toContain('invalid_union');
+
+      // A reasoning item sent back is taken and left out (the conversation keeps the model's reasoning).
+      const withReasoning = await world.client.responses.create({
+        model: 'echo',
+        input: [
+          { type: 'reasoning', id: 'rs_1', summary: [{ type: 'summary_text', text: 'Hmm.' }], encrypted_content: null },
+          { role: 'user', content: 'hi' },
+        ],
+      });
+      expect(withReasoning.output_text).toBe('echo: hi');
 
       const previous = await world.client.responses
         .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })

@@ -67,6 +67,13 @@ describe("the inspector's formatting", () => {
     expect(itemText({ type: 'message', role: 'user', content })).toBe('user: look\nhere');
     expect(itemText({ type: 'function_call_output', call_id: 'c1', output: [image] })).toBe('output c1: ');
     expect(itemText({ type: 'function_call_output', call_id: 'c1', output: 'done' })).toBe('output c1: done');
+    const reasoning = [{ type: 'reasoning', summary: [{ type: 'summary_text', text: 'Look first.' }] }];
+    const redacted = { type: 'reasoning', summary: [], encrypted_content: '{}' };
+    const call = { type: 'function_call', name: 'ls', arguments: '{}', reasoning: [...reasoning, redacted] };
+    expect(itemText(call)).toBe('reasoning: Look first.\nreasoning: [redacted]\ncall ls({})');
+    expect(itemText({ type: 'message', role: 'assistant', content: 'Hi.', reasoning })).toBe(
+      'reasoning: Look first.\nassistant: Hi.',
+    );
     expect(sizeText(850)).toBe('850 B');
     expect(sizeText(145_408)).toBe('142 KB');
     expect(sizeText(1_572_864)).toBe('1.5 MB');

@@ -39,9 +39,20 @@ export function contentText(content: any): string {
 
 /** An item as one text: a message, a call, or a call's output. */
 export function itemText(item: any): string {
-  if (item.type === 'message') return `${item.role}: ${contentText(item.content)}`;
-  if (item.type === 'function_call') return `call ${item.name}(${item.arguments})`;
+  if (item.type === 'message') return `${reasoningLines(item)}${item.role}: ${contentText(item.content)}`;
+  if (item.type === 'function_call') return `${reasoningLines(item)}call ${item.name}(${item.arguments})`;
   return `output ${item.call_id}: ${contentText(item.output)}`;
+}
+
+/** The model's reasoning an item carries, a line per block ("[redacted]": one with no text), each ending in \n. */
+function reasoningLines(item: any): string {
+  const blocks: any[] = Array.isArray(item.reasoning) ? item.reasoning : [];
+  return blocks
+    .map((block) => {
+      const text = (block.summary ?? []).map((part: any) => part.text).join('');
+      return `reasoning: ${text === '' ? '[redacted]' : text}\n`;
+    })
+    .join('');
 }
 
 /** A size in bytes: "850 B", "142 KB", "1.5 MB". */

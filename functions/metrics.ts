@@ -63,10 +63,8 @@ function withBucket(text: string, bound: string): string {
 /**
  * How many models the `model` label names. A request names its model, and a provider that
  * refuses an unknown one still fails a turn under that name: without a bound, a client could
- * add series (memory, and lines of every scrape) with every name it makes up. A model is named
- * once a call of it answered (a made-up name never takes one of these places, which the models
- * really called would then go without); until then, and beyond the first this many, it is
- * counted as `other`.
+ * add series (memory, and lines of every scrape) with every name it makes up. Models beyond the
+ * first this many seen are counted as `other`.
  */
 export const MAX_MODEL_LABELS = 100;
 
@@ -74,13 +72,10 @@ export class Metrics {
   private readonly families = new Map<string, Family>();
   private readonly models = new Set<string>();
 
-  /**
-   * `model` as the `model` label writes it: itself once a call of it `answered` (now or before),
-   * unless MAX_MODEL_LABELS others are named; else `other`.
-   */
-  modelLabel(model: string, answered: boolean): string {
+  /** `model` as the `model` label writes it: itself, or `other` once MAX_MODEL_LABELS others are named. */
+  modelLabel(model: string): string {
     if (this.models.has(model)) return model;
-    if (!answered || this.models.size >= MAX_MODEL_LABELS) return 'other';
+    if (this.models.size >= MAX_MODEL_LABELS) return 'other';
     this.models.add(model);
     return model;
   }

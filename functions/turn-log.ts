@@ -85,12 +85,7 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
     }
     const metrics = options.metrics;
     if (!metrics) return;
-    // A turn refused before it had a model is `unknown`; a model answered when the turn
-    // completed, or when its call spent something before it stopped.
-    const model =
-      outcome.model === null
-        ? 'unknown'
-        : metrics.modelLabel(outcome.model, outcome.status === 'completed' || outcome.usage !== null);
+    const model = metrics.modelLabel(outcome.model ?? 'unknown');
     metrics.count('tailgate_turns_total', { status: outcome.status, model });
     // A replayed failure is no new one: its error was counted when it happened.
     if (outcome.error_code !== null && outcome.status === 'failed')
@@ -100,13 +95,13 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
       metrics.observe('tailgate_turn_time_to_first_token_seconds', {}, outcome.first_output_ms / 1000);
     if (outcome.usage) countSpend(metrics, model, 'turn', outcome.usage);
     if (outcome.compaction)
-      countSpend(metrics, metrics.modelLabel(outcome.compaction.model, true), 'compaction', outcome.compaction.usage);
+      countSpend(metrics, metrics.modelLabel(outcome.compaction.model), 'compaction', outcome.compaction.usage);
   };
 }
 
 /** The observer of a request's manual compactions (POST .../compact, POST /v1/responses/compact): their metrics. */
 export function compactionObserver(metrics: Metrics): (spend: CompactionSpend) => void {
-  return (spend) => countSpend(metrics, metrics.modelLabel(spend.model, true), 'compaction', spend.usage);
+  return (spend) => countSpend(metrics, metrics.modelLabel(spend.model), 'compaction', spend.usage);
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../history.ts';
 import { hydrateMedia } from './attachments.ts';
 import type { LogScope } from './keys.ts';
-import { appendItems } from './log/commit.ts';
+import { appendItems } from './log/append.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/claim.ts';
 import {
   commitTurnContext,

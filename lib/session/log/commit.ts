@@ -1,6 +1,5 @@
-import { z } from 'zod';
 import { NotNewestTurnError, StorageError, TurnInProgressError, TurnNotOpenError } from '../../errors.ts';
-import { itemSchema, type Item } from '../../items.ts';
+import type { Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import {
   parseStored,
@@ -12,7 +11,7 @@ import {
   type SessionConfig,
 } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
-import { backoff, MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
+import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import {
   contextOf,
   countsOf,
@@ -32,21 +31,18 @@ import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
-import type { IndexState } from './session-index.ts';
 import { baseBefore, EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { recordBody } from './record-cache.ts';
 import { carry } from './record-carry.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
-import { overdueView, packScheduleOf, type OverdueAppend, type OverdueView } from './pack-schedule.ts';
+import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
 import { billStopped, counted, unbilledOf } from './unbilled.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
  * compaction), what it carries and passes on, and the owner's completion of a turn.
  */
-const itemsSchema = z.array(itemSchema).min(1);
-
 /** What `commit` wrote. */
 export interface Commit {
   record: LogRecord;
@@ -66,39 +62,6 @@ export interface Commit {
 /** For a used idempotency key: the `replay` of its turn instead of a commit. */
 export interface Replay {
   replay: Extract<BeginTurnResult, { kind: 'replay' }>;
-}
-
-/** See SessionLog.append. */
-export async function appendItems(
-  log: LogContext,
-  id: string,
-  items: Item[],
-  packsOverdue = false,
-  onlyFirst = false,
-): Promise<{
-  first_seq: number;
-  last_seq: number;
-  record: number;
-  generation: string;
-  overdue?: OverdueAppend;
-  indexed: IndexState;
-}> {
-  const input = checkInvariant(itemsSchema, items);
-  const { record, config, overdue, scope } = written(
-    await commit(log, id, input, { kind: 'append', packsOverdue, onlyFirst }),
-  );
-  const last_seq = record.first_seq + input.length - 1;
-  // The listing row needs the record's counts, totals and time: its items are not held for a task that runs late.
-  const indexed = { config, newest: { record: { ...record, items: [], recent: undefined }, done: null } };
-  const { generation } = scope;
-  return {
-    first_seq: record.first_seq,
-    last_seq,
-    record: record.record,
-    generation,
-    ...(overdue && { overdue: { ...overdue, record, scope } }),
-    indexed,
-  };
 }
 
 /** What a commit carries from one attempt to the next. */
@@ -391,10 +354,4 @@ export async function landCommit(log: LogContext, prepared: PreparedCommit, stat
   }
   await backoff(state.attempt);
   return false;
-}
-
-/** A commit without an idempotency key always writes (or throws). */
-function written(committed: Commit | Replay): Commit {
-  if ('replay' in committed) throw new Error('a commit without an idempotency key replayed');
-  return committed;
 }

@@ -12,7 +12,7 @@ import {
   currentContext,
   turnContext,
   type Compacted,
-  type Summarized,
+  type Summarize,
 } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
 import { pack } from './log/packer.ts';
@@ -23,7 +23,6 @@ import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
 import { previewContext, readContext } from './log/tail-reader.ts';
 import type {
   BeginTurnResult,
-  ContextView,
   NewContext,
   OpenTurn,
   PackOptions,
@@ -175,13 +174,14 @@ export class SessionLog extends SessionLogRunning {
   /**
    * A manual compaction (POST /compact): reads the current context back to its start and
    * hands it to `summarize`, which returns the new context start and its model call's usage
-   * (or null: nothing to do). The summary is stored create-only under
-   * `context/<inverted newest record>` (two compactions from the same state store one: the
-   * loser takes the winner's), then a `compact` record carrying it and the session's totals
-   * with that usage commits the move (create-only, skipped when a record with that context or
-   * a newer one is already there). An open turn: TurnInProgressError.
+   * (or null: nothing to do), claiming the session before its model call (log/compaction-claim.ts:
+   * a `compact` record with a lease; TurnInProgressError while a turn or another compaction holds
+   * it). The summary is stored create-only under `context/<inverted record read>`, then a `compact`
+   * record carrying it and the session's totals with that usage commits the move and ends the
+   * claim (every summary made is charged in a record: one overtaken carries the newer context).
+   * An open turn: TurnInProgressError.
    */
-  async compact(id: string, summarize: (view: ContextView) => Promise<Summarized | null>): Promise<Compacted> {
+  async compact(id: string, summarize: Summarize): Promise<Compacted> {
     return compact(this.log, id, summarize);
   }
 

@@ -117,13 +117,15 @@ export async function compactSessionFrom(
   try {
     // The listing row is written once, below, for the input and the compaction together.
     if (input.length > 0) await appendItems(services, sessionId, input, { refreshIndex: false });
-    result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }) => {
+    result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }, claim) => {
       const cut = planCompaction(items, {
         keepTokens: request.keep_tokens ?? sizes.keepTokens,
         counter: budget.counter,
         ...(carriedFromSeq !== null ? { earliestStartSeq: carriedFromSeq } : {}),
       });
       if (!cut) return null;
+      // The session is held from here to the compaction's record: no turn or other compaction meanwhile.
+      await claim();
       const summary = await summarizeContext(model, context, cut, {
         maxSummaryTokens: sizes.maxSummaryTokens,
         ...(prompt ? { prompt } : {}),

@@ -8,6 +8,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import { convertToModelMessages } from '../../lib/models/convert-to-model-messages.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
+import type { CompactionSpend } from '../../lib/turn/types.ts';
 import { ModelError } from '../../lib/models/errors.ts';
 import { contextKey, recordsPrefix } from '../../lib/session/keys.ts';
 import { indexPrefix } from '../../lib/session/log/session-index.ts';
@@ -305,24 +306,56 @@ describe('compaction is durable and idempotent', () => {
     expect(response.context.context_start_seq === undefined || response.context.compaction !== undefined).toBe(true);
   });
 
-  it('two concurrent manual compactions produce one context and one compact record', async () => {
+  it('of 8 concurrent manual compactions one calls the model, the others are refused; it is charged', async () => {
     const memory = new MemoryStore();
-    const service = services(memory);
+    let refused = 0;
+    let entered = 0;
+    let open!: () => void;
+    const othersDone = new Promise<void>((resolve) => (open = resolve));
+    const answered = () => refused + entered === 8 && open();
+    // A summary call waits until every compaction was refused or called the model.
+    const gated = hookedEcho('gated', () => {
+      entered++;
+      answered();
+      return othersDone;
+    });
+    const observed: CompactionSpend[] = [];
+    const service = {
+      ...services(memory, { model: gated }),
+      observeCompaction: (spend: CompactionSpend) => observed.push(spend),
+    };
     await createSession(service, 's1', 'none');
     for (let index = 0; index < 6; index++) await runTurn(service, 's1', { input: `turn ${index} ${'v'.repeat(100)}` });
-    const [a, b] = await Promise.all([
-      compactSession(service, 's1', { keep_tokens: 50 }),
-      compactSession(services(memory), 's1', { keep_tokens: 50 }),
-    ]);
-    expect(a.context).toEqual(b.context);
+    const before = (await service.sessions.get('s1')).usage;
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, () =>
+        compactSession(service, 's1', { keep_tokens: 50, model: 'gated' }).catch((error: unknown) => {
+          refused++;
+          answered();
+          throw error;
+        }),
+      ),
+    );
+    const answers = results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    expect(answers).toMatchObject([{ compacted: true }]);
+    for (const result of results)
+      if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'turn_in_progress' });
+    // The metrics' compaction tokens are what the session's totals took.
+    expect(observed).toHaveLength(1);
+    const after = (await service.sessions.get('s1')).usage;
+    expect(after.input_tokens - before.input_tokens).toBe(observed[0]!.usage.input_tokens);
+    expect(after.output_tokens - before.output_tokens).toBe(observed[0]!.usage.output_tokens);
     expect((await memory.list('sessions/s1/context/')).objects).toHaveLength(1);
     const records = await memory.list(recordsPrefix(await service.sessions.scope('s1')));
     const bodies = await Promise.all(
       records.objects
-        .filter((object) => !object.key.endsWith('.done'))
+        .filter((object) => !object.key.endsWith('.done') && !object.key.endsWith('.lease'))
         .map(async (object) => JSON.parse(new TextDecoder().decode((await memory.get(object.key))!.body))),
     );
-    expect(bodies.filter((body) => body.kind === 'compact')).toHaveLength(1);
+    // Newest first: the record that moves the context and ends the claim, then the claim.
+    const compacts = bodies.filter((body) => body.kind === 'compact');
+    expect(compacts).toMatchObject([{ context: answers[0]!.context! }, { lease_expires_at: expect.any(String) }]);
+    expect(compacts[0].lease_expires_at).toBeUndefined();
     // A second call with nothing older than the kept part does nothing.
     expect((await compactSession(service, 's1', { keep_tokens: 50 })).compacted).toBe(false);
   });

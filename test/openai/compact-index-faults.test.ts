@@ -9,13 +9,17 @@ import { compactedInBackground, startTailgate, tailgateGet, tailgatePost, TOKEN 
 // a storage failure while writing it leaves the client's next step a new conversation, but never
 // turns the compaction, which happened and was charged, into an error answer.
 
-/** Once armed, fails every session config read after a compaction's record landed. */
+/**
+ * Once armed, fails every session config read after a compaction's record landed (the one that
+ * moves the context and ends the compaction's claim: a record without a lease).
+ */
 class AfterCompactFaults extends MemoryStore {
   armed = false;
   landed = false;
   override async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     const stored = await super.put(key, body, options);
-    if (this.armed && key.includes('/turn/')) this.landed = true;
+    const written = this.armed && key.includes('/turn/') ? await super.get(key) : null;
+    if (written && !new TextDecoder().decode(written.body).includes('"lease_expires_at"')) this.landed = true;
     return stored;
   }
   override async get(key: string, options?: GetOptions): Promise<StoredObject | null> {

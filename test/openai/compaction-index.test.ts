@@ -9,7 +9,10 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 const TOKEN = 'compaction-index-token';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 
-/** A memory store that runs `afterCompact` once a compaction's record has landed, before its put answers. */
+/**
+ * A memory store that runs `afterCompact` once a compaction's record has landed (the one that
+ * ends its claim: no lease), before its put answers.
+ */
 class CompactHookStore extends MemoryStore {
   afterCompact: (() => Promise<void>) | undefined;
 
@@ -18,7 +21,7 @@ class CompactHookStore extends MemoryStore {
     const hook = this.afterCompact;
     const body = args[1];
     const text = typeof body === 'string' ? body : body instanceof Uint8Array ? new TextDecoder().decode(body) : '';
-    if (hook && text.includes('"kind":"compact"')) {
+    if (hook && text.includes('"kind":"compact"') && !text.includes('"lease_expires_at"')) {
       this.afterCompact = undefined;
       await hook();
     }

@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { MAX_UNBILLED } from '../../lib/session/log/unbilled.ts';
-import { FaultyStore } from '../support/faulty-store.ts';
+import { faultyLogs } from '../support/faulty-logs.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { SessionLog, type OpenTurn } from '../support/session-log.ts';
+import type { OpenTurn, SessionLog } from '../support/session-log.ts';
 
 // What a turn closed by someone else spent (`spent/<generation>/<turn>`, lib/session/log/unbilled.ts)
 // is added to the session's totals exactly once: by the next write of its chain that finds it
@@ -26,11 +26,8 @@ const COMPLETED = usage(10, 3);
 const stores = await memoryAndFileStores('stopped-spend-crash');
 
 function setup(inner: ObjectStore) {
-  const store = new FaultyStore(inner);
-  let now = Date.parse('2026-01-01T00:00:00Z');
-  const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
-  const log = new SessionLog(store, options);
-  const other = new SessionLog(store, options);
+  const logs = faultyLogs(inner, LEASE_MS);
+  const { log, other } = logs;
   const claim = async (on: SessionLog, input: Item[]): Promise<OpenTurn> => {
     const begun = await on.beginTurn('s1', { input });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
@@ -44,12 +41,7 @@ function setup(inner: ObjectStore) {
     await other.cancelTurn('s1', 1);
     return turn;
   };
-  /** Fails the `k`th storage call from now on (once), before it or after it landed. */
-  const failAt = (k: number, after: boolean) => {
-    let calls = 0;
-    store.failWhen(() => ++calls === k, { after, times: 1 });
-  };
-  return { store, log, other, claim, totals, stopped, failAt, advance: (ms: number) => (now += ms) };
+  return { ...logs, claim, totals, stopped };
 }
 
 /** How many storage calls `work` makes on a fresh world. */

@@ -30,6 +30,7 @@ import { checkRetake, retakenBefore } from './retake.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf } from './lease.ts';
+import { fenceOf } from './fence.ts';
 import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
 import { baseBefore, EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
@@ -104,6 +105,13 @@ export interface CommitOptions {
   checkQueued?: boolean;
   /** A compaction's summary: what its model call used, added to the totals the record carries. */
   charge?: TurnUsage;
+  /**
+   * A manual compaction's claim (compaction-claim.ts): the record carries a lease, and the
+   * session's budget is checked first, as a turn's claim does.
+   */
+  hold?: boolean;
+  /** The writer of the caller's own claim, which refuses every other commit while its lease runs. */
+  heldBy?: string;
   /** The caller packs when `overdue` says so: the record carries none of what its view covers (but in a backoff). */
   packsOverdue?: boolean;
   /** An append as the session's first record or not at all: with a record there, the commit answers that one. */
@@ -202,7 +210,7 @@ export async function prepareCommit(
   // Stopped turns' spend first (log/unbilled.ts; none waiting: no read), then the budget, before any write.
   const billed = await billStopped(log, scope, unbilledOf(newest), ledgerOf(newest));
   const { ledger } = billed;
-  if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
+  if (options.kind === 'turn' || options.hold) checkBudget(head.config.budget, ledger);
   await options.check?.(head.config);
   // The input is checked against the open calls before a busy session refuses it: a bad input
   // is a 400 whatever runs (so neither queued nor interrupting anything). Closing an expired
@@ -229,22 +237,15 @@ export async function prepareCommit(
     newest = { record: open, done };
   }
   // A delete of the newest turn moving the session back (log/rewind.ts) holds it for its lease.
-  const fenced = newest?.record.kind === 'append' ? Date.parse(newest.record.lease_expires_at ?? '') : Number.NaN;
+  // So does a manual compaction's claim, for its lease (renewed beside it while it summarizes).
+  const fenced = await fenceOf(log, scope, newest, options.heldBy);
   if (fenced > log.clock().getTime())
     throw new TurnInProgressError(id, countsOf(newest).turns, new Date(fenced).toISOString());
   const retaken = options.retake ? await checkRetake(log, id, newest) : undefined;
   const current = contextOf(newest);
-  // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
-  if (
-    options.kind === 'compact' &&
-    newest &&
-    current &&
-    options.context &&
-    current.base_record >= options.context.base_record
-  ) {
-    return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], base: null, scope };
-  }
-  const context = options.context ?? current;
+  // A compaction overtaken by a newer one (its claim lapsed) still charges its summary, with the newer context.
+  const overtaken = current && options.context && current.base_record >= options.context.base_record;
+  const context = (overtaken ? current : options.context) ?? current;
   const counts = countsOf(newest);
   if (options.afterTurn !== undefined && counts.turns !== options.afterTurn)
     throw new NotNewestTurnError(id, options.afterTurn, counts.turns);
@@ -301,7 +302,10 @@ export async function prepareCommit(
       tool_calls: counts.tool_calls + items.filter((item) => item.type === 'function_call').length,
     },
     ...(recent.length > 0 ? { recent } : {}),
-    ...(turn !== undefined ? { turn, lease_expires_at: new Date(now.getTime() + log.leaseMs).toISOString() } : {}),
+    ...(turn !== undefined ? { turn } : {}),
+    ...(turn !== undefined || options.hold
+      ? { lease_expires_at: new Date(now.getTime() + log.leaseMs).toISOString() }
+      : {}),
     ...(options.keyHash ? { idempotency_key_sha256: options.keyHash } : {}),
     ...(options.keyHash && options.requestHash ? { request_sha256: options.requestHash } : {}),
     ...(options.request !== undefined ? { request: options.request } : {}),

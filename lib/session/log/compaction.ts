@@ -5,6 +5,7 @@ import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig
 import { commit } from './commit.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from './head.ts';
+import { claimCompaction, ClaimMoved, type CompactionClaim } from './compaction-claim.ts';
 import { leaseOf } from './lease.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
 import type { ContextView, NewContext, OpenTurn } from './types.ts';
@@ -20,17 +21,21 @@ export function commitTurnContext(log: LogContext, turn: OpenTurn, next: NewCont
 const MAX_COMPACT_ATTEMPTS = 3;
 
 /** See SessionLog.compact. */
-export async function compact(
-  log: LogContext,
-  id: string,
-  summarize: (view: ContextView) => Promise<Summarized | null>,
-): Promise<Compacted> {
+export async function compact(log: LogContext, id: string, summarize: Summarize): Promise<Compacted> {
   for (let attempt = 0; attempt < MAX_COMPACT_ATTEMPTS; attempt++) {
     const compacted = await compactOnce(log, id, summarize);
     if (compacted) return compacted;
   }
   throw new StorageError(`session ${id}: it changed under every compaction; nothing was stored`);
 }
+
+/**
+ * A manual compaction's summarizer: given the context, it decides whether there is anything to
+ * summarize (null: nothing, and nothing is written) and, before its model call, awaits `claim`,
+ * which claims the session (compaction-claim.ts: turn_in_progress while a turn or another
+ * compaction holds it, budget_exhausted once the session's budget is spent).
+ */
+export type Summarize = (view: ContextView, claim: () => Promise<void>) => Promise<Summarized | null>;
 
 /** What a manual compaction's summarizer made: the new context start, and what its model call used. */
 export interface Summarized {
@@ -58,11 +63,7 @@ class Moved extends Error {}
  * made (a delete of its newest turn, or a delete and a create): its summary holds a history the
  * session no longer has, and is not stored.
  */
-async function compactOnce(
-  log: LogContext,
-  id: string,
-  summarize: (view: ContextView) => Promise<Summarized | null>,
-): Promise<Compacted | null> {
+async function compactOnce(log: LogContext, id: string, summarize: Summarize): Promise<Compacted | null> {
   const { newest, cursor, scope, config } = await readHead(log, id, 100);
   if (!newest) return { compacted: false, context: null };
   if (newest.record.kind === 'turn' && !newest.done) {
@@ -82,19 +83,43 @@ async function compactOnce(
     listed = undefined;
     return readTail(log, scope, newestItems, walk, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0);
   });
-  const summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
-  if (!summary) return { compacted: false, context: current, made_of: madeOf };
-  const stored = await storeContext(log, scope, newest.record.record, summary.context);
   const check = (now: SessionConfig) => {
     if (now.created_at !== config.created_at || (now.generation ?? '') !== scope.generation) throw new Moved();
   };
+  let claim: CompactionClaim | undefined;
+  const claimSession = async () => {
+    claim = await claimCompaction(log, id, newest.record.record);
+  };
+  let summary: Summarized | null;
   try {
-    // The record carries the session's totals with the summary's usage (one that lost to a
-    // concurrent compaction of the same state writes no record, and charges nothing).
-    await commit(log, id, [], { kind: 'compact', context: stored, check, charge: summary.usage });
+    summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null }, claimSession);
+  } catch (error) {
+    await claim?.release(check);
+    if (error instanceof ClaimMoved) return null;
+    throw error;
+  }
+  if (!summary) {
+    await claim?.release(check);
+    return { compacted: false, context: current, made_of: madeOf };
+  }
+  let stored: ContextStart;
+  try {
+    stored = await storeContext(log, scope, newest.record.record, summary.context);
+    // The record carries the session's totals with the summary's usage, and ends the claim.
+    await commit(log, id, [], {
+      kind: 'compact',
+      context: stored,
+      check,
+      charge: summary.usage,
+      ...(claim && { heldBy: claim.writer }),
+    });
   } catch (error) {
     if (error instanceof Moved) return null;
+    // The summary was made: a record ending the claim charges it, unless one came after the claim.
+    await claim?.release(check, summary.usage);
     throw error;
+  } finally {
+    claim?.stop();
   }
   return { compacted: true, context: stored, usage: summary.usage, made_of: madeOf };
 }

@@ -32,13 +32,16 @@ import type { ClosedTurn, IntentTurn, OpenTurn, StoredOutcome } from './types.ts
  * the turn's owner (an expired lease, a cancel, a delete).
  */
 
+/** What a lease is written for: a turn, or a manual compaction's claim (its record and writer). */
+export type LeaseHolder = Pick<OpenTurn, 'scope' | 'record' | 'writer'>;
+
 /** How often a running turn renews its lease (ms): every third of the lease. */
 export function renewalMs(leaseMs: number): number {
   return Math.max(1, Math.floor(leaseMs / 3));
 }
 
 /** The lease of `turn` from now, and how it is put (its `writer` metadata tells a lost answer). */
-function leaseWrite(log: LogContext, turn: OpenTurn) {
+function leaseWrite(log: LogContext, turn: LeaseHolder) {
   const expires = new Date(log.clock().getTime() + log.leaseMs).toISOString();
   const lease = { format: 'tailgate.lease.v1', record: turn.record, lease_expires_at: expires };
   return {
@@ -54,7 +57,7 @@ function leaseWrite(log: LogContext, turn: OpenTurn) {
  * the turn runs. A turn closed meanwhile keeps its completion: the lease object is then a
  * leftover the packer deletes.
  */
-export async function renewLease(log: LogContext, turn: OpenTurn): Promise<string> {
+export async function renewLease(log: LogContext, turn: LeaseHolder): Promise<string> {
   const { expires, body, options } = leaseWrite(log, turn);
   await log.store.put(leaseKey(turn.scope, turn.record), body, options);
   return expires;

@@ -1,0 +1,74 @@
+import { StorageError } from '../../errors.ts';
+import type { TurnUsage } from '../../ledger/usage.ts';
+import type { LogScope } from '../keys.ts';
+import type { SessionConfig } from '../records.ts';
+import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions } from './commit.ts';
+import { MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
+import { renewalMs, renewLease } from './lease.ts';
+
+/**
+ * A manual compaction's claim (docs/STORAGE.md, "Compaction (the context start)"): before its
+ * summary's model call, a compaction puts a `compact` record with no items and a lease, right
+ * after the record it read. While the lease runs (renewed beside it, `.lease`, as a turn's is),
+ * every other commit is refused with turn_in_progress (a turn, an append, another compaction),
+ * and the compaction's own record, which charges its summary, ends the hold. A compaction that
+ * fails after its claim puts a record of its own ending it (charging the summary when one was
+ * made); a crash leaves the claim to its lease, as a crashed turn's.
+ */
+
+/** A claim that landed: its record, its writer, and how it ends. */
+export interface CompactionClaim {
+  readonly record: number;
+  readonly writer: string;
+  readonly scope: LogScope;
+  /** Stops renewing the lease (the compaction's own record, or its release, ends the hold). */
+  stop(): void;
+  /**
+   * Ends the hold with a record of no items charging `charge` (a summary made whose record did
+   * not land), only while the claim is still the newest record; a failure is swallowed (the
+   * lease runs out).
+   */
+  release(check: (config: SessionConfig) => void, charge?: TurnUsage): Promise<void>;
+}
+
+/** The claim did not land right after the record read: the session moved on (read it again). */
+export class ClaimMoved extends Error {}
+
+/**
+ * Claims the session for a compaction of the state ending at record `after` (throws what a
+ * commit throws: turn_in_progress while a turn or another claim holds it, budget_exhausted), and
+ * renews its lease until `stop`. ClaimMoved when another record came after `after`.
+ */
+export async function claimCompaction(log: LogContext, id: string, after: number): Promise<CompactionClaim> {
+  const claimed = await commitAfter(log, id, after, { kind: 'compact', hold: true });
+  if (!claimed) throw new ClaimMoved();
+  const { scope } = claimed;
+  const holder = { scope, record: claimed.record.record, writer: claimed.record.writer ?? '' };
+  const renewals = setInterval(() => void renewLease(log, holder).catch(() => undefined), renewalMs(log.leaseMs));
+  const stop = () => clearInterval(renewals);
+  return {
+    ...holder,
+    stop,
+    async release(check, charge) {
+      stop();
+      const options = { kind: 'compact', heldBy: holder.writer, check, ...(charge && { charge }) } as const;
+      await commitAfter(log, id, holder.record, options).catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Commits a record only as number `after + 1` (create-only, as `commit`): null when the newest
+ * record is another by then. A commit found landed after a lost answer is answered as written.
+ */
+async function commitAfter(log: LogContext, id: string, after: number, options: CommitOptions): Promise<Commit | null> {
+  const state = commitState();
+  for (; state.attempt < MAX_CLAIM_ATTEMPTS; state.attempt++) {
+    const prepared = await prepareCommit(log, id, [], options, state);
+    if (!prepared) continue;
+    if (!('key' in prepared)) return 'replay' in prepared ? null : prepared;
+    if (prepared.record.record !== after + 1) return null;
+    if (await landCommit(log, prepared, state)) return prepared;
+  }
+  throw new StorageError(`session ${id}: too many concurrent writers`);
+}

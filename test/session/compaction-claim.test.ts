@@ -1,0 +1,153 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import type { Summarize } from '../../lib/session/log/compaction.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { faultyLogs } from '../support/faulty-logs.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
+
+// A manual compaction claims its session before its summary's model call (a `compact` record with
+// a lease, lib/session/log/compaction-claim.ts): compactions and turns racing it are refused with
+// turn_in_progress before any model call, a spent budget refuses it (budget_exhausted), and every summary made is
+// charged to the session's totals exactly once, whichever storage call of the compaction fails.
+
+const LEASE_MS = 1000;
+const SUMMARY = {
+  input_tokens: 100,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: 7,
+  reasoning_tokens: 0,
+  cost_usd: 0,
+};
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const stores = await memoryAndFileStores('compaction-claim');
+
+function setup(inner: ObjectStore) {
+  const logs = faultyLogs(inner, LEASE_MS);
+  const { log } = logs;
+  let calls = 0;
+  /** Summarizes all but the newest item, claiming first; `before` runs in its model call. */
+  const summarizer =
+    (before: () => Promise<void> = async () => {}): Summarize =>
+    async ({ items }, claim) => {
+      const start = items.at(-1)!.seq!;
+      const first = items[0]!.seq!;
+      if (start === first) return null;
+      await claim();
+      calls++;
+      await before();
+      const context = { start_seq: start, summary: 's', interrupted: [], model: 'm' };
+      return { context: { ...context, summarized: { first_seq: first, last_seq: start - 1 } }, usage: SUMMARY };
+    };
+  const create = async (budget?: { max_total_tokens: number }) => {
+    await log.create({ id: 's1', ...(budget && { budget }) });
+    await log.append('s1', [user('a'), user('b'), user('c')]);
+  };
+  return {
+    ...logs,
+    summarizer,
+    create,
+    calls: () => calls,
+    totals: async () => (await log.get('s1')).usage,
+  };
+}
+
+describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf) => {
+  it('of 8 compactions at once one calls the model; the others are refused first, and it is charged', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    let refused = 0;
+    let entered = 0;
+    let open!: () => void;
+    const othersDone = new Promise<void>((resolve) => (open = resolve));
+    const answered = () => refused + entered === 8 && open();
+    // A model call waits until every compaction was refused or called the model.
+    const summarize = world.summarizer(() => {
+      entered++;
+      answered();
+      return othersDone;
+    });
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, index) =>
+        (index % 2 === 0 ? world.log : world.other).compact('s1', summarize).catch((error: unknown) => {
+          refused++;
+          answered();
+          throw error;
+        }),
+      ),
+    );
+    expect(world.calls()).toBe(1);
+    const rejected = results.flatMap((result) => (result.status === 'rejected' ? [result.reason] : []));
+    expect(rejected).toHaveLength(7);
+    for (const reason of rejected) expect(reason).toMatchObject({ code: 'turn_in_progress' });
+    expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
+    // The session is free again, at once.
+    await world.other.append('s1', [user('d')]);
+  });
+
+  it('a turn, an append or another compaction is refused while a compaction runs, and goes after it', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let summarizing!: () => void;
+    const started = new Promise<void>((resolve) => (summarizing = resolve));
+    const running = world.log.compact(
+      's1',
+      world.summarizer(async () => {
+        summarizing();
+        await held;
+      }),
+    );
+    await started;
+    await expect(world.other.beginTurn('s1', { input: [user('t')] })).rejects.toMatchObject({
+      code: 'turn_in_progress',
+    });
+    await expect(world.other.append('s1', [user('x')])).rejects.toMatchObject({ code: 'turn_in_progress' });
+    await expect(world.other.compact('s1', world.summarizer())).rejects.toMatchObject({ code: 'turn_in_progress' });
+    release();
+    expect(await running).toMatchObject({ compacted: true, context: { start_seq: 3 } });
+    expect(world.calls()).toBe(1);
+    expect(await world.other.beginTurn('s1', { input: [user('t')] })).toMatchObject({ kind: 'claimed' });
+  });
+
+  it('a spent budget refuses a compaction before its model call', async () => {
+    const world = setup(storeOf());
+    await world.create({ max_total_tokens: 100 });
+    await world.log.compact('s1', world.summarizer());
+    await world.log.append('s1', [user('d'), user('e')]);
+    await expect(world.log.compact('s1', world.summarizer())).rejects.toMatchObject({ code: 'budget_exhausted' });
+    expect(world.calls()).toBe(1);
+    expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
+  });
+
+  it('whichever storage call of a compaction fails, the session goes on, charged once per summary made', async () => {
+    const probe = setup(storeOf());
+    await probe.create();
+    let total = 0;
+    probe.store.failWhen(() => {
+      total++;
+      return false;
+    });
+    await probe.log.compact('s1', probe.summarizer());
+    expect(total).toBeGreaterThan(5);
+    for (let k = 1; k <= total; k++) {
+      for (const after of [false, true]) {
+        const world = setup(storeOf());
+        await world.create();
+        world.failAt(k, after);
+        await world.log.compact('s1', world.summarizer()).catch(() => undefined);
+        world.store.heal();
+        const label = `call ${k}, ${after ? 'after' : 'before'}`;
+        // A claim left behind holds the session for its lease, no longer.
+        world.advance(3 * LEASE_MS);
+        await world.other.append('s1', [user('d'), user('e')]);
+        expect(await world.totals(), label).toMatchObject({ input_tokens: 100 * world.calls() });
+        const calls = world.calls();
+        await world.other.compact('s1', world.summarizer());
+        expect(world.calls(), label).toBe(calls + 1);
+        expect(await world.totals(), label).toMatchObject({ input_tokens: 100 * world.calls() });
+      }
+    }
+  });
+});

@@ -1360,6 +1360,26 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
     });
   });
   describe(`${label}: retries, races and stuck turns`, () => {
+    it('8 compactions at once: the session is charged for every summary answered (as the metrics count)', async () => {
+      const id = await api.session();
+      for (let index = 0; index < 4; index++)
+        expect((await api.post(`/v1/sessions/${id}/turns`, { input: `turn ${index}` })).status).toBe(200);
+      const before = (await api.get(`/v1/sessions/${id}`)).body.usage;
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, () => api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 })),
+      );
+      // One summarizes; the others are refused while it holds the session, or find nothing left.
+      for (const answer of answers)
+        if (answer.status !== 200) expect(answer.body.error.code, JSON.stringify(answer.body)).toBe('turn_in_progress');
+      const summaries = answers.flatMap((answer) =>
+        answer.status === 200 && answer.body.usage ? [answer.body.usage] : [],
+      );
+      expect(summaries).toHaveLength(1);
+      const after = (await api.get(`/v1/sessions/${id}`)).body.usage;
+      expect(after.input_tokens - before.input_tokens).toBe(summaries[0].input_tokens);
+      expect(after.output_tokens - before.output_tokens).toBe(summaries[0].output_tokens);
+    });
+
     it('stores one input for 20 concurrent requests with the same Idempotency-Key', async () => {
       const id = await api.session();
       const key = { 'idempotency-key': freshId('key') };

@@ -121,6 +121,31 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
   });
 
+  it('a compaction whose newest turn was deleted before its claim claims the session as it is now', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    await world.log.append('s1', [user('d')]);
+    const begun = await world.log.beginTurn('s1', { input: [user('e')] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('f')], receipt: {} });
+    let deleted = false;
+    const summarize = world.summarizer();
+    // The newest turn is deleted between the compaction's read and its claim: the session's new
+    // generation starts with a record numbered as the turn's was.
+    const compacted = await world.log.compact('s1', async (view, claim) => {
+      if (!deleted) {
+        deleted = true;
+        await world.other.deleteTurn('s1', 1);
+      }
+      return summarize(view, claim);
+    });
+    expect(compacted).toMatchObject({ compacted: true, made_of: { turns: 0, items: 4 } });
+    expect(world.calls()).toBe(1);
+    expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
+    // Nothing holds the session after it.
+    await world.other.append('s1', [user('g')]);
+  });
+
   it('whichever storage call of a compaction fails, the session goes on, charged once per summary made', async () => {
     const probe = setup(storeOf());
     await probe.create();

@@ -36,11 +36,18 @@ export class ClaimMoved extends Error {}
 
 /**
  * Claims the session for a compaction of the state ending at record `after` (throws what a
- * commit throws: turn_in_progress while a turn or another claim holds it, budget_exhausted), and
- * renews its lease until `stop`. ClaimMoved when another record came after `after`.
+ * commit throws: turn_in_progress while a turn or another claim holds it, budget_exhausted, what
+ * `check` throws of the session's config), and renews its lease until `stop`. ClaimMoved when
+ * another record came after `after`. `check` tells the incarnation read: a delete of the newest
+ * turn starts the next one with a record numbered as that turn's, which a claim must not follow.
  */
-export async function claimCompaction(log: LogContext, id: string, after: number): Promise<CompactionClaim> {
-  const claimed = await commitAfter(log, id, after, { kind: 'compact', hold: true });
+export async function claimCompaction(
+  log: LogContext,
+  id: string,
+  after: number,
+  check: (config: SessionConfig) => void,
+): Promise<CompactionClaim> {
+  const claimed = await commitAfter(log, id, after, { kind: 'compact', hold: true, check });
   if (!claimed) throw new ClaimMoved();
   const { scope } = claimed;
   const holder = { scope, record: claimed.record.record, writer: claimed.record.writer ?? '' };

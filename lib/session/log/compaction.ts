@@ -88,14 +88,14 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
   };
   let claim: CompactionClaim | undefined;
   const claimSession = async () => {
-    claim = await claimCompaction(log, id, newest.record.record);
+    claim = await claimCompaction(log, id, newest.record.record, check);
   };
   let summary: Summarized | null;
   try {
     summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null }, claimSession);
   } catch (error) {
     await claim?.release(check);
-    if (error instanceof ClaimMoved) return null;
+    if (error instanceof ClaimMoved || error instanceof Moved) return null;
     throw error;
   }
   if (!summary) {

@@ -146,6 +146,37 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     await world.other.append('s1', [user('g')]);
   });
 
+  it('a compaction whose model call failed, or whose process died, leaves the newest turn deletable', async () => {
+    for (const ending of ['failed', 'died'] as const) {
+      const world = setup(storeOf());
+      await world.create();
+      const begun = await world.log.beginTurn('s1', { input: [user('d')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claim');
+      await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('e')], receipt: {} });
+      const summarize = world.summarizer(async () => {
+        throw new Error('the model is down');
+      });
+      // A compaction that died: its claim stays, unreleased, past its lease.
+      const died: Summarize = async (view, claim) => {
+        await claim();
+        world.store.failWhen(() => true);
+        return summarize(view, claim);
+      };
+      await expect(world.log.compact('s1', ending === 'failed' ? summarize : died)).rejects.toThrow();
+      world.store.heal();
+      world.advance(3 * LEASE_MS);
+      expect(await world.other.deleteTurn('s1', 1), ending).toMatchObject({ counts: { turns: 0, items: 3 } });
+    }
+    // One that moved the context still keeps the turn before it.
+    const world = setup(storeOf());
+    await world.create();
+    const begun = await world.log.beginTurn('s1', { input: [user('d')] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('e')], receipt: {} });
+    await world.log.compact('s1', world.summarizer());
+    await expect(world.other.deleteTurn('s1', 1)).rejects.toThrow(/a compaction came after it/);
+  });
+
   it('whichever storage call of a compaction fails, the session goes on, charged once per summary made', async () => {
     const probe = setup(storeOf());
     await probe.create();

@@ -1,13 +1,13 @@
 import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
 import { newGeneration, recordKey, responseObjectKey, sessionConfigKey, type LogScope } from '../keys.ts';
-import type { DoneRecord, LogRecord, SessionConfig, Undelivered } from '../records.ts';
+import type { ContextStart, DoneRecord, LogRecord, SessionConfig, Undelivered } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
-import { countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
+import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
@@ -118,7 +118,11 @@ export async function deleteNewestTurn(
 async function pointBefore(log: LogContext, head: Head, turn: number, options: RewindOptions): Promise<Point | null> {
   const id = head.config.id;
   let candidate = head.newest;
-  while (candidate && candidate.record.kind === 'append' && candidate.record.items.length === 0) {
+  // `compact` records of no items passed over: a manual compaction's claim, or the record ending
+  // one that failed, moved nothing (log/compaction-claim.ts); one that moved the context refuses.
+  const compactions: LogRecord[] = [];
+  while (candidate && candidate.record.kind !== 'turn' && candidate.record.items.length === 0) {
+    if (candidate.record.kind === 'compact') compactions.push(candidate.record);
     const unit = await head.cursor.next();
     if (unit?.kind === 'segment')
       throw new DeleteRefusedError(`turn ${turn} of session ${id} is packed into a segment`);
@@ -139,6 +143,13 @@ async function pointBefore(log: LogContext, head: Head, turn: number, options: R
       id,
       turn,
     });
+  const context = contextOf(candidate);
+  if (compactions.some((record) => !sameContext(record.context ?? null, context)))
+    throw new DeleteRefusedError(
+      `turn ${turn} is not the newest of session ${id}: a compaction came after it; ` +
+        'only the newest turn can be deleted',
+      { id, turn },
+    );
   // Notices are delivered once: taking out the turn that delivered them would either lose them
   // or deliver them again (the inbox's delivery records name turns by number, which the next
   // generation reuses).
@@ -226,6 +237,12 @@ async function moveBack(
     // Listed again from its next turn, append or PATCH.
   }
   return toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
+}
+
+/** Whether two context starts are the same compaction's (none: both none). */
+function sameContext(a: ContextStart | null, b: ContextStart | null): boolean {
+  if (!a || !b) return a === b;
+  return a.base_record === b.base_record && a.start_seq === b.start_seq && a.created_at === b.created_at;
 }
 
 /** The state a record closes with, for the fork record that continues from it. */

@@ -146,6 +146,30 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     await world.other.append('s1', [user('g')]);
   });
 
+  it('a delete of the newest turn is refused while a compaction makes its summary', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    const begun = await world.log.beginTurn('s1', { input: [user('d')] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('e')], receipt: {} });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let summarizing!: () => void;
+    const started = new Promise<void>((resolve) => (summarizing = resolve));
+    const running = world.log.compact(
+      's1',
+      world.summarizer(async () => {
+        summarizing();
+        await held;
+      }),
+    );
+    await started;
+    await expect(world.other.deleteTurn('s1', 1)).rejects.toMatchObject({ code: 'turn_in_progress' });
+    release();
+    expect(await running).toMatchObject({ compacted: true });
+    expect(world.calls()).toBe(1);
+  });
+
   it('a compaction whose model call failed, or whose process died, leaves the newest turn deletable', async () => {
     for (const ending of ['failed', 'died'] as const) {
       const world = setup(storeOf());

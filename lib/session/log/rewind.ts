@@ -1,8 +1,9 @@
-import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
+import { DeleteRefusedError, NotFoundError, StorageError, TurnInProgressError } from '../../errors.ts';
 import { newGeneration, recordKey, responseObjectKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import type { ContextStart, DoneRecord, LogRecord, SessionConfig, Undelivered } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
+import { fenceOf } from './fence.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
@@ -118,6 +119,12 @@ export async function deleteNewestTurn(
 async function pointBefore(log: LogContext, head: Head, turn: number, options: RewindOptions): Promise<Point | null> {
   const id = head.config.id;
   let candidate = head.newest;
+  // A manual compaction's claim holds the session while its lease runs, as for a turn's claim.
+  if (candidate?.record.kind === 'compact') {
+    const held = await fenceOf(log, head.scope, candidate);
+    if (held > log.clock().getTime())
+      throw new TurnInProgressError(id, countsOf(candidate).turns, new Date(held).toISOString());
+  }
   // `compact` records of no items passed over: a manual compaction's claim, or the record ending
   // one that failed, moved nothing (log/compaction-claim.ts); one that moved the context refuses.
   const compactions: LogRecord[] = [];

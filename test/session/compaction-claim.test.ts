@@ -43,10 +43,34 @@ function setup(inner: ObjectStore) {
     await log.create({ id: 's1', ...(budget && { budget }) });
     await log.append('s1', [user('a'), user('b'), user('c')]);
   };
+  /** A completed turn of `input`, answered `output`. */
+  const turn = async (input: string, output: string) => {
+    const begun = await log.beginTurn('s1', { input: [user(input)] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    await log.completeTurn(begun.turn, { status: 'completed', output: [user(output)], receipt: {} });
+  };
+  /** A compaction whose model call waits for `release`, once it `started`. */
+  const holding = async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let summarizing!: () => void;
+    const started = new Promise<void>((resolve) => (summarizing = resolve));
+    const running = log.compact(
+      's1',
+      summarizer(async () => {
+        summarizing();
+        await held;
+      }),
+    );
+    await started;
+    return { running, release };
+  };
   return {
     ...logs,
     summarizer,
     create,
+    turn,
+    holding,
     calls: () => calls,
     totals: async () => (await log.get('s1')).usage,
   };
@@ -88,18 +112,7 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
   it('a turn, an append or another compaction is refused while a compaction runs, and goes after it', async () => {
     const world = setup(storeOf());
     await world.create();
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let summarizing!: () => void;
-    const started = new Promise<void>((resolve) => (summarizing = resolve));
-    const running = world.log.compact(
-      's1',
-      world.summarizer(async () => {
-        summarizing();
-        await held;
-      }),
-    );
-    await started;
+    const { running, release } = await world.holding();
     await expect(world.other.beginTurn('s1', { input: [user('t')] })).rejects.toMatchObject({
       code: 'turn_in_progress',
     });
@@ -125,9 +138,7 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     const world = setup(storeOf());
     await world.create();
     await world.log.append('s1', [user('d')]);
-    const begun = await world.log.beginTurn('s1', { input: [user('e')] });
-    if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('f')], receipt: {} });
+    await world.turn('e', 'f');
     let deleted = false;
     const summarize = world.summarizer();
     // The newest turn is deleted between the compaction's read and its claim: the session's new
@@ -149,21 +160,8 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
   it('a delete of the newest turn is refused while a compaction makes its summary', async () => {
     const world = setup(storeOf());
     await world.create();
-    const begun = await world.log.beginTurn('s1', { input: [user('d')] });
-    if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('e')], receipt: {} });
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let summarizing!: () => void;
-    const started = new Promise<void>((resolve) => (summarizing = resolve));
-    const running = world.log.compact(
-      's1',
-      world.summarizer(async () => {
-        summarizing();
-        await held;
-      }),
-    );
-    await started;
+    await world.turn('d', 'e');
+    const { running, release } = await world.holding();
     await expect(world.other.deleteTurn('s1', 1)).rejects.toMatchObject({ code: 'turn_in_progress' });
     release();
     expect(await running).toMatchObject({ compacted: true });
@@ -174,9 +172,7 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     for (const ending of ['failed', 'died'] as const) {
       const world = setup(storeOf());
       await world.create();
-      const begun = await world.log.beginTurn('s1', { input: [user('d')] });
-      if (begun.kind !== 'claimed') throw new Error('expected a claim');
-      await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('e')], receipt: {} });
+      await world.turn('d', 'e');
       const summarize = world.summarizer(async () => {
         throw new Error('the model is down');
       });
@@ -194,9 +190,7 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     // One that moved the context still keeps the turn before it.
     const world = setup(storeOf());
     await world.create();
-    const begun = await world.log.beginTurn('s1', { input: [user('d')] });
-    if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    await world.log.completeTurn(begun.turn, { status: 'completed', output: [user('e')], receipt: {} });
+    await world.turn('d', 'e');
     await world.log.compact('s1', world.summarizer());
     await expect(world.other.deleteTurn('s1', 1)).rejects.toThrow(/a compaction came after it/);
   });

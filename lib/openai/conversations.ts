@@ -143,7 +143,7 @@ export async function createConversation(
   return conversationObject(session);
 }
 
-/** POST /v1/conversations/:id/items: the items appended, as listed. */
+/** POST /v1/conversations/:id/items: the items appended, as listed (reasoning items left out, inputToItems). */
 export async function addConversationItems(
   facade: Facade,
   id: string,
@@ -152,6 +152,8 @@ export async function addConversationItems(
   const { items, positions } = conversationItems(input, false);
   facade.checkItems(items);
   await readConversation(facade, id);
+  // Reasoning items alone: taken and left out (the conversation keeps the model's reasoning), nothing appended.
+  if (items.length === 0) return listOf([], false);
   const { first_seq } = await appendNamed(facade, id, items, positions);
   const data = items.map((item, index) =>
     storedItem({ ...item, seq: first_seq + index } as StoredItem, itemId(item.type, id, first_seq + index)),

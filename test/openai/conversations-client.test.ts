@@ -199,4 +199,29 @@ describe('the official openai client: conversations', () => {
       code: 'unauthorized',
     });
   });
+
+  it('takes reasoning items appended alone and leaves them out: nothing is appended', async () => {
+    const conversation = await world.client.conversations.create({
+      items: [{ type: 'message', role: 'user', content: 'Hello there' }],
+    });
+    const added = await world.client.conversations.items.create(conversation.id, {
+      items: [
+        {
+          type: 'reasoning',
+          id: 'rs_1',
+          summary: [{ type: 'summary_text', text: 'Thinking.' }],
+          encrypted_content: 'x',
+        },
+      ],
+    });
+    expect(added).toMatchObject({ object: 'list', data: [], has_more: false });
+    const session = await tailgateGet(`/sessions/${conversation.id}`);
+    expect(session.counts).toMatchObject({ items: 1 });
+    // An unknown conversation is still a 404.
+    await expect(
+      world.client.conversations.items.create('conv_unknown', {
+        items: [{ type: 'reasoning', id: 'rs_1', summary: [] }],
+      }),
+    ).rejects.toMatchObject({ status: 404 });
+  });
 });

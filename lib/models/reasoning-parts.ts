@@ -46,7 +46,15 @@ function parseOptions(text: string): ProviderMetadata | undefined {
     return undefined;
   }
   if (!isObject(value) || !Object.values(value).every(isObject)) return undefined;
-  return value as ProviderMetadata;
+  // The AI SDK throws on an Anthropic signature or redacted data that is no string, failing the call.
+  const anthropic = (value.anthropic ?? {}) as Record<string, unknown>;
+  return isStringOrAbsent(anthropic.signature) && isStringOrAbsent(anthropic.redactedData)
+    ? (value as ProviderMetadata)
+    : undefined;
+}
+
+function isStringOrAbsent(value: unknown): boolean {
+  return value === undefined || typeof value === 'string';
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -55,8 +63,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /**
  * Whether a call continues a tool loop (its last assistant message holds a tool call) without
- * that message opening with a reasoning part the provider can take back (one with provider
- * options): Anthropic refuses thinking in such a call.
+ * that message opening with a reasoning part Anthropic takes back (a thinking block's signature
+ * or redacted thinking's data in its provider options; the AI SDK leaves out any other): it
+ * refuses thinking in such a call.
  */
 export function lacksLoopReasoning(messages: ModelMessage[]): boolean {
   const last = messages.findLast((message) => message.role === 'assistant');
@@ -64,7 +73,8 @@ export function lacksLoopReasoning(messages: ModelMessage[]): boolean {
     return false;
   }
   const first = last.content[0];
-  return first?.type !== 'reasoning' || first.providerOptions === undefined;
+  const anthropic = first?.type === 'reasoning' ? first.providerOptions?.anthropic : undefined;
+  return typeof anthropic?.signature !== 'string' && typeof anthropic?.redactedData !== 'string';
 }
 
 type StreamedReasoning = { type: string; id: string; text?: string; providerMetadata?: ProviderMetadata };

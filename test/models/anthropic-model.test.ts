@@ -487,5 +487,27 @@ describe('anthropic adapter against a fake Messages server', () => {
       await model.generate({ ...request([question, bare, output(bare.call_id)], [weatherTool]), settings });
       expect(requests[2]!.body.thinking).toBeUndefined();
     });
+
+    it('goes without thinking where a loop opens with reasoning Anthropic cannot take back, yet calls', async () => {
+      // A client's reasoning: another provider's payload, none of Anthropic's, a signature that is no string.
+      const { model, requests } = await start(reply);
+      const payloads = ['{"openai":{"itemId":"rs_1"}}', '{"anthropic":{}}', '{"anthropic":{"signature":5}}'];
+      for (const encrypted_content of payloads) {
+        const call: PromptItem = {
+          type: 'function_call',
+          call_id: 'call_1',
+          name: 'get_weather',
+          arguments: '{"location": "Paris"}',
+          reasoning: [{ type: 'reasoning', summary: [{ type: 'summary_text', text: 'Hmm.' }], encrypted_content }],
+        };
+        await model.generate({ ...request([question, call, output('call_1')], [weatherTool]), settings });
+      }
+      expect(requests.map((sent) => sent.body.thinking)).toEqual([undefined, undefined, undefined]);
+      expect(requests.map((sent) => sent.body.messages[1].content[0].type)).toEqual([
+        'tool_use',
+        'tool_use',
+        'tool_use',
+      ]);
+    });
   });
 });

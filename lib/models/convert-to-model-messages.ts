@@ -64,7 +64,7 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  *   Anthropic takes thinking in a call that continues a tool loop only with the thinking blocks
  *   of the loop's answers. Earlier reasoning is left out (the provider ignores a finished turn's
  *   thinking), so it costs nothing and the prompt before the last user message is sent the same
- *   way whatever follows.
+ *   way whatever follows. A blank assistant message's reasoning goes before the call after it.
  *
  * Each of `options.breakpoints` attaches provider options to the part (or system message) made
  * from the item at its `index` (or, when that item makes no part (makesBlock), from the
@@ -137,8 +137,13 @@ export function convertToModelMessages(
     const withOptions = providerOptions ? { providerOptions } : {};
 
     if (item.type === 'message') {
-      // A message with no text but whitespace makes no part (providers refuse empty text blocks).
-      if (!makesBlock(item)) return;
+      // A message with no text but whitespace makes no part (providers refuse empty text blocks);
+      // its reasoning still opens the answer when a call of that answer follows it.
+      if (!makesBlock(item)) {
+        const opensCall = item.role === 'assistant' && items[index + 1]?.type === 'function_call';
+        if (opensCall && index > loopStart) pushReasoning(openAssistant(), item.reasoning);
+        return;
+      }
       if (item.role === 'assistant') {
         if (index > loopStart) pushReasoning(openAssistant(), item.reasoning);
         pushPart(openAssistant(), { type: 'text', text: contentText(item.content), ...withOptions });

@@ -168,6 +168,25 @@ describe('convertToModelMessages', () => {
     });
   });
 
+  it('sends the reasoning of a blank assistant message before the call of its answer that follows it', () => {
+    const thought = {
+      type: 'reasoning' as const,
+      summary: [{ type: 'summary_text' as const, text: 'a' }],
+      encrypted_content: JSON.stringify({ anthropic: { signature: 'sig-a' } }),
+    };
+    const blank: PromptItem = { type: 'message', role: 'assistant', content: '\n\n', reasoning: [thought] };
+    const messages = convertToModelMessages([user('hi'), blank, call('a'), output('a')]);
+    expect(messages[1]).toEqual({
+      role: 'assistant',
+      content: [
+        { type: 'reasoning', text: 'a', providerOptions: { anthropic: { signature: 'sig-a' } } },
+        toolCall('a'),
+      ],
+    });
+    // With no call after it, it makes no message.
+    expect(convertToModelMessages([user('hi'), blank])).toEqual([{ role: 'user', content: [text('hi')] }]);
+  });
+
   it('moves a breakpoint on a dropped empty assistant message back to the item before it', () => {
     const messages = convertToModelMessages([user('hi'), assistant(''), user('next')], {
       breakpoints: [{ index: 1, providerOptions: options }],

@@ -61,14 +61,9 @@ export function providerFailure(model: string, message: string, apiError: APICal
 function retryAfterSeconds(headers: Record<string, string> | undefined): number | undefined {
   const milliseconds = headers?.['retry-after-ms'];
   const value = headers?.['retry-after']?.trim();
-  const seconds =
-    milliseconds !== undefined && /^\d+(\.\d+)?$/.test(milliseconds)
-      ? Number(milliseconds) / 1000
-      : value && /^\d+$/.test(value)
-        ? Number(value)
-        : value
-          ? (Date.parse(value) - Date.now()) / 1000
-          : Number.NaN;
+  let seconds = Number.NaN;
+  if (milliseconds !== undefined && /^\d+(\.\d+)?$/.test(milliseconds)) seconds = Number(milliseconds) / 1000;
+  else if (value) seconds = /^\d+$/.test(value) ? Number(value) : (Date.parse(value) - Date.now()) / 1000;
   return Number.isFinite(seconds) ? Math.max(0, Math.ceil(seconds)) : undefined;
 }
 

@@ -1,5 +1,4 @@
 import type { ClientItem } from '../items.ts';
-import type { SessionRecord } from '../session/fields.ts';
 import type { Facade } from './facade.ts';
 import { canonical } from './history-items.ts';
 import type { RequestInput } from './responses.ts';
@@ -29,24 +28,30 @@ export function conversationTag(sessionId: string, scope: string, items: readonl
 
 /**
  * How many of the input's items (`history`) the request resent, as its loop's previous step sent
- * them to a response of `session`: its newest (a completed turn with nothing appended after it),
- * or the one before the failed attempts of the step this request retries, or before an `abort`
- * notice's refusal of it (./resent-after.ts endedBefore; the caller judges those turns as for
- * any request under `conversation`: ./failed-steps.ts takenUnder, ./aborted-retry.ts); 0 when it
- * resent none. Reads the newest turn, the one before its attempts, and that one's kept object (a
- * request of two items or more, none a compaction item).
+ * them to a response of the session `read` names: its newest (a completed turn with nothing
+ * appended after it), or the one before the failed attempts of the step this request retries, or
+ * before an `abort` notice's refusal of it (./resent-after.ts endedBefore; the caller judges those
+ * turns as for any request under `conversation`: ./failed-steps.ts takenUnder, ./aborted-retry.ts);
+ * 0 when it resent none. A request of two items or more, none a compaction item, reads that
+ * response's kept object, and nothing else when it is the newest (`read`, the session's head,
+ * SessionLog.getWithNewestTurn, says what else it needs); else also the turns back to it and the
+ * session's config.
  */
 export async function resentUnderConversation(
   facade: Facade,
-  session: SessionRecord,
-  newest: { turn: number } | null | undefined,
+  read: Awaited<ReturnType<Facade['services']['sessions']['getWithNewestTurn']>>,
   input: Pick<RequestInput, 'history' | 'compactions'>,
   scope: string,
 ): Promise<number> {
   const { history, compactions } = input;
+  const { session, newestTurn: newest } = read;
   if (history.length < 2 || compactions.length > 0 || !newest) return 0;
-  const { turn, ended } = await endedBefore(facade, session.id, 0, newest.turn);
-  const kept = ended.status === 'completed' ? await keptOfTurn(facade, session.id, turn) : undefined;
+  const completed = newest.status === 'completed';
+  const { turn, ended } = completed
+    ? { turn: newest.turn, ended: newest }
+    : await endedBefore(facade, session.id, 0, newest.turn);
+  const head = completed ? { session, scope: read.scope } : undefined;
+  const kept = ended.status === 'completed' ? await keptOfTurn(facade, session.id, turn, head) : undefined;
   const appended = turn === newest.turn && ended.output?.last_seq !== session.counts.items;
   if (!kept || appended || kept.ref.outputSeq !== ended.output?.first_seq) return 0;
   const known = Number(kept.loop?.split(':')[0]);

@@ -103,8 +103,7 @@ async function createStoredResponse(
   // (./conversation-resend.ts; a keyed retry's, those its key's request resent).
   const scope = body.conversation ? loopScope(facade, prepared) : '';
   const resentUnder =
-    onto.keyedResent ??
-    (body.conversation ? await resentUnderConversation(facade, session, read?.newestTurn, prepared, scope) : 0);
+    onto.keyedResent ?? (body.conversation && read ? await resentUnderConversation(facade, read, prepared, scope) : 0);
   // Without tools a tool_choice must name one of the conversation's. An unkeyed request is refused
   // now; a keyed one by the claim (`checkConfig`), after a retry's replay, so that a retry is answered
   // as its first request was whatever tools the conversation has since, and a refusal stores nothing.

@@ -3,7 +3,7 @@ import { parseStoredOrUndefined } from '../session/records.ts';
 import type { Tool as OpenAITool } from 'openai/resources/responses/responses';
 import { NotFoundError } from '../errors.ts';
 import type { StoredItem, Tool } from '../items.ts';
-import { responseObjectKey } from '../session/keys.ts';
+import { responseObjectKey, type LogScope } from '../session/keys.ts';
 import { scopeOf } from '../session/log/head.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { OpenAIApiError } from './errors.ts';
@@ -148,26 +148,30 @@ export async function keptObject(facade: Facade, id: string): Promise<TailgateRe
 }
 
 /**
- * The object kept for turn `turn` of `sessionId` (two reads: the session config and the object),
- * with its id's parts and its loop's tag (saveResponse); undefined when there is none, or when
- * the turn no longer holds the seqs its id names (a deleted turn's object a delete left).
+ * The object kept for turn `turn` of `sessionId` (two reads: the session config and the object;
+ * one with `head`, the session and where its incarnation keeps its objects, read already), with
+ * its id's parts and its loop's tag (saveResponse); undefined when there is none, or when the
+ * turn no longer holds the seqs its id names (a deleted turn's object a delete left).
  */
 export async function keptOfTurn(
   facade: Facade,
   sessionId: string,
   turn: number,
+  head?: { session: { id: string; created_at: string }; scope: LogScope },
 ): Promise<{ response: TailgateResponse; ref: ResponseRef; loop: string | undefined } | undefined> {
-  const config = await facade.services.sessions.config(sessionId).catch(() => undefined);
-  const object = config && (await facade.services.store.get(responseObjectKey(facade.config.keyPrefix, config, turn)));
+  const { keyPrefix } = facade.config;
+  const config = head ? undefined : await facade.services.sessions.config(sessionId).catch(() => undefined);
+  const where = head ?? (config && { session: config, scope: scopeOf(keyPrefix, config) });
+  const object = where && (await facade.services.store.get(responseObjectKey(keyPrefix, where.session, turn)));
   const kept = object && keptResponse(object.body);
   const ref = kept && parseResponseId(kept.response.id);
   if (
-    !config ||
+    !where ||
     !kept ||
     !ref ||
     ref.sessionId !== sessionId ||
     ref.turn !== turn ||
-    idGeneration(scopeOf(facade.config.keyPrefix, config), ref.inputSeq) !== ref.generation
+    idGeneration(where.scope, ref.inputSeq) !== ref.generation
   )
     return undefined;
   return { ...kept, ref };

@@ -6,7 +6,9 @@ import { CountingStore } from '../support/counting-store.ts';
 // Telling a retry of an aborted response from a new request (lib/openai/aborted-retry.ts) reads
 // the aborted turn only when the newest turn is one: a conversation's next response reads no
 // turn more than it did before that check existed. So for a branch under previous_response_id,
-// and a resend of the items since it (lib/openai/resent-after.ts) reads only what tells it.
+// and a resend of the items since it (lib/openai/resent-after.ts) reads only what tells it. A
+// loop's step under `conversation` resending what it sent before (lib/openai/conversation-resend.ts)
+// reads the kept object of the response it sent it to, nothing else.
 const TOKEN = 'cost-token';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 
@@ -26,6 +28,14 @@ function setup() {
     const response = await app.request('/v1/responses', init, environment, executionContext);
     return { status: response.status, body: (await response.json()) as any };
   };
+  /** The texts of a conversation's messages, oldest first. */
+  const messages = async (conversation: string) => {
+    const init = { headers: { authorization: `Bearer ${TOKEN}` } };
+    const path = `/v1/conversations/${conversation}/items?order=asc`;
+    const response = await app.request(path, init, environment, executionContext);
+    const { data } = (await response.json()) as { data: { type: string; content: { text: string }[] }[] };
+    return data.flatMap((item) => (item.type === 'message' ? [item.content[0]!.text] : []));
+  };
   const measured = async (body: unknown) => {
     await Promise.all(background.splice(0));
     store.reset();
@@ -35,7 +45,7 @@ function setup() {
     expect(result.status, JSON.stringify(result.body)).toBe(200);
     return { get, list };
   };
-  return { respond, measured };
+  return { respond, measured, messages };
 }
 
 describe('a conversation response after a completed turn', () => {
@@ -47,6 +57,21 @@ describe('a conversation response after a completed turn', () => {
     // The same state each time: one completed turn more, nothing aborted.
     for (const input of ['third', 'fourth'])
       expect(await measured({ model: 'echo', input, conversation })).toEqual({ get: 10, list: 4 });
+  });
+});
+
+describe('a conversation request of several items', () => {
+  const message = (content: string) => ({ role: 'user', content });
+
+  it("resending its loop's items reads the kept object of the response they went to, nothing more", async () => {
+    const { respond, measured, messages } = setup();
+    const conversation = (await respond({ model: 'echo', input: 'first' })).body.conversation.id as string;
+    await respond({ model: 'echo', input: [message('a'), message('b')], conversation });
+    const single = await measured({ model: 'echo', input: 'c', conversation });
+    // The newest response was sent [c]: this request resends it (lib/openai/conversation-resend.ts).
+    const resent = await measured({ model: 'echo', input: [message('c'), message('d')], conversation });
+    expect(resent).toEqual({ get: single.get + 1, list: single.list });
+    expect((await messages(conversation)).slice(-4)).toEqual(['c', 'echo: c', 'd', 'echo: d']);
   });
 });
 

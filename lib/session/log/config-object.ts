@@ -88,12 +88,25 @@ export async function getSession(log: LogContext, id: string): Promise<SessionRe
 export async function getSessionWithNewestTurn(
   log: LogContext,
   id: string,
-): Promise<{ session: SessionRecord; newestTurn: { turn: number; status: TurnStatus | null } | null }> {
+): Promise<{ session: SessionRecord; newestTurn: NewestTurn | null; scope: LogScope }> {
   const { config, newest, scope } = await readHead(log, id);
   // With what stopped turns stored spent: a claim's budget check counts it already (log/unbilled.ts).
   const session = toSessionRecord(config, countsOf(newest), await shownLedger(log, scope, newest));
   const turn = newest?.record.kind === 'turn' ? newest.record.turn : undefined;
-  return { session, newestTurn: turn === undefined ? null : { turn, status: newest!.done?.status ?? null } };
+  if (turn === undefined) return { session, newestTurn: null, scope };
+  const { record, done } = newest!;
+  const first = record.first_seq + record.items.length;
+  const outputs = done?.items.length ?? 0;
+  const output = outputs > 0 ? { first_seq: first, last_seq: first + outputs - 1 } : null;
+  return { session, newestTurn: { turn, status: done?.status ?? null, output }, scope };
+}
+
+/** The model turn of a session's newest record, as its head holds it (no read more). */
+export interface NewestTurn {
+  turn: number;
+  /** Null: still open. */
+  status: TurnStatus | null;
+  output: { first_seq: number; last_seq: number } | null;
 }
 
 /** See SessionLog.config. */

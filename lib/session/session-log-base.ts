@@ -142,7 +142,7 @@ export class SessionLogBase {
 
   /**
    * The session as `get` reads it (the same reads), and its newest record's model turn when that
-   * record is one (NewestTurn: its number, status and output's seqs); and where its
+   * record is one (NewestTurn: its number, status, output's seqs and calls); and where its
    * current incarnation keeps its objects (`scope`).
    */
   async getWithNewestTurn(id: string): ReturnType<typeof getSessionWithNewestTurn> {

@@ -8,7 +8,7 @@ import { CountingStore } from '../support/counting-store.ts';
 // turn more than it did before that check existed. So for a branch under previous_response_id,
 // and a resend of the items since it (lib/openai/resent-after.ts) reads only what tells it. A
 // loop's step under `conversation` resending what it sent before (lib/openai/conversation-resend.ts)
-// reads the kept object of the response it sent it to, nothing else.
+// reads the kept object of the response it sent it to; nothing when the session's head says it is none.
 const TOKEN = 'cost-token';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 
@@ -61,6 +61,7 @@ describe('a conversation response after a completed turn', () => {
 });
 
 describe('a conversation request of several items', () => {
+  const tools = [{ type: 'function', name: 'lookup', parameters: { type: 'object' } }];
   const message = (content: string) => ({ role: 'user', content });
 
   it("resending its loop's items reads the kept object of the response they went to, nothing more", async () => {
@@ -72,6 +73,19 @@ describe('a conversation request of several items', () => {
     const resent = await measured({ model: 'echo', input: [message('c'), message('d')], conversation });
     expect(resent).toEqual({ get: single.get + 1, list: single.list });
     expect((await messages(conversation)).slice(-4)).toEqual(['c', 'echo: c', 'd', 'echo: d']);
+  });
+
+  it('after calls, answering none of them past its first item, reads what a single item does', async () => {
+    const { respond, measured } = setup();
+    const conversation = (await respond({ model: 'echo', input: 'first' })).body.conversation.id as string;
+    const called = async (args: string) => {
+      const response = await respond({ model: 'echo', input: `call lookup ${args}`, conversation, tools });
+      const call = response.body.output.find((item: { type: string }) => item.type === 'function_call');
+      return { type: 'function_call_output', call_id: call.call_id, output: 'found' };
+    };
+    const single = await measured({ model: 'echo', input: [await called('{"n":1}')], conversation, tools });
+    const answered = [await called('{"n":2}'), message('and more')];
+    expect(await measured({ model: 'echo', input: answered, conversation, tools })).toEqual(single);
   });
 });
 

@@ -186,6 +186,27 @@ describe('a tool loop under conversation that resends its items', () => {
     expect((await itemsOf(conversation)).slice(0, 4)).toEqual([message, call, message, answer]);
   });
 
+  it("a request in the loop's scope resending its items, not answering its call next, is stored as sent", async () => {
+    const { client } = world;
+    const conversation = (await client.conversations.create({})).id;
+    const input = 'look it up (same scope)';
+    await client.responses.create({ model: 'gpt-4o-mini', conversation, tools, input });
+    // No user, safety_identifier or metadata: one scope. A step of the loop would answer call_1
+    // first; this request sends the loop's message again, then a message of its own.
+    const other = [
+      { role: 'user' as const, content: input },
+      { role: 'user' as const, content: 'and mine?' },
+    ];
+    await client.responses.create({ model: 'gpt-4o-mini', conversation, tools, input: other });
+    const [message, call] = loopItems(input);
+    expect((await itemsOf(conversation)).slice(0, 4)).toEqual([
+      message,
+      call,
+      message,
+      ['message', 'user', 'and mine?'],
+    ]);
+  });
+
   it('a step whose streamed attempt failed, resent again, goes on: each item stored once', async () => {
     const { client } = world;
     const conversation = (await client.conversations.create({})).id;

@@ -98,7 +98,8 @@ export async function getSessionWithNewestTurn(
   const first = record.first_seq + record.items.length;
   const outputs = done?.items.length ?? 0;
   const output = outputs > 0 ? { first_seq: first, last_seq: first + outputs - 1 } : null;
-  return { session, newestTurn: { turn, status: done?.status ?? null, output }, scope };
+  const calls = (done?.items ?? []).flatMap((item) => (item.type === 'function_call' ? [item.call_id] : []));
+  return { session, newestTurn: { turn, status: done?.status ?? null, output, calls }, scope };
 }
 
 /** The model turn of a session's newest record, as its head holds it (no read more). */
@@ -107,6 +108,8 @@ export interface NewestTurn {
   /** Null: still open. */
   status: TurnStatus | null;
   output: { first_seq: number; last_seq: number } | null;
+  /** The call ids of the function calls among its output. */
+  calls: string[];
 }
 
 /** See SessionLog.config. */

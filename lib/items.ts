@@ -28,8 +28,9 @@ export const reasoningItemSchema = z
   .strict();
 
 /**
- * The reasoning a model answered with before an item, kept on the first item of its answer (an
- * assistant message or a function_call): what the provider asks back within a tool loop.
+ * The reasoning a model answered with right before an item, kept on that item (an assistant
+ * message or a function_call; reasoning with no item after it on an empty assistant message,
+ * lib/models/stream-order.ts): what the provider asks back within a tool loop.
  */
 const reasoningField = z.array(reasoningItemSchema).min(1).max(100).optional();
 
@@ -39,7 +40,7 @@ export const messageItemSchema = z
     role: z.enum(['system', 'user', 'assistant']),
     /** A string, or content parts (lib/content.ts). */
     content: contentSchema,
-    /** An assistant message's: the reasoning of the answer it opens. */
+    /** An assistant message's: the reasoning that came right before it. */
     reasoning: reasoningField,
   })
   .strict();
@@ -50,7 +51,7 @@ export const functionCallItemSchema = z
     call_id: z.string().min(1).max(256),
     name: z.string().min(1).max(256),
     arguments: z.string(),
-    /** The reasoning of the answer the call opens. */
+    /** The reasoning that came right before the call. */
     reasoning: reasoningField,
   })
   .strict();

@@ -31,7 +31,8 @@ export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: '
  * the last tool, the instructions, the last two blocks of the prompt and, with a slot left, the end of the
  * stable compacted prefix (`request.cacheBreakpoint`), so each turn reads the previous turn's prompt
  * from Anthropic's cache. Thinking blocks (with their signatures) and redacted thinking come back as the
- * reasoning of the answer's first item and go back within their tool loop (lib/models/reasoning-parts.ts); a
+ * reasoning of the item after each (lib/models/stream-order.ts) and go back within their tool loop in the
+ * provider's order, before the tool_use blocks they came before (lib/models/reasoning-parts.ts); a
  * call that continues a tool loop whose blocks are missing goes without thinking (`thinkingNeedsItsBlocks`).
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {

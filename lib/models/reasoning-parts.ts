@@ -1,6 +1,5 @@
 import type { ModelMessage, ProviderMetadata, ReasoningOutput } from 'ai';
 import { reasoningText, type ReasoningItem } from '../items.ts';
-import type { ModelOutputItem } from './model.ts';
 
 /** The AI SDK's reasoning part of an assistant message (what a reasoning item goes back as). */
 export interface SdkReasoningPart {
@@ -104,10 +103,4 @@ export class ReasoningParts {
 
 function mergeMetadata(into: ProviderMetadata, from: ProviderMetadata | undefined): void {
   for (const [provider, values] of Object.entries(from ?? {})) into[provider] = { ...into[provider], ...values };
-}
-
-/** The output with the reasoning on its first item (none when it has no item: it is then left out). */
-export function withReasoning(output: ModelOutputItem[], reasoning: ReasoningItem[]): ModelOutputItem[] {
-  const [first, ...rest] = output;
-  return first && reasoning.length > 0 ? [{ ...first, reasoning }, ...rest] : output;
 }

@@ -15,16 +15,8 @@ import { convertToModelMessages, type ProviderOptions } from './convert-to-model
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
 import { StreamOrder } from './stream-order.ts';
-import { lacksLoopReasoning, reasoningItem, ReasoningParts, withReasoning } from './reasoning-parts.ts';
-import type {
-  Model,
-  ModelOutputItem,
-  ModelRequest,
-  ModelResult,
-  ModelSettings,
-  ModelStreamEvent,
-  ModelUsage,
-} from './model.ts';
+import { lacksLoopReasoning, reasoningItem, ReasoningParts } from './reasoning-parts.ts';
+import type { Model, ModelRequest, ModelResult, ModelSettings, ModelStreamEvent, ModelUsage } from './model.ts';
 
 export interface SdkModelOptions {
   /** The tailgate model id (`provider:name`). */
@@ -70,11 +62,11 @@ export interface SdkModelOptions {
  *
  * - the prompt goes through `convertToModelMessages`, the tools through `convertToToolSet`
  *   (no `execute`: the model's calls come back as function_call items);
- * - the output is the assistant text (when non-empty) followed by the function calls, the first
- *   carrying the model's reasoning (lib/models/reasoning-parts.ts); a call
+ * - the output is the answer's text and function calls in the order they began (text after a
+ *   call is a message of its own), each carrying the reasoning blocks before it
+ *   (lib/models/stream-order.ts, lib/models/reasoning-parts.ts), streamed or not; a call
  *   the SDK could not parse keeps the model's raw argument text. A stream passes the calls'
- *   argument pieces on as they come and has its items in the order they began (text after a
- *   call is a message of its own; lib/models/stream-order.ts);
+ *   argument pieces on as they come;
  * - any provider failure (HTTP error after retries, a malformed body or stream, a stream cut off
  *   before its final event, an invalid tool call id) becomes `ModelError` (`providerFailure`: a
  *   prompt the provider refuses as over the model's window is `context_too_large`); the deadline
@@ -130,10 +122,16 @@ export function createSdkModel(options: SdkModelOptions): Model {
         // must not hold the turn forever.
         const result = await untilAborted(generateText(callSettings(request, deadline.signal)), deadline.signal);
         checkFinish(result.finishReason, result.rawFinishReason, id);
-        const calls = result.toolCalls.map((call) => toFunctionCall(call));
-        const reasoning = result.reasoning.flatMap((part) => (part.type === 'reasoning' ? [reasoningItem(part)] : []));
+        // In the provider's order, as a stream of the same answer gives it (lib/models/stream-order.ts).
+        const order = new StreamOrder();
+        for (const part of result.content) {
+          if (part.type === 'text') order.text(part.text);
+          else if (part.type === 'reasoning') order.reasoning(reasoningItem(part));
+          else if (part.type === 'tool-call') order.call(toFunctionCall(part));
+        }
+        order.end();
         return {
-          output: withReasoning(toOutput(result.text, calls), reasoning),
+          output: order.output,
           usage: toUsage(result.usage),
           ...incompleteOf(result.finishReason),
         };
@@ -160,7 +158,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
           if (next.done) break;
           const part = next.value;
           if (part.type === 'text-delta') {
-            if (part.text !== '') yield* order.text(part.text);
+            yield* order.text(part.text);
           } else if (part.type === 'reasoning-start' || part.type === 'reasoning-delta') {
             reasoning.add(part);
           } else if (part.type === 'reasoning-end') {
@@ -276,13 +274,6 @@ function toFunctionCall(call: SdkToolCall): FunctionCallItem {
     throw new ModelError('the provider returned an invalid tool call', { issues: parsed.error.issues });
   }
   return parsed.data;
-}
-
-function toOutput(text: string, calls: ModelOutputItem[]): ModelOutputItem[] {
-  const output: ModelOutputItem[] = [];
-  if (text !== '') output.push({ type: 'message', role: 'assistant', content: text });
-  output.push(...calls);
-  return output;
 }
 
 /**

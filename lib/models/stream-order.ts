@@ -15,7 +15,10 @@ type Entry =
  * interleave with the first's, text during a call) wait until that one ended. A consumer thus
  * has at most one open item, and the items' `item_done`s come in the order of the output.
  * A reasoning block that ended is a `reasoning_done` in its place, and goes on the next item to
- * end (its `reasoning`).
+ * end (its `reasoning`), so the items hold the blocks in the provider's order; reasoning with no
+ * item after it goes on an assistant message of its own whose text is empty, which ends the output.
+ * A generated answer's parts go through it too, in their order (lib/models/sdk-model.ts), so an
+ * answer streamed or not gives the same output.
  * Each method returns the events to yield now.
  */
 export class StreamOrder {
@@ -29,6 +32,7 @@ export class StreamOrder {
   }
 
   text(delta: string): ModelStreamEvent[] {
+    if (delta === '') return [];
     const last = this.#entries.at(-1);
     const entry =
       last?.kind === 'message' && !last.closed
@@ -80,14 +84,21 @@ export class StreamOrder {
     return this.#drain();
   }
 
-  /** The end of the answer: its last message ends; a call that never finished is left out. */
+  /**
+   * The end of the answer: its last message ends; a call that never finished is left out;
+   * reasoning with no item after it ends the output as the `reasoning` of an empty assistant
+   * message (which the provider is never sent alone: lib/models/convert-to-model-messages.ts).
+   */
   end(): ModelStreamEvent[] {
     this.#closeMessage();
     for (let index = this.#entries.length - 1; index >= 0; index--) {
       const entry = this.#entries[index]!;
       if (entry.kind === 'call' && !entry.item) this.#entries.splice(index, 1);
     }
-    return this.#drain();
+    const events = this.#drain();
+    if (this.#reasoning.length === 0) return events;
+    this.#open({ kind: 'message', text: '', closed: true, held: [] });
+    return [...events, ...this.#drain()];
   }
 
   #call(callId: string) {

@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PromptItem, Tool } from '../../lib/items.ts';
-import type { ModelRequest } from '../../lib/models/model.ts';
+import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { assemblePrompt } from '../../lib/turn/assemble-prompt.ts';
 import { replayAnthropicCache } from '../support/fake-providers/anthropic-cache.ts';
+import { anthropicStreamOf } from '../support/fake-providers/anthropic-stream.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
 import { recordedThinking } from '../support/fake-providers/thinking.ts';
 import { toolLoopPrompt, weatherTool } from '../support/fake-providers/tool-loop.ts';
@@ -463,6 +464,105 @@ describe('anthropic adapter against a fake Messages server', () => {
         { type: 'thinking', thinking, signature },
         { type: 'redacted_thinking', data: redacted },
       ]);
+    });
+
+    /** The recorded JSON answer `name`, and the same answer as a stream. */
+    const recorded = (name: string) => (sent: RecordedRequest) =>
+      sent.body.stream ? { sse: anthropicStreamOf(fixture(name)) } : { text: fixture(name) };
+    const streamedOutput = async (model: Model, asked: ModelRequest) => {
+      const events = await collectStream(model.stream(asked));
+      const done = events.at(-1)!;
+      if (done.type !== 'done') throw new Error('no done event');
+      return { events, result: done.result };
+    };
+
+    it('stores the same output for an answer streamed or not, each reasoning block on the item after it', async () => {
+      const answers = [
+        'anthropic-message-text.json',
+        'anthropic-message-tool-use.json',
+        'anthropic-message-thinking-tool-use.json',
+        'anthropic-message-thinking-interleaved.json',
+        'anthropic-message-thinking-only.json',
+      ];
+      for (const name of answers) {
+        const { model } = await start(recorded(name));
+        const asked = { ...request([question], [weatherTool]), settings };
+        const { result } = await streamedOutput(model, asked);
+        expect(result, name).toEqual(await model.generate(asked));
+        await provider?.close();
+      }
+      // Thinking, text, redacted thinking, a call: each block on the item it came before.
+      const { model, requests } = await start(recorded('anthropic-message-thinking-interleaved.json'));
+      const { events, result } = await streamedOutput(model, { ...request([question], [weatherTool]), settings });
+      const answer = JSON.parse(fixture('anthropic-message-thinking-interleaved.json'));
+      const signed = JSON.stringify({ anthropic: { signature: answer.content[0].signature } });
+      const said = answer.content[0].thinking;
+      const thought = {
+        type: 'reasoning' as const,
+        summary: [{ type: 'summary_text' as const, text: said }],
+        encrypted_content: signed,
+      };
+      const data = answer.content[2].data;
+      const hidden = {
+        type: 'reasoning' as const,
+        summary: [],
+        encrypted_content: JSON.stringify({ anthropic: { redactedData: data } }),
+      };
+      const callId = 'toolu_01Rk8VtP3mWqZx2LnB7cYd4F';
+      expect(result.output).toEqual([
+        { type: 'message', role: 'assistant', content: 'Let me look up the weather in Paris.', reasoning: [thought] },
+        {
+          type: 'function_call',
+          call_id: callId,
+          name: 'get_weather',
+          arguments: '{"location":"Paris"}',
+          reasoning: [hidden],
+        },
+      ]);
+      expect(
+        events.flatMap((event) => (event.type === 'reasoning_done' || event.type === 'item_done' ? [event.type] : [])),
+      ).toEqual(['reasoning_done', 'item_done', 'reasoning_done', 'item_done']);
+      // They go back as the provider gave them: thinking before the text, redacted thinking before the tool_use.
+      await model.generate({ ...request([question, ...result.output, output(callId)], [weatherTool]), settings });
+      expect(requests[1]!.body.thinking?.type).toBe('enabled');
+      expect(requests[1]!.body.messages[1].content.map((block: any) => block.type)).toEqual([
+        'thinking',
+        'text',
+        'redacted_thinking',
+        'tool_use',
+      ]);
+    });
+
+    it('keeps reasoning with no item after it on an empty assistant message, never sent alone', async () => {
+      const { model, requests } = await start(recorded('anthropic-message-thinking-only.json'));
+      const asked = { ...request([question], [weatherTool]), settings };
+      const { events, result } = await streamedOutput(model, asked);
+      const said = 'The user wants the weather in Paris. Which tool gives it? get_weather, with';
+      expect(result.incomplete).toBe('max_output_tokens');
+      expect(result.output).toEqual([
+        {
+          type: 'message',
+          role: 'assistant',
+          content: '',
+          reasoning: [
+            {
+              type: 'reasoning',
+              summary: [{ type: 'summary_text', text: said }],
+              encrypted_content: expect.stringContaining('"signature"'),
+            },
+          ],
+        },
+      ]);
+      // Its reasoning.done comes before the item_done that carries it.
+      expect(events.map((event) => event.type)).toEqual(['reasoning_done', 'item_done', 'done']);
+      // The next call leaves the thinking out with the empty message: no assistant message of only thinking.
+      const next: PromptItem = { type: 'message', role: 'user', content: 'Go on.' };
+      await model.generate({ ...request([question, ...result.output, next], [weatherTool]), settings });
+      await model.generate({ ...request([question, ...result.output], [weatherTool]), settings });
+      for (const sent of requests.slice(1)) {
+        expect(sent.body.messages.map((message: any) => message.role)).toEqual(['user']);
+        expect(JSON.stringify(sent.body.messages)).not.toContain('thinking');
+      }
     });
 
     it("leaves out a finished turn's thinking; a loop whose blocks are missing goes without", async () => {

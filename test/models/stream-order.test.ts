@@ -115,4 +115,27 @@ describe('StreamOrder: a streamed answer has one open item at a time, in the ord
     ]);
     expect(order.output).toEqual([withFirst, message]);
   });
+
+  it('reasoning goes on the item after it, or with nothing after it on an empty message ending the output', () => {
+    const order = new StreamOrder();
+    const first = { type: 'reasoning' as const, summary: [{ type: 'summary_text' as const, text: 'a' }] };
+    const last = { type: 'reasoning' as const, summary: [{ type: 'summary_text' as const, text: 'b' }] };
+    const events = [
+      ...order.reasoning(first),
+      ...order.text(''),
+      ...order.call(call('a', '{}')),
+      ...order.reasoning(last),
+      ...order.callStart('cut', 'write'),
+      ...order.end(),
+    ];
+    const closing = { type: 'message', role: 'assistant', content: '', reasoning: [last] };
+    expect(events).toEqual([
+      { type: 'reasoning_done', item: first },
+      { type: 'item_done', item: { ...call('a', '{}'), reasoning: [first] } },
+      { type: 'reasoning_done', item: last },
+      { type: 'call_start', call_id: 'cut', name: 'write' },
+      { type: 'item_done', item: closing },
+    ]);
+    expect(order.output).toEqual([{ ...call('a', '{}'), reasoning: [first] }, closing]);
+  });
 });

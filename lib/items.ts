@@ -194,6 +194,15 @@ export function answeredCalls(items: readonly PromptItem[]): Map<number, number>
   return answered;
 }
 
+/**
+ * The index of a prompt's last user message that is not the service's (a summary or a notice it
+ * delivers), -1 when none: the items after it are the current tool loop, whose reasoning goes to
+ * the provider (lib/models/reasoning-parts.ts, `loopReasoning`).
+ */
+export function loopStart(items: readonly PromptItem[]): number {
+  return items.findLastIndex((item) => item.type === 'message' && item.role === 'user' && item.synthetic === undefined);
+}
+
 /** A reasoning item's text: its summary parts joined. */
 export function reasoningText(item: ReasoningItem): string {
   return item.summary.map((part) => part.text).join('');

@@ -1,7 +1,7 @@
 import type { PromptItem, Tool } from '../items.ts';
 import { TailgateError } from '../errors.ts';
 import type { TokenBudget } from '../tokens/model-limits.ts';
-import { countItemTokens, countPromptTokens } from '../tokens/token-counter.ts';
+import { countToolTokens, promptItemTokens } from '../tokens/token-counter.ts';
 
 /**
  * Throws ContextTooLargeError (naming the largest item) when the prompt needs more than the
@@ -9,12 +9,12 @@ import { countItemTokens, countPromptTokens } from '../tokens/token-counter.ts';
  * unconfigured) never refuses.
  */
 export function checkPromptFits(prompt: readonly PromptItem[], tools: readonly Tool[], budget: TokenBudget): number {
-  const tokens = countPromptTokens(prompt, tools, budget.counter);
+  const itemTokens = promptItemTokens(prompt, budget.counter);
+  const tokens = itemTokens.reduce((sum, each) => sum + each, countToolTokens(tools, budget.counter));
   if (tokens <= budget.promptLimit) return tokens;
   let largest = { index: 0, seq: null as number | null, tokens: -1 };
   prompt.forEach((item, index) => {
-    const itemTokens = countItemTokens(item, budget.counter);
-    if (itemTokens > largest.tokens) largest = { index, seq: item.seq ?? null, tokens: itemTokens };
+    if (itemTokens[index]! > largest.tokens) largest = { index, seq: item.seq ?? null, tokens: itemTokens[index]! };
   });
   throw new ContextTooLargeError({
     prompt_tokens: tokens,

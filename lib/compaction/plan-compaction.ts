@@ -1,5 +1,6 @@
 import { answeredCalls, type PromptFunctionCallItem, type PromptItem } from '../items.ts';
-import { countItemTokens, type TokenCounter } from '../tokens/token-counter.ts';
+import { loopReasoning } from '../models/reasoning-parts.ts';
+import { countItemTokens, reasoningTokens, type TokenCounter } from '../tokens/token-counter.ts';
 
 /** Where a compaction cuts the current context, and what it hands the summarizer. */
 export interface CompactionPlan {
@@ -42,9 +43,11 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
   if (stored.length === 0) return null;
   let cut = stored.length;
   let kept = 0;
+  // The reasoning of the current tool loop is sent with its items (loopReasoning), so it counts.
+  const sent = loopReasoning(stored);
   while (cut > 0) {
     const item = stored[cut - 1]!;
-    const tokens = countItemTokens(item, options.counter);
+    const tokens = countItemTokens(item, options.counter) + reasoningTokens(sent.get(cut - 1), options.counter);
     const protectedItem = options.keepFromSeq !== undefined && item.seq! >= options.keepFromSeq;
     if (!protectedItem && kept + tokens > options.keepTokens) break;
     kept += tokens;

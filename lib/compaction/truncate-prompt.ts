@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { answeredCalls, type PromptItem, type Tool } from '../items.ts';
+import { answeredCalls, loopStart, type PromptItem, type Tool } from '../items.ts';
 import type { TokenBudget } from '../tokens/model-limits.ts';
-import { countItemTokens, countToolTokens } from '../tokens/token-counter.ts';
+import { countToolTokens, promptItemTokens } from '../tokens/token-counter.ts';
 import { checkPromptFits } from './check-prompt-fits.ts';
 
 /** What `truncation: "auto"` (or the overflow safety net) dropped from a prompt to make it fit. */
@@ -64,7 +64,7 @@ export function truncatePrompt(
   truncation?: Truncation;
   boundary?: PromptBoundary | null;
 } {
-  const itemTokens = prompt.map((item) => countItemTokens(item, budget.counter));
+  const itemTokens = promptItemTokens(prompt, budget.counter);
   let before = countToolTokens(tools, budget.counter);
   for (const tokens of itemTokens) before += tokens;
   const persistent = options.boundary !== undefined;
@@ -83,9 +83,7 @@ export function truncatePrompt(
     (prompt[first] as { role: string }).role === 'system'
   )
     first += 1;
-  const lastUser = prompt.findLastIndex(
-    (item) => item.type === 'message' && item.role === 'user' && item.synthetic === undefined,
-  );
+  const lastUser = loopStart(prompt);
   const inputStart =
     options.keepFromSeq === undefined
       ? -1

@@ -4,7 +4,7 @@ import { md5Hex } from '../hash.ts';
 import { answeredCalls, type PromptItem, type ReasoningItem } from '../items.ts';
 import { makesBlock } from './cache-breakpoints.ts';
 import { toolResultOutput, userParts } from './media-parts.ts';
-import { reasoningPart } from './reasoning-parts.ts';
+import { loopReasoning, reasoningPart } from './reasoning-parts.ts';
 
 /** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
 export type ProviderOptions = NonNullable<ToolCallPart['providerOptions']>;
@@ -58,9 +58,9 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  * - a user or assistant message with nothing but whitespace in its text (and no image or file)
  *   is dropped (providers reject empty text blocks), and so is an empty text part.
  * - the `reasoning` of an assistant message or function_call after the prompt's last user
- *   message (the current tool loop; a notice the service delivers is not the user's) goes as
- *   `reasoning` parts before the item's own, their provider options those each
- *   `encrypted_content` holds (lib/models/reasoning-parts.ts):
+ *   message (the current tool loop; a notice the service delivers is not the user's;
+ *   `loopReasoning`) goes as `reasoning` parts before the item's own, their provider options
+ *   those each `encrypted_content` holds (lib/models/reasoning-parts.ts):
  *   Anthropic takes thinking in a call that continues a tool loop only with the thinking blocks
  *   of the loop's answers. Earlier reasoning is left out (the provider ignores a finished turn's
  *   thinking), so it costs nothing and the prompt before the last user message is sent the same
@@ -91,9 +91,7 @@ export function convertToModelMessages(
   const outputCall = adjacentAnswers(items);
   const answered = new Set(outputCall.values());
   const wireIds = wireCallIds(items);
-  const loopStart = items.findLastIndex(
-    (item) => item.type === 'message' && item.role === 'user' && item.synthetic === undefined,
-  );
+  const reasoning = loopReasoning(items);
   const marked = new Map<number, ProviderOptions>();
   for (const breakpoint of options.breakpoints ?? []) {
     const index = effectiveBreakpoint(items, breakpoint.index);
@@ -142,12 +140,11 @@ export function convertToModelMessages(
       // A message with no text but whitespace makes no part (providers refuse empty text blocks);
       // its reasoning still opens the answer when a call of that answer follows it.
       if (!makesBlock(item)) {
-        const opensCall = item.role === 'assistant' && items[index + 1]?.type === 'function_call';
-        if (opensCall && index > loopStart) pushReasoning(openAssistant(), item.reasoning);
+        if (reasoning.has(index)) pushReasoning(openAssistant(), reasoning.get(index));
         return;
       }
       if (item.role === 'assistant') {
-        if (index > loopStart) pushReasoning(openAssistant(), item.reasoning);
+        pushReasoning(openAssistant(), reasoning.get(index));
         pushPart(openAssistant(), { type: 'text', text: contentText(item.content), ...withOptions });
         return;
       }
@@ -172,7 +169,7 @@ export function convertToModelMessages(
         input: parseArguments(item.arguments),
         ...withOptions,
       };
-      if (index > loopStart) pushReasoning(openAssistant(), item.reasoning);
+      pushReasoning(openAssistant(), reasoning.get(index));
       pushPart(openAssistant(), part);
       if (!answered.has(index)) unanswered.push(part);
       return;

@@ -1,5 +1,6 @@
 import type { ModelMessage, ProviderMetadata, ReasoningOutput } from 'ai';
-import { reasoningText, type ReasoningItem } from '../items.ts';
+import { loopStart, type PromptItem, reasoningText, type ReasoningItem } from '../items.ts';
+import { makesBlock } from './cache-breakpoints.ts';
 
 /** The AI SDK's reasoning part of an assistant message (what a reasoning item goes back as). */
 export interface SdkReasoningPart {
@@ -58,6 +59,27 @@ function isStringOrAbsent(value: unknown): boolean {
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The reasoning a prompt's items go to the provider with, by index: that of each assistant
+ * message and function_call after the prompt's last user message (the current tool loop,
+ * `loopStart`), a blank assistant message's only when a call follows it (the message makes no
+ * block, and an assistant message of only thinking is refused by Anthropic in places). What
+ * lib/models/convert-to-model-messages.ts sends and lib/tokens/token-counter.ts counts.
+ */
+export function loopReasoning(items: readonly PromptItem[]): Map<number, readonly ReasoningItem[]> {
+  const sent = new Map<number, readonly ReasoningItem[]>();
+  for (let index = loopStart(items) + 1; index < items.length; index++) {
+    const item = items[index]!;
+    if (item.type === 'function_call_output' || !item.reasoning) continue;
+    if (item.type === 'message') {
+      if (item.role !== 'assistant') continue;
+      if (!makesBlock(item) && items[index + 1]?.type !== 'function_call') continue;
+    }
+    sent.set(index, item.reasoning);
+  }
+  return sent;
 }
 
 /**

@@ -1,5 +1,6 @@
-import { outputLength, type PromptItem, type Tool, unchanging } from '../items.ts';
+import { outputLength, type PromptItem, reasoningText, type ReasoningItem, type Tool, unchanging } from '../items.ts';
 import { contentText } from '../content.ts';
+import { loopReasoning } from '../models/reasoning-parts.ts';
 import { type ImageTokenRule, mediaTokens } from './media-tokens.ts';
 
 /**
@@ -101,15 +102,35 @@ function itemTokens(item: PromptItem, counter: TokenCounter): number {
   return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + media;
 }
 
+/**
+ * Tokens of each item of a prompt as it is sent: countItemTokens, and for the items of the
+ * current tool loop the reasoning the provider gets with them (`loopReasoning`): each block's
+ * text, or for one without (Anthropic's redacted thinking) its opaque payload, approximated.
+ */
+export function promptItemTokens(prompt: readonly PromptItem[], counter: TokenCounter): number[] {
+  const sent = loopReasoning(prompt);
+  return prompt.map((item, index) => countItemTokens(item, counter) + reasoningTokens(sent.get(index), counter));
+}
+
+/** Tokens of reasoning sent with an item (promptItemTokens). */
+export function reasoningTokens(reasoning: readonly ReasoningItem[] | undefined, counter: TokenCounter): number {
+  let total = 0;
+  for (const item of reasoning ?? []) {
+    const text = reasoningText(item);
+    total += text !== '' ? counter.count(text) : approximateTokenCounter.count(item.encrypted_content ?? '');
+  }
+  return total;
+}
+
 /** Tokens of the tools offered (their JSON), as countPromptTokens counts them. */
 export function countToolTokens(tools: readonly Tool[], counter: TokenCounter): number {
   return tools.length > 0 ? counter.count(JSON.stringify(tools)) : 0;
 }
 
 /**
- * Tokens of a prepared prompt: every item (text plus a fixed overhead) and the tools offered
- * (their JSON). What the turn compares with the context limit; the same for every runtime
- * given the same counter.
+ * Tokens of a prepared prompt: every item (text plus a fixed overhead, and the reasoning the
+ * current tool loop is sent with: promptItemTokens) and the tools offered (their JSON). What
+ * the turn compares with the context limit; the same for every runtime given the same counter.
  *
  * @example countPromptTokens([{ type: 'message', role: 'user', content: 'hello world!' }], [], approximateTokenCounter)
  * // 7
@@ -120,6 +141,6 @@ export function countPromptTokens(
   counter: TokenCounter,
 ): number {
   let total = countToolTokens(tools, counter);
-  for (const item of prompt) total += countItemTokens(item, counter);
+  for (const tokens of promptItemTokens(prompt, counter)) total += tokens;
   return total;
 }

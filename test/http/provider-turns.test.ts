@@ -9,6 +9,7 @@ import {
   type FakeProvider,
   type RecordedRequest,
 } from '../support/fake-providers/fake-provider-server.ts';
+import { anthropicStreamOf } from '../support/fake-providers/anthropic-stream.ts';
 import { recordedThinking } from '../support/fake-providers/thinking.ts';
 import { parseResponseId } from '../../lib/openai/ids.ts';
 import { createClient, facadeClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
@@ -359,5 +360,39 @@ describe('reasoning kept across a tool loop', () => {
     const retrieved = (await api.get(`/v1/responses/${response.id}`)).body.output;
     expect(retrieved[0]).toEqual(response.output[0]);
     expect(retrieved.map((item: { id: string }) => item.id)).toEqual([id, `fc_${session}_2`]);
+  });
+
+  it('stores the same items for an answer streamed or not, reasoning it ends with on an empty message', async () => {
+    for (const name of ['anthropic-message-thinking-interleaved.json', 'anthropic-message-thinking-only.json']) {
+      const recorded = await startFakeProvider((request) =>
+        request.body?.stream ? { sse: anthropicStreamOf(fixture(name)) } : { text: fixture(name) },
+      );
+      const overrides = { ANTHROPIC_BASE_URL: recorded.baseURL };
+      const client = createClient({ ...harness, fetch: (path, init) => harness.fetchWithEnv(overrides, path, init) });
+      const turn = async (stream: boolean) => {
+        const id = await client.session({ model: 'anthropic:claude-sonnet-4-5' });
+        const body = { input: 'Weather in Paris?', tools: [weatherTool], stream };
+        const response = await client.post(`/v1/sessions/${id}/turns`, body);
+        expect(response.status, name).toBe(200);
+        const items = (await client.get(`/v1/sessions/${id}/items`)).body.items;
+        const stored = items
+          .map(({ created_at: _at, ...item }: { created_at: string; seq: number }) => item)
+          .sort((a: { seq: number }, b: { seq: number }) => a.seq - b.seq);
+        return { stored, events: stream ? parseSse(response.body) : [] };
+      };
+      try {
+        const generated = await turn(false);
+        const streamed = await turn(true);
+        expect(streamed.stored, name).toEqual(generated.stored);
+        // Every block streamed as reasoning.done is stored, on the item after it.
+        const done = streamed.events
+          .filter((event) => event.event === 'reasoning.done')
+          .map((event) => event.data.item);
+        expect(done.length, name).toBeGreaterThan(0);
+        expect(done, name).toEqual(streamed.stored.flatMap((item: { reasoning?: unknown[] }) => item.reasoning ?? []));
+      } finally {
+        await recorded.close();
+      }
+    }
   });
 });

@@ -388,7 +388,8 @@ function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event:
     });
     for (const item of response.output) {
       for (const reasoning of item.reasoning ?? []) emit({ event: 'reasoning.done', data: { item: reasoning } });
-      if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: contentText(item.content) } });
+      const text = item.type === 'message' ? contentText(item.content) : '';
+      if (text !== '') emit({ event: 'output_text.delta', data: { delta: text } });
       emit({ event: 'output_item.done', data: { item } });
     }
   }

@@ -372,8 +372,18 @@ describe('reasoning kept across a tool loop', () => {
       const turn = async (stream: boolean) => {
         const id = await client.session({ model: 'anthropic:claude-sonnet-4-5' });
         const body = { input: 'Weather in Paris?', tools: [weatherTool], stream };
-        const response = await client.post(`/v1/sessions/${id}/turns`, body);
+        const key = { 'idempotency-key': `k-${id}` };
+        const response = await client.post(`/v1/sessions/${id}/turns`, body, key);
         expect(response.status, name).toBe(200);
+        if (stream) {
+          // Replayed, the turn streams the same reasoning and items, and no text where none was.
+          const replayed = parseSse((await client.post(`/v1/sessions/${id}/turns`, body, key)).body);
+          const done = (events: { event: string; data: any }[]) =>
+            events.filter((each) => each.event.endsWith('.done')).map((each) => each.data.item);
+          expect(done(replayed), name).toEqual(done(parseSse(response.body)));
+          const texts = replayed.filter((each) => each.event === 'output_text.delta').map((each) => each.data.delta);
+          expect(texts, name).not.toContain('');
+        }
         const items = (await client.get(`/v1/sessions/${id}/items`)).body.items;
         const stored = items
           .map(({ created_at: _at, ...item }: { created_at: string; seq: number }) => item)

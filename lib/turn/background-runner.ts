@@ -74,17 +74,18 @@ async function runClaimedTurn(
     // writes nothing. The journal is another run's (one still running may yet write its end), or
     // a reader's: a turn that never ran gets its end from the first reader of its events
     // (lib/turn/journal.ts). Its number may be another turn's by now (after a delete of the
-    // newest turn).
+    // newest turn). One line, no stack, as for the next case: a cancel of a queued turn and a
+    // message delivered twice are what happens, not failures.
     if (error instanceof TurnNotOpenError) {
       ends = false;
-      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} is closed already`, error);
+      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} is closed already`);
       return outcome;
     }
     // Another runner of the turn holds its lease and renews it (a message delivered twice): this
     // one called no model and moved nothing; the turn and its journal are the other run's.
     if (error instanceof TurnInProgressError) {
       ends = false;
-      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} runs elsewhere`, error);
+      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} runs elsewhere`);
       return outcome;
     }
     // Its session was deleted (the renewal found it closed so, or a step found it gone): the

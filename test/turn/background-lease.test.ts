@@ -53,7 +53,8 @@ async function world() {
     model: () => model,
     background: (task) => void tasks.push(task),
     startBackground: (run) => runInProcess(services, run),
-    log: (message) => void logged.push(message),
+    // A line with details is logged with them (a stack on Workers' console): kept apart here.
+    log: (message, details) => void logged.push(details === undefined ? message : `${message} [with details]`),
     observeTurn: (observation) => void observations.push(observation),
   };
   await sessions.create({ id: 's' });
@@ -109,12 +110,14 @@ describe('a background turn delivered twice', () => {
   });
 
   it('is run once while its first runner renews its lease: the second calls no model and writes nothing', async () => {
-    const { sessions, services, run, calls, told, release, until, outcome, advance } = await world();
+    const { sessions, services, run, calls, told, release, until, outcome, advance, logged } = await world();
     const first = runBackgroundTurn(services, run);
     await until(() => calls() === 1);
     // The first renews its lease within a third of it; the second looks again a little later.
     expect(await outcome(runBackgroundTurn(services, run))).toBe('done');
     expect(calls()).toBe(1);
+    // One line, no stack: a message delivered twice is the queue's at-least-once, not a failure.
+    expect(logged).toEqual(['tailgate: background turn 1 of session s runs elsewhere']);
     release();
     expect(await outcome(first)).toBe('done');
     await advance(0);
@@ -403,6 +406,20 @@ describe('a background runner that stops with its turn left open (the queue deli
   });
 });
 
+describe('a background turn cancelled while queued', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is not run: its runner calls no model and logs one line, no stack', async () => {
+    const { sessions, services, run, calls, logged, outcome } = await world();
+    await sessions.cancelTurn('s', 1);
+    expect(await outcome(runBackgroundTurn(services, run))).toBe('done');
+    expect(calls()).toBe(0);
+    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already']);
+  });
+});
+
 describe('a background turn delivered again after it ended', () => {
   afterEach(() => {
     vi.useRealTimers();
@@ -419,6 +436,6 @@ describe('a background turn delivered again after it ended', () => {
     expect(calls()).toBe(1);
     expect(await journaled(sessions, 's')).toEqual(journal);
     expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
-    expect(logged).toContain('tailgate: background turn 1 of session s is closed already');
+    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already']);
   });
 });

@@ -126,15 +126,18 @@ function routeAccess(c: Context, table: ScopeTable): RouteAccess {
 /**
  * For the routes whose session is named in the request (`RouteAccess.deferred`): 403 unless
  * the token may act on `sessionId` (null: the request starts a new session or touches none,
- * which a token bound to a session may not do).
+ * which a token bound to a session may not do). `header`: the request header that names the
+ * session where the request may name one so (the refusal tells a bound token to send it).
  */
-export function authorizeSession(c: Context<AppEnv>, sessionId: string | null): void {
+export function authorizeSession(c: Context<AppEnv>, sessionId: string | null, header?: string): void {
   const bound = c.var.principal.sessionId;
   if (bound === null || sessionId === bound) return;
   const message =
-    sessionId === null
-      ? `this token is bound to session ${bound} and cannot start or use another one`
-      : `this token is bound to session ${bound}, not ${sessionId}`;
+    sessionId !== null
+      ? `this token is bound to session ${bound}, not ${sessionId}`
+      : header !== undefined
+        ? `this token is bound to session ${bound}: send ${header}: ${bound} (without it no session is touched)`
+        : `this token is bound to session ${bound} and cannot start or use another one`;
   throw new ForbiddenError(message, 'Bearer error="insufficient_scope"', { session_id: bound });
 }
 

@@ -111,7 +111,7 @@ export async function createChatCompletion(
       'x-tailgate-session: a session id must match ^[A-Za-z0-9_-]{1,64}$',
       'x-tailgate-session',
     );
-  facade.authorize(sessionId);
+  facade.authorize(sessionId, 'x-tailgate-session');
   const model = modelOf(facade, body.model);
   const { instructions, items, origins } = chatMessagesToItems(body.messages as ChatMessageBody[]);
   facade.checkItems(items);

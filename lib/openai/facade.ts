@@ -19,8 +19,11 @@ export interface Facade {
    * lib/openai/history-index.ts): a budgeted token's id; absent or '' for the others.
    */
   caller?: string;
-  /** 403 unless the caller's token may act on `sessionId` (null: a new session, or none). */
-  authorize(sessionId: string | null): void;
+  /**
+   * 403 unless the caller's token may act on `sessionId` (null: a new session, or none);
+   * `header`: the request header that would have named the session, for the refusal to name.
+   */
+  authorize(sessionId: string | null, header?: string): void;
   /** 413 for an item over MAX_ITEM_BYTES. */
   checkItems(items: readonly Item[]): void;
   /** The OpenAI-shaped error body of a thrown value (for an error sent inside a stream). */

@@ -489,6 +489,23 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect((await call(unbound, 'POST', `/v1/sessions/${id}/fork`, { at_turn: 1, id: forkId })).status).toBe(201);
     });
 
+    it('tells a bound token to name its session in x-tailgate-session on a chat completion (403)', async () => {
+      const id = await createSession();
+      const bound = await mint({ scopes: ['session:turn'], session_id: id });
+      const body = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };
+      const refused = await call(bound, 'POST', '/v1/chat/completions', body);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+      expect(refused.body.error.message).toBe(
+        `this token is bound to session ${id}: send x-tailgate-session: ${id} (without it no session is touched)`,
+      );
+      const named = await harness.fetch('/v1/chat/completions', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bound}`, 'content-type': 'application/json', 'x-tailgate-session': id },
+        body: JSON.stringify(body),
+      });
+      expect(named.status).toBe(200);
+    });
+
     it('lets a notice poster post into its session only', async () => {
       const id = await createSession();
       const other = await createSession();

@@ -12,7 +12,7 @@ export function facadeOf(c: Context<AppEnv>): Facade {
     services: c.var.services,
     config: c.var.config,
     caller: c.var.principal.budget?.id ?? '',
-    authorize: (sessionId) => authorizeSession(c, sessionId),
+    authorize: (sessionId, header) => authorizeSession(c, sessionId, header),
     checkItems: (items) => checkItemSizes(items, c.var.config.maxItemBytes),
     errorBody: (error) => openaiErrorBody(error, c.var.services.log).body,
   };

@@ -1,6 +1,6 @@
 import { parseServiceConfig } from '../lib/config.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import { deliverWebhook, MAX_ATTEMPTS, retryDelaySeconds } from '../lib/webhooks/deliver.ts';
+import { deliverWebhook, failedAttemptLine, retryDelaySeconds } from '../lib/webhooks/deliver.ts';
 import type { WebhookEntry } from '../lib/webhooks/events.ts';
 import { outboxPrefix } from '../lib/webhooks/intent.ts';
 import { drainOutbox } from '../lib/webhooks/outbox.ts';
@@ -94,8 +94,9 @@ export interface QueuedMessage {
 }
 
 /**
- * Workers: delivers one queued event; a failure is retried by the queue after the backoff,
- * and the last attempt's failure is logged (the queue's dead letter queue keeps the message).
+ * Workers: delivers one queued event; a failure is retried by the queue after the backoff, and
+ * the first attempt's failure and the last's are logged (the queue's dead letter queue keeps
+ * the message).
  */
 export async function deliverQueued(
   message: QueuedMessage,
@@ -116,9 +117,7 @@ export async function deliverQueued(
     await store?.delete(`${outboxPrefix(config.keyPrefix)}${entry.id}`).catch(() => undefined);
     return message.ack();
   }
-  if (message.attempts >= MAX_ATTEMPTS)
-    console.error(
-      `tailgate webhooks: ${entry.id} to ${entry.url} given up after ${message.attempts} attempts: ${failure}`,
-    );
+  const line = failedAttemptLine(entry, message.attempts, failure);
+  if (line !== null) console.error(line);
   message.retry({ delaySeconds: retryDelaySeconds(message.attempts) });
 }

@@ -17,6 +17,18 @@ export const MAX_ATTEMPTS = 15;
 /** How long one attempt may take. */
 const ATTEMPT_TIMEOUT_MS = 10_000;
 
+/**
+ * The log line of an event's `attempts`-th failed attempt, or null: the first is logged (a wrong
+ * URL or a receiver that is down shows at once, not hours later), and the last, after which the
+ * event is given up; those between are not.
+ */
+export function failedAttemptLine(entry: WebhookEntry, attempts: number, failure: string): string | null {
+  const event = `tailgate webhooks: ${entry.id} to ${entry.url}`;
+  if (attempts >= MAX_ATTEMPTS) return `${event} given up after ${attempts} attempts: ${failure}`;
+  if (attempts === 1) return `${event} failed: ${failure}; retried up to ${MAX_ATTEMPTS - 1} more times`;
+  return null;
+}
+
 /** Seconds to wait after the `attempts`-th failed attempt: 2, 4, 8, ... up to an hour. */
 export function retryDelaySeconds(attempts: number): number {
   return Math.min(3600, 2 ** Math.max(1, Math.min(attempts, 12)));

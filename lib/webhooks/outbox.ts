@@ -1,6 +1,6 @@
 import type { SessionLog } from '../session/session-log.ts';
 import { decodeUtf8, listAll, mapLimit, type ObjectStore } from '../store/object-store.ts';
-import { deliverWebhook, MAX_ATTEMPTS, retryDelaySeconds, type DeliveryOptions } from './deliver.ts';
+import { deliverWebhook, failedAttemptLine, MAX_ATTEMPTS, retryDelaySeconds, type DeliveryOptions } from './deliver.ts';
 import { webhookEntrySchema, type WebhookEntry, type WebhookSink } from './events.ts';
 import { outboxPrefix, resolveIntent } from './intent.ts';
 
@@ -8,7 +8,8 @@ import { outboxPrefix, resolveIntent } from './intent.ts';
  * The object-storage outbox of webhook events (Node and Deno; docs/STORAGE.md, "Webhook
  * outbox"): `<KEY_PREFIX>webhooks/outbox/<event id>`, written create-only before a turn's close
  * is answered, rewritten with its attempts after each failed delivery, deleted once delivered;
- * after MAX_ATTEMPTS it moves to `<KEY_PREFIX>webhooks/dead/<event id>`, kept and logged. A
+ * after MAX_ATTEMPTS it moves to `<KEY_PREFIX>webhooks/dead/<event id>`, kept and logged (as
+ * its first failure is: deliver.ts `failedAttemptLine`). A
  * process drains it on start and whenever an entry falls due (functions/webhooks.ts), so a
  * restart loses nothing; two processes draining at once may each deliver an entry (at least
  * once: receivers drop repeats by `webhook-id`).
@@ -118,12 +119,14 @@ async function afterFailure(
     next_attempt_at: new Date(options.clock().getTime() + delayMs).toISOString(),
   };
   const json = { contentType: 'application/json' };
+  const line = failedAttemptLine(entry, attempts, failure);
   if (attempts >= MAX_ATTEMPTS) {
     await store.put(deadKey(keyPrefix, entry.id), JSON.stringify(next), json);
     await store.delete(key);
-    options.log(`tailgate webhooks: ${entry.id} to ${entry.url} given up after ${attempts} attempts: ${failure}`);
+    if (line !== null) options.log(line);
     return null;
   }
+  if (line !== null) options.log(line);
   // Refused: another process has attempted it meanwhile, and rescheduled or delivered it.
   await store.put(key, JSON.stringify(next), { ...json, ifMatch: etag });
   return delayMs;

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createServices } from '../../functions/services.ts';
-import { drainWebhooks } from '../../functions/webhooks.ts';
+import { deliverQueued, drainWebhooks } from '../../functions/webhooks.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
@@ -20,6 +20,8 @@ import { hookedEcho } from '../support/turn-world.ts';
 import { startWebhookReceiver, WEBHOOK_SECRET, type WebhookReceiver } from '../support/webhook-receiver.ts';
 
 let receiver: WebhookReceiver;
+/** How the log line of an event's first failed attempt ends. */
+const RETRIED = 'retried up to 14 more times';
 const heldEcho = releasedAfterEach();
 beforeAll(async () => {
   receiver = await startWebhookReceiver();
@@ -179,6 +181,9 @@ describe('webhook outbox', () => {
     expect(wait).toBeGreaterThan(0);
     const [entry] = (await w.outbox()).filter((e) => JSON.parse(e.body).type === 'turn.completed');
     expect(entry).toMatchObject({ attempts: 1, last_error: 'answered 500' });
+    // The first failure is logged (a wrong URL shows at once), the attempts after it only at the last.
+    const firstFailure = `tailgate webhooks: ${entry.id} to ${receiver.url} failed: answered 500; ${RETRIED}`;
+    expect(w.logged.filter((line) => line.includes(entry.id))).toEqual([firstFailure]);
     // Not due yet: nothing is posted.
     const posted = receiver.deliveries.length;
     await w.drain();
@@ -195,6 +200,42 @@ describe('webhook outbox', () => {
       [200, true],
     ]);
     expect(await w.outbox()).toEqual([]);
+    expect(w.logged.filter((line) => line.includes(entry.id))).toEqual([firstFailure]);
+  });
+
+  it("logs a queued event's first failed attempt and its last, not those between (Workers' consumer)", async () => {
+    receiver.answer(500);
+    const entry = {
+      format: 'tailgate.webhook.v1' as const,
+      id: 'msg_queued',
+      url: receiver.url,
+      body: JSON.stringify({ type: 'session.idle', timestamp: '2026-01-01T00:00:00Z', data: {} }),
+      created_at: '2026-01-01T00:00:00Z',
+      attempts: 0,
+      next_attempt_at: '2026-01-01T00:00:00Z',
+    };
+    const env = { WEBHOOK_SECRET, WEBHOOK_ALLOW_PRIVATE: 'true' };
+    const delays: (number | undefined)[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    let logged: unknown[][];
+    try {
+      for (const attempts of [1, 2, MAX_ATTEMPTS]) {
+        const message = {
+          attempts,
+          ack: () => undefined,
+          retry: (o?: { delaySeconds?: number }) => delays.push(o?.delaySeconds),
+        };
+        await deliverQueued(message, entry, env);
+      }
+    } finally {
+      logged = [...error.mock.calls];
+      error.mockRestore();
+    }
+    expect(delays).toEqual([2, 4, 3600]);
+    expect(logged).toEqual([
+      [`tailgate webhooks: msg_queued to ${receiver.url} failed: answered 500; ${RETRIED}`],
+      [`tailgate webhooks: msg_queued to ${receiver.url} given up after 15 attempts: answered 500`],
+    ]);
   });
 
   it('gives an event up after the last attempt, keeping it under webhooks/dead/ and logging it', async () => {
@@ -210,6 +251,8 @@ describe('webhook outbox', () => {
     expect(await w.outbox()).toEqual([]);
     expect((await listAll(w.store, 'webhooks/dead/')).length).toBe(2);
     expect(w.logged.join('\n')).toMatch(/given up after 15 attempts: answered 503/);
+    // Each event's first failed attempt and its last: two lines each.
+    expect(w.logged.filter((line) => line.startsWith('tailgate webhooks: '))).toHaveLength(4);
     expect(receiver.deliveries.length).toBe(2 * MAX_ATTEMPTS);
   });
 

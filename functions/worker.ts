@@ -81,6 +81,13 @@ export default {
   // queue, else in the isolate.
   scheduled: async (controller, bindings, context) => {
     const environment = withDefaults(bindings);
+    // Each part needs the settings: one that does not parse is one line a run, not a failure each.
+    try {
+      parseServiceConfig(environment);
+    } catch (error) {
+      console.error(`tailgate: the Cron Trigger's run skipped: ${error instanceof Error ? error.message : error}`);
+      return;
+    }
     if (controller.cron !== EVERY_MINUTE || new Date(controller.scheduledTime).getUTCMinutes() === RETENTION_MINUTE)
       await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
     const background = (task: Promise<unknown>) => context.waitUntil(task);

@@ -1,5 +1,5 @@
 import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from 'cloudflare:test';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import worker from '../../functions/worker.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -50,5 +50,28 @@ describe('the Cron Trigger (scheduled) on the R2 binding', () => {
     expect((await log.get('idle')).expires_after_days).toBe(1);
     await runAt(17);
     await expect(log.get('idle')).rejects.toMatchObject({ code: 'not_found' });
+  });
+});
+
+describe('the Cron Trigger (scheduled) of a deployment whose settings do not parse', () => {
+  it('logs one line naming the setting and runs nothing', async () => {
+    const error = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    let logged: unknown[][];
+    try {
+      const context = createExecutionContext();
+      const environment = {
+        ...bindings,
+        KEY_PREFIX: `${crypto.randomUUID()}/`,
+        DEFAULT_SESSION_BUDGET: '{"max_cost": 5}',
+      };
+      await worker.scheduled(createScheduledController({ cron: '17 * * * *' }), environment as never, context);
+      await waitOnExecutionContext(context);
+    } finally {
+      logged = [...error.mock.calls];
+      error.mockRestore();
+    }
+    expect(logged).toEqual([
+      [expect.stringMatching(/^tailgate: the Cron Trigger's run skipped: invalid setting DEFAULT_SESSION_BUDGET/)],
+    ]);
   });
 });

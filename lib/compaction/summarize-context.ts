@@ -1,5 +1,5 @@
 import type { PromptItem } from '../items.ts';
-import { ModelError } from '../models/errors.ts';
+import { ModelError, ModelTimeoutError } from '../models/errors.ts';
 import type { Model, ModelUsage } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
@@ -14,6 +14,11 @@ export interface SummarizeOptions {
   maxSummaryTokens: number;
   /** Aborts the summary's model call (a turn its lease renewal found closed by someone else). */
   signal?: AbortSignal;
+  /**
+   * The call's deadline (ms, MODEL_TIMEOUT_MS): past it the call is aborted and the summary fails
+   * with ModelTimeoutError, whether or not the model heeds the abort.
+   */
+  timeoutMs?: number;
 }
 
 /** A summary made: the context start it gives, and what its model call used (charged to the session). */
@@ -40,8 +45,9 @@ export async function summarizeContext(
     { type: 'message', role: 'user', content: transcript },
   ];
   const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
-  const { signal } = options;
-  const result = await model.generate({ prompt, tools: [], maxOutputTokens, ...(signal ? { signal } : {}) });
+  const result = await withDeadline(options, (signal) =>
+    model.generate({ prompt, tools: [], maxOutputTokens, ...(signal ? { signal } : {}) }),
+  );
   const text = result.output
     .flatMap((item) => (item.type === 'message' ? [item.content] : []))
     .join('\n')
@@ -49,6 +55,35 @@ export async function summarizeContext(
   if (text === '') throw new ModelError('the summary model answered without text');
   const summary = clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN);
   return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage: result.usage };
+}
+
+/** Runs `call` with the caller's signal, or one the deadline `timeoutMs` aborts too (failing at the deadline). */
+async function withDeadline<T>(
+  options: Pick<SummarizeOptions, 'signal' | 'timeoutMs'>,
+  call: (signal: AbortSignal | undefined) => Promise<T>,
+): Promise<T> {
+  const { signal, timeoutMs } = options;
+  if (timeoutMs === undefined) return call(signal);
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal?.reason);
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new ModelTimeoutError(`the summary model did not answer within ${timeoutMs} ms`, {
+        timeout_ms: timeoutMs,
+      });
+      controller.abort(error);
+      reject(error);
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([call(controller.signal), deadline]);
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  }
 }
 
 /** The context start a compaction along `plan` moves to, with `summary` for what it cuts off. */

@@ -1,20 +1,17 @@
 import { checkBudget } from '../ledger/budget.ts';
-import type { ModelPrice } from '../ledger/prices.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
-import type { TokenSpend } from '../ledger/token-spend.ts';
-import type { Model } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { Compacted } from '../session/log/compaction.ts';
 import type { SessionLog, SessionRecord } from '../session/session-log.ts';
 import { resolveStrategyConfig } from '../strategies/strategy-config.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
-import type { TokenEncoders } from '../tokens/token-counter.ts';
 import { planCompaction } from '../compaction/plan-compaction.ts';
 import { compactionSizes } from '../compaction/summary-budget.ts';
 import { summarizeContext } from '../compaction/summarize-context.ts';
 import type { Item } from '../items.ts';
 import { afterResponse, appendItems } from './append.ts';
-import type { CompactionSpend } from './types.ts';
+import { pickUp } from './busy.ts';
+import type { TurnServices } from './types.ts';
 
 /** The body of POST /v1/sessions/:id/compact, validated. */
 export interface CompactRequest {
@@ -26,22 +23,13 @@ export interface CompactRequest {
   keep_tokens?: number | undefined;
 }
 
-/** What a compaction works with: what an append of its input needs, and the summary's model and prices. */
-export type CompactServices = Parameters<typeof appendItems>[0] & {
-  sessions: Pick<SessionLog, 'get' | 'compact' | 'refreshIndex'>;
-  config: {
-    defaultModel: string;
-    summaryModel: string | undefined;
-    summaryPrompt: string | undefined;
-    modelPrices: Record<string, ModelPrice>;
-  };
-  model: (id: string) => Model;
-  tokenEncoders?: TokenEncoders;
-  /** The spend of the request's token, when it carries a budget (checked: see compactSession). */
-  tokenSpend?: TokenSpend;
-  /** Told what the summary used (the metrics). */
-  observeCompaction?: ((spend: CompactionSpend) => void) | undefined;
-};
+/**
+ * What a compaction works with: a turn's services (an append of its input, the pickup of the
+ * inputs queued behind it, the summary's model, prices and MODEL_TIMEOUT_MS, the token's spend
+ * when it carries a budget, checked: see compactSession) and the session log's compaction.
+ */
+export type CompactServices = TurnServices &
+  Parameters<typeof appendItems>[0] & { sessions: Pick<SessionLog, 'compact' | 'refreshIndex'> };
 
 /** The answer of POST /compact. */
 export interface CompactResult {
@@ -114,6 +102,7 @@ export async function compactSessionFrom(
   const sizes = compactionSizes(budget, config);
   const prompt = request.prompt ?? services.config.summaryPrompt;
   let result: Compacted | undefined;
+  let claimed = false;
   try {
     // The listing row is written once, below, for the input and the compaction together.
     if (input.length > 0) await appendItems(services, sessionId, input, { refreshIndex: false });
@@ -126,8 +115,12 @@ export async function compactSessionFrom(
       if (!cut) return null;
       // The session is held from here to the compaction's record: no turn or other compaction meanwhile.
       await claim();
+      claimed = true;
+      // Bounded as a turn's model call is (MODEL_TIMEOUT_MS): a call that never answers fails
+      // the compaction with model_timeout, which then releases the session.
       const summary = await summarizeContext(model, context, cut, {
         maxSummaryTokens: sizes.maxSummaryTokens,
+        timeoutMs: services.config.modelTimeoutMs,
         ...(prompt ? { prompt } : {}),
       });
       return { context: summary.context, usage: turnUsage(summary.usage, services.config.modelPrices[model.id]) };
@@ -137,6 +130,9 @@ export async function compactSessionFrom(
     // response; an input appended before a compaction that failed still counts in it.
     if (input.length > 0 || result?.compacted)
       afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
+    // The compaction held the session: the inputs queued behind it are taken up once it let it go,
+    // as after a turn's close (a claim it could not end leaves them to its lease and the sweep).
+    if (claimed) afterResponse(services, () => pickUp(services, sessionId));
   }
   // The session's totals took the usage with the compaction's record; the token's take it after
   // the response, as a turn's do.

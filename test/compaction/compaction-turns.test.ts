@@ -24,6 +24,7 @@ import {
   runInProcess,
   runTurn,
   streamTurn,
+  takeUnderPolicy,
   type TurnEvent,
   type TurnServices,
 } from '../../lib/turn/index.ts';
@@ -412,6 +413,55 @@ describe('compaction is durable and idempotent', () => {
     await createSession(service, 's1', 'none');
     await service.sessions.beginTurn('s1', { input: [{ type: 'message', role: 'user', content: 'open' }] });
     await expect(compactSession(service, 's1', {})).rejects.toMatchObject({ code: 'turn_in_progress' });
+  });
+});
+
+describe("a manual compaction's end", () => {
+  /** A session of 4 turns whose summaries are written by `model` ('held'). */
+  async function heldSession(model: Model, env?: Record<string, string>) {
+    const service = services(new MemoryStore(), { model, ...(env && { env }) });
+    await createSession(service, 's1', 'none');
+    for (let index = 0; index < 4; index++) await runTurn(service, 's1', { input: `turn ${index}` });
+    return service;
+  }
+
+  it('takes up an input queued behind it once it released the session, as a turn ends', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let summarizing!: () => void;
+    const started = new Promise<void>((resolve) => (summarizing = resolve));
+    const service = await heldSession(
+      hookedEcho('held', async () => {
+        summarizing();
+        await held;
+      }),
+    );
+    const running = compactSession(service, 's1', { keep_tokens: 0, model: 'held' });
+    await started;
+    const queued = await takeUnderPolicy(service, 's1', { input: 'queued' }, { onBusy: 'enqueue' }, (busy) =>
+      runTurn(busy, 's1', { input: 'queued' }),
+    );
+    expect(queued.kind).toBe('queued');
+    // The pickup after the enqueue finds the session held, and leaves the input queued.
+    await service.settled();
+    release();
+    expect(await running).toMatchObject({ compacted: true });
+    await service.settled();
+    expect(await service.sessions.queued(await service.sessions.scope('s1'))).toEqual([]);
+    expect((await service.sessions.get('s1')).counts.turns).toBe(5);
+  });
+
+  it('a summary model that never answers fails it by MODEL_TIMEOUT_MS and releases the session', async () => {
+    const never: Model = { id: 'never', generate: () => new Promise(() => {}), stream: echoModel.stream };
+    const service = await heldSession(never, { MODEL_TIMEOUT_MS: '50' });
+    const before = (await service.sessions.get('s1')).usage;
+    await expect(compactSession(service, 's1', { keep_tokens: 0, model: 'never' })).rejects.toMatchObject({
+      code: 'model_timeout',
+    });
+    // Nothing was summarized, so nothing charged; and released at once: the next turn is not refused.
+    expect((await service.sessions.get('s1')).usage).toEqual(before);
+    expect(await service.sessions.currentContext('s1')).toBeNull();
+    expect(await runTurn(service, 's1', { input: 'after' })).toMatchObject({ turn: 5 });
   });
 });
 

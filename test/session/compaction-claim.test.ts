@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import type { Summarize } from '../../lib/session/log/compaction.ts';
-import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import { faultyLogs } from '../support/faulty-logs.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 
@@ -193,6 +193,26 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     await world.turn('d', 'e');
     await world.log.compact('s1', world.summarizer());
     await expect(world.other.deleteTurn('s1', 1)).rejects.toThrow(/a compaction came after it/);
+  });
+
+  it('a delete of the session while a compaction makes its summary leaves no lease of its claim behind', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    const { running, release } = await world.holding();
+    await world.other.delete('s1');
+    // A renewal of the claim's lease after the delete's sweep.
+    let renewing!: () => void;
+    const renewal = new Promise<void>((resolve) => (renewing = resolve));
+    world.store.failWhen(({ operation, key }) => {
+      if (operation === 'put' && key.endsWith('.lease')) renewing();
+      return false;
+    });
+    await renewal;
+    release();
+    await expect(running).rejects.toMatchObject({ code: 'not_found' });
+    world.store.heal();
+    const left = await listAll(world.store, 'sessions/s1/');
+    expect(left.map((object) => object.key).filter((key) => key.endsWith('.lease'))).toEqual([]);
   });
 
   it('whichever storage call of a compaction fails, the session goes on, charged once per summary made', async () => {

@@ -1,10 +1,10 @@
 import { StorageError } from '../../errors.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
-import type { LogScope } from '../keys.ts';
-import type { SessionConfig } from '../records.ts';
+import { leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
+import { parseStoredOrUndefined, sessionConfigSchema, type SessionConfig } from '../records.ts';
 import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions } from './commit.ts';
 import { MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
-import { renewalMs, renewLease } from './lease.ts';
+import { renewalMs, renewLease, type LeaseHolder } from './lease.ts';
 
 /**
  * A manual compaction's claim (docs/STORAGE.md, "Compaction (the context start)"): before its
@@ -21,8 +21,11 @@ export interface CompactionClaim {
   readonly record: number;
   readonly writer: string;
   readonly scope: LogScope;
-  /** Stops renewing the lease (the compaction's own record, or its release, ends the hold). */
-  stop(): void;
+  /**
+   * Stops renewing the lease (the compaction's own record, or its release, ends the hold);
+   * answers once every renewal under way ended.
+   */
+  stop(): Promise<void>;
   /**
    * Ends the hold with a record of no items charging `charge` (a summary made whose record did
    * not land), only while the claim is still the newest record; a failure is swallowed (the
@@ -51,15 +54,58 @@ export async function claimCompaction(
   if (!claimed) throw new ClaimMoved();
   const { scope } = claimed;
   const holder = { scope, record: claimed.record.record, writer: claimed.record.writer ?? '' };
-  const renewals = setInterval(() => void renewLease(log, holder).catch(() => undefined), renewalMs(log.leaseMs));
-  const stop = () => clearInterval(renewals);
+  const { stop } = renewClaim(log, id, holder, check);
   return {
     ...holder,
     stop,
     async release(check, charge) {
-      stop();
+      await stop();
       const options = { kind: 'compact', heldBy: holder.writer, check, ...(charge && { charge }) } as const;
       await commitAfter(log, id, holder.record, options).catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Renews the claim's lease every third of the lease until `stop`. Each renewal then reads the
+ * session's config: gone, or naming another incarnation (a delete of the session committed,
+ * whose sweep may have passed the lease already), the renewal deletes the lease it wrote,
+ * whether its put was answered or not, and no renewal follows. So a delete leaves no lease of a
+ * claim behind: a renewal whose put lands after the sweep reads the config after it.
+ */
+function renewClaim(log: LogContext, id: string, holder: LeaseHolder, check: (config: SessionConfig) => void) {
+  const key = leaseKey(holder.scope, holder.record);
+  const inFlight = new Set<Promise<void>>();
+  let stopped = false;
+  const gone = async () => {
+    const object = await log.store.get(sessionConfigKey(log.keyPrefix, id));
+    const config = object ? parseStoredOrUndefined(object.body, sessionConfigSchema) : undefined;
+    if (!config) return object === null;
+    try {
+      check(config);
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  const renew = async () => {
+    await renewLease(log, holder).catch(() => undefined);
+    if (!(await gone())) return;
+    stopped = true;
+    clearInterval(renewals);
+    await log.store.delete(key);
+  };
+  const renewals = setInterval(() => {
+    if (stopped) return;
+    const work = renew().catch(() => undefined);
+    inFlight.add(work);
+    void work.finally(() => inFlight.delete(work));
+  }, renewalMs(log.leaseMs));
+  return {
+    stop: async () => {
+      stopped = true;
+      clearInterval(renewals);
+      await Promise.all(inFlight);
     },
   };
 }

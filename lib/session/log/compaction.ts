@@ -119,7 +119,7 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
     await claim?.release(check, summary.usage);
     throw error;
   } finally {
-    claim?.stop();
+    await claim?.stop();
   }
   return { compacted: true, context: stored, usage: summary.usage, made_of: madeOf };
 }

@@ -32,7 +32,8 @@ import { idSchema } from '../items.ts';
  * - `queue/<generation>/<sha256>`: an input queued while a turn ran (create-only).
  * - `events/<generation>/<turn>/<batch>`: a turn's event journal, batch by batch (create-only).
  * - `spent/<generation>/<turn>`: what a turn closed by someone else spent (create-only; empty:
- *   nothing known, put by the write that stopped waiting for it).
+ *   nothing known, put by the write that stopped waiting for it); `spent/<generation>/compact-<record>`:
+ *   the summary of a manual compaction whose claim (record `record`) another writer passed over.
  * - `forks/<generation>/<child id>.<child generation>`: a fork's reference to this
  *   incarnation's objects (create-only): a delete keeps a generation some live fork reads.
  * - `inbox/`, `inbox_removed/`: owned by lib/inbox/, addressed by id (any client may write
@@ -145,6 +146,11 @@ function scoped(scope: LogScope, kind: string): string {
 /** What turn `turn` of `scope`, closed by someone else, spent (lib/session/log/unbilled.ts). */
 export function spentKey(scope: LogScope, turn: number): string {
   return `${scoped(scope, 'spent')}${pad(checkRecordNumber(turn))}`;
+}
+
+/** What the manual compaction whose claim is record `record` of `scope` summarized, its claim passed over. */
+export function claimSpentKey(scope: LogScope, record: number): string {
+  return `${scoped(scope, 'spent')}compact-${pad(checkRecordNumber(record))}`;
 }
 
 /**

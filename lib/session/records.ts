@@ -183,12 +183,17 @@ export type Undelivered = z.infer<typeof undeliveredSchema>;
 
 /**
  * Turns closed by someone else whose spend (`spent/<generation>/<turn>`, written by the stopped
- * turn) the session's totals do not count yet, carried by every record and completion until a
+ * turn) the session's totals do not count yet, and manual compactions' claims passed over once
+ * their lease ran out (`claim`: the claim's record, whose summary the compaction stores at
+ * `spent/<generation>/compact-<record>`), carried by every record and completion until a
  * write of the chain counts it (lib/session/log/unbilled.ts); the newest object says what holds
  * now (absent: none). `closed_at` is the close's time, from which the wait for it is bounded.
  */
 export const unbilledSchema = z.array(
-  z.object({ generation: z.string(), turn: z.number().int().positive(), closed_at: z.string() }).strict(),
+  z.union([
+    z.object({ generation: z.string(), turn: z.number().int().positive(), closed_at: z.string() }).strict(),
+    z.object({ generation: z.string(), claim: z.number().int().positive(), closed_at: z.string() }).strict(),
+  ]),
 );
 export type Unbilled = z.infer<typeof unbilledSchema>;
 

@@ -195,6 +195,64 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     await expect(world.other.deleteTurn('s1', 1)).rejects.toThrow(/a compaction came after it/);
   });
 
+  it('a summary whose claim lapsed under a turn or another compaction is charged once, by the next write', async () => {
+    for (const passer of ['turn', 'compaction'] as const) {
+      const world = setup(storeOf());
+      await world.create();
+      const { running, release } = await world.holding();
+      // Its renewals fail for a whole lease: the claim lapses, and another writer takes the session.
+      world.store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.lease'));
+      world.advance(3 * LEASE_MS);
+      let ended: Promise<unknown>;
+      let other!: () => void;
+      if (passer === 'turn') {
+        const begun = await world.other.beginTurn('s1', { input: [user('t')] });
+        if (begun.kind !== 'claimed') throw new Error('expected a claim');
+        ended = new Promise<void>((resolve) => (other = resolve)).then(() =>
+          world.other.completeTurn(begun.turn, { status: 'completed', output: [user('u')], receipt: {} }),
+        );
+      } else {
+        let started!: () => void;
+        const summarizing = new Promise<void>((resolve) => (started = resolve));
+        const held = new Promise<void>((resolve) => (other = resolve));
+        ended = world.other.compact(
+          's1',
+          world.summarizer(async () => {
+            started();
+            await held;
+          }),
+        );
+        await summarizing;
+      }
+      world.store.heal();
+      // The lapsed compaction's record is refused by the other holder: its summary was made all the same.
+      release();
+      await expect(running, passer).rejects.toMatchObject({ code: 'turn_in_progress' });
+      other();
+      await ended;
+      expect(world.calls(), passer).toBe(passer === 'turn' ? 1 : 2);
+      await world.other.append('s1', [user('d')]);
+      expect(await world.totals(), passer).toMatchObject({ input_tokens: 100 * world.calls() });
+    }
+  });
+
+  it('a summary whose lapsed claim a delete of the newest turn passed over is charged once', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    await world.turn('d', 'e');
+    const { running, release } = await world.holding();
+    world.store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.lease'));
+    world.advance(3 * LEASE_MS);
+    await world.other.deleteTurn('s1', 1);
+    world.store.heal();
+    release();
+    // Its summary held the deleted turn: not stored, and the compaction starts again, charged by its record.
+    expect(await running).toMatchObject({ compacted: true, made_of: { turns: 0 } });
+    expect(world.calls()).toBe(2);
+    await world.other.append('s1', [user('f')]);
+    expect(await world.totals()).toMatchObject({ input_tokens: 200 });
+  });
+
   it('a delete of the session while a compaction makes its summary leaves no lease of its claim behind', async () => {
     const world = setup(storeOf());
     await world.create();

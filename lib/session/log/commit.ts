@@ -38,7 +38,7 @@ import { recordBody } from './record-cache.ts';
 import { carry } from './record-carry.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
-import { billStopped, counted, unbilledOf } from './unbilled.ts';
+import { billStopped, counted, passedClaim, unbilledOf } from './unbilled.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -286,7 +286,9 @@ export async function prepareCommit(
   const undelivered = undeliveredOf(newest);
   const overflow = overflowOf(newest);
   const totals = options.charge ? addToLedger(ledger, options.charge, 0) : ledger;
-  const unbilled = unbilledOf(newest).filter((entry) => !counted(billed, entry));
+  // A compaction's claim passed over (its lease ran out) is named: its summary is stored apart (log/unbilled.ts).
+  const passed = passedClaim(scope, newest, createdAt, options.heldBy);
+  const unbilled = [...unbilledOf(newest).filter((entry) => !counted(billed, entry)), ...passed];
   const record: LogRecord = {
     format: 'tailgate.record.v1',
     record: number,

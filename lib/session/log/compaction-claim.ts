@@ -1,10 +1,11 @@
 import { StorageError } from '../../errors.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
-import { leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
+import { claimSpentKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import { parseStoredOrUndefined, sessionConfigSchema, type SessionConfig } from '../records.ts';
 import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions } from './commit.ts';
 import { MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { renewalMs, renewLease, type LeaseHolder } from './lease.ts';
+import { storeSpend } from './unbilled.ts';
 
 /**
  * A manual compaction's claim (docs/STORAGE.md, "Compaction (the context start)"): before its
@@ -28,10 +29,16 @@ export interface CompactionClaim {
   stop(): Promise<void>;
   /**
    * Ends the hold with a record of no items charging `charge` (a summary made whose record did
-   * not land), only while the claim is still the newest record; a failure is swallowed (the
-   * lease runs out).
+   * not land), only while the claim is still the newest record: whether it landed. A failure is
+   * swallowed (false: the lease runs out).
    */
-  release(check: (config: SessionConfig) => void, charge?: TurnUsage): Promise<void>;
+  release(check: (config: SessionConfig) => void, charge?: TurnUsage): Promise<boolean>;
+  /**
+   * Stores what the compaction's summary used (`charge`; none: it made none) for the write that
+   * passes the claim over (log/unbilled.ts, storeSpend), when neither its record nor its
+   * release is known to have landed; a failure is swallowed (the chain stops waiting for it).
+   */
+  storeSpend(charge?: TurnUsage): Promise<void>;
 }
 
 /** The claim did not land right after the record read: the session moved on (read it again). */
@@ -61,7 +68,11 @@ export async function claimCompaction(
     async release(check, charge) {
       await stop();
       const options = { kind: 'compact', heldBy: holder.writer, check, ...(charge && { charge }) } as const;
-      await commitAfter(log, id, holder.record, options).catch(() => undefined);
+      return (await commitAfter(log, id, holder.record, options).catch(() => null)) !== null;
+    },
+    async storeSpend(charge) {
+      const spent = charge ? { summary_usage: charge } : {};
+      await storeSpend(log, scope, claimSpentKey(scope, holder.record), spent).catch(() => undefined);
     },
   };
 }

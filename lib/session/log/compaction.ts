@@ -94,12 +94,13 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
   try {
     summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null }, claimSession);
   } catch (error) {
-    await claim?.release(check);
+    // No summary: a claim not ended stores an empty spend, so the write passing it over waits for none.
+    if (claim && !(await claim.release(check))) await claim.storeSpend();
     if (error instanceof ClaimMoved || error instanceof Moved) return null;
     throw error;
   }
   if (!summary) {
-    await claim?.release(check);
+    if (claim && !(await claim.release(check))) await claim.storeSpend();
     return { compacted: false, context: current, made_of: madeOf };
   }
   let stored: ContextStart;
@@ -114,9 +115,13 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
       ...(claim && { heldBy: claim.writer }),
     });
   } catch (error) {
+    // The summary was made: a record ending the claim charges it, unless one came after the claim
+    // (or the session moved), whose writer passed the claim over and named it unbilled: its
+    // spend, stored, is counted by the write after that (log/unbilled.ts). Stored when not known
+    // charged: a record of its own landed unseen follows the claim, so nobody names it.
+    const released = !(error instanceof Moved) && (await claim?.release(check, summary.usage));
+    if (claim && !released) await claim.storeSpend(summary.usage);
     if (error instanceof Moved) return null;
-    // The summary was made: a record ending the claim charges it, unless one came after the claim.
-    await claim?.release(check, summary.usage);
     throw error;
   } finally {
     await claim?.stop();

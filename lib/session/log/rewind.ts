@@ -12,7 +12,7 @@ import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliv
 import { refreshIndex } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
-import { shownLedger } from './unbilled.ts';
+import { passedClaim, shownLedger } from './unbilled.ts';
 
 /**
  * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
@@ -204,7 +204,10 @@ async function moveBack(
   const generation = newGeneration(log.clock());
   const scope = scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
   const markers = forkMarkers(log, chain, head.config.id, generation);
-  const first = withTotals(forkRecord(point, new Date(started).toISOString()), head.newest);
+  const start = withTotals(forkRecord(point, new Date(started).toISOString()), head.newest);
+  // A compaction's claim passed over (pointBefore: its lease ran out) is named, as a commit names it.
+  const passed = passedClaim(head.scope, head.newest, start.created_at);
+  const first = passed.length > 0 ? { ...start, unbilled: [...(start.unbilled ?? []), ...passed] } : start;
   let config: SessionConfig = head.config;
   let written = false;
   try {

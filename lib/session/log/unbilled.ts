@@ -1,5 +1,5 @@
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
-import { sessionConfigKey, spentKey, type LogScope } from '../keys.ts';
+import { claimSpentKey, sessionConfigKey, spentKey, type LogScope } from '../keys.ts';
 import {
   parseStoredOrUndefined,
   sessionConfigSchema,
@@ -55,7 +55,8 @@ export interface Billed {
 
 /** Whether `entry` is a turn `billed` counted (so dropped). */
 export function counted(billed: Billed & { read: Readonly<Unbilled> }, entry: Unbilled[number]): boolean {
-  const same = (other: Unbilled[number]) => other.generation === entry.generation && other.turn === entry.turn;
+  const same = (other: Unbilled[number]) =>
+    other.generation === entry.generation && spentName(other) === spentName(entry);
   return billed.read.some(same) && !billed.unbilled.some(same);
 }
 
@@ -102,9 +103,32 @@ function withSpend(totals: Ledger, spent: StoppedSpendRecord | null | undefined)
   return spent?.summary_usage ? addToLedger(used, spent.summary_usage, 0) : used;
 }
 
-/** Where the turn `entry` names stored what it spent (its generation's, of the session of `scope`). */
+/** What an entry names: a turn, or a compaction's claim. */
+function spentName(entry: Unbilled[number]): string {
+  return 'claim' in entry ? `claim ${entry.claim}` : `turn ${entry.turn}`;
+}
+
+/** Where the turn or claim `entry` names stored what it spent (its generation's, of the session of `scope`). */
 function spentKeyOf(scope: LogScope, entry: Unbilled[number]): string {
-  return spentKey({ keyPrefix: scope.keyPrefix, id: scope.id, generation: entry.generation }, entry.turn);
+  const held = { keyPrefix: scope.keyPrefix, id: scope.id, generation: entry.generation };
+  return 'claim' in entry ? claimSpentKey(held, entry.claim) : spentKey(held, entry.turn);
+}
+
+/**
+ * A write that passes over `newest`, a manual compaction's claim whose lease ran out (not its own
+ * compaction's, `heldBy`; lib/session/log/compaction-claim.ts), names the claim unbilled: neither
+ * the compaction's record nor the one ending its claim can follow it now, and the compaction
+ * stores its summary's usage at its `spent/` key instead (storeSpend), which the chain counts.
+ */
+export function passedClaim(
+  scope: LogScope,
+  newest: { record: LogRecord } | null | undefined,
+  closedAt: string,
+  heldBy?: string,
+): Unbilled {
+  const record = newest?.record;
+  if (record?.kind !== 'compact' || !record.lease_expires_at || record.writer === heldBy) return [];
+  return [{ generation: scope.generation, claim: record.record, closed_at: closedAt }];
 }
 
 /** A stored spend's body: null when nothing is known (empty, or not a spend record). */
@@ -138,19 +162,9 @@ async function spentOf(
   }
 }
 
-/**
- * Puts what turn `turn` of `scope`, closed by someone else, spent (create-only): false when
- * the chain stopped waiting for it first (or the put failed), so the session's totals do not
- * count it.
- */
-export async function putStoppedSpend(
-  log: LogContext,
-  scope: LogScope,
-  turn: number,
-  spent: Omit<StoppedSpendRecord, 'format'>,
-): Promise<boolean> {
+/** Puts a spend at `key`, create-only: false when another is there (the chain stopped waiting) or the put failed. */
+async function putSpend(log: LogContext, key: string, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
   const body = JSON.stringify({ format: 'tailgate.spent.v1', ...spent } satisfies StoppedSpendRecord);
-  const key = spentKey(scope, turn);
   try {
     if (await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) return true;
   } catch {
@@ -161,7 +175,8 @@ export async function putStoppedSpend(
 }
 
 /**
- * Stores what `turn`, closed by someone else, spent (putStoppedSpend). A put that landed after a
+ * Stores what `turn`, closed by someone else, spent, create-only: false when the chain stopped
+ * waiting for it first (or the put failed), so the session's totals do not count it. A put that landed after a
  * delete of its session (or a delete of its newest turn's, which keeps the generation it names:
  * the config reads it) swept the generation is removed again: the sweep ran before it landed.
  */
@@ -171,7 +186,23 @@ export async function storeStoppedSpend(
   turn: number,
   spent: Omit<StoppedSpendRecord, 'format'>,
 ): Promise<boolean> {
-  if (!(await putStoppedSpend(log, scope, turn, spent))) return false;
+  return storeSpend(log, scope, spentKey(scope, turn), spent);
+}
+
+/**
+ * storeStoppedSpend's put at `spentAt`, removed again when a delete's sweep ran before it landed;
+ * also what a manual compaction made (`summary_usage`; none: it made none) when neither its record
+ * nor the one ending its claim landed (`claimSpentKey` of its claim's record,
+ * lib/session/log/compaction-claim.ts): counted once a write passed its claim over (passedClaim),
+ * else never (its own record, landed unseen, charged it). False when it will not be counted.
+ */
+export async function storeSpend(
+  log: LogContext,
+  scope: LogScope,
+  spentAt: string,
+  spent: Omit<StoppedSpendRecord, 'format'>,
+): Promise<boolean> {
+  if (!(await putSpend(log, spentAt, spent))) return false;
   const key = sessionConfigKey(scope.keyPrefix, scope.id);
   const object = await log.store.get(key);
   const config = object ? parseStoredOrUndefined(object.body, sessionConfigSchema) : undefined;
@@ -180,6 +211,6 @@ export async function storeStoppedSpend(
     ((config.generation ?? '') === scope.generation ||
       (config.fork_of ?? []).some((point) => point.id === scope.id && point.generation === scope.generation));
   if (reads) return true;
-  await log.store.delete([spentKey(scope, turn)]);
+  await log.store.delete([spentAt]);
   return false;
 }

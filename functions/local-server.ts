@@ -11,6 +11,7 @@ import { NotConfiguredError } from '../lib/errors.ts';
 import { FileStore } from '../lib/store/file.ts';
 import { keyPrefixProblem } from '../lib/store/file-format.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
+import { answerClientError } from './client-error.ts';
 import { DOCS_SCRIPT_SOURCE } from './docs-page.ts';
 import { s3StoreFromConfig } from './s3-store-from-env.ts';
 
@@ -158,6 +159,9 @@ export function serveLocal(
     continueOnRead(request, response);
     server.emit('request', request, response);
   });
+  // A request the parser refuses (a body longer than its Content-Length) is answered in the
+  // API's error JSON, not Node's bare 400 (functions/client-error.ts).
+  server.on('clientError', answerClientError);
   server.on('error', (error: NodeJS.ErrnoException) => {
     const where = `${options.hostname}:${options.port}`;
     console.error(

@@ -1,0 +1,53 @@
+import type { Duplex } from 'node:stream';
+import { InvalidRequestError, PayloadTooLargeError, type TailgateError } from '../lib/errors.ts';
+import { errorBody } from './error-handler.ts';
+
+/** What node:http passes to a server's `clientError` listener. */
+interface ClientError extends Error {
+  code?: string;
+}
+
+/** The socket of a `clientError`: its in-flight response, if a request of it is being answered. */
+interface ClientSocket extends Duplex {
+  _httpMessage?: { headersSent?: boolean } | null;
+}
+
+/**
+ * The answer of the Node and Deno servers (node:http) to bytes that are no HTTP request, or a
+ * request the parser refused, which never reach the service: in the API's error JSON
+ * (docs/API.md, Errors) where Node's own answer is a bare status line. A 400 `invalid_request`
+ * naming the parser's reason, e.g. the bytes after a body its `Content-Length` cut short,
+ * parsed as the next request; 413 `payload_too_large` for headers (431) or chunk extensions
+ * over the parser's limits; `408 Request Timeout` stays without a body (HEADERS_TIMEOUT_MS,
+ * REQUEST_TIMEOUT_MS: the request never arrived). As Node does, nothing is written once a
+ * response of the connection has begun (it would corrupt it), and the connection is closed.
+ */
+export function answerClientError(error: ClientError, socket: ClientSocket): void {
+  if (socket.writable && !socket._httpMessage?.headersSent) socket.write(clientErrorResponse(error));
+  socket.destroy(error);
+}
+
+export function clientErrorResponse(error: ClientError): string {
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
+  const reason = error.message.replace(/\s+/g, ' ').trim() || 'unreadable request';
+  const details = { reason: error.code ?? null };
+  let refused: TailgateError;
+  let status = '400 Bad Request';
+  if (error.code === 'HPE_HEADER_OVERFLOW') {
+    status = '431 Request Header Fields Too Large';
+    refused = new PayloadTooLargeError(`the request's headers are too large (${reason})`, details);
+  } else if (error.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') {
+    status = '413 Payload Too Large';
+    refused = new PayloadTooLargeError(`the request's chunk extensions are too large (${reason})`, details);
+  } else {
+    refused = new InvalidRequestError(
+      `malformed HTTP request (${reason}); a body longer than its Content-Length is read as a next request`,
+      details,
+    );
+  }
+  const body = JSON.stringify(errorBody(refused).body);
+  return (
+    `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
+}

@@ -3,6 +3,7 @@ import { parseServiceConfig } from '../lib/config.ts';
 import { createApp, createOutsideServices, type AppOptions } from './app.ts';
 import { Metrics } from './metrics.ts';
 import {
+  checkDataDir,
   describeStore,
   docsScript,
   inspectorScript,
@@ -44,8 +45,9 @@ try {
   options = localServerOptions(Deno.args, Deno.env.toObject());
   if (options.allowAnonymous && Deno.env.get('ALLOW_ANONYMOUS') === undefined) Deno.env.set('ALLOW_ANONYMOUS', 'true');
   // Settings are read per request; a bad one is also refused at startup, before any traffic
-  // (the store's too: S3_ENDPOINT without S3_BUCKET).
-  storeFor(parseServiceConfig(Deno.env.toObject()));
+  // (the store's too: S3_ENDPOINT without S3_BUCKET, a DATA_DIR the file store cannot work in).
+  const config = parseServiceConfig(Deno.env.toObject());
+  await checkDataDir(config, storeFor(config));
 } catch (error) {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   Deno.exit(1);

@@ -11,6 +11,7 @@ import { NotConfiguredError } from '../lib/errors.ts';
 import { FileStore } from '../lib/store/file.ts';
 import { keyPrefixProblem } from '../lib/store/file-format.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
+import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import { answerClientError } from './client-error.ts';
 import { DOCS_SCRIPT_SOURCE } from './docs-page.ts';
 import { s3StoreFromConfig } from './s3-store-from-env.ts';
@@ -284,6 +285,21 @@ export function storeFromConfig(): (config: ServiceConfig) => ObjectStore {
     }
     return store;
   };
+}
+
+/**
+ * Refuses to start on a DATA_DIR the file store cannot work in (a path under /proc, a read-only
+ * or unwritable one), before any traffic: the store's write probe runs there once. S3 is probed
+ * by the first request instead (it may be away for a moment while the server starts).
+ */
+export async function checkDataDir(config: ServiceConfig, store: ObjectStore): Promise<void> {
+  if (usesS3(config)) return;
+  try {
+    await requireConditionalWrites(store, { keyPrefix: config.keyPrefix });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`DATA_DIR ${resolve(config.dataDir)} cannot hold the file store: ${reason}`);
+  }
 }
 
 export function describeStore(config: ServiceConfig): string {

@@ -2,6 +2,7 @@ import { parseServiceConfig } from '../lib/config.ts';
 import { createApp, createOutsideServices, type AppOptions } from './app.ts';
 import { Metrics } from './metrics.ts';
 import {
+  checkDataDir,
   describeStore,
   docsScript,
   inspectorScript,
@@ -30,8 +31,9 @@ try {
   options = localServerOptions(process.argv.slice(2), process.env);
   if (options.allowAnonymous) process.env.ALLOW_ANONYMOUS ??= 'true';
   // Settings are read per request; a bad one is also refused at startup, before any traffic
-  // (the store's too: S3_ENDPOINT without S3_BUCKET).
-  storeFor(parseServiceConfig(process.env));
+  // (the store's too: S3_ENDPOINT without S3_BUCKET, a DATA_DIR the file store cannot work in).
+  const config = parseServiceConfig(process.env);
+  await checkDataDir(config, storeFor(config));
 } catch (error) {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);

@@ -148,7 +148,7 @@ function timedOut(key: string): StorageError {
  * (file.ts): each takes microseconds, where a thread-pool round trip waits behind fsyncs.
  */
 function tryCreate(directory: string, name: string, path: string, content: string): boolean {
-  for (;;) {
+  for (let missing = 0; ; ) {
     const aside = join(directory, tempName(name));
     let created = false;
     try {
@@ -166,7 +166,7 @@ function tryCreate(directory: string, name: string, path: string, content: strin
       const code = codeOf(error);
       if (code === 'EEXIST' && created) return false;
       if (code === 'EEXIST') continue; // The aside name was taken: another one.
-      if (code !== 'ENOENT') throw error;
+      if (code !== 'ENOENT' || missing++ === 3) throw error;
       // The directory is missing, or was pruned by a delete in between: create it and retry.
       makeDirectory(directory);
     } finally {
@@ -182,7 +182,7 @@ function tryCreate(directory: string, name: string, path: string, content: strin
  * new session or generation), so synchronous.
  */
 export function makeDirectory(directory: string): void {
-  const first = mkdirSync(directory, { recursive: true });
+  const first = makeDirectories(directory);
   if (first === undefined) return;
   for (let created = directory; ; created = dirname(created)) {
     const fd = openSync(dirname(created), 'r');
@@ -192,6 +192,30 @@ export function makeDirectory(directory: string): void {
       closeSync(fd);
     }
     if (created === first) return;
+  }
+}
+
+/**
+ * `mkdir -p`: the first directory it created, undefined when `directory` was there. A directory
+ * still missing (ENOENT) once its parent is there is thrown, where Node's `recursive: true`
+ * loops forever (a path under /proc, or under a dangling symlink).
+ */
+function makeDirectories(directory: string): string | undefined {
+  try {
+    mkdirSync(directory);
+    return directory;
+  } catch (error) {
+    if (codeOf(error) === 'EEXIST') return undefined;
+    const parent = dirname(directory);
+    if (codeOf(error) !== 'ENOENT' || parent === directory) throw error;
+    const first = makeDirectories(parent);
+    try {
+      mkdirSync(directory);
+    } catch (again) {
+      // Made meanwhile by another writer.
+      if (codeOf(again) !== 'EEXIST') throw again;
+    }
+    return first ?? directory;
   }
 }
 

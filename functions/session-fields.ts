@@ -1,7 +1,7 @@
 import { parseStrategyConfigLayer } from '../lib/strategies/strategy-config.ts';
 import { resolveStrategyNames, type TurnServices } from '../lib/turn/index.ts';
 import type { SessionPatch } from '../lib/session/fields.ts';
-import { utf8Bytes } from './item-size.ts';
+import { utf8Bytes } from '../lib/session/item-size.ts';
 import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
 import type { ServiceConfig } from '../lib/config.ts';
 import { webhookUrlProblem } from '../lib/webhooks/url.ts';

@@ -9,7 +9,7 @@ import {
   listItemsQuerySchema,
   sessionIdParamsSchema,
 } from '../schemas.ts';
-import { checkItemSizes } from '../item-size.ts';
+import { checkItemSizes } from '../../lib/session/item-size.ts';
 import { appendItems } from '../../lib/turn/index.ts';
 
 const appendItemsRoute = createRoute({

@@ -3,7 +3,7 @@ import { withoutData } from '../../lib/content.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem } from '../../lib/items.ts';
-import { utf8Bytes } from '../item-size.ts';
+import { utf8Bytes } from '../../lib/session/item-size.ts';
 import { previewPrompt } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';

@@ -13,7 +13,7 @@ import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema, turnParamsSchema, turnRequestSchema, turnResponseSchema } from '../schemas.ts';
-import { checkItemSizes } from '../item-size.ts';
+import { checkItemSizes } from '../../lib/session/item-size.ts';
 import { turnEventStream } from '../turn-event-stream.ts';
 
 const turnHeadersSchema = z.object({

@@ -6,6 +6,7 @@ import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn, TurnHistory, TurnOutcome } from '../session/log/types.ts';
 import type { StoredItem } from '../items.ts';
 import { NOTHING_UNDELIVERED } from '../session/records.ts';
+import { checkItemSizes } from '../session/item-size.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { turnUsage } from '../ledger/usage.ts';
@@ -286,6 +287,8 @@ async function turnSteps(
     result = await call;
   } while (!result);
   attempt.meter.answered(result.usage);
+  // Held to MAX_ITEM_BYTES as an append and an import are: failed, nothing of it stored.
+  checkItemSizes(result.output, services.config.maxItemBytes, 'output');
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
   const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { Facade } from '../../../lib/openai/facade.ts';
 import { openaiErrorSchema } from '../../../lib/openai/schemas.ts';
 import { authorizeSession } from '../../auth.ts';
-import { checkItemSizes } from '../../item-size.ts';
+import { checkItemSizes } from '../../../lib/session/item-size.ts';
 import type { AppEnv } from '../../router.ts';
 import { openaiErrorBody } from './errors.ts';
 

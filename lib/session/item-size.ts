@@ -1,7 +1,7 @@
-import { TailgateError } from '../lib/errors.ts';
-import type { Item } from '../lib/items.ts';
-import { mediaParts } from '../lib/content.ts';
-import { contentOf, withoutMedia } from '../lib/session/attachments.ts';
+import { TailgateError } from '../errors.ts';
+import type { Item } from '../items.ts';
+import { mediaParts } from '../content.ts';
+import { contentOf, withoutMedia } from './attachments.ts';
 
 /**
  * The UTF-8 length of `text` (a lone surrogate counted as U+FFFD, as TextEncoder writes it),
@@ -38,23 +38,31 @@ export function jsonBytesBound(value: unknown): number {
 }
 
 /**
- * One item above the configured size (1 MiB by default) is refused with 413. Image and file
+ * One item above the configured size (1 MiB by default) is refused with 413: an item sent
+ * (`input`), or one a model answered (`output`: its turn fails, none of its output stored, as
+ * every stored item can be exported and imported again, which holds items to the size too). Image and file
  * payloads do not count: they are stored apart, under MAX_IMAGE_BYTES and MAX_FILE_BYTES. An
  * item without them whose bound (jsonBytesBound) is within the size is not serialized to be
  * measured: nearly every item is far below it.
  */
-export function checkItemSizes(items: readonly Item[], maxItemBytes: number): void {
+export function checkItemSizes(
+  items: readonly Item[],
+  maxItemBytes: number,
+  source: 'input' | 'output' = 'input',
+): void {
   items.forEach((item, index) => {
     if (mediaParts(contentOf(item)).length === 0 && jsonBytesBound(item) <= maxItemBytes) return;
     const size = utf8Bytes(JSON.stringify(item, withoutMedia));
     if (size > maxItemBytes) {
+      const what = source === 'output' ? `the model's output item ${index}` : `item ${index}`;
       throw new TailgateError(
         'payload_too_large',
-        `item ${index} is ${size} bytes; one item may hold at most ${maxItemBytes}`,
+        `${what} is ${size} bytes; one item may hold at most ${maxItemBytes}`,
         {
           index,
           size,
           limit: maxItemBytes,
+          ...(source === 'output' ? { source } : {}),
         },
       );
     }

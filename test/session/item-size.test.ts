@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { jsonBytesBound, utf8Bytes } from '../../functions/item-size.ts';
+import { jsonBytesBound, utf8Bytes } from '../../lib/session/item-size.ts';
 
 describe('utf8Bytes', () => {
   const encoded = (text: string) => new TextEncoder().encode(text).length;

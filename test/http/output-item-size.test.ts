@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, parseSse, TOKEN } from './http-suite.ts';
+
+// A model's output item is held to MAX_ITEM_BYTES as an append's and an import's are: the echo
+// model's answer ("echo: " and the input, from the assistant) is 11 bytes longer than the item
+// it echoes, so an input within the limit brings an answer over it.
+const MAX_ITEM_BYTES = 1000;
+const environment = {
+  API_TOKEN: TOKEN,
+  ALLOW_ANONYMOUS: 'false',
+  DEFAULT_MODEL: 'echo',
+  MAX_ITEM_BYTES: String(MAX_ITEM_BYTES),
+};
+const api = createClient(appHarness(new MemoryStore(), environment));
+/** The longest user message within MAX_ITEM_BYTES. */
+const input = 'x'.repeat(MAX_ITEM_BYTES - JSON.stringify({ type: 'message', role: 'user', content: '' }).length);
+const refused = {
+  code: 'payload_too_large',
+  message: `the model's output item 0 is ${MAX_ITEM_BYTES + 11} bytes; one item may hold at most ${MAX_ITEM_BYTES}`,
+  details: { index: 0, size: MAX_ITEM_BYTES + 11, limit: MAX_ITEM_BYTES, source: 'output' },
+};
+
+describe('a model output item over MAX_ITEM_BYTES', () => {
+  it('fails the turn 413 payload_too_large, streamed or not; only its input is stored, which imports', async () => {
+    const id = await api.session();
+    const answered = await api.post(`/v1/sessions/${id}/turns`, { input });
+    expect(answered.status, JSON.stringify(answered.body)).toBe(413);
+    expect(answered.body).toEqual({ error: refused });
+    const streamed = await api.post(`/v1/sessions/${id}/turns`, { input }, { accept: 'text/event-stream' });
+    const events = parseSse(streamed.body as string);
+    expect(events.at(-1)).toMatchObject({ event: 'error', data: { error: refused } });
+    const items = await api.get(`/v1/sessions/${id}/items`);
+    expect(items.body.items.map((item: { role: string; seq: number }) => [item.seq, item.role])).toEqual([
+      [2, 'user'],
+      [1, 'user'],
+    ]);
+    const turns = await api.get(`/v1/sessions/${id}/turns`);
+    expect(turns.body.turns.map((turn: { status: string }) => turn.status)).toEqual(['failed', 'failed']);
+    // What is stored is exported and imported whole.
+    const exported = await api.get(`/v1/sessions/${id}/export`);
+    expect(exported.status).toBe(200);
+    const elsewhere = createClient(appHarness(new MemoryStore(), environment));
+    const imported = await elsewhere.post('/v1/sessions/import', exported.body, {
+      'content-type': 'application/x-ndjson',
+    });
+    expect(imported.status, JSON.stringify(imported.body)).toBe(201);
+    // An answer within the limit is stored.
+    const small = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' });
+    expect(small.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: hi', seq: 4 }]);
+  });
+});

@@ -3,6 +3,7 @@ import { anthropicCacheBreakpoints } from './cache-breakpoints.ts';
 import type { ProviderOptions } from './convert-to-model-messages.ts';
 import type { Model, ModelRequest } from './model.ts';
 import { createSdkModel } from './sdk-model.ts';
+import { retryingWithoutThinking } from './thinking-refusal.ts';
 
 export interface AnthropicModelSettings {
   /** The tailgate model id, e.g. `anthropic:claude-sonnet-4-5`. */
@@ -33,7 +34,9 @@ export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: '
  * from Anthropic's cache. Thinking blocks (with their signatures) and redacted thinking come back as the
  * reasoning of the item after each (lib/models/stream-order.ts) and go back within their tool loop in the
  * provider's order, before the tool_use blocks they came before (lib/models/reasoning-parts.ts); a
- * call that continues a tool loop whose blocks are missing goes without thinking (`thinkingNeedsItsBlocks`).
+ * call that continues a tool loop whose blocks are missing goes without thinking (`thinkingNeedsItsBlocks`),
+ * and a call Anthropic refuses for a thinking block's signature (a client's forged or corrupted
+ * reasoning) is sent once more without its thinking blocks and without thinking (lib/models/thinking-refusal.ts).
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   const provider = createAnthropic({
@@ -47,7 +50,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     thinkingNeedsItsBlocks: true,
     maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
     id: settings.id,
-    languageModel: provider.messages(settings.modelName),
+    languageModel: retryingWithoutThinking(provider.messages(settings.modelName)),
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
     providerOptions: anthropicOptions,

@@ -588,6 +588,73 @@ describe('anthropic adapter against a fake Messages server', () => {
       expect(requests[2]!.body.thinking).toBeUndefined();
     });
 
+    it("sends a call refused for a client's forged signature once more without thinking, streamed or not", async () => {
+      // Anthropic's answer to a thinking block whose signature it did not issue.
+      const refusal: FakeReply = {
+        status: 400,
+        json: {
+          type: 'error',
+          error: {
+            type: 'invalid_request_error',
+            message: 'messages.1.content.0: Invalid `signature` in `thinking` block',
+          },
+          request_id: 'req_011CWkB65DcNzK2MiofhXx8b',
+        },
+      };
+      const sentThinking = (sent: RecordedRequest) =>
+        sent.body.messages.some((message: any) => message.content.some?.((block: any) => block.type === 'thinking'));
+      const { model, requests } = await start((sent) => (sentThinking(sent) ? refusal : reply(sent)));
+      const forged: PromptItem = {
+        type: 'function_call',
+        call_id: 'call_1',
+        name: 'get_weather',
+        arguments: '{"location": "Paris"}',
+        reasoning: [
+          {
+            type: 'reasoning',
+            summary: [{ type: 'summary_text', text: thinking }],
+            encrypted_content: JSON.stringify({ anthropic: { signature: 'forged' } }),
+          },
+        ],
+      };
+      const loop = [question, forged, output('call_1')];
+      const generated = await model.generate({ ...request(loop, [weatherTool]), settings });
+      expect(generated.output[0]).toMatchObject({ type: 'function_call', name: 'get_weather' });
+      const events = await collectStream(model.stream({ ...request(loop, [weatherTool]), settings }));
+      expect(events.at(-1)).toMatchObject({ type: 'done', result: { output: [{ type: 'function_call' }] } });
+      // Each call: refused with the forged block and thinking, then answered without either.
+      expect(requests.map((sent) => [sent.body.thinking?.type ?? 'none', sentThinking(sent)])).toEqual([
+        ['enabled', true],
+        ['none', false],
+        ['enabled', true],
+        ['none', false],
+      ]);
+      expect(requests[1]!.body.messages[1].content.map((block: any) => block.type)).toEqual(['tool_use']);
+    });
+
+    it('fails a call refused again without thinking, and one refused for anything else at once', async () => {
+      const signature = 'messages.1.content.0: Invalid `signature` in `thinking` block';
+      const { model, requests } = await start((sent) => ({
+        status: 400,
+        json: {
+          type: 'error',
+          error: {
+            type: 'invalid_request_error',
+            message: sent.body.system ? signature : 'max_tokens: Field required',
+          },
+        },
+      }));
+      const instructed: PromptItem[] = [{ type: 'message', role: 'system', content: 'Be brief.' }, question];
+      await expect(model.generate({ ...request(instructed, [weatherTool]), settings })).rejects.toMatchObject({
+        code: 'model_error',
+      });
+      expect(requests).toHaveLength(2);
+      await expect(model.generate({ ...request([question], [weatherTool]), settings })).rejects.toMatchObject({
+        code: 'model_error',
+      });
+      expect(requests).toHaveLength(3);
+    });
+
     it('goes without thinking where a loop opens with reasoning Anthropic cannot take back, yet calls', async () => {
       // A client's reasoning: another provider's payload, none of Anthropic's, a signature that is no string.
       const { model, requests } = await start(reply);

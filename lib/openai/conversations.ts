@@ -143,7 +143,7 @@ export async function createConversation(
   return conversationObject(session);
 }
 
-/** POST /v1/conversations/:id/items: the items appended, as listed (reasoning items left out, inputToItems). */
+/** POST /v1/conversations/:id/items: the items appended (a reasoning item on the one after it, inputToItems). */
 export async function addConversationItems(
   facade: Facade,
   id: string,
@@ -152,7 +152,7 @@ export async function addConversationItems(
   const { items, positions } = conversationItems(input, false);
   facade.checkItems(items);
   await readConversation(facade, id);
-  // Reasoning items alone: taken and left out (the conversation keeps the model's reasoning), nothing appended.
+  // Reasoning items alone go with no item: nothing appended.
   if (items.length === 0) return listOf([], false);
   const { first_seq } = await appendNamed(facade, id, items, positions);
   const data = items.map((item, index) =>

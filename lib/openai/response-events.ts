@@ -40,10 +40,17 @@ export class ResponseEventWriter {
   #call: { callId: string; id: string; name: string; arguments: string } | undefined;
   readonly #itemId: (index: number, item: { type: ItemKind }) => string;
   readonly #send: (event: ResponseStreamEvent) => void;
+  /** Whether a reasoning item carries its `encrypted_content` (lib/openai/output-items.ts, reasoningOutput). */
+  readonly #encrypted: boolean;
 
-  constructor(itemId: (index: number, item: { type: ItemKind }) => string, send: (event: ResponseStreamEvent) => void) {
+  constructor(
+    itemId: (index: number, item: { type: ItemKind }) => string,
+    send: (event: ResponseStreamEvent) => void,
+    encrypted = false,
+  ) {
     this.#itemId = itemId;
     this.#send = send;
+    this.#encrypted = encrypted;
   }
 
   #emit(event: UnnumberedEvent): void {
@@ -188,7 +195,7 @@ export class ResponseEventWriter {
       this.#emit({ type: 'response.reasoning_summary_text.done', ...at, text });
       this.#emit({ type: 'response.reasoning_summary_part.done', ...at, part: { type: 'summary_text', text } });
     });
-    this.#emit({ type: 'response.output_item.done', output_index, item: reasoningOutput(item, id) });
+    this.#emit({ type: 'response.output_item.done', output_index, item: reasoningOutput(item, id, this.#encrypted) });
     this.#index += 1;
   }
 

@@ -11,7 +11,7 @@ import type {
 import { SUMMARY_HEADER } from '../compaction/summary-transcript.ts';
 import { InvalidRequestError } from '../errors.ts';
 import { parseCompactionId } from './ids.ts';
-import type { ClientItem, StoredItem } from '../items.ts';
+import type { ClientItem, ReasoningItem, StoredItem } from '../items.ts';
 import type { IncompleteReason, ModelOutputItem, ModelUsage } from '../models/model.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 
@@ -30,8 +30,12 @@ export type InputItemBody =
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
   | { type: 'function_call_output'; call_id: string; output: string | InputPartBody[] }
   | { type: 'compaction'; encrypted_content: string; id?: string | null | undefined }
-  /** The model's reasoning sent back: left out (the conversation keeps it with the items it came with). */
-  | { type: 'reasoning'; summary: { type: 'summary_text'; text: string }[] };
+  /** The model's reasoning sent back: the `reasoning` of the assistant message or function_call after it. */
+  | {
+      type: 'reasoning';
+      summary: { type: 'summary_text'; text: string }[];
+      encrypted_content?: string | null | undefined;
+    };
 
 /** A compaction item the input starts from (nothing before it kept): its id and summary. */
 export interface InputAnchor {
@@ -74,8 +78,10 @@ export interface RequestInput {
  * client that appends each response's output, its compaction item included, resends the whole
  * history so (lib/openai/history-index.ts). `anchor` is the compaction item (with an id) the
  * input starts from when it keeps no item before it: a client that drops everything before a
- * compaction item, as OpenAI recommends, resends its history so. `field` is the request's name
- * for the list, which an error names (`items` of a conversation).
+ * compaction item, as OpenAI recommends, resends its history so. A reasoning item goes with the
+ * assistant message or function_call right after it, as that item's `reasoning` (its summary
+ * and `encrypted_content`, which the provider gets back); before any other item it is left out.
+ * `field` is the request's name for the list, which an error names (`items` of a conversation).
  */
 export function inputToItems(input: string | InputItemBody[], field = 'input'): RequestInput {
   if (typeof input === 'string') {
@@ -96,15 +102,25 @@ export function inputToItems(input: string | InputItemBody[], field = 'input'): 
   let compactedAt = 0;
   let anchor: InputAnchor | undefined;
   const positions: { items: number[]; history: number[] } = { items: [], history: [] };
+  // The reasoning items since the last other item: the reasoning of the next one, when it is the
+  // model's (an assistant message or a function_call); before any other item it is left out.
+  let reasoning: ReasoningItem[] = [];
   const push = (item: ClientItem, index: number) => {
-    items.push(item);
-    history.push(item);
+    const model = item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant');
+    const taken = model && reasoning.length > 0 ? ({ ...item, reasoning } as ClientItem) : item;
+    reasoning = [];
+    items.push(taken);
+    history.push(taken);
     positions.items.push(index);
     positions.history.push(index);
   };
   input.forEach((entry, index) => {
-    if (entry.type === 'reasoning') return;
+    if (entry.type === 'reasoning') {
+      reasoning.push(reasoningOf(entry, index, reasoning.length, field));
+      return;
+    }
     if (entry.type === 'compaction') {
+      reasoning = [];
       items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
       positions.items = [index];
       compactedAt = history.length;
@@ -125,6 +141,26 @@ export function inputToItems(input: string | InputItemBody[], field = 'input'): 
     } else push({ type: 'message', role: entry.role, content: contentOf(entry.content) }, index);
   });
   return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}), compactions, positions };
+}
+
+/** Most reasoning items an item carries (lib/items.ts). */
+const MAX_REASONING = 100;
+
+/** A reasoning item of the input as an item's `reasoning` entry: its summary and `encrypted_content`. */
+function reasoningOf(
+  entry: Extract<InputItemBody, { type: 'reasoning' }>,
+  index: number,
+  before: number,
+  field: string,
+): ReasoningItem {
+  if (before >= MAX_REASONING)
+    throw new InvalidRequestError(
+      `${field}[${index}]: at most ${MAX_REASONING} reasoning items may come before an item`,
+      { field: `${field}.${index}` },
+    );
+  const summary = entry.summary.map((part) => ({ type: 'summary_text' as const, text: part.text }));
+  const payload = typeof entry.encrypted_content === 'string' ? { encrypted_content: entry.encrypted_content } : {};
+  return { type: 'reasoning', summary, ...payload };
 }
 
 /** A model's output item in OpenAI's shape, under the given id (its reasoning aside: outputItems). */

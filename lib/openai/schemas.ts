@@ -111,14 +111,15 @@ const compactionInput = z
   .strict();
 
 /**
- * A reasoning item sent back (a response's output resent as input): taken and left out, as the
- * conversation keeps the model's reasoning with the items it came with (lib/openai/item-references.ts).
+ * A reasoning item sent back (a response's output resent as input): its summary and
+ * `encrypted_content` go with the assistant message or function_call after it, as that item's
+ * `reasoning` (lib/openai/responses.ts, inputToItems); `content` is not kept.
  */
 const reasoningInput = z
   .object({
     type: z.literal('reasoning'),
     id: z.string().max(256).nullable().optional(),
-    summary: z.array(z.object({ type: z.literal('summary_text'), text: z.string() }).strict()).max(1000),
+    summary: z.array(z.object({ type: z.literal('summary_text'), text: z.string() }).strict()).max(100),
     content: z
       .array(z.object({ type: z.literal('reasoning_text'), text: z.string() }).strict())
       .max(1000)
@@ -255,7 +256,7 @@ export const responseCreateSchema = z
     include: z
       .array(
         z.enum(['reasoning.encrypted_content'], {
-          error: 'only "reasoning.encrypted_content" is supported (whose reasoning items carry no encrypted_content)',
+          error: 'only "reasoning.encrypted_content" is supported',
         }),
       )
       .nullable()

@@ -70,19 +70,24 @@ const TERMINAL_EVENTS = new Set<string>(['response.completed', 'response.incompl
  * again, and the client gets those it has not seen). A client past every event written (its
  * stream's process died after events it streamed live but never journaled) still gets the
  * terminal one, numbered as the journal numbers it. While `mute`d, what it writes is numbered
- * but not sent (a background turn's earlier run, which a later one did again).
+ * but not sent (a background turn's earlier run, which a later one did again). `encryptedReasoning`:
+ * its reasoning items carry their `encrypted_content`.
  */
 export function responseEventStream(
   itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0],
-  options: { after?: number; onCancel?: () => void } = {},
+  options: { after?: number; onCancel?: () => void; encryptedReasoning?: boolean } = {},
 ) {
   const queue = eventQueue<SseMessage>();
   const after = options.after ?? -1;
   let muted = false;
-  const writer = new ResponseEventWriter(itemIdAt, (event: ResponseStreamEvent) => {
-    const past = event.sequence_number > after || (event.sequence_number < after && TERMINAL_EVENTS.has(event.type));
-    if (!muted && past) queue.push({ event: event.type, data: JSON.stringify(event) });
-  });
+  const writer = new ResponseEventWriter(
+    itemIdAt,
+    (event: ResponseStreamEvent) => {
+      const past = event.sequence_number > after || (event.sequence_number < after && TERMINAL_EVENTS.has(event.type));
+      if (!muted && past) queue.push({ event: event.type, data: JSON.stringify(event) });
+    },
+    options.encryptedReasoning,
+  );
   return {
     writer,
     mute: (on: boolean) => {

@@ -37,7 +37,9 @@ function checkInputCalls({ body: { input }, origins }: PreparedRequest): void {
 
 /**
  * A `store: false` response: the strategies and the model run on the input alone and nothing
- * is stored (lib/openai/stateless.ts). Its ids are random.
+ * is stored (lib/openai/stateless.ts). Its ids are random. With `include:
+ * ["reasoning.encrypted_content"]` its reasoning items carry the provider's payload, which the
+ * input takes back (inputToItems puts it on the item after it), so a tool loop keeps thinking.
  */
 export async function createStatelessResponse(
   facade: Facade,
@@ -82,6 +84,8 @@ export async function createStatelessResponse(
     if (!ids.has(key)) ids.set(key, randomId(RANDOM_ID_PREFIX[item.type]));
     return ids.get(key)!;
   };
+  // OpenAI's contract: a reasoning item's payload comes only when asked for (the client resends it).
+  const encrypted = body.include?.includes('reasoning.encrypted_content') === true;
   const id = randomId('resp');
   // When the request came: one created_at from response.created to response.completed.
   const createdAt = services.clock();
@@ -93,7 +97,7 @@ export async function createStatelessResponse(
       completedAt: services.clock(),
       status: result.incomplete ? 'incomplete' : 'completed',
       ...(result.incomplete ? { incomplete: result.incomplete } : {}),
-      output: result.output.flatMap((item, index) => outputItems(item, (type) => idAt(index, { type }))),
+      output: result.output.flatMap((item, index) => outputItems(item, (type) => idAt(index, { type }), encrypted)),
       usage: usageOf(result.usage),
       tailgate: { context: result.context },
     });
@@ -103,7 +107,7 @@ export async function createStatelessResponse(
   };
   if (!body.stream) return finish(await runStateless(services, request).catch(named));
   const ready = await prepareStateless(services, request).catch(named);
-  const stream = responseEventStream(idAt);
+  const stream = responseEventStream(idAt, { encryptedReasoning: encrypted });
   const { writer } = stream;
   writer.started(buildResponse({ ...fields, id, createdAt, status: 'in_progress', output: [] }));
   void callStateless(services, ready, (event) => writer.modelEvent(event))

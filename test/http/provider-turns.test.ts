@@ -10,7 +10,7 @@ import {
   type RecordedRequest,
 } from '../support/fake-providers/fake-provider-server.ts';
 import { anthropicStreamOf } from '../support/fake-providers/anthropic-stream.ts';
-import { recordedThinking } from '../support/fake-providers/thinking.ts';
+import { recordedThinking, thinksToCall } from '../support/fake-providers/thinking.ts';
 import { parseResponseId } from '../../lib/openai/ids.ts';
 import { createClient, facadeClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
@@ -19,13 +19,6 @@ import { createClient, facadeClient, parseSse, TOKEN, type HttpHarness } from '.
 // streaming, and where Anthropic's cache_control lands for a compacted prompt.
 const reply = (request: RecordedRequest, json: string, sse: string) =>
   request.body?.stream ? { sse: fixture(sse) } : { json: JSON.parse(fixture(json)) };
-
-/** A call with thinking on whose last message holds no tool_result: answered with thinking and a call. */
-function thinksToCall(request: RecordedRequest): boolean {
-  const last = (request.body?.messages as { content: unknown }[] | undefined)?.at(-1)?.content;
-  const results = Array.isArray(last) && last.some((block: { type: string }) => block.type === 'tool_result');
-  return request.body?.thinking !== undefined && !results;
-}
 
 let openai: FakeProvider;
 let anthropic: FakeProvider;

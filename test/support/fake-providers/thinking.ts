@@ -1,3 +1,5 @@
+import type { RecordedRequest } from './fake-provider-server.ts';
+
 /** The thinking of the recorded answers anthropic-message-thinking-tool-use.{json,sse}. */
 export const recordedThinking = {
   thinking: 'The user wants the weather in Paris. I should call get_weather with location Paris.',
@@ -9,3 +11,10 @@ export const recordedThinking = {
   /** The call of both answers. */
   callId: 'toolu_01NbC7Pf1cLh2zRtyRyFoMuP',
 } as const;
+
+/** A call with thinking on whose last message holds no tool_result: answered with thinking and a call. */
+export function thinksToCall(request: RecordedRequest): boolean {
+  const last = (request.body?.messages as { content: unknown }[] | undefined)?.at(-1)?.content;
+  const results = Array.isArray(last) && last.some((block: { type: string }) => block.type === 'tool_result');
+  return request.body?.thinking !== undefined && !results;
+}

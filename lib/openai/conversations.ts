@@ -9,10 +9,11 @@ import { appendItems } from '../turn/index.ts';
 import { compactionItem, itemPage } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { compactionId, itemId, parseCompactionId, parseItemId, randomId } from './ids.ts';
+import { compactionId, parseCompactionId, randomId } from './ids.ts';
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
+import { listedItems, pageAfter, placeOf } from './listed-items.ts';
 import { namedInRequest } from './request.ts';
-import { inputToItems, storedItem, type InputItemBody } from './responses.ts';
+import { inputToItems, type InputItemBody } from './responses.ts';
 import type { ItemListQuery } from './query-schemas.ts';
 import type { ConversationCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
@@ -155,13 +156,14 @@ export async function addConversationItems(
   // Reasoning items alone go with no item: nothing appended.
   if (items.length === 0) return listOf([], false);
   const { first_seq } = await appendNamed(facade, id, items, positions);
-  const data = items.map((item, index) =>
-    storedItem({ ...item, seq: first_seq + index } as StoredItem, itemId(item.type, id, first_seq + index)),
-  );
+  const data = items.flatMap((item, index) => listedItems({ ...item, seq: first_seq + index } as StoredItem, id));
   return listOf(data, false);
 }
 
-/** GET /v1/conversations/:id/items: a page of the items, the current compaction item among them. */
+/**
+ * GET /v1/conversations/:id/items: a page of the items, each with the reasoning it carries
+ * (lib/openai/listed-items.ts), the current compaction item among them.
+ */
 export async function listConversationItems(
   facade: Facade,
   id: string,
@@ -169,13 +171,19 @@ export async function listConversationItems(
 ): Promise<ConversationItemList> {
   const session = await readConversation(facade, id);
   const total = session.counts.items;
+  const descending = query.order !== 'asc';
+  const limit = query.limit ?? 20;
   let after: number | undefined;
+  let within = false;
   if (query.after !== undefined) {
     const compaction = parseCompactionId(query.after);
-    const ref = parseItemId(query.after);
+    const place = placeOf(query.after, id, descending);
     if (compaction?.sessionId === id) after = compaction.startSeq - 0.5;
-    else if (ref?.sessionId === id) after = ref.seq;
-    else
+    else if (place) {
+      within = place.within;
+      // Within an item's entries the page starts at that item (not at the compaction item before it).
+      after = within ? place.seq + (descending ? 0.25 : -0.25) : place.seq;
+    } else
       throw new OpenAIApiError(
         400,
         'invalid_request',
@@ -187,31 +195,42 @@ export async function listConversationItems(
   const context = await facade.services.sessions.currentContext(id);
   const { positions, hasMore } = itemPage({
     total,
-    limit: query.limit ?? 20,
-    ascending: query.order === 'asc',
+    // One place more when the first one's entries up to the cursor are left out.
+    limit: within ? limit + 1 : limit,
+    ascending: !descending,
     ...(after !== undefined ? { after } : {}),
     ...(context ? { compactionAt: context.start_seq - 0.5 } : {}),
   });
   const seqs = positions.filter(Number.isInteger);
   const range = { from: Math.min(...seqs), to: Math.max(...seqs) + 1 };
-  const stored = seqs.length > 0 ? await itemsWithinPage(facade.services, id, range, query.order === 'asc') : [];
+  const stored = seqs.length > 0 ? await itemsWithinPage(facade.services, id, range, !descending) : [];
   const bySeq = new Map(stored.map((item) => [item.seq, item]));
   // A page ends before the first item its byte cap left out.
   const listed: ResponseItem[] = [];
+  let cut = false;
   for (const position of positions) {
     if (!Number.isInteger(position)) {
       if (context) listed.push(compactionItem(compactionId(id, context.start_seq), context.summary));
       continue;
     }
     const item = bySeq.get(position);
+    cut = !item;
     if (!item) break;
-    listed.push(storedItem(item, itemId(item.type, id, item.seq)));
+    listed.push(...listedItems(item, id, descending));
   }
-  const data = withinPageBytes(listed);
-  return listOf(data, hasMore || data.length < positions.length);
+  const page = pageAfter(listed, query.after, within, limit);
+  if (!page)
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      `'${query.after}' is not an item of conversation '${id}'`,
+      'after',
+    );
+  const data = withinPageBytes(page.data);
+  return listOf(data, hasMore || cut || page.more || data.length < page.data.length);
 }
 
-/** GET /v1/conversations/:id/items/:item_id: one item, or the current compaction item. */
+/** GET /v1/conversations/:id/items/:item_id: an item, a reasoning item it carries, or the current compaction item. */
 export async function getConversationItem(facade: Facade, id: string, requested: string): Promise<ResponseItem> {
   const missing = () =>
     new OpenAIApiError(404, 'not_found', `Item with id '${requested}' not found in conversation '${id}'.`, 'item_id');
@@ -222,13 +241,15 @@ export async function getConversationItem(facade: Facade, id: string, requested:
     if (context?.start_seq !== compaction.startSeq) throw missing();
     return compactionItem(requested, context.summary);
   }
-  const ref = parseItemId(requested);
-  if (!ref || ref.sessionId !== id) throw missing();
+  const place = placeOf(requested, id, false);
+  if (!place) throw missing();
   const session = await readConversation(facade, id);
-  if (ref.seq > session.counts.items) throw missing();
-  const [item] = await itemsBetween(facade, id, ref.seq, ref.seq + 1);
-  if (!item || item.type !== ref.kind) throw missing();
-  return storedItem(item, requested);
+  if (place.seq > session.counts.items) throw missing();
+  const [item] = await itemsBetween(facade, id, place.seq, place.seq + 1);
+  // An item, or one of the reasoning items it carries.
+  const found = item && listedItems(item, id).find((entry) => entry.id === requested);
+  if (!found) throw missing();
+  return found;
 }
 
 /**

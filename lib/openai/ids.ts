@@ -15,7 +15,8 @@
  *   past, every id issued before generations were named included.
  * - item: `msg_<session>_<seq>` (messages), `fc_<session>_<seq>` (function calls),
  *   `fco_<session>_<seq>` (function call outputs); the model's reasoning before the item at a
- *   seq, `rs_<session>_<seq>_<n>` (n from 1), names no item of its own (parseItemId takes none).
+ *   seq, `rs_<session>_<seq>_<n>` (n from 1: the item's n-th reasoning entry), names no item of
+ *   its own (parseItemId takes none; parseReasoningId reads it).
  * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq.
  *
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
@@ -87,6 +88,14 @@ export function parseItemId(id: string): { kind: ItemKind; sessionId: string; se
   const kind = (Object.keys(ITEM_PREFIX) as ItemKind[]).find((key) => ITEM_PREFIX[key] === match[1])!;
   const seq = Number(match[3]);
   return seq >= 1 ? { kind, sessionId: match[2]!, seq } : undefined;
+}
+
+const REASONING = new RegExp(`^rs_([A-Za-z0-9_-]{1,64})_${NUMBER}_${NUMBER}$`);
+
+/** The session, seq and place (`n`, from 1) of a stored reasoning item's id (`rs_<session>_<seq>_<n>`), or none. */
+export function parseReasoningId(id: string): { sessionId: string; seq: number; n: number } | undefined {
+  const match = REASONING.exec(id);
+  return match ? { sessionId: match[1]!, seq: Number(match[2]), n: Number(match[3]) } : undefined;
 }
 
 /** `<prefix>_<24 hex>`: the id of a new conversation, or of anything that is not stored. */

@@ -4,11 +4,11 @@ import type { StoredItem } from '../items.ts';
 import { compactionItem } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { parseCompactionId, parseItemId } from './ids.ts';
+import { parseCompactionId } from './ids.ts';
 import { withinPageBytes } from './item-pages.ts';
-import { storedItem } from './responses.ts';
+import { listedItems, pageAfter, placeOf } from './listed-items.ts';
 import { itemsBetween } from './sessions.ts';
-import { getResponse, itemKindId, readResponse } from './stored-responses.ts';
+import { getResponse, readResponse } from './stored-responses.ts';
 
 /**
  * GET /v1/responses/{id}/input_items: the items of the response's input, as the request sent
@@ -18,7 +18,8 @@ import { getResponse, itemKindId, readResponse } from './stored-responses.ts';
  * too, which its response names (`tailgate.resent`, lib/openai/create-response.ts): the stored
  * items it resent, with the compaction items it sent among them, then the items it
  * stored. A page reads the items it lists (one read of their seqs), and a compaction of the
- * conversation's its summary (SessionLog.contextAt).
+ * conversation's its summary (SessionLog.contextAt). A stored item is listed with the reasoning
+ * it carries before it (lib/openai/listed-items.ts).
  */
 
 const resentSchema = z.object({
@@ -38,30 +39,42 @@ export interface InputItemsQuery {
   order?: 'asc' | 'desc' | undefined;
 }
 
-/** One page of a stored response's input items (`desc` by default, as OpenAI's). */
+/**
+ * One page of a stored response's input items (`desc` by default, as OpenAI's): each stored one
+ * with the reasoning it carries (lib/openai/listed-items.ts).
+ */
 export async function inputItemsPage(facade: Facade, id: string, query: InputItemsQuery) {
   const [{ ref, input }, kept] = await Promise.all([readResponse(facade, id), getResponse(facade, id)]);
   const resent = resentSchema.safeParse(kept.tailgate?.resent);
   const slots: Slot[] = resent.success ? resentSlots(resent.data) : [];
   slots.push(...input.map((item) => ({ seq: item.seq })));
-  if ((query.order ?? 'desc') === 'desc') slots.reverse();
-  const start = query.after === undefined ? 0 : slots.findIndex(named(query.after, ref.sessionId)) + 1;
-  if (start === 0 && query.after !== undefined)
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      `'${query.after}' is not an input item of response '${id}'`,
-      'after',
-    );
-  const page = slots.slice(start, start + (query.limit ?? 20));
-  const items = await pageItems(facade, ref.sessionId, page, input);
-  const data = withinPageBytes(items);
+  const descending = (query.order ?? 'desc') === 'desc';
+  if (descending) slots.reverse();
+  const limit = query.limit ?? 20;
+  const place = query.after === undefined ? undefined : placeOf(query.after, ref.sessionId, descending);
+  const within = place?.within === true;
+  const at = query.after === undefined ? -1 : slots.findIndex(named(query.after, place?.seq));
+  const refused = () =>
+    new OpenAIApiError(400, 'invalid_request', `'${query.after}' is not an input item of response '${id}'`, 'after');
+  if (at === -1 && query.after !== undefined) throw refused();
+  // Within a slot's entries (a reasoning item's, or in descending order an item's) the page starts at that slot.
+  const start = within ? at : at + 1;
+  const slice = slots.slice(start, start + (within ? limit + 1 : limit));
+  const entries = await pageItems(facade, ref.sessionId, slice, input);
+  const page = pageAfter(
+    entries.flatMap((each) => (descending ? each.reverse() : each)),
+    query.after,
+    within,
+    limit,
+  );
+  if (!page) throw refused();
+  const data = withinPageBytes(page.data);
   return {
     object: 'list' as const,
     data,
     first_id: data[0]?.id ?? null,
     last_id: data.at(-1)?.id ?? null,
-    has_more: start + data.length < slots.length,
+    has_more: start + slice.length < slots.length || page.more || data.length < page.data.length,
   };
 }
 
@@ -86,20 +99,18 @@ export function resentSlots(resent: z.infer<typeof resentSchema>): Slot[] {
   return slots;
 }
 
-/** Whether a place is the one item id `after` names (an item of the session by its seq, or a compaction by id). */
-function named(after: string, sessionId: string): (slot: Slot) => boolean {
-  const item = parseItemId(after);
-  return (slot) =>
-    'seq' in slot ? item?.sessionId === sessionId && item.seq === slot.seq : slot.compaction.id === after;
+/** Whether a place is the one `after` names: an item of the session (or its reasoning) at `seq`, or a compaction. */
+function named(after: string, seq: number | undefined): (slot: Slot) => boolean {
+  return (slot) => ('seq' in slot ? seq !== undefined && seq === slot.seq : slot.compaction.id === after);
 }
 
-/** The items of a page: stored ones read by seq (those of the stored input are read already). */
+/** The entries of a page's slots, each ascending: stored items read by seq (the stored input's are read already). */
 async function pageItems(
   facade: Facade,
   sessionId: string,
   page: readonly Slot[],
   input: readonly StoredItem[],
-): Promise<ResponseItem[]> {
+): Promise<ResponseItem[][]> {
   const known = new Map(input.map((item) => [item.seq, item]));
   const wanted = page.flatMap((slot) => ('seq' in slot && !known.has(slot.seq) ? [slot.seq] : []));
   if (wanted.length > 0) {
@@ -107,17 +118,17 @@ async function pageItems(
     for (const item of read) known.set(item.seq, item);
   }
   return Promise.all(
-    page.map(async (slot): Promise<ResponseItem> => {
+    page.map(async (slot): Promise<ResponseItem[]> => {
       if ('seq' in slot) {
         const item = known.get(slot.seq);
         if (!item) throw new Error(`input item ${slot.seq} of session ${sessionId} is missing`);
-        return storedItem(item, itemKindId({ sessionId }, item));
+        return listedItems(item, sessionId);
       }
       const { id, encrypted_content: summary } = slot.compaction;
-      if (summary !== undefined) return compactionItem(id, summary);
+      if (summary !== undefined) return [compactionItem(id, summary)];
       const startSeq = parseCompactionId(id)?.startSeq ?? 0;
       const stored = await facade.services.sessions.contextAt(sessionId, startSeq);
-      return compactionItem(id, stored?.summary ?? '');
+      return [compactionItem(id, stored?.summary ?? '')];
     }),
   );
 }

@@ -8,7 +8,7 @@ import { scopeOf } from '../session/log/head.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
+import { parseResponseId, responseId, type ResponseRef } from './ids.ts';
 import { modelName } from './models.ts';
 import { buildResponse, DEFAULT_SETTINGS, type TailgateResponse } from './responses.ts';
 import { settledAs } from './settled-response.ts';
@@ -223,9 +223,4 @@ export async function deleteResponse(facade: Facade, id: string): Promise<void> 
 
 function responseNotFound(id: string): OpenAIApiError {
   return new OpenAIApiError(404, 'not_found', `Response with id '${id}' not found.`, 'response_id');
-}
-
-/** The id of a stored item of the response's session. */
-export function itemKindId(ref: Pick<ResponseRef, 'sessionId'>, item: StoredItem): string {
-  return itemId(item.type, ref.sessionId, item.seq);
 }

@@ -1,56 +1,20 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, tool } from 'ai';
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type { ResponseInputItem, ResponseReasoningItem } from 'openai/resources/responses/responses';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  fixture,
-  startFakeProvider,
-  type FakeProvider,
-  type RecordedRequest,
-} from '../support/fake-providers/fake-provider-server.ts';
-import { recordedThinking, thinksToCall } from '../support/fake-providers/thinking.ts';
-import { startTailgate, TOKEN } from './server.ts';
+import { recordedThinking, recordedTool } from '../support/fake-providers/thinking.ts';
+import { clientOnThinkingAnthropic, TOKEN } from './server.ts';
 
 // A `store: false` tool loop keeps the model's thinking: the reasoning items come with their
 // `encrypted_content` when the request includes "reasoning.encrypted_content", and the next
 // step, which sends them back, gives the provider the thinking blocks with their signatures.
 
-const answer = (request: RecordedRequest, name: string) =>
-  request.body?.stream ? { sse: fixture(`${name}.sse`) } : { json: JSON.parse(fixture(`${name}.json`)) };
-
-let anthropic: FakeProvider;
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  anthropic = await startFakeProvider((request) =>
-    answer(request, thinksToCall(request) ? 'anthropic-message-thinking-tool-use' : 'anthropic-message-text'),
-  );
-  tailgate = await startTailgate({
-    ANTHROPIC_API_KEY: 'test-key',
-    ANTHROPIC_BASE_URL: anthropic.baseURL,
-    MODEL_MAX_RETRIES: '0',
-    // gpt-5: a name the AI SDK takes for a reasoning model (it then asks for the payload itself).
-    MODEL_ALIASES: 'claude-wire=anthropic:claude-sonnet-4-5,gpt-5=anthropic:claude-sonnet-4-5',
-  });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(async () => {
-  await tailgate.close();
-  await anthropic.close();
-});
+const world = clientOnThinkingAnthropic();
 
 const { thinking, signature, redacted, callId } = recordedThinking;
-const tools = [
-  {
-    type: 'function' as const,
-    name: 'get_weather',
-    strict: false,
-    parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
-  },
-];
+const tools = [recordedTool];
 const payloads = [
   JSON.stringify({ anthropic: { signature } }),
   JSON.stringify({ anthropic: { redactedData: redacted } }),
@@ -58,7 +22,7 @@ const payloads = [
 
 /** The thinking blocks the provider got back before the call, in the assistant message of its last request. */
 function thinkingSentBack(): unknown[] {
-  const messages = anthropic.requests.at(-1)!.body.messages as { role: string; content: { type: string }[] }[];
+  const messages = world.provider.requests.at(-1)!.body.messages as { role: string; content: { type: string }[] }[];
   const assistant = messages.find((message) => message.role === 'assistant')!;
   return assistant.content.filter((block) => block.type === 'thinking' || block.type === 'redacted_thinking');
 }
@@ -72,13 +36,13 @@ const request = {
 
 describe('store: false reasoning across a tool loop', () => {
   it('returns the payload only when included, and the next call gets the thinking blocks back', async () => {
-    const plain = await client.responses.create({ ...request, input: 'Weather in Paris?' });
+    const plain = await world.client.responses.create({ ...request, input: 'Weather in Paris?' });
     const plainReasoning = plain.output.filter((item) => item.type === 'reasoning');
     expect(plainReasoning).toHaveLength(2);
     // As OpenAI answers without the include: the summary, no payload.
     for (const item of plainReasoning) expect(item).not.toHaveProperty('encrypted_content');
 
-    const first = await client.responses.create({
+    const first = await world.client.responses.create({
       ...request,
       input: 'Weather in Paris?',
       include: ['reasoning.encrypted_content'],
@@ -96,7 +60,7 @@ describe('store: false reasoning across a tool loop', () => {
     expect(redactedThought).toMatchObject({ type: 'reasoning', summary: [], encrypted_content: payloads[1] });
     expect(call).toMatchObject({ type: 'function_call', call_id: callId });
 
-    const second = await client.responses.create({
+    const second = await world.client.responses.create({
       ...request,
       include: ['reasoning.encrypted_content'],
       input: [
@@ -106,7 +70,7 @@ describe('store: false reasoning across a tool loop', () => {
       ],
     });
     expect(second.status).toBe('completed');
-    const body = anthropic.requests.at(-1)!.body;
+    const body = world.provider.requests.at(-1)!.body;
     expect(body.thinking?.type).toBe('enabled');
     expect(thinkingSentBack()).toEqual([
       { type: 'thinking', thinking, signature },
@@ -115,7 +79,7 @@ describe('store: false reasoning across a tool loop', () => {
   });
 
   it('streams the payload in the reasoning items, and a resent summary without it goes without thinking', async () => {
-    const stream = client.responses.stream({
+    const stream = world.client.responses.stream({
       ...request,
       input: 'Weather in Paris?',
       include: ['reasoning.encrypted_content'],
@@ -131,7 +95,7 @@ describe('store: false reasoning across a tool loop', () => {
     // Resent without its payload (as returned without the include), the reasoning cannot go back:
     // the call continues the loop without thinking, as Anthropic asks, rather than failing.
     const call = response.output.find((item) => item.type === 'function_call')!;
-    const next = await client.responses.create({
+    const next = await world.client.responses.create({
       ...request,
       input: [
         { role: 'user', content: 'Weather in Paris?' },
@@ -141,12 +105,12 @@ describe('store: false reasoning across a tool loop', () => {
       ],
     });
     expect(next.status).toBe('completed');
-    expect(anthropic.requests.at(-1)!.body.thinking).toBeUndefined();
+    expect(world.provider.requests.at(-1)!.body.thinking).toBeUndefined();
   });
 
   it("the AI SDK's store: false loop keeps thinking at its second step", async () => {
-    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
-    const sent = anthropic.requests.length;
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+    const sent = world.provider.requests.length;
     const result = await generateText({
       model: openai('gpt-5'),
       prompt: 'Weather in Paris?',
@@ -157,8 +121,8 @@ describe('store: false reasoning across a tool loop', () => {
       stopWhen: stepCountIs(3),
     });
     expect(result.steps).toHaveLength(2);
-    expect(anthropic.requests).toHaveLength(sent + 2);
-    expect(anthropic.requests.at(-1)!.body.thinking?.type).toBe('enabled');
+    expect(world.provider.requests).toHaveLength(sent + 2);
+    expect(world.provider.requests.at(-1)!.body.thinking?.type).toBe('enabled');
     expect(thinkingSentBack()).toEqual([
       { type: 'thinking', thinking, signature },
       { type: 'redacted_thinking', data: redacted },

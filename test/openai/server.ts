@@ -7,11 +7,13 @@ import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SIGNING_KEY } from '../http/http-suite.ts';
 import {
+  fixture,
   startFakeProvider,
   type FakeProvider,
   type FakeReply,
   type RecordedRequest,
 } from '../support/fake-providers/fake-provider-server.ts';
+import { thinksToCall } from '../support/fake-providers/thinking.ts';
 
 export const TOKEN = 'openai-facade-token';
 
@@ -91,19 +93,17 @@ export async function sessionKeys(store: MemoryStore): Promise<string[]> {
 }
 
 /**
- * The app before an OpenAI model (`gpt-4o-mini`, openai:gpt-4o-mini) that a loopback fake
- * provider serves with `reply`, as clientOnTailgate: `world.provider` records its requests.
+ * The app before a loopback fake provider that answers with `reply`, its environment `env(its
+ * baseURL)`, as clientOnTailgate: `world.provider` records its requests.
  */
-export function clientOnFakeOpenAI(reply: (request: RecordedRequest) => FakeReply) {
+function clientOnFakeProvider(
+  reply: (request: RecordedRequest) => FakeReply,
+  env: (baseURL: string) => Record<string, string>,
+) {
   const world = {} as { provider: FakeProvider; tailgate: Awaited<ReturnType<typeof startTailgate>>; client: OpenAI };
   beforeAll(async () => {
     world.provider = await startFakeProvider(reply);
-    world.tailgate = await startTailgate({
-      OPENAI_API_KEY: 'test-key',
-      OPENAI_BASE_URL: world.provider.baseURL,
-      MODEL_MAX_RETRIES: '0',
-      MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini',
-    });
+    world.tailgate = await startTailgate({ MODEL_MAX_RETRIES: '0', ...env(world.provider.baseURL) });
     world.client = new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, maxRetries: 0 });
   });
   afterAll(async () => {
@@ -111,6 +111,37 @@ export function clientOnFakeOpenAI(reply: (request: RecordedRequest) => FakeRepl
     await world.provider.close();
   });
   return world;
+}
+
+/**
+ * The app before an OpenAI model (`gpt-4o-mini`, openai:gpt-4o-mini) that a loopback fake
+ * provider serves with `reply`, as clientOnTailgate: `world.provider` records its requests.
+ */
+export function clientOnFakeOpenAI(reply: (request: RecordedRequest) => FakeReply) {
+  return clientOnFakeProvider(reply, (baseURL) => ({
+    OPENAI_API_KEY: 'test-key',
+    OPENAI_BASE_URL: baseURL,
+    MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini',
+  }));
+}
+
+/**
+ * The app before an Anthropic model (`claude-wire`, and `gpt-5`: a name the AI SDK takes for a
+ * reasoning model) that a loopback fake provider serves with its recorded answers: with thinking
+ * and a call (thinking on, no tool result last), else a text answer. As clientOnFakeOpenAI.
+ */
+export function clientOnThinkingAnthropic() {
+  const answer = (request: RecordedRequest, name: string): FakeReply =>
+    request.body?.stream ? { sse: fixture(`${name}.sse`) } : { json: JSON.parse(fixture(`${name}.json`)) };
+  return clientOnFakeProvider(
+    (request) =>
+      answer(request, thinksToCall(request) ? 'anthropic-message-thinking-tool-use' : 'anthropic-message-text'),
+    (baseURL) => ({
+      ANTHROPIC_API_KEY: 'test-key',
+      ANTHROPIC_BASE_URL: baseURL,
+      MODEL_ALIASES: 'claude-wire=anthropic:claude-sonnet-4-5,gpt-5=anthropic:claude-sonnet-4-5',
+    }),
+  );
 }
 
 /**

@@ -12,6 +12,14 @@ export const recordedThinking = {
   callId: 'toolu_01NbC7Pf1cLh2zRtyRyFoMuP',
 } as const;
 
+/** The tool the recorded answers call, as a Responses request offers it. */
+export const recordedTool = {
+  type: 'function' as const,
+  name: 'get_weather',
+  strict: false,
+  parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
+};
+
 /** A call with thinking on whose last message holds no tool_result: answered with thinking and a call. */
 export function thinksToCall(request: RecordedRequest): boolean {
   const last = (request.body?.messages as { content: unknown }[] | undefined)?.at(-1)?.content;

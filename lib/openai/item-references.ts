@@ -2,14 +2,11 @@ import { NotFoundError } from '../errors.ts';
 import type { StoredItem } from '../items.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { parseCompactionId, parseItemId } from './ids.ts';
+import { parseCompactionId, parseItemId, parseReasoningId } from './ids.ts';
 import type { InputPartBody } from './input-content.ts';
 import type { InputItemBody } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
-
-/** The id of a reasoning item of a stored response (lib/openai/ids.ts): `rs_<conversation>_<seq>_<n>`. */
-const REASONING_ID = /^rs_[A-Za-z0-9_-]{1,64}_[1-9]\d{0,14}_[1-9]\d{0,14}$/;
 
 /**
  * A create's input with each `item_reference` replaced by the stored item it names, and where
@@ -23,7 +20,9 @@ const REASONING_ID = /^rs_[A-Za-z0-9_-]{1,64}_[1-9]\d{0,14}_[1-9]\d{0,14}$/;
  * read of its context per conversation); one a later compaction folded in is left out when a
  * compaction item follows it in the input (which replaces everything before it), else it stands
  * for that compaction's summary as it was stored (SessionLog.contextAt), and a cmp_ id that
- * names no compaction of the conversation is a 404.
+ * names no compaction of the conversation is a 404. A reasoning item's id
+ * (`rs_<conversation>_<seq>_<n>`) stands for that reasoning of the stored item, its
+ * `encrypted_content` included (which goes with the item after it, inputToItems).
  */
 export async function resolveItemReferences(
   facade: Facade,
@@ -32,7 +31,7 @@ export async function resolveItemReferences(
   if (typeof input === 'string') return { input, origins: [0] };
   const wanted = new Map<string, { from: number; to: number }>();
   for (const entry of input) {
-    const ref = entry.type === 'item_reference' ? parseItemId(entry.id) : undefined;
+    const ref = entry.type === 'item_reference' ? (parseItemId(entry.id) ?? parseReasoningId(entry.id)) : undefined;
     if (!ref) continue;
     const range = wanted.get(ref.sessionId);
     wanted.set(ref.sessionId, {
@@ -81,9 +80,16 @@ export async function resolveItemReferences(
     }),
   );
   const resolved = input.map((entry, index): InputItemBody[] => {
-    // The model's reasoning, sent back: the conversation keeps it with the items it came with.
-    if (entry.type === 'item_reference' && REASONING_ID.test(entry.id)) return [];
     if (entry.type !== 'item_reference') return [entry];
+    const reasoning = parseReasoningId(entry.id);
+    if (reasoning) {
+      // The model's reasoning, sent back: it goes with the item after it (inputToItems).
+      const item = stored.get(`${reasoning.sessionId}/${reasoning.seq}`);
+      const found = item && 'reasoning' in item ? item.reasoning?.[reasoning.n - 1] : undefined;
+      if (!found)
+        throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
+      return [found];
+    }
     const compaction = parseCompactionId(entry.id);
     if (compaction) {
       const context = compactions.get(compaction.sessionId);

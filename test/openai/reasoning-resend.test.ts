@@ -108,6 +108,37 @@ describe('store: false reasoning across a tool loop', () => {
     expect(world.provider.requests.at(-1)!.body.thinking).toBeUndefined();
   });
 
+  it("takes a stored response's reasoning back by reference, with its payload", async () => {
+    const stored = await world.client.responses.create({ ...request, store: true, input: 'Weather in Paris?' });
+    // A stored response's reasoning items carry no payload: its conversation keeps it.
+    expect(stored.output[0]).not.toHaveProperty('encrypted_content');
+    const references = stored.output.map((item) => ({ type: 'item_reference' as const, id: item.id! }));
+    const next = await world.client.responses.create({
+      ...request,
+      input: [
+        { role: 'user', content: 'Weather in Paris?' },
+        ...references,
+        { type: 'function_call_output', call_id: callId, output: '18C, sunny' },
+      ],
+    });
+    expect(next.status).toBe('completed');
+    expect(thinkingSentBack()).toEqual([
+      { type: 'thinking', thinking, signature },
+      { type: 'redacted_thinking', data: redacted },
+    ]);
+    // A reasoning id the stored item does not have names nothing.
+    const missing = `${references[1]!.id.slice(0, -2)}_3`;
+    await expect(
+      world.client.responses.create({
+        ...request,
+        input: [
+          { type: 'item_reference', id: missing },
+          { role: 'user', content: 'Hi' },
+        ],
+      }),
+    ).rejects.toMatchObject({ status: 404, param: 'input[0].id' });
+  });
+
   it("the AI SDK's store: false loop keeps thinking at its second step", async () => {
     const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
     const sent = world.provider.requests.length;

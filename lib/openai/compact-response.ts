@@ -8,7 +8,7 @@ import { modelOf, type Facade } from './facade.ts';
 import { compactionId, randomId } from './ids.ts';
 import { indexCompaction } from './compaction-index.ts';
 import { holderOf } from '../session/log/rewind.ts';
-import { inputToItems } from './responses.ts';
+import { inputToItems } from './request-input.ts';
 import type { ResponseCompactBody } from './schemas.ts';
 import { continuedSession } from './sessions.ts';
 

@@ -4,7 +4,7 @@ import { turnCompactionOutput } from './compaction.ts';
 import type { IndexFacade } from './facade.ts';
 import { indexHistory, keptHash, type HistoryEntry } from './history-index.ts';
 import { parseCompactionId } from './ids.ts';
-import type { InputAnchor } from './responses.ts';
+import type { InputAnchor } from './request-input.ts';
 import { isOutput, itemsBetween } from './sessions.ts';
 
 /**

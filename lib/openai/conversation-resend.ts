@@ -1,7 +1,8 @@
 import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
 import { canonical } from './history-items.ts';
-import type { RequestInput, TailgateResponse } from './responses.ts';
+import type { RequestInput } from './request-input.ts';
+import type { TailgateResponse } from './responses.ts';
 import { endedBefore } from './resent-after.ts';
 import { loopTag } from './sessions.ts';
 import { keptOfTurn } from './stored-responses.ts';

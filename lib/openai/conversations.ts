@@ -13,7 +13,7 @@ import { compactionId, parseCompactionId, randomId } from './ids.ts';
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
 import { listedItems, pageAfter, placeOf } from './listed-items.ts';
 import { namedInRequest } from './request.ts';
-import { inputToItems, type InputItemBody } from './responses.ts';
+import { inputToItems, type InputItemBody } from './request-input.ts';
 import type { ItemListQuery } from './query-schemas.ts';
 import type { ConversationCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';

@@ -4,7 +4,7 @@ import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { parseCompactionId, parseItemId, parseReasoningId } from './ids.ts';
 import type { InputPartBody } from './input-content.ts';
-import type { InputItemBody } from './responses.ts';
+import type { InputItemBody } from './request-input.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
 

@@ -3,14 +3,8 @@ import type { ModelSettings } from '../models/model.ts';
 import { InvalidRequestError, TailgateError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
-import {
-  DEFAULT_SETTINGS,
-  inputToItems,
-  type InputItemBody,
-  type ResponseFields,
-  type ResponseSettings,
-  type RequestInput,
-} from './responses.ts';
+import { inputToItems, type InputItemBody, type RequestInput } from './request-input.ts';
+import { DEFAULT_SETTINGS, type ResponseFields, type ResponseSettings } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 
 /**

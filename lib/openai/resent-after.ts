@@ -3,7 +3,7 @@ import type { Facade } from './facade.ts';
 import { MAX_FAILED_TURNS } from './failed-steps.ts';
 import { asStored, canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
-import type { RequestInput } from './responses.ts';
+import type { RequestInput } from './request-input.ts';
 import { branchIdPrefix, itemsBetween } from './sessions.ts';
 import { keptOfTurn } from './stored-responses.ts';
 

@@ -113,7 +113,7 @@ const compactionInput = z
 /**
  * A reasoning item sent back (a response's output resent as input): its summary and
  * `encrypted_content` go with the assistant message or function_call after it, as that item's
- * `reasoning` (lib/openai/responses.ts, inputToItems); `content` is not kept.
+ * `reasoning` (lib/openai/request-input.ts, inputToItems); `content` is not kept.
  */
 const reasoningInput = z
   .object({

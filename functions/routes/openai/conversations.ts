@@ -10,7 +10,7 @@ import {
   listConversationItems,
   readConversation,
 } from '../../../lib/openai/conversations.ts';
-import type { InputItemBody } from '../../../lib/openai/responses.ts';
+import type { InputItemBody } from '../../../lib/openai/request-input.ts';
 import {
   conversationCreateSchema,
   conversationIdParamsSchema,

@@ -1,4 +1,4 @@
-import { NotFoundError, TurnClosedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
+import { AbortedError, NotFoundError, TurnClosedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { journalTurn } from './journal.ts';
 import { errorRecord } from './receipt.ts';
@@ -103,10 +103,12 @@ async function runClaimedTurn(
     // its journal ends with the error too, and no other run comes.
     if ((stored.code !== 'storage_error' && stored.code !== 'internal_error') || (await closed(services, run))) {
       // Stored and journaled as a client sees it (errorRecord): a provider's text is the log's. A
-      // turn closed by someone else (a cancel, an interrupt, a lapsed lease) is one line, no stack.
+      // turn closed by someone else (a cancel, an interrupt, a lapsed lease) or stopped by an
+      // `abort` notice is one line, no stack.
       const which = `background turn ${run.turn} of session ${run.session_id}`;
-      if (error instanceof TurnClosedError) services.log(`tailgate: ${which} stopped: ${error.code}`);
-      else services.log(`tailgate: ${which} failed`, error);
+      if (error instanceof TurnClosedError || error instanceof AbortedError) {
+        services.log(`tailgate: ${which} stopped: ${error.code}`);
+      } else services.log(`tailgate: ${which} failed`, error);
       journal.emit({ event: 'error', data: { error: stored }, cause: error });
       return outcome;
     }

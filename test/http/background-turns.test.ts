@@ -114,6 +114,23 @@ describe('background turns on Node', () => {
     expect(items[2].content).toBe(`hang ${id}`);
   });
 
+  it('a background turn an abort notice stops is logged as one line, as a cancelled one is', async () => {
+    const logs: { message: string; details: unknown }[] = [];
+    const api = createClient(harnessFor({ log: (message, details) => logs.push({ message, details }) }));
+    const id = await api.session({ strategies: ['inbox'] });
+    await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'go', background: true })).status).toBe(202);
+    for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/turns/1`)).body.status !== 'aborted'; polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ error: { code: 'aborted' } });
+    for (let polls = 0; polls < 600 && !logs.some((log) => log.message.includes('background turn 1')); polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    // An abort is an outcome the session's client asked for, no failure of the server: no stack.
+    expect(logs.filter((log) => log.message.includes('background turn 1'))).toEqual([
+      { message: `tailgate: background turn 1 of session ${id} stopped: aborted`, details: undefined },
+    ]);
+  });
+
   it('a running turn cancelled before any of its events was journaled ends them a lease after the cancel', async () => {
     const store = new FaultyStore(new MemoryStore());
     const api = createClient(harnessFor({ store: () => store, log: () => undefined }));

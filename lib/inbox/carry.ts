@@ -23,11 +23,12 @@ import type { InboxContext } from './move.ts';
  * Takes over, for turn `turn`, the notices turns closed by someone else consumed (for each
  * `{turn, since}`: the delivery records written for that turn after `since`, its claim
  * time), so they reach a model instead of being lost. Each record is rewritten to name
- * `turn` with If-Match, so a notice the dead turn's owner returns meanwhile (see
- * `giveBack`) is taken by one of them only. In name order; an `abort` among them is not
- * returned (it ended the turn that took it). Costs one listing of `inbox_removed/` (per
- * 1000 records), a head per recent record where listings carry no metadata (S3), and a get
- * and a put per notice found. Only turns that did not close themselves need it.
+ * `turn` with If-Match once `decide` gave it to this turn, so a notice the dead turn's owner
+ * returns meanwhile (see `giveBack`) is taken by one of them only. In name order; an `abort`
+ * among them is not returned (it ended the turn that took it). Costs one listing of
+ * `inbox_removed/` (per 1000 records), a head per recent record where listings carry no
+ * metadata (S3), and a get and two puts per notice found. Only turns that did not close
+ * themselves need it.
  */
 export async function recover(
   ctx: InboxContext,
@@ -41,6 +42,7 @@ export async function recover(
     if (name === ABORT_NOTICE_NAME) return null;
     const object = await ctx.store.get(info.key);
     if (!object || object.metadata[META.turn] !== info.metadata[META.turn]) return null;
+    if (!(await decide(ctx, info.key, object.metadata[META.turn], object.uploaded))) return null;
     const ours = String(turn);
     const taken = await ctx.store
       .put(info.key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: ours } })
@@ -57,6 +59,22 @@ export async function recover(
   return found
     .filter((notice): notice is DeliveredNotice => notice !== null)
     .sort((left, right) => compareBytes(left.name, right.name));
+}
+
+/**
+ * Whether this caller has the delivery record at `key` as it names closed turn `from` (written at
+ * `uploaded`): of a turn taking it over (`recover`) and that closed turn's owner giving it back
+ * (`giveBack`), only the first to create `<key>/taken-<from>-<uploaded ms>` (create-only) goes on.
+ * Their if-match rewrites alone do not decide it: S3 and R2 give an object the etag of its body
+ * (its MD5), and a rewrite of a record's metadata keeps its body, so both would land and the
+ * notice reach a model twice. A refused create (or one whose answer was lost) reads whose it is.
+ */
+async function decide(ctx: InboxContext, key: string, from: string | undefined, uploaded: Date): Promise<boolean> {
+  const decision = `${key}/taken-${from}-${uploaded.getTime()}`;
+  const mine = randomId();
+  if (await ctx.store.put(decision, mine, { onlyIfAbsent: true })) return true;
+  const found = await ctx.store.get(decision);
+  return found !== null && decodeUtf8(found.body) === mine;
 }
 
 /** A turn closed by someone else, which may have consumed notices since its claim (`since`). */
@@ -119,6 +137,7 @@ export async function giveBack(
     try {
       const object = await ctx.store.get(key);
       if (!object || object.metadata[META.turn] !== String(turn)) return;
+      if (!(await decide(ctx, key, String(turn), object.uploaded))) return;
       const metadata = { ...object.metadata, [META.turn]: 'returned' };
       if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
       const noticeId = randomId();

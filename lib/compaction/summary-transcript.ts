@@ -1,5 +1,6 @@
 import type { PromptItem } from '../items.ts';
 import { contentText } from '../content.ts';
+import { makesBlock } from '../models/cache-breakpoints.ts';
 
 /** The instructions the summary model gets (SUMMARY_PROMPT overrides them). */
 export const DEFAULT_SUMMARY_PROMPT =
@@ -28,7 +29,9 @@ export function clipText(text: string, limit: number): string {
  * summary is `"echo: " + transcript`, deterministic). One line per item, clipped to
  * {@link TRANSCRIPT_ITEM_CHARS}; the previous summary first; a call of `interrupted` (the
  * plan's calls without an output) is written as interrupted (a note, never a replay), with its
- * call_id, which names its output if it comes later (docs/API.md, "Turns").
+ * call_id, which names its output if it comes later (docs/API.md, "Turns"). A message the
+ * model was never sent (no text but whitespace, no image or file: makesBlock), such as the empty
+ * assistant message holding the reasoning an answer ended with, makes no line.
  *
  * @example renderTranscript(null, [{ type: 'message', role: 'user', content: 'hi', seq: 1 }], new Set())
  * // '#1 user: hi'
@@ -44,6 +47,7 @@ export function renderTranscript(
   for (const item of items) {
     const at = item.seq !== undefined ? `#${item.seq} ` : '';
     if (item.type === 'message') {
+      if (!makesBlock(item)) continue;
       lines.push(`${at}${item.role}: ${clipText(contentText(item.content), TRANSCRIPT_ITEM_CHARS)}`);
     } else if (item.type === 'function_call') {
       names.set(item.call_id, item.name);

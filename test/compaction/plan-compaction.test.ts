@@ -203,6 +203,13 @@ describe('the summary', () => {
     );
   });
 
+  it('leaves out a message the model was never sent: the empty one holding the reasoning an answer ended with', () => {
+    const thought = { type: 'reasoning' as const, summary: [{ type: 'summary_text' as const, text: 'which tool' }] };
+    const ended: PromptItem = { type: 'message', role: 'assistant', content: '', reasoning: [thought] };
+    const items = numbered([user('weather?'), ended, assistant(' \n'), user('go on'), assistant('sunny')]);
+    expect(renderTranscript(null, items, new Set())).toBe('#1 user: weather?\n#4 user: go on\n#5 assistant: sunny');
+  });
+
   it('folds the previous summary in and stays within its token cap', async () => {
     const items = numbered([user('y'.repeat(5000)), user('z'.repeat(5000)), user('now')]);
     const plan = planCompaction(items, { keepTokens: 0, counter, keepFromSeq: 3 })!;

@@ -64,9 +64,10 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  *   Anthropic takes thinking in a call that continues a tool loop only with the thinking blocks
  *   of the loop's answers. Earlier reasoning is left out (the provider ignores a finished turn's
  *   thinking), so it costs nothing and the prompt before the last user message is sent the same
- *   way whatever follows. A blank assistant message's reasoning goes before the call after it,
- *   and is left out otherwise (the reasoning an answer ended with: an assistant message of only
- *   thinking is refused by Anthropic in places).
+ *   way whatever follows. A blank assistant message's reasoning goes before the call or text
+ *   of its answer after it (blank messages passed over), and is left out otherwise (the
+ *   reasoning an answer ended with: an assistant message of only thinking is refused by
+ *   Anthropic in places).
  *
  * Each of `options.breakpoints` attaches provider options to the part (or system message) made
  * from the item at its `index` (or, when that item makes no part (makesBlock), from the
@@ -138,7 +139,7 @@ export function convertToModelMessages(
 
     if (item.type === 'message') {
       // A message with no text but whitespace makes no part (providers refuse empty text blocks);
-      // its reasoning still opens the answer when a call of that answer follows it.
+      // its reasoning still opens the answer when a call or text of that answer follows it.
       if (!makesBlock(item)) {
         if (reasoning.has(index)) pushReasoning(openAssistant(), reasoning.get(index));
         return;

@@ -64,9 +64,11 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /**
  * The reasoning a prompt's items go to the provider with, by index: that of each assistant
  * message and function_call after the prompt's last user message (the current tool loop,
- * `loopStart`), a blank assistant message's only when a call follows it (the message makes no
- * block, and an assistant message of only thinking is refused by Anthropic in places). What
- * lib/models/convert-to-model-messages.ts sends and lib/tokens/token-counter.ts counts.
+ * `loopStart`), a blank assistant message's only when an item of its answer that makes a block
+ * follows it (a call, or an assistant message with text: the assistant message they go in;
+ * the blank message makes no block, and an assistant message of only thinking is refused by
+ * Anthropic in places). What lib/models/convert-to-model-messages.ts sends and
+ * lib/tokens/token-counter.ts counts.
  */
 export function loopReasoning(items: readonly PromptItem[]): Map<number, readonly ReasoningItem[]> {
   const sent = new Map<number, readonly ReasoningItem[]>();
@@ -75,11 +77,26 @@ export function loopReasoning(items: readonly PromptItem[]): Map<number, readonl
     if (item.type === 'function_call_output' || !item.reasoning) continue;
     if (item.type === 'message') {
       if (item.role !== 'assistant') continue;
-      if (!makesBlock(item) && items[index + 1]?.type !== 'function_call') continue;
+      if (!makesBlock(item) && !answerGoesOn(items, index)) continue;
     }
     sent.set(index, item.reasoning);
   }
   return sent;
+}
+
+/**
+ * Whether the assistant items right after `index` (blank messages passed over) reach a call or
+ * an assistant message that makes a block: the rest of the answer a blank message at `index`
+ * opens (thinking, blank text, more thinking, then text or a call), one assistant message sent.
+ */
+function answerGoesOn(items: readonly PromptItem[], index: number): boolean {
+  for (let next = index + 1; next < items.length; next++) {
+    const item = items[next]!;
+    if (item.type === 'function_call') return true;
+    if (item.type !== 'message' || item.role !== 'assistant') return false;
+    if (makesBlock(item)) return true;
+  }
+  return false;
 }
 
 /**

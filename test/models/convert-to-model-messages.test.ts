@@ -187,6 +187,42 @@ describe('convertToModelMessages', () => {
     expect(convertToModelMessages([user('hi'), blank])).toEqual([{ role: 'user', content: [text('hi')] }]);
   });
 
+  it('sends the reasoning of a blank assistant message before the text of its answer that follows it', () => {
+    const thought = (text: string) => ({
+      type: 'reasoning' as const,
+      summary: [{ type: 'summary_text' as const, text }],
+      encrypted_content: JSON.stringify({ anthropic: { signature: `sig-${text}` } }),
+    });
+    const sent = (text: string) => ({
+      type: 'reasoning',
+      text,
+      providerOptions: { anthropic: { signature: `sig-${text}` } },
+    });
+    const blank = (reasoning: string): PromptItem => ({
+      type: 'message',
+      role: 'assistant',
+      content: '\n\n',
+      reasoning: [thought(reasoning)],
+    });
+    // Thinking, blank text, thinking, text, a call: every block goes back, in the answer's order.
+    const said: PromptItem = { type: 'message', role: 'assistant', content: 'Checking.', reasoning: [thought('b')] };
+    expect(convertToModelMessages([user('hi'), blank('a'), said, call('c'), output('c')])[1]).toEqual({
+      role: 'assistant',
+      content: [sent('a'), sent('b'), text('Checking.'), toolCall('c')],
+    });
+    // Two blank messages before a call: both blocks.
+    expect(convertToModelMessages([user('hi'), blank('a'), blank('b'), call('c'), output('c')])[1]).toEqual({
+      role: 'assistant',
+      content: [sent('a'), sent('b'), toolCall('c')],
+    });
+    // Blank messages with nothing that makes a block after them in their answer make no message.
+    expect(convertToModelMessages([user('hi'), call('c'), output('c'), blank('a'), blank('b')])).toEqual([
+      { role: 'user', content: [text('hi')] },
+      { role: 'assistant', content: [toolCall('c')] },
+      { role: 'tool', content: [toolResult('c')] },
+    ]);
+  });
+
   it('moves a breakpoint on a dropped empty assistant message back to the item before it', () => {
     const messages = convertToModelMessages([user('hi'), assistant(''), user('next')], {
       breakpoints: [{ index: 1, providerOptions: options }],

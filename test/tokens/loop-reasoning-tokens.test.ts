@@ -58,6 +58,16 @@ describe("the prompt's tokens and the current tool loop's reasoning", () => {
     expect(countPromptTokens(loopOnly, [], counter)).toBe(countPromptTokens(bare(loopOnly), [], counter) + 200);
   });
 
+  it("counts a blank message's reasoning before the text of its answer that follows it", () => {
+    const answer: PromptItem[] = [
+      user('go'),
+      { type: 'message', role: 'assistant', content: '\n\n', reasoning: [blank] },
+      { type: 'message', role: 'assistant', content: 'Reading.', reasoning: [loop] },
+      call('c4'),
+    ];
+    expect(countPromptTokens(answer, [], counter)).toBe(countPromptTokens(bare(answer), [], counter) + 400);
+  });
+
   it("a compaction keeps the loop's newest items by their tokens as sent, reasoning included", () => {
     const stored = prompt.map((item, index) => ({ ...item, seq: index + 1 }));
     const bareTail = countPromptTokens(bare(stored).slice(3), [], counter);

@@ -97,9 +97,19 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       : c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
   );
 
+  // What the Node and Deno servers check at startup: the settings, and the store they name.
+  const checkSettings = (c: Context) => {
+    const environment = readEnvironment(c);
+    options.store(environment, parseServiceConfig(environment));
+  };
   app.route(
     '/',
-    serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }),
+    serviceRoutes({
+      app,
+      readEnvironment,
+      checkSettings,
+      ...(options.docsScript ? { docsScript: options.docsScript } : {}),
+    }),
   );
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.
   app.route('/', inspectorRoutes(options.inspectorScript));

@@ -4,26 +4,36 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from '../router.ts';
 import { docsPage, DOCS_SCRIPT_PATH } from '../docs-page.ts';
 import { healthSchema } from '../schemas.ts';
+import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 
 const healthRoute = createRoute({
   method: 'get',
   path: '/healthz',
   tags: ['service'],
-  summary: 'Liveness check (no auth)',
+  summary: 'Health check (no auth): up, with settings that parse',
   security: [],
-  responses: { 200: { description: 'The service is up', content: { 'application/json': { schema: healthSchema } } } },
+  responses: {
+    200: jsonResponse(healthSchema, 'The service is up and its settings parse'),
+    ...errorResponses(503),
+  },
 });
 
 export interface ServiceRouteOptions {
   /** The app whose OpenAPI document /openapi.json and /docs publish. */
   app: OpenAPIHono<AppEnv>;
   readEnvironment: (c: Context) => RuntimeEnvironment;
+  /**
+   * Throws what every other request would answer for the deployment's settings: a setting
+   * that does not parse, or a store they cannot make (503 not_configured). Touches no storage.
+   */
+  checkSettings: (c: Context) => void;
   /** The docs page's script (Node and Deno); on Workers the static assets serve it. */
   docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
 }
 
 /**
- * GET /healthz, answered before auth and config, so a probe works on any deployment; the
+ * GET /healthz, answered before auth, so a probe works without a token: 200, or the 503
+ * `not_configured` every other request would get while a setting does not parse; the
  * docs page's script, public (a pinned copy of a published library); and, when PUBLIC_DOCS
  * is on, /openapi.json and /docs without a token. With PUBLIC_DOCS off these two fall
  * through to the authenticated routes of `registerOpenApi`.
@@ -41,7 +51,10 @@ export function serviceRoutes(options: ServiceRouteOptions) {
       }
       return open ? handler(c, next) : next();
     };
-  const router = createRouter().openapi(healthRoute, (c) => c.json({ ok: true as const }, 200));
+  const router = createRouter().openapi(healthRoute, (c) => {
+    options.checkSettings(c);
+    return c.json({ ok: true as const }, 200);
+  });
   router.get(
     '/openapi.json',
     publicOnly(async (c) => c.json(document())),

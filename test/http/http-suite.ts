@@ -137,6 +137,14 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(unconfigured.status).toBe(200);
     });
 
+    it('GET /healthz answers 503 not_configured naming a setting that does not parse', async () => {
+      const response = await harness.fetchWithEnv({ DEFAULT_SESSION_BUDGET: '5 USD' }, '/healthz');
+      expect(response.status).toBe(503);
+      const body = (await response.json()) as any;
+      expect(body.error).toMatchObject({ code: 'not_configured', details: { variable: 'DEFAULT_SESSION_BUDGET' } });
+      expect(body.error.message).toContain('DEFAULT_SESSION_BUDGET');
+    });
+
     it('GET /ui forbids framing and anything from another origin (its CSP)', async () => {
       const page = await harness.fetch('/ui');
       expect(page.status).toBe(200);

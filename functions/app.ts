@@ -11,7 +11,14 @@ import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import type { Model } from '../lib/models/model.ts';
 import { bodyBudget } from './body-budget.ts';
-import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
+import {
+  bearerAuth,
+  checkRevocation,
+  declaredScopes,
+  revocationCheck,
+  type ScopeTable,
+  type TokenSetting,
+} from './auth.ts';
 import { createServices, type AppServices, type ServiceInputs } from './services.ts';
 import type { WebhookSink } from '../lib/webhooks/events.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
@@ -62,6 +69,11 @@ export interface AppOptions {
   metrics?: Metrics;
   /** Where each turn's JSON log line goes (default: stdout). */
   logLine?: (line: string) => void;
+  /**
+   * Where a deployment sets its token, for the 503 of one without (functions/auth.ts): `workers`
+   * names `wrangler secret put`; the default, `server`, the environment and --allow-anonymous.
+   */
+  tokenSetting?: TokenSetting;
   /** Where background turns go (the Workers queue); without it, the process runs them. */
   queueTurn?: (environment: RuntimeEnvironment) => ((run: BackgroundTurn) => Promise<void>) | undefined;
   /** Where webhook events go (the Workers queue); without it, the store's outbox. */
@@ -124,7 +136,15 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   // Filled once every route is registered: the scopes their definitions declare.
   let scopes: ScopeTable = new Map();
   const clock = options.clock ?? (() => new Date());
-  app.use('*', bearerAuth({ config: (c) => c.get('config'), scopes: () => scopes, clock }));
+  app.use(
+    '*',
+    bearerAuth({
+      config: (c) => c.get('config'),
+      scopes: () => scopes,
+      clock,
+      ...(options.tokenSetting ? { tokenSetting: options.tokenSetting } : {}),
+    }),
+  );
   // An import is streamed line by line, each line limited (functions/routes/transfer.ts).
   app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next)));
   app.use('*', requireJsonBody);

@@ -162,13 +162,29 @@ function authorize(principal: Principal, access: RouteAccess): void {
   }
 }
 
-async function authenticate(c: Context, config: ServiceConfig, now: Date): Promise<Principal> {
+/** Where the operator sets what a deployment without a token lacks: a Worker's, or a Node or Deno server's. */
+export type TokenSetting = 'workers' | 'server';
+
+const HOW_TO_SET_A_TOKEN: Record<TokenSetting, string> = {
+  workers:
+    'set one as a secret (`npx wrangler secret put API_TOKEN`; under wrangler dev, `--var API_TOKEN:<token>`), ' +
+    'or ALLOW_ANONYMOUS=true in [vars] for local development (`npm start` runs [env.local], which sets it)',
+  server:
+    'set one in the environment (or ALLOW_ANONYMOUS=true, the --allow-anonymous flag of the Node and Deno ' +
+    'servers, for local development)',
+};
+
+async function authenticate(
+  c: Context,
+  config: ServiceConfig,
+  now: Date,
+  tokenSetting: TokenSetting,
+): Promise<Principal> {
   if (config.apiToken === undefined) {
     if (config.allowAnonymous) return ADMIN;
     if (config.tokenSigningKey === undefined) {
       throw new NotConfiguredError(
-        'no API_TOKEN or TOKEN_SIGNING_KEY is configured; set one (or ALLOW_ANONYMOUS=true, the ' +
-          '--allow-anonymous flag of the Node and Deno servers, for local development)',
+        `no API_TOKEN or TOKEN_SIGNING_KEY is configured; ${HOW_TO_SET_A_TOKEN[tokenSetting]}`,
         { variables: ['API_TOKEN', 'TOKEN_SIGNING_KEY'] },
       );
     }
@@ -200,10 +216,12 @@ export function bearerAuth(options: {
   config: (c: Context<AppEnv>) => ServiceConfig;
   scopes: () => ScopeTable;
   clock: () => Date;
+  /** What the 503 of a deployment without a token tells to do (default: a Node or Deno server's). */
+  tokenSetting?: TokenSetting;
 }): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     try {
-      const principal = await authenticate(c, options.config(c), options.clock());
+      const principal = await authenticate(c, options.config(c), options.clock(), options.tokenSetting ?? 'server');
       const access = routeAccess(c, options.scopes());
       authorize(principal, access);
       c.set('principal', principal);

@@ -24,6 +24,8 @@ export interface Env {
 
 const options: AppOptions = {
   store: (environment) => r2StoreFor((environment as unknown as Env).BUCKET),
+  // A deployment without a token is told of `wrangler secret put`, not of --allow-anonymous.
+  tokenSetting: 'workers',
   // Background turns go to the queue, whose consumer below runs them: a consumer has minutes
   // of wall time where waitUntil has about 30 s. Without the binding the isolate runs them.
   queueTurn: (environment) => {

@@ -37,6 +37,16 @@ export function facadeClient(harness: HttpHarness): OpenAI {
   });
 }
 
+/** The message of the 503 a request gets where neither API_TOKEN nor TOKEN_SIGNING_KEY is set. */
+export async function missingTokenMessage(harness: HttpHarness): Promise<string> {
+  const response = await harness.fetchWithEnv(
+    { API_TOKEN: undefined, TOKEN_SIGNING_KEY: undefined, ALLOW_ANONYMOUS: undefined },
+    '/v1/sessions',
+  );
+  expect(response.status).toBe(503);
+  return ((await response.json()) as { error: { message: string } }).error.message;
+}
+
 let counter = 0;
 /** A fresh session id per test, so tests never share state (the bucket outlives a test). */
 export function freshId(label: string): string {

@@ -1,6 +1,7 @@
+import { expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { defineHttpSuite, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
+import { defineHttpSuite, missingTokenMessage, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
 import { defineTokenSuite } from './tokens-suite.ts';
 import { defineTransferSuite } from './transfer-suite.ts';
 import { defineImagesSuite } from './images-suite.ts';
@@ -55,3 +56,8 @@ defineResponseDeleteSuite('node (memory store)', harness);
 defineBackgroundSuite('node (memory store)', harness);
 defineEventsSuite('node (memory store)', harness);
 defineQueueForksSuite('node (memory store)', harness);
+it('tells a Node or Deno server without a token to set it in the environment or pass --allow-anonymous', async () => {
+  const message = await missingTokenMessage(harness);
+  expect(message).toContain('--allow-anonymous');
+  expect(message).not.toContain('wrangler');
+});

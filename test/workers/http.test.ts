@@ -1,5 +1,5 @@
 import { expect, inject, it } from 'vitest';
-import { defineHttpSuite } from '../http/http-suite.ts';
+import { defineHttpSuite, missingTokenMessage } from '../http/http-suite.ts';
 import { bindings, workerHarness } from './worker-harness.ts';
 import { defineTokenSuite } from '../http/tokens-suite.ts';
 import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
@@ -45,6 +45,11 @@ defineRateLimitSuite(
   },
   'clock-aligned',
 );
+it('tells a Worker without a token to set it with wrangler secret put, not with a Node flag', async () => {
+  const message = await missingTokenMessage(harness);
+  expect(message).toContain('npx wrangler secret put API_TOKEN');
+  expect(message).not.toContain('--allow-anonymous');
+});
 it('binds the queue of background turns from wrangler.toml', () => {
   expect(typeof (bindings.TURNS as Queue | undefined)?.send).toBe('function');
 });

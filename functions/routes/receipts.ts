@@ -33,7 +33,14 @@ const turnSummarySchema = z
     }),
     started_at: z.string().nullable(),
     completed_at: z.string().nullable(),
-    model: z.string().nullable(),
+    model: z
+      .string()
+      .nullable()
+      .meta({
+        description:
+          'The model the turn called, stored at its own close; a turn without that (running, cancelled, ' +
+          "interrupted, its lease run out, aborted) shows its request's `model`, null when it named none.",
+      }),
     strategies: z.array(z.string()),
     context: z
       .record(z.string(), z.unknown())

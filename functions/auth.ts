@@ -167,8 +167,9 @@ export type TokenSetting = 'workers' | 'server';
 
 const HOW_TO_SET_A_TOKEN: Record<TokenSetting, string> = {
   workers:
-    'set one as a secret (`npx wrangler secret put API_TOKEN`; under wrangler dev, `--var API_TOKEN:<token>`), ' +
-    'or ALLOW_ANONYMOUS=true in [vars] for local development (`npm start` runs [env.local], which sets it)',
+    'set one as a secret (`npx wrangler secret put API_TOKEN --env=""`; under wrangler dev, ' +
+    '`--var API_TOKEN:<token>`), or ALLOW_ANONYMOUS=true in [vars] for local development ' +
+    '(`npm start` runs [env.local], which sets it)',
   server:
     'set one in the environment (or ALLOW_ANONYMOUS=true, the --allow-anonymous flag of the Node and Deno ' +
     'servers, for local development)',

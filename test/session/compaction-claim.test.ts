@@ -236,6 +236,35 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     }
   });
 
+  it('a summary its own record charged after an append passed its lapsed claim over is charged once', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    const { running, release } = await world.holding();
+    world.store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.lease'));
+    world.advance(3 * LEASE_MS);
+    // An append passes the lapsed claim over, naming it unbilled; the compaction's own record lands after it.
+    await world.other.append('s1', [user('d')]);
+    world.store.heal();
+    // Its record lands, but the compaction never learns it: its log's calls fail from then on (the
+    // spend object and the config excepted), so it stores its summary's usage for the claim as well.
+    let landed = false;
+    world.store.failWhen(
+      (call) => {
+        if (landed) return call.key.includes('/turn/');
+        landed =
+          call.operation === 'put' && call.options?.onlyIfAbsent === true && /\/turn\/[^/]*\/\d+$/.test(call.key);
+        return landed;
+      },
+      { after: true },
+    );
+    release();
+    await expect(running).rejects.toThrow();
+    world.store.heal();
+    await world.other.append('s1', [user('e')]);
+    expect(world.calls()).toBe(1);
+    expect(await world.totals()).toMatchObject({ input_tokens: 100 });
+  });
+
   it('a summary whose lapsed claim a delete of the newest turn passed over is charged once', async () => {
     const world = setup(storeOf());
     await world.create();

@@ -9,6 +9,7 @@ import {
   type LogRecord,
   type QueuedInput,
   type SessionConfig,
+  type Unbilled,
 } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
@@ -38,7 +39,7 @@ import { recordBody } from './record-cache.ts';
 import { carry } from './record-carry.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
-import { billStopped, counted, passedClaim, unbilledOf } from './unbilled.ts';
+import { billStopped, chargesClaim, counted, passedClaim, unbilledOf } from './unbilled.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -112,6 +113,11 @@ export interface CommitOptions {
   hold?: boolean;
   /** The writer of the caller's own claim, which refuses every other commit while its lease runs. */
   heldBy?: string;
+  /**
+   * The record of the caller's own claim, whose summary this record charges: a write that passed
+   * the claim over named it unbilled, and the record drops it (log/unbilled.ts, passedClaim).
+   */
+  ownClaim?: number;
   /** The caller packs when `overdue` says so: the record carries none of what its view covers (but in a backoff). */
   packsOverdue?: boolean;
   /** An append as the session's first record or not at all: with a record there, the commit answers that one. */
@@ -288,7 +294,8 @@ export async function prepareCommit(
   const totals = options.charge ? addToLedger(ledger, options.charge, 0) : ledger;
   // A compaction's claim passed over (its lease ran out) is named: its summary is stored apart (log/unbilled.ts).
   const passed = passedClaim(scope, newest, createdAt, options.heldBy);
-  const unbilled = [...unbilledOf(newest).filter((entry) => !counted(billed, entry)), ...passed];
+  const charged = (entry: Unbilled[number]) => chargesClaim(scope, entry, options.ownClaim);
+  const unbilled = [...unbilledOf(newest).filter((entry) => !counted(billed, entry) && !charged(entry)), ...passed];
   const record: LogRecord = {
     format: 'tailgate.record.v1',
     record: number,

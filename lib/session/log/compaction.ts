@@ -112,13 +112,14 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
       context: stored,
       check,
       charge: summary.usage,
-      ...(claim && { heldBy: claim.writer }),
+      ...(claim && { heldBy: claim.writer, ownClaim: claim.record }),
     });
   } catch (error) {
     // The summary was made: a record ending the claim charges it, unless one came after the claim
     // (or the session moved), whose writer passed the claim over and named it unbilled: its
     // spend, stored, is counted by the write after that (log/unbilled.ts). Stored when not known
-    // charged: a record of its own landed unseen follows the claim, so nobody names it.
+    // charged: a record of its own landed unseen follows the claim, so nobody names it, or follows
+    // the write naming it, and drops it (ownClaim).
     const released = !(error instanceof Moved) && (await claim?.release(check, summary.usage));
     if (claim && !released) await claim.storeSpend(summary.usage);
     if (error instanceof Moved) return null;

@@ -131,6 +131,17 @@ export function passedClaim(
   return [{ generation: scope.generation, claim: record.record, closed_at: closedAt }];
 }
 
+/**
+ * Whether `entry` names the claim `ownClaim` of `scope`'s generation: the compaction's own record,
+ * which charges that claim's summary, drops it, so what the compaction stored for it (when it did
+ * not learn that its record landed) is never counted as well.
+ */
+export function chargesClaim(scope: LogScope, entry: Unbilled[number], ownClaim: number | undefined): boolean {
+  return (
+    ownClaim !== undefined && 'claim' in entry && entry.claim === ownClaim && entry.generation === scope.generation
+  );
+}
+
 /** A stored spend's body: null when nothing is known (empty, or not a spend record). */
 export function parsedSpend(body: Uint8Array): StoppedSpendRecord | null {
   return body.length === 0 ? null : (parseStoredOrUndefined(body, stoppedSpendSchema) ?? null);

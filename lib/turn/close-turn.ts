@@ -170,27 +170,33 @@ async function closeFailedTurn(
   if (closedByCompletion) chargeCounted(services, turn, failure);
   // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
   if (closedItself || byOther) throw error;
-  // The summary its compaction made is charged as a completed turn's is (as no turn), and shown so.
+  // The summary its compaction made is charged as a completed turn's is (as no turn), and shown so;
+  // so is a model call that answered (its answer refused: an item over MAX_ITEM_BYTES), billed all the same.
   const summary = attempt.prompt?.summaryUsage;
+  const answered = attempt.plan ? attempt.meter.reported(services.config.modelPrices[attempt.plan.model.id]) : null;
   try {
     const receipt = (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] };
     await closeTurn(services, turn, {
       status: 'failed',
       output: [],
-      receipt: summary ? { ...receipt, compaction_usage: summary } : receipt,
+      receipt: { ...receipt, ...(answered && { usage: answered }), ...(summary && { compaction_usage: summary }) },
       error: errorRecord(error),
       undelivered,
+      ...(answered && { usage: answered }),
       ...promptMoves(attempt.prompt),
     });
     attempt.closedFailed = true;
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-    chargeToken(services, turn, undefined, 0, summary);
+    chargeToken(services, turn, answered ?? undefined, 0, summary);
   } catch (closeError) {
     // Closed by someone else meanwhile, whose completion names the turn: what its own failed
-    // completion would have counted (its summary) is charged and stored, as any stopped turn's.
+    // completion would have counted (its answer, its summary) is charged and stored, as any stopped turn's.
     if (closeError instanceof TurnClosedError) {
-      chargeToken(services, turn, undefined, 0, summary);
-      storeSpent(services, turn, summary ? { summary_usage: summary } : {});
+      chargeToken(services, turn, answered ?? undefined, 0, summary);
+      storeSpent(services, turn, {
+        ...(answered && { usage: answered, estimated: false }),
+        ...(summary && { summary_usage: summary }),
+      });
     }
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
     if (closeError instanceof ClosedByItsCompletionError) {
@@ -198,6 +204,7 @@ async function closeFailedTurn(
       attempt.closedFailed = true;
       afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
       chargeCounted(services, turn, closeError);
+      if (answered) chargeToken(services, turn, answered, 0, undefined);
       services.log('tailgate: the webhook event of a failed turn could not be written', closeError.cause);
     } else services.log('tailgate: could not close a failed turn', closeError);
   }

@@ -48,6 +48,11 @@ export class CallMeter {
     this.#reported = usage;
   }
 
+  /** What the call spent at `price` once it answered (the provider's usage): null when it did not. */
+  reported(price: ModelPrice | undefined): TurnUsage | null {
+    return this.#reported ? turnUsage(this.#reported, price) : null;
+  }
+
   /** What the call spent at `price`: null when no call was made. */
   spent(price: ModelPrice | undefined): StoppedSpend | null {
     if (this.#reported) return { usage: turnUsage(this.#reported, price), estimated: false };

@@ -51,3 +51,24 @@ describe('a model output item over MAX_ITEM_BYTES', () => {
     expect(small.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: hi', seq: 4 }]);
   });
 });
+
+describe('the model call of a turn whose output item is over MAX_ITEM_BYTES', () => {
+  it("is charged to the session's totals (as no turn), streamed or not, so its budget holds", async () => {
+    const id = await api.session({ budget: { max_total_tokens: 600 } });
+    const answered = await api.post(`/v1/sessions/${id}/turns`, { input });
+    expect(answered.status, JSON.stringify(answered.body)).toBe(413);
+    const once = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    expect(once).toMatchObject({ turns: 0 });
+    expect(once.input_tokens).toBeGreaterThan(0);
+    expect(once.output_tokens).toBeGreaterThan(0);
+    const streamed = await api.post(`/v1/sessions/${id}/turns`, { input }, { accept: 'text/event-stream' });
+    expect(parseSse(streamed.body as string).at(-1)).toMatchObject({ event: 'error', data: { error: refused } });
+    const twice = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    // Its prompt holds the first input too.
+    expect(twice).toMatchObject({ turns: 0, output_tokens: 2 * once.output_tokens });
+    expect(twice.input_tokens).toBeGreaterThan(2 * once.input_tokens);
+    // The budget is spent: the next turn is refused before its model call.
+    const refusedTurn = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' });
+    expect(refusedTurn.status, JSON.stringify(refusedTurn.body)).toBe(402);
+  });
+});

@@ -225,12 +225,12 @@ export async function beginTurn(log: LogContext, id: string, options: ClaimOptio
 }
 
 /**
- * The session's totals after the turn: a completed one's usage, and the summary of its
- * compaction as no turn, whatever became of the turn (the context start it moved stays).
- * Undefined: the record's stand.
+ * The session's totals after the turn: a completed one's usage (a failed one's whose model
+ * answered, as no turn), and the summary of its compaction as no turn, whatever became of the
+ * turn (the context start it moved stays). Undefined: the record's stand.
  */
 function totalsAfter(ledger: Ledger, { status, usage, summaryUsage }: TurnOutcome): Ledger | undefined {
-  const turned = status === 'completed' && usage ? addToLedger(ledger, usage) : undefined;
+  const turned = usage ? addToLedger(ledger, usage, status === 'completed' ? 1 : 0) : undefined;
   return summaryUsage ? addToLedger(turned ?? ledger, summaryUsage, 0) : turned;
 }
 

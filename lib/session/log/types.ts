@@ -157,7 +157,10 @@ export interface TurnOutcome {
   readonly error?: { code: string; message: string; details?: unknown } | undefined;
   /** Notices this turn consumed or carried that no model saw (a failed or aborted turn). */
   readonly undelivered?: Readonly<Undelivered>;
-  /** A completed turn's usage: the completion carries the session's totals with it. */
+  /**
+   * A completed turn's usage, or a failed one's whose model answered (its answer refused, e.g. an
+   * item over MAX_ITEM_BYTES; counted as no turn): the completion carries the session's totals with it.
+   */
   readonly usage?: TurnUsage;
   /** What the summary of the turn's compaction used: a completed turn's totals take it too, as no turn. */
   readonly summaryUsage?: TurnUsage;

@@ -182,6 +182,22 @@ function tryCreate(directory: string, name: string, path: string, content: strin
  * new session or generation), so synchronous.
  */
 export function makeDirectory(directory: string): void {
+  for (let tries = 1; ; tries++) {
+    try {
+      makeDurable(directory);
+      return;
+    } catch (error) {
+      // A directory it made was pruned (empty) by another writer's delete before it made the one
+      // below or synced it: made again, a few times; one that stays missing (under /proc) fails.
+      if (codeOf(error) !== 'ENOENT' || tries === MAX_DIRECTORY_TRIES) throw error;
+    }
+  }
+}
+
+/** Times makeDirectory makes a directory another writer keeps pruning before it fails. */
+const MAX_DIRECTORY_TRIES = 8;
+
+function makeDurable(directory: string): void {
   const first = makeDirectories(directory);
   if (first === undefined) return;
   for (let created = directory; ; created = dirname(created)) {

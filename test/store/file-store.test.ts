@@ -455,6 +455,42 @@ describe('FileStore', () => {
     expect(await store.put('d/a', 'x', { onlyIfAbsent: true })).not.toBeNull();
   });
 
+  it('a put whose new directories another writer prunes while it makes them makes them again', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks & {
+      mkdirSync: (path: string, options?: unknown) => string | undefined;
+      rmdirSync: (path: string) => void;
+    };
+    const mkdirSync = fs.mkdirSync;
+    // Each time a put makes a directory, a delete in another process prunes it (empty) at once,
+    // three times a put: before the put makes the directory below it, or writes into it.
+    let pruned = 0;
+    let total = 0;
+    fs.mkdirSync = (path, options) => {
+      const made = mkdirSync(path, options);
+      if (pruned < 3 && path.startsWith(directory)) {
+        pruned += 1;
+        total += 1;
+        fs.rmdirSync(path);
+      }
+      return made;
+    };
+    syncBuiltinESMExports();
+    try {
+      // Create-only (no lock: its temp file makes the directory), then under the key's lock.
+      for (const [index, options] of [{ onlyIfAbsent: true }, {}].entries()) {
+        pruned = 0;
+        expect(await store.put(`s/${index}/turn/a`, 'x', options)).not.toBeNull();
+      }
+    } finally {
+      fs.mkdirSync = mkdirSync;
+      syncBuiltinESMExports();
+    }
+    expect(total).toBe(6);
+    expect((await store.list('s/')).objects.map((object) => object.key)).toEqual(['s/0/turn/a', 's/1/turn/a']);
+  });
+
   it('a replaced file whose temp name cannot be removed leaves the write done and the name to the sweep', async () => {
     const directory = await freshDirectory();
     const store = new FileStore(directory);

@@ -1,3 +1,4 @@
+import { firstToCreate } from '../store/create-only.ts';
 import { decodeUtf8, listAll, mapLimit } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
 import type { DeliveredNotice } from './types.ts';
@@ -70,11 +71,7 @@ export async function recover(
  * notice reach a model twice. A refused create (or one whose answer was lost) reads whose it is.
  */
 async function decide(ctx: InboxContext, key: string, from: string | undefined, uploaded: Date): Promise<boolean> {
-  const decision = `${key}/taken-${from}-${uploaded.getTime()}`;
-  const mine = randomId();
-  if (await ctx.store.put(decision, mine, { onlyIfAbsent: true })) return true;
-  const found = await ctx.store.get(decision);
-  return found !== null && decodeUtf8(found.body) === mine;
+  return (await firstToCreate(ctx.store, `${key}/taken-${from}-${uploaded.getTime()}`)).first;
 }
 
 /** A turn closed by someone else, which may have consumed notices since its claim (`since`). */

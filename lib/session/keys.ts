@@ -30,6 +30,8 @@ import { idSchema } from '../items.ts';
  * - `idem/<generation>/<sha256 of the idempotency key>`: the record that owns a key.
  * - `context/<generation>/<inverted base record>`: a compaction's summary (create-only).
  * - `queue/<generation>/<sha256>`: an input queued while a turn ran (create-only).
+ * - `queue_cleared/<generation>/<sha256>-<ms>`: who deletes the stale tombstone of a withdrawn
+ *   input uploaded at `<ms>` (create-only; lib/session/log/queue-withdraw.ts).
  * - `events/<generation>/<turn>/<batch>`: a turn's event journal, batch by batch (create-only).
  * - `spent/<generation>/<turn>`: what a turn closed by someone else spent (create-only; empty:
  *   nothing known, put by the write that stopped waiting for it); `spent/<generation>/compact-<record>`:
@@ -319,6 +321,11 @@ export function queuedPrefix(scope: LogScope): string {
 export function queuedKey(scope: LogScope, keyHash: string): string {
   if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError('queued inputs are stored by SHA-256 hex digest');
   return `${queuedPrefix(scope)}${keyHash}`;
+}
+
+/** Who deletes the stale tombstone under `queuedKey(scope, keyHash)` uploaded at `at` (its ms, see above). */
+export function tombstoneClearKey(scope: LogScope, keyHash: string, at: string): string {
+  return `${scoped(scope, 'queue_cleared')}${queuedKey(scope, keyHash).slice(queuedPrefix(scope).length)}-${at}`;
 }
 
 /**

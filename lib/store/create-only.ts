@@ -53,3 +53,23 @@ export async function putJsonCreateOnly(
     decodeUtf8(object.body).includes(mark),
   );
 }
+
+/**
+ * Whether this caller is the first to create `key` (create-only, a random body): of callers
+ * racing for one thing, the one to go on. An if-match rewrite does not decide such a race on S3
+ * and R2 when the rewrite keeps the body (its etag is the body's MD5), so both would land. A
+ * refused create (or one whose answer was lost) reads whose the object is; `found` is the
+ * object there when it is another's (null: gone since the refusal).
+ */
+export async function firstToCreate(
+  store: ObjectStore,
+  key: string,
+): Promise<{ first: true } | { first: false; found: StoredObject | null }> {
+  const mine = crypto.randomUUID();
+  let found: StoredObject | null = null;
+  const created = await putCreateOnly(store, key, mine, {}, (object) => {
+    found = object;
+    return decodeUtf8(object.body) === mine;
+  });
+  return created ? { first: true } : { first: false, found };
+}

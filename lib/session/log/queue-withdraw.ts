@@ -1,5 +1,6 @@
 import { NotFoundError, StorageError, TailgateError } from '../../errors.ts';
-import { idempotencyKey, queuedKey, type LogScope } from '../keys.ts';
+import { firstToCreate } from '../../store/create-only.ts';
+import { idempotencyKey, queuedKey, tombstoneClearKey, type LogScope } from '../keys.ts';
 import { parseStored, queuedInputSchema } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import { backoff, type LogContext } from './context.ts';
@@ -71,26 +72,53 @@ export async function markTaking(log: LogContext, scope: LogScope, keyHash: stri
  * Only a tombstone is deleted, never an entry queued since under the key.
  */
 export async function withdrawing(log: LogContext, scope: LogScope, keyHash: string): Promise<boolean> {
-  const found = await tombstoneAt(log, queuedKey(scope, keyHash));
+  const found = await tombstoneAt(log, scope, keyHash);
   return found === 'young' || found === 'deleted';
 }
 
 /**
- * What stands under a queued entry's `key`: an entry, nothing, a young tombstone (its withdraw
- * deletes it), or a stale one, which is deleted here (its withdraw
- * stopped before its delete). A stale one is first put again if-match, young, as a withdraw
- * puts it: of a pickup and an enqueue that read it at once, only the one whose rewrite landed
- * deletes it (the other waits, as for a young one), so no enqueue's entry put after its own
- * delete of it is deleted by the other.
+ * What stands under a queued entry (`keyHash`): an entry, nothing, a young tombstone (its
+ * withdraw deletes it), or a stale one, which is deleted here (its withdraw stopped before its
+ * delete). Of a pickup and an enqueue that read a stale one at once, only the first to create
+ * its `queue_cleared/` key deletes it (the other waits, as for a young one), so no enqueue's
+ * entry put after its own delete of it is deleted by the other. An if-match rewrite of the
+ * tombstone would not tell them apart on S3 and R2: it keeps the body (empty), hence the etag.
  */
-async function tombstoneAt(log: LogContext, key: string): Promise<'entry' | 'gone' | 'young' | 'deleted'> {
+async function tombstoneAt(
+  log: LogContext,
+  scope: LogScope,
+  keyHash: string,
+): Promise<'entry' | 'gone' | 'young' | 'deleted'> {
+  const key = queuedKey(scope, keyHash);
   const object = await log.store.get(key);
   if (!object) return 'gone';
   if (object.body.length > 0) return 'entry';
-  if (log.clock().getTime() - object.uploaded.getTime() < TOMBSTONE_STALE_MS) return 'young';
-  if (!(await log.store.put(key, '', { ifMatch: object.etag }))) return 'young';
+  if (!stale(log, object.uploaded) || !(await clearsTombstone(log, scope, keyHash, object.uploaded))) return 'young';
   await log.store.delete(key);
   return 'deleted';
+}
+
+function stale(log: LogContext, uploaded: Date): boolean {
+  return log.clock().getTime() - uploaded.getTime() >= TOMBSTONE_STALE_MS;
+}
+
+/**
+ * Whether this caller deletes the stale tombstone under `keyHash` uploaded at `uploaded`: the
+ * first to create its `queue_cleared/` key. One created a minute ago while the tombstone still
+ * stands (its creator stopped before the delete) passes the choice on to a key named by it too,
+ * once the tombstone is read again as the same one.
+ */
+async function clearsTombstone(log: LogContext, scope: LogScope, keyHash: string, uploaded: Date): Promise<boolean> {
+  let at = String(uploaded.getTime());
+  for (let tries = 0; tries < MAX_REWRITES; tries++) {
+    const decided = await firstToCreate(log.store, tombstoneClearKey(scope, keyHash, at));
+    if (decided.first) return true;
+    if (!decided.found || !stale(log, decided.found.uploaded)) return false;
+    const again = await log.store.head(queuedKey(scope, keyHash));
+    if (again?.size !== 0 || again.uploaded.getTime() !== uploaded.getTime()) return false;
+    at = `${at}-${decided.found.uploaded.getTime()}`;
+  }
+  return false;
 }
 
 /** Waits of an enqueue for a young tombstone under its key to be deleted by its withdraw. */
@@ -103,10 +131,16 @@ const TOMBSTONE_WAITS = 8;
  * A stale tombstone is deleted here; a young one is waited for (its withdraw deletes it right
  * after writing it); `waits` times at most, then a StorageError (503: retry).
  */
-export async function tombstoneCleared(log: LogContext, key: string, waits: number): Promise<boolean> {
-  const found = await tombstoneAt(log, key);
+export async function tombstoneCleared(
+  log: LogContext,
+  scope: LogScope,
+  keyHash: string,
+  waits: number,
+): Promise<boolean> {
+  const found = await tombstoneAt(log, scope, keyHash);
   if (found === 'entry') return false;
-  if (waits >= TOMBSTONE_WAITS) throw new StorageError(`queued input ${key} is being withdrawn`, { key });
+  if (waits >= TOMBSTONE_WAITS)
+    throw new StorageError(`queued input ${keyHash} is being withdrawn`, { key: queuedKey(scope, keyHash) });
   if (found === 'young') await backoff(waits + 3);
   return true;
 }

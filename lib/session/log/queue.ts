@@ -54,7 +54,7 @@ export async function enqueueInput(
   let written = false;
   for (let waits = 0; !written; waits++) {
     written = await putJsonCreateOnly(log.store, key, entry, `"writer":"${writer}"`);
-    if (!written && !(await tombstoneCleared(log, key, waits))) break;
+    if (!written && !(await tombstoneCleared(log, scope, input.key_sha256, waits))) break;
   }
   if (!written) {
     // The same Idempotency-Key queued an input already: its own request is answered again.

@@ -1,0 +1,104 @@
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { logContext } from '../../lib/session/log/context.ts';
+import { TOMBSTONE_STALE_MS, tombstoneCleared, withdrawing } from '../../lib/session/log/queue-withdraw.ts';
+import { queuedKey, type LogScope } from '../../lib/session/keys.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
+import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
+
+let gateway: ConditionalGateway;
+beforeAll(async () => {
+  gateway = await startConditionalGateway(inject('s3Endpoint'));
+});
+afterAll(async () => {
+  await gateway.close();
+});
+
+/** A promise and the function that resolves it. */
+function signal(): { done: Promise<void>; set: () => void } {
+  let set: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => (set = resolve));
+  return { done, set };
+}
+
+interface Gates {
+  /** After each get (its key). */
+  got?: (key: string) => void;
+  /** Before the first put. */
+  put?: Promise<void>;
+  /** After the first put settled. */
+  putDone?: () => void;
+  /** Before each delete. */
+  delete?: Promise<void>;
+}
+
+/** `store` as one process sees it, each of its writes held until its gate opens. */
+function gated(store: ObjectStore, gates: Gates): ObjectStore {
+  let first = true;
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'get')
+        return async (...args: Parameters<ObjectStore['get']>) => {
+          const found = await target.get(...args);
+          gates.got?.(args[0]);
+          return found;
+        };
+      if (property === 'put')
+        return async (...args: Parameters<ObjectStore['put']>) => {
+          if (!first) return target.put(...args);
+          first = false;
+          await gates.put;
+          try {
+            return await target.put(...args);
+          } finally {
+            gates.putDone?.();
+          }
+        };
+      if (property === 'delete')
+        return async (...args: Parameters<ObjectStore['delete']>) => {
+          await gates.delete;
+          return target.delete(...args);
+        };
+      const value = Reflect.get(target, property);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as ObjectStore;
+}
+
+it('a pickup and an enqueue clearing one stale tombstone on S3 leave the entry the enqueue put after it', async () => {
+  const s3 = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+  const scope: LogScope = { keyPrefix: `tombstone-${crypto.randomUUID()}/`, id: 's1', generation: '' };
+  const keyHash = 'a'.repeat(64);
+  const key = queuedKey(scope, keyHash);
+  // A tombstone its withdraw never deleted, a minute old by the service's clock.
+  await s3.put(key, '');
+  const options = {
+    viewPolicy,
+    keyPrefix: scope.keyPrefix,
+    clock: () => new Date(Date.now() + TOMBSTONE_STALE_MS + 1000),
+  };
+  // Both read the tombstone before either writes; the enqueue writes first, then the pickup; the
+  // enqueue deletes nothing before the pickup's write settled, the pickup nothing before the
+  // enqueue has put its entry again.
+  const [bothRead, enqueueWrote, pickupWrote, entryPut] = [signal(), signal(), signal(), signal()];
+  let reads = 0;
+  const got = (read: string) => {
+    if (read === key && ++reads === 2) bothRead.set();
+  };
+  const enqueuer = logContext(
+    gated(s3, { got, put: bothRead.done, putDone: enqueueWrote.set, delete: pickupWrote.done }),
+    options,
+  );
+  const picker = logContext(
+    gated(s3, { got, put: enqueueWrote.done, putDone: pickupWrote.set, delete: entryPut.done }),
+    options,
+  );
+  const picked = withdrawing(picker, scope, keyHash);
+  void picked.finally(pickupWrote.set);
+  expect(await tombstoneCleared(enqueuer, scope, keyHash, 0)).toBe(true);
+  // The enqueue puts its entry again, as enqueueInput does once the tombstone is cleared.
+  expect(await s3.put(key, '{"queued":true}', { onlyIfAbsent: true })).not.toBeNull();
+  entryPut.set();
+  expect(await picked).toBe(true);
+  expect((await s3.get(key))?.body.length).toBeGreaterThan(0);
+});

@@ -13,6 +13,7 @@ import {
   type PutOptions,
   type StoredObject,
 } from './object-store.ts';
+import { sha256Hex } from '../hash.ts';
 
 interface Entry {
   body: Uint8Array;
@@ -24,7 +25,6 @@ export class MemoryStore implements ObjectStore {
   readonly #entries = new Map<string, Entry>();
   /** Every key in byte order, so a list costs O(log n + limit), not a sort of the store. */
   readonly #sorted = new SortedKeys();
-  #version = 0;
   readonly #clock: () => Date;
 
   /** `clock` stamps `uploaded` (the store's own time, as a real store's clock would). */
@@ -49,12 +49,12 @@ export class MemoryStore implements ObjectStore {
     if (options.onlyIfAbsent && existing) return null;
     if (options.ifMatch !== undefined && existing?.info.etag !== options.ifMatch) return null;
     const bytes = copiedBytes(body);
-    this.#version += 1;
     const info: ObjectInfo = {
       key,
       size: bytes.length,
-      // The store's count of puts: no two versions of any key share it, which is all If-Match needs.
-      etag: `"${this.#version}"`,
+      // Of the body alone, as S3's and R2's (its MD5): a rewrite that keeps the body keeps the
+      // etag, so an If-Match on the etag read before it lands (docs/STORAGE.md).
+      etag: `"${sha256Hex(bytes)}"`,
       uploaded: this.#clock(),
       metadata: { ...(options.metadata ?? {}) },
     };

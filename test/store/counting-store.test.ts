@@ -6,7 +6,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
 
 // A wrapper must not change what the store does.
-defineObjectStoreConformance('counting wrapper over memory', () => new CountingStore(new MemoryStore()));
+defineObjectStoreConformance('counting wrapper over memory', () => new CountingStore(new MemoryStore()), 'of the body');
 
 describe('CountingStore', () => {
   it('counts each operation by kind and the body bytes read and written', async () => {

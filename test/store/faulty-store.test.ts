@@ -4,7 +4,11 @@ import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
 
-defineObjectStoreConformance('faulty wrapper without rules over memory', () => new FaultyStore(new MemoryStore()));
+defineObjectStoreConformance(
+  'faulty wrapper without rules over memory',
+  () => new FaultyStore(new MemoryStore()),
+  'of the body',
+);
 
 describe('FaultyStore', () => {
   it('fails matching calls before they reach the store, with a StorageError by default', async () => {

@@ -32,7 +32,7 @@ afterAll(async () => {
   await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
 });
 
-defineObjectStoreConformance('file system', async () => new FileStore(await freshDirectory()));
+defineObjectStoreConformance('file system', async () => new FileStore(await freshDirectory()), 'of each put');
 
 /** The calls of node:fs the tests below wrap. */
 interface FsHooks {

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
 
-defineObjectStoreConformance('memory', () => new MemoryStore());
+defineObjectStoreConformance('memory', () => new MemoryStore(), 'of the body');
 
 const encoder = new TextEncoder();
 function byBytes(a: string, b: string): number {

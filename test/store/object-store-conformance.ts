@@ -41,9 +41,15 @@ export async function listAll(
 /**
  * One definition of the ObjectStore contract (lib/store/object-store.ts), run against every
  * adapter. Each test writes under its own random prefix, so one bucket can be shared by
- * tests, files and runs without cleanup between them.
+ * tests, files and runs without cleanup between them. `etags`: whether the store's etag is of
+ * the body alone (S3, R2 and the memory store: a rewrite that keeps the body keeps it) or of
+ * each put (the file store).
  */
-export function defineObjectStoreConformance(name: string, makeStore: () => Promise<ObjectStore> | ObjectStore): void {
+export function defineObjectStoreConformance(
+  name: string,
+  makeStore: () => Promise<ObjectStore> | ObjectStore,
+  etags: 'of the body' | 'of each put',
+): void {
   describe(`ObjectStore conformance: ${name}`, () => {
     let store: ObjectStore;
     beforeAll(async () => {
@@ -229,6 +235,25 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
       const fourth = await store.put(key, 'version 4', { ifMatch: (await store.get(key))!.etag });
       expect(fourth).not.toBeNull();
       expect(text((await store.get(key))!.body)).toBe('version 4');
+    });
+
+    it(`If-Match after a rewrite that kept the body: the etag is ${etags}`, async () => {
+      const key = `${fresh()}cas-same-body`;
+      const first = await store.put(key, 'same', { metadata: { turn: '8' } });
+      // Another writer rewrites it, the body kept (its metadata only), after this one read it.
+      const rewrite = await store.put(key, 'same', { ifMatch: first!.etag, metadata: { turn: '9' } });
+      expect(rewrite).not.toBeNull();
+      const late = await store.put(key, 'same', { ifMatch: first!.etag, metadata: { turn: 'returned' } });
+      if (etags === 'of the body') {
+        // Both rewrites land: an if-match race that keeps the body is decided by nothing.
+        expect(rewrite!.etag).toBe(first!.etag);
+        expect(late).not.toBeNull();
+        expect((await store.head(key))!.metadata).toEqual({ turn: 'returned' });
+      } else {
+        expect(rewrite!.etag).not.toBe(first!.etag);
+        expect(late).toBeNull();
+        expect((await store.head(key))!.metadata).toEqual({ turn: '9' });
+      }
     });
 
     it('If-Match put on a missing key gets null and creates nothing', async () => {

@@ -147,7 +147,7 @@ describe('the conditional gateway with its key index, the only writer of a bucke
   const store = () => createTestS3Store(indexed.endpoint, bucket);
   const keysOf = (objects: { key: string }[]) => objects.map((object) => object.key);
 
-  defineObjectStoreConformance('s3 (fauxqs, gateway key index)', store);
+  defineObjectStoreConformance('s3 (fauxqs, gateway key index)', store, 'of the body');
 
   it('lists right after puts and deletes, across pages, from where the last page ended', async () => {
     const prefix = `pages/${crypto.randomUUID()}/`;

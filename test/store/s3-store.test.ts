@@ -13,7 +13,11 @@ afterAll(async () => {
   await gateway.close();
 });
 
-defineObjectStoreConformance('s3 (fauxqs)', () => createTestS3Store(gateway.endpoint, inject('s3Bucket')));
+defineObjectStoreConformance(
+  's3 (fauxqs)',
+  () => createTestS3Store(gateway.endpoint, inject('s3Bucket')),
+  'of the body',
+);
 
 /** Records the SDK command names the store sends. */
 function recordCommands(store: S3Store): string[] {

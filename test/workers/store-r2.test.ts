@@ -8,7 +8,7 @@ const bucket = (env as { BUCKET: R2Bucket }).BUCKET;
 
 // The local bucket is shared by every test in this file (no per-test storage isolation),
 // which the conformance suite's per-test random prefixes allow for.
-defineObjectStoreConformance('r2 binding', () => new R2Store(bucket));
+defineObjectStoreConformance('r2 binding', () => new R2Store(bucket), 'of the body');
 
 describe('R2Store', () => {
   const fresh = () => `r2-store/${crypto.randomUUID()}/`;

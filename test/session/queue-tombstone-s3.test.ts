@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { logContext } from '../../lib/session/log/context.ts';
 import { TOMBSTONE_STALE_MS, tombstoneCleared, withdrawing } from '../../lib/session/log/queue-withdraw.ts';
 import { queuedKey, type LogScope } from '../../lib/session/keys.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
@@ -66,7 +67,15 @@ function gated(store: ObjectStore, gates: Gates): ObjectStore {
 }
 
 it('a pickup and an enqueue clearing one stale tombstone on S3 leave the entry the enqueue put after it', async () => {
-  const s3 = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+  await clearStaleTombstone(createTestS3Store(gateway.endpoint, inject('s3Bucket')));
+});
+
+it('a pickup and an enqueue clearing one stale tombstone in memory leave the entry put after it', async () => {
+  await clearStaleTombstone(new MemoryStore());
+});
+
+/** A pickup and an enqueue read one stale tombstone in `s3` at once and both go to clear it. */
+async function clearStaleTombstone(s3: ObjectStore): Promise<void> {
   const scope: LogScope = { keyPrefix: `tombstone-${crypto.randomUUID()}/`, id: 's1', generation: '' };
   const keyHash = 'a'.repeat(64);
   const key = queuedKey(scope, keyHash);
@@ -101,4 +110,4 @@ it('a pickup and an enqueue clearing one stale tombstone on S3 leave the entry t
   entryPut.set();
   expect(await picked).toBe(true);
   expect((await s3.get(key))?.body.length).toBeGreaterThan(0);
-});
+}

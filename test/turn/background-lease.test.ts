@@ -439,3 +439,20 @@ describe('a background turn delivered again after it ended', () => {
     expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already']);
   });
 });
+
+describe('a lease given up', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is taken over by one of two runners taking it in the millisecond it was given up in', async () => {
+    // The clock stands still: each takeover would write the lease as the release wrote it.
+    const { sessions, run } = await world();
+    const attempt = await sessions.claimTurn(run.session_id, { input: [], writer: run.writer, adopt: run.turn }).next();
+    if (attempt.kind !== 'claimed') throw new Error('expected the open turn');
+    const etag = await sessions.takeLease(attempt.turn);
+    expect(await sessions.releaseHeldLease(attempt.turn, etag)).toBe(true);
+    const taken = await Promise.allSettled([sessions.takeLease(attempt.turn), sessions.takeLease(attempt.turn)]);
+    expect(taken.map((outcome) => outcome.status).sort()).toEqual(['fulfilled', 'rejected']);
+  });
+});

@@ -40,9 +40,12 @@ export function renewalMs(leaseMs: number): number {
   return Math.max(1, Math.floor(leaseMs / 3));
 }
 
-/** The lease of `turn` from now, and how it is put (its `writer` metadata tells a lost answer). */
-function leaseWrite(log: LogContext, turn: LeaseHolder) {
-  const expires = new Date(log.clock().getTime() + log.leaseMs).toISOString();
+/**
+ * The lease of `turn` from now (or, given `after`, the ms of the expiry of a lease read before,
+ * past it), and how it is put (its `writer` metadata tells a lost answer).
+ */
+function leaseWrite(log: LogContext, turn: LeaseHolder, after = -Infinity) {
+  const expires = new Date(Math.max(log.clock().getTime() + log.leaseMs, after + 1)).toISOString();
   const lease = { format: 'tailgate.lease.v1', record: turn.record, lease_expires_at: expires };
   return {
     expires,
@@ -84,28 +87,37 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
   const held = found as StoredObject | null;
   // Gone since the refusal: deleted with the closed turn (the packer) or the session.
   if (!held) throw new LeaseHeldError(turn.scope.id, turn.turn);
-  const expires = Date.parse(parseStored(key, held.body, leaseSchema).lease_expires_at);
+  const expires = expiryOf(key, held);
   const until = new Date(expires).toISOString();
   let { etag } = held;
+  let heldExpiry = expires;
   // Given up by its runner (released, see releaseHeldLease) it is taken at once, live or not.
   if (expires > log.clock().getTime() && held.metadata.released === undefined) {
     // Live: its holder renews it within a third of the lease, if it is alive. A renewal changes
     // the etag (on S3 a hash of the body): its expiry is a later one. A release changes it too:
     // that lease, given up meanwhile, is taken over as one not renewed.
     await new Promise((resolve) => setTimeout(resolve, renewalMs(log.leaseMs) + Math.ceil(log.leaseMs / 10)));
-    const now = await log.store.head(key);
+    const now = await log.store.get(key);
     if (now?.etag !== etag && now?.metadata.released === undefined)
       throw new LeaseHeldError(turn.scope.id, turn.turn, until);
-    if (now) etag = now.etag;
+    if (now) [etag, heldExpiry] = [now.etag, expiryOf(key, now)];
   }
   // Run out, not renewed, or given up: this runner's, unless another late runner took it first.
-  const next = leaseWrite(log, turn);
+  // Its expiry is past the one read, so the body differs: on S3 and R2 the etag is the body's
+  // MD5, and a lease written as the one read (given up in the same millisecond) would keep it,
+  // letting another late runner's if-match land too.
+  const next = leaseWrite(log, turn, heldExpiry);
   const written = await log.store.put(key, next.body, { ...next.options, ifMatch: etag });
   if (!written) throw new LeaseHeldError(turn.scope.id, turn.turn, until);
   // Not renewed because its runner completed the turn meanwhile (a turn shorter than a renewal),
   // or closed by someone else: nothing is left to run, and no model is called for it.
   if ((await closedBy(log, turn)) !== null) throw new TurnNotOpenError(turn.scope.id, turn.turn);
   return written.etag;
+}
+
+/** The ms a stored lease runs out at. */
+function expiryOf(key: string, lease: StoredObject): number {
+  return Date.parse(parseStored(key, lease.body, leaseSchema).lease_expires_at);
 }
 
 /**

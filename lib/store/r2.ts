@@ -1,4 +1,4 @@
-import { StorageError } from '../errors.ts';
+import { NotConfiguredError, StorageError } from '../errors.ts';
 import {
   bodyBytes,
   type Body,
@@ -184,9 +184,16 @@ const storesByBucket = new WeakMap<R2Bucket, R2Store>();
 /**
  * The one R2Store of a bucket binding for the isolate's life. A binding is the same object
  * on every request, and the write probe's verdict (./write-probe.ts) is kept per store, so
- * a store per request would probe on every request.
+ * a store per request would probe on every request. Without the binding (a Worker whose
+ * wrangler environment binds no bucket as BUCKET) it is the 503 not_configured naming it.
  */
-export function r2StoreFor(bucket: R2Bucket): R2Store {
+export function r2StoreFor(bucket: R2Bucket | undefined): R2Store {
+  if (typeof bucket !== 'object' || bucket === null)
+    throw new NotConfiguredError(
+      'no R2 bucket is bound as BUCKET; bind one in wrangler.toml ([[r2_buckets]] binding = "BUCKET", ' +
+        'in each [env.<name>] deployed, which does not inherit it)',
+      { variable: 'BUCKET' },
+    );
   let store = storesByBucket.get(bucket);
   if (!store) {
     store = new R2Store(bucket);

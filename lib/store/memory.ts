@@ -17,7 +17,9 @@ import { sha256Hex } from '../hash.ts';
 
 interface Entry {
   body: Uint8Array;
-  info: ObjectInfo;
+  info: Omit<ObjectInfo, 'etag'>;
+  /** Of the body alone, made when first asked for (most objects' etags are never read). */
+  etag?: string;
 }
 
 /** An in-memory ObjectStore for tests and benchmarks. Same semantics as the real adapters. */
@@ -36,31 +38,26 @@ export class MemoryStore implements ObjectStore {
     const entry = this.#entries.get(key);
     if (!entry) return null;
     const [start, end] = options.range ? resolveRange(options.range, entry.body.length) : [0, entry.body.length];
-    return { ...copyInfo(entry.info), body: entry.body.slice(start, end) };
+    return copyInfo(entry, entry.body.slice(start, end));
   }
 
   async head(key: string): Promise<ObjectInfo | null> {
     const entry = this.#entries.get(key);
-    return entry ? copyInfo(entry.info) : null;
+    return entry ? copyInfo(entry) : null;
   }
 
   async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
     const existing = this.#entries.get(key);
     if (options.onlyIfAbsent && existing) return null;
-    if (options.ifMatch !== undefined && existing?.info.etag !== options.ifMatch) return null;
+    if (options.ifMatch !== undefined && (!existing || etagOf(existing) !== options.ifMatch)) return null;
     const bytes = copiedBytes(body);
-    const info: ObjectInfo = {
-      key,
-      size: bytes.length,
-      // Of the body alone, as S3's and R2's (its MD5): a rewrite that keeps the body keeps the
-      // etag, so an If-Match on the etag read before it lands (docs/STORAGE.md).
-      etag: `"${sha256Hex(bytes)}"`,
-      uploaded: this.#clock(),
-      metadata: { ...(options.metadata ?? {}) },
+    const entry: Entry = {
+      body: bytes,
+      info: { key, size: bytes.length, uploaded: this.#clock(), metadata: { ...(options.metadata ?? {}) } },
     };
     if (!existing) this.#sorted.insert(key);
-    this.#entries.set(key, { body: bytes, info });
-    return copyInfo(info);
+    this.#entries.set(key, entry);
+    return copyInfo(entry);
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
@@ -99,7 +96,7 @@ export class MemoryStore implements ObjectStore {
       last = `${group}${GROUP_END}`;
       iterator = this.#sorted.after(last, true)[Symbol.iterator]();
     }
-    const objects = page.map((key) => copyInfo(this.#entries.get(key)!.info));
+    const objects = page.map((key) => copyInfo(this.#entries.get(key)!));
     const grouped = options.delimiter !== undefined ? { prefixes } : {};
     return truncated ? { objects, truncated, cursor: last, ...grouped } : { objects, truncated, ...grouped };
   }
@@ -190,6 +187,27 @@ function upperBound(sorted: string[], key: string): number {
   return low;
 }
 
-function copyInfo(info: ObjectInfo): ObjectInfo {
-  return { ...info, uploaded: new Date(info.uploaded), metadata: { ...info.metadata } };
+/**
+ * An entry's etag: of its body alone, as S3's and R2's (its MD5), so a rewrite that keeps the body
+ * keeps the etag and an If-Match on the etag read before it lands (docs/STORAGE.md).
+ */
+function etagOf(entry: Entry): string {
+  entry.etag ??= `"${sha256Hex(entry.body)}"`;
+  return entry.etag;
+}
+
+/** A copy of an entry's info (and `body`, given one), its etag hashed only when read. */
+function copyInfo(entry: Entry): ObjectInfo;
+function copyInfo(entry: Entry, body: Uint8Array): StoredObject;
+function copyInfo(entry: Entry, body?: Uint8Array): ObjectInfo | StoredObject {
+  const { info } = entry;
+  return {
+    ...info,
+    uploaded: new Date(info.uploaded),
+    metadata: { ...info.metadata },
+    ...(body ? { body } : {}),
+    get etag() {
+      return etagOf(entry);
+    },
+  };
 }

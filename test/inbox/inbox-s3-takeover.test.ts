@@ -1,21 +1,16 @@
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { expect, inject, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
+import { createTestS3Store } from '../support/s3-store.ts';
+import { conditionalGatewayForFile } from '../support/s3-gateway-hooks.ts';
 
-let gateway: ConditionalGateway;
-beforeAll(async () => {
-  gateway = await startConditionalGateway(inject('s3Endpoint'));
-});
-afterAll(async () => {
-  await gateway.close();
-});
+const gateway = conditionalGatewayForFile();
 
 it('a notice a closed turn gives back while the next turn takes it over goes to one of them on S3', async () => {
   const keyPrefix = `takeover-${crypto.randomUUID()}/`;
-  const s3 = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+  const s3 = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
   // Both read the delivery record before either rewrites it.
   let reads = 0;
   let bothRead: () => void = () => undefined;

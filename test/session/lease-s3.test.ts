@@ -1,19 +1,14 @@
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
+import { expect, inject, it } from 'vitest';
+import { createTestS3Store } from '../support/s3-store.ts';
+import { conditionalGatewayForFile } from '../support/s3-gateway-hooks.ts';
 import { SessionLog } from '../support/session-log.ts';
 
-let gateway: ConditionalGateway;
-beforeAll(async () => {
-  gateway = await startConditionalGateway(inject('s3Endpoint'));
-});
-afterAll(async () => {
-  await gateway.close();
-});
+const gateway = conditionalGatewayForFile();
 
 it('a lease given up is taken over on S3 by one of two runners taking it as it was given up', async () => {
   // The clock stands still: each takeover would write the lease as the release wrote it.
   const at = new Date();
-  const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+  const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
   const sessions = new SessionLog(store, { keyPrefix: `lease-${crypto.randomUUID()}/`, clock: () => at });
   await sessions.create({ id: 's' });
   const attempt = await sessions

@@ -1,19 +1,14 @@
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { expect, inject, it } from 'vitest';
 import { logContext } from '../../lib/session/log/context.ts';
 import { TOMBSTONE_STALE_MS, tombstoneCleared, withdrawing } from '../../lib/session/log/queue-withdraw.ts';
 import { queuedKey, type LogScope } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
-import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
+import { createTestS3Store } from '../support/s3-store.ts';
+import { conditionalGatewayForFile } from '../support/s3-gateway-hooks.ts';
 
-let gateway: ConditionalGateway;
-beforeAll(async () => {
-  gateway = await startConditionalGateway(inject('s3Endpoint'));
-});
-afterAll(async () => {
-  await gateway.close();
-});
+const gateway = conditionalGatewayForFile();
 
 /** A promise and the function that resolves it. */
 function signal(): { done: Promise<void>; set: () => void } {
@@ -67,7 +62,7 @@ function gated(store: ObjectStore, gates: Gates): ObjectStore {
 }
 
 it('a pickup and an enqueue clearing one stale tombstone on S3 leave the entry the enqueue put after it', async () => {
-  await clearStaleTombstone(createTestS3Store(gateway.endpoint, inject('s3Bucket')));
+  await clearStaleTombstone(createTestS3Store(gateway().endpoint, inject('s3Bucket')));
 });
 
 it('a pickup and an enqueue clearing one stale tombstone in memory leave the entry put after it', async () => {

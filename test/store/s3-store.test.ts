@@ -1,21 +1,16 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
 import { listAll, mapLimit } from '../../lib/store/object-store.ts';
 import { type S3Store, createS3Client } from '../../lib/store/s3.ts';
-import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
+import { createTestS3Store } from '../support/s3-store.ts';
+import { conditionalGatewayForFile } from '../support/s3-gateway-hooks.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
 
-let gateway: ConditionalGateway;
-beforeAll(async () => {
-  gateway = await startConditionalGateway(inject('s3Endpoint'));
-});
-afterAll(async () => {
-  await gateway.close();
-});
+const gateway = conditionalGatewayForFile();
 
 defineObjectStoreConformance(
   's3 (fauxqs)',
-  () => createTestS3Store(gateway.endpoint, inject('s3Bucket')),
+  () => createTestS3Store(gateway().endpoint, inject('s3Bucket')),
   'of the body',
 );
 
@@ -36,7 +31,7 @@ describe('S3Store', () => {
   const fresh = () => `s3-store/${crypto.randomUUID()}/`;
 
   it('lists a prefix of more than 1,000 keys whole, page by page, in byte order', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const prefix = fresh();
     // Shaped like a session's records: a number written newest first, then suffixes.
     const keys = Array.from({ length: 1_100 }, (_, index) => {
@@ -51,7 +46,7 @@ describe('S3Store', () => {
   });
 
   it('stores an object larger than fauxqs takes in one request, conditions kept, and reads it back', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const key = `${fresh()}large`;
     // 12 MiB of varied bytes: over fauxqs's 11 MiB body limit, so the gateway uploads it in parts.
     const body = new Uint8Array(12 * 1024 * 1024).map((_, index) => (index * 31 + (index >> 13)) & 0xff);
@@ -70,14 +65,14 @@ describe('S3Store', () => {
   });
 
   it('configures its client to compute and validate checksums only when required', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     expect(await store.client.config.requestChecksumCalculation()).toBe('WHEN_REQUIRED');
     expect(await store.client.config.responseChecksumValidation()).toBe('WHEN_REQUIRED');
     expect(await createS3Client().config.requestChecksumCalculation()).toBe('WHEN_REQUIRED');
 
-    const before = gateway.puts.length;
+    const before = gateway().puts.length;
     await store.put(`${fresh()}plain`, 'no checksum please', { onlyIfAbsent: true });
-    const sent = gateway.puts.slice(before);
+    const sent = gateway().puts.slice(before);
     expect(sent).toHaveLength(1);
     const headerNames = Object.keys(sent[0]!);
     expect(
@@ -88,56 +83,56 @@ describe('S3Store', () => {
   });
 
   it('retries a create-only put answered with 409 ConditionalRequestConflict', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const key = `${fresh()}conflicted`;
     let conflicts = 0;
-    gateway.conflict = (path) => path.endsWith(key) && ++conflicts <= 2;
+    gateway().conflict = (path) => path.endsWith(key) && ++conflicts <= 2;
     try {
       const put = await store.put(key, 'third time lucky', { onlyIfAbsent: true });
       expect(put).not.toBeNull();
       expect(conflicts).toBe(3);
       expect(new TextDecoder().decode((await store.get(key))!.body)).toBe('third time lucky');
     } finally {
-      gateway.conflict = undefined;
+      gateway().conflict = undefined;
     }
   });
 
   it('settles a create-only put that keeps conflicting by looking at the key', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const taken = `${fresh()}taken`;
     const free = `${fresh()}free`;
     await store.put(taken, 'the racing winner');
-    gateway.conflict = (path) => path.endsWith(taken) || path.endsWith(free);
+    gateway().conflict = (path) => path.endsWith(taken) || path.endsWith(free);
     try {
       // The key now exists: the racing write won, so ours lost.
       expect(await store.put(taken, 'loser', { onlyIfAbsent: true })).toBeNull();
       // The key is still absent: the conflict is not resolved, which is a storage failure.
       await expect(store.put(free, 'stuck', { onlyIfAbsent: true })).rejects.toBeInstanceOf(StorageError);
     } finally {
-      gateway.conflict = undefined;
+      gateway().conflict = undefined;
     }
     expect(new TextDecoder().decode((await store.get(taken))!.body)).toBe('the racing winner');
   });
 
   it('settles an If-Match put that keeps conflicting by comparing the current etag', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const key = `${fresh()}cas`;
     const first = await store.put(key, 'v1');
     const second = await store.put(key, 'v2');
-    gateway.conflict = (path) => path.endsWith(key);
+    gateway().conflict = (path) => path.endsWith(key);
     try {
       // The etag moved on: whatever races us, our stale write has lost.
       expect(await store.put(key, 'v3', { ifMatch: first!.etag })).toBeNull();
       // The etag is still ours, so the conflict is unresolved: a storage failure, not a loss.
       await expect(store.put(key, 'v3', { ifMatch: second!.etag })).rejects.toBeInstanceOf(StorageError);
     } finally {
-      gateway.conflict = undefined;
+      gateway().conflict = undefined;
     }
     expect(new TextDecoder().decode((await store.get(key))!.body)).toBe('v2');
   });
 
   it('deletes in batches of at most 1000 keys', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const prefix = fresh();
     await store.put(`${prefix}0`, 'a');
     await store.put(`${prefix}2500`, 'b');
@@ -149,7 +144,7 @@ describe('S3Store', () => {
   });
 
   it('lists without one HEAD per object and leaves list metadata empty', async () => {
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const prefix = fresh();
     await Promise.all(['a', 'b', 'c'].map((name) => store.put(`${prefix}${name}`, name, { metadata: { name } })));
     const commands = recordCommands(store);
@@ -160,7 +155,7 @@ describe('S3Store', () => {
   });
 
   it('maps backend failures to StorageError naming the key', async () => {
-    const store = createTestS3Store(gateway.endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
+    const store = createTestS3Store(gateway().endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
     await expect(store.get('some/key')).rejects.toBeInstanceOf(StorageError);
     await expect(store.put('some/key', 'x')).rejects.toThrow(/some\/key/);
     await expect(store.list('some/')).rejects.toMatchObject({ code: 'storage_error' });
@@ -168,14 +163,14 @@ describe('S3Store', () => {
 
   it("answers head in a bucket that does not exist with a StorageError, a missing key's with null", async () => {
     // A HEAD's 404 has no body (no NoSuchBucket): the store asks for the bucket after one.
-    const missing = createTestS3Store(gateway.endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
+    const missing = createTestS3Store(gateway().endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
     const refused = await missing.head('some/key').catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(StorageError);
     expect(refused).toMatchObject({ code: 'storage_error', details: { operation: 'head', name: 'NoSuchBucket' } });
     expect((refused as Error).message).toMatch(/some\/key/);
     await expect(missing.get('some/key', { range: { offset: 0, length: 0 } })).rejects.toBeInstanceOf(StorageError);
 
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const commands = recordCommands(store);
     expect(await store.head(`${fresh()}absent`)).toBeNull();
     expect(commands).toEqual(['HeadObjectCommand', 'HeadBucketCommand']);
@@ -192,7 +187,7 @@ describe('S3Store', () => {
 
   it('asks HeadBucket once for concurrent HEADs of absent keys, and again after it failed', async () => {
     const heads = 6;
-    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const commands = recordCommands(store);
     const prefix = fresh();
     const found = await Promise.all(
@@ -202,7 +197,7 @@ describe('S3Store', () => {
     expect(commands.filter((name) => name === 'HeadObjectCommand')).toHaveLength(heads);
     expect(commands.filter((name) => name === 'HeadBucketCommand')).toHaveLength(1);
     // A missing bucket: the callers in flight share its answer, and the next caller asks again.
-    const missing = createTestS3Store(gateway.endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
+    const missing = createTestS3Store(gateway().endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
     const asked = recordCommands(missing);
     const refused = await Promise.all(
       Array.from({ length: heads }, (_, index) => missing.head(`some/key-${index}`).catch((error: unknown) => error)),

@@ -173,6 +173,8 @@ export async function listConversationItems(
   const total = session.counts.items;
   const descending = query.order !== 'asc';
   const limit = query.limit ?? 20;
+  const refused = () =>
+    new OpenAIApiError(400, 'invalid_request', `'${query.after}' is not an item of conversation '${id}'`, 'after');
   let after: number | undefined;
   let within = false;
   if (query.after !== undefined) {
@@ -183,13 +185,9 @@ export async function listConversationItems(
       within = place.within;
       // Within an item's entries the page starts at that item (not at the compaction item before it).
       after = within ? place.seq + (descending ? 0.25 : -0.25) : place.seq;
-    } else
-      throw new OpenAIApiError(
-        400,
-        'invalid_request',
-        `'${query.after}' is not an item of conversation '${id}'`,
-        'after',
-      );
+      // A page after a whole item reads none of it: the id must name that item (the page finds any other).
+      if (!within && !(await storedEntry(facade, id, query.after, total))) throw refused();
+    } else throw refused();
   }
   // The current compaction item sits before the first item its summary did not replace.
   const context = await facade.services.sessions.currentContext(id);
@@ -219,13 +217,7 @@ export async function listConversationItems(
     listed.push(...listedItems(item, id, descending));
   }
   const page = pageAfter(listed, query.after, within, limit);
-  if (!page)
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      `'${query.after}' is not an item of conversation '${id}'`,
-      'after',
-    );
+  if (!page) throw refused();
   const data = withinPageBytes(page.data);
   return listOf(data, hasMore || cut || page.more || data.length < page.data.length);
 }
@@ -241,15 +233,24 @@ export async function getConversationItem(facade: Facade, id: string, requested:
     if (context?.start_seq !== compaction.startSeq) throw missing();
     return compactionItem(requested, context.summary);
   }
-  const place = placeOf(requested, id, false);
-  if (!place) throw missing();
+  if (!placeOf(requested, id, false)) throw missing();
   const session = await readConversation(facade, id);
-  if (place.seq > session.counts.items) throw missing();
-  const [item] = await itemsBetween(facade, id, place.seq, place.seq + 1);
-  // An item, or one of the reasoning items it carries.
-  const found = item && listedItems(item, id).find((entry) => entry.id === requested);
+  const found = await storedEntry(facade, id, requested, session.counts.items);
   if (!found) throw missing();
   return found;
+}
+
+/** The entry an item or reasoning id names among a conversation's `total` items (an item, or its reasoning). */
+async function storedEntry(
+  facade: Facade,
+  id: string,
+  requested: string,
+  total: number,
+): Promise<ResponseItem | undefined> {
+  const place = placeOf(requested, id, false);
+  if (!place || place.seq > total) return undefined;
+  const [item] = await itemsBetween(facade, id, place.seq, place.seq + 1);
+  return item && listedItems(item, id).find((entry) => entry.id === requested);
 }
 
 /**

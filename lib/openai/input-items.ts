@@ -52,12 +52,13 @@ export async function inputItemsPage(facade: Facade, id: string, query: InputIte
   if (descending) slots.reverse();
   const limit = query.limit ?? 20;
   const place = query.after === undefined ? undefined : placeOf(query.after, ref.sessionId, descending);
-  const within = place?.within === true;
+  // A page after an item id starts at its slot too, so that its entries show the id is one of them.
+  const within = place !== undefined;
   const at = query.after === undefined ? -1 : slots.findIndex(named(query.after, place?.seq));
   const refused = () =>
     new OpenAIApiError(400, 'invalid_request', `'${query.after}' is not an input item of response '${id}'`, 'after');
   if (at === -1 && query.after !== undefined) throw refused();
-  // Within a slot's entries (a reasoning item's, or in descending order an item's) the page starts at that slot.
+  // Within a slot's entries (an item's, a reasoning item's) the page starts at that slot.
   const start = within ? at : at + 1;
   const slice = slots.slice(start, start + (within ? limit + 1 : limit));
   const entries = await pageItems(facade, ref.sessionId, slice, input);

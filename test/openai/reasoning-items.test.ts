@@ -98,4 +98,51 @@ describe('reasoning items in the item lists', () => {
     const listed = await client.conversations.items.list(conversation.id, { order: 'asc' });
     expect(listed.data.slice(1)).toEqual(added.data);
   });
+
+  it('leaves out reasoning before a user message, a function_call_output or a compaction item, or last', async () => {
+    const { client } = world;
+    // The id a client sends is not kept.
+    const thought = (text: string) => ({
+      type: 'reasoning' as const,
+      id: 'rs_sent',
+      summary: [{ type: 'summary_text' as const, text }],
+    });
+    // A leading system message becomes the instructions: the reasoning before it goes with the item after it.
+    const conversation = await client.conversations.create({
+      items: [
+        thought('kept, past the instructions'),
+        { type: 'message', role: 'system', content: 'Be brief.' },
+        { type: 'function_call', call_id: 'c1', name: 'get_weather', arguments: '{}' },
+        thought('before an output'),
+        { type: 'function_call_output', call_id: 'c1', output: '18C' },
+        thought('before a user message'),
+        { type: 'message', role: 'user', content: 'Thanks' },
+        thought('kept'),
+        { type: 'message', role: 'assistant', content: 'You are welcome.' },
+        thought('last'),
+      ],
+    });
+    const id = conversation.id;
+    const listed = await client.conversations.items.list(id, { order: 'asc' });
+    expect(listed.data.map((item) => item.id)).toEqual([
+      `rs_${id}_1_1`,
+      `fc_${id}_1`,
+      `fco_${id}_2`,
+      `msg_${id}_3`,
+      `rs_${id}_4_1`,
+      `msg_${id}_4`,
+    ]);
+    expect(listed.data.filter((item) => item.type === 'reasoning').map((item) => item.summary[0]?.text)).toEqual([
+      'kept, past the instructions',
+      'kept',
+    ]);
+    // Before a compaction item, reasoning is left out with the items the compaction replaces.
+    const response = await client.responses.create({
+      ...request,
+      input: [thought('before a compaction'), { type: 'compaction', encrypted_content: 'Earlier: weather.' }],
+    });
+    const input = await client.responses.inputItems.list(response.id, { order: 'asc' });
+    // Its input stored the compaction's summary alone, as a user message, with no reasoning.
+    expect(input.data.map((item) => item.type)).toEqual(['message']);
+  });
 });

@@ -1,6 +1,7 @@
 import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
 
@@ -23,6 +24,23 @@ describe('MemoryStore', () => {
     await store.put('k', body);
     body.fill(0x78);
     expect(new TextDecoder().decode((await store.get('k'))!.body)).toBe('hello');
+  });
+
+  it('gives each object returned the etag of its own body, read after the key was rewritten or deleted', async () => {
+    const store = new MemoryStore();
+    const put = (await store.put('k', 'a'))!;
+    const [got, head, listed] = [(await store.get('k'))!, (await store.head('k'))!, (await store.list('')).objects[0]!];
+    const part = (await store.get('k', { range: { suffix: 0 } }))!;
+    await store.put('k', 'b');
+    const rewritten = (await store.head('k'))!;
+    await store.delete('k');
+    // None was read before the rewrite: each is hashed now, of its own body ("a"), never of the key's.
+    for (const object of [put, got, head, listed, part, { ...head }, JSON.parse(JSON.stringify(got))])
+      expect(object.etag).toBe(`"${sha256Hex(encoder.encode('a'))}"`);
+    expect(rewritten.etag).toBe(`"${sha256Hex(encoder.encode('b'))}"`);
+    await store.put('k', 'b');
+    expect(await store.put('k', 'c', { ifMatch: put.etag })).toBeNull();
+    expect(await store.put('k', 'c', { ifMatch: rewritten.etag })).not.toBeNull();
   });
 
   it('lists any set of keys in UTF-8 byte order, paged, after puts and deletes (property)', async () => {

@@ -1,7 +1,7 @@
 import { expect, inject, it } from 'vitest';
 import { logContext } from '../../lib/session/log/context.ts';
 import { TOMBSTONE_STALE_MS, tombstoneCleared, withdrawing } from '../../lib/session/log/queue-withdraw.ts';
-import { queuedKey, type LogScope } from '../../lib/session/keys.ts';
+import { queuedKey, tombstoneClearKey, type LogScope } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
@@ -106,3 +106,29 @@ async function clearStaleTombstone(s3: ObjectStore): Promise<void> {
   expect(await picked).toBe(true);
   expect((await s3.get(key))?.body.length).toBeGreaterThan(0);
 }
+
+it('deletes a stale tombstone a minute after its queue_cleared/ key, whose creator stopped first', async () => {
+  let storeNow = Date.parse('2026-01-01T00:00:00Z');
+  const t0 = storeNow;
+  const store = new MemoryStore({ clock: () => new Date(storeNow) });
+  const scope: LogScope = { keyPrefix: 'cleared/', id: 's1', generation: '' };
+  const keyHash = 'b'.repeat(64);
+  const key = queuedKey(scope, keyHash);
+  await store.put(key, '');
+  // A pickup created the key a minute after the tombstone, then stopped before deleting it.
+  storeNow += TOMBSTONE_STALE_MS + 1000;
+  const decided = tombstoneClearKey(scope, keyHash, String(t0));
+  await store.put(decided, 'stopped', { onlyIfAbsent: true });
+  const at = (ms: number) => logContext(store, { viewPolicy, keyPrefix: scope.keyPrefix, clock: () => new Date(ms) });
+  // Its key is young: the tombstone is passed over as one its clearer deletes.
+  expect(await withdrawing(at(storeNow + 1000), scope, keyHash)).toBe(true);
+  expect(await store.head(key)).not.toBeNull();
+  // A minute later, of two that read it, one deletes it through a key named by both times.
+  const late = at(storeNow + TOMBSTONE_STALE_MS + 1000);
+  expect(await Promise.all([withdrawing(late, scope, keyHash), withdrawing(late, scope, keyHash)])).toEqual([
+    true,
+    true,
+  ]);
+  expect(await store.head(key)).toBeNull();
+  expect(await store.head(tombstoneClearKey(scope, keyHash, `${t0}-${storeNow}`))).not.toBeNull();
+});

@@ -38,13 +38,14 @@ export async function recover(
   turn: number,
 ): Promise<DeliveredNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
+  const lostTurns = new Set(lost.map((entry) => String(entry.turn)));
   const found = await mapLimit(await lostDeliveries(ctx, sessionId, lost), CONCURRENCY, async (info) => {
     const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
     if (name === ABORT_NOTICE_NAME) return null;
     const object = await ctx.store.get(info.key);
     if (!object || object.metadata[META.turn] !== info.metadata[META.turn]) return null;
-    if (!(await decide(ctx, info.key, object.metadata[META.turn], object.uploaded))) return null;
     const ours = String(turn);
+    if (!(await decide(ctx, info.key, object.metadata[META.turn], object.uploaded, ours, lostTurns))) return null;
     const taken = await ctx.store
       .put(info.key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: ours } })
       .catch(() => null);
@@ -68,10 +69,28 @@ export async function recover(
  * (`giveBack`), only the first to create `<key>/taken-<from>-<uploaded ms>` (create-only) goes on.
  * Their if-match rewrites alone do not decide it: S3 and R2 give an object the etag of its body
  * (its MD5), and a rewrite of a record's metadata keeps its body, so both would land and the
- * notice reach a model twice. A refused create (or one whose answer was lost) reads whose it is.
+ * notice reach a model twice. The key's body names its `taker` (a turn, or `returned` for a
+ * giveBack); a refused create (or one whose answer was lost) reads it. When it names a turn the
+ * caller knows was closed by someone else (among `lost`, the turns it recovers), that taker may
+ * have died before its rewrite: the caller tries `<decision key>-after-<that turn>`, so exactly
+ * one successor takes the notice over.
  */
-async function decide(ctx: InboxContext, key: string, from: string | undefined, uploaded: Date): Promise<boolean> {
-  return (await firstToCreate(ctx.store, `${key}/taken-${from}-${uploaded.getTime()}`)).first;
+async function decide(
+  ctx: InboxContext,
+  key: string,
+  from: string | undefined,
+  uploaded: Date,
+  taker: string,
+  lost: ReadonlySet<string> = new Set(),
+): Promise<boolean> {
+  let decision = `${key}/taken-${from}-${uploaded.getTime()}`;
+  for (;;) {
+    const decided = await firstToCreate(ctx.store, decision, taker);
+    if (decided.first) return true;
+    const holder = decided.found ? decodeUtf8(decided.found.body).split(':')[0] : undefined;
+    if (holder === undefined || !lost.has(holder)) return false;
+    decision = `${decision}-after-${holder}`;
+  }
 }
 
 /** A turn closed by someone else, which may have consumed notices since its claim (`since`). */
@@ -134,7 +153,7 @@ export async function giveBack(
     try {
       const object = await ctx.store.get(key);
       if (!object || object.metadata[META.turn] !== String(turn)) return;
-      if (!(await decide(ctx, key, String(turn), object.uploaded))) return;
+      if (!(await decide(ctx, key, String(turn), object.uploaded, 'returned'))) return;
       const metadata = { ...object.metadata, [META.turn]: 'returned' };
       if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
       const noticeId = randomId();

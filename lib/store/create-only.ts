@@ -59,13 +59,15 @@ export async function putJsonCreateOnly(
  * racing for one thing, the one to go on. An if-match rewrite does not decide such a race on S3
  * and R2 when the rewrite keeps the body (its etag is the body's MD5), so both would land. A
  * refused create (or one whose answer was lost) reads whose the object is; `found` is the
- * object there when it is another's (null: gone since the refusal).
+ * object there when it is another's (null: gone since the refusal). Given `name`, the body is
+ * `<name>:<random>`, so a caller refused can tell who went on.
  */
 export async function firstToCreate(
   store: ObjectStore,
   key: string,
+  name?: string,
 ): Promise<{ first: true } | { first: false; found: StoredObject | null }> {
-  const mine = crypto.randomUUID();
+  const mine = name === undefined ? crypto.randomUUID() : `${name}:${crypto.randomUUID()}`;
   let found: StoredObject | null = null;
   const created = await putCreateOnly(store, key, mine, {}, (object) => {
     found = object;

@@ -489,3 +489,28 @@ describe('tookNothing', () => {
     expect(await inbox.tookNothing('s1', [])).toBe(true);
   });
 });
+
+describe('taking over the notices of closed turns', () => {
+  it('a notice whose taker died between its decision key and its rewrite goes to the next turn, once', async () => {
+    const { inbox, store, prefix, failOn, heal } = await setup();
+    await inbox.post('s1', { name: 'note.md', content: 'once' });
+    const since = new Date(Date.now() - 1000).toISOString();
+    const taken = await inbox.consume('s1', { turn: 8 });
+    expect(taken.delivered.map((notice) => notice.name)).toEqual(['note.md']);
+    // Turn 9 takes turn 8's notice over: its decision key lands, then it dies before its rewrite.
+    failOn('put', `${prefix}inbox_removed/note.md`);
+    expect(await inbox.recover('s1', [{ turn: 8, since }], 9)).toEqual([]);
+    heal();
+    expect((await store.head(`${prefix}inbox_removed/note.md`))?.metadata.turn).toBe('8');
+    // Turn 10 carries both closed turns: it takes the notice through a key after turn 9's.
+    const lost = [
+      { turn: 8, since },
+      { turn: 9, since },
+    ];
+    const [first, second] = await Promise.all([inbox.recover('s1', lost, 10), inbox.recover('s1', lost, 11)]);
+    expect([...first, ...second].map((notice) => notice.content)).toEqual(['once']);
+    // The closed turn's owner giving it back now finds it taken.
+    await inbox.giveBack('s1', taken.delivered, 8);
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+});

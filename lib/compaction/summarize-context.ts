@@ -1,5 +1,6 @@
 import type { PromptItem } from '../items.ts';
 import { ModelError, ModelTimeoutError } from '../models/errors.ts';
+import { startDeadline, untilAborted } from '../models/deadline.ts';
 import type { Model, ModelUsage } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
@@ -57,32 +58,24 @@ export async function summarizeContext(
   return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage: result.usage };
 }
 
-/** Runs `call` with the caller's signal, or one the deadline `timeoutMs` aborts too (failing at the deadline). */
+/**
+ * Runs `call` with the caller's signal, or with one the deadline `timeoutMs` aborts too
+ * (lib/models/deadline.ts): past it the call fails with ModelTimeoutError, heeding the abort or not.
+ */
 async function withDeadline<T>(
   options: Pick<SummarizeOptions, 'signal' | 'timeoutMs'>,
   call: (signal: AbortSignal | undefined) => Promise<T>,
 ): Promise<T> {
   const { signal, timeoutMs } = options;
   if (timeoutMs === undefined) return call(signal);
-  const controller = new AbortController();
-  const onAbort = () => controller.abort(signal?.reason);
-  if (signal?.aborted) onAbort();
-  else signal?.addEventListener('abort', onAbort, { once: true });
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = new ModelTimeoutError(`the summary model did not answer within ${timeoutMs} ms`, {
-        timeout_ms: timeoutMs,
-      });
-      controller.abort(error);
-      reject(error);
-    }, timeoutMs);
-  });
+  const deadline = startDeadline(signal, timeoutMs);
   try {
-    return await Promise.race([call(controller.signal), deadline]);
+    return await untilAborted(call(deadline.signal), deadline.signal);
+  } catch (error) {
+    if (!deadline.timedOut) throw error;
+    throw new ModelTimeoutError(`the summary model did not answer within ${timeoutMs} ms`, { timeout_ms: timeoutMs });
   } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', onAbort);
+    deadline.dispose();
   }
 }
 

@@ -15,6 +15,7 @@ import { convertToModelMessages, type ProviderOptions } from './convert-to-model
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
 import { StreamOrder } from './stream-order.ts';
+import { startDeadline, untilAborted, type Deadline } from './deadline.ts';
 import { lacksLoopReasoning, reasoningItem, ReasoningParts } from './reasoning-parts.ts';
 import type { Model, ModelRequest, ModelResult, ModelSettings, ModelStreamEvent, ModelUsage } from './model.ts';
 
@@ -291,62 +292,6 @@ function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
     ...(cached ? { cached_input_tokens: cached } : {}),
     ...(written ? { cache_write_tokens: written } : {}),
     ...(reasoning ? { reasoning_tokens: reasoning } : {}),
-  };
-}
-
-/**
- * Resolves like `promise`, or rejects as soon as `signal` aborts. An abandoned `promise` is
- * settled here either way: its later rejection (the provider call aborted) is nobody's, and an
- * unhandled one would end a Deno or Node server.
- */
-function untilAborted<T>(promise: PromiseLike<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    promise.then(undefined, () => undefined);
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
-interface Deadline {
-  signal: AbortSignal;
-  readonly timedOut: boolean;
-  dispose(): void;
-}
-
-/** One abort signal for a call: fires at the deadline or when the caller's signal aborts. */
-function startDeadline(callerSignal: AbortSignal | undefined, timeoutMs: number): Deadline {
-  const controller = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    controller.abort(new Error(`timed out after ${timeoutMs} ms`));
-  }, timeoutMs);
-  const onCallerAbort = () => controller.abort(callerSignal?.reason);
-  if (callerSignal?.aborted) onCallerAbort();
-  else callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
-  return {
-    signal: controller.signal,
-    get timedOut() {
-      return timedOut;
-    },
-    dispose() {
-      clearTimeout(timer);
-      callerSignal?.removeEventListener('abort', onCallerAbort);
-      if (!controller.signal.aborted) controller.abort(new Error('model call finished'));
-    },
   };
 }
 

@@ -1,5 +1,5 @@
 import { firstToCreate } from '../store/create-only.ts';
-import { decodeUtf8, listAll, mapLimit } from '../store/object-store.ts';
+import { decodeUtf8, listAll, mapLimit, type StoredObject } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
 import type { DeliveredNotice } from './types.ts';
 import {
@@ -28,7 +28,7 @@ import type { InboxContext } from './move.ts';
  * returns meanwhile (see `giveBack`) is taken by one of them only. In name order; an `abort`
  * among them is not returned (it ended the turn that took it). Costs one listing of
  * `inbox_removed/` (per 1000 records), a head per recent record where listings carry no
- * metadata (S3), and a get and two puts per notice found. Only turns that did not close
+ * metadata (S3), and a get and three puts per notice found. Only turns that did not close
  * themselves need it.
  */
 export async function recover(
@@ -42,15 +42,8 @@ export async function recover(
   const found = await mapLimit(await lostDeliveries(ctx, sessionId, lost), CONCURRENCY, async (info) => {
     const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
     if (name === ABORT_NOTICE_NAME) return null;
-    const object = await ctx.store.get(info.key);
-    if (!object || object.metadata[META.turn] !== info.metadata[META.turn]) return null;
-    const ours = String(turn);
-    if (!(await decide(ctx, info.key, object.metadata[META.turn], object.uploaded, ours, lostTurns))) return null;
-    const taken = await ctx.store
-      .put(info.key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: ours } })
-      .catch(() => null);
-    // Refused, or a write whose answer was lost: the record says who holds the notice now.
-    if (!taken && (await ctx.store.head(info.key))?.metadata[META.turn] !== ours) return null;
+    const object = await takeOver(ctx, info.key, info.metadata[META.turn], String(turn), lostTurns);
+    if (!object) return null;
     return {
       name,
       stored_as: info.key.slice(removedPrefix.length),
@@ -64,16 +57,45 @@ export async function recover(
 }
 
 /**
- * Whether this caller has the delivery record at `key` as it names closed turn `from` (written at
- * `uploaded`): of a turn taking it over (`recover`) and that closed turn's owner giving it back
- * (`giveBack`), only the first to create `<key>/taken-<from>-<uploaded ms>` (create-only) goes on.
- * Their if-match rewrites alone do not decide it: S3 and R2 give an object the etag of its body
- * (its MD5), and a rewrite of a record's metadata keeps its body, so both would land and the
- * notice reach a model twice. The key's body names its `taker` (a turn, or `returned` for a
+ * Takes the delivery record at `key`, as it names closed turn `from`, over for turn `ours`: the
+ * record as read when it is ours, or null. When a taker `decide` passed over (among `lost`)
+ * kept it, that taker's rewrite landed: the record is taken over from that taker as it names
+ * it now, through a new decision key (the record's upload time changed), which that taker's
+ * give-back creates too.
+ */
+async function takeOver(
+  ctx: InboxContext,
+  key: string,
+  from: string | undefined,
+  ours: string,
+  lost: ReadonlySet<string>,
+): Promise<StoredObject | null> {
+  const object = await ctx.store.get(key);
+  if (!object || object.metadata[META.turn] !== from) return null;
+  const decided = await decide(ctx, key, from, object.uploaded, ours, lost);
+  if (decided.kept !== undefined) return takeOver(ctx, key, decided.kept, ours, lost);
+  if (decided.key === undefined) return null;
+  const taken = await ctx.store
+    .put(key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: ours } })
+    .catch(() => null);
+  // Refused, or a write whose answer was lost: the record says who holds the notice now.
+  if (!taken && (await ctx.store.head(key))?.metadata[META.turn] !== ours) return null;
+  return (await kept(ctx, key, decided.key, ours)) ? object : null;
+}
+
+/**
+ * Whether the delivery record at `key` is ours to take (`key`: the decision key created), or
+ * none's (neither set), or kept by `kept`, a taker passed over. Of a turn taking it over
+ * (`recover`) and the closed turn `from` it names (written at `uploaded`) giving it back
+ * (`giveBack`), only the first to create `<key>/taken-<from>-<uploaded ms>` (create-only) goes
+ * on. Their if-match rewrites alone do not decide it: S3 and R2 give an object the etag of its
+ * body (its MD5), and a rewrite of a record's metadata keeps its body, so both would land and
+ * the notice reach a model twice. The key's body names its `taker` (a turn, or `returned` for a
  * giveBack); a refused create (or one whose answer was lost) reads it. When it names a turn the
  * caller knows was closed by someone else (among `lost`, the turns it recovers), that taker may
  * have died before its rewrite: the caller tries `<decision key>-after-<that turn>`, so exactly
- * one successor takes the notice over.
+ * one successor takes the notice over. A taker that did rewrite creates that key itself (`kept`):
+ * found there, it kept the notice.
  */
 async function decide(
   ctx: InboxContext,
@@ -82,15 +104,47 @@ async function decide(
   uploaded: Date,
   taker: string,
   lost: ReadonlySet<string> = new Set(),
-): Promise<boolean> {
+): Promise<{ key?: string; kept?: string }> {
   let decision = `${key}/taken-${from}-${uploaded.getTime()}`;
+  let passed: string | undefined;
   for (;;) {
     const decided = await firstToCreate(ctx.store, decision, taker);
-    if (decided.first) return true;
-    const holder = decided.found ? decodeUtf8(decided.found.body).split(':')[0] : undefined;
-    if (holder === undefined || !lost.has(holder)) return false;
+    if (decided.first) return { key: decision };
+    const holder = takerOf(decided.found);
+    if (holder !== undefined && holder === passed) return { kept: holder };
+    if (holder === undefined || !lost.has(holder)) return {};
+    passed = holder;
     decision = `${decision}-after-${holder}`;
   }
+}
+
+/**
+ * Whether taker `ours`, its rewrite of the delivery record at `key` landed, still has the
+ * notice: it creates the key a successor would take the notice over through (`decision`-after-
+ * `ours`, see `decide`). A successor that created it first took the notice over while this
+ * taker stalled before its rewrite, which landed all the same (the etag is the body's): the
+ * taker gives the notice up and puts the record, when it still names the taker, back to name
+ * that successor (a failure there is logged).
+ */
+async function kept(ctx: InboxContext, key: string, decision: string, ours: string): Promise<boolean> {
+  const confirmed = await firstToCreate(ctx.store, `${decision}-after-${ours}`, ours);
+  if (confirmed.first) return true;
+  const successor = takerOf(confirmed.found);
+  try {
+    const record = successor === undefined ? null : await ctx.store.get(key);
+    if (successor !== undefined && record?.metadata[META.turn] === ours) {
+      const metadata = { ...record.metadata, [META.turn]: successor };
+      await ctx.store.put(key, record.body, { ifMatch: record.etag, metadata });
+    }
+  } catch (error) {
+    ctx.log({ level: 'warn', message: `delivery record not put back to name turn ${successor}`, key, error });
+  }
+  return false;
+}
+
+/** Who created a decision key (its body `<taker>:<random>`), or undefined when it is gone. */
+function takerOf(found: StoredObject | null): string | undefined {
+  return found ? decodeUtf8(found.body).split(':')[0] : undefined;
 }
 
 /** A turn closed by someone else, which may have consumed notices since its claim (`since`). */
@@ -153,7 +207,7 @@ export async function giveBack(
     try {
       const object = await ctx.store.get(key);
       if (!object || object.metadata[META.turn] !== String(turn)) return;
-      if (!(await decide(ctx, key, String(turn), object.uploaded, 'returned'))) return;
+      if (!(await decide(ctx, key, String(turn), object.uploaded, 'returned')).key) return;
       const metadata = { ...object.metadata, [META.turn]: 'returned' };
       if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
       const noticeId = randomId();

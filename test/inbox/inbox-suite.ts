@@ -3,6 +3,7 @@ import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/index.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { HeldStore } from '../support/held-store.ts';
 
 /**
  * The inbox semantics every ObjectStore must support, run against the memory store, S3 on
@@ -303,6 +304,37 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       expect(new Set(names).size).toBe(5);
       const result = await inbox.consume(sessionId, { turn: 1 });
       expect(result.delivered.map((notice) => notice.content)).toEqual(['n0', 'n1', 'n2', 'n3', 'n4']);
+    });
+
+    it('a notice a stalled taker took over goes to the turn that took it over after that taker, once', async () => {
+      const { store, sessionId, keyPrefix, prefix } = await setup();
+      const held = new HeldStore(store);
+      const inbox = new Inbox(held, { keyPrefix, sessionExists: sessionExistsIn(held, keyPrefix) });
+      await inbox.post(sessionId, { name: 'note.md', content: 'once' });
+      const since = new Date(Date.now() - 60_000).toISOString();
+      await inbox.consume(sessionId, { turn: 8 });
+      // Turn 8 was closed by someone else; turn 9 takes its notice over and stalls before its
+      // rewrite, its decision key created. Then turn 9 is closed too, still running.
+      const rewrite = held.hold(
+        ({ operation, keys, options }) =>
+          operation === 'put' && keys[0] === `${prefix}inbox_removed/note.md` && options?.ifMatch !== undefined,
+      );
+      const stalled = inbox.recover(sessionId, [{ turn: 8, since }], 9);
+      await rewrite.reached;
+      // Turn 10 carries both closed turns: it takes the notice through the key after turn 9's.
+      const lost = [
+        { turn: 8, since },
+        { turn: 9, since },
+      ];
+      const taken = await inbox.recover(sessionId, lost, 10);
+      expect(taken.map((notice) => notice.content)).toEqual(['once']);
+      rewrite.release();
+      // Turn 9 goes on: it finds the notice taken and has nothing to give back at its close.
+      const late = await stalled;
+      await inbox.giveBack(sessionId, late, 9);
+      expect(await inbox.listPending(sessionId)).toEqual([]);
+      expect(late).toEqual([]);
+      expect((await inbox.listDelivered(sessionId)).map((notice) => notice.turn)).toEqual([10]);
     });
 
     it('peeks without side effects and stops before abort', async () => {

@@ -101,15 +101,18 @@ export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context)
   };
 }
 
-const NATIVE_TURN = /^\/v1\/sessions\/([^/]+)\/turns$/;
+/** A native turn or compaction: both call a model. */
+const NATIVE_TURN = /^\/v1\/sessions\/([^/]+)\/(?:turns|compact)$/;
 const CHAT_COMPLETIONS = '/v1/chat/completions';
-const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', CHAT_COMPLETIONS]);
+const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', '/v1/responses/compact', CHAT_COMPLETIONS]);
 
 /**
- * The session a turn-taking request acts on (null: none is named, e.g. a new response or a
- * chat completion without `x-tailgate-session`, or what it names is no session id, which its
- * route refuses: a name of any length, up to a whole body, is never kept as a key); undefined
- * when the request takes no turn.
+ * The session a turn-taking request acts on (null: none is named, e.g. a new response, a
+ * compaction of inline input or a chat completion without `x-tailgate-session`, or what it
+ * names is no session id, which its route refuses: a name of any length, up to a whole body,
+ * is never kept as a key); undefined when the request takes no turn. A compaction counts as a
+ * turn: it calls a model too, and a token's stateless ones would otherwise run at once unlimited
+ * (docs/SECURITY.md, "Token budgets").
  */
 async function turnSession(c: Context<AppEnv>): Promise<string | null | undefined> {
   const named = await namedSession(c);

@@ -158,6 +158,22 @@ export function defineRateLimitSuite(
       expect(turn.status).toBe(200);
     });
 
+    it("counts compactions (model calls): a stateless one under its token, a session's under the session", async () => {
+      // A lifetime of its own: a token of its claims no other test minted.
+      const minted = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['session:turn'], ttl_seconds: 1234 });
+      const token = minted.body.token as string;
+      const inline = { model: 'echo', input: 'a long story to summarize' };
+      const { refused } = await untilRefused(() => call(limits.token, token, 'POST', '/v1/responses/compact', inline));
+      expectLimited(refused);
+      expect(refused.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited', param: null });
+
+      const id = await session();
+      expect((await call({}, TOKEN, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
+      const over = await untilRefused(() => call(limits.session, TOKEN, 'POST', `/v1/sessions/${id}/compact`, {}));
+      expectLimited(over.refused);
+      expect(over.refused.body.error).toMatchObject({ code: 'rate_limited', details: { per: 'session' } });
+    });
+
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {
       const token = await mint();
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };

@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { authorizeSession } from '../auth.ts';
 import { createRouter } from '../router.ts';
-import { requires } from '../tokens.ts';
+import { grants, requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import {
   sessionCreateSchema,
@@ -111,7 +111,11 @@ export function sessionRoutes() {
     })
     .openapi(getSessionRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json(await c.var.services.sessions.get(id), 200);
+      const session = await c.var.services.sessions.get(id);
+      if (grants(c.var.principal.scopes, 'admin')) return c.json(session, 200);
+      // Only an admin token sets it, and a receiver's URL often holds its secret (a capability URL).
+      const { webhook_url: _, ...shown } = session;
+      return c.json(shown, 200);
     })
     .openapi(patchSessionRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -116,7 +116,7 @@ export const sessionSchema = z
     metadata: z.record(z.string(), z.unknown()),
     /** Present when the session sets its own retention. */
     expires_after_days: z.number().int().optional(),
-    /** Present when the session sets its own webhook. */
+    /** Present when the session sets its own webhook; GET /v1/sessions/{id} shows it to admin tokens only. */
     webhook_url: z.string().optional(),
     counts: sessionCountsSchema,
     budget: budgetSchema.nullable(),

@@ -53,6 +53,22 @@ export function defineWebhooksSuite(
       expect(cleared.body).not.toHaveProperty('webhook_url');
     });
 
+    it("shows a session's webhook_url to admin tokens only: it may carry the receiver's secret", async () => {
+      const id = await api.session({ webhook_url: 'https://example.com/hook/k3y' });
+      for (const [scopes, shown] of [
+        [['admin'], true],
+        [['session:read'], false],
+        [['session:turn'], false],
+      ] as const) {
+        const minted = await api.post('/v1/tokens', { scopes, session_id: id });
+        expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+        const read = await api.get(`/v1/sessions/${id}`, { authorization: `Bearer ${minted.body.token}` });
+        expect(read.status).toBe(200);
+        if (shown) expect(read.body.webhook_url, scopes[0]).toBe('https://example.com/hook/k3y');
+        else expect(read.body, scopes[0]).not.toHaveProperty('webhook_url');
+      }
+    });
+
     it("delivers a turn's turn.completed and session.idle, signed, to the session's webhook_url", async () => {
       const id = await api.session({ webhook_url: receiverUrl });
       const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'private words' });

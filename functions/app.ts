@@ -149,12 +149,6 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next)));
   app.use('*', requireJsonBody);
   app.use('*', async (c, next) => (isStreamedImport(c) ? next() : checkJsonBody(c, next)));
-  app.use(
-    '*',
-    rateLimit(turnLimits(new WindowLimiter(clock), readEnvironment), () =>
-      options.metrics?.count('tailgate_turn_errors_total', { code: 'rate_limited' }),
-    ),
-  );
   app.use('*', async (c, next) => {
     const environment = readEnvironment(c);
     const config = c.get('config');
@@ -172,6 +166,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     );
     await next();
   });
+  // After the services: a session's limit checks a bound token's revocation before it counts.
+  app.use(
+    '*',
+    rateLimit(turnLimits(new WindowLimiter(clock), readEnvironment), () =>
+      options.metrics?.count('tailgate_turn_errors_total', { code: 'rate_limited' }),
+    ),
+  );
   app.use('*', checkRevocation);
 
   app.route('/', transferRoutes());

@@ -171,13 +171,18 @@ function budgetId(claims: Uint8Array): string | null {
   }
 }
 
-/** The middleware (after auth and the body checks): counts each turn under both limits. */
+/**
+ * The middleware (after auth, the body checks and the services): counts each turn under both
+ * limits. A token that may not act on the session named is refused before it counts: bound to
+ * another (403), or bound to it but revoked, or minted for a deleted session of its id (401),
+ * which a session limit reads the session's config once more to tell. Its requests, which the
+ * route refuses anyway, must not spend that session's limit: a revoked token would keep the
+ * session's own clients out.
+ */
 export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const session = await turnSession(c);
     if (session === undefined) return next();
-    // A token that may not act on the session named (bound to another) is refused before it
-    // counts: it must not spend that session's limit with requests the route refuses anyway.
     if (session !== null) authorizeSession(c, session);
     const checks: [LimitKind, string | null][] = [
       ['token', tokenKey(c)],
@@ -185,6 +190,9 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     ];
     for (const [kind, key] of checks) {
       const limit = key === null ? undefined : limits(c, kind);
+      // The revocation check (functions/auth.ts revocationCheck) runs on this read of the config.
+      if (limit && kind === 'session' && c.var.principal.sessionId !== null)
+        await c.var.services.sessions.tokenBinding(key!.slice('session:'.length));
       const wait = limit ? await limit.take(key!) : null;
       if (wait === null) continue;
       refused(kind);

@@ -174,6 +174,20 @@ export function defineRateLimitSuite(
       expect(over.refused.body.error).toMatchObject({ code: 'rate_limited', details: { per: 'session' } });
     });
 
+    it('a revoked token bound to the session spends none of its limit: refused (401) uncounted', async () => {
+      const id = await session();
+      const minted = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['session:turn'], session_id: id });
+      expect((await call({}, TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`)).status).toBe(200);
+      for (let sent = 0; sent <= 2 * LIMIT; sent++) {
+        const refused = await call(limits.session, minted.body.token, 'POST', `/v1/sessions/${id}/turns`, {
+          input: 'hi',
+        });
+        expect(refused.status, JSON.stringify(refused.body)).toBe(401);
+      }
+      const turn = await call(limits.session, TOKEN, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    });
+
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {
       const token = await mint();
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };

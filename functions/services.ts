@@ -138,6 +138,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
   const { tracing, observeTurn, webhookSink, running } = inputs;
   const now = inputs.clock ?? (() => new Date());
   const onClosed = config.webhooks && webhookSink ? turnWebhooks(config.webhooks, webhookSink, now) : undefined;
+  const tokenSpend = inputs.tokenBudget ? new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) : undefined;
   // Always the store's outbox, also beside a Workers queue: its drainer resolves the intents.
   const onClaimed =
     onClosed && config.webhooks ? turnIntents(config.webhooks, store, config.keyPrefix, now) : undefined;
@@ -164,7 +165,14 @@ export function createServices(inputs: ServiceInputs): AppServices {
     clock: now,
     config,
     env: inputs.env,
-    model: inputs.model,
+    // A token whose budget caps its cost runs only models with a price (TokenSpend.checkPriced).
+    model: tokenSpend
+      ? (id) => {
+          const model = inputs.model(id);
+          tokenSpend.checkPriced(model.id, config.modelPrices);
+          return model;
+        }
+      : inputs.model,
     background: inputs.background,
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
@@ -182,7 +190,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
           },
         }
       : {}),
-    ...(inputs.tokenBudget ? { tokenSpend: new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) } : {}),
+    ...(tokenSpend ? { tokenSpend } : {}),
     spendOf: (budget) => new TokenSpend(store, config.keyPrefix, budget),
     // Indexed under its item as a foreground response's compaction is, for the caller that claimed it.
     onBackgroundCompaction: (compacted) =>

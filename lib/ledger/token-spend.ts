@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { backoff, MAX_CLAIM_ATTEMPTS } from '../session/log/context.ts';
-import { StorageError } from '../errors.ts';
+import { InvalidRequestError, StorageError } from '../errors.ts';
 import type { ObjectStore } from '../store/object-store.ts';
 import { parseStoredOrUndefined } from '../session/records.ts';
 import { checkBudget } from './budget.ts';
+import type { ModelPrices } from './prices.ts';
 import {
   addToLedger,
   budgetSchema,
@@ -70,6 +71,20 @@ export class TokenSpend {
   /** Throws BudgetExhaustedError (402) when `spent` reached one of the token's limits. */
   check(spent: Ledger): void {
     checkBudget(this.budget.limits, spent, 'token');
+  }
+
+  /**
+   * Throws InvalidRequestError (400 naming `model`) when the token's budget sets `max_cost_usd`
+   * and model `id` has no price in `prices`: what it costs would count toward no limit, and the
+   * token's holder chooses the model of its turns.
+   */
+  checkPriced(id: string, prices: ModelPrices): void {
+    if (this.budget.limits.max_cost_usd === undefined || prices[id] !== undefined) return;
+    throw new InvalidRequestError(
+      `model ${id} has no price (MODEL_PRICES), and this token's budget sets max_cost_usd, which ` +
+        'could not count what it costs',
+      { field: 'model', model: id },
+    );
   }
 
   /**

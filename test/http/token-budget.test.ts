@@ -69,3 +69,50 @@ describe('a budgeted token and stateless runs at once (docs/SECURITY.md, "Token 
     expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'token', spent: RUNS } });
   });
 });
+
+describe('a token whose budget caps its cost and a model without a price', () => {
+  const provider = async () =>
+    new Response(fixture('openai-chat-text.json'), { headers: { 'content-type': 'application/json' } });
+  const harness = appHarness(
+    new MemoryStore(),
+    { ...environment, OPENAI_API_KEY: 'test-key', MODEL_MAX_RETRIES: '0' },
+    { modelEnvironment: { fetch: provider as typeof fetch } },
+  );
+  const api = createClient(harness);
+  // No price in lib/ledger/prices.ts nor MODEL_PRICES: its cost is unknown (null).
+  const unpriced = 'openai:gpt-unpriced';
+
+  it('is refused (400 naming model, nothing stored): max_cost_usd could not count what it costs', async () => {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_cost_usd: 0.01 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    const runs = {
+      turn: () => api.post(`/v1/sessions/${id}/turns`, { input: 'hi', model: unpriced }, bearer),
+      background: () =>
+        api.post(`/v1/sessions/${id}/turns`, { input: 'hi', model: unpriced, background: true }, bearer),
+      response: () => api.post('/v1/responses', { model: unpriced, input: 'hi', store: false }, bearer),
+      chat: () =>
+        api.post('/v1/chat/completions', { model: unpriced, messages: [{ role: 'user', content: 'hi' }] }, bearer),
+      compaction: () => api.post('/v1/responses/compact', { model: unpriced, input: 'a story to summarize' }, bearer),
+    };
+    for (const [name, run] of Object.entries(runs)) {
+      const refused = await run();
+      expect(refused.status, `${name}: ${JSON.stringify(refused.body)}`).toBe(400);
+      expect(JSON.stringify(refused.body.error), name).toMatch(/has no price/);
+    }
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
+    // A priced model runs.
+    const priced = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi', model: 'openai:gpt-4.1-mini' }, bearer);
+    expect(priced.status, JSON.stringify(priced.body)).toBe(200);
+  });
+
+  it('runs for a token whose budget sets no max_cost_usd, and for a token without a budget', async () => {
+    const id = await api.session();
+    for (const budget of [{ max_turns: 5 }, undefined]) {
+      const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], ...(budget ? { budget } : {}) });
+      const bearer = { authorization: `Bearer ${minted.body.token}` };
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi', model: unpriced }, bearer);
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    }
+  });
+});

@@ -137,7 +137,6 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
         turnCompactionOutput(facade, ref.sessionId, ref.turn, last.data.context),
         facade.services.sessions.getTurn(ref.sessionId, ref.turn),
       ]);
-      for (const item of compacted) writer.wholeItem(item);
       writer.completed(completedResponse(kept, ref, { ...last.data, completed_at }, compacted));
     } else {
       const ended = await settled(facade, kept, ref);

@@ -18,7 +18,8 @@ type UnnumberedEvent = ResponseStreamEvent extends infer Event
 /**
  * Turns a turn's events into the official Responses event sequence: response.created and
  * response.in_progress, then per output item output_item.added, content_part.added,
- * output_text.delta..., output_text.done, content_part.done, output_item.done (a message) or
+ * output_text.delta..., output_text.done, content_part.done, output_item.done (a message, once
+ * what follows it begins: the last one of a response that stopped short is done `incomplete`) or
  * output_item.added, function_call_arguments.delta (one per piece the model streamed, or one
  * with the whole arguments), function_call_arguments.done, output_item.done (a call), or
  * output_item.added, then per summary part reasoning_summary_part.added,
@@ -36,6 +37,11 @@ export class ResponseEventWriter {
   /** The reasoning items before the next model item. */
   #reasoning = 0;
   #open: { id: string; text: string } | undefined;
+  /**
+   * A message the model ended, whose done events wait for what comes next: the last one of a
+   * response that stopped short is the item its limit cut, done with status `incomplete`.
+   */
+  #ended: { id: string; text: string } | undefined;
   /** The call whose arguments are streaming: its call_id, item id, name and arguments so far. */
   #call: { callId: string; id: string; name: string; arguments: string } | undefined;
   readonly #itemId: (index: number, item: { type: ItemKind }) => string;
@@ -65,6 +71,7 @@ export class ResponseEventWriter {
 
   #openMessage(): { id: string; text: string } {
     if (this.#open) return this.#open;
+    this.#closeEnded();
     this.#closeCall();
     const id = this.#itemId(this.#item, { type: 'message' });
     this.#open = { id, text: '' };
@@ -92,11 +99,13 @@ export class ResponseEventWriter {
     this.#item = 0;
     this.#reasoning = 0;
     this.#open = undefined;
+    this.#ended = undefined;
     this.#call = undefined;
   }
 
   /** output_item.added of a function call whose arguments stream (`argumentsDelta`, then its `itemDone`). */
   callStarted(callId: string, name: string): void {
+    this.#closeEnded();
     this.#closeCall();
     const id = this.#itemId(this.#item, { type: 'function_call' });
     this.#call = { callId, id, name, arguments: '' };
@@ -128,9 +137,8 @@ export class ResponseEventWriter {
     });
   }
 
-  /** output_text.done, content_part.done and output_item.done of the open message, as `text`. */
-  #closeMessage(text: string, status: 'completed' | 'incomplete'): void {
-    const open = this.#openMessage();
+  /** output_text.done, content_part.done and output_item.done of message `open`, as `text`. */
+  #closeMessage(open: { id: string }, text: string, status: 'completed' | 'incomplete'): void {
     const part = { type: 'output_text' as const, text, annotations: [], logprobs: [] };
     this.#emit({
       type: 'response.output_text.done',
@@ -152,7 +160,15 @@ export class ResponseEventWriter {
       output_index: this.#index,
       item: message(text, open.id, status),
     });
-    this.#open = undefined;
+  }
+
+  /** The done events of the message the model ended (`status`: as the response has it), then the next index. */
+  #closeEnded(status: 'completed' | 'incomplete' = 'completed'): void {
+    const ended = this.#ended;
+    if (!ended) return;
+    this.#ended = undefined;
+    this.#closeMessage(ended, ended.text, status);
+    this.#next();
   }
 
   /**
@@ -180,6 +196,7 @@ export class ResponseEventWriter {
 
   /** A block of the model's reasoning, whole: a reasoning item before the model item it comes with. */
   reasoningDone(item: ReasoningItem): void {
+    this.#closeEnded();
     this.#closeCall();
     const id = `${this.#itemId(this.#item, { type: 'reasoning' })}_${++this.#reasoning}`;
     const output_index = this.#index;
@@ -201,23 +218,25 @@ export class ResponseEventWriter {
 
   itemDone(item: ModelOutputItem): void {
     if (item.type === 'message') {
-      this.#closeMessage(contentText(item.content), 'completed');
-    } else {
-      // A call whose arguments did not stream comes whole: its added event and one delta first.
-      if (this.#call?.callId !== item.call_id) {
-        this.callStarted(item.call_id, item.name);
-        this.argumentsDelta(item.call_id, item.arguments);
-      }
-      const id = this.#call!.id;
-      this.#call = undefined;
-      this.#emit({
-        type: 'response.function_call_arguments.done',
-        output_index: this.#index,
-        item_id: id,
-        arguments: item.arguments,
-      });
-      this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: functionCall(item, id) });
+      // Its done events wait for what comes next (#ended): the output index moves on then.
+      this.#ended = { id: this.#openMessage().id, text: contentText(item.content) };
+      this.#open = undefined;
+      return;
     }
+    // A call whose arguments did not stream comes whole: its added event and one delta first.
+    if (this.#call?.callId !== item.call_id) {
+      this.callStarted(item.call_id, item.name);
+      this.argumentsDelta(item.call_id, item.arguments);
+    }
+    const id = this.#call!.id;
+    this.#call = undefined;
+    this.#emit({
+      type: 'response.function_call_arguments.done',
+      output_index: this.#index,
+      item_id: id,
+      arguments: item.arguments,
+    });
+    this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: functionCall(item, id) });
     this.#next();
   }
 
@@ -229,8 +248,7 @@ export class ResponseEventWriter {
   }
 
   /** An output item that arrives whole (a compaction item): output_item.added, then output_item.done. */
-  wholeItem(item: ResponseOutputItem): void {
-    this.#closeCall();
+  #wholeItem(item: ResponseOutputItem): void {
     this.#emit({ type: 'response.output_item.added', output_index: this.#index, item });
     this.#emit({ type: 'response.output_item.done', output_index: this.#index, item });
     this.#next();
@@ -247,11 +265,16 @@ export class ResponseEventWriter {
   }
 
   /**
-   * response.completed, or response.incomplete for an answer that stopped short (a call that
-   * began and never ended, left out of the output, is closed first as `failed` closes it).
+   * response.completed, or response.incomplete for an answer that stopped short, after the done
+   * events of the last message (status as `response` has it: the item a limit cut is
+   * `incomplete`), of a call that began and never ended (left out of the output, closed as
+   * `failed` closes it), and the compaction items that end the output, each whole.
    */
   completed(response: TailgateResponse): void {
+    const ended = this.#ended && response.output.find((item) => item.id === this.#ended!.id);
+    this.#closeEnded(ended?.type === 'message' && ended.status === 'incomplete' ? 'incomplete' : 'completed');
     this.#closeCall();
+    for (const item of response.output) if (item.type === 'compaction') this.#wholeItem(item);
     if (response.status === 'incomplete') this.#emit({ type: 'response.incomplete', response });
     else this.#emit({ type: 'response.completed', response });
   }
@@ -262,8 +285,10 @@ export class ResponseEventWriter {
    * so far, status `incomplete`), so every item the stream added is done before the stream ends.
    */
   failed(response: TailgateResponse): void {
+    this.#closeEnded();
     if (this.#open) {
-      this.#closeMessage(this.#open.text, 'incomplete');
+      this.#closeMessage(this.#open, this.#open.text, 'incomplete');
+      this.#open = undefined;
       this.#next();
     }
     this.#closeCall();

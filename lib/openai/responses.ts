@@ -255,7 +255,7 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     incomplete_details: fields.incomplete ? { reason: fields.incomplete } : null,
     instructions: fields.instructions,
     model: fields.model,
-    output: fields.output,
+    output: fields.incomplete ? cutShort(fields.output) : fields.output,
     output_text: outputText(fields.output),
     previous_response_id: fields.previousResponseId,
     conversation: fields.conversationId === null ? null : { id: fields.conversationId },
@@ -266,6 +266,18 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     ...(fields.tailgate ? { tailgate: fields.tailgate } : {}),
   };
   return response as unknown as TailgateResponse;
+}
+
+/**
+ * The output of a response that stopped short: its last message (before the compaction items
+ * that end an output) is the item the limit cut, status `incomplete`, as the Open Responses
+ * item lifecycle and OpenAI have it. A call is never the one cut: one that did not end is left out.
+ */
+function cutShort(output: readonly ResponseOutputItem[]): ResponseOutputItem[] {
+  const last = output.findLastIndex((item) => item.type !== 'compaction');
+  const item = output[last];
+  if (item?.type !== 'message') return [...output];
+  return output.map((each, index) => (index === last ? { ...item, status: 'incomplete' } : each));
 }
 
 /** The concatenated text of the output messages (the SDKs' `output_text`). */

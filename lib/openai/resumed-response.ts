@@ -122,7 +122,6 @@ async function ended(
     response ??= rebuilt;
   }
   if (response.status === 'completed' || response.status === 'incomplete') {
-    for (const item of response.output) if (item.type === 'compaction') writer.wholeItem(item);
     writer.completed(response);
   } else if (response.status !== 'queued' && response.status !== 'in_progress') writer.failed(response);
 }

@@ -183,7 +183,6 @@ export async function streamStoredTurn(
           services.log('tailgate: could not read the summary of a compacted response', error);
           return [];
         });
-        for (const item of compacted) writer.wholeItem(item);
         const answer = storedResponse(answered, event.data, firstSeq, compacted, scope, services.clock());
         writer.completed(await ended(facade, context, event.data, answer, scope));
       } else if (event.event === 'error') {

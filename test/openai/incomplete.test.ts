@@ -1,3 +1,4 @@
+import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { fixture } from '../support/fake-providers/fake-provider-server.ts';
 import { clientOnFakeOpenAI, TOKEN } from './server.ts';
@@ -58,6 +59,24 @@ describe('an answer cut at its token limit says so', () => {
     for await (const event of stream) types.push(event.type);
     expect(types.at(-1)).toBe('response.incomplete');
     expect(types).not.toContain('response.completed');
+  });
+
+  // The Open Responses item lifecycle: the item a token limit cut is `incomplete`, as OpenAI answers it.
+  it.each([true, false])('the message cut short is done incomplete, streamed or not (store %s)', async (store) => {
+    const statuses = (output: readonly ResponseOutputItem[]) =>
+      output.map((item) => `${item.type} ${'status' in item ? item.status : ''}`);
+    const response = await world.client.responses.create({ model: 'gpt-4o-mini', input: 'q', store });
+    expect(statuses(response.output)).toEqual(['message incomplete']);
+    const stream = world.client.responses.stream({ model: 'gpt-4o-mini', input: 'q', store });
+    const done: string[] = [];
+    for await (const event of stream)
+      if (event.type === 'response.output_item.done') done.push(...statuses([event.item]));
+    expect(done).toEqual(['message incomplete']);
+    const streamed = await stream.finalResponse();
+    expect(statuses(streamed.output)).toEqual(['message incomplete']);
+    if (!store) return;
+    for (const { id } of [response, streamed])
+      expect(statuses((await world.client.responses.retrieve(id)).output)).toEqual(['message incomplete']);
   });
 
   it("the native turn's response says incomplete: max_output_tokens", async () => {

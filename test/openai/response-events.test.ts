@@ -4,7 +4,8 @@ import { ResponseEventWriter } from '../../lib/openai/response-events.ts';
 import type { TailgateResponse } from '../../lib/openai/responses.ts';
 import { specProblems, streamingEventSchema } from '../support/open-responses-spec.ts';
 
-const response = (status: 'completed' | 'failed') => ({ id: 'resp_1', status }) as TailgateResponse;
+const response = (status: 'completed' | 'failed') =>
+  ({ id: 'resp_1', status, output: [] }) as unknown as TailgateResponse;
 
 /** A writer whose item ids are `<type>_<index>`, and the events it sent. */
 function writer() {
@@ -56,5 +57,37 @@ describe('ResponseEventWriter: a call whose arguments stream', () => {
       [0, 'function_call_0'],
       [1, 'message_1'],
     ]);
+  });
+});
+
+describe('ResponseEventWriter: a message the model ended', () => {
+  it('is done once what follows it begins, or as the response has it when it ends the output', () => {
+    const { events, writer: written } = writer();
+    written.delta('Let me look.');
+    written.itemDone({ type: 'message', role: 'assistant', content: 'Let me look.' });
+    written.reasoningDone({ type: 'reasoning', summary: [{ type: 'summary_text', text: 'thinking' }] });
+    written.delta('It is');
+    written.itemDone({ type: 'message', role: 'assistant', content: 'It is' });
+    const cut = {
+      ...response('completed'),
+      status: 'incomplete',
+      output: [{ type: 'message', id: 'message_1', status: 'incomplete' }],
+    };
+    written.completed(cut as TailgateResponse);
+    const status = (item: object) => (item as { status?: string }).status;
+    const items = events.flatMap((event) =>
+      event.type === 'response.output_item.added' || event.type === 'response.output_item.done'
+        ? [`${event.type.slice(21)} ${event.output_index} ${event.item.id} ${status(event.item)}`]
+        : [],
+    );
+    expect(items).toEqual([
+      'added 0 message_0 in_progress',
+      'done 0 message_0 completed',
+      'added 1 reasoning_1_1 in_progress',
+      'done 1 reasoning_1_1 completed',
+      'added 2 message_1 in_progress',
+      'done 2 message_1 incomplete',
+    ]);
+    expect(events.at(-1)!.type).toBe('response.incomplete');
   });
 });

@@ -71,7 +71,9 @@ const TERMINAL_EVENTS = new Set<string>(['response.completed', 'response.incompl
  * stream's process died after events it streamed live but never journaled) still gets the
  * terminal one, numbered as the journal numbers it. While `mute`d, what it writes is numbered
  * but not sent (a background turn's earlier run, which a later one did again). `encryptedReasoning`:
- * its reasoning items carry their `encrypted_content`.
+ * its reasoning items carry their `encrypted_content`. The terminal event is followed by the
+ * literal `data: [DONE]`, the end the Open Responses specification requires (a stream cut before
+ * its terminal event has none, so a client can tell it from one that ended).
  */
 export function responseEventStream(
   itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0],
@@ -84,7 +86,9 @@ export function responseEventStream(
     itemIdAt,
     (event: ResponseStreamEvent) => {
       const past = event.sequence_number > after || (event.sequence_number < after && TERMINAL_EVENTS.has(event.type));
-      if (!muted && past) queue.push({ event: event.type, data: JSON.stringify(event) });
+      if (muted || !past) return;
+      queue.push({ event: event.type, data: JSON.stringify(event) });
+      if (TERMINAL_EVENTS.has(event.type)) queue.push({ data: '[DONE]' });
     },
     options.encryptedReasoning,
   );

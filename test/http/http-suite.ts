@@ -107,11 +107,11 @@ export async function openCallBehindTurn(api: ReturnType<typeof createClient>, i
   return [{ type: 'function_call_output', call_id: call.call_id, output: 'A' }];
 }
 
-/** Parses a server-sent events body into `{event, data}` frames. */
+/** Parses a server-sent events body into `{event, data}` frames (a Responses stream's closing `[DONE]` left out). */
 export function parseSse(text: string): { event: string; data: any }[] {
   return text
     .split('\n\n')
-    .filter((frame) => frame.trim() !== '')
+    .filter((frame) => frame.trim() !== '' && frame !== 'data: [DONE]')
     .map((frame) => {
       const lines = frame.split('\n');
       const event = lines.find((line) => line.startsWith('event: '))?.slice(7) ?? 'message';

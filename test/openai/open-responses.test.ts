@@ -73,9 +73,11 @@ async function stream(body: Record<string, unknown>): Promise<any[]> {
   const response = await post({ ...body, stream: true });
   expect(response.status).toBe(200);
   const text = await response.text();
+  // The terminal event, then the literal [DONE] the specification ends a stream with.
+  expect(text.endsWith('\n\ndata: [DONE]\n\n')).toBe(true);
   const events = text
     .split('\n\n')
-    .filter((block) => block.includes('data: '))
+    .filter((block) => block.includes('data: ') && block !== 'data: [DONE]')
     .map((block) => {
       const name = /^event: (.+)$/m.exec(block)?.[1];
       const data = JSON.parse(/^data: (.+)$/m.exec(block)![1]!);

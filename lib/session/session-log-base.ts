@@ -64,13 +64,14 @@ export class SessionLogBase {
 
   /**
    * {@link storeAttachments} for a turn, whose claim may still refuse it (a spent budget stores
-   * nothing): the items checked now, with references in place of their payloads, and `store`,
+   * nothing): the items checked now (a refused part named by its place in the turn's `input`,
+   * `input[1].output[0]`), with references in place of their payloads, and `store`,
    * which writes the blobs under the `scope` the claim read, after its checks (no storage call
    * when there are none).
    */
   checkAttachments(items: Item[]): { items: Item[]; store: (scope: LogScope) => Promise<void> } {
     if (!hasInlineMedia(items)) return { items, store: async () => undefined };
-    const checked = checkAttachments(items, this.limits);
+    const checked = checkAttachments(items, this.limits, (index) => `input[${index}]`);
     return {
       items: checked.items,
       store: (scope) => checked.store(this.log.store, (sha256) => blobKey(scope, sha256)),

@@ -143,7 +143,8 @@ describe('images over HTTP', () => {
       body: {
         error: {
           code: 'invalid_request',
-          message: 'items[0].content[0]: declared image/png but the bytes are image/jpeg',
+          message: 'input[0].content[0]: declared image/png but the bytes are image/jpeg',
+          details: { part: 'input[0].content[0]' },
         },
       },
     });
@@ -379,6 +380,11 @@ describe('images over HTTP', () => {
     expect(refusals.appended.body.error).toMatchObject({
       code: 'invalid_request',
       message: 'items[0].content[1]: image_url must be an https:// or data: URL',
+    });
+    // A turn names the part by its place in the turn's `input`, as its body has it.
+    expect(refusals.turn.body.error).toMatchObject({
+      message: 'input[0].content[1]: image_url must be an https:// or data: URL',
+      details: { part: 'input[0].content[1]' },
     });
     expect((await json('GET', '/v1/sessions/bad-url/items')).body.items).toEqual([]);
     // Nothing was stored to fail the session's later turns.

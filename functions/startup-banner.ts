@@ -8,7 +8,9 @@ import type { ServiceConfig } from '../lib/config.ts';
 export function startupBanner(runtime: string, url: string, config: ServiceConfig, store: string): string {
   const anonymous = config.allowAnonymous && config.apiToken === undefined;
   const access = anonymous
-    ? 'anonymous (no token needed; set API_TOKEN to require one)'
+    ? isLoopback(url)
+      ? 'anonymous (no token needed; set API_TOKEN to require one)'
+      : 'anonymous on a non-loopback address: whoever reaches this port is admin (set API_TOKEN to require a token)'
     : config.apiToken !== undefined
       ? 'bearer token (API_TOKEN)'
       : config.tokenSigningKey !== undefined
@@ -21,4 +23,10 @@ export function startupBanner(runtime: string, url: string, config: ServiceConfi
     `  access: ${access}`,
     `  docs:   ${url}/docs${config.publicDocs ? '' : ' (with a token; PUBLIC_DOCS=false)'}`,
   ].join('\n');
+}
+
+/** Whether the server's `url` names a loopback host (127.0.0.0/8, ::1, localhost), reached from this machine only. */
+function isLoopback(url: string): boolean {
+  const host = new URL(url).hostname;
+  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

@@ -544,6 +544,11 @@ describe('the inspector at /ui in Chromium', () => {
       .toEqual([`turn 1: ${context.prompt_chars} chars, 0 reused`]);
     expect(await page.locator('#cost-chart rect.bar-cost').count()).toBe(1);
     expect(await page.locator('#cost-chart rect.bar-cost title').textContent()).toMatch(/^turn 1/);
+    // The fake provider's model has no price: its cost is unknown, not $0.
+    expect(await page.locator('#cost-chart .axis-y span').allTextContents()).toEqual(['no price · 100%', '0']);
+    expect(await page.locator('#cost-chart .legend li').first().textContent()).toBe(
+      'cost (unknown: no turn has a price)',
+    );
   });
 
   it('has a favicon, served by the service', async () => {

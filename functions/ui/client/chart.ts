@@ -103,8 +103,11 @@ export function renderCostChart(newestFirst: any[]): void {
     bar(index * 6 + 3, usage.input_tokens > 0 ? usage.cached_input_tokens / usage.input_tokens : 0, 'bar-cache', text);
   });
   const costliest = max > 1e-12 ? `$${max.toFixed(6)}` : '$0';
-  frame($('cost-chart'), turns, chart, `${costliest} · 100%`, [
-    ['swatch-cost', `cost (top: the costliest turn, ${costliest})`],
+  // Turns whose model has no price cost null, not $0: a chart of such turns alone says so.
+  const spent = turns.filter((turn) => turn.usage);
+  const unpriced = spent.length > 0 && spent.every((turn) => turn.usage.cost_usd === null);
+  frame($('cost-chart'), turns, chart, `${unpriced ? 'no price' : costliest} · 100%`, [
+    ['swatch-cost', unpriced ? 'cost (unknown: no turn has a price)' : `cost (top: the costliest turn, ${costliest})`],
     ['swatch-cache', 'cache-read share of the input (top: 100%)'],
   ]);
 }

@@ -10,7 +10,9 @@ import type { IndexFacade } from './facade.ts';
  * The fields an item is compared by (what a client resends of it). A call's arguments are
  * compared as JSON.stringify writes their value: a call keeps the model's text of them (spacing
  * and escapes as streamed), which a client may resend as its own JSON of the parsed value (the
- * AI SDK does).
+ * AI SDK does). Arguments that are no JSON object, array or null (cut short, or a bare string,
+ * number or boolean) compare as `{}`: the AI SDK takes such a call for an invalid tool input and
+ * resends it with `{}`, other clients resend the model's text.
  */
 export function canonical(item: Item): unknown[] {
   if (item.type === 'message') return ['message', item.role, item.content];
@@ -18,14 +20,18 @@ export function canonical(item: Item): unknown[] {
   return ['function_call_output', item.call_id, item.output];
 }
 
-/** JSON.stringify of the arguments' value (text that does not parse as is: none written so parses). */
+/** What arguments that are no JSON object, array or null compare as (see canonical). */
+const NOT_AN_OBJECT = '{}';
+
+/** JSON.stringify of the arguments' value, or NOT_AN_OBJECT. */
 function argumentsValue(text: string): string {
   // The common case: text already so (sorted keys aside, which JSON.stringify keeps as parsed).
-  if (isCanonicalJson(text)) return text;
+  if (isCanonicalJson(text)) return text[0] === '{' || text[0] === '[' || text === 'null' ? text : NOT_AN_OBJECT;
   try {
-    return JSON.stringify(JSON.parse(text));
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' ? JSON.stringify(value) : NOT_AN_OBJECT;
   } catch {
-    return text;
+    return NOT_AN_OBJECT;
   }
 }
 

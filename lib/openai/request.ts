@@ -217,10 +217,10 @@ export function namedInRequest(
 
 /**
  * A refused image or file part, which lib/session/attachments.ts names by its item's position
- * among the items stored (`details.part`: `items[1].content[0]`), named by its position in the
- * request's `input` (`input[2].content[0]`; a chat completion's: `messages`), in the message,
- * `details.part` and `details.field` (so `param`); the same code and status (400 or 413). Null
- * for any other error.
+ * among the items stored (`details.part`: `items[1].content[0]`, a turn's `input[1].content[0]`),
+ * named by its position in the request's `input` (`input[2].content[0]`; a chat completion's:
+ * `messages`), in the message, `details.part` and `details.field` (so `param`); the same code and
+ * status (400 or 413). Null for any other error.
  */
 export function partInRequest(
   error: unknown,
@@ -229,7 +229,8 @@ export function partInRequest(
 ): TailgateError | null {
   if (!(error instanceof TailgateError)) return null;
   const details = (error.details ?? {}) as { part?: unknown };
-  const named = typeof details.part === 'string' ? /^items\[(\d+)\]((?:\.\w+\[\d+\])*)$/.exec(details.part) : null;
+  const named =
+    typeof details.part === 'string' ? /^(?:items|input)\[(\d+)\]((?:\.\w+\[\d+\])*)$/.exec(details.part) : null;
   const position = named ? positions[Number(named[1])] : undefined;
   if (!named || position === undefined) return null;
   const part = `${name}[${position}]${named[2]}`;

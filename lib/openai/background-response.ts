@@ -12,7 +12,9 @@ import {
 import { turnCompactionOutput } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
+import { parseResponseId, responseId, type ResponseRef } from './ids.ts';
+import { storedItemId } from './listed-items.ts';
+import type { LogScope } from '../session/keys.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { buildResponse, turnCost, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
 import { outputItems } from './output-items.ts';
@@ -75,7 +77,7 @@ export async function createBackgroundResponse(
 async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef): Promise<TailgateResponse> {
   // A turn whose runner died is failed once its lease ran out, as GET .../turns/{turn} answers it.
   const summary = await turnAsItStands(facade.services, ref.sessionId, ref.turn);
-  return settledAs(facade, kept, ref, summary, async () => (await readResponse(facade, kept.id)).output);
+  return settledAs(facade, kept, ref, summary, () => readResponse(facade, kept.id));
 }
 
 /** GET /v1/responses/{id}: the kept object; a background one that was running, as it stands now. */
@@ -129,15 +131,16 @@ export async function streamResponse(
  * as its turn ended: response.completed built from the journal's turn.completed, else as its
  * receipt says it stands.
  */
-function responseEvents(facade: Facade, kept: TailgateResponse, after: number): Response {
+async function responseEvents(facade: Facade, kept: TailgateResponse, after: number): Promise<Response> {
   const ref = parseResponseId(kept.id)!;
-  return journaledResponseEvents(facade, kept, after, async (writer, last) => {
+  const scope = await facade.services.sessions.scope(ref.sessionId);
+  return journaledResponseEvents(facade, kept, scope, after, async (writer, last) => {
     if (last?.event === 'turn.completed') {
       const [compacted, { completed_at }] = await Promise.all([
         turnCompactionOutput(facade, ref.sessionId, ref.turn, last.data.context),
         facade.services.sessions.getTurn(ref.sessionId, ref.turn),
       ]);
-      writer.completed(completedResponse(kept, ref, { ...last.data, completed_at }, compacted));
+      writer.completed(completedResponse(kept, scope, { ...last.data, completed_at }, compacted));
     } else {
       const ended = await settled(facade, kept, ref);
       if (ended.status === 'completed' || ended.status === 'incomplete') writer.completed(ended);
@@ -148,11 +151,11 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
 
 function completedResponse(
   kept: TailgateResponse,
-  ref: ResponseRef,
+  scope: LogScope,
   turn: TurnResponse & Pick<TurnSummary, 'completed_at'>,
   compacted: ResponseOutputItem[],
 ): TailgateResponse {
-  const output = turn.output.flatMap((item) => outputItems(item, (type) => itemId(type, ref.sessionId, item.seq)));
+  const output = turn.output.flatMap((item) => outputItems(item, (type) => storedItemId(scope, type, item.seq)));
   return endedResponse(
     kept,
     turn.incomplete ? 'incomplete' : 'completed',

@@ -4,6 +4,7 @@ import type { ResponseItem } from 'openai/resources/responses/responses';
 import { NotFoundError, SessionExistsError, TailgateError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { Item, StoredItem } from '../items.ts';
+import type { LogScope } from '../session/keys.ts';
 import type { SessionRecord } from '../session/session-log.ts';
 import { appendItems } from '../turn/index.ts';
 import { compactionItem, itemPage } from './compaction.ts';
@@ -36,11 +37,21 @@ export function conversationObject(session: Pick<SessionRecord, 'id' | 'created_
 
 /** The session of a conversation; a missing one is OpenAI's 404. */
 export async function readConversation(facade: Facade, id: string): Promise<SessionRecord> {
-  return facade.services.sessions.get(id).catch((error: unknown) => {
+  return facade.services.sessions.get(id).catch(conversationMissing(id));
+}
+
+/** The conversation and where its incarnation keeps its objects (the ids of its items name its generations). */
+async function readConversationScope(facade: Facade, id: string): Promise<[SessionRecord, LogScope]> {
+  return Promise.all([readConversation(facade, id), facade.services.sessions.scope(id).catch(conversationMissing(id))]);
+}
+
+/** A session not found answered as OpenAI answers a conversation that is not there. */
+function conversationMissing(id: string): (error: unknown) => never {
+  return (error) => {
     throw error instanceof NotFoundError
       ? new OpenAIApiError(404, 'not_found', `Conversation with id '${id}' not found.`, 'conversation_id')
       : error;
-  });
+  };
 }
 
 /**
@@ -156,7 +167,8 @@ export async function addConversationItems(
   // Reasoning items alone go with no item: nothing appended.
   if (items.length === 0) return listOf([], false);
   const { first_seq } = await appendNamed(facade, id, items, positions);
-  const data = items.flatMap((item, index) => listedItems({ ...item, seq: first_seq + index } as StoredItem, id));
+  const scope = await facade.services.sessions.scope(id);
+  const data = items.flatMap((item, index) => listedItems({ ...item, seq: first_seq + index } as StoredItem, scope));
   return listOf(data, false);
 }
 
@@ -169,7 +181,7 @@ export async function listConversationItems(
   id: string,
   query: ItemListQuery,
 ): Promise<ConversationItemList> {
-  const session = await readConversation(facade, id);
+  const [session, scope] = await readConversationScope(facade, id);
   const total = session.counts.items;
   const descending = query.order !== 'asc';
   const limit = query.limit ?? 20;
@@ -186,7 +198,7 @@ export async function listConversationItems(
       // Within an item's entries the page starts at that item (not at the compaction item before it).
       after = within ? place.seq + (descending ? 0.25 : -0.25) : place.seq;
       // A page after a whole item reads none of it: the id must name that item (the page finds any other).
-      if (!within && !(await storedEntry(facade, id, query.after, total))) throw refused();
+      if (!within && !(await storedEntry(facade, scope, query.after, total))) throw refused();
     } else throw refused();
   }
   // The current compaction item sits before the first item its summary did not replace.
@@ -214,7 +226,7 @@ export async function listConversationItems(
     const item = bySeq.get(position);
     cut = !item;
     if (!item) break;
-    listed.push(...listedItems(item, id, descending));
+    listed.push(...listedItems(item, scope, descending));
   }
   const page = pageAfter(listed, query.after, within, limit);
   if (!page) throw refused();
@@ -234,23 +246,27 @@ export async function getConversationItem(facade: Facade, id: string, requested:
     return compactionItem(requested, context.summary);
   }
   if (!placeOf(requested, id, false)) throw missing();
-  const session = await readConversation(facade, id);
-  const found = await storedEntry(facade, id, requested, session.counts.items);
+  const [session, scope] = await readConversationScope(facade, id);
+  const found = await storedEntry(facade, scope, requested, session.counts.items);
   if (!found) throw missing();
   return found;
 }
 
-/** The entry an item or reasoning id names among a conversation's `total` items (an item, or its reasoning). */
+/**
+ * The entry an item or reasoning id names among the `total` items of the conversation `scope`
+ * reads (an item, or its reasoning): none for an id of an item a delete took out, whose seq
+ * another item holds now (its id names another generation).
+ */
 async function storedEntry(
   facade: Facade,
-  id: string,
+  scope: LogScope,
   requested: string,
   total: number,
 ): Promise<ResponseItem | undefined> {
-  const place = placeOf(requested, id, false);
+  const place = placeOf(requested, scope.id, false);
   if (!place || place.seq > total) return undefined;
-  const [item] = await itemsBetween(facade, id, place.seq, place.seq + 1);
-  return item && listedItems(item, id).find((entry) => entry.id === requested);
+  const [item] = await itemsBetween(facade, scope.id, place.seq, place.seq + 1);
+  return item && listedItems(item, scope).find((entry) => entry.id === requested);
 }
 
 /**

@@ -16,7 +16,11 @@
  * - item: `msg_<session>_<seq>` (messages), `fc_<session>_<seq>` (function calls),
  *   `fco_<session>_<seq>` (function call outputs); the model's reasoning before the item at a
  *   seq, `rs_<session>_<seq>_<n>` (n from 1: the item's n-th reasoning entry), names no item of
- *   its own (parseItemId takes none; parseReasoningId reads it).
+ *   its own (parseItemId takes none; parseReasoningId reads it). An item a turn taken after a
+ *   delete of the newest turn holds (a generation that delete wrote: lib/session/log/rewind.ts,
+ *   itemGeneration) has the seq of a deleted one, so its id names that generation after the seq
+ *   (`msg_<session>_<seq>_<generation>`, `rs_<session>_<seq>_<generation>_<n>`): an id of a
+ *   deleted item names nothing.
  * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq.
  *
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
@@ -26,8 +30,9 @@ import { randomHex } from '../hash.ts';
 
 // Numbers as the ids write them (every one is at least 1): no leading zero, so no two ids name one thing.
 const NUMBER = '([1-9]\\d{0,14})';
-const RESPONSE = new RegExp(`^resp_([A-Za-z0-9_-]{1,64})_${NUMBER}_${NUMBER}_${NUMBER}(?:_(g\\d{13}[0-9a-f]{8}))?$`);
-const ITEM = new RegExp(`^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_${NUMBER}$`);
+const GENERATION = '(?:_(g\\d{13}[0-9a-f]{8}))?';
+const RESPONSE = new RegExp(`^resp_([A-Za-z0-9_-]{1,64})_${NUMBER}_${NUMBER}_${NUMBER}${GENERATION}$`);
+const ITEM = new RegExp(`^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_${NUMBER}${GENERATION}$`);
 
 export interface ResponseRef {
   sessionId: string;
@@ -64,8 +69,13 @@ export function parseResponseId(id: string): ResponseRef | undefined {
   return match[5] ? { ...ref, generation: match[5] } : ref;
 }
 
-export function itemId(kind: ItemKind, sessionId: string, seq: number): string {
-  return `${ITEM_PREFIX[kind]}_${sessionId}_${seq}`;
+/**
+ * The id of the item at `seq` (of its reasoning, `kind` `reasoning`, without its `_<n>`) held by
+ * `generation` (lib/session/log/rewind.ts, itemGeneration).
+ */
+export function itemId(kind: ItemKind, sessionId: string, seq: number, generation?: string): string {
+  const base = `${ITEM_PREFIX[kind]}_${sessionId}_${seq}`;
+  return generation ? `${base}_${generation}` : base;
 }
 
 export function compactionId(sessionId: string, startSeq: number): string {
@@ -81,21 +91,31 @@ export function parseCompactionId(id: string): { sessionId: string; startSeq: nu
   return match && startSeq >= 2 ? { sessionId: match[1]!, startSeq } : undefined;
 }
 
-/** The session and seq of an item id, or undefined. */
-export function parseItemId(id: string): { kind: ItemKind; sessionId: string; seq: number } | undefined {
+/** The session, seq and generation (when it names one) of an item id, or undefined. */
+export function parseItemId(
+  id: string,
+): { kind: ItemKind; sessionId: string; seq: number; generation?: string } | undefined {
   const match = ITEM.exec(id);
   if (!match) return undefined;
   const kind = (Object.keys(ITEM_PREFIX) as ItemKind[]).find((key) => ITEM_PREFIX[key] === match[1])!;
   const seq = Number(match[3]);
-  return seq >= 1 ? { kind, sessionId: match[2]!, seq } : undefined;
+  const ref = { kind, sessionId: match[2]!, seq };
+  return match[4] ? { ...ref, generation: match[4] } : ref;
 }
 
-const REASONING = new RegExp(`^rs_([A-Za-z0-9_-]{1,64})_${NUMBER}_${NUMBER}$`);
+const REASONING = new RegExp(`^rs_([A-Za-z0-9_-]{1,64})_${NUMBER}${GENERATION}_${NUMBER}$`);
 
-/** The session, seq and place (`n`, from 1) of a stored reasoning item's id (`rs_<session>_<seq>_<n>`), or none. */
-export function parseReasoningId(id: string): { sessionId: string; seq: number; n: number } | undefined {
+/**
+ * The session, seq, generation (when it names one) and place (`n`, from 1) of a stored reasoning
+ * item's id (`rs_<session>_<seq>_<n>`, `rs_<session>_<seq>_<generation>_<n>`), or none.
+ */
+export function parseReasoningId(
+  id: string,
+): { sessionId: string; seq: number; n: number; generation?: string } | undefined {
   const match = REASONING.exec(id);
-  return match ? { sessionId: match[1]!, seq: Number(match[2]), n: Number(match[3]) } : undefined;
+  if (!match) return undefined;
+  const ref = { sessionId: match[1]!, seq: Number(match[2]), n: Number(match[4]) };
+  return match[3] ? { ...ref, generation: match[3] } : ref;
 }
 
 /** `<prefix>_<24 hex>`: the id of a new conversation, or of anything that is not stored. */

@@ -1,6 +1,7 @@
 import type { ResponseItem } from 'openai/resources/responses/responses';
 import { z } from 'zod';
 import type { StoredItem } from '../items.ts';
+import type { LogScope } from '../session/keys.ts';
 import { compactionItem } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
@@ -44,7 +45,7 @@ export interface InputItemsQuery {
  * with the reasoning it carries (lib/openai/listed-items.ts).
  */
 export async function inputItemsPage(facade: Facade, id: string, query: InputItemsQuery) {
-  const [{ ref, input }, kept] = await Promise.all([readResponse(facade, id), getResponse(facade, id)]);
+  const [{ ref, scope, input }, kept] = await Promise.all([readResponse(facade, id), getResponse(facade, id)]);
   const resent = resentSchema.safeParse(kept.tailgate?.resent);
   const slots: Slot[] = resent.success ? resentSlots(resent.data) : [];
   slots.push(...input.map((item) => ({ seq: item.seq })));
@@ -61,7 +62,7 @@ export async function inputItemsPage(facade: Facade, id: string, query: InputIte
   // Within a slot's entries (an item's, a reasoning item's) the page starts at that slot.
   const start = within ? at : at + 1;
   const slice = slots.slice(start, start + (within ? limit + 1 : limit));
-  const entries = await pageItems(facade, ref.sessionId, slice, input);
+  const entries = await pageItems(facade, scope, slice, input);
   const page = pageAfter(
     entries.flatMap((each) => (descending ? each.reverse() : each)),
     query.after,
@@ -108,10 +109,11 @@ function named(after: string, seq: number | undefined): (slot: Slot) => boolean 
 /** The entries of a page's slots, each ascending: stored items read by seq (the stored input's are read already). */
 async function pageItems(
   facade: Facade,
-  sessionId: string,
+  scope: LogScope,
   page: readonly Slot[],
   input: readonly StoredItem[],
 ): Promise<ResponseItem[][]> {
+  const sessionId = scope.id;
   const known = new Map(input.map((item) => [item.seq, item]));
   const wanted = page.flatMap((slot) => ('seq' in slot && !known.has(slot.seq) ? [slot.seq] : []));
   if (wanted.length > 0) {
@@ -123,7 +125,7 @@ async function pageItems(
       if ('seq' in slot) {
         const item = known.get(slot.seq);
         if (!item) throw new Error(`input item ${slot.seq} of session ${sessionId} is missing`);
-        return listedItems(item, sessionId);
+        return listedItems(item, scope);
       }
       const { id, encrypted_content: summary } = slot.compaction;
       if (summary !== undefined) return [compactionItem(id, summary)];

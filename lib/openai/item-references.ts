@@ -2,7 +2,8 @@ import { NotFoundError } from '../errors.ts';
 import type { StoredItem } from '../items.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { parseCompactionId, parseItemId, parseReasoningId } from './ids.ts';
+import { itemId, parseCompactionId, parseItemId, parseReasoningId } from './ids.ts';
+import { storedItemId } from './listed-items.ts';
 import type { InputPartBody } from './input-content.ts';
 import type { InputItemBody } from './request-input.ts';
 import type { ResponseCreateBody } from './schemas.ts';
@@ -22,7 +23,10 @@ import { itemsBetween } from './sessions.ts';
  * for that compaction's summary as it was stored (SessionLog.contextAt), and a cmp_ id that
  * names no compaction of the conversation is a 404. A reasoning item's id
  * (`rs_<conversation>_<seq>_<n>`) stands for that reasoning of the stored item, its
- * `encrypted_content` included (which goes with the item after it, inputToItems).
+ * `encrypted_content` included (which goes with the item after it, inputToItems). An id of an
+ * item a delete of the newest turn took out names another generation than the item that took
+ * its seq (lib/openai/ids.ts): a 404, as any id naming no stored item (one more read per
+ * conversation referenced, of its config).
  */
 export async function resolveItemReferences(
   facade: Facade,
@@ -56,11 +60,17 @@ export async function resolveItemReferences(
     }),
     ...[...wanted].map(async ([sessionId, { from, to }]) => {
       facade.authorize(sessionId);
-      const items = await itemsBetween(facade, sessionId, from, to).catch((error: unknown) => {
-        if (error instanceof NotFoundError) return [];
+      const read = await Promise.all([
+        itemsBetween(facade, sessionId, from, to),
+        facade.services.sessions.scope(sessionId),
+      ]).catch((error: unknown) => {
+        if (error instanceof NotFoundError) return undefined;
         throw error;
       });
-      for (const item of items) stored.set(`${sessionId}/${item.seq}`, item);
+      if (!read) return;
+      // Keyed by the id an item's reasoning has: an id of a deleted item (another generation) finds none.
+      const [items, scope] = read;
+      for (const item of items) stored.set(storedItemId(scope, 'reasoning', item.seq), item);
     }),
   ]);
   const compactionAfter = (index: number) =>
@@ -84,7 +94,7 @@ export async function resolveItemReferences(
     const reasoning = parseReasoningId(entry.id);
     if (reasoning) {
       // The model's reasoning, sent back: it goes with the item after it (inputToItems).
-      const item = stored.get(`${reasoning.sessionId}/${reasoning.seq}`);
+      const item = stored.get(itemId('reasoning', reasoning.sessionId, reasoning.seq, reasoning.generation));
       const found = item && 'reasoning' in item ? item.reasoning?.[reasoning.n - 1] : undefined;
       if (!found)
         throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
@@ -101,7 +111,7 @@ export async function resolveItemReferences(
       throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
     }
     const ref = parseItemId(entry.id);
-    const item = ref && stored.get(`${ref.sessionId}/${ref.seq}`);
+    const item = ref && stored.get(itemId('reasoning', ref.sessionId, ref.seq, ref.generation));
     if (!ref || !item || item.type !== ref.kind)
       throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
     if (item.type === 'function_call')

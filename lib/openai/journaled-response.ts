@@ -1,7 +1,9 @@
 import { NotFoundError } from '../errors.ts';
+import type { LogScope } from '../session/keys.ts';
 import { journalEvents, type TurnEvent } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
-import { itemId, parseResponseId } from './ids.ts';
+import { parseResponseId } from './ids.ts';
+import { storedItemId } from './listed-items.ts';
 import type { ResponseEventWriter } from './response-events.ts';
 import type { TailgateResponse } from './responses.ts';
 import { responseEventStream } from './sse.ts';
@@ -23,7 +25,8 @@ interface Journaled {
 
 /**
  * The events of the response `opening` (its response.created and response.in_progress carry
- * it), after `after`, followed live to the end; a client that goes away stops it. `end` gets
+ * it), after `after`, followed live to the end, its items under the ids of its session's
+ * incarnation `scope` (lib/openai/listed-items.ts); a client that goes away stops it. `end` gets
  * the writer and the journal's last event (undefined: a turn without a journal, one closed
  * before it started that was packed, in a segment written before segments said `journaled`,
  * before anyone read its events: lib/turn/journal.ts).
@@ -39,12 +42,13 @@ interface Journaled {
 export function journaledResponseEvents(
   facade: Facade,
   opening: TailgateResponse,
+  scope: LogScope,
   after: number,
   end: (writer: ResponseEventWriter, last: TurnEvent | undefined) => Promise<void>,
 ): Response {
   const ref = parseResponseId(opening.id)!;
   const stop = new AbortController();
-  const stream = responseEventStream((index, item) => itemId(item.type, ref.sessionId, ref.outputSeq + index), {
+  const stream = responseEventStream((index, item) => storedItemId(scope, item.type, ref.outputSeq + index), {
     after,
     onCancel: () => stop.abort(),
   });

@@ -1,26 +1,41 @@
 import type { ResponseItem } from 'openai/resources/responses/responses';
 import type { StoredItem } from '../items.ts';
-import { itemId, parseItemId, parseReasoningId } from './ids.ts';
+import type { LogScope } from '../session/keys.ts';
+import { itemGeneration } from '../session/log/rewind.ts';
+import { itemId, parseItemId, parseReasoningId, type ItemKind } from './ids.ts';
 import { reasoningOutput } from './output-items.ts';
 import { storedItem } from './responses.ts';
 
 /**
  * A stored item in the item lists (a conversation's items, a response's `input_items`): the
  * reasoning it carries first, as reasoning items under the ids a response's output gives them
- * (`rs_<session>_<seq>_<n>`, lib/openai/output-items.ts), then the item. An item counts for one
+ * (`rs_<session>_<seq>_<n>`, lib/openai/output-items.ts), then the item, each id naming the
+ * generation holding the item when a delete wrote it (lib/openai/ids.ts). An item counts for one
  * place in a list's paging, so a page is its places' entries, cut to the page's limit, and a
  * cursor may name any entry (where one item's entries begin again: placeOf).
  */
 
-/** The entries of a stored item, in the list's order (`descending`: the item, then its reasoning from the last). */
-export function listedItems(item: StoredItem, sessionId: string, descending = false): ResponseItem[] {
+/**
+ * The entries of a stored item of the session `scope` reads (its current incarnation), in the
+ * list's order (`descending`: the item, then its reasoning from the last).
+ */
+export function listedItems(item: StoredItem, scope: LogScope, descending = false): ResponseItem[] {
   const reasoning = 'reasoning' in item ? (item.reasoning ?? []) : [];
-  const base = itemId('reasoning', sessionId, item.seq);
+  const base = storedItemId(scope, 'reasoning', item.seq);
   const entries: ResponseItem[] = [
     ...reasoning.map((each, index) => reasoningOutput(each, `${base}_${index + 1}`)),
-    storedItem(item, itemId(item.type, sessionId, item.seq)),
+    storedItem(item, storedItemId(scope, item.type, item.seq)),
   ];
   return descending ? entries.reverse() : entries;
+}
+
+/**
+ * The id of the item of kind `kind` at `seq` of the session `scope` reads (its current
+ * incarnation; `reasoning`: the base of its reasoning's ids), naming the generation that holds
+ * it when a delete of the newest turn wrote that one (itemGeneration).
+ */
+export function storedItemId(scope: LogScope, kind: ItemKind, seq: number): string {
+  return itemId(kind, scope.id, seq, itemGeneration(scope, seq));
 }
 
 /**

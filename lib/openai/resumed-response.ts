@@ -48,7 +48,8 @@ export async function streamedForeground(
       'This response was neither streamed nor created with background: true; only those can be streamed again.',
       'stream',
     );
-  return journaledResponseEvents(facade, runningForm(response), after, (writer, last) =>
+  const scope = await facade.services.sessions.scope(parseResponseId(response.id)!.sessionId);
+  return journaledResponseEvents(facade, runningForm(response), scope, after, (writer, last) =>
     ended(facade, response.id, writer, last),
   );
 }

@@ -2,13 +2,15 @@ import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError } from '../errors.ts';
 import { stoppedBy } from '../session/log/stopped-receipt.ts';
 import type { StoredItem } from '../items.ts';
+import type { LogScope } from '../session/keys.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import type { TurnSummary } from '../session/log/turns.ts';
 import { turnAsItStands } from '../turn/journal.ts';
 import { turnCompactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
 import { openaiErrorCode } from './errors.ts';
-import { itemId, type ResponseRef } from './ids.ts';
+import type { ResponseRef } from './ids.ts';
+import { storedItemId } from './listed-items.ts';
 import { outputText, turnCost, usageOf, type TailgateResponse } from './responses.ts';
 import { outputItems } from './output-items.ts';
 
@@ -98,7 +100,7 @@ export async function settledAs(
   running: TailgateResponse,
   ref: ResponseRef,
   summary: TurnSummary,
-  output: () => Promise<StoredItem[]>,
+  output: () => Promise<{ output: StoredItem[]; scope: LogScope }>,
 ): Promise<TailgateResponse> {
   if (summary.status === 'queued' || summary.status === 'in_progress') return { ...running, status: summary.status };
   if (summary.status !== 'completed') {
@@ -113,7 +115,7 @@ export async function settledAs(
     );
   }
   // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.
-  const [items, compacted] = await Promise.all([
+  const [{ output: items, scope }, compacted] = await Promise.all([
     output(),
     turnCompactionOutput(facade, ref.sessionId, ref.turn, summary.context),
   ]);
@@ -125,7 +127,7 @@ export async function settledAs(
       incomplete: summary.incomplete,
       output: [
         ...items.flatMap((item) =>
-          outputItems(item as Parameters<typeof outputItems>[0], (type) => itemId(type, ref.sessionId, item.seq)),
+          outputItems(item as Parameters<typeof outputItems>[0], (type) => storedItemId(scope, type, item.seq)),
         ),
         ...compacted,
       ],

@@ -12,7 +12,7 @@ import { parseResponseId, responseId, type ResponseRef } from './ids.ts';
 import { modelName } from './models.ts';
 import { buildResponse, DEFAULT_SETTINGS, type TailgateResponse } from './responses.ts';
 import { settledAs } from './settled-response.ts';
-import { generationAt, isOutput, itemsBetween } from './sessions.ts';
+import { isOutput, itemsBetween } from './sessions.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import { turnAsItStands } from '../turn/journal.ts';
 
@@ -101,14 +101,14 @@ export async function readResponse(facade: Facade, id: string) {
   const missing = () => responseNotFound(id);
   if (!ref) throw missing();
   const { services } = facade;
-  const [session, generation] = await Promise.all([
+  const [session, scope] = await Promise.all([
     services.sessions.get(ref.sessionId),
-    generationAt(facade, ref.sessionId, ref.inputSeq),
+    services.sessions.scope(ref.sessionId),
   ]).catch((error: unknown) => {
     throw error instanceof NotFoundError ? missing() : error;
   });
   // Another turn took the number and seqs of the one the id names (it was deleted): 404.
-  if (generation !== ref.generation) throw missing();
+  if (idGeneration(scope, ref.inputSeq) !== ref.generation) throw missing();
   if (ref.turn > session.counts.turns || ref.outputSeq > session.counts.items + 1) throw missing();
   const items = await itemsBetween(
     facade,
@@ -129,7 +129,7 @@ export async function readResponse(facade: Facade, id: string) {
     output.push(item);
   }
   if (input.length !== ref.outputSeq - ref.inputSeq) throw missing();
-  return { ref, session, input, output };
+  return { ref, session, scope, input, output };
 }
 
 /**
@@ -184,7 +184,7 @@ export async function keptOfTurn(
  * turn ended. Its model is the name the turn's model answers to (lib/openai/models.ts).
  */
 async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResponse> {
-  const { ref, session, input, output } = await readResponse(facade, id);
+  const { ref, session, scope, input, output } = await readResponse(facade, id);
   const summary = await turnAsItStands(facade.services, ref.sessionId, ref.turn).catch((error: unknown) => {
     throw error instanceof NotFoundError ? responseNotFound(id) : error;
   });
@@ -202,7 +202,7 @@ async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResp
     store: true,
     tailgate: { session_id: ref.sessionId, turn: ref.turn },
   });
-  return settledAs(facade, running, ref, summary, async () => output);
+  return settledAs(facade, running, ref, summary, async () => ({ output, scope }));
 }
 
 /**

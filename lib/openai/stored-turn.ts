@@ -6,7 +6,8 @@ import type { Facade } from './facade.ts';
 import { compactionOutput } from './compaction.ts';
 import { indexCompaction } from './compaction-index.ts';
 import { indexHistory } from './history-index.ts';
-import { itemId, responseId, type ResponseRef } from './ids.ts';
+import { responseId, type ResponseRef } from './ids.ts';
+import { storedItemId } from './listed-items.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import type { LogScope } from '../session/keys.ts';
@@ -73,7 +74,7 @@ function storedResponse(
     status: response.incomplete ? 'incomplete' : 'completed',
     ...(response.incomplete ? { incomplete: response.incomplete } : {}),
     output: [
-      ...response.output.flatMap((item) => outputItems(item, (type) => itemId(type, context.session.id, item.seq))),
+      ...response.output.flatMap((item) => outputItems(item, (type) => storedItemId(scope, type, item.seq))),
       ...compacted,
     ],
     usage: usageOf(response.usage),
@@ -169,7 +170,7 @@ export async function streamStoredTurn(
     : context.fields.createdAt;
   const answered = { ...context, fields: { ...context.fields, createdAt } };
   const base = { ...answered.fields, id, output: [] as ResponseOutputItem[] };
-  const stream = responseEventStream((index, item) => itemId(item.type, context.session.id, firstSeq + index));
+  const stream = responseEventStream((index, item) => storedItemId(scope, item.type, firstSeq + index));
   const { writer } = stream;
   writer.started(buildResponse({ ...base, status: 'in_progress' }));
   const finished = (async () => {

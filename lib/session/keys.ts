@@ -60,6 +60,8 @@ export interface LogScope {
   ancestors?: readonly ForkPoint[];
   /** The generations of this id's history that a delete of its newest turn wrote (records.ts). */
   rewound?: readonly string[];
+  /** The generation this incarnation started with (records.ts), when its config names it. */
+  incarnation?: string;
   /** Older generations of this incarnation whose queued inputs are still taken up (records.ts). */
   queuedIn?: readonly string[];
 }

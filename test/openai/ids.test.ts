@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { NotConfiguredError } from '../../lib/errors.ts';
 import { parseModelAliases } from '../../lib/model-settings.ts';
-import { itemId, parseItemId, parseResponseId, responseId } from '../../lib/openai/ids.ts';
+import { itemId, parseItemId, parseReasoningId, parseResponseId, responseId } from '../../lib/openai/ids.ts';
 
 describe('OpenAI-compatible ids', () => {
   it('round-trips a response id whose session holds underscores and digits', () => {
@@ -22,6 +22,23 @@ describe('OpenAI-compatible ids', () => {
     expect(parseResponseId('resp_a_1_2_2_3_4')).toEqual({ sessionId: 'a_1_2', turn: 2, inputSeq: 3, outputSeq: 4 });
     for (const id of ['resp_s_2_3_4_g1', 'resp_s_2_3_4_g8234567890123abcdef0G', 'resp_s_2_3_4_'])
       expect(parseResponseId(id), id).toBeUndefined();
+  });
+
+  it("names the generation of an item a delete's generation holds, its reasoning's before the place", () => {
+    const generation = 'g8234567890123abcdef01';
+    expect(itemId('message', 'a_1_g2', 5, generation)).toBe(`msg_a_1_g2_5_${generation}`);
+    expect(parseItemId(`msg_a_1_g2_5_${generation}`)).toEqual({
+      kind: 'message',
+      sessionId: 'a_1_g2',
+      seq: 5,
+      generation,
+    });
+    expect(parseItemId('msg_a_1_g2_5')).toEqual({ kind: 'message', sessionId: 'a_1_g2', seq: 5 });
+    const reasoning = `${itemId('reasoning', 'a_1', 5, generation)}_2`;
+    expect(reasoning).toBe(`rs_a_1_5_${generation}_2`);
+    expect(parseReasoningId(reasoning)).toEqual({ sessionId: 'a_1', seq: 5, n: 2, generation });
+    expect(parseReasoningId('rs_a_1_5_2')).toEqual({ sessionId: 'a_1', seq: 5, n: 2 });
+    expect(parseItemId(`msg_s_5_${generation}x`)).toBeUndefined();
   });
 
   it('refuses ids that name no turn or no items', () => {

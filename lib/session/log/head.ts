@@ -235,6 +235,7 @@ export function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
     id: config.id,
     generation: config.generation ?? '',
     ...(config.rewound ? { rewound: config.rewound } : {}),
+    ...(config.incarnation ? { incarnation: config.incarnation } : {}),
     ...(config.queued_in ? { queuedIn: config.queued_in } : {}),
   };
   return config.fork_of ? { ...scope, ancestors: config.fork_of } : scope;

@@ -60,6 +60,17 @@ export function idGeneration(scope: LogScope, seq: number): string | undefined {
   return scope.rewound?.includes(holder) ? holder : undefined;
 }
 
+/**
+ * The generation an item id (lib/openai/ids.ts) names at `seq`: idGeneration, when a delete of the
+ * newest turn wrote it (not the one the incarnation started with), so an id of an item a delete
+ * took out never names the item that took its seq, and the ids of items no delete went back past
+ * name none (as they did before deletes named one).
+ */
+export function itemGeneration(scope: LogScope, seq: number): string | undefined {
+  const generation = idGeneration(scope, seq);
+  return generation === scope.incarnation ? undefined : generation;
+}
+
 /** The generation that wrote the item at `seq` (a delete of the newest turn keeps the ones before it). */
 export function holderOf(scope: LogScope, seq: number): string {
   return holderScope(scope, seq).generation;

@@ -302,6 +302,17 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     expect(left.map((object) => object.key).filter((key) => key.endsWith('.lease'))).toEqual([]);
   });
 
+  it('a delete of the session while a compaction makes its summary leaves nothing of it behind', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    const { running, release } = await world.holding();
+    await world.other.delete('s1');
+    // The summary is put after the delete's sweep passed: its compaction, refused, takes it out again.
+    release();
+    await expect(running).rejects.toMatchObject({ code: 'not_found' });
+    expect((await listAll(world.store, 'sessions/s1/')).map((object) => object.key)).toEqual([]);
+  });
+
   it('whichever storage call of a compaction fails, the session goes on, charged once per summary made', async () => {
     const probe = setup(storeOf());
     await probe.create();

@@ -7,6 +7,7 @@ import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from './head.ts';
 import { claimCompaction, ClaimMoved, type CompactionClaim } from './compaction-claim.ts';
 import { leaseOf } from './lease.ts';
+import { keptUnlessSwept } from './unbilled.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
 import type { ContextView, NewContext, OpenTurn } from './types.ts';
 
@@ -120,6 +121,8 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
     // spend, stored, is counted by the write after that (log/unbilled.ts). Stored when not known
     // charged: a record of its own landed unseen follows the claim, so nobody names it, or follows
     // the write naming it, and drops it (ownClaim).
+    // A summary put after a delete of the session swept it: taken out again (its put came before this read).
+    await keptUnlessSwept(log, scope, contextKey(scope, newest.record.record)).catch(() => undefined);
     const released = !(error instanceof Moved) && (await claim?.release(check, summary.usage));
     if (claim && !released) await claim.storeSpend(summary.usage);
     if (error instanceof Moved) return null;

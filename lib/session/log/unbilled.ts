@@ -214,14 +214,23 @@ export async function storeSpend(
   spent: Omit<StoppedSpendRecord, 'format'>,
 ): Promise<boolean> {
   if (!(await putSpend(log, spentAt, spent))) return false;
-  const key = sessionConfigKey(scope.keyPrefix, scope.id);
-  const object = await log.store.get(key);
+  return keptUnlessSwept(log, scope, spentAt);
+}
+
+/**
+ * Whether an object at `key` of the generation `scope`, put just before, is still the session's:
+ * its config (read now, after the put) names that generation, or a delete of its newest turn
+ * forked from it. Else (the session deleted, or deleted and created again) a delete's sweep may
+ * have passed before the put landed, and the object is deleted (false).
+ */
+export async function keptUnlessSwept(log: LogContext, scope: LogScope, key: string): Promise<boolean> {
+  const object = await log.store.get(sessionConfigKey(scope.keyPrefix, scope.id));
   const config = object ? parseStoredOrUndefined(object.body, sessionConfigSchema) : undefined;
   const reads =
     config &&
     ((config.generation ?? '') === scope.generation ||
       (config.fork_of ?? []).some((point) => point.id === scope.id && point.generation === scope.generation));
   if (reads) return true;
-  await log.store.delete([spentAt]);
+  await log.store.delete([key]);
   return false;
 }

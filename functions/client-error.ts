@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream';
-import { InvalidRequestError, PayloadTooLargeError, type TailgateError } from '../lib/errors.ts';
+import { InvalidRequestError, PayloadTooLargeError, TailgateError } from '../lib/errors.ts';
 import { errorBody } from './error-handler.ts';
 
 /** What node:http passes to a server's `clientError` listener. */
@@ -17,8 +17,8 @@ interface ClientSocket extends Duplex {
  * request the parser refused, which never reach the service: in the API's error JSON
  * (docs/API.md, Errors) where Node's own answer is a bare status line. A 400 `invalid_request`
  * naming the parser's reason, e.g. the bytes after a body its `Content-Length` cut short,
- * parsed as the next request; 413 `payload_too_large` for headers (431) or chunk extensions
- * over the parser's limits; `408 Request Timeout` stays without a body (HEADERS_TIMEOUT_MS,
+ * parsed as the next request; 431 `headers_too_large` for headers over the parser's limit, 413
+ * `payload_too_large` for chunk extensions over it; `408 Request Timeout` stays without a body (HEADERS_TIMEOUT_MS,
  * REQUEST_TIMEOUT_MS: the request never arrived). As Node does, nothing is written once a
  * response of the connection has begun (it would corrupt it), and the connection is closed.
  */
@@ -35,7 +35,7 @@ export function clientErrorResponse(error: ClientError): string {
   let status = '400 Bad Request';
   if (error.code === 'HPE_HEADER_OVERFLOW') {
     status = '431 Request Header Fields Too Large';
-    refused = new PayloadTooLargeError(`the request's headers are too large (${reason})`, details);
+    refused = new TailgateError('headers_too_large', `the request's headers are too large (${reason})`, details);
   } else if (error.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') {
     status = '413 Payload Too Large';
     refused = new PayloadTooLargeError(`the request's chunk extensions are too large (${reason})`, details);

@@ -25,6 +25,7 @@ export const ERROR_CODES = [
   'budget_exhausted',
   'idempotency_key_reused',
   'payload_too_large',
+  'headers_too_large',
   'overloaded',
   'rate_limited',
   'context_too_large',

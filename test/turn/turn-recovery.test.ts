@@ -116,6 +116,33 @@ describe('a turn interrupted while its model answers', () => {
     await expect.poll(async () => (await store.list(sessionPrefix('', 's'))).objects).toEqual([]);
   });
 
+  it("leaves nothing of a session deleted while a turn's compaction made its summary", async () => {
+    const { services, store } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({
+      id: 's',
+      model: 'held',
+      strategies: ['compact'],
+      strategy_config: { context_limit: 1000, response_reserve: 200 },
+    });
+    await owner.sessions.append(
+      's',
+      Array.from({ length: 6 }, (_, index) => ({
+        type: 'message',
+        role: 'user',
+        content: `${index} ${'w'.repeat(800)}`,
+      })),
+    );
+    const running = runTurn(owner, 's', { input: 'in flight' }).catch((error) => error);
+    // The summary's model call (the turn's own comes after it).
+    await model.started;
+    await services().sessions.delete('s');
+    model.release();
+    expect(answer(await running)).toEqual({ status: 404, code: 'not_found' });
+    await expect.poll(async () => (await store.list(sessionPrefix('', 's'))).objects.map((o) => o.key)).toEqual([]);
+  });
+
   it('is answered 409 turn_cancelled after a cancel, and the session takes a turn at once', async () => {
     const { services } = world();
     const model = heldModel();

@@ -11,7 +11,7 @@ import {
 } from '../../errors.ts';
 import { putCreateOnlyInfo, putJsonCreateOnly } from '../../store/create-only.ts';
 import type { StoredObject } from '../../store/object-store.ts';
-import { doneKey, idempotencyKey, leaseKey, recordKey, sessionConfigKey, type LogScope } from '../keys.ts';
+import { contextKey, doneKey, idempotencyKey, leaseKey, recordKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
   leaseSchema,
@@ -174,10 +174,11 @@ export async function closedBy(log: LogContext, turn: OpenTurn): Promise<string 
  * (failed, session_deleted) and kept that completion as a fence, which refuses the turn's own
  * completion. Once the turn's attempt has ended (its renewals stopped: none is in flight), its
  * lease goes at once: a renewal that read no fence just before the delete wrote it may have put
- * it after the delete's sweep. The fence goes too, with the turn's `idem/`, once the sweep has
- * removed the turn's record: before that, the delete may still read the record and fence it
- * again. Nothing is removed unless the completion found is a delete's. Failures leave them to
- * the next delete of the same id, whose sweep removes every object of other incarnations.
+ * it after the delete's sweep. The fence goes too, with the turn's `idem/` and its compaction's
+ * summary (`context/`), once the sweep has removed the turn's record: before that, the delete
+ * may still read the record and fence it again (a summary ending after the sweep was put after it).
+ * Nothing is removed unless the completion found is a delete's. Failures leave them to the next
+ * delete of the same id, whose sweep removes every object of other incarnations.
  */
 export async function leaveDeleted(log: LogContext, turn: OpenTurn): Promise<void> {
   try {
@@ -186,9 +187,9 @@ export async function leaveDeleted(log: LogContext, turn: OpenTurn): Promise<voi
     if (!fence || fence.body.length === 0) return;
     const closed = parseStored(key, fence.body, doneSchema);
     if (closed.writer === turn.writer || closed.error?.code !== SESSION_DELETED) return;
-    const keys = [leaseKey(turn.scope, turn.record)];
-    if (!record) keys.push(key, ...(turn.keyHash ? [idempotencyKey(turn.scope, turn.keyHash)] : []));
-    await log.store.delete(keys);
+    const idem = turn.keyHash ? [idempotencyKey(turn.scope, turn.keyHash)] : [];
+    const swept = record ? [] : [key, contextKey(turn.scope, turn.record), ...idem];
+    await log.store.delete([leaseKey(turn.scope, turn.record), ...swept]);
   } catch {
     // Left for the next delete of this id.
   }

@@ -8,7 +8,8 @@ import { startBucketProcess } from './bucket-process.ts';
 
 /**
  * A chaos soak of the Node server on S3: `SOAK_SERVERS` servers (functions/node.ts) on one
- * bucket (fauxqs behind the conditional gateway, ./bucket-process.ts), `SOAK_CLIENTS` clients
+ * bucket (fauxqs behind the conditional gateway, ./bucket-process.ts), or with `SOAK_STORE=file`
+ * on one DATA_DIR (the file store, shared by the servers of one machine), `SOAK_CLIENTS` clients
  * sending a mix of appends, turns (plain, streamed, background, queued, interrupting), notices
  * (`abort` among them), forks, exports and imports, compactions, cancels, withdrawals, deletes
  * and budget changes for `SOAK_MINUTES`, while a random server is killed (kill -9) every
@@ -20,9 +21,10 @@ import { startBucketProcess } from './bucket-process.ts';
  * stored twice, no notice delivered twice, no session busy, no 5xx, session totals equal to
  * their turn receipts, and that idempotent replays answered as the first answers did.
  *
- *   npm run soak        (SOAK_MINUTES=15 SOAK_CLIENTS=18 SOAK_SERVERS=3 SOAK_KILL_SECONDS=30)
+ *   npm run soak        (SOAK_STORE=s3 SOAK_MINUTES=15 SOAK_CLIENTS=18 SOAK_SERVERS=3 SOAK_KILL_SECONDS=30)
  *
- * It prints a JSON summary; the servers' output goes to SOAK_DIR (a directory under /tmp).
+ * It prints a JSON summary; the servers' output goes to SOAK_DIR (a directory under /tmp), and
+ * the file store's DATA_DIR is its data/.
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -31,6 +33,8 @@ const minutes = Number(process.env.SOAK_MINUTES ?? 15);
 const clients = Number(process.env.SOAK_CLIENTS ?? 18);
 const serverCount = Number(process.env.SOAK_SERVERS ?? 3);
 const killEveryMs = Number(process.env.SOAK_KILL_SECONDS ?? 30) * 1000;
+const storeKind = process.env.SOAK_STORE ?? 's3';
+if (storeKind !== 's3' && storeKind !== 'file') throw new Error(`SOAK_STORE is s3 or file, not ${storeKind}`);
 const leaseMs = 6000;
 const outDir = process.env.SOAK_DIR ?? `/tmp/tailgate-soak-${Date.now().toString(36)}`;
 mkdirSync(outDir, { recursive: true });
@@ -571,15 +575,19 @@ async function verify(s: Session) {
 
 async function main() {
   const started = Date.now();
-  const bucket = await startBucketProcess('soak');
+  const bucket = storeKind === 's3' ? await startBucketProcess('soak') : undefined;
   const provider = await startFakeProvider();
   env = {
     API_TOKEN: TOKEN,
-    S3_ENDPOINT: bucket.endpoint,
-    S3_BUCKET: 'soak',
-    S3_REGION: 'us-east-1',
-    AWS_ACCESS_KEY_ID: 'test',
-    AWS_SECRET_ACCESS_KEY: 'test',
+    ...(bucket
+      ? {
+          S3_ENDPOINT: bucket.endpoint,
+          S3_BUCKET: 'soak',
+          S3_REGION: 'us-east-1',
+          AWS_ACCESS_KEY_ID: 'test',
+          AWS_SECRET_ACCESS_KEY: 'test',
+        }
+      : { DATA_DIR: join(outDir, 'data') }),
     KEY_PREFIX: 'soak/',
     DEFAULT_MODEL: 'echo',
     TURN_LEASE_MS: String(leaseMs),
@@ -633,11 +641,12 @@ async function main() {
     await slot.server?.stop();
   }
   provider.close();
-  await bucket.stop();
+  await bucket?.stop();
   const restart = figures.restartMs.sort((a, b) => a - b);
   console.log(
     JSON.stringify(
       {
+        store: storeKind,
         ...figures,
         restartMs: { min: restart[0], median: restart[Math.floor(restart.length / 2)], max: restart.at(-1) },
         fiveXX: figures.fiveXX.slice(0, 30),

@@ -488,6 +488,9 @@ async function settle(s: Session): Promise<boolean> {
     // Inputs the session's spent budget holds wait (an import or a fork keeps its budget).
     const held = waiting && !isLost(session) && session.json?.budget != null;
     if (!open && (!waiting || held)) return true;
+    // A turn whose process died, on a session no one writes to, stays open in the listing until a
+    // reader of its receipt (or the next writer) closes it once its lease ran out.
+    if (open) await call('GET', `/v1/sessions/${s.id}/turns/${newest.turn}`);
     await sleep(2000);
   }
   return false;

@@ -237,6 +237,21 @@ function adopt(id: string, model: string, original: boolean, budget?: number): v
   });
 }
 
+/**
+ * Per marker, turn requests sent again under its key (a retry, a replay), counted when each starts
+ * and when it ends (odd: one in flight). A withdraw meanwhile may be followed by the resend
+ * queueing the input again (a withdrawn input's key is free), which then runs.
+ */
+const resends = new Map<string, number>();
+async function resend<T>(m: string, send: () => Promise<T>): Promise<T> {
+  resends.set(m, (resends.get(m) ?? 0) + 1);
+  try {
+    return await send();
+  } finally {
+    resends.set(m, (resends.get(m) ?? 0) + 1);
+  }
+}
+
 const count = (op: string) => (figures.ops[op] = (figures.ops[op] ?? 0) + 1);
 const STORED_FAILURES = new Set(['aborted', 'turn_cancelled', 'lease_expired', 'model_error', 'model_timeout']);
 
@@ -263,7 +278,8 @@ async function turn(client: number, s: Session) {
   let first: Answer | undefined;
   let uncertain = false;
   for (let attempt = 0; attempt < 8; attempt++) {
-    const answer = await call('POST', `/v1/sessions/${s.id}/turns`, body, { 'idempotency-key': key });
+    const send = () => call('POST', `/v1/sessions/${s.id}/turns`, body, { 'idempotency-key': key });
+    const answer = attempt === 0 ? await send() : await resend(m, send);
     if (isLost(answer) || answer.status >= 500) {
       uncertain = true;
       await sleep(1000 + attempt * 1000);
@@ -310,7 +326,7 @@ async function record(
 ) {
   s.markers.set(m, state);
   if (body.stream || !chance(0.3)) return;
-  const again = await call('POST', `/v1/sessions/${s.id}/turns`, body, { 'idempotency-key': key });
+  const again = await resend(m, () => call('POST', `/v1/sessions/${s.id}/turns`, body, { 'idempotency-key': key }));
   // A client deleted the session meanwhile.
   if (isLost(again) || (again.status === 404 && (s.deleted || s.deleting))) return;
   figures.replays++;
@@ -398,9 +414,11 @@ async function withdraw(s: Session) {
   const listed = await call('GET', `/v1/sessions/${s.id}/queue`);
   if (isLost(listed) || listed.status !== 200 || !listed.json.queued.length) return;
   const entry = pick(listed.json.queued as { queued_turn: string; preview: string }[]);
-  const answer = await call('DELETE', `/v1/sessions/${s.id}/queue/${entry.queued_turn}`);
   const m = entry.preview.match(MARKER)?.[0];
-  if (m && !isLost(answer) && answer.status === 200) s.markers.set(m, 'withdrawn');
+  const before = (m && resends.get(m)) || 0;
+  const answer = await call('DELETE', `/v1/sessions/${s.id}/queue/${entry.queued_turn}`);
+  const overlapped = before % 2 === 1 || ((m && resends.get(m)) || 0) !== before;
+  if (m && !isLost(answer) && answer.status === 200) s.markers.set(m, overlapped ? 'maybe' : 'withdrawn');
   else if (m && (isLost(answer) || answer.status >= 500)) s.markers.set(m, 'maybe');
 }
 

@@ -187,13 +187,22 @@ export async function listConversationItems(
   const limit = query.limit ?? 20;
   const refused = () =>
     new OpenAIApiError(400, 'invalid_request', `'${query.after}' is not an item of conversation '${id}'`, 'after');
+  // The current compaction item sits before the first item its summary did not replace.
+  const context = await facade.services.sessions.currentContext(id);
   let after: number | undefined;
   let within = false;
   if (query.after !== undefined) {
     const compaction = parseCompactionId(query.after);
     const place = placeOf(query.after, id, descending);
-    if (compaction?.sessionId === id) after = compaction.startSeq - 0.5;
-    else if (place) {
+    if (compaction?.sessionId === id) {
+      // The current compaction, or one a later compaction superseded (a client paging while it
+      // landed): one list of the session's compactions. One the conversation never made is no cursor.
+      const made =
+        context?.start_seq === compaction.startSeq ||
+        (await facade.services.sessions.contextAt(id, compaction.startSeq)) !== null;
+      if (!made) throw refused();
+      after = compaction.startSeq - 0.5;
+    } else if (place) {
       within = place.within;
       // Within an item's entries the page starts at that item (not at the compaction item before it).
       after = within ? place.seq + (descending ? 0.25 : -0.25) : place.seq;
@@ -201,8 +210,6 @@ export async function listConversationItems(
       if (!within && !(await storedEntry(facade, scope, query.after, total))) throw refused();
     } else throw refused();
   }
-  // The current compaction item sits before the first item its summary did not replace.
-  const context = await facade.services.sessions.currentContext(id);
   const { positions, hasMore } = itemPage({
     total,
     // One place more when the first one's entries up to the cursor are left out.

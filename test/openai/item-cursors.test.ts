@@ -54,3 +54,36 @@ describe('an after cursor naming no listed item', () => {
     }
   });
 });
+
+describe('an after cursor naming a compaction', () => {
+  it('pages after a compaction the list holds or held; one the conversation never made is a 400', async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const id = first.conversation!.id;
+    const compact = async (previous_response_id: string) =>
+      (await world.client.responses.compact({ model: null, previous_response_id })).output[0]!.id;
+    // The conversation holds msg 1, msg 2, then its compaction cmp 3 (before the items to come).
+    expect(await compact(first.id)).toBe(`cmp_${id}_3`);
+    const second = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'go on',
+    });
+    expect(await listed(world.client.conversations.items.list(id, { order: 'asc', after: `cmp_${id}_3` }))).toEqual([
+      `msg_${id}_3`,
+      `msg_${id}_4`,
+    ]);
+    // A compaction landing while a client pages: the cursor naming the one before it still pages.
+    expect(await compact(second.id)).toBe(`cmp_${id}_5`);
+    for (const order of ['asc', 'desc'] as const) {
+      expect(await listed(world.client.conversations.items.list(id, { order, after: `cmp_${id}_3` }))).toEqual(
+        order === 'asc' ? [`msg_${id}_3`, `msg_${id}_4`, `cmp_${id}_5`] : [`msg_${id}_2`, `msg_${id}_1`],
+      );
+      // No compaction starts at 2, 4 or 99 (msg 99 is no item either): 400s naming after.
+      for (const after of [`cmp_${id}_2`, `cmp_${id}_4`, `cmp_${id}_99`, `cmp_${id}_0`]) {
+        const error = await listed(world.client.conversations.items.list(id, { order, after }));
+        expect(error, `${order}, after ${after}`).toBeInstanceOf(OpenAI.BadRequestError);
+        expect(error).toMatchObject({ param: 'after' });
+      }
+    }
+  });
+});

@@ -196,7 +196,8 @@ export async function listConversationItems(
     const place = placeOf(query.after, id, descending);
     if (compaction?.sessionId === id) {
       // The current compaction, or one a later compaction superseded (a client paging while it
-      // landed): one list of the session's compactions. One the conversation never made is no cursor.
+      // landed): one list of the session's compactions, a read of each since. One the
+      // conversation never made is no cursor.
       const made =
         context?.start_seq === compaction.startSeq ||
         (await facade.services.sessions.contextAt(id, compaction.startSeq)) !== null;

@@ -28,7 +28,8 @@ import type { InboxContext } from './move.ts';
  * returns meanwhile (see `giveBack`) is taken by one of them only. In name order; an `abort`
  * among them is not returned (it ended the turn that took it). Costs one listing of
  * `inbox_removed/` (per 1000 records), a head per recent record where listings carry no
- * metadata (S3), and a get and three puts per notice found. Only turns that did not close
+ * metadata (S3), and a get and three puts per notice found (and a put and a get per taker
+ * passed over on its chain of decision keys, `decide`). Only turns that did not close
  * themselves need it.
  */
 export async function recover(
@@ -42,7 +43,7 @@ export async function recover(
   const found = await mapLimit(await lostDeliveries(ctx, sessionId, lost), CONCURRENCY, async (info) => {
     const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
     if (name === ABORT_NOTICE_NAME) return null;
-    const object = await takeOver(ctx, info.key, info.metadata[META.turn], String(turn), lostTurns);
+    const object = await takeOver(ctx, info.key, String(turn), lostTurns);
     if (!object) return null;
     return {
       name,
@@ -57,89 +58,99 @@ export async function recover(
 }
 
 /**
- * Takes the delivery record at `key`, as it names closed turn `from`, over for turn `ours`: the
- * record as read when it is ours, or null. When a taker `decide` passed over (among `lost`)
- * kept it, that taker's rewrite landed: the record is taken over from that taker as it names
- * it now, through a new decision key (the record's upload time changed), which that taker's
- * give-back creates too.
+ * Takes the delivery record at `key`, as it names a closed turn (among `lost`), over for turn
+ * `ours`: the record as read when it is ours, or null. Once `decide` gave it to this turn, the
+ * record is rewritten if-match to name `ours` and the decision key taken through, then `ours`
+ * confirms it holds the notice by creating `<that key>-after-<ours>`: a successor that finds
+ * this turn closed creates that key too, and of the two the first to create it has the notice.
+ * A turn refused there gives the notice up (its rewrite landed after the successor's, the etag
+ * being the body's).
  */
 async function takeOver(
   ctx: InboxContext,
   key: string,
-  from: string | undefined,
   ours: string,
   lost: ReadonlySet<string>,
 ): Promise<StoredObject | null> {
   const object = await ctx.store.get(key);
-  if (!object || object.metadata[META.turn] !== from) return null;
-  const decided = await decide(ctx, key, from, object.uploaded, ours, lost);
-  if (decided.kept !== undefined) return takeOver(ctx, key, decided.kept, ours, lost);
-  if (decided.key === undefined) return null;
-  const taken = await ctx.store
-    .put(key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: ours } })
-    .catch(() => null);
+  const from = object?.metadata[META.turn];
+  if (!object || from === undefined || !lost.has(from)) return null;
+  const decision = await decide(ctx, key, decisionOf(object), ours, lost);
+  if (decision === undefined) return null;
+  const metadata = { ...object.metadata, [META.turn]: ours, [META.takenAs]: decision };
+  const taken = await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }).catch(() => null);
   // Refused, or a write whose answer was lost: the record says who holds the notice now.
   if (!taken && (await ctx.store.head(key))?.metadata[META.turn] !== ours) return null;
-  return (await kept(ctx, key, decided.key, ours)) ? object : null;
+  return (await kept(ctx, key, decision, ours)) ? object : null;
 }
 
 /**
- * Whether the delivery record at `key` is ours to take (`key`: the decision key created), or
- * none's (neither set), or kept by `kept`, a taker passed over. Of a turn taking it over
- * (`recover`) and the closed turn `from` it names (written at `uploaded`) giving it back
- * (`giveBack`), only the first to create `<key>/taken-<from>-<uploaded ms>` (create-only) goes
- * on. Their if-match rewrites alone do not decide it: S3 and R2 give an object the etag of its
- * body (its MD5), and a rewrite of a record's metadata keeps its body, so both would land and
- * the notice reach a model twice. The key's body names its `taker` (a turn, or `returned` for a
- * giveBack); a refused create (or one whose answer was lost) reads it. When it names a turn the
- * caller knows was closed by someone else (among `lost`, the turns it recovers), that taker may
- * have died before its rewrite: the caller tries `<decision key>-after-<that turn>`, so exactly
- * one successor takes the notice over. A taker that did rewrite creates that key itself (`kept`):
- * found there, it kept the notice.
- */
-async function decide(
-  ctx: InboxContext,
-  key: string,
-  from: string | undefined,
-  uploaded: Date,
-  taker: string,
-  lost: ReadonlySet<string> = new Set(),
-): Promise<{ key?: string; kept?: string }> {
-  let decision = `${key}/taken-${from}-${uploaded.getTime()}`;
-  let passed: string | undefined;
-  for (;;) {
-    const decided = await firstToCreate(ctx.store, decision, taker);
-    if (decided.first) return { key: decision };
-    const holder = takerOf(decided.found);
-    if (holder !== undefined && holder === passed) return { kept: holder };
-    if (holder === undefined || !lost.has(holder)) return {};
-    passed = holder;
-    decision = `${decision}-after-${holder}`;
-  }
-}
-
-/**
- * Whether taker `ours`, its rewrite of the delivery record at `key` landed, still has the
- * notice: it creates the key a successor would take the notice over through (`decision`-after-
- * `ours`, see `decide`). A successor that created it first took the notice over while this
- * taker stalled before its rewrite, which landed all the same (the etag is the body's): the
- * taker gives the notice up and puts the record, when it still names the taker, back to name
- * that successor (a failure there is logged).
+ * Whether turn `ours`, which took the delivery record at `key` over through `decision` and
+ * rewrote it, still has the notice: it creates `<decision>-after-<ours>` (see `takeOver`). A
+ * successor that created it first has the notice; the record, when it still names `ours`, is
+ * put back to name that successor as the successor wrote it (a failure there is logged). The
+ * record only tells a listing where to begin: a put-back landing after a later turn's rewrite
+ * begins a decision further back on the same chain of keys.
  */
 async function kept(ctx: InboxContext, key: string, decision: string, ours: string): Promise<boolean> {
-  const confirmed = await firstToCreate(ctx.store, `${decision}-after-${ours}`, ours);
+  const confirmation = `${decision}-after-${ours}`;
+  const confirmed = await firstToCreate(ctx.store, `${key}/${confirmation}`, ours);
   if (confirmed.first) return true;
   const successor = takerOf(confirmed.found);
   try {
     const record = successor === undefined ? null : await ctx.store.get(key);
     if (successor !== undefined && record?.metadata[META.turn] === ours) {
-      const metadata = { ...record.metadata, [META.turn]: successor };
+      const metadata = { ...record.metadata, [META.turn]: successor, [META.takenAs]: confirmation };
       await ctx.store.put(key, record.body, { ifMatch: record.etag, metadata });
     }
   } catch (error) {
     ctx.log({ level: 'warn', message: `delivery record not put back to name turn ${successor}`, key, error });
   }
   return false;
+}
+
+/**
+ * The decision key (after `<key>/`) a turn taking over delivery record `record` begins at: the
+ * one its holder took it through, or, for a record its consuming turn `<turn>` wrote (at `<ms>`),
+ * `taken-<turn>-<ms>`.
+ */
+function decisionOf(record: StoredObject): string {
+  return takenAs(record) ?? `taken-${record.metadata[META.turn]}-${record.uploaded.getTime()}`;
+}
+
+/** The decision key a turn took delivery record `record` over through, if it did. */
+function takenAs(record: StoredObject): string | undefined {
+  const taken = record.metadata[META.takenAs];
+  return taken !== undefined && /^taken-[^/]+$/.test(taken) ? taken : undefined;
+}
+
+/**
+ * The decision key (after `<key>/`) this `taker` created, beginning at `decision`, or undefined
+ * when another has the notice. Keys are created create-only, and only the first to create one
+ * goes on: if-match rewrites of the record alone do not decide who has it, since S3 and R2 give
+ * an object the etag of its body (its MD5), and a rewrite of a record's metadata keeps its
+ * body, so every rewrite would land and the notice reach a model twice. A key's body names its
+ * taker (`<turn>:<random>`; `returned:<random>`, a give-back, ends the chain); a refused create
+ * (or one whose answer was lost) reads it. When it names a turn the caller knows was closed by
+ * someone else (among `lost`), the chain goes on at `<key>-after-<that turn>`: the key that
+ * turn confirms its hold through once its rewrite landed (see `takeOver`), or a successor
+ * takes the notice over through when that turn died or stalled before; found confirmed, the
+ * key after it again is where a successor and that turn's give-back decide who has it.
+ */
+async function decide(
+  ctx: InboxContext,
+  key: string,
+  decision: string,
+  taker: string,
+  lost: ReadonlySet<string>,
+): Promise<string | undefined> {
+  for (;;) {
+    const decided = await firstToCreate(ctx.store, `${key}/${decision}`, taker);
+    if (decided.first) return decision;
+    const holder = takerOf(decided.found);
+    if (holder === undefined || !lost.has(holder)) return undefined;
+    decision = `${decision}-after-${holder}`;
+  }
 }
 
 /** Who created a decision key (its body `<taker>:<random>`), or undefined when it is gone. */
@@ -207,7 +218,10 @@ export async function giveBack(
     try {
       const object = await ctx.store.get(key);
       if (!object || object.metadata[META.turn] !== String(turn)) return;
-      if (!(await decide(ctx, key, String(turn), object.uploaded, 'returned')).key) return;
+      // A notice it took over: past the key it confirmed its hold through, as a successor's walk.
+      const taken = takenAs(object);
+      const decision = taken === undefined ? decisionOf(object) : `${taken}-after-${turn}-after-${turn}`;
+      if (!(await firstToCreate(ctx.store, `${key}/${decision}`, 'returned')).first) return;
       const metadata = { ...object.metadata, [META.turn]: 'returned' };
       if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
       const noticeId = randomId();

@@ -21,6 +21,11 @@ export const META = {
   claimId: 'claim-id',
   /** The creation time of the session incarnation a notice was posted to (API posts). */
   sessionCreated: 'session-created',
+  /**
+   * On a delivery record a turn took over from a closed turn: the decision key it took the
+   * notice through (after `<record key>/`), where a turn taking it over from that turn begins.
+   */
+  takenAs: 'taken-as',
 } as const;
 
 export const isoTimeSchema = z.iso.datetime({ offset: true });

@@ -78,8 +78,9 @@ async function takeOver(
   const decision = await decide(ctx, key, decisionOf(object), ours, lost);
   if (decision === undefined) return null;
   const metadata = { ...object.metadata, [META.turn]: ours, [META.takenAs]: decision };
-  const taken = await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }).catch(() => null);
-  // Refused, or a write whose answer was lost: the record says who holds the notice now.
+  // A failed write goes on (the decision key is ours, the record only tells where to begin); a
+  // refused one may be our own write met again by a retry: the record says who holds it now.
+  const taken = await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }).catch(() => true);
   if (!taken && (await ctx.store.head(key))?.metadata[META.turn] !== ours) return null;
   return (await kept(ctx, key, decision, ours)) ? object : null;
 }

@@ -126,3 +126,19 @@ describe('closed turns taking a notice over and giving it back, in any order, on
     );
   });
 });
+
+describe('a taker whose rewrite of a closed turn’s delivery record fails without landing', () => {
+  it.each([false, true])('has the notice all the same (closed by someone else: %s)', async (closed) => {
+    const { memory, inbox, rewriteOf } = await consumedByTurn8();
+    const faulty = new FaultyStore(memory).failWhen(
+      ({ operation, key, options }) => rewriteOf({ operation, keys: [key], ...(options ? { options } : {}) }),
+      { times: 1 },
+    );
+    const ninth = await inboxOn(faulty).recover('s1', lostUpTo(8), 9);
+    // Turn 9 completes: no turn after it carries a closed turn, so it must have had the notice.
+    if (!closed) return expect(await holders(inbox, ninth)).toEqual(['once']);
+    // Turn 9 was closed still running: it gives back, and turn 10 takes over what is left.
+    await inbox.giveBack('s1', ninth, 9);
+    expect(await holders(inbox, await inbox.recover('s1', lostUpTo(9), 10))).toEqual(['once']);
+  });
+});

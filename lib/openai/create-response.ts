@@ -17,6 +17,7 @@ import { resentHistory, type StoredContext, type TailgateResponse } from './resp
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
 import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
+import { readWithoutDeadTurn } from './dead-turn.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { keptObject, openaiTools } from './stored-responses.ts';
@@ -97,7 +98,8 @@ async function createStoredResponse(
         ...(after ? { afterTurn: after.turn } : {}),
       }));
   // Read with its newest turn: a conversation's newest turn aborted may be what this request retries.
-  const read = match ? undefined : await services.sessions.getWithNewestTurn(sessionId);
+  // (Without a turn its dead process left, its client never told its id: ./dead-turn.ts.)
+  const read = match ? undefined : await readWithoutDeadTurn(facade, sessionId);
   const session = match?.session ?? read!.session;
   // Under `conversation`: the items its loop's previous step sent, resent, are not stored again
   // (./conversation-resend.ts; a keyed retry's, those its key's request resent).

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseStoredOrUndefined } from '../session/records.ts';
 import { holderOf } from '../session/log/rewind.ts';
+import { withdrawDead } from './dead-turn.ts';
 import { NotFoundError } from '../errors.ts';
 import type { ClientItem, Item } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
@@ -198,7 +199,7 @@ export async function findHistory(
   } catch {
     return undefined;
   }
-  const found = await continued(facade, entry, keyed, items.slice(known));
+  const found = await continued(facade, entry, keyed, items.slice(known), true);
   return found ? { ...found, known, key, ...(entry.items !== undefined ? { lastSeq: entry.items } : {}) } : undefined;
 }
 
@@ -215,6 +216,8 @@ async function continued(
   keyed: boolean,
   /** The resend's items after the history (undefined: any). */
   added: readonly ClientItem[] | undefined,
+  /** Takes out a turn after the entry's that its process left dead (./dead-turn.ts). */
+  withdraw = false,
 ): Promise<({ session: SessionRecord; turn: number } & RetriedSteps) | undefined> {
   const { sessions } = facade.services;
   const found = await Promise.all([
@@ -230,6 +233,9 @@ async function continued(
   // response is taken out so), one of its own turn did not.
   if (scope && (entry.items === undefined ? scope.generation : holderOf(scope, entry.items)) !== entry.generation)
     return undefined;
+  // A turn after the entry's that its dead process left (./dead-turn.ts) is taken out first.
+  const dead = withdraw && session.counts.turns === entry.turn + 1 && (await withdrawDead(facade, session.id));
+  if (dead) return continued(facade, entry, keyed, added, false);
   if (session.counts.turns > entry.turn && entry.items !== undefined) {
     const since = await retriedSince(facade, session, entry, added, keyed);
     if (since) return { session, turn: session.counts.turns, ...since };

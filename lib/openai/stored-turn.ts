@@ -104,7 +104,9 @@ export async function runStoredTurn(
   const { services } = facade;
   const sessionId = context.session.id;
   let failed: Parameters<NonNullable<TurnOptions['onFailed']>>[0] | undefined;
-  const pending = runTurn(services, sessionId, request, { ...options, onFailed: (turn) => (failed = turn) });
+  // Its record says so: a request that finds it left by a dead process takes it out (./dead-turn.ts).
+  const answered = { ...options, answeredAtEnd: true, onFailed: (turn: NonNullable<typeof failed>) => (failed = turn) };
+  const pending = runTurn(services, sessionId, request, answered);
   services.background(
     pending.then(
       () => undefined,

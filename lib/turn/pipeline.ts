@@ -112,7 +112,7 @@ async function takeTurn(
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(asked(), request) }
       : {}),
-    request: { ...requestRecord(request), ...(options.stream ? { stream: true } : {}) },
+    request: requestRecord(request, options),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
     // A model that cannot be run here (its provider's key is missing) or a spent budget (the

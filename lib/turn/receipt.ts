@@ -23,10 +23,20 @@ export function errorRecord(error: unknown): StoredError {
   return { code: 'internal_error', message: 'internal error' };
 }
 
-/** What the turn stores of the request (for the record; replay does not re-run it). */
-export function requestRecord(request: TurnRequest): Record<string, unknown> {
+/**
+ * What the turn stores of the request (for the record; replay does not re-run it), with how it
+ * is answered: `stream` (TurnOptions.stream), `answered_at_end` (TurnOptions.answeredAtEnd).
+ */
+export function requestRecord(
+  request: TurnRequest,
+  answered: { stream?: boolean | undefined; answeredAtEnd?: boolean | undefined } = {},
+): Record<string, unknown> {
   const { input: _input, ...rest } = request;
-  return rest;
+  return {
+    ...rest,
+    ...(answered.stream ? { stream: true } : {}),
+    ...(answered.answeredAtEnd ? { answered_at_end: true } : {}),
+  };
 }
 
 export interface TurnReceipt {

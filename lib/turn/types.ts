@@ -40,6 +40,13 @@ export interface TurnOptions {
    */
   stream?: boolean;
   /**
+   * Its answer is sent only once it ended (a stored response that is neither streamed nor in the
+   * background): its record's settings say `answered_at_end: true`, so a request that finds it
+   * failed by a lapsed lease (its process died) knows its client never got its id, and takes it
+   * out of its conversation as its own process would have (lib/openai/dead-turn.ts).
+   */
+  answeredAtEnd?: boolean;
+  /**
    * Told the turn, the seq of its first input item (a retake, which has none: the seq its
    * output would have begun at) and the generation its ids name there (idGeneration: undefined
    * in a session stored before they named one) once its failed completion landed (the facade

@@ -99,7 +99,21 @@ export async function getSessionWithNewestTurn(
   const outputs = done?.items.length ?? 0;
   const output = outputs > 0 ? { first_seq: first, last_seq: first + outputs - 1 } : null;
   const calls = (done?.items ?? []).flatMap((item) => (item.type === 'function_call' ? [item.call_id] : []));
-  return { session, newestTurn: { turn, status: done?.status ?? null, output, calls }, scope };
+  const error = done?.error?.code;
+  const answeredAtEnd = (record.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true;
+  return {
+    session,
+    newestTurn: {
+      turn,
+      status: done?.status ?? null,
+      output,
+      calls,
+      first_seq: record.first_seq,
+      ...(error !== undefined ? { error } : {}),
+      ...(answeredAtEnd ? { answered_at_end: true } : {}),
+    },
+    scope,
+  };
 }
 
 /** The model turn of a session's newest record, as its head holds it (no read more). */
@@ -110,6 +124,12 @@ export interface NewestTurn {
   output: { first_seq: number; last_seq: number } | null;
   /** The call ids of the function calls among its output. */
   calls: string[];
+  /** Where its input begins (its output, when it has none). */
+  first_seq: number;
+  /** A closed turn's error code, when it failed. */
+  error?: string;
+  /** Its record's settings say its answer was sent only once it ended (TurnOptions.answeredAtEnd). */
+  answered_at_end?: true;
 }
 
 /** See SessionLog.config. */

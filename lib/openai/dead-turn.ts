@@ -1,0 +1,58 @@
+import { LEASE_EXPIRED, TurnInProgressError } from '../errors.ts';
+import type { SessionLog } from '../session/session-log.ts';
+import { idGeneration } from '../session/log/rewind.ts';
+import { deleteNewestTurn } from '../turn/fork.ts';
+import type { IndexFacade } from './facade.ts';
+
+/**
+ * A stored response that is neither streamed nor in the background is answered once its turn
+ * ended, and a failed one is taken out of its conversation by its own process (./stored-turn.ts),
+ * so a retry continues from the response before it. A process killed mid-turn takes nothing out:
+ * its turn stays open until its lease lapses, then is closed failed `lease_expired` (by the next
+ * claim, or here), its input stored though its client never got its id, and the client's retry
+ * (the `openai` client retries a dropped connection by itself) would store that input twice
+ * under `conversation`, branch under `previous_response_id` and start a new conversation as a
+ * resent history. The next request on the conversation takes such a turn out instead: its
+ * newest turn, its record saying `answered_at_end`, failed `lease_expired` with no output (or
+ * open, its lease run out: closed so first). One that took inbox notices stays (deleteNewestTurn).
+ */
+
+/** The session and its newest turn (SessionLog.getWithNewestTurn), read again when a dead turn was taken out. */
+export async function readWithoutDeadTurn(
+  facade: IndexFacade,
+  sessionId: string,
+): ReturnType<SessionLog['getWithNewestTurn']> {
+  const { sessions } = facade.services;
+  const read = await sessions.getWithNewestTurn(sessionId);
+  return (await withdrawDead(facade, sessionId, read)) ? sessions.getWithNewestTurn(sessionId) : read;
+}
+
+/**
+ * Takes `read`'s newest turn out of session `sessionId` when it is the dead turn of a response
+ * answered at its end (above): whether it did.
+ */
+export async function withdrawDead(
+  facade: IndexFacade,
+  sessionId: string,
+  read?: Awaited<ReturnType<SessionLog['getWithNewestTurn']>>,
+): Promise<boolean> {
+  const { sessions, log } = facade.services;
+  const { newestTurn: turn, scope } = read ?? (await sessions.getWithNewestTurn(sessionId));
+  if (!turn?.answered_at_end || turn.output !== null) return false;
+  if (turn.status === null) {
+    // Open: closed failed when its lease ran out; while the lease runs its claim answers 409.
+    const closed = await sessions.closeIfExpired(sessionId, turn.turn).catch((error: unknown) => {
+      if (error instanceof TurnInProgressError) return null;
+      throw error;
+    });
+    if (closed?.status !== 'failed' || closed.error?.code !== LEASE_EXPIRED) return false;
+  } else if (turn.status !== 'failed' || turn.error !== LEASE_EXPIRED) return false;
+  const names = { seq: turn.first_seq, generation: idGeneration(scope, turn.first_seq) };
+  return deleteNewestTurn(facade.services, sessionId, turn.turn, { names }).then(
+    () => true,
+    (error: unknown) => {
+      log(`tailgate: turn ${turn.turn} of ${sessionId}, whose process died, stays in its conversation`, error);
+      return false;
+    },
+  );
+}

@@ -1,8 +1,11 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, stepCountIs, tool } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { z } from 'zod';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { freePort, type RunningServer, root, startServer } from './runtime-process.ts';
 
@@ -49,13 +52,18 @@ beforeAll(async () => {
     }
     const text = `answer to ${lastUser(request.body)}`;
     if (request.body?.stream) return { sse: chatSse(text) };
+    // Offered tools and not answered a call yet: calls get_weather.
+    const answered = (request.body?.messages ?? []).some((message: { role: string }) => message.role === 'tool');
+    const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+    const message = request.body?.tools && !answered ? { content: null, tool_calls: [call] } : { content: text };
+    const finish = 'tool_calls' in message ? 'tool_calls' : 'stop';
     return {
       json: {
         id: 'c',
         object: 'chat.completion',
         created: 1,
         model: 'fake',
-        choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+        choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finish }],
         usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 },
       },
     };
@@ -183,3 +191,49 @@ it('a resent history whose server was killed is answered by the retry in the sam
   expect(third.conversation).toEqual(first.conversation);
   expect(await items(first.conversation!.id)).toEqual(THREE_STEPS);
 }, 90_000);
+
+it('an AI SDK generateText tool loop goes on in its conversation across a kill -9 between its steps and one ' +
+  'during its second step, each call answered once', async () => {
+  const openai = createOpenAI({ apiKey: TOKEN, baseURL: `http://127.0.0.1:${port}/v1` });
+  const run = (kill: () => Promise<void>) =>
+    generateText({
+      model: openai(MODEL),
+      prompt: 'weather in Paris?',
+      // Its retries (2 s, 4 s...) span the restart and the dead turn's lease.
+      maxRetries: 6,
+      tools: {
+        get_weather: tool({
+          inputSchema: z.object({ city: z.string() }),
+          execute: async () => {
+            await kill();
+            return '18C, clear';
+          },
+        }),
+      },
+      stopWhen: stepCountIs(3),
+    });
+  const loop = [
+    'user: weather in Paris?',
+    'function_call',
+    'function_call_output',
+    'assistant: answer to weather in Paris?',
+  ];
+  // Between the steps: the server dies while the tool runs; the next step goes to the new server.
+  const between = await run(async () => {
+    await server.kill();
+    server = await start();
+  });
+  // During the second step: the turn answering the call is mid-flight when the server dies.
+  let killing: Promise<void> | undefined;
+  const during = await run(async () => {
+    hangNext = true;
+    killing = killMidTurn();
+  });
+  await killing;
+  for (const result of [between, during]) {
+    expect(result.text).toBe('answer to weather in Paris?');
+    const [first, second] = result.steps.map((step) => step.response.id.match(/^resp_(conv_[0-9a-f]+)_/)![1]!);
+    expect(second).toBe(first);
+    expect(await items(first!)).toEqual(loop);
+  }
+}, 120_000);

@@ -151,7 +151,7 @@ it('a response under previous_response_id whose server was killed is answered by
 }, 90_000);
 
 it("a response under conversation whose server was killed is answered by the retry (409 while the dead turn's " +
-  'lease runs), its input stored once', async () => {
+  'lease runs, when it comes that early), its input stored once', async () => {
   const conversation = await client().conversations.create({});
   await client().responses.create({ model: MODEL, input: 'one', conversation: conversation.id });
   hangNext = true;

@@ -17,6 +17,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   not_found: 404,
   session_exists: 409,
   name_taken: 409,
+  inbox_full: 409,
   fork_refused: 409,
   delete_refused: 409,
   turn_in_progress: 409,

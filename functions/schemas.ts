@@ -101,6 +101,12 @@ const positiveIntegerText = (name: string, digits = 15) =>
 export const integerText = (name: string, max: number) =>
   positiveIntegerText(name, 16).refine((value) => value >= 1 && value <= max, `${name} must be 1..${max}`);
 
+/** `limit` of a listing: 1..100. */
+export const limitText = (description: string) =>
+  integerText('limit', 100)
+    .optional()
+    .meta({ param: { name: 'limit', in: 'query' }, description });
+
 /**
  * A session id and a turn number in the path: every route with a `{turn}` reads it so (400
  * "turn must be a positive integer" for anything but decimal digits).
@@ -173,8 +179,29 @@ export const noticeCreateSchema = z
 
 export const noticePostedSchema = z.object({ name: z.string(), posted_at: z.string() });
 
+/** The query of the inbox's listings: `after` a name (the `next_after` of the previous page), `limit`. */
+export const inboxPageQuerySchema = z.object({
+  after: z
+    .string()
+    .min(1)
+    .max(1024)
+    .refine((after) => !after.includes('/'), 'after must be the next_after of a previous page (a name)')
+    .optional()
+    .meta({
+      param: { name: 'after', in: 'query' },
+      description: 'The `next_after` of the previous page: the page starts after that name (byte order).',
+    }),
+  limit: limitText('How many notices a page lists, 1..100 (default 50).'),
+});
+
+const pageFields = {
+  has_more: z.boolean(),
+  next_after: z.string().nullable().meta({ description: 'The `after` of the next page; null on the last one.' }),
+};
+
 export const pendingListSchema = z.object({
   pending: z.array(z.object({ name: z.string(), size: z.number().int(), posted_at: z.string() })),
+  ...pageFields,
 });
 
 export const deliveredListSchema = z.object({
@@ -187,6 +214,7 @@ export const deliveredListSchema = z.object({
       turn: z.number().int().nullable(),
     }),
   ),
+  ...pageFields,
 });
 
 export const healthSchema = z.object({ ok: z.literal(true) });

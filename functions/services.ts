@@ -156,6 +156,8 @@ export function createServices(inputs: ServiceInputs): AppServices {
       keyPrefix: config.keyPrefix,
       sessionExists: sessionCreatedIn(store, config.keyPrefix),
       maxNoticeBytes: config.maxNoticeBytes,
+      maxNoticesPerTurn: config.maxNoticesPerTurn,
+      maxPendingNotices: config.maxPendingNotices,
       log: (event) => {
         if (event.level === 'warn') log(`tailgate inbox: ${event.message}`, { key: event.key, error: event.error });
       },

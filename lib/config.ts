@@ -62,6 +62,8 @@ export const serviceEnvSchema = z.object({
   MAX_BUFFERED_BODY_BYTES: positiveInteger(DEFAULTS.maxBufferedBodyBytes),
   MAX_ITEM_BYTES: positiveInteger(DEFAULTS.maxItemBytes),
   MAX_NOTICE_BYTES: positiveInteger(DEFAULTS.maxNoticeBytes),
+  MAX_NOTICES_PER_TURN: positiveInteger(DEFAULTS.maxNoticesPerTurn),
+  MAX_PENDING_NOTICES: positiveInteger(DEFAULTS.maxPendingNotices),
   MAX_METADATA_BYTES: positiveInteger(DEFAULTS.maxMetadataBytes),
   MAX_INSTRUCTIONS_BYTES: positiveInteger(DEFAULTS.maxInstructionsBytes),
   // Renewed every third of itself while the turn runs, so it need not outlast a model call;
@@ -152,6 +154,8 @@ export interface ServiceConfig {
   maxBufferedBodyBytes: number;
   maxItemBytes: number;
   maxNoticeBytes: number;
+  maxNoticesPerTurn: number;
+  maxPendingNotices: number;
   /** Largest session `metadata`, as JSON bytes (413 above). */
   maxMetadataBytes: number;
   /** Largest session `instructions`, as UTF-8 bytes (413 above). */
@@ -278,6 +282,8 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxBufferedBodyBytes: value.MAX_BUFFERED_BODY_BYTES,
     maxItemBytes: value.MAX_ITEM_BYTES,
     maxNoticeBytes: value.MAX_NOTICE_BYTES,
+    maxNoticesPerTurn: value.MAX_NOTICES_PER_TURN,
+    maxPendingNotices: value.MAX_PENDING_NOTICES,
     maxMetadataBytes: value.MAX_METADATA_BYTES,
     maxInstructionsBytes: value.MAX_INSTRUCTIONS_BYTES,
     turnLeaseMs: value.TURN_LEASE_MS,

@@ -16,6 +16,10 @@ export const DEFAULTS = {
   maxBufferedBodyBytes: 64 * MIB,
   maxItemBytes: MIB,
   maxNoticeBytes: 256 * 1024,
+  /** Notices one turn takes from the inbox at most; the rest wait for the next turns. */
+  maxNoticesPerTurn: 32,
+  /** Pending notices past which a post is refused (409 `inbox_full`). */
+  maxPendingNotices: 1000,
   maxMetadataBytes: 64 * 1024,
   maxInstructionsBytes: 256 * 1024,
   turnLeaseMs: 30_000,

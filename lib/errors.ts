@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'not_found',
   'session_exists',
   'name_taken',
+  'inbox_full',
   'fork_refused',
   'delete_refused',
   'turn_in_progress',
@@ -237,6 +238,14 @@ export class NameTakenError extends TailgateError {
   constructor(name: string) {
     super('name_taken', `a pending notice is already named ${name}`, { name });
     this.name = 'NameTakenError';
+  }
+}
+
+/** The inbox holds as many pending notices as it takes (409 `inbox_full`). */
+export class InboxFullError extends TailgateError {
+  constructor(limit: number) {
+    super('inbox_full', `the inbox holds its limit of ${limit} pending notices`, { limit });
+    this.name = 'InboxFullError';
   }
 }
 

@@ -4,6 +4,7 @@ import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import {
   deliveredListSchema,
+  inboxPageQuerySchema,
   noticeCreateSchema,
   noticeParamsSchema,
   noticePostedSchema,
@@ -15,7 +16,9 @@ const postNoticeRoute = createRoute({
   method: 'post',
   path: '/v1/sessions/{id}/inbox',
   tags: ['inbox'],
-  summary: 'Post a one-shot notice for the next turn (the name `abort` aborts it)',
+  summary:
+    'Post a one-shot notice for the next turn (the name `abort` aborts it); 409 inbox_full when ' +
+    '`MAX_PENDING_NOTICES` are pending',
   security: requires('inbox:write'),
   request: { params: sessionIdParamsSchema, body: jsonBody(noticeCreateSchema) },
   responses: {
@@ -28,9 +31,9 @@ const listPendingRoute = createRoute({
   method: 'get',
   path: '/v1/sessions/{id}/inbox',
   tags: ['inbox'],
-  summary: 'Pending notices, sorted by name',
+  summary: 'A page of pending notices, sorted by name',
   security: requires('inbox:read'),
-  request: { params: sessionIdParamsSchema },
+  request: { params: sessionIdParamsSchema, query: inboxPageQuerySchema },
   responses: { 200: jsonResponse(pendingListSchema, 'Pending notices'), ...errorResponses(400, 401, 403, 404, 503) },
 });
 
@@ -38,9 +41,9 @@ const listDeliveredRoute = createRoute({
   method: 'get',
   path: '/v1/sessions/{id}/inbox/delivered',
   tags: ['inbox'],
-  summary: 'Delivered notices',
+  summary: 'A page of delivered notices, sorted by stored_as',
   security: requires('inbox:read'),
-  request: { params: sessionIdParamsSchema },
+  request: { params: sessionIdParamsSchema, query: inboxPageQuerySchema },
   responses: {
     200: jsonResponse(deliveredListSchema, 'Delivered notices'),
     ...errorResponses(400, 401, 403, 404, 503),
@@ -67,11 +70,11 @@ export function inboxRoutes() {
     })
     .openapi(listPendingRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json({ pending: await c.var.services.inbox.listPending(id) }, 200);
+      return c.json(await c.var.services.inbox.pendingPage(id, c.req.valid('query')), 200);
     })
     .openapi(listDeliveredRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json({ delivered: await c.var.services.inbox.listDelivered(id) }, 200);
+      return c.json(await c.var.services.inbox.deliveredPage(id, c.req.valid('query')), 200);
     })
     .openapi(withdrawRoute, async (c) => {
       const { id, name } = c.req.valid('param');

@@ -4,13 +4,7 @@ import { listQueue } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
-import { integerText, sessionIdParamsSchema } from '../schemas.ts';
-
-/** `limit` of a listing: 1..100. */
-const limitText = (description: string) =>
-  integerText('limit', 100)
-    .optional()
-    .meta({ param: { name: 'limit', in: 'query' }, description });
+import { limitText, sessionIdParamsSchema } from '../schemas.ts';
 
 const queueQuerySchema = z.object({
   limit: limitText('How many queued inputs to show, 1..100 (default 100).'),

@@ -1,9 +1,18 @@
 import { DEFAULTS } from '../defaults.ts';
-import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
+import {
+  InboxFullError,
+  InvalidRequestError,
+  NotFoundError,
+  StorageError,
+  NameTakenError,
+  PayloadTooLargeError,
+} from '../errors.ts';
 import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
-import { decodeUtf8, listAll, mapLimit, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
-import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from './notice-name.ts';
+import { decodeUtf8, mapLimit, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
+import { ABORT_NOTICE_NAME, isNoticeName, noticeNameSchema } from './notice-name.ts';
+import { holdsAtLeast, inNameOrder, listWindow, splitAtAbort } from './listing.ts';
+import { deliveredPage, everyPage, pendingPage, type PageRequest } from './pages.ts';
 import { exportDelivered, importDelivered } from './transfer.ts';
 import type { ExportNotice } from '../session/export-format.ts';
 
@@ -14,23 +23,12 @@ import type {
   DeliveryRecord,
   InboxLogEvent,
   InboxOptions,
+  Page,
   PendingNotice,
   PostedNotice,
   PreviewNotice,
 } from './types.ts';
-import {
-  currentNotices,
-  CONCURRENCY,
-  decodeName,
-  generateName,
-  META,
-  postedAtOf,
-  randomId,
-  turnSchema,
-  validTime,
-  withMetadata,
-  type ListedNotice,
-} from './delivery-records.ts';
+import { currentNotices, CONCURRENCY, generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
 import { deliverAll, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
 import { forget, giveBack, recordCarrier, recover, tookNothing } from './carry.ts';
@@ -88,6 +86,9 @@ export class Inbox {
   readonly #clock: () => Date;
   readonly #log: (event: InboxLogEvent) => void;
   readonly #maxNoticeBytes: number;
+  readonly #maxPending: number;
+  /** The most notices one turn takes from the inbox (`MAX_NOTICES_PER_TURN`). */
+  readonly noticesPerTurn: number;
   readonly #sessionExists: (sessionId: string) => Promise<boolean | string>;
   readonly #context: InboxContext;
 
@@ -97,6 +98,8 @@ export class Inbox {
     this.#clock = options.clock ?? (() => new Date());
     this.#log = options.log ?? defaultLog;
     this.#maxNoticeBytes = options.maxNoticeBytes ?? DEFAULTS.maxNoticeBytes;
+    this.#maxPending = options.maxPendingNotices ?? DEFAULTS.maxPendingNotices;
+    this.noticesPerTurn = options.maxNoticesPerTurn ?? DEFAULTS.maxNoticesPerTurn;
     this.#sessionExists = options.sessionExists;
     this.#context = {
       store,
@@ -112,10 +115,12 @@ export class Inbox {
   /**
    * Posts a notice (docs/API.md, `POST .../inbox`). Without a name, one is generated that sorts
    * after every earlier generated name. The name `abort` is allowed: it aborts the next turn.
-   * The put is create-only, so a pending notice is never overwritten.
+   * The put is create-only, so a pending notice is never overwritten. An inbox holding
+   * `MAX_PENDING_NOTICES` pending refuses every notice but `abort` (one listing more a post).
    *
    * @throws InvalidRequestError for a bad session id or name, PayloadTooLargeError above the
-   *   limit, NotFoundError for a missing session, NameTakenError when the name is pending.
+   *   limit, NotFoundError for a missing session, NameTakenError when the name is pending,
+   *   InboxFullError when the inbox is full.
    */
   async post(sessionId: string, notice: { content: string; name?: string | undefined }): Promise<PostedNotice> {
     const inboxPrefix = this.#inboxPrefix(sessionId);
@@ -140,6 +145,11 @@ export class Inbox {
       name = parsed.data;
     }
     const created = await this.#requireSession(sessionId);
+    if (name !== ABORT_NOTICE_NAME && (await holdsAtLeast(this.#store, inboxPrefix, this.#maxPending))) {
+      // A repost of a pending name is refused as it always was.
+      if (name !== undefined && (await this.#store.head(inboxPrefix + name))) throw new NameTakenError(name);
+      throw new InboxFullError(this.#maxPending);
+    }
     const now = this.#clock();
     const postedAt = now.toISOString();
     const metadata: Record<string, string> = { [META.postedAt]: postedAt, [META.noticeId]: randomId() };
@@ -160,21 +170,18 @@ export class Inbox {
   }
 
   /**
-   * Lists pending notices sorted by name (byte order), as the API's `GET .../inbox` answers.
-   * `posted_at` is the time stored by `post`, or the upload time for a notice written
-   * straight into the bucket. Costs one list (per 1000 notices), plus a head per notice when
-   * the store's listing carries no metadata (S3).
+   * A page of pending notices (docs/API.md, `GET .../inbox`; lib/inbox/pages.ts).
    *
    * @throws NotFoundError for a missing session.
    */
-  async listPending(sessionId: string): Promise<PendingNotice[]> {
-    const inboxPrefix = this.#inboxPrefix(sessionId);
+  async pendingPage(sessionId: string, page: PageRequest = {}): Promise<Page<'pending', PendingNotice>> {
     await this.#requireSession(sessionId);
-    const notices = await this.#listNotices(inboxPrefix);
-    return mapLimit(notices, CONCURRENCY, async ({ name, info }) => {
-      const described = await withMetadata(this.#store, info);
-      return { name, size: described.size, posted_at: postedAtOf(described) };
-    });
+    return pendingPage(this.#store, this.#inboxPrefix(sessionId), page);
+  }
+
+  /** Every pending notice, page after page (`pendingPage`). */
+  async listPending(sessionId: string): Promise<PendingNotice[]> {
+    return everyPage((after) => this.pendingPage(sessionId, { after, limit: 1000 }), 'pending');
   }
 
   /**
@@ -194,39 +201,28 @@ export class Inbox {
   }
 
   /**
-   * Lists the record of deliveries (docs/API.md, `GET .../inbox/delivered`), in `stored_as` byte
-   * order. Costs one list (per 1000 records), plus a head per record when the listing
-   * carries no metadata (S3). An object put into `inbox_removed/` by something else is
-   * listed with its upload time and `turn: null`.
+   * A page of the record of deliveries (docs/API.md, `GET .../inbox/delivered`; lib/inbox/pages.ts).
    *
    * @throws NotFoundError for a missing session.
    */
-  async listDelivered(sessionId: string): Promise<DeliveryRecord[]> {
-    const removedPrefix = this.#removedPrefix(sessionId);
+  async deliveredPage(sessionId: string, page: PageRequest = {}): Promise<Page<'delivered', DeliveryRecord>> {
     await this.#requireSession(sessionId);
-    const objects = await listAll(this.#store, removedPrefix);
-    const records = objects.filter((info) => !info.key.slice(removedPrefix.length).includes('/'));
-    return mapLimit(records, CONCURRENCY, async (listed) => {
-      const info = await withMetadata(this.#store, listed);
-      const storedAs = info.key.slice(removedPrefix.length);
-      const uploaded = info.uploaded.toISOString();
-      const turn = turnSchema.safeParse(info.metadata[META.turn]);
-      return {
-        name: decodeName(info.metadata[META.name]) ?? storedAs,
-        stored_as: storedAs,
-        posted_at: postedAtOf(info),
-        delivered_at: validTime(info.metadata[META.deliveredAt]) ?? uploaded,
-        turn: turn.success ? turn.data : null,
-      };
-    });
+    return deliveredPage(this.#store, this.#removedPrefix(sessionId), page);
+  }
+
+  /** Every delivery record, page after page (`deliveredPage`). */
+  async listDelivered(sessionId: string): Promise<DeliveryRecord[]> {
+    return everyPage((after) => this.deliveredPage(sessionId, { after, limit: 1000 }), 'delivered');
   }
 
   /**
    * Consumes the pending notices for one real inference: moves each into `inbox_removed/`
-   * (see the class comment), then returns its content, in byte order of names. At the
-   * reserved notice `abort` (exact, case-sensitive) it stops: the notices before it are
-   * delivered, `abort` itself is consumed once and its trimmed content is the reason (blank:
-   * `aborted by inbox notice abort`), and the notices after it stay for the next turn.
+   * (see the class comment), then returns its content, in byte order of names: the first
+   * `room` of them (default `noticesPerTurn`), the rest staying for the next turns. The
+   * reserved notice `abort` (exact, case-sensitive), wherever it is in the inbox, stops it: the
+   * notices before it (of those first `room`) are delivered, `abort` itself is consumed once
+   * and its trimmed content is the reason (blank: `aborted by inbox notice abort`), and the
+   * notices after it stay for the next turn.
    *
    * Never throws for storage trouble: a notice that cannot be read (too large, not UTF-8) or
    * moved is skipped in place and logged, and the rest are delivered. An `abort` that cannot
@@ -241,11 +237,13 @@ export class Inbox {
   async consume(sessionId: string, options: ConsumeOptions): Promise<ConsumeResult> {
     const inboxPrefix = this.#inboxPrefix(sessionId);
     const removedPrefix = this.#removedPrefix(sessionId);
-    let notices: (ListedNotice | FetchedNotice)[];
+    let share: ReturnType<typeof splitAtAbort<ListedNotice | FetchedNotice>>;
     try {
-      notices = await (options.fetched ?? this.#listNotices(inboxPrefix));
+      let notices: (ListedNotice | FetchedNotice)[] = await (options.fetched ?? this.#listNotices(inboxPrefix));
       if (options.since !== undefined) notices = await this.#dropStale(notices, options.since);
       if (notices.length === 0) return { delivered: [] };
+      // The turn's share: the inbox was listed so already, and `room` may take fewer.
+      share = splitAtAbort(notices, options.room ?? this.noticesPerTurn);
       if (!options.sessionExists && !(await this.#sessionExists(sessionId))) {
         return { delivered: [] };
       }
@@ -260,24 +258,25 @@ export class Inbox {
       deliveredAt,
       ...(options.since ? { since: options.since } : {}),
     };
-    const abortIndex = notices.findIndex((notice) => notice.name === ABORT_NOTICE_NAME);
-    const delivered = await deliverAll(this.#context, abortIndex < 0 ? notices : notices.slice(0, abortIndex), context);
-    if (abortIndex < 0) return { delivered };
-    const outcome = await take(this.#context, notices[abortIndex]!, context, true);
+    const { before, abort, after } = share;
+    const delivered = await deliverAll(this.#context, before, context);
+    if (!abort) return { delivered };
+    const outcome = await take(this.#context, abort, context, true);
     if (outcome.kind === 'skipped') return { delivered };
     if (outcome.kind === 'taken') {
       // Withdrawn, or consumed by an earlier turn (which aborted): what follows is ours.
-      delivered.push(...(await deliverAll(this.#context, notices.slice(abortIndex + 1), context)));
+      delivered.push(...(await deliverAll(this.#context, after, context)));
       return { delivered };
     }
-    const { name } = notices[abortIndex]!;
+    const { name } = abort;
     const reason = outcome.content.trim() || `aborted by inbox notice ${name}`;
     return { delivered, abort: { name, stored_as: outcome.storedAs, reason, posted_at: outcome.postedAt } };
   }
 
   /**
-   * Lists the inbox and starts reading every notice, without side effects: what `consume`
-   * takes as `fetched`, so a turn reads its notices before it knows its number.
+   * Lists the notices a turn takes (`noticesPerTurn` and the `abort`) and starts reading them,
+   * without side effects: what `consume` takes as `fetched`, so a turn reads its notices
+   * before it knows its number.
    */
   async fetch(sessionId: string): Promise<FetchedNotice[]> {
     const notices = await this.#listNotices(this.#inboxPrefix(sessionId));
@@ -288,15 +287,14 @@ export class Inbox {
   }
 
   /**
-   * What `consume` would deliver now, without side effects (for the prompt preview): the
-   * pending notices before `abort` in name order, minus those that cannot be read. Costs one
-   * list and one get per notice; never writes. A missing session shows nothing.
+   * What `consume` with `room` would deliver now, without side effects (for the prompt
+   * preview): the pending notices it takes before `abort` in name order, minus those that
+   * cannot be read. Costs one list and one get per notice; never writes. A missing session
+   * shows nothing.
    */
-  async peek(sessionId: string): Promise<PreviewNotice[]> {
+  async peek(sessionId: string, room = this.noticesPerTurn): Promise<PreviewNotice[]> {
     const inboxPrefix = this.#inboxPrefix(sessionId);
-    const notices = await this.#listNotices(inboxPrefix);
-    const abortIndex = notices.findIndex((notice) => notice.name === ABORT_NOTICE_NAME);
-    const shown = abortIndex < 0 ? notices : notices.slice(0, abortIndex);
+    const shown = splitAtAbort(await this.#listNotices(inboxPrefix), room).before;
     const contents = await mapLimit(shown, CONCURRENCY, async ({ info }) => {
       if (info.size > this.#maxNoticeBytes) return undefined;
       try {
@@ -371,12 +369,9 @@ export class Inbox {
     return current;
   }
 
+  /** The notices a turn takes, and the `abort`, in name order (lib/inbox/listing.ts `listWindow`). */
   async #listNotices(inboxPrefix: string): Promise<ListedNotice[]> {
-    const objects = await listAll(this.#store, inboxPrefix);
-    return objects
-      .map((info) => ({ name: info.key.slice(inboxPrefix.length), info }))
-      .filter(({ name }) => isNoticeName(name))
-      .sort((left, right) => compareBytes(left.name, right.name));
+    return inNameOrder(await listWindow(this.#store, inboxPrefix, this.noticesPerTurn));
   }
 
   /** The session's creation time when the check tells it, else true; NotFoundError when there is none. */

@@ -6,7 +6,8 @@ import type { ConsumeResult } from './types.ts';
  * Consumes the notices of a session that was just read (so it exists) for model call `turn`
  * (0 for a chat completion): `fetched` is the inbox read ahead alongside a turn's claim. The one
  * way turns (lib/turn/notices.ts) and chat completions that name a session
- * (lib/openai/chat-completion.ts) consume the inbox.
+ * (lib/openai/chat-completion.ts) consume the inbox. `room`: how many notices it takes at most
+ * (ConsumeOptions), the inbox's `noticesPerTurn` when not given.
  */
 export function consumeForModelCall(
   inbox: Pick<Inbox, 'consume'>,
@@ -14,11 +15,13 @@ export function consumeForModelCall(
   session: { created_at: string },
   turn: number,
   fetched?: Promise<FetchedNotice[]>,
+  room?: number,
 ): Promise<ConsumeResult> {
   return inbox.consume(sessionId, {
     turn,
     sessionExists: true,
     since: session.created_at,
     ...(fetched ? { fetched } : {}),
+    ...(room === undefined ? {} : { room }),
   });
 }

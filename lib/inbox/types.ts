@@ -29,7 +29,18 @@ export interface InboxOptions {
    * Default `DEFAULTS.maxNoticeBytes` (lib/defaults.ts).
    */
   maxNoticeBytes?: number;
+  /** The most notices one turn takes (`MAX_NOTICES_PER_TURN`). Default `DEFAULTS.maxNoticesPerTurn`. */
+  maxNoticesPerTurn?: number;
+  /** Pending notices past which a post is refused (`MAX_PENDING_NOTICES`). Default `DEFAULTS.maxPendingNotices`. */
+  maxPendingNotices?: number;
 }
+
+/** A page of a listing (`GET .../inbox`, `.../inbox/delivered`): its items under `Key`. */
+export type Page<Key extends string, Item> = { [key in Key]: Item[] } & {
+  has_more: boolean;
+  /** The `after` of the next page (the last name of this one); null on the last page. */
+  next_after: string | null;
+};
 
 /** What `post` answers: the API's 201 body. */
 export interface PostedNotice {
@@ -91,6 +102,11 @@ export interface ConsumeOptions {
    * id, and is removed instead of delivered.
    */
   since?: string;
+  /**
+   * How many notices the turn takes at most (default `Inbox.noticesPerTurn`): fewer when it
+   * delivers notices earlier turns took first. The `abort` is taken whatever the room.
+   */
+  room?: number;
   /** The inbox as `Inbox.fetch` read it: moved as read then, without listing again. */
   fetched?: Promise<FetchedNotice[]>;
 }

@@ -63,14 +63,16 @@ export class TurnNotices {
     const notices = new TurnNotices(turn, landed);
     if (!plan.strategies.includes('inbox')) return notices;
     const listed = fetched ? await fetched.catch(() => undefined) : undefined;
-    const consume = () => consumeForModelCall(services.inbox, sessionId, turn.session, turn.turn, fetched);
+    // A turn takes at most `noticesPerTurn` notices, counting those earlier turns took that it delivers first.
+    const consume = (carried: number) =>
+      consumeForModelCall(services.inbox, sessionId, turn.session, turn.turn, fetched, roomFor(services, carried));
     if (!listed || turn.undelivered.lost_turns.length > 0 || listed.some((n) => n.name === ABORT_NOTICE_NAME)) {
       await notices.claimed();
       await notices.#consumeNow(services, sessionId, turn, consume);
       return notices;
     }
     notices.carried = [...turn.undelivered.notices];
-    const current = currentNotices(listed, turn.session.created_at);
+    const current = currentNotices(listed, turn.session.created_at).slice(0, roomFor(services, notices.carried.length));
     const reads = await Promise.all(current.map((notice) => notice.read));
     const asRead = current.flatMap((notice, index) => {
       const read = reads[index]!;
@@ -79,7 +81,7 @@ export class TurnNotices {
         : [];
     });
     notices.delivered = [...notices.carried, ...asRead];
-    if (listed.length > 0) notices.#move = async () => (await consume()).delivered;
+    if (listed.length > 0) notices.#move = async () => (await consume(notices.carried.length)).delivered;
     return notices;
   }
 
@@ -119,7 +121,7 @@ export class TurnNotices {
     services: TurnServices,
     sessionId: string,
     turn: OpenTurn,
-    consume: () => ReturnType<TurnServices['inbox']['consume']>,
+    consume: (carried: number) => ReturnType<TurnServices['inbox']['consume']>,
   ): Promise<void> {
     // Earlier turns' notices first (those of turns that died are found in the inbox's
     // delivery records), then what this turn consumes.
@@ -127,12 +129,17 @@ export class TurnNotices {
     const recovered = lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn) : [];
     this.carried = [...turn.undelivered.notices, ...recovered];
     this.undelivered = { notices: this.carried, lost_turns: [] };
-    const consumed = await consume();
+    const consumed = await consume(this.carried.length);
     this.delivered = [...this.carried, ...consumed.delivered];
     this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: [] };
     this.#settling = Promise.resolve();
     if (consumed.abort) this.abort = consumed.abort;
   }
+}
+
+/** How many notices a turn delivering `carried` that earlier turns took takes from the inbox. */
+export function roomFor(services: Pick<TurnServices, 'inbox'>, carried: number): number {
+  return Math.max(0, services.inbox.noticesPerTurn - carried);
 }
 
 /** A delivered notice as a failed turn's completion carries it. */

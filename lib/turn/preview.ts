@@ -4,6 +4,7 @@ import type { TurnServices, TurnContext } from './types.ts';
 import { planTurn, CONTEXT_REQUIREMENT } from './plan.ts';
 import { promptBudget } from './model-call.ts';
 import { fitTurnPrompt, safetyNetFits } from './turn-prompt.ts';
+import { roomFor } from './notices.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
@@ -31,7 +32,10 @@ export async function previewPrompt(
   );
   const inbox = plan.strategies.includes('inbox');
   // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them.
-  const pending = inbox ? [...read.undelivered.notices, ...(await services.inbox.peek(sessionId))] : [];
+  const carried = read.undelivered.notices;
+  const pending = inbox
+    ? [...carried, ...(await services.inbox.peek(sessionId, roomFor(services, carried.length)))]
+    : [];
   const notices = pending.map((notice) => ({ content: notice.content, pending: true as const }));
   const { built, context } = await fitTurnPrompt(
     services,

@@ -35,6 +35,7 @@ describe('errorBody', () => {
     ['not_found', 404],
     ['session_exists', 409],
     ['name_taken', 409],
+    ['inbox_full', 409],
     ['turn_in_progress', 409],
     ['aborted', 409],
     ['forbidden', 403],

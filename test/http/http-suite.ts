@@ -1056,6 +1056,55 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect((await api.delete(`/v1/sessions/${id}/inbox/a.md`)).status).toBe(404);
     });
 
+    it('refuses a post past MAX_PENDING_NOTICES with 409 inbox_full, a taken name still name_taken', async () => {
+      const small = createClient({
+        ...harness,
+        fetch: (path, init) => harness.fetchWithEnv({ MAX_PENDING_NOTICES: '2' }, path, init),
+      });
+      const id = await small.session();
+      for (const name of ['a.md', 'b.md'])
+        expect((await small.post(`/v1/sessions/${id}/inbox`, { name, content: name })).status).toBe(201);
+      const full = await small.post(`/v1/sessions/${id}/inbox`, { name: 'c.md', content: 'c' });
+      expect(full.status).toBe(409);
+      expect(full.body.error).toMatchObject({ code: 'inbox_full', details: { limit: 2 } });
+      const taken = await small.post(`/v1/sessions/${id}/inbox`, { name: 'a.md', content: 'again' });
+      expect(taken.body.error.code).toBe('name_taken');
+      expect((await small.get(`/v1/sessions/${id}/inbox`)).body).toMatchObject({
+        pending: [{ name: 'a.md' }, { name: 'b.md' }],
+        has_more: false,
+        next_after: null,
+      });
+    });
+
+    it('pages both listings with limit and after; a turn takes MAX_NOTICES_PER_TURN notices', async () => {
+      const small = createClient({
+        ...harness,
+        fetch: (path, init) => harness.fetchWithEnv({ MAX_NOTICES_PER_TURN: '2' }, path, init),
+      });
+      const id = await small.session({ strategies: ['inbox'] });
+      for (const name of ['a', 'b', 'c']) await small.post(`/v1/sessions/${id}/inbox`, { name, content: name });
+      const first = await small.get(`/v1/sessions/${id}/inbox?limit=2`);
+      expect(first.body).toMatchObject({ pending: [{ name: 'a' }, { name: 'b' }], has_more: true, next_after: 'b' });
+      const second = await small.get(`/v1/sessions/${id}/inbox?limit=2&after=b`);
+      expect(second.body).toEqual({
+        pending: [expect.objectContaining({ name: 'c' })],
+        has_more: false,
+        next_after: null,
+      });
+      for (const query of ['limit=0', 'limit=101', 'after=a%2Fb']) {
+        const refused = await small.get(`/v1/sessions/${id}/inbox?${query}`);
+        expect(refused.status, query).toBe(400);
+        expect(refused.body.error).toMatchObject({ code: 'invalid_request', details: { field: query.split('=')[0] } });
+      }
+      const turn = await small.post(`/v1/sessions/${id}/turns`, { input: 'hi' });
+      expect(turn.body.context.notices_delivered).toEqual(['a', 'b']);
+      expect((await small.get(`/v1/sessions/${id}/inbox`)).body.pending).toMatchObject([{ name: 'c' }]);
+      const delivered = await small.get(`/v1/sessions/${id}/inbox/delivered?limit=1`);
+      expect(delivered.body).toMatchObject({ delivered: [{ name: 'a', turn: 1 }], has_more: true, next_after: 'a' });
+      const rest = await small.get(`/v1/sessions/${id}/inbox/delivered?after=a`);
+      expect(rest.body).toMatchObject({ delivered: [{ name: 'b', turn: 1 }], has_more: false, next_after: null });
+    });
+
     it.each([
       ['a dot name', { name: '.hidden', content: 'x' }, 400],
       ['a slash', { name: 'a/b', content: 'x' }, 400],

@@ -35,6 +35,31 @@ inboxSemanticsSuite('S3 (fauxqs)', () => ({
 }));
 
 describe('inbox on S3', () => {
+  it('heads only the notices and records of the page it lists', async () => {
+    const keyPrefix = `inbox-s3-${crypto.randomUUID()}/`;
+    const store = new CountingStore(createTestS3Store(gateway.endpoint, inject('s3Bucket')));
+    const inbox = new Inbox(store, { keyPrefix, sessionExists: sessionExistsIn(store, keyPrefix) });
+    await store.put(sessionConfigKey(keyPrefix, 's1'), '{}');
+    const prefix = sessionPrefix(keyPrefix, 's1');
+    const names = Array.from({ length: 8 }, (_, index) => `n${index}`);
+    await Promise.all(names.map((name) => writeDirect(`${prefix}inbox/${name}`, name)));
+    await Promise.all(names.map((name) => writeDirect(`${prefix}inbox_removed/${name}`, name)));
+    store.reset();
+    const pending = await inbox.pendingPage('s1', { after: 'n1', limit: 3 });
+    expect(pending).toMatchObject({ has_more: true, next_after: 'n4' });
+    expect(pending.pending.map((notice) => notice.name)).toEqual(['n2', 'n3', 'n4']);
+    // The session check, then one list and a head per notice of the page.
+    expect(store.counts).toMatchObject({ list: 1, head: 4, get: 0 });
+    store.reset();
+    const delivered = await inbox.deliveredPage('s1', { after: 'n5', limit: 3 });
+    expect(delivered).toMatchObject({ has_more: false, next_after: null });
+    expect(delivered.delivered.map((record) => [record.stored_as, record.turn])).toEqual([
+      ['n6', null],
+      ['n7', null],
+    ]);
+    expect(store.counts).toMatchObject({ list: 1, head: 3, get: 0 });
+  });
+
   it('lists and records deliveries with metadata read by head, since S3 listings carry none', async () => {
     const keyPrefix = `inbox-s3-${crypto.randomUUID()}/`;
     const store = new CountingStore(createTestS3Store(gateway.endpoint, inject('s3Bucket')));

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/index.ts';
+import type { InboxOptions } from '../../lib/inbox/types.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { HeldStore } from '../support/held-store.ts';
@@ -21,7 +22,9 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
   describe(`inbox semantics on ${label}`, () => {
     const runId = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
-    async function setup(options: { createSession?: boolean } = {}) {
+    async function setup(
+      options: { createSession?: boolean } & Pick<InboxOptions, 'maxNoticesPerTurn' | 'maxPendingNotices'> = {},
+    ) {
       const { store, writeDirect } = target();
       counter += 1;
       const keyPrefix = `inbox-${runId}-${counter}/`;
@@ -31,6 +34,8 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
         keyPrefix,
         sessionExists: sessionExistsIn(store, keyPrefix),
         log: (event) => events.push(event),
+        ...(options.maxNoticesPerTurn ? { maxNoticesPerTurn: options.maxNoticesPerTurn } : {}),
+        ...(options.maxPendingNotices ? { maxPendingNotices: options.maxPendingNotices } : {}),
       });
       if (options.createSession !== false)
         await store.put(sessionConfigKey(keyPrefix, sessionId), '{}', { onlyIfAbsent: true });
@@ -345,6 +350,88 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       const before = await allKeys();
       expect(await inbox.peek(sessionId)).toEqual([{ name: 'a', content: 'first' }]);
       expect(await allKeys()).toEqual(before);
+    });
+
+    const names = (notices: { name: string }[]) => notices.map((notice) => notice.name);
+
+    it('takes at most maxNoticesPerTurn notices a turn, oldest name first; peek shows those', async () => {
+      const { inbox, sessionId } = await setup({ maxNoticesPerTurn: 3 });
+      for (let index = 0; index < 5; index++) await inbox.post(sessionId, { content: `notice ${index}` });
+      const posted = names(await inbox.listPending(sessionId));
+      expect(names(await inbox.peek(sessionId))).toEqual(posted.slice(0, 3));
+      expect(names((await inbox.consume(sessionId, { turn: 1 })).delivered)).toEqual(posted.slice(0, 3));
+      expect(names(await inbox.listPending(sessionId))).toEqual(posted.slice(3));
+      expect(names(await inbox.peek(sessionId, 1))).toEqual(posted.slice(3, 4));
+      expect(names((await inbox.consume(sessionId, { turn: 2, room: 1 })).delivered)).toEqual(posted.slice(3, 4));
+      expect(names((await inbox.consume(sessionId, { turn: 3 })).delivered)).toEqual(posted.slice(4));
+    });
+
+    it('stops a turn at `abort` when more than a turn takes are pending, taking the first before it', async () => {
+      const { inbox, sessionId } = await setup({ maxNoticesPerTurn: 2 });
+      for (const name of ['1', '2', '3', '4', 'abort', 'b']) await inbox.post(sessionId, { name, content: name });
+      expect(names(await inbox.peek(sessionId))).toEqual(['1', '2']);
+      const aborted = await inbox.consume(sessionId, { turn: 1 });
+      expect(aborted.abort).toMatchObject({ name: 'abort', reason: 'abort' });
+      expect(names(aborted.delivered)).toEqual(['1', '2']);
+      expect(names(await inbox.listPending(sessionId))).toEqual(['3', '4', 'b']);
+      // With no room left (a turn delivering notices earlier turns took), the abort still stops it.
+      await inbox.post(sessionId, { name: 'abort', content: 'again' });
+      const full = await inbox.consume(sessionId, { turn: 2, room: 0 });
+      expect(full).toMatchObject({ delivered: [], abort: { reason: 'again' } });
+      expect(names(await inbox.listPending(sessionId))).toEqual(['3', '4', 'b']);
+    });
+
+    it('refuses a post when maxPendingNotices are pending, storing nothing, but for `abort`', async () => {
+      const { inbox, sessionId } = await setup({ maxPendingNotices: 3, maxNoticesPerTurn: 2 });
+      for (const name of ['a', 'b', 'c']) await inbox.post(sessionId, { name, content: name });
+      await expect(inbox.post(sessionId, { name: 'd', content: 'd' })).rejects.toMatchObject({
+        code: 'inbox_full',
+        details: { limit: 3 },
+      });
+      await expect(inbox.post(sessionId, { content: 'generated' })).rejects.toMatchObject({ code: 'inbox_full' });
+      // A pending name is refused as taken, as when there is room.
+      await expect(inbox.post(sessionId, { name: 'b', content: 'again' })).rejects.toMatchObject({
+        code: 'name_taken',
+      });
+      expect(names(await inbox.listPending(sessionId))).toEqual(['a', 'b', 'c']);
+      await inbox.post(sessionId, { name: 'abort', content: 'stop' });
+      expect(names(await inbox.listPending(sessionId))).toEqual(['a', 'abort', 'b', 'c']);
+      await inbox.withdraw(sessionId, 'abort');
+      await inbox.consume(sessionId, { turn: 1 });
+      await inbox.post(sessionId, { name: 'a', content: 'a delivered name, posted again' });
+      expect(names(await inbox.listPending(sessionId))).toEqual(['a', 'c']);
+    });
+
+    it('lists pending and delivered notices in pages after a name', async () => {
+      const { inbox, sessionId, store, prefix } = await setup({ maxNoticesPerTurn: 4 });
+      for (const name of ['a', 'b', 'c', 'd', 'e']) await inbox.post(sessionId, { name, content: name });
+      const first = await inbox.pendingPage(sessionId, { limit: 2 });
+      expect(first).toMatchObject({ has_more: true, next_after: 'b' });
+      expect(names(first.pending)).toEqual(['a', 'b']);
+      const second = await inbox.pendingPage(sessionId, { after: 'b', limit: 2 });
+      expect(names(second.pending)).toEqual(['c', 'd']);
+      expect(await inbox.pendingPage(sessionId, { after: 'd', limit: 2 })).toMatchObject({
+        pending: [{ name: 'e', size: 1 }],
+        has_more: false,
+        next_after: null,
+      });
+      expect(names((await inbox.pendingPage(sessionId, { after: 'bb' })).pending)).toEqual(['c', 'd', 'e']);
+
+      await inbox.consume(sessionId, { turn: 7 });
+      // A takeover marker under a record is no record.
+      await store.put(`${prefix}inbox_removed/b/taken-7-0`, 'x');
+      const delivered = await inbox.deliveredPage(sessionId, { limit: 3 });
+      expect(delivered).toMatchObject({ has_more: true, next_after: 'c' });
+      expect(delivered.delivered.map((record) => [record.stored_as, record.turn])).toEqual([
+        ['a', 7],
+        ['b', 7],
+        ['c', 7],
+      ]);
+      expect(await inbox.deliveredPage(sessionId, { after: 'c', limit: 3 })).toMatchObject({
+        delivered: [{ stored_as: 'd', turn: 7 }],
+        has_more: false,
+        next_after: null,
+      });
     });
   });
 }

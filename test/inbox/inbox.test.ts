@@ -266,6 +266,39 @@ describe('inbox storage operations', () => {
     expect(operations(store)).toEqual({ list: 1, get: 7, put: 7, delete: 7, head: 0 });
   });
 
+  it('bounds a turn over a full inbox: one page listed, the abort found past it by a head, 32 taken', async () => {
+    const { inbox, store, memory, prefix } = await setup();
+    // Written straight into the bucket, past any limit a post checks.
+    for (let index = 0; index < 1500; index++)
+      await memory.put(`${prefix}inbox/${String(index).padStart(4, '0')}`, 'x');
+    await memory.put(`${prefix}inbox/abort`, 'stop');
+    store.reset();
+    const result = await inbox.consume('s1', { turn: 1, sessionExists: true });
+    expect(result.abort).toMatchObject({ name: 'abort', reason: 'stop' });
+    expect(result.delivered.map((notice) => notice.name)).toEqual(
+      Array.from({ length: 32 }, (_, index) => String(index).padStart(4, '0')),
+    );
+    expect(operations(store)).toEqual({ list: 1, head: 1, get: 33, put: 33, delete: 33 });
+    store.reset();
+    const next = await inbox.consume('s1', { turn: 2, sessionExists: true });
+    expect(next.delivered.map((notice) => notice.name)[0]).toBe('0032');
+    expect(operations(store)).toEqual({ list: 1, head: 1, get: 32, put: 32, delete: 32 });
+  });
+
+  it('lists a page of 50 by default with one list call, and refuses the 1001st pending notice', async () => {
+    const { inbox, store } = await setup();
+    for (let index = 0; index < 1000; index++) await inbox.post('s1', { content: `${index}` });
+    await expect(inbox.post('s1', { content: 'one too many' })).rejects.toMatchObject({
+      code: 'inbox_full',
+      details: { limit: 1000 },
+    });
+    store.reset();
+    const page = await inbox.pendingPage('s1');
+    expect(page.pending).toHaveLength(50);
+    expect(page.has_more).toBe(true);
+    expect(operations(store)).toMatchObject({ list: 1, get: 0 });
+  });
+
   it('checks the session once, and only when the inbox holds something', async () => {
     const { inbox, store } = await setup();
     store.reset();

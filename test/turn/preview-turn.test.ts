@@ -294,6 +294,52 @@ describe('previewPrompt, case by case', () => {
   });
 });
 
+describe('previewPrompt over an inbox holding more than a turn takes', () => {
+  /** The 32 names a turn takes of `n10`, `n11`, ... from `from` on. */
+  const taken = (from: number, count = 32) => Array.from({ length: count }, (_, index) => `n${from + index}`);
+
+  async function world(count: number) {
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(new MemoryStore(), model);
+    await sessions.create({ id: 's', strategies: ['inbox'] });
+    for (let index = 0; index < count; index++) await inbox.post('s', { name: `n${index + 10}`, content: `${index}` });
+    return { model, inbox, services };
+  }
+
+  it('shows the 32 notices the next turn takes, and the turn takes those', async () => {
+    const { services } = await world(34);
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual(taken(10));
+    expect((await runTurn(services, 's', { input: 'hi' })).context.notices_delivered).toEqual(taken(10));
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual(['n42', 'n43']);
+    expect((await runTurn(services, 's', { input: 'hi' })).context.notices_delivered).toEqual(['n42', 'n43']);
+  });
+
+  it('counts the notices a failed turn took in the 32 the next turn delivers', async () => {
+    const { inbox, services } = await world(34);
+    const failing = {
+      ...services,
+      model: () => ({ ...recordingEcho(), generate: () => Promise.reject(new Error('down')) }),
+    };
+    await expect(runTurn(failing, 's', { input: 'hi' })).rejects.toThrow();
+    await expect(runTurn(failing, 's', { input: 'hi' })).rejects.toThrow();
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual(taken(10));
+    expect((await runTurn(services, 's', { input: 'hi' })).context.notices_delivered).toEqual(taken(10));
+    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(['n42', 'n43']);
+  });
+
+  it('aborts the next turn on an `abort` past the first 32, which takes the 32 before it', async () => {
+    const { inbox, services } = await world(0);
+    // Generated names (the clock's digits) sort before `abort`.
+    for (let index = 0; index < 40; index++) await inbox.post('s', { content: `${index}` });
+    const names = (await inbox.listPending('s')).map((notice) => notice.name);
+    await inbox.post('s', { name: 'abort', content: 'stop' });
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual(names.slice(0, 32));
+    await expect(runTurn(services, 's', { input: 'hi' })).rejects.toMatchObject({ code: 'aborted' });
+    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(names.slice(32));
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual(names.slice(0, 32));
+  });
+});
+
 function toolPair(index: number, output: string): Item[] {
   return [
     { type: 'function_call', call_id: `call_${index}`, name: 'read', arguments: `{"n":${index}}` },

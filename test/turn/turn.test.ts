@@ -421,5 +421,15 @@ describe('storage operations per turn', () => {
     expect(packRequests.length).toBeLessThanOrEqual(1);
     expect(withNotices.context.notices_delivered).toEqual(['a.md', 'b.md']);
     expect(operations(store.counts)).toBeLessThanOrEqual(8 + 4 * 2);
+    // A turn takes 32 notices at most (MAX_NOTICES_PER_TURN), at 4 calls each: the rest wait.
+    for (let index = 0; index < 40; index++) await inbox.post('ops', { name: `n${index + 10}`, content: 'x' });
+    await settle();
+    store.reset();
+    const capped = await runTurn(turnServices, 'ops', { input: 'and many notices' });
+    expect(capped.context.notices_delivered).toEqual(Array.from({ length: 32 }, (_, index) => `n${index + 10}`));
+    expect(operations(store.counts)).toBeLessThanOrEqual(8 + 4 * 32);
+    await settle();
+    const rest = await runTurn(turnServices, 'ops', { input: 'and the rest' });
+    expect(rest.context.notices_delivered).toHaveLength(8);
   });
 });

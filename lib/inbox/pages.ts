@@ -1,0 +1,118 @@
+import { mapLimit, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
+import { CONCURRENCY, decodeName, META, postedAtOf, turnSchema, validTime, withMetadata } from './delivery-records.ts';
+import { isNoticeName } from './notice-name.ts';
+import type { DeliveryRecord, Page, PendingNotice } from './types.ts';
+
+/**
+ * The pages of `GET .../inbox` and `.../inbox/delivered` (docs/API.md, "Inbox"): `after` a name
+ * (exclusive, byte order), `limit` (default `DEFAULT_PAGE_SIZE`). A page lists with the
+ * delimiter "/", so the keys under a further "/" (never notices, nor records: the takeover
+ * markers under `inbox_removed/<stored_as>/`) come back once per group.
+ */
+
+/** The default page of the inbox's listings, as of the other listings with `after` (forks). */
+export const DEFAULT_PAGE_SIZE = 50;
+
+/** The most keys one list call asks for (S3's and R2's page). */
+const MAX_LIST_KEYS = 1000;
+
+/** A page of a listing: after the name `after` (exclusive), at most `limit`. */
+export interface PageRequest {
+  after?: string | undefined;
+  limit?: number | undefined;
+}
+
+/**
+ * A page of pending notices sorted by name (byte order). `posted_at` is the time stored by
+ * `post`, or the upload time for a notice written straight into the bucket. Costs a list (one
+ * of `limit + 1` keys, more only past keys that are no notices), plus a head per notice of the
+ * page when the store's listing carries no metadata (S3).
+ */
+export async function pendingPage(
+  store: ObjectStore,
+  inboxPrefix: string,
+  page: PageRequest,
+): Promise<Page<'pending', PendingNotice>> {
+  const { objects, ...more } = await listPage(store, inboxPrefix, page, isNoticeName);
+  const pending = await mapLimit(objects, CONCURRENCY, async (info) => {
+    const described = await withMetadata(store, info);
+    return { name: info.key.slice(inboxPrefix.length), size: described.size, posted_at: postedAtOf(described) };
+  });
+  return { pending, ...more };
+}
+
+/**
+ * A page of the record of deliveries, in `stored_as` byte order. Costs a list, plus a head per
+ * record of the page when the listing carries no metadata (S3). An object put into
+ * `inbox_removed/` by something else is listed with its upload time and `turn: null`.
+ */
+export async function deliveredPage(
+  store: ObjectStore,
+  removedPrefix: string,
+  page: PageRequest,
+): Promise<Page<'delivered', DeliveryRecord>> {
+  const { objects, ...more } = await listPage(store, removedPrefix, page, isRecordName);
+  const delivered = await mapLimit(objects, CONCURRENCY, async (listed) => {
+    const info = await withMetadata(store, listed);
+    const storedAs = info.key.slice(removedPrefix.length);
+    const uploaded = info.uploaded.toISOString();
+    const turn = turnSchema.safeParse(info.metadata[META.turn]);
+    return {
+      name: decodeName(info.metadata[META.name]) ?? storedAs,
+      stored_as: storedAs,
+      posted_at: postedAtOf(info),
+      delivered_at: validTime(info.metadata[META.deliveredAt]) ?? uploaded,
+      turn: turn.success ? turn.data : null,
+    };
+  });
+  return { delivered, ...more };
+}
+
+/** Every item of a paged listing, reading page after page. */
+export async function everyPage<Key extends string, Item>(
+  read: (after: string | undefined) => Promise<Page<Key, Item>>,
+  key: Key,
+): Promise<Item[]> {
+  const items: Item[] = [];
+  let after: string | undefined;
+  do {
+    const page = await read(after);
+    items.push(...page[key]);
+    after = page.next_after ?? undefined;
+  } while (after !== undefined);
+  return items;
+}
+
+/** The name of a delivery record (`inbox_removed/<stored_as>`, not a key under one). */
+function isRecordName(name: string): boolean {
+  return name.length > 0 && !name.includes('/');
+}
+
+/**
+ * One page of the objects directly under `prefix` whose name `keep` accepts, in byte order,
+ * after `after`: at most `limit` of them, listing `limit + 1` keys a call (at most 1000) until
+ * it has one more than the page (then `has_more`) or the listing ends.
+ */
+async function listPage(
+  store: ObjectStore,
+  prefix: string,
+  page: PageRequest,
+  keep: (name: string) => boolean,
+): Promise<{ objects: ObjectInfo[]; has_more: boolean; next_after: string | null }> {
+  const limit = page.limit ?? DEFAULT_PAGE_SIZE;
+  const objects: ObjectInfo[] = [];
+  let cursor: string | undefined;
+  do {
+    const listed = await store.list(prefix, {
+      delimiter: '/',
+      limit: Math.min(limit + 1, MAX_LIST_KEYS),
+      ...(cursor !== undefined ? { cursor } : page.after !== undefined ? { startAfter: prefix + page.after } : {}),
+    });
+    objects.push(...listed.objects.filter((info) => keep(info.key.slice(prefix.length))));
+    cursor = listed.truncated ? listed.cursor : undefined;
+  } while (cursor !== undefined && objects.length <= limit);
+  const has_more = objects.length > limit;
+  const shown = objects.slice(0, limit);
+  const last = shown[shown.length - 1];
+  return { objects: shown, has_more, next_after: has_more && last ? last.key.slice(prefix.length) : null };
+}

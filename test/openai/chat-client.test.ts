@@ -152,6 +152,23 @@ describe('the official openai client: chat completions', () => {
     expect(unknown).toMatchObject({ code: 'unknown_strategy', param: 'x-tailgate-strategies' });
   });
 
+  it('delivers at most 32 notices of x-tailgate-session a call (MAX_NOTICES_PER_TURN), the rest next', async () => {
+    const id = `chat-inbox-cap-${Date.now()}`;
+    expect((await post('/sessions', { id })).status).toBe(201);
+    const names = Array.from({ length: 34 }, (_, index) => `n${String(index).padStart(2, '0')}`);
+    for (const name of names) expect((await post(`/sessions/${id}/inbox`, { name, content: name })).status).toBe(201);
+    const delivered = async () => {
+      const answer = await world.client.chat.completions.create(
+        { model: 'echo', messages: [{ role: 'user', content: 'What next?' }] },
+        { headers: { 'x-tailgate-session': id } },
+      );
+      return (answer as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context
+        .notices_delivered;
+    };
+    expect(await delivered()).toEqual(names.slice(0, 32));
+    expect(await delivered()).toEqual(names.slice(32));
+  });
+
   it('delivers the inbox of x-tailgate-session and answers its abort notice with 409', async () => {
     const id = `chat-inbox-${Date.now()}`;
     expect((await post('/sessions', { id })).status).toBe(201);

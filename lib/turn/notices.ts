@@ -42,37 +42,39 @@ export class TurnNotices {
   #settling: Promise<void> | undefined;
   #shown: string[] = [];
 
-  private constructor(turn: OpenTurn, landed: Promise<boolean>) {
+  readonly #turn: OpenTurn;
+
+  constructor(turn: OpenTurn, landed: Promise<boolean>) {
+    this.#turn = turn;
     this.undelivered = turn.undelivered;
     this.#landed = landed;
   }
 
   /**
-   * Plans the notices of a turn. The moves wait for the claim in `settle`, except where the
+   * Plans the notices of the turn. The moves wait for the claim in `settle`, except where the
    * turn's number is needed first (an `abort` notice, notices of turns closed by others, an
-   * inbox that could not be read ahead): those wait for the claim here and move now.
+   * inbox that could not be read ahead): those wait for the claim here and move now. When it
+   * throws, `undelivered` is what the turn's failed completion carries on.
    */
-  static async plan(
+  async plan(
     services: TurnServices,
     sessionId: string,
-    turn: OpenTurn,
     plan: TurnPlan,
-    landed: Promise<boolean>,
     fetched: Promise<FetchedNotice[]> | undefined,
-  ): Promise<TurnNotices> {
-    const notices = new TurnNotices(turn, landed);
-    if (!plan.strategies.includes('inbox')) return notices;
+  ): Promise<void> {
+    const turn = this.#turn;
+    if (!plan.strategies.includes('inbox')) return;
     const listed = fetched ? await fetched.catch(() => undefined) : undefined;
     // A turn takes at most `noticesPerTurn` notices, counting those earlier turns took that it delivers first.
     const consume = (carried: number) =>
       consumeForModelCall(services.inbox, sessionId, turn.session, turn.turn, fetched, roomFor(services, carried));
     if (!listed || turn.undelivered.lost_turns.length > 0 || listed.some((n) => n.name === ABORT_NOTICE_NAME)) {
-      await notices.claimed();
-      await notices.#consumeNow(services, sessionId, turn, consume);
-      return notices;
+      await this.claimed();
+      await this.#consumeNow(services, sessionId, turn, consume);
+      return;
     }
-    notices.carried = [...turn.undelivered.notices];
-    const current = currentNotices(listed, turn.session.created_at).slice(0, roomFor(services, notices.carried.length));
+    this.carried = [...turn.undelivered.notices];
+    const current = currentNotices(listed, turn.session.created_at).slice(0, roomFor(services, this.carried.length));
     const reads = await Promise.all(current.map((notice) => notice.read));
     const asRead = current.flatMap((notice, index) => {
       const read = reads[index]!;
@@ -80,9 +82,8 @@ export class TurnNotices {
         ? [{ name: notice.name, stored_as: notice.name, content: read.content, posted_at: '' }]
         : [];
     });
-    notices.delivered = [...notices.carried, ...asRead];
-    if (listed.length > 0) notices.#move = async () => (await consume(notices.carried.length)).delivered;
-    return notices;
+    this.delivered = [...this.carried, ...asRead];
+    if (listed.length > 0) this.#move = async () => (await consume(this.carried.length)).delivered;
   }
 
   /** Resolves once the claim landed; ClaimLost when it did not. */
@@ -126,6 +127,11 @@ export class TurnNotices {
     // Earlier turns' notices first (those of turns that died are found in the inbox's
     // delivery records), then what this turn consumes.
     const { lost_turns: lost } = turn.undelivered;
+    // A takeover that failed may have won a notice on its chain of decision keys (or more):
+    // the next turn walks past this one as past a closed turn.
+    const since = lost.map((entry) => entry.since).sort()[0];
+    if (since !== undefined)
+      this.undelivered = { ...turn.undelivered, lost_turns: [...lost, { turn: turn.turn, since }] };
     const recovered = lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn) : [];
     this.carried = [...turn.undelivered.notices, ...recovered];
     this.undelivered = { notices: this.carried, lost_turns: [] };

@@ -243,9 +243,9 @@ async function turnSteps(
     ),
   );
   const aggregates: HistoryAggregates | undefined = turn.context ? undefined : (read.aggregates ?? turn.aggregates);
-  const notices = await TurnNotices.plan(services, sessionId, turn, plan, landed, fetched);
-  // Before the abort's close: if its completion fails, the failed one carries what this turn took.
-  attempt.notices = notices;
+  const notices = new TurnNotices(turn, landed);
+  attempt.notices = notices; // before the plan and the abort's close: a failed completion carries what it took
+  await notices.plan(services, sessionId, plan, fetched);
   if (notices.abort) await closeAborted(services, turn, plan, notices, notices.abort);
   // completeTurn numbers the output right after the input; the response says so up front.
   const firstSeq = turn.counts.items + 1;

@@ -456,3 +456,36 @@ describe('input checked against the open calls', () => {
     expect((await client.sessions.get('s')).counts.items).toBe(4);
   });
 });
+
+describe('a turn whose takeover of a closed turn’s notice fails at a storage call', () => {
+  it.each([false, true])('leaves the notice to exactly one later turn (the call landed: %s)', async (after) => {
+    for (let k = 1; ; k++) {
+      const memory = new MemoryStore();
+      // Turn 1's process can no longer reach the inbox once its model was called: it gives nothing back.
+      const dying = new FaultyStore(memory);
+      const first = heldModel();
+      const owner = world(dying).services(first);
+      await owner.sessions.create({ id: 's', model: 'held' });
+      await owner.inbox.post('s', { name: 'n1', content: 'budget low' });
+      const one = runTurn(owner, 's', { input: 'one' }).catch((error: unknown) => error);
+      await first.started;
+      const faulty = new FaultyStore(memory);
+      const { services } = world(faulty);
+      while ((await services().inbox.listDelivered('s')).length === 0) await new Promise((go) => setTimeout(go, 1));
+      dying.failWhen(({ key }) => key.includes('/inbox'));
+      await services().sessions.cancelTurn('s', 1);
+      first.release();
+      await one;
+      // Turn 2 takes n1 over from turn 1; its kth storage call under inbox_removed/ fails.
+      let calls = 0;
+      faulty.failWhen(({ key }) => key.includes('/inbox_removed/') && ++calls === k, { after, times: 1 });
+      const two = await runTurn(services(), 's', { input: 'two', model: 'echo' }).catch(() => null);
+      faulty.heal();
+      const delivered = [...(two?.context.notices_delivered ?? [])];
+      for (const input of ['three', 'four', 'five'])
+        delivered.push(...(await runTurn(services(), 's', { input, model: 'echo' })).context.notices_delivered);
+      expect(delivered, `fails at call ${k}`).toEqual(['n1']);
+      if (faulty.injected === 0) return;
+    }
+  });
+});

@@ -142,3 +142,73 @@ describe('a taker whose rewrite of a closed turn’s delivery record fails witho
     expect(await holders(inbox, await inbox.recover('s1', lostUpTo(9), 10))).toEqual(['once']);
   });
 });
+
+describe('closed turns taking two notices over, any failing at a storage call, the consumer giving back', () => {
+  it('leave each to exactly one turn that completes, also after a rewrite without `taken-as`', async () => {
+    const turnSpec = fc.record({
+      fault: fc.option(fc.record({ at: fc.integer({ min: 1, max: 14 }), landed: fc.boolean(), dies: fc.boolean() })),
+      delay: fc.integer({ min: 0, max: 6 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(turnSpec, { minLength: 2, maxLength: 6 }),
+        fc.boolean(),
+        fc.option(fc.integer({ min: 0, max: 8 })),
+        fc.boolean(),
+        async (turns, lastCompletes, consumerGivesBackAt, oldFormat) => {
+          const { memory, inbox, record } = await consumedByTurn8();
+          await inbox.post('s1', { name: 'other.md', content: 'twice' });
+          await inbox.consume('s1', { turn: 8 });
+          // A record an earlier version rewrote when turn 8 took it over: it names 8, no `taken-as`.
+          if (oldFormat) {
+            const object = (await memory.get(record))!;
+            await memory.put(`${record}/taken-7-${object.uploaded.getTime()}`, '8:old', { onlyIfAbsent: true });
+            await memory.put(record, object.body, { metadata: object.metadata });
+          }
+          const last = 8 + turns.length;
+          // Turns 9 to `last` run at once (each closed by someone else, but `last` when it completes);
+          // a faulty one fails at its `at`th call (that call landing or not), and only that one
+          // unless it dies there; a turn whose takeover failed is closed, walked past by the next.
+          const run = async (turn: number, { fault, delay }: (typeof turns)[number]) => {
+            await new Promise((go) => setTimeout(go, delay));
+            const faulty = new FaultyStore(memory);
+            let calls = 0;
+            if (fault) faulty.failWhen(() => ++calls >= fault.at, { after: fault.landed, times: 1 });
+            if (fault?.dies) faulty.failWhen(() => calls >= fault.at);
+            const each = new Inbox(new JitteryStore(faulty, 3), {
+              keyPrefix,
+              log: () => {},
+              sessionExists: async () => true,
+            });
+            const taken = await each.recover('s1', lostUpTo(turn - 1), turn).catch(() => null);
+            if (taken === null) return { taken: [], closed: true };
+            faulty.heal();
+            const closed = turn !== last || !lastCompletes;
+            if (closed) await each.giveBack('s1', taken, turn);
+            return { taken: closed ? [] : taken, closed };
+          };
+          const consumer = async (at: number | null) => {
+            if (at === null) return;
+            await new Promise((go) => setTimeout(go, at));
+            const notices = ['note.md', 'other.md'].map((name) => ({ name, stored_as: name }));
+            await new Inbox(new JitteryStore(memory, 3), {
+              keyPrefix,
+              log: () => {},
+              sessionExists: async () => true,
+            }).giveBack('s1', notices, 8);
+          };
+          const [ran] = await Promise.all([
+            Promise.all(turns.map((spec, index) => run(9 + index, spec))),
+            consumer(consumerGivesBackAt),
+          ]);
+          const final = ran.at(-1)!;
+          const after = final.closed ? await inbox.recover('s1', lostUpTo(last), last + 1) : [];
+          const pending = await inbox.listPending('s1');
+          const names = [...final.taken, ...after, ...pending].map((notice) => notice.name);
+          expect(names.sort()).toEqual(['note.md', 'other.md']);
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+});

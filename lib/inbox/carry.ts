@@ -1,3 +1,4 @@
+import { sha256Hex } from '../hash.ts';
 import { firstToCreate } from '../store/create-only.ts';
 import { decodeUtf8, listAll, mapLimit, type StoredObject } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
@@ -94,7 +95,7 @@ async function takeOver(
  * begins a decision further back on the same chain of keys.
  */
 async function kept(ctx: InboxContext, key: string, decision: string, ours: string): Promise<boolean> {
-  const confirmation = `${decision}-after-${ours}`;
+  const confirmation = after(decision, ours);
   const confirmed = await firstToCreate(ctx.store, `${key}/${confirmation}`, ours);
   if (confirmed.first) return true;
   const successor = takerOf(confirmed.found);
@@ -150,8 +151,21 @@ async function decide(
     if (decided.first) return decision;
     const holder = takerOf(decided.found);
     if (holder === undefined || !lost.has(holder)) return undefined;
-    decision = `${decision}-after-${holder}`;
+    decision = after(decision, holder);
   }
+}
+
+/** The longest decision key (after `<record key>/`) a chain spells out; S3 allows keys of 1024 bytes. */
+const MAX_DECISION_CHARS = 256;
+
+/**
+ * The decision key after `decision` once `holder` is walked past: `<decision>-after-<holder>`,
+ * or, when that is longer than MAX_DECISION_CHARS, `taken-<its SHA-256>`, so the chain's keys
+ * stay short however many turns failed on it.
+ */
+function after(decision: string, holder: string): string {
+  const next = `${decision}-after-${holder}`;
+  return next.length <= MAX_DECISION_CHARS ? next : `taken-${sha256Hex(next)}`;
 }
 
 /** Who created a decision key (its body `<taker>:<random>`), or undefined when it is gone. */
@@ -221,7 +235,7 @@ export async function giveBack(
       if (!object || object.metadata[META.turn] !== String(turn)) return;
       // A notice it took over: past the key it confirmed its hold through, as a successor's walk.
       const taken = takenAs(object);
-      const decision = taken === undefined ? decisionOf(object) : `${taken}-after-${turn}-after-${turn}`;
+      const decision = taken === undefined ? decisionOf(object) : after(after(taken, String(turn)), String(turn));
       if (!(await firstToCreate(ctx.store, `${key}/${decision}`, 'returned')).first) return;
       const metadata = { ...object.metadata, [META.turn]: 'returned' };
       if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;

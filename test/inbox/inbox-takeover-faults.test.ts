@@ -125,3 +125,31 @@ describe('a turn taking a closed turn’s notice over that dies at any storage c
     expect((await inbox.listDelivered('s1')).map((notice) => notice.turn)).toEqual([10]);
   });
 });
+
+describe('a chain of decision keys past many turns whose takeover failed', () => {
+  it('keeps its keys within the 1024 bytes S3 allows, and the notice reaches one turn', async () => {
+    // The longest names: a 256-character key prefix, a 64-character session id, a 200-character notice name.
+    const longPrefix = `${'k'.repeat(255)}/`;
+    const id = 's'.repeat(64);
+    const memory = new MemoryStore();
+    await memory.put(sessionConfigKey(longPrefix, id), '{}');
+    const limited = new FaultyStore(memory).failWhen(({ key }) => new TextEncoder().encode(key).length > 1024);
+    const on = (store: ObjectStore) =>
+      new Inbox(store, { keyPrefix: longPrefix, log: () => {}, sessionExists: async () => true });
+    await on(memory).post(id, { name: 'n'.repeat(200), content: 'once' });
+    await on(memory).consume(id, { turn: 8 });
+    const lostUpTo = (last: number) => Array.from({ length: last - 7 }, (_, index) => ({ turn: 8 + index, since }));
+    // Turns 9 to 88 each win the notice's next decision key, then fail at the create confirming their hold.
+    for (let turn = 9; turn <= 88; turn++) {
+      let rewritten = false;
+      const failing = new FaultyStore(limited).failWhen(({ options }) => {
+        rewritten ||= !!options?.ifMatch;
+        return rewritten && !!options?.onlyIfAbsent;
+      });
+      await expect(on(failing).recover(id, lostUpTo(turn - 1), turn)).rejects.toThrow();
+    }
+    const taken = await on(limited).recover(id, lostUpTo(88), 89);
+    expect(taken.map((notice) => notice.content)).toEqual(['once']);
+    expect(limited.injected).toBe(0);
+  });
+});

@@ -76,14 +76,15 @@ export class TokenSpend {
   /**
    * Throws InvalidRequestError (400 naming `model`) when the token's budget sets `max_cost_usd`
    * and model `id` has no price in `prices`: what it costs would count toward no limit, and the
-   * token's holder chooses the model of its turns.
+   * token's holder chooses the model of its turns. `setting`: the deployment setting that names
+   * the model, where the request did not (SUMMARY_MODEL), which the message and details name.
    */
-  checkPriced(id: string, prices: ModelPrices): void {
+  checkPriced(id: string, prices: ModelPrices, setting?: string): void {
     if (this.budget.limits.max_cost_usd === undefined || prices[id] !== undefined) return;
     throw new InvalidRequestError(
-      `model ${id} has no price (MODEL_PRICES), and this token's budget sets max_cost_usd, which ` +
-        'could not count what it costs',
-      { field: 'model', model: id },
+      `model ${id}${setting ? ` (${setting})` : ''} has no price (MODEL_PRICES), and this token's budget sets ` +
+        'max_cost_usd, which could not count what it costs',
+      { field: 'model', model: id, ...(setting ? { setting } : {}) },
     );
   }
 

@@ -1,7 +1,7 @@
 import { TurnInProgressError } from '../errors.ts';
 import type { ClaimOptions } from '../session/log/claim.ts';
 import { closedState, type TurnState } from '../session/log/turns.ts';
-import { checkRequest, inputItems, requestHash } from './plan.ts';
+import { checkRequest, checkTurnModels, inputItems, requestHash } from './plan.ts';
 import { observedClaim } from './observe.ts';
 import { requestRecord } from './receipt.ts';
 import type { BackgroundTurn, TurnOptions, TurnRequest, TurnServices } from './types.ts';
@@ -76,7 +76,7 @@ async function checkedClaim(
     // A model that cannot be run here (its provider's key is missing) stores nothing, as in
     // the foreground (lib/turn/pipeline.ts).
     check: async (config) => {
-      services.model(request.model ?? config.model ?? services.config.defaultModel);
+      checkTurnModels(services, request, config);
       options.checkConfig?.(config);
       if (spend && spent) spend.check(await spent);
     },

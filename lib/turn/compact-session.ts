@@ -89,6 +89,10 @@ export async function compactSessionFrom(
   const totals = session.usage;
   checkBudget(session.budget, { ...totals, cost_usd: totals.priced_cost_usd });
   if (spend && spent) spend.check(await spent);
+  // The deployment's summary model, where the request names none: the refusal names its setting.
+  const { summaryModel } = services.config;
+  if (request.model === undefined && summaryModel)
+    spend?.checkPriced(summaryModel, services.config.modelPrices, 'SUMMARY_MODEL');
   const model = services.model(
     request.model ?? services.config.summaryModel ?? session.model ?? services.config.defaultModel,
   );

@@ -17,6 +17,7 @@ import {
   type TurnPlan,
   planTurn,
   checkRequest,
+  checkTurnModels,
   CONTEXT_REQUIREMENT,
   inputItems,
   packOptions,
@@ -118,7 +119,7 @@ async function takeTurn(
     // A model that cannot be run here (its provider's key is missing) or a spent budget (the
     // session's, checked before this, or the token's) stores nothing, the input's blobs neither.
     check: async (config) => {
-      services.model(request.model ?? config.model ?? services.config.defaultModel);
+      checkTurnModels(services, request, config);
       options.checkConfig?.(config);
       if (spend && spent) spend.check(await spent);
     },

@@ -82,6 +82,26 @@ export function checkRequest(
   if (request.model !== undefined) services.model(request.model);
 }
 
+/**
+ * At a turn's claim, what its session's config (`config`) lets be checked before anything is
+ * stored: its model (the request's over the session's, else the deployment's), and, for a
+ * token whose budget caps its cost, the price of SUMMARY_MODEL where the turn may compact (its
+ * strategies hold `compact`, or it asks `compaction`), which the compaction would call once
+ * its input is stored (TokenSpend.checkPriced).
+ */
+export function checkTurnModels(
+  services: TurnServices,
+  request: Pick<TurnRequest, 'model' | 'strategies' | 'compaction'>,
+  config: Pick<SessionRecord, 'model' | 'strategies'>,
+): void {
+  services.model(request.model ?? config.model ?? services.config.defaultModel);
+  const summaryModel = services.config.summaryModel;
+  if (!services.tokenSpend || !summaryModel) return;
+  const strategies = resolveStrategyNames(request.strategies ?? config.strategies ?? undefined, services.env);
+  if (request.compaction === undefined && !strategies.includes('compact')) return;
+  services.tokenSpend.checkPriced(summaryModel, services.config.modelPrices, 'SUMMARY_MODEL');
+}
+
 /** What a compacted context's turn reads: everything from the context start. */
 export const CONTEXT_REQUIREMENT = { toolCalls: 'all' as const, seqs: [] };
 

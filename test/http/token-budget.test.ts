@@ -116,3 +116,35 @@ describe('a token whose budget caps its cost and a model without a price', () =>
     }
   });
 });
+
+describe('a token whose budget caps its cost and a SUMMARY_MODEL without a price', () => {
+  const unpriced = 'openai:gpt-unpriced';
+  const api = createClient(
+    appHarness(new MemoryStore(), { ...environment, OPENAI_API_KEY: 'test-key', SUMMARY_MODEL: unpriced }),
+  );
+
+  it('is refused the turns that may compact at their claim (400 naming SUMMARY_MODEL), nothing stored', async () => {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_cost_usd: 1 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    // Turns of 600 characters compact by the third in a window of 1000 tokens.
+    const id = await api.session({ model: 'echo', strategies: ['compact'], strategy_config: { context_limit: 1000 } });
+    for (let turn = 1; turn <= 4; turn++) {
+      const body = { input: `turn ${turn} ${'w'.repeat(600)}`, background: turn % 2 === 0 };
+      const refused = await api.post(`/v1/sessions/${id}/turns`, body, bearer);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(400);
+      expect(refused.body.error).toMatchObject({
+        code: 'invalid_request',
+        details: { field: 'model', model: unpriced, setting: 'SUMMARY_MODEL' },
+      });
+      expect(refused.body.error.message).toMatch(/SUMMARY_MODEL/);
+    }
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 0, turns: 0 });
+    // A manual compaction that names no model calls SUMMARY_MODEL: refused so too.
+    const compaction = await api.post(`/v1/sessions/${id}/compact`, {}, bearer);
+    expect(compaction.status).toBe(400);
+    expect(compaction.body.error.details).toEqual({ field: 'model', model: unpriced, setting: 'SUMMARY_MODEL' });
+    // A session whose turns do not compact runs them.
+    const plain = await api.session({ model: 'echo' });
+    expect((await api.post(`/v1/sessions/${plain}/turns`, { input: 'hi' }, bearer)).status).toBe(200);
+  });
+});

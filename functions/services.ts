@@ -32,6 +32,8 @@ export interface AppServices extends TurnServices {
   store: ObjectStore;
   /** The app's clock (ServiceInputs.clock, else the system's), as the session log and inbox have it. */
   clock: () => Date;
+  /** `model` without the token budget's price check: for what calls no model (the prompt preview). */
+  previewModel: (id: string) => Model;
 }
 
 export interface ServiceInputs {
@@ -175,6 +177,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
           return model;
         }
       : inputs.model,
+    previewModel: inputs.model,
     background: inputs.background,
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),

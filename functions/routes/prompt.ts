@@ -31,7 +31,9 @@ export function promptRoutes() {
   return createRouter().openapi(previewRoute, async (c) => {
     const { id } = c.req.valid('param');
     const query = c.req.valid('query');
-    const preview = await previewPrompt(c.var.services, id, {
+    // It calls no model: a token whose budget caps its cost previews an unpriced model's prompt.
+    const services = c.var.services;
+    const preview = await previewPrompt({ ...services, model: services.previewModel }, id, {
       ...(query.strategies !== undefined ? { strategies: query.strategies } : {}),
       ...(query.strategy_config !== undefined ? { strategy_config: parseConfigQuery(query.strategy_config) } : {}),
     });

@@ -106,6 +106,24 @@ describe('a token whose budget caps its cost and a model without a price', () =>
     expect(priced.status, JSON.stringify(priced.body)).toBe(200);
   });
 
+  it("is refused the session's own model without a price, and still previews the session's prompt", async () => {
+    const minted = await api.post('/v1/tokens', {
+      scopes: ['session:turn', 'session:read'],
+      budget: { max_cost_usd: 0.01 },
+    });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session({ model: unpriced });
+    for (const background of [false, true]) {
+      const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi', background }, bearer);
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.details).toEqual({ field: 'model', model: unpriced });
+    }
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
+    // The preview calls no model: what a turn would be sent is there to read.
+    const preview = await api.get(`/v1/sessions/${id}/prompt`, bearer);
+    expect(preview.status, JSON.stringify(preview.body)).toBe(200);
+  });
+
   it('runs for a token whose budget sets no max_cost_usd, and for a token without a budget', async () => {
     const id = await api.session();
     for (const budget of [{ max_turns: 5 }, undefined]) {

@@ -4,7 +4,8 @@ import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SIGNING_KEY } from './http-suite.ts';
 
-// What a scoped token costs in storage operations, and expiry against the service clock.
+// What a scoped token costs in storage operations, under the turn limits (functions/rate-limit.ts)
+// too, and expiry against the service clock.
 const TOKEN = 'cost-token';
 const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 
@@ -19,13 +20,15 @@ function setup() {
     passThroughOnException: () => {},
     props: {},
   };
-  const call = async (token: string, method: string, path: string, body?: unknown) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  // Settings a test adds to the environment (the turn limits).
+  const settings: Record<string, string> = {};
+  const call = async (token: string, method: string, path: string, body?: unknown, extra?: Record<string, string>) => {
+    const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...extra };
     if (body !== undefined) headers['content-type'] = 'application/json';
     const response = await app.request(
       path,
       { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) },
-      environment,
+      { ...environment, ...settings },
       executionContext,
     );
     return {
@@ -34,16 +37,21 @@ function setup() {
       headers: response.headers,
     };
   };
-  const operations = async (token: string, method: string, path: string, body?: unknown) => {
+  /** The status of one request and its storage operations. */
+  const measure = async (...args: Parameters<typeof call>) => {
     await Promise.all(background.splice(0));
     store.reset();
-    const result = await call(token, method, path, body);
+    const result = await call(...args);
     const counts = store.counts;
     await Promise.all(background.splice(0));
-    expect(result.status, JSON.stringify(result.body)).toBeLessThan(300);
-    return counts.get + counts.head + counts.put + counts.list + counts.delete;
+    return { result, operations: counts.get + counts.head + counts.put + counts.list + counts.delete };
   };
-  return { call, operations, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+  const operations = async (...args: Parameters<typeof call>) => {
+    const { result, operations } = await measure(...args);
+    expect(result.status, JSON.stringify(result.body)).toBeLessThan(300);
+    return operations;
+  };
+  return { call, operations, measure, settings, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
 }
 
 describe('scoped tokens in storage operations', () => {
@@ -103,5 +111,80 @@ describe('scoped tokens in storage operations', () => {
     expect(expired.headers.get('www-authenticate')).toBe(
       'Bearer error="invalid_token", error_description="the token expired at 2030-01-01T00:01:00.000Z"',
     );
+  });
+});
+
+describe('the turn limits in storage operations', () => {
+  const KINDS = ['api', 'unbound', 'bound'] as const;
+  /** A session per token kind, each with a turn, and a token of each kind (bound: to its session). */
+  const tokensFor = async (call: ReturnType<typeof setup>['call'], prefix: string) => {
+    const tokens: Record<string, string> = {};
+    for (const kind of KINDS) {
+      const id = `${prefix}-${kind}`;
+      await call(TOKEN, 'POST', '/v1/sessions', { id });
+      await call(TOKEN, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' });
+      const minted = await call(TOKEN, 'POST', '/v1/tokens', {
+        scopes: ['session:turn', 'session:read'],
+        ...(kind === 'bound' ? { session_id: id } : {}),
+      });
+      tokens[kind] = kind === 'api' ? TOKEN : (minted.body.token as string);
+    }
+    return tokens;
+  };
+
+  it("a session's limit adds one config read for a bound token only; a token's limit adds none", async () => {
+    const { call, operations, settings } = setup();
+    const tokens = await tokensFor(call, 'cost');
+    const sends = {
+      turn: (id: string) => [`/v1/sessions/${id}/turns`, { input: 'again' }] as const,
+      keyed: (id: string) => [`/v1/sessions/${id}/turns`, { input: 'keyed' }] as const,
+      response: (id: string) => ['/v1/responses', { model: 'echo', input: 'hi', conversation: id }] as const,
+    };
+    const measured: Record<string, Record<string, number[]>> = {};
+    let key = 0;
+    for (const [limit, limits] of Object.entries({
+      none: {},
+      token: { RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '1000' },
+      session: { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1000' },
+    })) {
+      Object.assign(settings, limits);
+      measured[limit] = {};
+      for (const [name, send] of Object.entries(sends)) {
+        const row: number[] = [];
+        for (const kind of KINDS) {
+          const [path, body] = send(`cost-${kind}`);
+          const headers = name === 'keyed' ? { 'idempotency-key': `k${key++}` } : {};
+          row.push(await operations(tokens[kind]!, 'POST', path, body, headers));
+        }
+        measured[limit]![name] = row;
+      }
+      for (const name of Object.keys(limits)) delete settings[name];
+    }
+    for (const [name, [api, unbound, bound]] of Object.entries(measured.none!)) {
+      expect(measured.token![name], name).toEqual([api, unbound, bound]);
+      expect(measured.session![name], name).toEqual([api, unbound, bound! + 1]);
+    }
+  });
+
+  it("a turn over a limit (429) does no storage work, but for a bound token's config read", async () => {
+    const { call, measure, settings } = setup();
+    const tokens = await tokensFor(call, 'over');
+    for (const [per, limits] of Object.entries({
+      token: { RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '1' },
+      session: { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1' },
+    })) {
+      Object.assign(settings, limits);
+      const counted: number[] = [];
+      for (const kind of KINDS) {
+        const path = `/v1/sessions/over-${kind}/turns`;
+        expect((await call(tokens[kind]!, 'POST', path, { input: `${per} 1` })).status).toBe(200);
+        const refused = await measure(tokens[kind]!, 'POST', path, { input: `${per} 2` });
+        expect(refused.result.status, `${per} ${kind}`).toBe(429);
+        counted.push(refused.operations);
+      }
+      // The session's limit reads a bound token's session config (its revocation check) first.
+      expect(counted, per).toEqual(per === 'session' ? [0, 0, 1] : [0, 0, 0]);
+      for (const name of Object.keys(limits)) delete settings[name];
+    }
   });
 });

@@ -188,6 +188,27 @@ export function defineRateLimitSuite(
       expect(turn.status, JSON.stringify(turn.body)).toBe(200);
     });
 
+    it("a revoked bound token spends none of its token's limit either, which a budget's tokens share", async () => {
+      const id = await session();
+      const parent = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 100 } });
+      const child = await call({}, parent.body.token, 'POST', '/v1/tokens', {
+        scopes: ['session:turn'],
+        session_id: id,
+      });
+      expect(child.status, JSON.stringify(child.body)).toBe(201);
+      expect((await call({}, TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`)).status).toBe(200);
+      const both = { ...limits.session, ...limits.token };
+      for (let sent = 0; sent <= 2 * LIMIT; sent++) {
+        const refused = await call(both, child.body.token, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' });
+        expect(refused.status, JSON.stringify(refused.body)).toBe(401);
+      }
+      // The budget's other tokens, the one that minted it here, go on.
+      const turn = await call(both, parent.body.token, 'POST', `/v1/sessions/${await session()}/turns`, {
+        input: 'hi',
+      });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    });
+
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {
       const token = await mint();
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };

@@ -67,6 +67,27 @@ describe('the in-process limiter', () => {
     expect((await turn(id)).status).toBe(200);
   });
 
+  it('counts no request whose body is refused (413, 400) before it counts', async () => {
+    const id = freshId('refused');
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    await harness.fetch('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) });
+    const one = { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1', MAX_BODY_BYTES: '1000' };
+    const send = (body: string, type = 'application/json') =>
+      harness.fetchWithEnv(one, `/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': type },
+        body,
+      });
+    const refused = [
+      await send(JSON.stringify({ input: 'x'.repeat(2000) })),
+      await send('input=hi', 'text/plain'),
+      await send('{"input": '),
+    ];
+    expect(refused.map((response) => response.status)).toEqual([413, 400, 400]);
+    expect((await send(JSON.stringify({ input: 'hi' }))).status).toBe(200);
+    expect((await send(JSON.stringify({ input: 'hi' }))).status).toBe(429);
+  });
+
   it('answers a turn path whose session id is not valid percent-encoding 400, limited or not', async () => {
     for (const overrides of [{}, limits])
       for (const id of ['%', '%E0%A4%A']) {

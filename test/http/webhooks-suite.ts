@@ -69,6 +69,37 @@ export function defineWebhooksSuite(
       }
     });
 
+    it('tells a token that may read a session but not set its webhook_url the URL on no route', async () => {
+      const id = await api.session({ webhook_url: 'https://example.com/hook/s3cret' });
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
+      const forked = await api.post(`/v1/sessions/${id}/fork`, { at_turn: 1 });
+      expect(forked.status, JSON.stringify(forked.body)).toBe(201);
+      const minted = await api.post('/v1/tokens', { scopes: ['session:read', 'session:turn', 'inbox:read'] });
+      const authorization = `Bearer ${minted.body.token}`;
+      for (const session of [id, forked.body.id as string])
+        for (const path of [
+          '',
+          '/export',
+          '/forks',
+          '/items',
+          '/prompt',
+          '/queue',
+          '/turns',
+          '/turns/1',
+          '/turns/1/items',
+          '/inbox/delivered',
+        ]) {
+          const read = await harness.fetch(`/v1/sessions/${session}${path}`, { headers: { authorization } });
+          expect(read.status, path).toBeLessThan(300);
+          expect(await read.text(), path).not.toContain('s3cret');
+        }
+      for (const path of [`/v1/conversations/${id}`, `/v1/conversations/${id}/items`, '/v1/tokens/current']) {
+        const read = await harness.fetch(path, { headers: { authorization } });
+        expect(read.status, path).toBeLessThan(300);
+        expect(await read.text(), path).not.toContain('s3cret');
+      }
+    });
+
     it("delivers a turn's turn.completed and session.idle, signed, to the session's webhook_url", async () => {
       const id = await api.session({ webhook_url: receiverUrl });
       const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'private words' });

@@ -181,7 +181,9 @@ export function createServices(inputs: ServiceInputs): AppServices {
     background: inputs.background,
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
-    startBackground: inputs.startBackground ?? ((run) => runInProcess(services, run)),
+    // A claimed background or queued turn runs as the token its record names (charged to it, its
+    // model checked at its claim), not as the request that runs it: without this one's budget.
+    startBackground: inputs.startBackground ?? ((run) => runInProcess(withoutTokenBudget(services, inputs), run)),
     ...(observeTurn ? { observeTurn } : {}),
     ...(inputs.observeCompaction ? { observeCompaction: inputs.observeCompaction } : {}),
     // A turn's spans are exported once it ended, on a timer so that serializing and sending
@@ -204,4 +206,10 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(running ? { running } : {}),
   };
   return services;
+}
+
+/** `services` without the request token's budget: its spend, and the price check of its models. */
+function withoutTokenBudget(services: AppServices, inputs: ServiceInputs): AppServices {
+  const { tokenSpend: _, ...rest } = services;
+  return { ...rest, model: inputs.model };
 }

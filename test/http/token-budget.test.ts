@@ -166,3 +166,47 @@ describe('a token whose budget caps its cost and a SUMMARY_MODEL without a price
     expect((await api.post(`/v1/sessions/${plain}/turns`, { input: 'hi' }, bearer)).status).toBe(200);
   });
 });
+
+describe("a token whose budget caps its cost and another's queued turn", () => {
+  it("runs the queued turn its request picks up, charged to no token, whatever the model's price", async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let calls = 0;
+    // The budgeted token's turn waits for the gate while another's input is queued behind it.
+    const provider = async (_url: unknown, init?: RequestInit) => {
+      calls++;
+      const body = String(init?.body);
+      if (body.includes('"model":"gpt-4.1-mini"')) await gate;
+      if (body.includes('"stream":true'))
+        return new Response(fixture('openai-chat-text.sse'), { headers: { 'content-type': 'text/event-stream' } });
+      return new Response(fixture('openai-chat-text.json'), { headers: { 'content-type': 'application/json' } });
+    };
+    const tasks: Promise<unknown>[] = [];
+    const api = createClient(
+      appHarness(
+        new MemoryStore(),
+        { ...environment, OPENAI_API_KEY: 'test-key', MODEL_MAX_RETRIES: '0' },
+        {
+          modelEnvironment: { fetch: provider as unknown as typeof fetch },
+          afterResponse: (task) => void tasks.push(task),
+        },
+      ),
+    );
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_cost_usd: 1 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session({ model: 'openai:gpt-4.1-mini', on_busy: 'enqueue' });
+    const running = api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, bearer);
+    while (calls === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued', model: 'openai:gpt-unpriced' });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // Its own request's pick-up finds the session busy: the budgeted token's request picks it up
+    // (were the first to pick it up yet, the turn would run as here).
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    open();
+    expect((await running).status).toBe(200);
+    while (tasks.length > 0) await Promise.all(tasks.splice(0));
+    const turn = await api.get(`/v1/sessions/${id}/turns/2`);
+    expect(turn.body.error ?? null, JSON.stringify(turn.body.error)).toBeNull();
+    expect(turn.body).toMatchObject({ status: 'completed', model: 'openai:gpt-unpriced' });
+  });
+});

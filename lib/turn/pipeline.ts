@@ -116,8 +116,7 @@ async function takeTurn(
     request: requestRecord(request, options),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
-    // A model that cannot be run here (its provider's key is missing) or a spent budget (the
-    // session's, checked before this, or the token's) stores nothing, the input's blobs neither.
+    // An unrunnable model (no provider key, or unpriced under a cost budget) or a spent budget stores nothing.
     check: async (config) => {
       checkTurnModels(services, request, config);
       options.checkConfig?.(config);

@@ -1,8 +1,11 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { onFreePort, startServer } from './server-process.ts';
+
+const require = createRequire(import.meta.url);
 
 /** A JSON call to `origin` with `token` as the bearer: the body answered, or an error naming the status. */
 export function apiCaller(origin: () => string, token: string) {
@@ -19,6 +22,25 @@ export function apiCaller(origin: () => string, token: string) {
     if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
     return text ? JSON.parse(text) : null;
   };
+}
+
+/**
+ * The WCAG 2.1 A and AA violations axe-core finds in `page`, each as its rule and the nodes it
+ * names. axe-core is evaluated through the browser's debugging protocol, which the page's
+ * Content-Security-Policy does not govern, so the page keeps its CSP.
+ */
+export async function axeViolations(page: Page): Promise<unknown[]> {
+  const source = await readFile(require.resolve('axe-core/axe.min.js'), 'utf8');
+  await page.evaluate(source);
+  return page.evaluate(async () => {
+    const result = await (window as any).axe.run(document, {
+      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+    });
+    return result.violations.map((violation: any) => ({
+      id: violation.id,
+      nodes: violation.nodes.map((node: any) => node.target),
+    }));
+  });
 }
 
 /** A chunk of an OpenAI-compatible stream carrying `content`. */

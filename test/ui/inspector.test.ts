@@ -1,11 +1,10 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { apiCaller, chunk, finish } from '../support/inspector-node.ts';
+import { apiCaller, axeViolations, chunk, finish } from '../support/inspector-node.ts';
 import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
 import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
@@ -17,7 +16,6 @@ import { onFreePort, startServer, type RunningServer } from '../support/server-p
  */
 const TOKEN = 'ui-test-token';
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const require = createRequire(import.meta.url);
 
 let server: RunningServer;
 let provider: FakeProvider;
@@ -77,20 +75,6 @@ async function followedLive(id: string, input: string, fields: object = {}) {
   const live = page.locator('#timeline li .live');
   await expect.poll(() => live.locator('.live-text').textContent(), { timeout: 60_000 }).toBe('Hello! How can I');
   return live;
-}
-
-async function axeViolations(): Promise<unknown[]> {
-  const source = await readFile(require.resolve('axe-core/axe.min.js'), 'utf8');
-  await page.addScriptTag({ content: source });
-  return page.evaluate(async () => {
-    const result = await (window as any).axe.run(document, {
-      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
-    });
-    return result.violations.map((violation: any) => ({
-      id: violation.id,
-      nodes: violation.nodes.map((node: any) => node.target),
-    }));
-  });
 }
 
 describe('the inspector at /ui in Chromium', () => {
@@ -159,7 +143,7 @@ describe('the inspector at /ui in Chromium', () => {
     await page.getByLabel('Bearer token').waitFor();
     expect(await page.locator('#list-view').isHidden()).toBe(true);
     expect(await page.locator('#token-error').isHidden()).toBe(true);
-    expect(await axeViolations()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
     await page.getByLabel('Bearer token').fill('not-the-token');
     await page.getByRole('button', { name: 'Use token' }).click();
     await page.getByRole('alert').waitFor();
@@ -186,7 +170,7 @@ describe('the inspector at /ui in Chromium', () => {
     expect(await row.isHidden()).toBe(true);
     await page.getByLabel('Search by id').fill(sessionId.slice(0, 6));
     expect(await row.isVisible()).toBe(true);
-    expect(await axeViolations()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it(`opens a session of ${TURNS} turns a page at a time, with the strip chart`, { timeout: 60_000 }, async () => {
@@ -273,7 +257,7 @@ describe('the inspector at /ui in Chromium', () => {
       ...(process.env.UPDATE_SCREENSHOTS === '1' ? { path: 'docs/inspector.png' } : {}),
     });
     expect(shot.length).toBeGreaterThan(10_000);
-    expect(await axeViolations()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('posts a notice and sees it delivered by a turn taken from the chat box', { timeout: 60_000 }, async () => {
@@ -318,7 +302,7 @@ describe('the inspector at /ui in Chromium', () => {
     await page.getByRole('button', { name: 'Save (PATCH)' }).click();
     await expect.poll(() => page.locator('#config-status').textContent()).toBe('Saved.');
     expect((await call('GET', `/v1/sessions/${sessionId}`)).strategy_config.epoch_full_tool_calls).toBe(40);
-    expect(await axeViolations()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('collapses an output longer than 12 lines behind a button, and shows relative times with absolute titles', {
@@ -354,7 +338,7 @@ describe('the inspector at /ui in Chromium', () => {
       await page.evaluate((iso) => new Date(iso).toLocaleString(), datetime),
     );
     expect(await turn.locator('.turn-times').textContent()).toMatch(/ · took \d/);
-    expect(await axeViolations()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   const imageSession = `${sessionId}-img`;
@@ -435,7 +419,7 @@ describe('the inspector at /ui in Chromium', () => {
       .poll(() => whole.first().evaluate((image) => (image as HTMLImageElement).naturalWidth), { timeout: 15_000 })
       .toBe(40);
     expect(await turn.textContent()).not.toContain('[object Object]');
-    expect(await axeViolations()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
     // Under the page's own Content-Security-Policy (this tab bypasses it for axe-core), the thumbnail loads too.
     const strict = await browser.newContext();
     try {
@@ -505,7 +489,7 @@ describe('the inspector at /ui in Chromium', () => {
     await expect.poll(() => row.getAttribute('class'), { timeout: 15_000 }).toContain('status-cancelled');
     expect(await row.locator('summary').textContent()).toContain('Turn 1 · cancelled');
     expect(await page.locator('#timeline .live').count()).toBe(0);
-    expect(await axeViolations()).toEqual([]);
+    expect(await axeViolations(page)).toEqual([]);
     await expect
       .poll(async () => (await call('GET', `/v1/sessions/${liveSession}/turns?limit=1`)).turns[0].turn, {
         timeout: 30_000,

@@ -125,8 +125,10 @@ export const INSPECTOR_PAGE = `<!doctype html>
                 </form>
                 <h4>Pending</h4>
                 <ul id="inbox-pending"></ul>
+                <p id="inbox-pending-more"></p>
                 <h4>Delivered</h4>
                 <ul id="inbox-delivered"></ul>
+                <p id="inbox-delivered-more"></p>
               </section>
               <section aria-labelledby="config-title">
                 <h3 id="config-title">Strategies and thresholds</h3>

@@ -1,6 +1,6 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
 
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
@@ -81,6 +81,44 @@ describe('the inspector on session states', () => {
     await page.context().close();
   });
 
+  it('an inbox of more notices and delivery records than a page holds shows them all, a page at a time', {
+    timeout: 120_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'full-inbox', strategies: ['inbox'] });
+    const post = async (prefix: string, count: number) => {
+      const names = Array.from({ length: count }, (_, index) => `${prefix}-${String(index + 1).padStart(3, '0')}.md`);
+      for (const name of names) await call('POST', '/v1/sessions/full-inbox/inbox', { name, content: name });
+      return names;
+    };
+    // Two turns deliver 63 notices (a turn takes at most 32), then 61 more stay pending.
+    const delivered = await post('d', 63);
+    await call('POST', '/v1/sessions/full-inbox/turns', { input: 'one' });
+    await call('POST', '/v1/sessions/full-inbox/turns', { input: 'two' });
+    const pending = await post('p', 61);
+    expect((await call('GET', '/v1/sessions/full-inbox/inbox/delivered?limit=100')).delivered).toHaveLength(63);
+    const page = await open('#/s/full-inbox');
+    // Under the page's own Content-Security-Policy: a violation would be a console error.
+    const consoleErrors: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
+    const names = (list: string) =>
+      page.locator(`#${list} li`).evaluateAll((rows) => rows.map((row) => row.textContent!.split(' ')[0]));
+    for (const [list, label, all] of [
+      ['inbox-pending', 'More pending notices', pending],
+      ['inbox-delivered', 'More delivered notices', delivered],
+    ] as const) {
+      await expect.poll(() => page.locator(`#${list} li`).count()).toBe(50);
+      expect(await axeViolations(page)).toEqual([]);
+      await page.getByRole('button', { name: label }).click();
+      await expect.poll(() => names(list)).toEqual(all);
+      expect(await page.getByRole('button', { name: label }).count()).toBe(0);
+    }
+    expect(await page.locator('#status').textContent()).toBe('');
+    expect(consoleErrors).toEqual([]);
+    await page.context().close();
+  });
+
   it('a session whose newest turn was deleted is not shown as a fork of itself', { timeout: 60_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'deleted-newest' });
     await call('POST', '/v1/sessions/deleted-newest/turns', { input: 'one' });
@@ -108,6 +146,7 @@ describe('the inspector on session states', () => {
     page.on('pageerror', (error) => consoleErrors.push(error.message));
     await page.locator('details.turn[data-turn="1"]').waitFor();
     await expect.poll(() => page.locator('#inbox-pending').textContent()).toContain('cannot read the inbox');
+    expect(await page.locator('#inbox-delivered').textContent()).toContain('cannot read the inbox');
     expect(await page.locator('#status').textContent()).toBe('');
     await page.locator('details.turn[data-turn="1"] summary').click();
     await page.locator('.turn-seen li.item').first().waitFor();

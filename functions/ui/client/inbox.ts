@@ -2,45 +2,58 @@
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
 import { preview } from './config.ts';
+import { pagedByButton, pagesAfter } from './paging.ts';
 import { may } from './token.ts';
 import { ApiError, report, status } from './view.ts';
 
-/** The inbox says the token cannot read it. */
+const LISTS = ['inbox-pending', 'inbox-delivered'];
+
+/** Both inbox lists say the token cannot read the inbox. */
 function showUnreadable(): void {
-  const unreadable = el('li', { class: 'muted' }, 'this token cannot read the inbox (inbox:read)');
-  $('inbox-pending').replaceChildren(unreadable);
-  $('inbox-delivered').replaceChildren();
+  for (const list of LISTS) {
+    $(list).replaceChildren(el('li', { class: 'muted' }, 'this token cannot read the inbox (inbox:read)'));
+    $(`${list}-more`).replaceChildren();
+  }
 }
 
+const pendingRow = (notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`);
+
+const deliveredRow = (notice: any) =>
+  el(
+    'li',
+    {},
+    `${notice.name} → turn ` +
+      `${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`,
+  );
+
 /**
- * The inbox's notices; a token without `inbox:read` sees the inbox say so, not an error: one
- * whose claims lack the scope without asking (a refused fetch is a console error in the
+ * The inbox's pending notices and delivery records, a page of each, with a button for the next
+ * page while there is one; a token without `inbox:read` sees both lists say so, not an error:
+ * one whose claims lack the scope without asking (a refused fetch is a console error in the
  * browser), one the API refuses all the same (403) once refused.
  */
 export async function refreshInbox(id: string): Promise<void> {
   if (!may('inbox:read')) return showUnreadable();
   const base = sessionPath(id, '/inbox');
-  let pending: any;
-  let delivered: any;
   try {
-    [pending, delivered] = await Promise.all([api(base), api(`${base}/delivered`)]);
+    await Promise.all([
+      pagedByButton(
+        $('inbox-pending'),
+        $('inbox-pending-more'),
+        'More pending notices',
+        pagesAfter(base, 'pending', pendingRow),
+      ),
+      pagedByButton(
+        $('inbox-delivered'),
+        $('inbox-delivered-more'),
+        'More delivered notices',
+        pagesAfter(`${base}/delivered`, 'delivered', deliveredRow),
+      ),
+    ]);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 403)) throw error;
-    return showUnreadable();
+    showUnreadable();
   }
-  $('inbox-pending').replaceChildren(
-    ...pending.pending.map((notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`)),
-  );
-  $('inbox-delivered').replaceChildren(
-    ...delivered.delivered.map((notice: any) =>
-      el(
-        'li',
-        {},
-        `${notice.name} → turn ` +
-          `${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`,
-      ),
-    ),
-  );
 }
 
 /** Wires the notice and abort forms to the session `currentSession()` names. */

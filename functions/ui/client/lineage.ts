@@ -4,8 +4,9 @@
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
+import { pagedByButton, pagesAfter } from './paging.ts';
 import { boundSession, may } from './token.ts';
-import { report, Unauthorized } from './view.ts';
+import { Unauthorized } from './view.ts';
 
 /** A link to session `id`; its id alone for a token bound to another session, which could not open it. */
 function sessionLink(id: string): HTMLElement {
@@ -21,20 +22,18 @@ export function renderLineage(session: any): void {
   );
 }
 
+/** The fork list last asked for: an earlier one answered late is not shown. */
+let latestForks: HTMLElement | null = null;
+
 /** The session's live forks, each linked, with a button for the next page while there is one. */
-export async function renderForks(id: string, after: string | null = null): Promise<void> {
-  const box = $('session-forks');
-  if (!after) box.replaceChildren();
-  const page = await api(sessionPath(id, `/forks${after ? `?after=${encodeURIComponent(after)}` : ''}`));
-  if (!after && (page.forks.length > 0 || page.has_more))
-    box.replaceChildren(el('p', {}, 'Forks:'), el('ul', { class: 'fork-list' }));
-  const list = box.querySelector('ul');
-  for (const fork of page.forks) list?.appendChild(el('li', {}, sessionLink(fork.id), ` after seq ${fork.seq}`));
-  box.querySelector('button.more-forks')?.remove();
-  if (!page.has_more) return;
-  const more = el('button', { type: 'button', class: 'more-forks' }, 'More forks');
-  more.addEventListener('click', () => void renderForks(id, page.next_after).catch(report));
-  box.appendChild(more);
+export async function renderForks(id: string): Promise<void> {
+  const list = el('ul', { class: 'fork-list' });
+  const more = el('div');
+  latestForks = list;
+  const row = (fork: any) => el('li', {}, sessionLink(fork.id), ` after seq ${fork.seq}`);
+  await pagedByButton(list, more, 'More forks', pagesAfter(sessionPath(id, '/forks'), 'forks', row));
+  if (latestForks === list && (list.childElementCount > 0 || more.childElementCount > 0))
+    $('session-forks').replaceChildren(el('p', {}, 'Forks:'), list, more);
 }
 
 /**

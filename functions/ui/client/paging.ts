@@ -1,5 +1,9 @@
-/** Lists that load a page at a time as their end scrolls into view (IntersectionObserver). */
-import { add } from './dom.ts';
+/**
+ * Lists that load a page at a time: as their end scrolls into view (IntersectionObserver), or
+ * when a "more" button after them is pressed.
+ */
+import { api } from './api.ts';
+import { add, el } from './dom.ts';
 import { keepLoader, report } from './view.ts';
 
 /** Calls `load` whenever `sentinel` scrolls into view, until it returns false or is stopped. */
@@ -54,6 +58,54 @@ export function paged(
       return cursor !== null;
     }),
   );
+}
+
+/**
+ * The pages of `path` (a listing answering `{[key]: [...], has_more, next_after}`, continued by
+ * `after`) for `pagedByButton`: its `key` records as rows by `row`.
+ */
+export function pagesAfter(path: string, key: string, row: (record: any) => Node) {
+  return async (after: string | null) => {
+    const page = await api(after === null ? path : `${path}?after=${encodeURIComponent(after)}`);
+    return { rows: page[key].map(row), next: page.has_more ? (page.next_after as string) : null };
+  };
+}
+
+/** The load under way into a list: a page of an earlier one arriving late is dropped. */
+const loading = new WeakMap<HTMLElement, object>();
+
+/**
+ * Shows the first page of `fetchPage(null)` in `list` (in place of what it held, once it came),
+ * then, while there are more, a button labelled `label` in `more` that appends the next page.
+ * A page arriving after `list` was loaded again (or by another call) is dropped.
+ */
+export async function pagedByButton(
+  list: HTMLElement,
+  more: HTMLElement,
+  label: string,
+  fetchPage: (cursor: string | null) => Promise<{ rows: Node[]; next: string | null }>,
+): Promise<void> {
+  const mark = {};
+  loading.set(list, mark);
+  const load = async (cursor: string | null) => {
+    const page = await fetchPage(cursor);
+    if (loading.get(list) !== mark) return;
+    if (cursor === null) list.replaceChildren(...page.rows);
+    else add(list, ...page.rows);
+    more.replaceChildren();
+    const next = page.next;
+    if (next === null) return;
+    const button = el('button', { type: 'button' }, label) as HTMLButtonElement;
+    button.addEventListener('click', () => {
+      button.disabled = true;
+      load(next).catch((error) => {
+        button.disabled = false;
+        report(error);
+      });
+    });
+    more.appendChild(button);
+  };
+  await load(null);
 }
 
 /** A fully loaded list's sentinel ("12 turns") counted again after rows came or went. */

@@ -22,7 +22,9 @@ const FILLED = [
   'queue-list',
   'queue-empty',
   'inbox-pending',
+  'inbox-pending-more',
   'inbox-delivered',
+  'inbox-delivered-more',
   'config-status',
   'preview-counts',
 ];

@@ -5,9 +5,10 @@ import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
- * more than one page of input, a chat turn on a long timeline, a session whose newest turn was
- * deleted, and scoped tokens: bound to one session with `session:read` alone, with `session:turn`
- * and `inbox:write`, unbound without `admin`, and a token changed in the tab.
+ * more than one page of input, a chat turn on a long timeline, an inbox and a fork list of more
+ * than a page, a session whose newest turn was deleted, and scoped tokens: bound to one session
+ * with `session:read` alone, with `session:turn` and `inbox:write`, unbound without `admin`, and a
+ * token changed in the tab.
  */
 const TOKEN = 'ui-states-token';
 let node: InspectorNode;
@@ -116,6 +117,22 @@ describe('the inspector on session states', () => {
     }
     expect(await page.locator('#status').textContent()).toBe('');
     expect(consoleErrors).toEqual([]);
+    await page.context().close();
+  });
+
+  it('a session of more forks than a page holds lists them all, a page at a time', { timeout: 120_000 }, async () => {
+    await sessionWithTurn('many-forks', 'one');
+    const forks = Array.from({ length: 51 }, (_, index) => `many-forks-${String(index + 1).padStart(2, '0')}`);
+    for (const id of forks) await call('POST', '/v1/sessions/many-forks/fork', { at_turn: 1, id });
+    const page = await open('#/s/many-forks');
+    await expect.poll(() => page.locator('#session-forks li').count()).toBe(50);
+    await page.getByRole('button', { name: 'More forks' }).click();
+    await expect.poll(() => page.locator('#session-forks li').count()).toBe(51);
+    const listed = await page
+      .locator('#session-forks li a')
+      .evaluateAll((links) => links.map((link) => link.textContent));
+    expect(listed.toSorted()).toEqual(forks);
+    expect(await page.getByRole('button', { name: 'More forks' }).count()).toBe(0);
     await page.context().close();
   });
 

@@ -39,10 +39,9 @@ describe('workerd: a failed model call through the OpenAI facade', () => {
 
   it('names them in a streamed response.failed and in the failed response retrieved', async () => {
     const response = await post('/v1/responses', { model: 'down', input: 'are you there?', stream: true });
-    const events = (await response.text())
-      .split('\n')
-      .filter((line) => line.startsWith('data: '))
-      .map((line) => JSON.parse(line.slice(6)));
+    const data = (await response.text()).split('\n').filter((line) => line.startsWith('data: '));
+    expect(data.at(-1)).toBe('data: [DONE]');
+    const events = data.slice(0, -1).map((line) => JSON.parse(line.slice(6)));
     const failed = events.at(-1);
     expect(failed).toMatchObject({ type: 'response.failed', response: { status: 'failed' } });
     expect(failed.response.error).toEqual({ code: 'model_error', message: 'the model call failed', details });

@@ -7,7 +7,8 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { freePort, type RunningServer, root, startServer } from './runtime-process.ts';
+import { forwardingPort } from '../support/server-process.ts';
+import { onFreePort, type RunningServer, root, startServer } from './runtime-process.ts';
 
 const TOKEN = 'crash-token';
 const LEASE_MS = 3000;
@@ -26,7 +27,8 @@ function chatSse(text: string): string {
 
 /**
  * kill -9 of a real Node server while the `openai` client's `responses.create` runs (the fake
- * provider hangs, so the turn is mid-flight), then a server on the same data directory and port
+ * provider hangs, so the turn is mid-flight), then a server on the same data directory, behind
+ * the same port (forwardingPort)
  * takes the client's own retry (a dropped connection, then 409 `turn_in_progress` while the dead
  * turn's lease runs). The conversation afterwards holds the input once, and goes on.
  */
@@ -35,7 +37,8 @@ let dataDir: string;
 let provider: FakeProvider;
 let hangNext = false;
 let port: number;
-let server: RunningServer;
+let server: RunningServer | undefined;
+let forward: Awaited<ReturnType<typeof forwardingPort>>;
 
 const lastUser = (body: { messages?: unknown } | undefined) => {
   const messages = (body?.messages ?? []) as { role: string; content: unknown }[];
@@ -68,30 +71,43 @@ beforeAll(async () => {
       },
     };
   });
-  port = await freePort();
+  forward = await forwardingPort(() => (server ? Number(new URL(server.origin).port) : undefined));
+  port = forward.port;
   server = await start();
 }, 60_000);
 
 afterAll(async () => {
   await server?.stop();
+  await forward?.close();
   await provider?.close();
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 function start() {
-  return startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
-    cwd: root,
-    port,
-    env: {
-      PORT: String(port),
-      API_TOKEN: TOKEN,
-      DATA_DIR: dataDir,
-      DEFAULT_MODEL: 'openai-compatible:fake',
-      TURN_LEASE_MS: String(LEASE_MS),
-      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
-      OPENAI_COMPATIBLE_API_KEY: 'test',
-    },
-  });
+  return onFreePort((serverPort) =>
+    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
+      cwd: root,
+      port: serverPort,
+      env: {
+        PORT: String(serverPort),
+        API_TOKEN: TOKEN,
+        DATA_DIR: dataDir,
+        DEFAULT_MODEL: 'openai-compatible:fake',
+        TURN_LEASE_MS: String(LEASE_MS),
+        OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+        OPENAI_COMPATIBLE_API_KEY: 'test',
+      },
+    }),
+  );
+}
+
+/** kill -9 of the server, then another on the same data directory (after `waitMs`): none listens between. */
+async function restart(waitMs = 0): Promise<void> {
+  const dead = server!;
+  server = undefined;
+  await dead.kill();
+  if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+  server = await start();
 }
 
 /**
@@ -105,9 +121,7 @@ async function killMidTurn(options: { afterLease?: boolean } = {}): Promise<void
     if (i > 300) throw new Error('the turn never reached the provider');
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  await server.kill();
-  if (options.afterLease) await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
-  server = await start();
+  await restart(options.afterLease ? LEASE_MS : 0);
 }
 
 // The client's own retries (a dropped connection, then 409 turn_in_progress while the dead
@@ -220,14 +234,15 @@ it('an AI SDK generateText tool loop goes on in its conversation across a kill -
   ];
   // Between the steps: the server dies while the tool runs; the next step goes to the new server.
   const between = await run(async () => {
-    await server.kill();
-    server = await start();
+    await restart();
   });
-  // During the second step: the turn answering the call is mid-flight when the server dies.
+  // During the second step: the turn answering the call is mid-flight when the server dies, and
+  // none answers until its lease lapsed (a resent history that meets the dead turn's lease
+  // running starts a new conversation, docs/OPENAI.md).
   let killing: Promise<void> | undefined;
   const during = await run(async () => {
     hangNext = true;
-    killing = killMidTurn();
+    killing = killMidTurn({ afterLease: true });
   });
   await killing;
   for (const result of [between, during]) {

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 
 /** A free loopback port (the OS picks it; closed again before the server binds it). */
 export async function freePort(): Promise<number> {
@@ -13,6 +13,44 @@ export async function freePort(): Promise<number> {
       );
     });
   });
+}
+
+/**
+ * A loopback port held for a whole test that forwards each connection to `target()`'s port:
+ * servers killed and started again each bind a port of their own (onFreePort), so no other
+ * test's server can take the client's port while none listens. A connection to a server
+ * that is down, or that dies, is dropped, as a client of that port would see it.
+ */
+export async function forwardingPort(
+  target: () => number | undefined,
+): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const port = target();
+    if (port === undefined) return void client.destroy();
+    const upstream = connect(port, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const address = server.address();
+  if (typeof address !== 'object' || !address) throw new Error('no port');
+  return {
+    port: address.port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 /**

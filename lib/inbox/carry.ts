@@ -31,20 +31,23 @@ import type { InboxContext } from './move.ts';
  * `inbox_removed/` (per 1000 records), a head per recent record where listings carry no
  * metadata (S3), and a get and three puts per notice found (and a put and a get per taker
  * passed over on its chain of decision keys, `decide`). Only turns that did not close
- * themselves need it.
+ * themselves need it, and a background turn's run that took the lease of an earlier run of it
+ * (lost names the turn itself, `except` this run: `runner` is its random `writer`, which the
+ * records it takes over name beside `turn`, so the earlier run's give-back leaves them alone).
  */
 export async function recover(
   ctx: InboxContext,
   sessionId: string,
   lost: readonly LostTurn[],
   turn: number,
+  runner?: string,
 ): Promise<DeliveredNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const lostTurns = new Set(lost.map((entry) => String(entry.turn)));
   const found = await mapLimit(await lostDeliveries(ctx, sessionId, lost), CONCURRENCY, async (info) => {
     const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
     if (name === ABORT_NOTICE_NAME) return null;
-    const object = await takeOver(ctx, info.key, String(turn), lostTurns);
+    const object = await takeOver(ctx, info.key, { turn: String(turn), runner }, lostTurns);
     if (!object) return null;
     return {
       name,
@@ -65,25 +68,42 @@ export async function recover(
  * confirms it holds the notice by creating `<that key>-after-<ours>`: a successor that finds
  * this turn closed creates that key too, and of the two the first to create it has the notice.
  * A turn refused there gives the notice up (its rewrite landed after the successor's, the etag
- * being the body's).
+ * being the body's). The rewrite names this run (`runner`) too, or none.
  */
 async function takeOver(
   ctx: InboxContext,
   key: string,
-  ours: string,
+  taker: { turn: string; runner: string | undefined },
   lost: ReadonlySet<string>,
 ): Promise<StoredObject | null> {
+  const ours = taker.turn;
   const object = await ctx.store.get(key);
   const from = object?.metadata[META.turn];
   if (!object || from === undefined || !lost.has(from)) return null;
   const decision = await decide(ctx, key, decisionOf(object), ours, lost);
   if (decision === undefined) return null;
-  const metadata = { ...object.metadata, [META.turn]: ours, [META.takenAs]: decision };
+  const metadata = withRunner({ ...object.metadata, [META.turn]: ours, [META.takenAs]: decision }, taker.runner);
   // A failed write goes on (the decision key is ours, the record only tells where to begin); a
   // refused one may be our own write met again by a retry: the record says who holds it now.
   const taken = await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }).catch(() => true);
-  if (!taken && (await ctx.store.head(key))?.metadata[META.turn] !== ours) return null;
+  if (!taken && !namesUs(await ctx.store.head(key), ours, taker.runner)) return null;
   return (await kept(ctx, key, decision, ours)) ? object : null;
+}
+
+/** `metadata` naming `runner` as the run that wrote the record, or no run. */
+function withRunner(metadata: Record<string, string>, runner: string | undefined): Record<string, string> {
+  const { [META.runner]: _earlier, ...rest } = metadata;
+  return runner === undefined ? rest : { ...rest, [META.runner]: runner };
+}
+
+/**
+ * Whether delivery record `record` names turn `turn` and, given `runner`, no other run of it: a
+ * record of an earlier run of the same turn (META.runner) is not this run's.
+ */
+function namesUs(record: { metadata: Record<string, string> } | null, turn: string, runner?: string): boolean {
+  if (record?.metadata[META.turn] !== turn) return false;
+  const by = record.metadata[META.runner];
+  return runner === undefined || by === undefined || by === runner;
 }
 
 /**
@@ -102,7 +122,11 @@ async function kept(ctx: InboxContext, key: string, decision: string, ours: stri
   try {
     const record = successor === undefined ? null : await ctx.store.get(key);
     if (successor !== undefined && record?.metadata[META.turn] === ours) {
-      const metadata = { ...record.metadata, [META.turn]: successor, [META.takenAs]: confirmation };
+      // Its run is not known here: the record names none.
+      const metadata = withRunner(
+        { ...record.metadata, [META.turn]: successor, [META.takenAs]: confirmation },
+        undefined,
+      );
       await ctx.store.put(key, record.body, { ifMatch: record.etag, metadata });
     }
   } catch (error) {
@@ -173,8 +197,12 @@ function takerOf(found: StoredObject | null): string | undefined {
   return found ? decodeUtf8(found.body).split(':')[0] : undefined;
 }
 
-/** A turn closed by someone else, which may have consumed notices since its claim (`since`). */
-type LostTurn = { turn: number; since: string };
+/**
+ * A turn closed by someone else, which may have consumed notices since its claim (`since`); with
+ * `except`, an earlier run of the turn taking it over (`except`: the random `writer` of the run
+ * taking it over, whose own records are not lost).
+ */
+export type LostTurn = { turn: number; since: string; except?: string };
 
 /**
  * The delivery records that name one of the `lost` turns, written after its claim: the notices
@@ -184,15 +212,16 @@ type LostTurn = { turn: number; since: string };
 async function lostDeliveries(ctx: InboxContext, sessionId: string, lost: readonly LostTurn[]) {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
-  const turns = new Map(lost.map((entry) => [entry.turn, Date.parse(entry.since) - CLOCK_TOLERANCE_MS]));
+  const turns = new Map(lost.map((entry) => [entry.turn, entry]));
   const recent = (await listAll(ctx.store, removedPrefix)).filter(
     (info) => info.uploaded.getTime() >= horizon && !info.key.slice(removedPrefix.length).includes('/'),
   );
   const named = await mapLimit(recent, CONCURRENCY, async (listed) => {
     const info = await withMetadata(ctx.store, listed);
     const owner = turnSchema.safeParse(info.metadata[META.turn]);
-    const from = owner.success ? turns.get(owner.data) : undefined;
-    return from === undefined || info.uploaded.getTime() < from ? null : info;
+    const entry = owner.success ? turns.get(owner.data) : undefined;
+    if (entry === undefined || info.uploaded.getTime() < Date.parse(entry.since) - CLOCK_TOLERANCE_MS) return null;
+    return entry.except !== undefined && info.metadata[META.runner] === entry.except ? null : info;
   });
   return named.filter((info) => info !== null);
 }
@@ -215,8 +244,9 @@ export async function tookNothing(ctx: InboxContext, sessionId: string, lost: re
  * the turn ran in), a notice posted again names it as a post does, so a session created
  * again under the id drops it (lib/inbox/move.ts `take`); and when, once they are posted, the
  * id names another incarnation or none (a delete ran meanwhile, its sweep perhaps past the
- * inbox already), they are removed again: nothing lands in a deleted session. Failures are
- * logged.
+ * inbox already), they are removed again: nothing lands in a deleted session. Given `runner`
+ * (the random `writer` of the turn's run), a record another run of the same turn took over
+ * (META.runner) is that run's, and left alone. Failures are logged.
  */
 export async function giveBack(
   ctx: InboxContext,
@@ -224,6 +254,7 @@ export async function giveBack(
   notices: readonly { name: string; stored_as: string }[],
   turn: number,
   incarnation?: string,
+  runner?: string,
 ): Promise<void> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const inboxPrefix = ctx.inboxPrefix(sessionId);
@@ -232,7 +263,7 @@ export async function giveBack(
     const key = removedPrefix + storedAs;
     try {
       const object = await ctx.store.get(key);
-      if (!object || object.metadata[META.turn] !== String(turn)) return;
+      if (!object || !namesUs(object, String(turn), runner)) return;
       // A notice it took over: past the key it confirmed its hold through, as a successor's walk.
       const taken = takenAs(object);
       const decision = taken === undefined ? decisionOf(object) : after(after(taken, String(turn)), String(turn));

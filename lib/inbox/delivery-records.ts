@@ -26,6 +26,12 @@ export const META = {
    * notice through (after `<record key>/`), where a turn taking it over from that turn begins.
    */
   takenAs: 'taken-as',
+  /**
+   * The random `writer` of the turn's run that wrote the record (its claim, or its takeover):
+   * two runs of one background turn (a runner that took the lease of one that died or stalled)
+   * name the same turn, and only this tells their records apart.
+   */
+  runner: 'runner',
 } as const;
 
 export const isoTimeSchema = z.iso.datetime({ offset: true });
@@ -47,6 +53,8 @@ export interface Identity {
 export interface TakeContext {
   removedPrefix: string;
   turn: number;
+  /** The random `writer` of the turn's run (META.runner). */
+  runner?: string;
   deliveredAt: string;
   /** The consuming session's creation time: a notice posted to another incarnation is dropped. */
   since?: string;

@@ -31,7 +31,7 @@ import type {
 import { currentNotices, CONCURRENCY, generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
 import { deliverAll, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
-import { forget, giveBack, recordCarrier, recover, tookNothing } from './carry.ts';
+import { forget, giveBack, type LostTurn, recordCarrier, recover, tookNothing } from './carry.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
 
@@ -255,6 +255,7 @@ export class Inbox {
     const context = {
       removedPrefix,
       turn: options.turn,
+      ...(options.runner === undefined ? {} : { runner: options.runner }),
       deliveredAt,
       ...(options.since ? { since: options.since } : {}),
     };
@@ -317,12 +318,8 @@ export class Inbox {
    * Takes over, for turn `turn`, the notices that turns closed by someone else consumed
    * (lib/inbox/carry.ts `recover`).
    */
-  async recover(
-    sessionId: string,
-    lost: readonly { turn: number; since: string }[],
-    turn: number,
-  ): Promise<DeliveredNotice[]> {
-    return recover(this.#context, sessionId, lost, turn);
+  async recover(id: string, lost: readonly LostTurn[], turn: number, runner?: string): Promise<DeliveredNotice[]> {
+    return recover(this.#context, id, lost, turn, runner);
   }
 
   /** Whether turns closed by someone else consumed no notice (lib/inbox/carry.ts `tookNothing`). */
@@ -331,8 +328,8 @@ export class Inbox {
   }
 
   /** Gives notices a closed turn consumed back to the inbox (lib/inbox/carry.ts `giveBack`). */
-  async giveBack(sessionId: string, notices: readonly Given[], turn: number, incarnation?: string): Promise<void> {
-    return giveBack(this.#context, sessionId, notices, turn, incarnation);
+  async giveBack(id: string, notices: readonly Given[], turn: number, incarnation?: string, runner?: string) {
+    return giveBack(this.#context, id, notices, turn, incarnation, runner);
   }
 
   /** Removes what a turn of a deleted session consumed (lib/inbox/carry.ts `forget`). */

@@ -7,7 +7,8 @@ import type { ConsumeResult } from './types.ts';
  * (0 for a chat completion): `fetched` is the inbox read ahead alongside a turn's claim. The one
  * way turns (lib/turn/notices.ts) and chat completions that name a session
  * (lib/openai/chat-completion.ts) consume the inbox. `room`: how many notices it takes at most
- * (ConsumeOptions), the inbox's `noticesPerTurn` when not given.
+ * (ConsumeOptions), the inbox's `noticesPerTurn` when not given; `runner`: the random `writer` of
+ * the turn's run (ConsumeOptions).
  */
 export function consumeForModelCall(
   inbox: Pick<Inbox, 'consume'>,
@@ -16,6 +17,7 @@ export function consumeForModelCall(
   turn: number,
   fetched?: Promise<FetchedNotice[]>,
   room?: number,
+  runner?: string,
 ): Promise<ConsumeResult> {
   return inbox.consume(sessionId, {
     turn,
@@ -23,5 +25,6 @@ export function consumeForModelCall(
     since: session.created_at,
     ...(fetched ? { fetched } : {}),
     ...(room === undefined ? {} : { room }),
+    ...(runner === undefined ? {} : { runner }),
   });
 }

@@ -123,6 +123,7 @@ export async function take(
     [META.sourceUploaded]: identity.uploaded,
   };
   if (identity.noticeId) metadata[META.noticeId] = identity.noticeId;
+  if (context.runner !== undefined) metadata[META.runner] = context.runner;
   let claim: SlotClaim;
   try {
     claim = await claimSlot(ctx, context.removedPrefix, notice.name, object.body, metadata, identity, object.uploaded);

@@ -90,6 +90,8 @@ export interface ConsumeResult {
 export interface ConsumeOptions {
   /** The turn number that consumes, recorded with each delivery. */
   turn: number;
+  /** The random `writer` of the turn's run, recorded with each delivery (its runner, lib/inbox/carry.ts). */
+  runner?: string;
   /**
    * Set when the caller has just read the session config (the turn has), to save the
    * existence check. Without it, consume checks `session.json` once, only when the inbox

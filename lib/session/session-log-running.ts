@@ -9,6 +9,7 @@ import {
   renewLease,
   takeLease,
 } from './log/lease.ts';
+import type { TakenLease } from './log/types.ts';
 import { EventJournal } from './log/journal.ts';
 import { storeStoppedSpend } from './log/unbilled.ts';
 import type { StoppedSpendRecord } from './records.ts';
@@ -41,8 +42,8 @@ export class SessionLogRunning extends SessionLogBase {
     return renewLease(this.log, turn);
   }
 
-  /** Takes a background turn's lease for its runner: the etag its renewals match (log/lease.ts). */
-  async takeLease(turn: OpenTurn): Promise<string> {
+  /** Takes a background turn's lease for its runner: its etag, and whether taken over (log/lease.ts). */
+  async takeLease(turn: OpenTurn): Promise<TakenLease> {
     return takeLease(this.log, turn);
   }
 

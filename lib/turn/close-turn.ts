@@ -42,6 +42,8 @@ export interface Attempt {
   stopped?: StoppedSpend;
   /** A background turn's: its runner holds the lease before it moves a notice or calls a model. */
   background?: true;
+  /** A background turn's runner took the lease over from another runner of the turn. */
+  earlierRun?: true;
   /** Set once this attempt's own failed completion landed (closeFailed). */
   closedFailed?: true;
   /** Its lease's renewals, once its claim landed (closeFailed stops them first). */
@@ -160,7 +162,7 @@ async function closeFailedTurn(
     const taken = takenBy(attempt);
     // A delete's went with the session: closeFailed forgets them.
     if (taken.length > 0 && !(error instanceof NotFoundError))
-      await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at);
+      await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at, turn.writer);
     chargeStopped(services, attempt, error instanceof TurnClosedError);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,

@@ -43,18 +43,26 @@ export class TurnNotices {
   #shown: string[] = [];
 
   readonly #turn: OpenTurn;
+  readonly #earlierRun: (() => boolean) | undefined;
 
-  constructor(turn: OpenTurn, landed: Promise<boolean>) {
+  /**
+   * `earlierRun`, for a background turn, tells once the claim (with the runner's lease) landed
+   * whether its runner took the lease over from another runner of the turn.
+   */
+  constructor(turn: OpenTurn, landed: Promise<boolean>, earlierRun?: () => boolean) {
     this.#turn = turn;
     this.undelivered = turn.undelivered;
     this.#landed = landed;
+    this.#earlierRun = earlierRun;
   }
 
   /**
    * Plans the notices of the turn. The moves wait for the claim in `settle`, except where the
    * turn's number is needed first (an `abort` notice, notices of turns closed by others, an
-   * inbox that could not be read ahead): those wait for the claim here and move now. When it
-   * throws, `undelivered` is what the turn's failed completion carries on.
+   * inbox that could not be read ahead, a background turn whose runner took the lease over from
+   * another, which may have moved notices for the turn and stopped answering): those wait for
+   * the claim here and move now. When it throws, `undelivered` is what the turn's failed
+   * completion carries on.
    */
   async plan(
     services: TurnServices,
@@ -67,10 +75,22 @@ export class TurnNotices {
     const listed = fetched ? await fetched.catch(() => undefined) : undefined;
     // A turn takes at most `noticesPerTurn` notices, counting those earlier turns took that it delivers first.
     const consume = (carried: number) =>
-      consumeForModelCall(services.inbox, sessionId, turn.session, turn.turn, fetched, roomFor(services, carried));
-    if (!listed || turn.undelivered.lost_turns.length > 0 || listed.some((n) => n.name === ABORT_NOTICE_NAME)) {
+      consumeForModelCall(
+        services.inbox,
+        sessionId,
+        turn.session,
+        turn.turn,
+        fetched,
+        roomFor(services, carried),
+        turn.writer,
+      );
+    // The earlier runner's records name this turn, but not this run (lib/inbox/carry.ts `recover`).
+    if (this.#earlierRun) await this.claimed();
+    const earlier = this.#earlierRun?.() ? [{ turn: turn.turn, since: turn.claimedAt, except: turn.writer }] : [];
+    const { lost_turns: lost } = turn.undelivered;
+    if (!listed || lost.length + earlier.length > 0 || listed.some((n) => n.name === ABORT_NOTICE_NAME)) {
       await this.claimed();
-      await this.#consumeNow(services, sessionId, turn, consume);
+      await this.#consumeNow(services, sessionId, turn, consume, earlier);
       return;
     }
     this.carried = [...turn.undelivered.notices];
@@ -123,16 +143,20 @@ export class TurnNotices {
     sessionId: string,
     turn: OpenTurn,
     consume: (carried: number) => ReturnType<TurnServices['inbox']['consume']>,
+    earlier: readonly { turn: number; since: string; except: string }[],
   ): Promise<void> {
-    // Earlier turns' notices first (those of turns that died are found in the inbox's
-    // delivery records), then what this turn consumes.
-    const { lost_turns: lost } = turn.undelivered;
+    // Earlier turns' notices first (those of turns that died, or of an earlier run of this
+    // one, are found in the inbox's delivery records), then what this turn consumes.
+    const lost = [...turn.undelivered.lost_turns, ...earlier];
     // A takeover that failed may have won a notice on its chain of decision keys (or more):
     // the next turn walks past this one as past a closed turn.
     const since = lost.map((entry) => entry.since).sort()[0];
     if (since !== undefined)
-      this.undelivered = { ...turn.undelivered, lost_turns: [...lost, { turn: turn.turn, since }] };
-    const recovered = lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn) : [];
+      this.undelivered = {
+        ...turn.undelivered,
+        lost_turns: [...turn.undelivered.lost_turns, { turn: turn.turn, since }],
+      };
+    const recovered = lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn, turn.writer) : [];
     this.carried = [...turn.undelivered.notices, ...recovered];
     this.undelivered = { notices: this.carried, lost_turns: [] };
     const consumed = await consume(this.carried.length);

@@ -175,13 +175,13 @@ async function attemptTurn(
     meter: new CallMeter(),
     ...(options.background ? { background: true as const } : {}),
   };
-  // A background turn's runner takes its lease (while it reads the history) before it moves a
-  // notice or calls a model: a second runner of the turn stops while the first renews it.
+  // A background runner holds the lease before it moves a notice or calls a model (a second stops while it renews).
   const { background } = options;
   const leased = background
-    ? services.sessions
-        .takeLease(claimed.turn)
-        .then((etag) => Object.assign(background.lease ?? {}, { turn: claimed.turn, etag }))
+    ? services.sessions.takeLease(claimed.turn).then(({ etag, takenOver }) => {
+        if (takenOver) attempt.earlierRun = true;
+        return Object.assign(background.lease ?? {}, { turn: claimed.turn, etag });
+      })
     : undefined;
   const landed = Promise.all([claimed.landed, leased]).then(([ok, held]) => {
     if (ok) attempt.renewal = renewLease(services, claimed.turn, attempt.stop, held);
@@ -243,7 +243,7 @@ async function turnSteps(
     ),
   );
   const aggregates: HistoryAggregates | undefined = turn.context ? undefined : (read.aggregates ?? turn.aggregates);
-  const notices = new TurnNotices(turn, landed);
+  const notices = new TurnNotices(turn, landed, attempt.background ? () => attempt.earlierRun === true : undefined);
   attempt.notices = notices; // before the plan and the abort's close: a failed completion carries what it took
   await notices.plan(services, sessionId, plan, fetched);
   if (notices.abort) await closeAborted(services, turn, plan, notices, notices.abort);

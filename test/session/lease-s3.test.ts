@@ -15,7 +15,7 @@ it('a lease given up is taken over on S3 by one of two runners taking it as it w
     .claimTurn('s', { input: [{ type: 'message', role: 'user', content: 'hello' }], writer: 'runner' })
     .next();
   if (attempt.kind !== 'claimed') throw new Error('expected a claimed turn');
-  const etag = await sessions.takeLease(attempt.turn);
+  const { etag } = await sessions.takeLease(attempt.turn);
   expect(await sessions.releaseHeldLease(attempt.turn, etag)).toBe(true);
   const taken = await Promise.allSettled([sessions.takeLease(attempt.turn), sessions.takeLease(attempt.turn)]);
   expect(taken.map((outcome) => outcome.status).sort()).toEqual(['fulfilled', 'rejected']);

@@ -34,20 +34,24 @@ async function world() {
   let calls = 0;
   // What each model call was asked to heed (the model below does not: it answers once released).
   const signals: (AbortSignal | undefined)[] = [];
+  // What each model call was asked (its signal left out).
+  const prompts: string[] = [];
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
   const model = hookedEcho('echo', async (request) => {
     calls++;
     signals.push(request.signal);
+    prompts.push(JSON.stringify({ ...request, signal: undefined }));
     await released;
   });
   const tasks: Promise<unknown>[] = [];
   const observations: TurnObservation[] = [];
   const logged: string[] = [];
   const sessions = new SessionLog(store, { clock, leaseMs: LEASE_MS });
+  const inbox = new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') });
   const services: TurnServices = {
     sessions,
-    inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
+    inbox,
     config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
     env: { DEFAULT_MODEL: 'echo' },
     model: () => model,
@@ -65,10 +69,12 @@ async function world() {
   return {
     store,
     sessions,
+    inbox,
     services,
     run: run!,
     calls: () => calls,
     signals,
+    prompts,
     /** What the runners logged. */
     logged,
     /** How each run was told (the log line, the metrics). */
@@ -450,9 +456,88 @@ describe('a lease given up', () => {
     const { sessions, run } = await world();
     const attempt = await sessions.claimTurn(run.session_id, { input: [], writer: run.writer, adopt: run.turn }).next();
     if (attempt.kind !== 'claimed') throw new Error('expected the open turn');
-    const etag = await sessions.takeLease(attempt.turn);
+    const { etag } = await sessions.takeLease(attempt.turn);
     expect(await sessions.releaseHeldLease(attempt.turn, etag)).toBe(true);
     const taken = await Promise.allSettled([sessions.takeLease(attempt.turn), sessions.takeLease(attempt.turn)]);
     expect(taken.map((outcome) => outcome.status).sort()).toEqual(['fulfilled', 'rejected']);
+  });
+});
+
+/**
+ * `store` as a runner's process sees it: once `holds()` says so, each call it makes waits until
+ * `resume` is called (never: the process died mid-call), as a storage call that does not answer.
+ */
+function heldStore(store: MemoryStore, holds: (operation: string, key: unknown) => boolean) {
+  let resume!: () => void;
+  const resumed = new Promise<void>((resolve) => (resume = resolve));
+  let held = false;
+  const its = new Proxy(store, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property);
+      if (typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        if (held) await resumed;
+        const result: unknown = await value.apply(target, args);
+        if (holds(String(property), args[0])) held = true;
+        return result;
+      };
+    },
+  });
+  return { its, resume };
+}
+
+describe('a background runner that stops answering after it moved a notice', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** Turn 1's first runner, in a process whose storage calls hold once it deleted notice `n1.md` from the inbox. */
+  async function firstRunnerHeld(w: Awaited<ReturnType<typeof world>>) {
+    const moved = (operation: string, key: unknown) => operation === 'delete' && String(key).endsWith('/inbox/n1.md');
+    const { its, resume } = heldStore(w.store, moved);
+    const options = { clock: () => new Date(), log: () => {}, sessionExists: sessionExistsIn(its, '') };
+    const services = {
+      ...w.services,
+      sessions: new SessionLog(its, { leaseMs: LEASE_MS }),
+      inbox: new Inbox(its, options),
+    };
+    const first = runBackgroundTurn(services, w.run);
+    await w.until(() => w.calls() === 1);
+    return { first, resume };
+  }
+
+  it('leaves the notice to the runner that takes its lease over: it reaches that run and no later turn', async () => {
+    const w = await world();
+    await w.inbox.post('s', { name: 'n1.md', content: 'the first notice' });
+    await firstRunnerHeld(w);
+    expect(w.prompts[0]).toContain('the first notice');
+    // Its lease is not renewed: the second runner takes it over and runs turn 1.
+    const second = runBackgroundTurn(w.services, w.run);
+    await w.until(() => w.calls() === 2);
+    expect(w.prompts[1]).toContain('the first notice');
+    w.release();
+    expect(await w.outcome(second)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    expect(await w.inbox.peek('s')).toEqual([]);
+  });
+
+  it('that gives its notices back once it answers again leaves alone the one the second runner took over', async () => {
+    const w = await world();
+    await w.inbox.post('s', { name: 'n1.md', content: 'the first notice' });
+    const { first, resume } = await firstRunnerHeld(w);
+    const second = runBackgroundTurn(w.services, w.run);
+    await w.until(() => w.calls() === 2);
+    expect(w.prompts[1]).toContain('the first notice');
+    // Its calls answer again: its next renewal is refused, and it stops, giving back what it took.
+    resume();
+    await w.until(() => w.signals[0]?.aborted === true);
+    w.release();
+    expect(await w.outcome(first)).toBe('done');
+    expect(await w.outcome(second)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    // Delivered by turn 1 (its second run) only: not posted again for a later turn.
+    expect(await w.inbox.peek('s')).toEqual([]);
   });
 });

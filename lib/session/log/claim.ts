@@ -191,6 +191,7 @@ export class TurnClaim {
       input: record.items as StoredItem[],
       aggregates,
       leaseExpiresAt: record.lease_expires_at!,
+      claimedAt: record.created_at,
       record: record.record,
       counts: record.counts,
       inputRecords: record.items,

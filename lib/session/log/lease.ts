@@ -25,7 +25,7 @@ import {
 import type { LogContext } from './context.ts';
 import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
 import { indexKey } from './idempotency-index.ts';
-import type { ClosedTurn, IntentTurn, OpenTurn, StoredOutcome } from './types.ts';
+import type { ClosedTurn, IntentTurn, OpenTurn, StoredOutcome, TakenLease } from './types.ts';
 
 /**
  * A model turn's lease: when it runs out, its renewal, and the closes by someone other than
@@ -71,11 +71,11 @@ export async function renewLease(log: LogContext, turn: LeaseHolder): Promise<st
  * create-only). When another runner's is there and live, waits a renewal (a third of the lease
  * and a tenth more) and reads it again: renewed, its runner is alive and this is
  * TurnInProgressError; not renewed (or run out, or released by its runner), it is taken over
- * if-match, so of two late runners one has it (the other: TurnInProgressError). Answers the etag of the lease taken,
- * which its renewals match (renewHeldLease); TurnNotOpenError when the turn taken over was
- * closed by then (its runner completed it as its lease went unrenewed).
+ * if-match, so of two late runners one has it (the other: TurnInProgressError). Answers the lease's etag, which its
+ * renewals match (renewHeldLease), and whether another runner held it (and may have moved notices for the turn);
+ * TurnNotOpenError when the turn taken over was closed by then (its runner completed it as its lease went unrenewed).
  */
-export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string> {
+export async function takeLease(log: LogContext, turn: OpenTurn): Promise<TakenLease> {
   const key = leaseKey(turn.scope, turn.record);
   const first = leaseWrite(log, turn);
   let found: StoredObject | null = null;
@@ -83,7 +83,7 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
     found = object;
     return object.metadata.writer === turn.writer;
   });
-  if (taken) return taken.etag;
+  if (taken) return { etag: taken.etag, takenOver: false };
   const held = found as StoredObject | null;
   // Gone since the refusal: deleted with the closed turn (the packer) or the session.
   if (!held) throw new LeaseHeldError(turn.scope.id, turn.turn);
@@ -112,7 +112,7 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
   // Not renewed because its runner completed the turn meanwhile (a turn shorter than a renewal),
   // or closed by someone else: nothing is left to run, and no model is called for it.
   if ((await closedBy(log, turn)) !== null) throw new TurnNotOpenError(turn.scope.id, turn.turn);
-  return written.etag;
+  return { etag: written.etag, takenOver: true };
 }
 
 /** The ms a stored lease runs out at. */

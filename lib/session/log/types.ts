@@ -64,6 +64,8 @@ export interface OpenTurn {
   readonly aggregates: Readonly<HistoryAggregates>;
   /** The lease the claim wrote (renewals are written beside the record, not here). */
   readonly leaseExpiresAt: string;
+  /** When the turn was claimed (its record's `created_at`). */
+  readonly claimedAt: string;
   /** The record number (model turns and appends share one numbering). */
   readonly record: number;
   /** Counts after the input. */
@@ -379,3 +381,9 @@ export interface ClosedTurn {
 }
 
 export type { PackOptions, PackResult } from './pack-types.ts';
+
+/** A background turn's lease as its runner took it (takeLease): its etag, and whether another runner held it before. */
+export interface TakenLease {
+  etag: string;
+  takenOver: boolean;
+}

@@ -486,6 +486,12 @@ function heldStore(store: MemoryStore, holds: (operation: string, key: unknown) 
   return { its, resume };
 }
 
+/** `w`'s services, its session log and inbox over `store` (a process's view of `w.store`). */
+function servicesOver(w: Awaited<ReturnType<typeof world>>, store: MemoryStore): TurnServices {
+  const options = { clock: () => new Date(), log: () => {}, sessionExists: sessionExistsIn(store, '') };
+  return { ...w.services, sessions: new SessionLog(store, { leaseMs: LEASE_MS }), inbox: new Inbox(store, options) };
+}
+
 describe('a background runner that stops answering after it moved a notice', () => {
   afterEach(() => {
     vi.useRealTimers();
@@ -495,12 +501,7 @@ describe('a background runner that stops answering after it moved a notice', () 
   async function firstRunnerHeld(w: Awaited<ReturnType<typeof world>>) {
     const moved = (operation: string, key: unknown) => operation === 'delete' && String(key).endsWith('/inbox/n1.md');
     const { its, resume } = heldStore(w.store, moved);
-    const options = { clock: () => new Date(), log: () => {}, sessionExists: sessionExistsIn(its, '') };
-    const services = {
-      ...w.services,
-      sessions: new SessionLog(its, { leaseMs: LEASE_MS }),
-      inbox: new Inbox(its, options),
-    };
+    const services = servicesOver(w, its);
     const first = runBackgroundTurn(services, w.run);
     await w.until(() => w.calls() === 1);
     return { first, resume };
@@ -539,5 +540,47 @@ describe('a background runner that stops answering after it moved a notice', () 
     expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
     // Delivered by turn 1 (its second run) only: not posted again for a later turn.
     expect(await w.inbox.peek('s')).toEqual([]);
+  });
+});
+
+describe("a background turn's delivery records", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** `w`'s services over a store that records the prefix of each listing of `inbox_removed/`. */
+  function listingRemoved(w: Awaited<ReturnType<typeof world>>) {
+    const listed: string[] = [];
+    // Never held: it only records what its calls list.
+    const { its } = heldStore(w.store, (operation, key) => {
+      if (operation === 'list' && String(key).includes('/inbox_removed/')) listed.push(String(key));
+      return false;
+    });
+    return { services: servicesOver(w, its), listed };
+  }
+
+  it('are not read by its first run, which takes nothing over', async () => {
+    const w = await world();
+    await w.inbox.post('s', { name: 'n1.md', content: 'the first notice' });
+    const { services, listed } = listingRemoved(w);
+    const first = runBackgroundTurn(services, w.run);
+    await w.until(() => w.calls() === 1);
+    expect(w.prompts[0]).toContain('the first notice');
+    w.release();
+    expect(await w.outcome(first)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    expect(listed).toEqual([]);
+  });
+
+  it('are read by a run that took the lease over from a dead one', async () => {
+    const w = await world();
+    await diedHoldingLease(w.sessions, w.run);
+    const { services, listed } = listingRemoved(w);
+    const second = runBackgroundTurn(services, w.run);
+    await w.until(() => w.calls() === 1);
+    w.release();
+    expect(await w.outcome(second)).toBe('done');
+    expect(listed).toEqual([expect.stringMatching(/\/inbox_removed\/$/)]);
   });
 });

@@ -91,7 +91,7 @@ async function takeOver(
 }
 
 /** `metadata` naming `runner` as the run that wrote the record, or no run. */
-function withRunner(metadata: Record<string, string>, runner: string | undefined): Record<string, string> {
+function withRunner(metadata: Record<string, string>, runner?: string): Record<string, string> {
   const { [META.runner]: _earlier, ...rest } = metadata;
   return runner === undefined ? rest : { ...rest, [META.runner]: runner };
 }
@@ -119,14 +119,12 @@ async function kept(ctx: InboxContext, key: string, decision: string, ours: stri
   const confirmed = await firstToCreate(ctx.store, `${key}/${confirmation}`, ours);
   if (confirmed.first) return true;
   const successor = takerOf(confirmed.found);
+  if (successor === undefined) return false;
   try {
-    const record = successor === undefined ? null : await ctx.store.get(key);
-    if (successor !== undefined && record?.metadata[META.turn] === ours) {
+    const record = await ctx.store.get(key);
+    if (record?.metadata[META.turn] === ours) {
       // Its run is not known here: the record names none.
-      const metadata = withRunner(
-        { ...record.metadata, [META.turn]: successor, [META.takenAs]: confirmation },
-        undefined,
-      );
+      const metadata = withRunner({ ...record.metadata, [META.turn]: successor, [META.takenAs]: confirmation });
       await ctx.store.put(key, record.body, { ifMatch: record.etag, metadata });
     }
   } catch (error) {

@@ -1,14 +1,6 @@
 import type { LogScope } from './keys.ts';
-import {
-  cancelTurn,
-  closedBy,
-  closeIfOpenExpired,
-  leaveDeleted,
-  releaseHeldLease,
-  renewHeldLease,
-  renewLease,
-  takeLease,
-} from './log/lease.ts';
+import { cancelTurn, closedBy, closeIfOpenExpired, leaveDeleted, renewLease } from './log/lease.ts';
+import { releaseHeldLease, renewHeldLease, takeLease } from './log/held-lease.ts';
 import type { TakenLease } from './log/types.ts';
 import { EventJournal } from './log/journal.ts';
 import { storeStoppedSpend } from './log/unbilled.ts';
@@ -42,17 +34,17 @@ export class SessionLogRunning extends SessionLogBase {
     return renewLease(this.log, turn);
   }
 
-  /** Takes a background turn's lease for its runner: its etag, and whether taken over (log/lease.ts). */
+  /** Takes a background turn's lease for its runner: its etag, and whether taken over (log/held-lease.ts). */
   async takeLease(turn: OpenTurn): Promise<TakenLease> {
     return takeLease(this.log, turn);
   }
 
-  /** Renews a lease takeLease took: its etag, null once another's (log/lease.ts). */
+  /** Renews a lease takeLease took: its etag, null once another's (log/held-lease.ts). */
   async renewHeldLease(turn: OpenTurn, etag: string): Promise<string | null> {
     return renewHeldLease(this.log, turn, etag);
   }
 
-  /** Gives a lease takeLease took up, for the turn's next runner to take at once: whether it was (log/lease.ts). */
+  /** Gives a lease takeLease took up for the turn's next runner to take at once: whether it was (log/held-lease.ts). */
   async releaseHeldLease(turn: OpenTurn, etag: string): Promise<boolean> {
     return releaseHeldLease(this.log, turn, etag);
   }

@@ -8,6 +8,7 @@ import { modelOf, type Facade } from './facade.ts';
 import { compactionId, randomId } from './ids.ts';
 import { indexCompaction } from './compaction-index.ts';
 import { holderOf } from '../session/log/rewind.ts';
+import { logUnlessGone } from '../log-unless-gone.ts';
 import { inputToItems } from './request-input.ts';
 import type { ResponseCompactBody } from './schemas.ts';
 import { continuedSession } from './sessions.ts';
@@ -65,10 +66,11 @@ export async function indexedCompaction(
 ): Promise<ResponseCompactionItem> {
   const item = compactionItem(compactionId(sessionId, context.start_seq), context.summary);
   if (!madeOf || madeOf.turns === 0) return item;
-  // The compaction landed (and was charged): a failure to index it is logged, and the client's
-  // next step from the item alone starts a new conversation, as after any failed index write.
+  // The compaction landed (and was charged): a failure to index it is logged (a session deleted
+  // meanwhile has nothing to index), and the client's next step from the item alone starts a new
+  // conversation, as after any failed index write.
   const session = await facade.services.sessions.get(sessionId).catch((error: unknown) => {
-    facade.services.log('tailgate: could not index a compaction', error);
+    logUnlessGone(facade.services.log, 'tailgate: could not index a compaction', error);
   });
   // The generation that wrote its newest item (an ancestor's, after a delete of the newest turn).
   const state = { generation: holderOf(madeOf.scope, madeOf.items), turn: madeOf.turns, items: madeOf.items };

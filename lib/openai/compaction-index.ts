@@ -1,4 +1,5 @@
 import type { ClientItem, Item } from '../items.ts';
+import { logUnlessGone } from '../log-unless-gone.ts';
 import type { CompactedTurn } from '../turn/index.ts';
 import { turnCompactionOutput } from './compaction.ts';
 import type { IndexFacade } from './facade.ts';
@@ -43,7 +44,7 @@ export async function indexCompaction(
   const at = { ...ended, scope: compactionScope(facade, compaction) };
   const empty = indexHistory(facade, session, at, [], undefined);
   const kept = await keptItems(facade, session.id, ended.items, compaction.id).catch((error: unknown) => {
-    facade.services.log('tailgate: could not index the items a compaction kept', error);
+    logUnlessGone(facade.services.log, 'tailgate: could not index the items a compaction kept', error);
     return [];
   });
   const outputs = kept.findLastIndex(isOutput) + 1;

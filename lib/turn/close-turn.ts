@@ -6,6 +6,7 @@ import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { StoppedSpendRecord, Undelivered } from '../session/records.ts';
 import type { InboxAbort } from '../inbox/index.ts';
 import type { StoredItem } from '../items.ts';
+import { logUnlessGone } from '../log-unless-gone.ts';
 import { afterResponse } from './append.ts';
 import { pickUp } from './busy.ts';
 import type { TurnNotices } from './notices.ts';
@@ -285,7 +286,8 @@ export function backgroundSpend(services: TurnServices, turn: OpenTurn): TokenSp
 
 /**
  * Tells `onBackgroundCompaction` of a background turn that completed having compacted its
- * session, with the token it is charged to (`spend`, backgroundSpend's); a failure is logged.
+ * session, with the token it is charged to (`spend`, backgroundSpend's); a failure is logged, but
+ * for the session or turn deleted meanwhile (nothing is left to index).
  */
 export async function tellCompaction(
   services: TurnServices,
@@ -297,7 +299,8 @@ export async function tellCompaction(
   if (!told || !response.context.compaction) return;
   const session = { id: turn.scope.id, created_at: turn.session.created_at };
   await told({ session, generation: turn.scope.generation, response, caller: spend?.budget.id ?? '' }).catch(
-    (error: unknown) => services.log('tailgate: could not index the compaction of a background turn', error),
+    (error: unknown) =>
+      logUnlessGone(services.log, 'tailgate: could not index the compaction of a background turn', error),
   );
 }
 

@@ -182,9 +182,10 @@ describe("a token whose budget caps its cost and another's queued turn", () => {
       return new Response(fixture('openai-chat-text.json'), { headers: { 'content-type': 'application/json' } });
     };
     const tasks: Promise<unknown>[] = [];
+    const store = new MemoryStore();
     const api = createClient(
       appHarness(
-        new MemoryStore(),
+        store,
         { ...environment, OPENAI_API_KEY: 'test-key', MODEL_MAX_RETRIES: '0' },
         {
           modelEnvironment: { fetch: provider as unknown as typeof fetch },
@@ -197,11 +198,18 @@ describe("a token whose budget caps its cost and another's queued turn", () => {
     const id = await api.session({ model: 'openai:gpt-4.1-mini', on_busy: 'enqueue' });
     const running = api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, bearer);
     while (calls === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const before = tasks.length;
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued', model: 'openai:gpt-unpriced' });
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
-    // Its own request's pick-up finds the session busy: the budgeted token's request picks it up
-    // (were the first to pick it up yet, the turn would run as here).
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Its own request's pick-up, left running after the 202 (the work that request left, as the
+    // running turn's request, waiting for the model, leaves none meanwhile), finds the session busy
+    // and leaves the input queued: the budgeted token's request is the one that picks it up.
+    const pickUps = tasks.slice(before);
+    expect(pickUps.length).toBeGreaterThan(0);
+    await Promise.all(pickUps);
+    const stored = (await store.list('')).objects.map((object) => object.key);
+    expect(stored.filter((key) => key.includes('/queue/'))).toHaveLength(1);
+    expect(calls).toBe(1);
     open();
     expect((await running).status).toBe(200);
     while (tasks.length > 0) await Promise.all(tasks.splice(0));

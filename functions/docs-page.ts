@@ -15,14 +15,15 @@ export const DOCS_SCRIPT_SOURCE = 'node_modules/@scalar/api-reference/dist/brows
 /**
  * The /docs page: the OpenAPI document rendered by Scalar's API reference
  * (@scalar/hono-api-reference), with the document embedded in the page so it needs no second
- * request, the bundle from the service itself, and no web fonts, telemetry or other
- * outside calls.
+ * request, the bundle from the service itself, the inspector's icon (without one the browser
+ * asks for /favicon.ico, a 404), and no web fonts, telemetry or other outside calls.
  */
 export function docsPage(document: () => object): MiddlewareHandler {
   return Scalar(() => ({
     content: document() as Record<string, unknown>,
     cdn: DOCS_SCRIPT_PATH,
     pageTitle: 'tailgate API',
+    favicon: '/ui/favicon.svg',
     withDefaultFonts: false,
     telemetry: false,
   }));

@@ -283,6 +283,13 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(docs.status).toBe(200);
       expect(docs.headers.get('content-type')).toMatch(/text\/html/);
       expect(docs.body).toContain('/v1/sessions/{id}/turns');
+      // The page names its icon, one the service serves: a browser without one asks for
+      // /favicon.ico, which is a 404 and an error in the page's console.
+      const favicon = /"favicon": "([^"]+)"/.exec(docs.body)?.[1];
+      expect(favicon).toBe('/ui/favicon.svg');
+      const icon = await api.get(favicon!);
+      expect(icon.status).toBe(200);
+      expect(icon.headers.get('content-type')).toBe('image/svg+xml');
     });
 
     it('answers an unknown route with 404 not_found in the error shape', async () => {

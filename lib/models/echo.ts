@@ -15,7 +15,7 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
  *
  * - Text: it replies `"echo: " + <text of the last user message>` ("echo: " when there is
  *   none), followed by a description of each image and file the prompt holds, read from the
- *   bytes it received (`[image image/png 1280x800, 142 KB]`) or naming its https URL.
+ *   bytes it received (`[image/png 1280x800, 142 KB]`) or naming its https URL (`[image https://…]`).
  * - Tool calls: when the last user message is exactly `call <tool_name> <json-arguments>`
  *   (arguments optional, default `{}`; they must be a JSON object), the tool is offered in
  *   `request.tools`, and no function_call follows that user message yet, it returns one

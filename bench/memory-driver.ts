@@ -87,6 +87,7 @@ export class MemoryTurnDriver implements TurnDriver {
       releaseHeldLease: (turn, etag) => log.releaseHeldLease(turn, etag),
       listQueuedInputs: (id, limit) => log.listQueuedInputs(id, limit),
       closedBy: (turn) => log.closedBy(turn),
+      closerNotices: (turn) => log.closerNotices(turn),
       leaveDeleted: (turn) => log.leaveDeleted(turn),
       storeStoppedSpend: (turn, spent) => log.storeStoppedSpend(turn, spent),
       queued: (scope) => log.queued(scope),

@@ -2,6 +2,7 @@ import type { LogScope } from './keys.ts';
 import { cancelTurn, closedBy, closeIfOpenExpired, leaveDeleted, renewLease } from './log/lease.ts';
 import { releaseHeldLease, renewHeldLease, takeLease } from './log/held-lease.ts';
 import type { TakenLease } from './log/types.ts';
+import { closerNotices } from './log/closer-notices.ts';
 import { EventJournal } from './log/journal.ts';
 import { storeStoppedSpend } from './log/unbilled.ts';
 import type { StoppedSpendRecord } from './records.ts';
@@ -132,6 +133,14 @@ export class SessionLogRunning extends SessionLogBase {
   /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
   async closedBy(turn: OpenTurn): Promise<string | null> {
     return closedBy(this.log, turn);
+  }
+
+  /**
+   * The notices (`stored_as`) the completion someone else closed the turn with showed or carries
+   * on: none of them is this run's to give back (log/closer-notices.ts).
+   */
+  async closerNotices(turn: OpenTurn): Promise<Set<string>> {
+    return closerNotices(this.log, turn);
   }
 
   /**

@@ -140,6 +140,22 @@ function takenBy(attempt: Attempt): Undelivered['notices'] {
   );
 }
 
+/**
+ * The notices an attempt stopped by someone else gives back: those it took, but, for a background
+ * turn closed by another run of it (one that stalled past a renewal while this run took its lease
+ * and notices over, then completed or failed the turn before it learned), none that close showed
+ * or carries on. A failed read of the close gives them all back.
+ */
+async function givenBack(services: TurnServices, attempt: Attempt, error: unknown): Promise<Undelivered['notices']> {
+  const taken = takenBy(attempt);
+  if (!attempt.background || !(error instanceof TurnClosedError) || taken.length === 0) return taken;
+  const accounted = await services.sessions.closerNotices(attempt.turn).catch((readError: unknown) => {
+    services.log('tailgate: could not read the completion that closed a background turn', readError);
+    return new Set<string>();
+  });
+  return taken.filter((notice) => !accounted.has(notice.stored_as));
+}
+
 async function closeFailedTurn(
   services: TurnServices,
   sessionId: string,
@@ -157,10 +173,11 @@ async function closeFailedTurn(
   const undelivered: Undelivered = attempt.notices?.undelivered ?? turn.undelivered;
   // Closed by someone else (lease, cancel, a delete), or run by another runner that took its
   // lease over: the notices this turn took from the inbox or took over go back (the closer's
-  // completion carries the older ones on; the other runner's prompt could not show them).
+  // completion carries the older ones on; the other runner's prompt could not show them), but
+  // for those an earlier run of it that closed it showed or carries on (givenBack).
   const byOther = error instanceof TurnClosedError || error instanceof NotFoundError || error instanceof LeaseHeldError;
   if (byOther) {
-    const taken = takenBy(attempt);
+    const taken = await givenBack(services, attempt, error);
     // A delete's went with the session: closeFailed forgets them.
     if (taken.length > 0 && !(error instanceof NotFoundError))
       await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at, turn.writer);

@@ -112,6 +112,7 @@ export type TurnSessionLog = Pick<
   | 'renewHeldLease'
   | 'releaseHeldLease'
   | 'closedBy'
+  | 'closerNotices'
   | 'leaveDeleted'
   | 'storeStoppedSpend'
   | 'queued'

@@ -356,6 +356,7 @@ describe('storage operations per turn', () => {
         releaseHeldLease: log.releaseHeldLease.bind(log),
         listQueuedInputs: log.listQueuedInputs.bind(log),
         closedBy: log.closedBy.bind(log),
+        closerNotices: log.closerNotices.bind(log),
         leaveDeleted: log.leaveDeleted.bind(log),
         storeStoppedSpend: log.storeStoppedSpend.bind(log),
         queued: log.queued.bind(log),

@@ -217,6 +217,24 @@ export const deliveredListSchema = z.object({
   ...pageFields,
 });
 
+export const unreadableListSchema = z.object({
+  unreadable: z.array(
+    z.object({
+      name: z.string(),
+      stored_as: z.string(),
+      size: z.number().int(),
+      reason: z
+        .enum(['too_large', 'not_utf8'])
+        .nullable()
+        .meta({ description: 'Why it cannot be delivered; null for an object not set aside by the service.' }),
+      posted_at: z.string(),
+      set_aside_at: z.string(),
+      turn: z.number().int().nullable(),
+    }),
+  ),
+  ...pageFields,
+});
+
 export const healthSchema = z.object({ ok: z.literal(true) });
 
 export const compactRequestSchema = z

@@ -10,6 +10,7 @@ import {
   noticePostedSchema,
   pendingListSchema,
   sessionIdParamsSchema,
+  unreadableListSchema,
 } from '../schemas.ts';
 
 const postNoticeRoute = createRoute({
@@ -50,6 +51,19 @@ const listDeliveredRoute = createRoute({
   },
 });
 
+const listUnreadableRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/inbox/unreadable',
+  tags: ['inbox'],
+  summary: 'A page of the notices set aside as unreadable (never delivered), sorted by stored_as',
+  security: requires('inbox:read'),
+  request: { params: sessionIdParamsSchema, query: inboxPageQuerySchema },
+  responses: {
+    200: jsonResponse(unreadableListSchema, 'Notices set aside as unreadable'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
+});
+
 const withdrawRoute = createRoute({
   method: 'delete',
   path: '/v1/sessions/{id}/inbox/{name}',
@@ -60,7 +74,7 @@ const withdrawRoute = createRoute({
   responses: { 204: { description: 'Withdrawn' }, ...errorResponses(400, 401, 403, 404, 503) },
 });
 
-/** The inbox routes (docs/API.md, "Inbox"). `delivered` is registered before `{name}`. */
+/** The inbox routes (docs/API.md, "Inbox"). `delivered` and `unreadable` are registered before `{name}`. */
 export function inboxRoutes() {
   return createRouter()
     .openapi(postNoticeRoute, async (c) => {
@@ -75,6 +89,10 @@ export function inboxRoutes() {
     .openapi(listDeliveredRoute, async (c) => {
       const { id } = c.req.valid('param');
       return c.json(await c.var.services.inbox.deliveredPage(id, c.req.valid('query')), 200);
+    })
+    .openapi(listUnreadableRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json(await c.var.services.inbox.unreadablePage(id, c.req.valid('query')), 200);
     })
     .openapi(withdrawRoute, async (c) => {
       const { id, name } = c.req.valid('param');

@@ -32,7 +32,12 @@ export const META = {
    * name the same turn, and only this tells their records apart.
    */
   runner: 'runner',
+  /** On a notice set aside in `inbox_unreadable/`: why it cannot be delivered (`UnreadableReason`). */
+  unreadable: 'unreadable',
 } as const;
+
+/** Why a notice is set aside: larger than `MAX_NOTICE_BYTES`, or content that is not UTF-8. */
+export type UnreadableReason = 'too_large' | 'not_utf8';
 
 export const isoTimeSchema = z.iso.datetime({ offset: true });
 
@@ -58,6 +63,8 @@ export interface TakeContext {
   deliveredAt: string;
   /** The consuming session's creation time: a notice posted to another incarnation is dropped. */
   since?: string;
+  /** Where a notice that can never be delivered is set aside (`inbox_unreadable/`). */
+  unreadablePrefix: string;
 }
 
 export interface ListedNotice {
@@ -123,6 +130,8 @@ export async function withMetadata(store: ObjectStore, info: ObjectInfo): Promis
 /** A notice read before its move: its content, or why it is not delivered. */
 export type NoticeRead =
   | { kind: 'read'; object: StoredObject; content: string }
+  /** Never deliverable: the move sets it aside (`object`: its bytes, when they were read). */
+  | { kind: 'unreadable'; reason: UnreadableReason; object?: StoredObject }
   | Extract<ClaimOutcome, { kind: 'skipped' | 'taken' }>;
 
 /** A listed notice whose read has started (see `Inbox.fetch`). */

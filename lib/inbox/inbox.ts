@@ -7,12 +7,12 @@ import {
   NameTakenError,
   PayloadTooLargeError,
 } from '../errors.ts';
-import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
+import { inboxPrefix, inboxRemovedPrefix, inboxUnreadablePrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
-import { decodeUtf8, mapLimit, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
+import { toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, isNoticeName, noticeNameSchema } from './notice-name.ts';
 import { holdsAtLeast, inNameOrder, listWindow, splitAtAbort } from './listing.ts';
-import { deliveredPage, everyPage, pendingPage, type PageRequest } from './pages.ts';
+import { deliveredPage, everyPage, pendingPage, unreadablePage, type PageRequest } from './pages.ts';
 import { exportDelivered, importDelivered } from './transfer.ts';
 import type { ExportNotice } from '../session/export-format.ts';
 
@@ -27,10 +27,12 @@ import type {
   PendingNotice,
   PostedNotice,
   PreviewNotice,
+  UnreadableNotice,
 } from './types.ts';
-import { currentNotices, CONCURRENCY, generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
-import { deliverAll, readNotice, take, type InboxContext } from './move.ts';
+import { currentNotices, generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
+import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
+import { setAsideLimit } from './set-aside.ts';
 import { forget, giveBack, type LostTurn, recordCarrier, recover, tookNothing } from './carry.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
@@ -48,7 +50,7 @@ type Given = { name: string; stored_as: string };
  * left alone.
  *
  * How a move stays at-most-once without rename or copy (the R2 binding has neither):
- * 1. `get` the notice. A body that is too large or not valid UTF-8 is skipped in place.
+ * 1. `get` the notice. One too large or not valid UTF-8 is set aside (lib/inbox/set-aside.ts).
  * 2. Claim: a create-only `put` of the same bytes to `inbox_removed/<name>`, with metadata
  *    naming the original (its etag, upload time and, for API posts, a random notice id), the
  *    posted time, the delivery time and the turn. The create-only put is the commit point.
@@ -62,7 +64,7 @@ type Given = { name: string; stored_as: string };
  * 4. Deliver the content read in step 1, now owned by the claim.
  *
  * The content is read and checked before the claim (there is no server-side copy, so the
- * bytes are in hand anyway): an unreadable notice is never moved, and a claimed notice is
+ * bytes are in hand anyway): an unreadable notice is never claimed, and a claimed notice is
  * always deliverable. A crash, or a claim whose answer is lost, after step 2 loses the
  * notice (never delivers it twice). When step 3 fails, the notice is still delivered (it was
  * claimed) and the leftover original is recognised as claimed by every later consume; the
@@ -210,6 +212,17 @@ export class Inbox {
     return deliveredPage(this.#store, this.#removedPrefix(sessionId), page);
   }
 
+  /**
+   * A page of the notices set aside as unreadable (docs/API.md, `GET .../inbox/unreadable`;
+   * lib/inbox/pages.ts).
+   *
+   * @throws NotFoundError for a missing session.
+   */
+  async unreadablePage(sessionId: string, page: PageRequest = {}): Promise<Page<'unreadable', UnreadableNotice>> {
+    await this.#requireSession(sessionId);
+    return unreadablePage(this.#store, inboxUnreadablePrefix(this.#keyPrefix, sessionId), page);
+  }
+
   /** Every delivery record, page after page (`deliveredPage`). */
   async listDelivered(sessionId: string): Promise<DeliveryRecord[]> {
     return everyPage((after) => this.deliveredPage(sessionId, { after, limit: 1000 }), 'delivered');
@@ -224,8 +237,9 @@ export class Inbox {
    * and its trimmed content is the reason (blank: `aborted by inbox notice abort`), and the
    * notices after it stay for the next turn.
    *
-   * Never throws for storage trouble: a notice that cannot be read (too large, not UTF-8) or
-   * moved is skipped in place and logged, and the rest are delivered. An `abort` that cannot
+   * Never throws for storage trouble: a notice that can never be delivered (too large, not
+   * UTF-8) is set aside in `inbox_unreadable/`, one whose read or move fails is skipped in place,
+   * both logged, and the rest are delivered. An `abort` that cannot
    * be moved stays in place, and consume stops before it without aborting (its content need
    * not be UTF-8: it is only the reason). An `abort` already claimed by another consume (an
    * earlier turn aborted, and its delete of the original failed) is passed over. A missing
@@ -254,6 +268,7 @@ export class Inbox {
     const deliveredAt = this.#clock().toISOString();
     const context = {
       removedPrefix,
+      unreadablePrefix: inboxUnreadablePrefix(this.#keyPrefix, sessionId),
       turn: options.turn,
       ...(options.runner === undefined ? {} : { runner: options.runner }),
       deliveredAt,
@@ -294,24 +309,8 @@ export class Inbox {
    * shows nothing.
    */
   async peek(sessionId: string, room = this.noticesPerTurn): Promise<PreviewNotice[]> {
-    const inboxPrefix = this.#inboxPrefix(sessionId);
-    const shown = splitAtAbort(await this.#listNotices(inboxPrefix), room).before;
-    const contents = await mapLimit(shown, CONCURRENCY, async ({ info }) => {
-      if (info.size > this.#maxNoticeBytes) return undefined;
-      try {
-        const object = await this.#store.get(info.key);
-        if (!object || object.body.length > this.#maxNoticeBytes) return undefined;
-        return decodeUtf8(object.body);
-      } catch (error) {
-        this.#log({ level: 'info', message: 'pending notice not previewed: unreadable', key: info.key, error });
-        return undefined;
-      }
-    });
-    const preview: PreviewNotice[] = [];
-    contents.forEach((content, index) => {
-      if (content !== undefined) preview.push({ name: shown[index]!.name, content });
-    });
-    return preview;
+    const shown = splitAtAbort(await this.#listNotices(this.#inboxPrefix(sessionId)), room).before;
+    return previewNotices(this.#context, shown);
   }
 
   /**
@@ -368,7 +367,9 @@ export class Inbox {
 
   /** The notices a turn takes, and the `abort`, in name order (lib/inbox/listing.ts `listWindow`). */
   async #listNotices(inboxPrefix: string): Promise<ListedNotice[]> {
-    return inNameOrder(await listWindow(this.#store, inboxPrefix, this.noticesPerTurn));
+    return inNameOrder(
+      await listWindow(this.#store, inboxPrefix, this.noticesPerTurn, setAsideLimit(this.#maxNoticeBytes)),
+    );
   }
 
   /** The session's creation time when the check tells it, else true; NotFoundError when there is none. */

@@ -19,9 +19,15 @@ export interface NoticeWindow {
 /**
  * Lists the first `size` notices under `inboxPrefix` and finds the `abort`: one list call for
  * an inbox of up to 1000 keys; past that, pages until `size` notices are in hand, then a head
- * of `abort` when the pages read did not reach it.
+ * of `abort` when the pages read did not reach it. A notice larger than `maxBytes` is passed
+ * over (a consume would not read it, lib/inbox/set-aside.ts): it holds no place in the window.
  */
-export async function listWindow(store: ObjectStore, inboxPrefix: string, size: number): Promise<NoticeWindow> {
+export async function listWindow(
+  store: ObjectStore,
+  inboxPrefix: string,
+  size: number,
+  maxBytes = Number.POSITIVE_INFINITY,
+): Promise<NoticeWindow> {
   const notices: ListedNotice[] = [];
   let abort: ListedNotice | undefined;
   let cursor: string | undefined;
@@ -31,7 +37,7 @@ export async function listWindow(store: ObjectStore, inboxPrefix: string, size: 
     for (const info of page.objects) {
       const name = info.key.slice(inboxPrefix.length);
       if (name === ABORT_NOTICE_NAME) abort = { name, info };
-      else if (isNoticeName(name)) notices.push({ name, info });
+      else if (isNoticeName(name) && info.size <= maxBytes) notices.push({ name, info });
     }
     truncated = page.truncated;
     cursor = page.cursor;

@@ -1,17 +1,10 @@
-import { StorageError } from '../errors.ts';
-import { decodeUtf8, listAll, mapLimit, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
-import { parseSlot, slotName, splitExtension } from './notice-name.ts';
-import type { DeliveredNotice, InboxLogEvent } from './types.ts';
+import { decodeUtf8, mapLimit, type ObjectStore, type StoredObject } from '../store/object-store.ts';
+import type { DeliveredNotice, InboxLogEvent, PreviewNotice } from './types.ts';
 import {
-  CLOCK_TOLERANCE_MS,
   CONCURRENCY,
   META,
   plainEtag,
   postedAtOf,
-  randomId,
-  sameIdentity,
-  turnSchema,
-  withMetadata,
   type ClaimOutcome,
   type FetchedNotice,
   type Identity,
@@ -20,6 +13,10 @@ import {
   type SlotClaim,
   type TakeContext,
 } from './delivery-records.ts';
+import { setAside } from './set-aside.ts';
+import { claimSlot, removeStaleOriginal } from './slots.ts';
+
+export { removeStaleOriginal } from './slots.ts';
 
 /**
  * Moving one notice out of the inbox: the create-only claim in `inbox_removed/` that is the
@@ -38,17 +35,18 @@ export interface InboxContext {
   sessionExists: (sessionId: string) => Promise<boolean | string>;
 }
 
-/** A claim older than this whose original still exists was left by a consumer that failed. */
-const STALE_CLAIM_MS = 60_000;
-/** Bound on create-only attempts at successive slots of one name within one consume. */
-const MAX_SLOT_ATTEMPTS = 50;
-
-/** Reads one notice for its move: too large, unreadable or not UTF-8 (but an abort's) is skipped. */
+/**
+ * Reads one notice for its move. A notice that can never be delivered (too large, content not
+ * UTF-8) is `unreadable`, for the move to set aside; but an `abort` too large is left in place
+ * (skipped), and an `abort` whose content is not UTF-8 is read all the same. A failed read
+ * (maybe passing) is skipped, left in place for a later turn.
+ */
 export async function readNotice(ctx: InboxContext, notice: ListedNotice, isAbort: boolean): Promise<NoticeRead> {
   const { key } = notice.info;
-  const tooLarge = () => {
+  const tooLarge = (object?: StoredObject): NoticeRead => {
+    if (!isAbort) return { kind: 'unreadable', reason: 'too_large', ...(object ? { object } : {}) };
     ctx.log({ level: 'warn', message: `notice left in place: larger than ${ctx.maxNoticeBytes} bytes`, key });
-    return { kind: 'skipped' } as const;
+    return { kind: 'skipped' };
   };
   if (notice.info.size > ctx.maxNoticeBytes) return tooLarge();
   let object: Awaited<ReturnType<typeof ctx.store.get>>;
@@ -59,14 +57,11 @@ export async function readNotice(ctx: InboxContext, notice: ListedNotice, isAbor
     return { kind: 'skipped' };
   }
   if (!object) return { kind: 'taken' };
-  if (object.body.length > ctx.maxNoticeBytes) return tooLarge();
+  if (object.body.length > ctx.maxNoticeBytes) return tooLarge(object);
   try {
     return { kind: 'read', object, content: decodeUtf8(object.body) };
-  } catch (error) {
-    if (!isAbort) {
-      ctx.log({ level: 'warn', message: 'notice left in place: content is not valid UTF-8', key, error });
-      return { kind: 'skipped' };
-    }
+  } catch {
+    if (!isAbort) return { kind: 'unreadable', reason: 'not_utf8', object };
     // An abort's content is only its reason: the intent is in the name.
     return { kind: 'read', object, content: new TextDecoder().decode(object.body) };
   }
@@ -84,6 +79,7 @@ export async function take(
 ): Promise<ClaimOutcome> {
   const { key } = notice.info;
   const read = await ('read' in notice ? notice.read : readNotice(ctx, notice, isAbort));
+  if (read.kind === 'unreadable') return setAside(ctx, notice, read, context);
   if (read.kind !== 'read') return read;
   const { object, content } = read;
   // Posted to an incarnation of the id deleted since (the post checked it just before the
@@ -151,114 +147,6 @@ export async function take(
   return { kind: 'claimed', storedAs: claim.storedAs, content, postedAt };
 }
 
-/**
- * Claims a slot in `inbox_removed/` for one notice with create-only puts, or finds the
- * claim another consumer already holds for this same original (same identity).
- */
-export async function claimSlot(
-  ctx: InboxContext,
-  removedPrefix: string,
-  name: string,
-  body: Uint8Array,
-  metadata: Record<string, string>,
-  identity: Identity,
-  uploaded: Date,
-): Promise<SlotClaim> {
-  const claim = { ...metadata, [META.claimId]: randomId() };
-  const first = await putClaim(ctx, removedPrefix + name, body, claim);
-  if (first === 'ours') return { storedAs: name };
-  if (first && sameIdentity(first, identity)) return { claimedBy: first };
-
-  // The name was delivered before: learn which slots are taken with one listing.
-  const [stem] = splitExtension(name);
-  const taken = new Map<number, ObjectInfo>();
-  // Every slot from 1 on starts with `<stem>.`, whether or not the name has an extension.
-  for (const info of await listAll(ctx.store, `${removedPrefix}${stem}.`)) {
-    const slot = parseSlot(name, info.key.slice(removedPrefix.length));
-    if (slot !== undefined && slot > 0) taken.set(slot, info);
-  }
-  // A claim of this notice was written after the notice was: only those slots can hold one.
-  const horizon = uploaded.getTime() - CLOCK_TOLERANCE_MS;
-  const recent = [...taken.entries()]
-    .filter(([, info]) => info.uploaded.getTime() >= horizon)
-    .sort(([left], [right]) => left - right);
-  for (const [, listed] of recent) {
-    const info = await withMetadata(ctx.store, listed);
-    if (sameIdentity(info, identity)) return { claimedBy: info };
-  }
-  let slot = 1;
-  for (let attempt = 0; attempt < MAX_SLOT_ATTEMPTS; attempt++) {
-    while (taken.has(slot)) slot += 1;
-    const storedAs = slotName(name, slot);
-    const occupant = await putClaim(ctx, removedPrefix + storedAs, body, claim);
-    if (occupant === 'ours') return { storedAs };
-    if (occupant && sameIdentity(occupant, identity)) return { claimedBy: occupant };
-    // Taken by another notice meanwhile (or deleted again: then retry the same slot).
-    if (occupant) taken.set(slot, occupant);
-  }
-  throw new StorageError(`no free slot in inbox_removed/ for ${name} after ${MAX_SLOT_ATTEMPTS} attempts`);
-}
-
-/**
- * A create-only put of a claim: `ours` when it landed (also when its answer was lost: the
- * object there carries our claim id), else what occupies the key (null: nothing, try again).
- * Not `putCreateOnly` (lib/store/create-only.ts), which only says whether the object is ours:
- * a claim slot taken by someone else must name its occupant (`claimSlot` compares its identity
- * and records the slot as taken), and a head is enough to tell, where that reads the body back.
- */
-export async function putClaim(
-  ctx: InboxContext,
-  key: string,
-  body: Uint8Array,
-  metadata: Record<string, string>,
-): Promise<'ours' | ObjectInfo | null> {
-  let failure: { error: unknown } | null = null;
-  try {
-    if (await ctx.store.put(key, body, { onlyIfAbsent: true, metadata })) return 'ours';
-  } catch (error) {
-    failure = { error };
-  }
-  const occupant = await ctx.store.head(key);
-  if (occupant && occupant.metadata[META.claimId] === metadata[META.claimId]) return 'ours';
-  if (failure) throw failure.error;
-  return occupant;
-}
-
-/**
- * A claim exists for the original we just read. The leftover original (claimed, hence never
- * to be delivered, yet listed as pending and holding its name) is removed here once its
- * consumer is done with it: the claim names an earlier turn than `turn` (a session's turns
- * run one at a time, so that one has moved on: its delete failed), or it is older than a
- * minute (that consumer failed). A claim of this same turn is left to its consumer, which is
- * deleting the original right now. The original must still be the one claimed (a head just
- * before the delete): one withdrawn and posted again meanwhile is another notice.
- */
-export async function removeStaleOriginal(
-  ctx: InboxContext,
-  key: string,
-  claim: ObjectInfo,
-  turn: number,
-): Promise<void> {
-  const claimedAt = Date.parse(claim.metadata[META.deliveredAt] ?? '');
-  const claimedIn = turnSchema.safeParse(claim.metadata[META.turn]);
-  const earlierTurn = claimedIn.success && Number(claimedIn.data) < turn;
-  const old = Number.isFinite(claimedAt) && ctx.clock().getTime() - claimedAt >= STALE_CLAIM_MS;
-  if (!earlierTurn && !old) return;
-  try {
-    const current = await ctx.store.head(key);
-    if (
-      !current ||
-      plainEtag(current.etag) !== claim.metadata[META.sourceEtag] ||
-      current.uploaded.toISOString() !== claim.metadata[META.sourceUploaded]
-    )
-      return;
-    await ctx.store.delete(key);
-    ctx.log({ level: 'info', message: `removed a notice already delivered as ${claim.key}`, key });
-  } catch (error) {
-    ctx.log({ level: 'warn', message: 'could not remove a notice that was already delivered', key, error });
-  }
-}
-
 /** Moves notices (a few at a time) and returns those delivered, in the order given. */
 export async function deliverAll(
   ctx: InboxContext,
@@ -277,4 +165,27 @@ export async function deliverAll(
     });
   });
   return delivered;
+}
+
+/**
+ * The content of each of `shown` that a consume would deliver, without side effects (`Inbox.peek`):
+ * those that cannot be read now or ever are left out.
+ */
+export async function previewNotices(ctx: InboxContext, shown: readonly ListedNotice[]): Promise<PreviewNotice[]> {
+  const contents = await mapLimit(shown, CONCURRENCY, async ({ info }) => {
+    if (info.size > ctx.maxNoticeBytes) return undefined;
+    try {
+      const object = await ctx.store.get(info.key);
+      if (!object || object.body.length > ctx.maxNoticeBytes) return undefined;
+      return decodeUtf8(object.body);
+    } catch (error) {
+      ctx.log({ level: 'info', message: 'pending notice not previewed: unreadable', key: info.key, error });
+      return undefined;
+    }
+  });
+  const preview: PreviewNotice[] = [];
+  contents.forEach((content, index) => {
+    if (content !== undefined) preview.push({ name: shown[index]!.name, content });
+  });
+  return preview;
 }

@@ -1,7 +1,7 @@
 import { mapLimit, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { CONCURRENCY, decodeName, META, postedAtOf, turnSchema, validTime, withMetadata } from './delivery-records.ts';
 import { isNoticeName } from './notice-name.ts';
-import type { DeliveryRecord, Page, PendingNotice } from './types.ts';
+import type { DeliveryRecord, Page, PendingNotice, UnreadableNotice } from './types.ts';
 
 /**
  * The pages of `GET .../inbox` and `.../inbox/delivered` (docs/API.md, "Inbox"): `after` a name
@@ -66,6 +66,35 @@ export async function deliveredPage(
     };
   });
   return { delivered, ...more };
+}
+
+/**
+ * A page of the notices set aside as unreadable (lib/inbox/set-aside.ts), in `stored_as` byte
+ * order. Costs as `deliveredPage`. An object put into `inbox_unreadable/` by something else is
+ * listed with its upload time, `turn: null` and `reason: null`.
+ */
+export async function unreadablePage(
+  store: ObjectStore,
+  unreadablePrefix: string,
+  page: PageRequest,
+): Promise<Page<'unreadable', UnreadableNotice>> {
+  const { objects, ...more } = await listPage(store, unreadablePrefix, page, isRecordName);
+  const unreadable = await mapLimit(objects, CONCURRENCY, async (listed): Promise<UnreadableNotice> => {
+    const info = await withMetadata(store, listed);
+    const storedAs = info.key.slice(unreadablePrefix.length);
+    const turn = turnSchema.safeParse(info.metadata[META.turn]);
+    const reason = info.metadata[META.unreadable];
+    return {
+      name: decodeName(info.metadata[META.name]) ?? storedAs,
+      stored_as: storedAs,
+      size: info.size,
+      reason: reason === 'too_large' || reason === 'not_utf8' ? reason : null,
+      posted_at: postedAtOf(info),
+      set_aside_at: validTime(info.metadata[META.deliveredAt]) ?? info.uploaded.toISOString(),
+      turn: turn.success ? turn.data : null,
+    };
+  });
+  return { unreadable, ...more };
 }
 
 /** Every item of a paged listing, reading page after page. */

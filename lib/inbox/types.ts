@@ -1,4 +1,4 @@
-import type { FetchedNotice } from './delivery-records.ts';
+import type { FetchedNotice, UnreadableReason } from './delivery-records.ts';
 /** The inbox's public shapes: what its methods take and answer. */
 
 /** One line of the inbox's log: a notice skipped, left in place, or cleaned up. */
@@ -62,6 +62,20 @@ export interface DeliveryRecord {
   posted_at: string;
   delivered_at: string;
   /** The turn that consumed it, or null for an object in `inbox_removed/` not written here. */
+  turn: number | null;
+}
+
+/** A notice set aside in `inbox_unreadable/` (never delivered), read back from there. */
+export interface UnreadableNotice {
+  name: string;
+  stored_as: string;
+  /** Its bytes, kept as they were in `inbox/`. */
+  size: number;
+  /** Why it cannot be delivered; null for an object there not written by the inbox. */
+  reason: UnreadableReason | null;
+  posted_at: string;
+  set_aside_at: string;
+  /** The turn (0: a chat completion) whose consume set it aside; null as for `reason`. */
   turn: number | null;
 }
 

@@ -38,8 +38,8 @@ import { idSchema } from '../items.ts';
  *   the summary of a manual compaction whose claim (record `record`) another writer passed over.
  * - `forks/<generation>/<child id>.<child generation>`: a fork's reference to this
  *   incarnation's objects (create-only): a delete keeps a generation some live fork reads.
- * - `inbox/`, `inbox_removed/`: owned by lib/inbox/, addressed by id (any client may write
- *   a notice straight into the bucket).
+ * - `inbox/`, `inbox_removed/`, `inbox_unreadable/`: owned by lib/inbox/, addressed by id (any
+ *   client may write a notice straight into the bucket).
  *
  * Outside it, `<keyPrefix>queues/<id>` marks a session an input was queued in (queueMarkerKey).
  *
@@ -136,6 +136,11 @@ export function inboxPrefix(keyPrefix: string, id: string): string {
 /** `<keyPrefix>sessions/<id>/inbox_removed/`: delivered and withdrawn notices (lib/inbox/). */
 export function inboxRemovedPrefix(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}inbox_removed/`;
+}
+
+/** `<keyPrefix>sessions/<id>/inbox_unreadable/`: notices set aside as undeliverable (lib/inbox/). */
+export function inboxUnreadablePrefix(keyPrefix: string, id: string): string {
+  return `${sessionPrefix(keyPrefix, id)}inbox_unreadable/`;
 }
 
 /** `<keyPrefix>sessions/<id>/session.json`: its presence means the session exists. */

@@ -260,6 +260,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
         '/v1/sessions/{id}/prompt',
         '/v1/sessions/{id}/inbox',
         '/v1/sessions/{id}/inbox/delivered',
+        '/v1/sessions/{id}/inbox/unreadable',
         '/v1/sessions/{id}/inbox/{name}',
       ]) {
         expect(paths).toContain(path);
@@ -1224,6 +1225,39 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' });
       expect(turn.body.context.notices_delivered).toEqual(['direct.txt']);
       expect(turn.body.output[0].content).toBe('echo: from a bucket client');
+    });
+
+    it('sets aside more notices it cannot deliver than a turn takes; .../inbox/unreadable lists them', async () => {
+      const id = await api.session();
+      const corrupt = new Uint8Array([0x61, 0xff, 0xfe, 0x62]);
+      for (let index = 0; index < 33; index++) {
+        await harness.store.put(
+          `${harness.keyPrefix}sessions/${id}/inbox/${String(index).padStart(2, '0')}-bad`,
+          corrupt,
+        );
+      }
+      await harness.store.put(`${harness.keyPrefix}sessions/${id}/inbox/zz-good.txt`, 'good news');
+      const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'one' });
+      expect(first.status).toBe(200);
+      expect(first.body.context.notices_delivered).toEqual([]);
+      const second = await api.post(`/v1/sessions/${id}/turns`, { input: 'two' });
+      expect(second.body.context.notices_delivered).toEqual(['zz-good.txt']);
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toEqual([]);
+      const page = await api.get(`/v1/sessions/${id}/inbox/unreadable?limit=32`);
+      expect(page.status).toBe(200);
+      expect(page.body).toMatchObject({ has_more: true, next_after: '31-bad' });
+      expect(page.body.unreadable[0]).toEqual({
+        name: '00-bad',
+        stored_as: '00-bad',
+        size: 4,
+        reason: 'not_utf8',
+        posted_at: expect.any(String),
+        set_aside_at: expect.any(String),
+        turn: 1,
+      });
+      const rest = await api.get(`/v1/sessions/${id}/inbox/unreadable?after=31-bad`);
+      expect(rest.body).toMatchObject({ unreadable: [{ name: '32-bad', turn: 2 }], has_more: false, next_after: null });
+      expect((await api.get('/v1/sessions/nobody-inbox/inbox/unreadable')).status).toBe(404);
     });
 
     it('does not consume notices when `inbox` is not in the strategy list', async () => {

@@ -44,6 +44,7 @@ const EXPECTED_SCOPES: Record<string, Scope | 'any'> = {
   'POST /v1/sessions/{id}/inbox': 'inbox:write',
   'GET /v1/sessions/{id}/inbox': 'inbox:read',
   'GET /v1/sessions/{id}/inbox/delivered': 'inbox:read',
+  'GET /v1/sessions/{id}/inbox/unreadable': 'inbox:read',
   'DELETE /v1/sessions/{id}/inbox/{name}': 'inbox:write',
   'POST /v1/tokens': 'admin',
   'GET /v1/tokens/current': 'any',

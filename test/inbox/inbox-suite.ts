@@ -249,17 +249,43 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       expect(new Set(records.map((record) => record.stored_as)).size).toBe(6);
     });
 
-    it('skips a body that is not valid UTF-8, logs it, leaves it, and delivers the rest', async () => {
+    it('sets a body that is not UTF-8 aside in inbox_unreadable/, logs, lists it, delivers the rest', async () => {
       const { inbox, sessionId, prefix, writeDirect, store, events } = await setup();
+      const bad = new Uint8Array([0x61, 0xff, 0xfe, 0x62]);
       await writeDirect(`${prefix}inbox/a_ok`, 'fine');
-      await writeDirect(`${prefix}inbox/b_bad`, new Uint8Array([0x61, 0xff, 0xfe, 0x62]));
+      await writeDirect(`${prefix}inbox/b_bad`, bad);
       await writeDirect(`${prefix}inbox/c_ok`, 'also fine');
+      expect(await inbox.peek(sessionId)).toEqual([
+        { name: 'a_ok', content: 'fine' },
+        { name: 'c_ok', content: 'also fine' },
+      ]);
       const result = await inbox.consume(sessionId, { turn: 1 });
       expect(result.delivered.map((notice) => notice.name)).toEqual(['a_ok', 'c_ok']);
-      expect(await store.head(`${prefix}inbox/b_bad`)).not.toBeNull();
-      expect(events.filter((event) => event.level === 'warn').map((event) => event.key)).toEqual([
-        `${prefix}inbox/b_bad`,
+      expect(await store.head(`${prefix}inbox/b_bad`)).toBeNull();
+      expect((await store.get(`${prefix}inbox_unreadable/b_bad`))?.body).toEqual(bad);
+      expect(events.filter((event) => event.level === 'warn')).toMatchObject([
+        {
+          key: `${prefix}inbox/b_bad`,
+          message: 'notice set aside as inbox_unreadable/b_bad: content is not valid UTF-8',
+        },
       ]);
+      expect(await inbox.unreadablePage(sessionId)).toEqual({
+        unreadable: [
+          {
+            name: 'b_bad',
+            stored_as: 'b_bad',
+            size: 4,
+            reason: 'not_utf8',
+            posted_at: expect.any(String),
+            set_aside_at: expect.any(String),
+            turn: 1,
+          },
+        ],
+        has_more: false,
+        next_after: null,
+      });
+      expect(await inbox.listPending(sessionId)).toEqual([]);
+      expect(await inbox.listDelivered(sessionId)).toHaveLength(2);
       expect(await inbox.peek(sessionId)).toEqual([]);
     });
 
@@ -278,12 +304,13 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       expect(await empty.allKeys()).toEqual(emptyBefore);
     });
 
-    it('answers not_found for a missing session on post, list, withdraw and delivered', async () => {
+    it('answers not_found for a missing session on post, list, withdraw, delivered and unreadable', async () => {
       const { inbox } = await setup({ createSession: false });
       await expect(inbox.post('s1', { content: 'x' })).rejects.toMatchObject({ code: 'not_found' });
       await expect(inbox.listPending('s1')).rejects.toMatchObject({ code: 'not_found' });
       await expect(inbox.withdraw('s1', 'x')).rejects.toMatchObject({ code: 'not_found' });
       await expect(inbox.listDelivered('s1')).rejects.toMatchObject({ code: 'not_found' });
+      await expect(inbox.unreadablePage('s1')).rejects.toMatchObject({ code: 'not_found' });
     });
 
     it('refuses a taken pending name, withdraws, and lets a delivered name be posted again', async () => {

@@ -120,10 +120,6 @@ describe('inbox on a failing store', () => {
         store: memory,
         clock: () => now,
         log: () => {},
-        maxNoticeBytes: 1000,
-        inboxPrefix: () => '',
-        removedPrefix: () => '',
-        sessionExists: async () => true,
       },
       `${prefix}inbox/a`,
       claim,
@@ -199,15 +195,29 @@ describe('inbox on a failing store', () => {
     expect(await inbox.listPending('s1')).toEqual([]);
   });
 
-  it('leaves a notice larger than the limit in place', async () => {
+  it('sets a notice larger than the limit aside, and passes over one larger than four times it in place', async () => {
     const { inbox, memory, prefix, events } = await setup({ maxNoticeBytes: 8 });
     await memory.put(`${prefix}inbox/big`, '123456789');
+    await memory.put(`${prefix}inbox/huge`, 'x'.repeat(33));
     await memory.put(`${prefix}inbox/small`, '12345678');
+    expect(await inbox.peek('s1')).toEqual([{ name: 'small', content: '12345678' }]);
     const result = await inbox.consume('s1', { turn: 1 });
     expect(result.delivered.map((notice) => notice.name)).toEqual(['small']);
-    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['big']);
-    expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/big` }]);
-    expect(await inbox.peek('s1')).toEqual([]);
+    // Never read (it could be any size): it stays pending, listed with its size, and holds no turn's place.
+    expect((await inbox.listPending('s1')).map((notice) => [notice.name, notice.size])).toEqual([['huge', 33]]);
+    expect((await inbox.unreadablePage('s1')).unreadable).toMatchObject([
+      { name: 'big', stored_as: 'big', size: 9, reason: 'too_large', turn: 1 },
+    ]);
+    expect(decodeUtf8((await memory.get(`${prefix}inbox_unreadable/big`))!.body)).toBe('123456789');
+    expect(events).toMatchObject([
+      {
+        level: 'warn',
+        key: `${prefix}inbox/big`,
+        message: 'notice set aside as inbox_unreadable/big: larger than the notice limit',
+      },
+    ]);
+    await memory.put(`${prefix}inbox/later`, 'fine');
+    expect((await inbox.consume('s1', { turn: 2 })).delivered.map((notice) => notice.name)).toEqual(['later']);
   });
 });
 

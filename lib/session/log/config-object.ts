@@ -347,7 +347,7 @@ function normalizeStrategies(value: string | string[] | null | undefined): strin
  */
 function isOtherGeneration(rest: string, generation: string, createdAt: string): boolean {
   const [kind, level = ''] = rest.split('/');
-  if (kind === 'inbox' || kind === 'inbox_removed') return false;
+  if (kind === 'inbox' || kind === 'inbox_removed' || kind === 'inbox_unreadable') return false;
   // Response objects (lib/openai/stored-responses.ts) are named by the incarnation's creation
   // time, which a delete of its newest turn keeps (log/rewind.ts); a chat completion's abort is
   // the id's (keys.ts chatAbortKey), its body naming the incarnation.

@@ -1,0 +1,136 @@
+import { decodeUtf8, type StoredObject } from '../store/object-store.ts';
+import {
+  META,
+  plainEtag,
+  postedAtOf,
+  type ClaimOutcome,
+  type FetchedNotice,
+  type Identity,
+  type ListedNotice,
+  type NoticeRead,
+  type SlotClaim,
+  type TakeContext,
+  type UnreadableReason,
+} from './delivery-records.ts';
+import { claimSlot, removeStaleOriginal, type SlotContext } from './slots.ts';
+
+/**
+ * Notices that can never be delivered (larger than `MAX_NOTICE_BYTES`, content not UTF-8),
+ * set aside in `inbox_unreadable/` by the consume that meets them, so they hold no later turn's
+ * place (docs/STORAGE.md, "Unreadable notices").
+ */
+
+/**
+ * A notice set aside as unreadable is read whole to be moved: one larger than this many times
+ * `maxNoticeBytes` is never read, and passed over in place (lib/inbox/listing.ts `listWindow`).
+ */
+const SET_ASIDE_FACTOR = 4;
+
+/** The largest notice a consume reads to set it aside (`SET_ASIDE_FACTOR` x `maxNoticeBytes`). */
+export function setAsideLimit(maxNoticeBytes: number): number {
+  return SET_ASIDE_FACTOR * maxNoticeBytes;
+}
+
+const LATER = 'a later consume removes it';
+
+const REASONS: Record<UnreadableReason, string> = {
+  too_large: 'larger than the notice limit',
+  not_utf8: 'content is not valid UTF-8',
+};
+
+/**
+ * Sets aside a notice that can never be delivered, so it holds no later turn's place: claims
+ * a slot for its bytes in `inbox_unreadable/` as a delivery claims one in `inbox_removed/`
+ * (create-only, `<stem>.1<ext>` ... when the name is taken), then deletes the original, and
+ * logs a warning. A notice read a while ago (fetched ahead) is read again, and set aside only
+ * if it still cannot be delivered. Never delivers it; when a step fails it is left in place
+ * (logged), for a later consume.
+ */
+export async function setAside(
+  ctx: SlotContext & { maxNoticeBytes: number },
+  notice: ListedNotice | FetchedNotice,
+  read: Extract<NoticeRead, { kind: 'unreadable' }>,
+  context: TakeContext,
+): Promise<ClaimOutcome> {
+  const { key } = notice.info;
+  let object: StoredObject | null | undefined = 'read' in notice ? undefined : read.object;
+  let reason = read.reason;
+  if (!object) {
+    if (notice.info.size > setAsideLimit(ctx.maxNoticeBytes)) return { kind: 'skipped' };
+    try {
+      object = await ctx.store.get(key);
+    } catch (error) {
+      ctx.log({ level: 'warn', message: 'unreadable notice left in place: read failed', key, error });
+      return { kind: 'skipped' };
+    }
+    if (!object) return { kind: 'taken' };
+    const now = unreadableReason(object.body, ctx.maxNoticeBytes);
+    // Replaced meanwhile by a notice a later consume delivers, or too large to hold.
+    if (now === undefined || object.body.length > setAsideLimit(ctx.maxNoticeBytes)) return { kind: 'skipped' };
+    reason = now;
+  }
+  const identity: Identity = {
+    etag: plainEtag(object.etag),
+    uploaded: object.uploaded.toISOString(),
+    noticeId: object.metadata[META.noticeId] ?? '',
+  };
+  const metadata: Record<string, string> = {
+    [META.name]: encodeURIComponent(notice.name),
+    [META.postedAt]: postedAtOf(object),
+    [META.deliveredAt]: context.deliveredAt,
+    [META.turn]: String(context.turn),
+    [META.sourceEtag]: identity.etag,
+    [META.sourceUploaded]: identity.uploaded,
+    [META.unreadable]: reason,
+  };
+  if (identity.noticeId) metadata[META.noticeId] = identity.noticeId;
+  let claim: SlotClaim;
+  try {
+    claim = await claimSlot(
+      ctx,
+      context.unreadablePrefix,
+      notice.name,
+      object.body,
+      metadata,
+      identity,
+      object.uploaded,
+    );
+  } catch (error) {
+    ctx.log({
+      level: 'warn',
+      message: `unreadable notice left in place (${REASONS[reason]}): set aside failed`,
+      key,
+      error,
+    });
+    return { kind: 'skipped' };
+  }
+  if ('claimedBy' in claim) {
+    await removeStaleOriginal(ctx, key, claim.claimedBy, context.turn);
+    return { kind: 'skipped' };
+  }
+  const storedAs = `inbox_unreadable/${claim.storedAs}`;
+  try {
+    await ctx.store.delete(key);
+  } catch (error) {
+    ctx.log({
+      level: 'warn',
+      message: `notice set aside as ${storedAs} (${REASONS[reason]}), but its original was not deleted; ${LATER}`,
+      key,
+      error,
+    });
+    return { kind: 'skipped' };
+  }
+  ctx.log({ level: 'warn', message: `notice set aside as ${storedAs}: ${REASONS[reason]}`, key });
+  return { kind: 'skipped' };
+}
+
+/** Why `body` can never be delivered as a notice, or undefined when it can. */
+function unreadableReason(body: Uint8Array, maxNoticeBytes: number): UnreadableReason | undefined {
+  if (body.length > maxNoticeBytes) return 'too_large';
+  try {
+    decodeUtf8(body);
+    return undefined;
+  } catch {
+    return 'not_utf8';
+  }
+}

@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest';
+import { Inbox, type InboxLogEvent } from '../../lib/inbox/index.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+
+/** Bytes that are not UTF-8: what a corrupt or foreign object written into `inbox/` may hold. */
+const NOT_UTF8 = new Uint8Array([0x61, 0xff, 0xfe, 0x62]);
+
+async function setup(options: { maxNoticeBytes?: number } = {}) {
+  const memory = new MemoryStore();
+  const store = new CountingStore(memory);
+  const events: InboxLogEvent[] = [];
+  const keyPrefix = 'p/';
+  const inbox = new Inbox(store, {
+    keyPrefix,
+    sessionExists: sessionExistsIn(store, keyPrefix),
+    log: (event) => events.push(event),
+    ...(options.maxNoticeBytes ? { maxNoticeBytes: options.maxNoticeBytes } : {}),
+  });
+  await memory.put(sessionConfigKey(keyPrefix, 's1'), '{}');
+  const prefix = sessionPrefix(keyPrefix, 's1');
+  const pad = (index: number) => String(index).padStart(3, '0');
+  return { memory, store, inbox, events, prefix, pad };
+}
+
+describe('unreadable notices', () => {
+  it('more than a turn takes, put before a good one, hold it back no turn after the first', async () => {
+    const { memory, inbox, prefix, pad } = await setup();
+    for (let index = 0; index < inbox.noticesPerTurn + 8; index++) {
+      await memory.put(`${prefix}inbox/${pad(index)}-corrupt`, NOT_UTF8);
+    }
+    await memory.put(`${prefix}inbox/zzz-good`, 'good news');
+    const delivered: string[] = [];
+    for (let turn = 1; turn <= 3 && delivered.length === 0; turn++) {
+      const fetched = inbox.fetch('s1');
+      const result = await inbox.consume('s1', { turn, fetched, sessionExists: true });
+      delivered.push(...result.delivered.map((notice) => notice.content));
+    }
+    expect(delivered).toEqual(['good news']);
+    expect(await inbox.listPending('s1')).toEqual([]);
+    const setAside = await inbox.unreadablePage('s1', { limit: 100 });
+    expect(setAside.unreadable).toHaveLength(inbox.noticesPerTurn + 8);
+    expect(setAside.unreadable[0]).toMatchObject({ name: '000-corrupt', reason: 'not_utf8', turn: 1 });
+    expect(setAside.unreadable.at(-1)).toMatchObject({ name: `${pad(inbox.noticesPerTurn + 7)}-corrupt`, turn: 2 });
+    for (const { stored_as } of setAside.unreadable) {
+      expect((await memory.get(`${prefix}inbox_unreadable/${stored_as}`))?.body).toEqual(NOT_UTF8);
+    }
+  });
+
+  it('set aside under a name set aside before: the next free slot, the earlier one kept', async () => {
+    const { memory, inbox, prefix } = await setup();
+    await memory.put(`${prefix}inbox/note.md`, NOT_UTF8);
+    await inbox.consume('s1', { turn: 1 });
+    await memory.put(`${prefix}inbox/note.md`, new Uint8Array([0xff]));
+    await inbox.consume('s1', { turn: 2 });
+    expect((await inbox.unreadablePage('s1')).unreadable.map((notice) => [notice.name, notice.stored_as])).toEqual([
+      ['note.md', 'note.1.md'],
+      ['note.md', 'note.md'],
+    ]);
+    expect((await memory.get(`${prefix}inbox_unreadable/note.1.md`))?.body).toEqual(new Uint8Array([0xff]));
+  });
+
+  it('one read ahead of the turn and replaced by a readable one meanwhile is not set aside', async () => {
+    const { memory, inbox, prefix } = await setup();
+    await memory.put(`${prefix}inbox/a`, NOT_UTF8);
+    const fetched = inbox.fetch('s1');
+    await fetched;
+    await memory.put(`${prefix}inbox/a`, 'fixed');
+    expect((await inbox.consume('s1', { turn: 1, fetched, sessionExists: true })).delivered).toEqual([]);
+    expect((await inbox.unreadablePage('s1')).unreadable).toEqual([]);
+    const next = await inbox.consume('s1', { turn: 2 });
+    expect(next.delivered.map((notice) => notice.content)).toEqual(['fixed']);
+  });
+
+  it('consumers racing on one unreadable notice set it aside once', async () => {
+    const { memory, inbox, prefix } = await setup();
+    await memory.put(`${prefix}inbox/a`, NOT_UTF8);
+    await Promise.all([1, 2, 3, 4].map((turn) => inbox.consume('s1', { turn })));
+    expect((await inbox.unreadablePage('s1')).unreadable.map((notice) => notice.stored_as)).toEqual(['a']);
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+
+  it('an original whose delete failed is removed by a later turn, not set aside twice', async () => {
+    const memory = new MemoryStore();
+    const faulty = new FaultyStore(memory);
+    const events: InboxLogEvent[] = [];
+    const inbox = new Inbox(faulty, {
+      keyPrefix: 'p/',
+      sessionExists: sessionExistsIn(faulty, 'p/'),
+      log: (event) => events.push(event),
+    });
+    await memory.put(sessionConfigKey('p/', 's1'), '{}');
+    const prefix = sessionPrefix('p/', 's1');
+    await memory.put(`${prefix}inbox/a`, NOT_UTF8);
+    faulty.failWhen((call) => call.operation === 'delete', { times: 1 });
+    await inbox.consume('s1', { turn: 1 });
+    expect(events.at(-1)?.message).toMatch(/^notice set aside as inbox_unreadable\/a .*its original was not deleted/);
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['a']);
+    await inbox.consume('s1', { turn: 2 });
+    expect(await inbox.listPending('s1')).toEqual([]);
+    expect((await inbox.unreadablePage('s1')).unreadable.map((notice) => notice.stored_as)).toEqual(['a']);
+  });
+
+  it('a consume of an empty inbox lists once and writes nothing', async () => {
+    const { store, inbox } = await setup();
+    store.reset();
+    expect(await inbox.consume('s1', { turn: 1, sessionExists: true })).toEqual({ delivered: [] });
+    expect(store.counts).toMatchObject({ list: 1, get: 0, head: 0, put: 0, delete: 0 });
+  });
+});

@@ -354,6 +354,22 @@ describe('deleting a session with forks', () => {
     expect(await keysUnder(store, 'sessions/')).toEqual([]);
   });
 
+  it('the last fork of a deleted parent gone, a sweep of the parent created again keeps its inbox', async () => {
+    const { store, log } = setup();
+    await grown(log, 'p', 2);
+    const at = (await log.get('p')).counts.items;
+    await log.fork('p', { at_seq: at, fields: { id: 'f' } });
+    await log.delete('p');
+    await log.create({ id: 'p' });
+    const inbox = ['inbox/pending', 'inbox_removed/delivered', 'inbox_unreadable/set-aside'].map(
+      (rest) => `${sessionPrefix('', 'p')}${rest}`,
+    );
+    for (const key of inbox) await store.put(key, 'x');
+    await log.delete('f');
+    const left = await keysUnder(store, sessionPrefix('', 'p'));
+    expect(inbox.filter((key) => !left.includes(key))).toEqual([]);
+  });
+
   it('a fork after its parent was deleted finds no session and leaves nothing', async () => {
     const { store, log } = setup();
     await grown(log, 'p', 2);

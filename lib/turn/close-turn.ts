@@ -156,6 +156,19 @@ async function givenBack(services: TurnServices, attempt: Attempt, error: unknow
   return taken.filter((notice) => !accounted.has(notice.stored_as));
 }
 
+/** Gives back to the inbox what an attempt stopped by someone else (`error`) gives back (givenBack). */
+async function giveBackTaken(
+  services: TurnServices,
+  sessionId: string,
+  attempt: Attempt,
+  error: unknown,
+): Promise<void> {
+  const { turn } = attempt;
+  const taken = await givenBack(services, attempt, error);
+  if (taken.length > 0)
+    await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at, turn.writer);
+}
+
 async function closeFailedTurn(
   services: TurnServices,
   sessionId: string,
@@ -177,10 +190,8 @@ async function closeFailedTurn(
   // for those an earlier run of it that closed it showed or carries on (givenBack).
   const byOther = error instanceof TurnClosedError || error instanceof NotFoundError || error instanceof LeaseHeldError;
   if (byOther) {
-    const taken = await givenBack(services, attempt, error);
     // A delete's went with the session: closeFailed forgets them.
-    if (taken.length > 0 && !(error instanceof NotFoundError))
-      await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at, turn.writer);
+    if (!(error instanceof NotFoundError)) await giveBackTaken(services, sessionId, attempt, error);
     chargeStopped(services, attempt, error instanceof TurnClosedError);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,
@@ -212,6 +223,9 @@ async function closeFailedTurn(
     // Closed by someone else meanwhile, whose completion names the turn: what its own failed
     // completion would have counted (its answer, its summary) is charged and stored, as any stopped turn's.
     if (closeError instanceof TurnClosedError) {
+      // Its notices go back as any stopped turn's: a background turn's other run that closed it
+      // carries on only those it showed, not those this run moved itself.
+      await giveBackTaken(services, sessionId, attempt, closeError);
       chargeToken(services, turn, answered ?? undefined, 0, summary);
       storeSpent(services, turn, {
         ...(answered && { usage: answered, estimated: false }),

@@ -178,6 +178,24 @@ describe('a background run that stalled and closes its turn after another run to
     expect(await w.inbox.peek('s')).toEqual([]);
   });
 
+  it('completed it, then the other run fails: the notice that run moved itself goes back to the inbox', async () => {
+    const w = await world();
+    const a = (await w.startFirst()).outcome;
+    await w.inbox.post('s', { name: 'n2.md', content: 'the second notice' });
+    const b = runBackgroundTurn(w.services, w.run);
+    await w.until(() => w.second.prompts.length === 1);
+    expect(w.second.prompts[0]).toContain('the second notice');
+    w.first.open();
+    expect(await w.outcome(a)).toBe('done');
+    // B's model fails before a renewal tells it the turn is closed: its failed completion is refused.
+    w.second.fail(new Error('the provider failed'));
+    expect(await w.outcome(b)).toBe('done');
+    w.resume();
+    await w.advance(LEASE_MS);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
+  });
+
   it('failed it: its failed completion carries the notice on, which the next turn delivers once', async () => {
     const w = await world();
     const { a, b } = await takenOver(w);

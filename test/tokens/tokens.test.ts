@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bpeTokenEncoders } from '../../functions/token-encoders.ts';
+import { BPE_RUN_CHARS, bpeTokenEncoders, countInPieces } from '../../functions/token-encoders.ts';
 import { deepFreeze } from '../../lib/deep-readonly.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import {
@@ -55,6 +55,29 @@ describe('token counting', () => {
     expect(bpeTokenEncoders.o200k_base!('hello world')).toBe(2);
     expect(bpeTokenEncoders.cl100k_base!('hello world')).toBe(2);
     expect(bpeTokenEncoders.o200k_base!('<|endoftext|>')).toBeGreaterThan(1);
+  });
+
+  it('the BPE counter is given long runs of one kind of character in pieces, other text whole', () => {
+    // gpt-tokenizer's BPE takes time quadratic in such a run: a 60,000-character tool output of
+    // base64 or one repeated character would cost seconds of CPU a turn counted whole.
+    const given: string[] = [];
+    const recording = (text: string) => {
+      given.push(text);
+      return bpeTokenEncoders.o200k_base!(text);
+    };
+    const prose = 'The quick brown fox jumps over the lazy dog. '.repeat(2000);
+    expect(countInPieces(recording, prose)).toBe(bpeTokenEncoders.o200k_base!(prose));
+    expect(given).toEqual([prose]);
+    for (const run of ['x'.repeat(60_000), ' '.repeat(60_000), 'A/b+'.repeat(15_000), '\u{1F600}'.repeat(30_000)]) {
+      given.length = 0;
+      const text = `before ${run} after`;
+      const counted = countInPieces(recording, text);
+      expect(Math.max(...given.map((piece) => piece.length))).toBeLessThanOrEqual(BPE_RUN_CHARS + 'before '.length);
+      expect(given.join('')).toBe(text);
+      expect(counted).toBeGreaterThan(0);
+    }
+    // Eight x's a token whole, and so in pieces of 256.
+    expect(bpeTokenEncoders.o200k_base!('x'.repeat(60_000))).toBe(7500);
   });
 
   it('the approximation is ceil(chars / 4) and a prompt adds a fixed overhead per item', () => {

@@ -11,8 +11,8 @@ import type { AppEnv, RuntimeEnvironment } from './router.ts';
  * Turns per minute per session and per token (docs/API.md, "Rate limits"). The turn-taking
  * routes (POST /v1/sessions/{id}/turns, POST /v1/responses, POST /v1/chat/completions, the
  * compactions) count one turn under the session's key and one under the token's, after auth and
- * before anything is stored (or read, but a bound token's session config under a session's
- * limit); over either limit the request is 429 `rate_limited` with Retry-After.
+ * before anything is stored (or read, but a bound token's session config where a limit is
+ * set); over either limit the request is 429 `rate_limited` with Retry-After.
  *
  * On Workers the counters are the platform's Rate Limiting bindings (`TURN_LIMIT_PER_SESSION`,
  * `TURN_LIMIT_PER_TOKEN` in wrangler.toml, period 60 s), shared by the isolates of a location.
@@ -175,21 +175,22 @@ function budgetId(claims: Uint8Array): string | null {
 /**
  * The middleware (after auth, the body checks and the services): counts each turn under both
  * limits. A token that may not act on the session named is refused before it counts under
- * either: bound to another (403), or bound to it but revoked, or minted for a deleted session of
- * its id (401), which a session limit reads the session's config once more to tell. Its requests, which the
- * route refuses anyway, must not spend that session's limit: a revoked token would keep the
- * session's own clients out.
+ * either: bound to another or naming none (403), or bound to it but revoked, or minted for a
+ * deleted session of its id (401), which either limit reads the session's config once more to
+ * tell. Its requests, which the route refuses anyway, must not spend a limit: a revoked token
+ * would keep the session's own clients, or the other tokens of its budget, out.
  */
 export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const session = await turnSession(c);
     if (session === undefined) return next();
-    if (session !== null) authorizeSession(c, session);
+    // A bound token naming no session is refused by its route anyway (functions/auth.ts).
+    authorizeSession(c, session, c.req.path === CHAT_COMPLETIONS ? 'x-tailgate-session' : undefined);
     const checks: [LimitKind, string, TurnLimit | undefined][] = [['token', tokenKey(c), limits(c, 'token')]];
     if (session !== null) checks.push(['session', `session:${session}`, limits(c, 'session')]);
     // The revocation check (functions/auth.ts revocationCheck) runs on this read of the config,
     // before either limit counts: a token's limit is shared by the tokens of its budget too.
-    if (session !== null && checks[1]![2] && c.var.principal.sessionId !== null)
+    if (session !== null && c.var.principal.sessionId !== null && checks.some(([, , limit]) => limit))
       await c.var.services.sessions.tokenBinding(session);
     for (const [kind, key, limit] of checks) {
       const wait = limit ? await limit.take(key) : null;

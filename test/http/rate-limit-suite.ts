@@ -209,6 +209,51 @@ export function defineRateLimitSuite(
       expect(turn.status, JSON.stringify(turn.body)).toBe(200);
     });
 
+    it("a revoked bound token spends none of its budget's limit where only the token limit is set", async () => {
+      const id = await session();
+      const parent = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 101 } });
+      const child = await call({}, parent.body.token, 'POST', '/v1/tokens', {
+        scopes: ['session:turn'],
+        session_id: id,
+      });
+      expect(child.status, JSON.stringify(child.body)).toBe(201);
+      expect((await call({}, TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`)).status).toBe(200);
+      for (let sent = 0; sent <= 2 * LIMIT; sent++) {
+        const refused = await call(limits.token, child.body.token, 'POST', `/v1/sessions/${id}/turns`, {
+          input: 'hi',
+        });
+        expect(refused.status, JSON.stringify(refused.body)).toBe(401);
+      }
+      const turn = await call(limits.token, parent.body.token, 'POST', `/v1/sessions/${await session()}/turns`, {
+        input: 'hi',
+      });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    });
+
+    it("a bound token naming no session spends none of its budget's limit: refused (403) uncounted", async () => {
+      const id = await session();
+      const parent = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 102 } });
+      const child = await call({}, parent.body.token, 'POST', '/v1/tokens', {
+        scopes: ['session:turn'],
+        session_id: id,
+      });
+      expect((await call({}, TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`)).status).toBe(200);
+      const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };
+      const sends = [
+        () => call(limits.token, child.body.token, 'POST', '/v1/chat/completions', chat),
+        () => call(limits.token, child.body.token, 'POST', '/v1/responses', { model: 'echo', input: 'hi' }),
+        () => call(limits.token, child.body.token, 'POST', '/v1/responses/compact', { model: 'echo', input: 'hi' }),
+      ];
+      for (let sent = 0; sent <= 2 * LIMIT; sent++) {
+        const refused = await sends[sent % sends.length]!();
+        expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+      }
+      const turn = await call(limits.token, parent.body.token, 'POST', `/v1/sessions/${await session()}/turns`, {
+        input: 'hi',
+      });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    });
+
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {
       const token = await mint();
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };

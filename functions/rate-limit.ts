@@ -105,7 +105,8 @@ export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context)
 /** A native turn or compaction: both call a model. */
 const NATIVE_TURN = /^\/v1\/sessions\/([^/]+)\/(?:turns|compact)$/;
 const CHAT_COMPLETIONS = '/v1/chat/completions';
-const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', '/v1/responses/compact', CHAT_COMPLETIONS]);
+const RESPONSES = '/v1/responses';
+const FACADE_TURNS: ReadonlySet<string> = new Set([RESPONSES, '/v1/responses/compact', CHAT_COMPLETIONS]);
 
 /**
  * The session a turn-taking request acts on (null: none is named, e.g. a new response, a
@@ -175,23 +176,28 @@ function budgetId(claims: Uint8Array): string | null {
 /**
  * The middleware (after auth, the body checks and the services): counts each turn under both
  * limits. A token that may not act on the session named is refused before it counts under
- * either: bound to another or naming none (403), or bound to it but revoked, or minted for a
- * deleted session of its id (401), which either limit reads the session's config once more to
- * tell. Its requests, which the route refuses anyway, must not spend a limit: a revoked token
+ * either: bound to another or naming none (403; a response naming none may continue the token's
+ * session, which its history finds), or bound to it (or naming none) but revoked, or minted for a
+ * deleted session of its id (401), which either limit reads the session's config (the one named,
+ * else the token's own) once more to tell. Its requests, which the route refuses anyway, must not spend a limit: a revoked token
  * would keep the session's own clients, or the other tokens of its budget, out.
  */
 export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const session = await turnSession(c);
     if (session === undefined) return next();
-    // A bound token naming no session is refused by its route anyway (functions/auth.ts).
-    authorizeSession(c, session, c.req.path === CHAT_COMPLETIONS ? 'x-tailgate-session' : undefined);
+    const bound = c.var.principal.sessionId;
+    // A bound token naming no session is refused by its route anyway (functions/auth.ts), but for
+    // a response, which may continue its session found by the history the request sends.
+    if (session !== null || c.req.path !== RESPONSES)
+      authorizeSession(c, session, c.req.path === CHAT_COMPLETIONS ? 'x-tailgate-session' : undefined);
     const checks: [LimitKind, string, TurnLimit | undefined][] = [['token', tokenKey(c), limits(c, 'token')]];
     if (session !== null) checks.push(['session', `session:${session}`, limits(c, 'session')]);
-    // The revocation check (functions/auth.ts revocationCheck) runs on this read of the config,
-    // before either limit counts: a token's limit is shared by the tokens of its budget too.
-    if (session !== null && c.var.principal.sessionId !== null && checks.some(([, , limit]) => limit))
-      await c.var.services.sessions.tokenBinding(session);
+    // The revocation check (functions/auth.ts revocationCheck) runs on this read of the config (the
+    // session named, else the token's own), before either limit counts: a token's limit is shared
+    // by the tokens of its budget too.
+    if (bound !== null && checks.some(([, , limit]) => limit))
+      await c.var.services.sessions.tokenBinding(session ?? bound);
     for (const [kind, key, limit] of checks) {
       const wait = limit ? await limit.take(key) : null;
       if (wait === null) continue;

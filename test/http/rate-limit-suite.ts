@@ -230,7 +230,7 @@ export function defineRateLimitSuite(
       expect(turn.status, JSON.stringify(turn.body)).toBe(200);
     });
 
-    it("a bound token naming no session spends none of its budget's limit: refused (403) uncounted", async () => {
+    it("a bound token naming no session spends none of its budget's limit: refused (403, 401) uncounted", async () => {
       const id = await session();
       const parent = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 102 } });
       const child = await call({}, parent.body.token, 'POST', '/v1/tokens', {
@@ -239,14 +239,19 @@ export function defineRateLimitSuite(
       });
       expect((await call({}, TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`)).status).toBe(200);
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };
+      // A response naming none may continue the token's session (its history finds it): revoked, 401.
       const sends = [
-        () => call(limits.token, child.body.token, 'POST', '/v1/chat/completions', chat),
-        () => call(limits.token, child.body.token, 'POST', '/v1/responses', { model: 'echo', input: 'hi' }),
-        () => call(limits.token, child.body.token, 'POST', '/v1/responses/compact', { model: 'echo', input: 'hi' }),
-      ];
+        [403, () => call(limits.token, child.body.token, 'POST', '/v1/chat/completions', chat)],
+        [401, () => call(limits.token, child.body.token, 'POST', '/v1/responses', { model: 'echo', input: 'hi' })],
+        [
+          403,
+          () => call(limits.token, child.body.token, 'POST', '/v1/responses/compact', { model: 'echo', input: 'hi' }),
+        ],
+      ] as const;
       for (let sent = 0; sent <= 2 * LIMIT; sent++) {
-        const refused = await sends[sent % sends.length]!();
-        expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+        const [status, send] = sends[sent % sends.length]!;
+        const refused = await send();
+        expect(refused.status, JSON.stringify(refused.body)).toBe(status);
       }
       const turn = await call(limits.token, parent.body.token, 'POST', `/v1/sessions/${await session()}/turns`, {
         input: 'hi',

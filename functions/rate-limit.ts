@@ -179,8 +179,9 @@ function budgetId(claims: Uint8Array): string | null {
  * either: bound to another or naming none (403; a response naming none may continue the token's
  * session, which its history finds), or bound to it (or naming none) but revoked, or minted for a
  * deleted session of its id (401), which either limit reads the session's config (the one named,
- * else the token's own) once more to tell. Its requests, which the route refuses anyway, must not spend a limit: a revoked token
- * would keep the session's own clients, or the other tokens of its budget, out.
+ * else the token's own) once more to tell. Its requests, which the route refuses anyway, must not
+ * spend a limit: a revoked token would keep the session's own clients, or the other tokens of its
+ * budget, out.
  */
 export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void): MiddlewareHandler<AppEnv> {
   return async (c, next) => {

@@ -1,5 +1,6 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
+import { ModelTimeoutError } from '../models/errors.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
@@ -202,15 +203,25 @@ async function closeFailedTurn(
   // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
   if (closedItself || byOther) throw error;
   // The summary its compaction made is charged as a completed turn's is (as no turn), and shown so;
-  // so is a model call that answered (its answer refused: an item over MAX_ITEM_BYTES), billed all the same.
+  // so is a model call that answered (its answer refused: an item over MAX_ITEM_BYTES), billed all the
+  // same, and one that timed out or failed after it streamed output, estimated (CallMeter.failed).
   const summary = attempt.prompt?.summaryUsage;
-  const answered = attempt.plan ? attempt.meter.reported(services.config.modelPrices[attempt.plan.model.id]) : null;
+  const price = attempt.plan && services.config.modelPrices[attempt.plan.model.id];
+  const called = attempt.plan ? attempt.meter.failed(price, error instanceof ModelTimeoutError) : null;
+  // The turn's log line and metrics count it, as a stopped turn's.
+  if (called) attempt.stopped = called;
+  const answered = called?.usage;
+  const estimated = called?.estimated ? ({ usage_estimated: true } as const) : {};
   try {
     const receipt = (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] };
     await closeTurn(services, turn, {
       status: 'failed',
       output: [],
-      receipt: { ...receipt, ...(answered && { usage: answered }), ...(summary && { compaction_usage: summary }) },
+      receipt: {
+        ...receipt,
+        ...(answered && { usage: answered, ...estimated }),
+        ...(summary && { compaction_usage: summary }),
+      },
       error: errorRecord(error),
       undelivered,
       ...(answered && { usage: answered }),
@@ -218,7 +229,7 @@ async function closeFailedTurn(
     });
     attempt.closedFailed = true;
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-    chargeToken(services, turn, answered ?? undefined, 0, summary);
+    chargeToken(services, turn, answered, 0, summary);
   } catch (closeError) {
     // Closed by someone else meanwhile, whose completion names the turn: what its own failed
     // completion would have counted (its answer, its summary) is charged and stored, as any stopped turn's.
@@ -226,9 +237,9 @@ async function closeFailedTurn(
       // Its notices go back as any stopped turn's: a background turn's other run that closed it
       // carries on only those it showed, not those this run moved itself.
       await giveBackTaken(services, sessionId, attempt, closeError);
-      chargeToken(services, turn, answered ?? undefined, 0, summary);
+      chargeToken(services, turn, answered, 0, summary);
       storeSpent(services, turn, {
-        ...(answered && { usage: answered, estimated: false }),
+        ...(called && { usage: called.usage, estimated: called.estimated }),
         ...(summary && { summary_usage: summary }),
       });
     }

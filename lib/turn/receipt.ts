@@ -51,6 +51,8 @@ export interface TurnReceipt {
   notices: { name: string; stored_as: string; posted_at: string }[];
   context: TurnContext;
   usage?: TurnUsage;
+  /** A failed turn's `usage` is an estimate: its model call timed out or broke off unreported. */
+  usage_estimated?: true;
   /** What the summary of the turn's compaction used (TurnResponse.compaction_usage). */
   compaction_usage?: TurnUsage;
   /** The prompt's item hashes, sizes and synthetic items (lib/prompt-shape.ts). */

@@ -53,6 +53,17 @@ export class CallMeter {
     return this.#reported ? turnUsage(this.#reported, price) : null;
   }
 
+  /**
+   * What a call that failed on its own spent at `price`: the provider's usage when it answered
+   * (its answer then refused); else, when it timed out or streamed output before it failed (the
+   * provider worked on it, and bills that), the estimate `spent` makes; else null (a provider
+   * that refused the request outright bills nothing).
+   */
+  failed(price: ModelPrice | undefined, timedOut: boolean): StoppedSpend | null {
+    if (!this.#reported && !timedOut && this.#streamed === 0) return null;
+    return this.spent(price);
+  }
+
   /** What the call spent at `price`: null when no call was made. */
   spent(price: ModelPrice | undefined): StoppedSpend | null {
     if (this.#reported) return { usage: turnUsage(this.#reported, price), estimated: false };

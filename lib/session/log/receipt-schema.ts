@@ -26,6 +26,8 @@ export const receiptSchema = z
     context: z.record(z.string(), z.unknown()).optional(),
     usage: storedTurnUsageSchema.optional(),
     compaction_usage: storedTurnUsageSchema.optional(),
+    /** A failed turn's `usage` is an estimate: its model call timed out or broke off, its provider reported none. */
+    usage_estimated: z.literal(true).optional(),
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
     media_as_text: z.number().int().nonnegative().optional(),
     incomplete: z.enum(['max_output_tokens', 'content_filter']).optional(),

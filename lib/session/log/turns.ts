@@ -56,7 +56,10 @@ export interface TurnSummary {
   compaction_usage?: TurnUsage;
   /** Why the answer stopped short (present only then). */
   incomplete?: 'max_output_tokens' | 'content_filter';
-  /** A turn closed by someone else: its `usage` is an estimate, its provider reported none (./stopped-receipt.ts). */
+  /**
+   * Its `usage` is an estimate, its provider reported none: a turn closed by someone else
+   * (./stopped-receipt.ts), or one whose model call timed out or broke off after it streamed.
+   */
   usage_estimated?: true;
   error: { code: string; message: string; details?: unknown } | null;
   input: { first_seq: number; last_seq: number } | null;
@@ -333,6 +336,7 @@ function common(turn: number, status: TurnState, receipt: Receipt, error: TurnSu
     context: receipt.context ?? null,
     notices: receipt.notices ?? [],
     usage: receipt.usage ?? null,
+    ...(receipt.usage && receipt.usage_estimated ? { usage_estimated: true as const } : {}),
     ...(receipt.compaction_usage ? { compaction_usage: receipt.compaction_usage } : {}),
     ...(receipt.incomplete ? { incomplete: receipt.incomplete } : {}),
     error,

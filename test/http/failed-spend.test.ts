@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import { echoModel } from '../../lib/models/echo.ts';
+import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
+import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { heldOptions } from '../support/slow-echo.ts';
+import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+// A turn whose own model call failed after the provider worked on it (it timed out, or its
+// stream broke off after output) is billed by the provider all the same: its input, and the
+// output generated until then. The failed turn charges it (lib/turn/close-turn.ts), estimated
+// as a stopped turn's is (the prompt's tokens as counted, the output streamed), to its token and
+// its session, and its receipt says `usage_estimated`. A provider that refused the call outright
+// (an error status, nothing streamed) bills nothing: nothing is charged.
+
+/** The echo model, but `times out` times out (after a first delta, streamed) and `breaks` fails. */
+const failing: Model = {
+  ...echoModel,
+  async generate(request) {
+    const said = lastText(request);
+    if (said.includes('times out')) throw new ModelTimeoutError('the model did not answer in time');
+    if (said.includes('breaks')) throw new ModelError('the model call failed', { status: 500 });
+    return echoModel.generate(request);
+  },
+  async *stream(request): AsyncIterable<ModelStreamEvent> {
+    const said = lastText(request);
+    if (said.includes('times out') || said.includes('breaks')) {
+      yield { type: 'text_delta', delta: 'partial ' };
+      throw said.includes('breaks')
+        ? new ModelError('the model stream broke off')
+        : new ModelTimeoutError('the model did not answer in time');
+    }
+    yield* echoModel.stream(request);
+  },
+};
+function lastText(request: ModelRequest): string {
+  return JSON.stringify(request.prompt.at(-1));
+}
+
+const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
+
+function world() {
+  const { options, drain } = heldOptions(failing);
+  const harness = appHarness(new MemoryStore(), environment, options);
+  const api = createClient(harness);
+  const mint = async (budget: Record<string, number>) => {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget });
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    return { authorization: `Bearer ${minted.body.token as string}` };
+  };
+  const spent = async (auth: Record<string, string>) => (await api.get('/v1/tokens/current', auth)).body.usage;
+  const streamed = async (id: string, auth: Record<string, string>, input: string) => {
+    const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ input, stream: true }),
+    });
+    return response.text();
+  };
+  return { api, drain, mint, spent, streamed };
+}
+
+/** The prompt of a turn whose input is `text`: the message and its fixed overhead, no tools. */
+const promptTokens = (text: string) => approximateTokenCounter.count(text) + 4;
+
+describe('a turn whose own model call failed charges what its provider bills', () => {
+  it('timed out: its prompt counts in the token spend, the session totals and its receipt, estimated', async () => {
+    const { api, drain, mint, spent } = world();
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'it times out' }, auth);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(504);
+    await drain();
+    const expected = { turns: 0, input_tokens: promptTokens('it times out'), output_tokens: 0 };
+    expect(await spent(auth)).toMatchObject(expected);
+    const usage = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    expect(usage).toMatchObject({ input_tokens: expected.input_tokens, output_tokens: 0 });
+    const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(receipt).toMatchObject({
+      status: 'failed',
+      usage: { input_tokens: expected.input_tokens, output_tokens: 0 },
+      usage_estimated: true,
+    });
+  });
+
+  it("streamed, broken off after output: its prompt and what it streamed count in the token's budget", async () => {
+    const { api, drain, mint, spent, streamed } = world();
+    const limit = promptTokens('it breaks') + approximateTokenCounter.count('partial ');
+    const auth = await mint({ max_total_tokens: limit });
+    const id = await api.session();
+    expect(await streamed(id, auth, 'it breaks')).toContain('event: error');
+    await drain();
+    expect(await spent(auth)).toMatchObject({ turns: 0, total_tokens: limit });
+    // The budget is spent: the next turn is refused.
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' }, auth);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+  });
+
+  it('refused by its provider before any output (an error status): nothing is charged', async () => {
+    const { api, drain, mint, spent } = world();
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'it breaks' }, auth);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(502);
+    await drain();
+    expect(await spent(auth)).toMatchObject({ turns: 0, total_tokens: 0 });
+    const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(receipt).toMatchObject({ status: 'failed', usage: null });
+    expect(receipt.usage_estimated).toBeUndefined();
+  });
+});
+

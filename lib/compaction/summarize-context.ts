@@ -4,7 +4,11 @@ import { startDeadline, untilAborted } from '../models/deadline.ts';
 import type { Model, ModelUsage } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
-import { APPROXIMATE_CHARACTERS_PER_TOKEN } from '../tokens/token-counter.ts';
+import {
+  APPROXIMATE_CHARACTERS_PER_TOKEN,
+  approximateTokenCounter,
+  promptItemTokens,
+} from '../tokens/token-counter.ts';
 import type { CompactionPlan } from './plan-compaction.ts';
 import { clipText, DEFAULT_SUMMARY_PROMPT, renderTranscript } from './summary-transcript.ts';
 
@@ -29,6 +33,21 @@ export interface Summary {
 }
 
 /**
+ * The summary's model call timed out (its deadline, or the provider's): the provider worked on
+ * it and bills it, but reported nothing. `spent` is an estimate, the summary prompt's tokens
+ * (approximated) and no output (the call is not streamed), which its caller charges as the
+ * summary's usage would have been.
+ */
+export class SummaryTimeoutError extends ModelTimeoutError {
+  readonly spent: ModelUsage;
+
+  constructor(timeout: ModelTimeoutError, spent: ModelUsage) {
+    super(timeout.message, timeout.details);
+    this.spent = spent;
+  }
+}
+
+/**
  * Summarizes the part of the context a plan cuts off, with `model`: the summary prompt as
  * a system message, the transcript (the previous summary first, then the summarized items)
  * as the user message. The reply is clipped to `maxSummaryTokens` (approximated), so a
@@ -48,7 +67,12 @@ export async function summarizeContext(
   const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
   const result = await withDeadline(options, (signal) =>
     model.generate({ prompt, tools: [], maxOutputTokens, ...(signal ? { signal } : {}) }),
-  );
+  ).catch((error: unknown) => {
+    // Timed out, not stopped by the caller (whose turn or compaction someone else closed).
+    if (!(error instanceof ModelTimeoutError) || options.signal?.aborted) throw error;
+    const input_tokens = promptItemTokens(prompt, approximateTokenCounter).reduce((sum, tokens) => sum + tokens, 0);
+    throw new SummaryTimeoutError(error, { input_tokens, output_tokens: 0 });
+  });
   const text = result.output
     .flatMap((item) => (item.type === 'message' ? [item.content] : []))
     .join('\n')

@@ -1,5 +1,7 @@
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
+import { SummaryTimeoutError } from '../compaction/summarize-context.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
+import type { ModelUsage } from '../models/model.ts';
 import { afterResponse } from '../turn/append.ts';
 import { compactSessionFrom } from '../turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
@@ -93,6 +95,15 @@ async function compactInline(
   facade.checkItems(items);
   const modelId = model ?? config.defaultModel;
   const summaryModel = services.model(model ?? config.summaryModel ?? modelId);
+  // Charged to the token as a stateless response is, after the answer, but as no turn; a summary
+  // call that timed out, estimated (its provider bills what it worked on).
+  const charge = (used: ModelUsage) => {
+    const usage = turnUsage(used, config.modelPrices[summaryModel.id]);
+    services.observeCompaction?.({ model: summaryModel.id, usage });
+    const spend = services.tokenSpend;
+    if (spend) afterResponse(services, () => spend.charge(usage, 0));
+    return usage;
+  };
   const made = await compactItems({
     items,
     modelId,
@@ -100,12 +111,10 @@ async function compactInline(
     env: services.env,
     ...(config.summaryPrompt ? { summaryPrompt: config.summaryPrompt } : {}),
     ...(services.tokenEncoders ? { tokenEncoders: services.tokenEncoders } : {}),
+  }).catch((error: unknown) => {
+    if (error instanceof SummaryTimeoutError) charge(error.spent);
+    throw error;
   });
   if (made === null) return { output: [], usage: null };
-  // Charged to the token as a stateless response is, after the answer, but as no turn.
-  const usage = turnUsage(made.usage, config.modelPrices[summaryModel.id]);
-  services.observeCompaction?.({ model: summaryModel.id, usage });
-  const spend = services.tokenSpend;
-  if (spend) afterResponse(services, () => spend.charge(usage, 0));
-  return { output: [compactionItem(randomId('cmp'), made.summary)], usage };
+  return { output: [compactionItem(randomId('cmp'), made.summary)], usage: charge(made.usage) };
 }

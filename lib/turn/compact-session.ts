@@ -7,7 +7,8 @@ import { resolveStrategyConfig } from '../strategies/strategy-config.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { planCompaction } from '../compaction/plan-compaction.ts';
 import { compactionSizes } from '../compaction/summary-budget.ts';
-import { summarizeContext } from '../compaction/summarize-context.ts';
+import { SummaryTimeoutError, summarizeContext } from '../compaction/summarize-context.ts';
+import { ChargedFailure } from '../session/log/compaction.ts';
 import type { Item } from '../items.ts';
 import { afterResponse, appendItems } from './append.ts';
 import { pickUp } from './busy.ts';
@@ -107,6 +108,9 @@ export async function compactSessionFrom(
   const prompt = request.prompt ?? services.config.summaryPrompt;
   let result: Compacted | undefined;
   let claimed = false;
+  // What a summary call that timed out spent, estimated: charged as a summary made would be.
+  let unmade: TurnUsage | undefined;
+  const price = services.config.modelPrices[model.id];
   try {
     // The listing row is written once, below, for the input and the compaction together.
     if (input.length > 0) await appendItems(services, sessionId, input, { refreshIndex: false });
@@ -126,10 +130,19 @@ export async function compactSessionFrom(
         maxSummaryTokens: sizes.maxSummaryTokens,
         timeoutMs: services.config.modelTimeoutMs,
         ...(prompt ? { prompt } : {}),
+      }).catch((error: unknown) => {
+        if (!(error instanceof SummaryTimeoutError)) throw error;
+        unmade = turnUsage(error.spent, price);
+        throw new ChargedFailure(error, unmade);
       });
-      return { context: summary.context, usage: turnUsage(summary.usage, services.config.modelPrices[model.id]) };
+      return { context: summary.context, usage: turnUsage(summary.usage, price) };
     });
   } finally {
+    const charge = unmade;
+    if (charge) {
+      services.observeCompaction?.({ model: model.id, usage: charge });
+      if (spend) afterResponse(services, () => spend.charge(charge, 0));
+    }
     // The listing row takes the input's items and the compaction's usage and time, after the
     // response; an input appended before a compaction that failed still counts in it.
     if (input.length > 0 || result?.compacted)

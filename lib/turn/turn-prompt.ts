@@ -4,6 +4,7 @@ import {
   fitPrompt,
   planCompaction,
   summarizeContext,
+  SummaryTimeoutError,
   usesSafetyNet,
   type CompactionPlan,
 } from '../compaction/index.ts';
@@ -147,12 +148,20 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     // The summary is stored under the turn's record: the claim must have landed.
     await notices.claimed();
     const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
+    const price = services.config.modelPrices[summaryModel.id];
     const summary = await summarizeContext(summaryModel, turn.context, cut, {
       maxSummaryTokens,
       ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
       ...(inputs.stop ? { signal: inputs.stop } : {}),
+    }).catch((error: unknown) => {
+      // Timed out: the failed turn charges its estimate as the summary's usage (close-turn.ts).
+      if (error instanceof SummaryTimeoutError) {
+        inputs.summaryUsage = turnUsage(error.spent, price);
+        inputs.summaryModel = summaryModel.id;
+      }
+      throw error;
     });
-    inputs.summaryUsage = turnUsage(summary.usage, services.config.modelPrices[summaryModel.id]);
+    inputs.summaryUsage = turnUsage(summary.usage, price);
     inputs.summaryModel = summaryModel.id;
     return services.sessions.commitTurnContext(turn, summary.context);
   };

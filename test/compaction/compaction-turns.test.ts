@@ -458,8 +458,12 @@ describe("a manual compaction's end", () => {
     await expect(compactSession(service, 's1', { keep_tokens: 0, model: 'never' })).rejects.toMatchObject({
       code: 'model_timeout',
     });
-    // Nothing was summarized, so nothing charged; and released at once: the next turn is not refused.
-    expect((await service.sessions.get('s1')).usage).toEqual(before);
+    // Nothing was summarized, but the provider worked on the call and bills it: the session is
+    // charged the summary prompt's tokens, estimated, as no turn. Released at once: the next turn
+    // is not refused.
+    const after = (await service.sessions.get('s1')).usage;
+    expect(after).toMatchObject({ turns: before.turns, output_tokens: before.output_tokens });
+    expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
     expect(await service.sessions.currentContext('s1')).toBeNull();
     expect(await runTurn(service, 's1', { input: 'after' })).toMatchObject({ turn: 5 });
   });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { echoModel } from '../../lib/models/echo.ts';
 import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
@@ -16,9 +16,13 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // (an error status, nothing streamed) bills nothing: nothing is charged.
 
 /** The echo model, but `times out` times out (after a first delta, streamed) and `breaks` fails. */
+let summariesTimeOut = false;
 const failing: Model = {
   ...echoModel,
   async generate(request) {
+    // A summary's prompt opens with its instructions, a system message.
+    if (summariesTimeOut && (request.prompt[0] as { role?: string }).role === 'system')
+      throw new ModelTimeoutError('the summary model did not answer in time');
     const said = lastText(request);
     if (said.includes('times out')) throw new ModelTimeoutError('the model did not answer in time');
     if (said.includes('breaks')) throw new ModelError('the model call failed', { status: 500 });
@@ -112,3 +116,47 @@ describe('a turn whose own model call failed charges what its provider bills', (
   });
 });
 
+// A compaction's summary call that timed out was worked on and billed all the same: its prompt's
+// tokens, estimated (not streamed: no output), are charged as its usage would have been.
+describe('a compaction whose summary call timed out charges its estimate', () => {
+  afterEach(() => {
+    summariesTimeOut = false;
+  });
+
+  it("of a session: to the session's totals and the token, as no turn", async () => {
+    const { api, drain, mint, spent } = world();
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    for (const input of ['one', 'two'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input }, auth)).status).toBe(200);
+    await drain();
+    const before = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    const spentBefore = await spent(auth);
+    summariesTimeOut = true;
+    const refused = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, auth);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(504);
+    await drain();
+    const after = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    expect(after).toMatchObject({ turns: before.turns, output_tokens: before.output_tokens });
+    expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
+    const spentAfter = await spent(auth);
+    expect(spentAfter).toMatchObject({ turns: spentBefore.turns, output_tokens: spentBefore.output_tokens });
+    expect(spentAfter.input_tokens - spentBefore.input_tokens).toBe(after.input_tokens - before.input_tokens);
+  });
+
+  it('of inline input (POST /v1/responses/compact): to the token', async () => {
+    const { api, drain, mint, spent } = world();
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    summariesTimeOut = true;
+    const refused = await api.post(
+      '/v1/responses/compact',
+      { model: 'echo', input: 'a long story to summarize' },
+      auth,
+    );
+    expect(refused.status, JSON.stringify(refused.body)).toBe(504);
+    await drain();
+    const usage = await spent(auth);
+    expect(usage).toMatchObject({ turns: 0, output_tokens: 0 });
+    expect(usage.input_tokens).toBeGreaterThan(0);
+  });
+});

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TokenSpend } from '../../lib/ledger/token-spend.ts';
-import { ModelError } from '../../lib/models/errors.ts';
+import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { claimBackgroundTurn, runBackgroundTurn, runTurn, type TurnServices } from '../../lib/turn/index.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
@@ -11,12 +11,13 @@ import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 // (docs/CONFIGURATION.md, "What a session spent").
 
 /** A session of three turns whose model fails, once `fail()` is called, on the call after a summary. */
-async function compactingWorld() {
+async function compactingWorld(failure: 'call' | 'summary timeout' = 'call') {
   let calls = 0;
   let failing = false;
   const model = hookedEcho('echo', async () => {
     calls++;
-    if (failing && calls === 2) throw new ModelError('provider down');
+    if (failing && failure === 'call' && calls === 2) throw new ModelError('provider down');
+    if (failing && failure === 'summary timeout' && calls === 1) throw new ModelTimeoutError('no answer in time');
   });
   const store = new MemoryStore();
   const world = turnWorld(store, model);
@@ -95,5 +96,41 @@ describe('a compacting turn whose model call fails', () => {
     const after = await token.read();
     expect(after.turns).toBe(before.turns);
     expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
+  });
+});
+
+// A summary call that timed out was worked on and billed by its provider, which reported nothing:
+// the failed turn charges the summary prompt's tokens, estimated (no output), as its summary's.
+describe('a compacting turn whose summary call times out', () => {
+  it('charges its estimate to the session, its receipt and its token, as no turn', async () => {
+    const { services: base, sessions, store, fail } = await compactingWorld('summary timeout');
+    const tasks: Promise<unknown>[] = [];
+    const budget = { id: 'c'.repeat(32), expires: Math.floor(Date.now() / 1000) + 3600, limits: { max_turns: 100 } };
+    const token = new TokenSpend(store, '', budget);
+    const services: TurnServices = { ...base, tokenSpend: token, background: (task) => void tasks.push(task) };
+    const drain = async () => {
+      while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+    };
+    for (const input of ['one', 'two', 'three']) await runTurn(services, 's', { input });
+    await drain();
+    const before = (await sessions.get('s')).usage;
+    const spentBefore = await token.read();
+    fail();
+    await expect(runTurn(services, 's', COMPACTING)).rejects.toMatchObject({ code: 'model_timeout' });
+    await drain();
+    expect(await sessions.currentContext('s')).toBeNull();
+    const after = (await sessions.get('s')).usage;
+    expect(after.turns).toBe(before.turns);
+    expect(after.output_tokens).toBe(before.output_tokens);
+    expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
+    const receipt = await sessions.getTurn('s', 4);
+    expect(receipt).toMatchObject({ status: 'failed', usage: null });
+    expect(receipt.compaction_usage).toMatchObject({
+      input_tokens: after.input_tokens - before.input_tokens,
+      output_tokens: 0,
+    });
+    const spent = await token.read();
+    expect(spent.turns).toBe(spentBefore.turns);
+    expect(spent.input_tokens - spentBefore.input_tokens).toBe(after.input_tokens - before.input_tokens);
   });
 });

@@ -38,6 +38,19 @@ export async function compact(log: LogContext, id: string, summarize: Summarize)
  */
 export type Summarize = (view: ContextView, claim: () => Promise<void>) => Promise<Summarized | null>;
 
+/**
+ * A summarizer's failure after its model call spent `charge` (it timed out): the end of the
+ * compaction's claim charges it to the session, and `cause` is what the compaction throws.
+ */
+export class ChargedFailure extends Error {
+  readonly charge: TurnUsage;
+
+  constructor(cause: unknown, charge: TurnUsage) {
+    super('the summary failed', { cause });
+    this.charge = charge;
+  }
+}
+
 /** What a manual compaction's summarizer made: the new context start, and what its model call used. */
 export interface Summarized {
   context: NewContext;
@@ -95,10 +108,12 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
   try {
     summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null }, claimSession);
   } catch (error) {
-    // No summary: a claim not ended stores an empty spend, so the write passing it over waits for none.
-    if (claim && !(await claim.release(check))) await claim.storeSpend();
+    // No summary: a claim not ended stores an empty spend, so the write passing it over waits for
+    // none; or what a call that failed spent, which the end of the claim charges.
+    const charge = error instanceof ChargedFailure ? error.charge : undefined;
+    if (claim && !(await claim.release(check, charge))) await claim.storeSpend(charge);
     if (error instanceof ClaimMoved || error instanceof Moved) return null;
-    throw error;
+    throw error instanceof ChargedFailure ? error.cause : error;
   }
   if (!summary) {
     if (claim && !(await claim.release(check))) await claim.storeSpend();

@@ -8,6 +8,9 @@ import { afterResponse } from '../turn/append.ts';
 import { resolveStrategyNames, type TurnContext, type TurnServices } from '../turn/index.ts';
 import { assemblePrompt, promptContext } from '../turn/assemble-prompt.ts';
 import { buildModelRequest, callModel, promptBudget, type ModelOutputEvent } from '../turn/model-call.ts';
+import { CallMeter } from '../turn/stopped-spend.ts';
+import { ModelTimeoutError } from '../models/errors.ts';
+import { countPromptTokens, type TokenCounter } from '../tokens/token-counter.ts';
 
 /**
  * A model call that stores nothing (`store: false` responses): the strategies run on the
@@ -39,6 +42,8 @@ export interface PreparedStateless {
   model: ReturnType<TurnServices['model']>;
   modelRequest: ReturnType<typeof buildModelRequest>;
   context: TurnContext;
+  /** The counter of the model's window: a call that fails on its own is estimated with it. */
+  counter: TokenCounter;
 }
 
 /**
@@ -84,7 +89,7 @@ export async function prepareStateless(
     notices_delivered: notices.map((notice) => notice.name),
     ...fit.context,
   };
-  return { model, modelRequest, context };
+  return { model, modelRequest, context, counter: budget.counter };
 }
 
 /** The model call of a prepared stateless call, and the token's charge after it. */
@@ -93,11 +98,26 @@ export async function callStateless(
   prepared: PreparedStateless,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
-  const { model, modelRequest, context } = prepared;
-  const result = await callModel(model, modelRequest, emit);
+  const { model, modelRequest, context, counter } = prepared;
   const spend = services.tokenSpend;
+  const price = services.config.modelPrices[model.id];
+  const meter = new CallMeter();
+  meter.calling(() => countPromptTokens(modelRequest.prompt, modelRequest.tools, counter), counter);
+  const seen =
+    emit &&
+    ((event: StatelessEvent) => {
+      meter.saw(event);
+      emit(event);
+    });
+  const result = await callModel(model, modelRequest, seen).catch((error: unknown) => {
+    // Timed out or broken off after output, as a turn's call (lib/turn/close-turn.ts): its
+    // provider bills what it worked on, charged estimated, as no turn.
+    const spent = meter.failed(price, error instanceof ModelTimeoutError);
+    if (spend && spent) afterResponse(services, () => spend.charge(spent.usage, 0));
+    throw error;
+  });
   if (spend) {
-    const usage = turnUsage(result.usage, services.config.modelPrices[model.id]);
+    const usage = turnUsage(result.usage, price);
     afterResponse(services, () => spend.charge(usage));
   }
   return { ...result, context };

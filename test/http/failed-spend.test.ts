@@ -116,6 +116,20 @@ describe('a turn whose own model call failed charges what its provider bills', (
   });
 });
 
+// The same for a call that stores nothing (`store: false`): its token is charged the estimate.
+describe('a stateless call that timed out charges its estimate to the token', () => {
+  it('store: false, as no turn', async () => {
+    const { api, drain, mint, spent } = world();
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const failed = await api.post('/v1/responses', { model: 'echo', input: 'it times out', store: false }, auth);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(504);
+    await drain();
+    const usage = await spent(auth);
+    expect(usage).toMatchObject({ turns: 0, output_tokens: 0 });
+    expect(usage.input_tokens).toBeGreaterThan(0);
+  });
+});
+
 // A compaction's summary call that timed out was worked on and billed all the same: its prompt's
 // tokens, estimated (not streamed: no output), are charged as its usage would have been.
 describe('a compaction whose summary call timed out charges its estimate', () => {

@@ -24,6 +24,11 @@ export interface SummarizeOptions {
    * with ModelTimeoutError, whether or not the model heeds the abort.
    */
   timeoutMs?: number;
+  /**
+   * Told the estimate SummaryTimeoutError carries when `signal` aborted the call (its turn closed
+   * by someone else): the provider bills what it worked on all the same.
+   */
+  onAborted?: (spent: ModelUsage) => void;
 }
 
 /** A summary made: the context start it gives, and what its model call used (charged to the session). */
@@ -68,10 +73,15 @@ export async function summarizeContext(
   const result = await withDeadline(options, (signal) =>
     model.generate({ prompt, tools: [], maxOutputTokens, ...(signal ? { signal } : {}) }),
   ).catch((error: unknown) => {
-    // Timed out, not stopped by the caller (whose turn or compaction someone else closed).
-    if (!(error instanceof ModelTimeoutError) || options.signal?.aborted) throw error;
+    const aborted = options.signal?.aborted === true;
+    if (!(error instanceof ModelTimeoutError) && !aborted) throw error;
     const input_tokens = promptItemTokens(prompt, approximateTokenCounter).reduce((sum, tokens) => sum + tokens, 0);
-    throw new SummaryTimeoutError(error, { input_tokens, output_tokens: 0 });
+    // Stopped by the caller (whose turn someone else closed): the caller's error stands.
+    if (aborted) {
+      options.onAborted?.({ input_tokens, output_tokens: 0 });
+      throw error;
+    }
+    throw new SummaryTimeoutError(error as ModelTimeoutError, { input_tokens, output_tokens: 0 });
   });
   const text = result.output
     .flatMap((item) => (item.type === 'message' ? [item.content] : []))

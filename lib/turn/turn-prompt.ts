@@ -11,7 +11,7 @@ import {
 import type { DeliveredNotice } from '../inbox/index.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { PromptItem } from '../items.ts';
-import type { ModelRequest } from '../models/model.ts';
+import type { ModelRequest, ModelUsage } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { ContextStart, OverflowBoundary } from '../session/records.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
@@ -149,16 +149,19 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     await notices.claimed();
     const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
     const price = services.config.modelPrices[summaryModel.id];
+    const unanswered = (spent: ModelUsage) => {
+      inputs.summaryUsage = turnUsage(spent, price);
+      inputs.summaryModel = summaryModel.id;
+    };
     const summary = await summarizeContext(summaryModel, turn.context, cut, {
       maxSummaryTokens,
       ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
       ...(inputs.stop ? { signal: inputs.stop } : {}),
+      // Stopped by someone else's close: the stopped turn charges the estimate (close-turn.ts).
+      onAborted: (spent) => unanswered(spent),
     }).catch((error: unknown) => {
       // Timed out: the failed turn charges its estimate as the summary's usage (close-turn.ts).
-      if (error instanceof SummaryTimeoutError) {
-        inputs.summaryUsage = turnUsage(error.spent, price);
-        inputs.summaryModel = summaryModel.id;
-      }
+      if (error instanceof SummaryTimeoutError) unanswered(error.spent);
       throw error;
     });
     inputs.summaryUsage = turnUsage(summary.usage, price);

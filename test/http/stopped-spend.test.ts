@@ -71,7 +71,7 @@ function world(store: ObjectStore) {
     await drain();
     return taken;
   };
-  return { api, drain, mint, spent, usage, cancelledStreamed, interrupted };
+  return { api, closer, calling, aborted, drain, mint, spent, usage, cancelledStreamed, interrupted };
 }
 
 describe.each(stores)('a turn stopped by someone else charges what it spent: %s', (_, storeOf) => {
@@ -85,6 +85,31 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
     expect(usage).toMatchObject({ turns: 0, output_tokens: approximateTokenCounter.count('thinking '), cost_usd: 0 });
     // Its prompt: the input message (its text and a fixed overhead), no tools.
     expect(usage.input_tokens).toBe(approximateTokenCounter.count('slow one') + 4);
+  });
+
+  it("a turn cancelled while its compaction's summary was made: the summary prompt counts, estimated", async () => {
+    const { api, closer, calling, aborted, drain, mint, spent } = world(storeOf());
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    for (const input of ['one', 'two', 'three'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input }, auth)).status).toBe(200);
+    await drain();
+    const before = await spent(auth);
+    // A window whose trigger and kept share are a few tokens: the turn summarizes all but its input.
+    const compacting = {
+      input: 'four',
+      strategies: ['compact'],
+      strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+    };
+    const pending = api.post(`/v1/sessions/${id}/turns`, compacting, auth);
+    await calling();
+    expect((await closer.post(`/v1/sessions/${id}/turns/4/cancel`)).status).toBe(200);
+    await aborted();
+    expect((await pending).status).toBe(409);
+    await drain();
+    const after = await spent(auth);
+    expect(after).toMatchObject({ turns: before.turns, output_tokens: before.output_tokens });
+    expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
   });
 
   it("interrupted turns count in the token's budget: the next turn is refused once it is spent", async () => {

@@ -105,9 +105,22 @@ const storedFields = {
   created_at: z.string(),
 };
 
+/**
+ * Set on the item a model's answer stopped in (its output token limit, or the provider's content
+ * filter): the last item of its turn's output, when the model ended it (a call it never ended is
+ * left out, and then no item is). Absent on every other item, and on those stored before it existed.
+ */
+export const cutFields = { incomplete: z.literal(true).optional() };
+
+/** A model's output item (a message or a call, `incomplete` on the one its answer stopped in). */
+export const outputItemSchema = z.discriminatedUnion('type', [
+  messageItemSchema.extend(cutFields),
+  functionCallItemSchema.extend(cutFields),
+]);
+
 export const storedItemSchema = z.discriminatedUnion('type', [
-  messageItemSchema.extend(storedFields),
-  functionCallItemSchema.extend(storedFields),
+  messageItemSchema.extend({ ...storedFields, ...cutFields }),
+  functionCallItemSchema.extend({ ...storedFields, ...cutFields }),
   functionCallOutputItemSchema.extend(storedFields),
 ]);
 export type StoredItem = z.infer<typeof storedItemSchema>;

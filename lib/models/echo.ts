@@ -82,10 +82,16 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
   const seen = receivedMedia(prompt);
   const full = formatted(`echo: ${lastUser}${seen ? ` ${seen}` : ''}`, request.settings?.responseFormat);
   const reply = withinTokens(full, request.maxOutputTokens);
-  const item: ModelOutputItem = { type: 'message', role: 'assistant', content: reply };
+  const cut = reply.length < full.length;
+  const item: ModelOutputItem = {
+    type: 'message',
+    role: 'assistant',
+    content: reply,
+    ...(cut ? { incomplete: true } : {}),
+  };
   const usage = { input_tokens, output_tokens: Math.ceil(reply.length / 4) };
   return {
-    result: { output: [item], usage, ...(reply.length < full.length ? { incomplete: 'max_output_tokens' } : {}) },
+    result: { output: [item], usage, ...(cut ? { incomplete: 'max_output_tokens' } : {}) },
     deltas: reply.match(/\s*\S+\s*|\s+/g) ?? [],
   };
 }

@@ -67,7 +67,10 @@ export interface ModelUsage {
   reasoning_tokens?: number | undefined;
 }
 
-export type ModelOutputItem = (MessageItem & { role: 'assistant' }) | FunctionCallItem;
+/** `incomplete`: the item the answer stopped in (lib/items.ts, cutFields; see markCut). */
+export type ModelOutputItem = ((MessageItem & { role: 'assistant' }) | FunctionCallItem) & {
+  incomplete?: true | undefined;
+};
 
 export interface ModelResult {
   output: ModelOutputItem[];
@@ -78,6 +81,22 @@ export interface ModelResult {
 
 /** OpenAI's `incomplete_details.reason` (Chat Completions' `finish_reason` `length`, `content_filter`). */
 export type IncompleteReason = 'max_output_tokens' | 'content_filter';
+
+/**
+ * The output of an answer that stopped short (`incomplete`), its last item marked `incomplete`:
+ * the item the model was writing when it stopped (the Open Responses item lifecycle). None is
+ * when the model stopped in a call it never ended (`leftOut`: such a call is not in the output,
+ * and the items before it were written whole).
+ */
+export function markCut(
+  output: ModelOutputItem[],
+  incomplete: IncompleteReason | undefined,
+  leftOut = false,
+): ModelOutputItem[] {
+  const last = output.at(-1);
+  if (!incomplete || leftOut || !last) return output;
+  return [...output.slice(0, -1), { ...last, incomplete: true }];
+}
 
 export type ModelStreamEvent =
   | { type: 'text_delta'; delta: string }

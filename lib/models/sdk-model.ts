@@ -17,7 +17,15 @@ import type { CacheBreakpoints } from './cache-breakpoints.ts';
 import { StreamOrder } from './stream-order.ts';
 import { startDeadline, untilAborted, type Deadline } from './deadline.ts';
 import { lacksLoopReasoning, reasoningItem, ReasoningParts } from './reasoning-parts.ts';
-import type { Model, ModelRequest, ModelResult, ModelSettings, ModelStreamEvent, ModelUsage } from './model.ts';
+import {
+  markCut,
+  type Model,
+  type ModelRequest,
+  type ModelResult,
+  type ModelSettings,
+  type ModelStreamEvent,
+  type ModelUsage,
+} from './model.ts';
 
 export interface SdkModelOptions {
   /** The tailgate model id (`provider:name`). */
@@ -131,10 +139,11 @@ export function createSdkModel(options: SdkModelOptions): Model {
           else if (part.type === 'tool-call') order.call(toFunctionCall(part));
         }
         order.end();
+        const incomplete = incompleteOf(result.finishReason);
         return {
-          output: order.output,
+          output: markCut(order.output, incomplete.incomplete),
           usage: toUsage(result.usage),
-          ...incompleteOf(result.finishReason),
+          ...incomplete,
         };
       } catch (error) {
         throw toModelFailure(error, deadline, id, timeoutMs);
@@ -189,7 +198,9 @@ export function createSdkModel(options: SdkModelOptions): Model {
         stopParts();
       }
       yield* order.end();
-      const result: ModelResult = { output: order.output, usage, ...incompleteOf(finish) };
+      const incomplete = incompleteOf(finish);
+      const output = markCut(order.output, incomplete.incomplete, order.endsInLeftOutCall);
+      const result: ModelResult = { output, usage, ...incomplete };
       yield { type: 'done', result };
     },
   };

@@ -26,6 +26,13 @@ export class StreamOrder {
   readonly #output: ModelOutputItem[] = [];
   #reasoning: ReasoningItem[] = [];
 
+  #leftOut = false;
+
+  /** Whether the last item the answer began is a call it never ended (left out of the output: `end`). */
+  get endsInLeftOutCall(): boolean {
+    return this.#leftOut;
+  }
+
   /** The finished items, in order. */
   get output(): ModelOutputItem[] {
     return this.#output;
@@ -85,12 +92,15 @@ export class StreamOrder {
   }
 
   /**
-   * The end of the answer: its last message ends; a call that never finished is left out;
+   * The end of the answer: its last message ends; a call that never finished is left out
+   * (`endsInLeftOutCall` says whether it was the last item begun);
    * reasoning with no item after it ends the output as the `reasoning` of an empty assistant
    * message (which the provider is never sent alone: lib/models/convert-to-model-messages.ts).
    */
   end(): ModelStreamEvent[] {
     this.#closeMessage();
+    const last = this.#entries.findLast((entry) => entry.kind !== 'reasoning');
+    this.#leftOut = last?.kind === 'call' && !last.item;
     for (let index = this.#entries.length - 1; index >= 0; index--) {
       const entry = this.#entries[index]!;
       if (entry.kind === 'call' && !entry.item) this.#entries.splice(index, 1);

@@ -18,10 +18,11 @@ type UnnumberedEvent = ResponseStreamEvent extends infer Event
 /**
  * Turns a turn's events into the official Responses event sequence: response.created and
  * response.in_progress, then per output item output_item.added, content_part.added,
- * output_text.delta..., output_text.done, content_part.done, output_item.done (a message, once
- * what follows it begins: the last one of a response that stopped short is done `incomplete`) or
+ * output_text.delta..., output_text.done, content_part.done, output_item.done (a message) or
  * output_item.added, function_call_arguments.delta (one per piece the model streamed, or one
- * with the whole arguments), function_call_arguments.done, output_item.done (a call), or
+ * with the whole arguments), function_call_arguments.done, output_item.done (a call): the done
+ * events of each once what follows it begins, so the item a response that stopped short stopped
+ * in is done `incomplete`, as the response has it; or
  * output_item.added, then per summary part reasoning_summary_part.added,
  * reasoning_summary_text.delta (the whole text), reasoning_summary_text.done,
  * reasoning_summary_part.done, then output_item.done (a block of the model's reasoning), then
@@ -38,10 +39,10 @@ export class ResponseEventWriter {
   #reasoning = 0;
   #open: { id: string; text: string } | undefined;
   /**
-   * A message the model ended, whose done events wait for what comes next: the last one of a
-   * response that stopped short is the item its limit cut, done with status `incomplete`.
+   * The message or call the model ended, whose done events wait for what comes next: the last
+   * item of a response that stopped short may be the one it stopped in, done `incomplete`.
    */
-  #ended: { id: string; text: string } | undefined;
+  #ended: { id: string; text: string } | { id: string; call: ModelOutputItem & { type: 'function_call' } } | undefined;
   /** The call whose arguments are streaming: its call_id, item id, name and arguments so far. */
   #call: { callId: string; id: string; name: string; arguments: string } | undefined;
   readonly #itemId: (index: number, item: { type: ItemKind }) => string;
@@ -162,12 +163,26 @@ export class ResponseEventWriter {
     });
   }
 
-  /** The done events of the message the model ended (`status`: as the response has it), then the next index. */
+  /** The done events of the item the model ended (`status`: as the response has it), then the next index. */
   #closeEnded(status: 'completed' | 'incomplete' = 'completed'): void {
     const ended = this.#ended;
     if (!ended) return;
     this.#ended = undefined;
-    this.#closeMessage(ended, ended.text, status);
+    if ('text' in ended) this.#closeMessage(ended, ended.text, status);
+    else {
+      const { id, call } = ended;
+      this.#emit({
+        type: 'response.function_call_arguments.done',
+        output_index: this.#index,
+        item_id: id,
+        arguments: call.arguments,
+      });
+      this.#emit({
+        type: 'response.output_item.done',
+        output_index: this.#index,
+        item: functionCall(call, id, status),
+      });
+    }
     this.#next();
   }
 
@@ -217,6 +232,7 @@ export class ResponseEventWriter {
   }
 
   itemDone(item: ModelOutputItem): void {
+    this.#closeEnded();
     if (item.type === 'message') {
       // Its done events wait for what comes next (#ended): the output index moves on then.
       this.#ended = { id: this.#openMessage().id, text: contentText(item.content) };
@@ -228,16 +244,9 @@ export class ResponseEventWriter {
       this.callStarted(item.call_id, item.name);
       this.argumentsDelta(item.call_id, item.arguments);
     }
-    const id = this.#call!.id;
+    // Its done events wait for what comes next too (#ended).
+    this.#ended = { id: this.#call!.id, call: item };
     this.#call = undefined;
-    this.#emit({
-      type: 'response.function_call_arguments.done',
-      output_index: this.#index,
-      item_id: id,
-      arguments: item.arguments,
-    });
-    this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: functionCall(item, id) });
-    this.#next();
   }
 
   /** The next output index and model item. */
@@ -266,13 +275,13 @@ export class ResponseEventWriter {
 
   /**
    * response.completed, or response.incomplete for an answer that stopped short, after the done
-   * events of the last message (status as `response` has it: the item a limit cut is
-   * `incomplete`), of a call that began and never ended (left out of the output, closed as
-   * `failed` closes it), and the compaction items that end the output, each whole.
+   * events of the last message or call (status as `response` has it: the item the answer stopped
+   * in is `incomplete`), of a call that began and never ended (left out of the output, closed
+   * `incomplete` as `failed` closes it), and the compaction items that end the output, each whole.
    */
   completed(response: TailgateResponse): void {
     const ended = this.#ended && response.output.find((item) => item.id === this.#ended!.id);
-    this.#closeEnded(ended?.type === 'message' && ended.status === 'incomplete' ? 'incomplete' : 'completed');
+    this.#closeEnded(ended && 'status' in ended && ended.status === 'incomplete' ? 'incomplete' : 'completed');
     this.#closeCall();
     for (const item of response.output) if (item.type === 'compaction') this.#wholeItem(item);
     if (response.status === 'incomplete') this.#emit({ type: 'response.incomplete', response });

@@ -21,8 +21,17 @@ import type { TurnUsage } from '../ledger/usage.ts';
 
 /** A model's output item in OpenAI's shape, under the given id (its reasoning aside: outputItems). */
 export function outputItem(item: ModelOutputItem, id: string): ResponseOutputItem {
-  if (item.type === 'function_call') return functionCall(item, id);
-  return message(contentText(item.content), id);
+  if (item.type === 'function_call') return functionCall(item, id, statusOf(item));
+  return message(contentText(item.content), id, statusOf(item));
+}
+
+/**
+ * An output item's status: `incomplete` for the item the model stopped in when its answer stopped
+ * short (the one ModelOutputItem.incomplete marks, lib/models/model.ts markCut), as the Open
+ * Responses item lifecycle has it; every other item is `completed`.
+ */
+function statusOf(item: { incomplete?: true | undefined }): 'completed' | 'incomplete' {
+  return item.incomplete ? 'incomplete' : 'completed';
 }
 
 export function message(
@@ -49,7 +58,7 @@ export function functionCall(
 
 /** A stored history item as an item of `input_items` or a conversation's item list. */
 export function storedItem(item: StoredItem, id: string): ResponseItem {
-  if (item.type === 'function_call') return functionCall(item, id);
+  if (item.type === 'function_call') return functionCall(item, id, statusOf(item));
   if (item.type === 'function_call_output') {
     return {
       type: 'function_call_output',
@@ -59,7 +68,7 @@ export function storedItem(item: StoredItem, id: string): ResponseItem {
       status: 'completed',
     };
   }
-  if (item.role === 'assistant') return message(contentText(item.content), id);
+  if (item.role === 'assistant') return message(contentText(item.content), id, statusOf(item));
   return {
     type: 'message',
     id,
@@ -255,7 +264,7 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     incomplete_details: fields.incomplete ? { reason: fields.incomplete } : null,
     instructions: fields.instructions,
     model: fields.model,
-    output: fields.incomplete ? cutShort(fields.output) : fields.output,
+    output: fields.output,
     output_text: outputText(fields.output),
     previous_response_id: fields.previousResponseId,
     conversation: fields.conversationId === null ? null : { id: fields.conversationId },
@@ -266,18 +275,6 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     ...(fields.tailgate ? { tailgate: fields.tailgate } : {}),
   };
   return response as unknown as TailgateResponse;
-}
-
-/**
- * The output of a response that stopped short: its last message (before the compaction items
- * that end an output) is the item the limit cut, status `incomplete`, as the Open Responses
- * item lifecycle and OpenAI have it. A call is never the one cut: one that did not end is left out.
- */
-function cutShort(output: readonly ResponseOutputItem[]): ResponseOutputItem[] {
-  const last = output.findLastIndex((item) => item.type !== 'compaction');
-  const item = output[last];
-  if (item?.type !== 'message') return [...output];
-  return output.map((each, index) => (index === last ? { ...item, status: 'incomplete' } : each));
 }
 
 /** The concatenated text of the output messages (the SDKs' `output_text`). */

@@ -102,10 +102,17 @@ export function parseExportItem(line: number, value: unknown): StoredItem {
   return isPlainItem(value) ? value : parseExportLine(line, value, exportItemSchema);
 }
 
-/** The keys of each item type, in the schema's order, but `reasoning` (an item with it takes the schema). */
+/**
+ * The keys of each item type, in the schema's order, but `reasoning` and `incomplete` (an item
+ * with one takes the schema).
+ */
 const ITEM_KEYS = new Map(
   exportItemSchema.options.map(
-    (option) => [option.shape.type.value, Object.keys(option.shape).filter((key) => key !== 'reasoning')] as const,
+    (option) =>
+      [
+        option.shape.type.value,
+        Object.keys(option.shape).filter((k) => k !== 'reasoning' && k !== 'incomplete'),
+      ] as const,
   ),
 );
 const ROLES = new Set<unknown>(messageItemSchema.shape.role.options);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CorruptObjectError } from '../errors.ts';
 import {
+  cutFields,
   functionCallItemSchema,
   functionCallOutputItemSchema,
   idSchema,
@@ -28,8 +29,8 @@ export const storedFields = { seq: z.number().int().positive(), created_at: z.st
  * output out of line (`output` is '' and `output_ref` previews the blob).
  */
 export const logItemSchema = z.discriminatedUnion('type', [
-  messageItemSchema.extend(storedFields),
-  functionCallItemSchema.extend(storedFields),
+  messageItemSchema.extend({ ...storedFields, ...cutFields }),
+  functionCallItemSchema.extend({ ...storedFields, ...cutFields }),
   functionCallOutputItemSchema.extend({ ...storedFields, output_ref: payloadRefSchema.optional() }),
 ]);
 export type LogItem = z.infer<typeof logItemSchema> & PromptItem;

@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { functionCallItemSchema, functionCallOutputItemSchema, messageItemSchema, payloadRefSchema } from '../items.ts';
+import {
+  cutFields,
+  functionCallItemSchema,
+  functionCallOutputItemSchema,
+  messageItemSchema,
+  payloadRefSchema,
+} from '../items.ts';
 import { historyAggregatesSchema } from '../history.ts';
 import { FILTER_PATTERN, filterKeys, INDEX_KEY_CHARS } from './key-filter.ts';
 import { storedFields } from './records.ts';
@@ -15,9 +21,10 @@ import { storedFields } from './records.ts';
  * only its place, pairing and whether the strategies compact it (`compacted`) are kept.
  */
 export const viewItemSchema = z.discriminatedUnion('type', [
-  messageItemSchema.extend(storedFields),
+  messageItemSchema.extend({ ...storedFields, ...cutFields }),
   functionCallItemSchema.extend({
     ...storedFields,
+    ...cutFields,
     compacted: z.literal(true).optional(),
     behind: z.literal(true).optional(),
   }),

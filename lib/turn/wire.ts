@@ -120,10 +120,19 @@ export const turnContextSchema = z
 /** The API's `context` object of a turn. */
 export type TurnContext = z.infer<typeof turnContextSchema>;
 
+const cutField = z
+  .literal(true)
+  .optional()
+  .meta({
+    description:
+      'Present on the item the answer stopped in when it stopped short (`incomplete`): the last of the ' +
+      'output, when the model ended it (a call it never ended is left out, and then no item has it).',
+  });
+
 /** An item a turn's model produced, with the seq it is stored at. */
 export const outputItemSchema = z.discriminatedUnion('type', [
-  messageItemSchema.extend({ role: z.literal('assistant'), seq: z.number().int() }),
-  functionCallItemSchema.extend({ seq: z.number().int() }),
+  messageItemSchema.extend({ role: z.literal('assistant'), seq: z.number().int(), incomplete: cutField }),
+  functionCallItemSchema.extend({ seq: z.number().int(), incomplete: cutField }),
 ]);
 export type OutputItem = z.infer<typeof outputItemSchema>;
 

@@ -539,11 +539,13 @@ describe('anthropic adapter against a fake Messages server', () => {
       const { events, result } = await streamedOutput(model, asked);
       const said = 'The user wants the weather in Paris. Which tool gives it? get_weather, with';
       expect(result.incomplete).toBe('max_output_tokens');
+      // The message it stopped in (in its reasoning) is the item marked `incomplete`.
       expect(result.output).toEqual([
         {
           type: 'message',
           role: 'assistant',
           content: '',
+          incomplete: true,
           reasoning: [
             {
               type: 'reasoning',

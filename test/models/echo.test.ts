@@ -80,7 +80,8 @@ describe('echo model', () => {
     const request: ModelRequest = { prompt: [user('tell me three things')], tools: [], maxOutputTokens: 3 };
     const result = await echoModel.generate(request);
     expect(result).toEqual({
-      output: [{ type: 'message', role: 'assistant', content: 'echo: tell m' }],
+      // The message it stopped in says so (lib/models/model.ts, markCut).
+      output: [{ type: 'message', role: 'assistant', content: 'echo: tell m', incomplete: true }],
       usage: { input_tokens: 5, output_tokens: 3 },
       incomplete: 'max_output_tokens',
     });

@@ -96,7 +96,7 @@ export async function sessionKeys(store: MemoryStore): Promise<string[]> {
  * The app before a loopback fake provider that answers with `reply`, its environment `env(its
  * baseURL)`, as clientOnTailgate: `world.provider` records its requests.
  */
-function clientOnFakeProvider(
+export function clientOnFakeProvider(
   reply: (request: RecordedRequest) => FakeReply,
   env: (baseURL: string) => Record<string, string>,
 ) {

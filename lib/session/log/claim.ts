@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { NotFoundError, StorageError } from '../../errors.ts';
 import { sha256Hex } from '../../hash.ts';
-import { itemSchema, type Item, type StoredItem } from '../../items.ts';
+import { itemSchema, outputItemSchema, type Item, type StoredItem } from '../../items.ts';
 import { doneKey } from '../keys.ts';
 import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
@@ -28,7 +28,7 @@ const idempotencyKeySchema = z.string().min(1).max(256);
 
 const outcomeSchema = z.object({
   status: z.enum(['completed', 'failed', 'aborted']),
-  output: z.array(itemSchema),
+  output: z.array(outputItemSchema),
   receipt: z.unknown(),
   response: z.unknown().optional(),
   error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict().optional(),

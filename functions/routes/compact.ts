@@ -35,8 +35,9 @@ export function compactRoutes() {
     const body = c.req.valid('json') ?? {};
     const services = c.var.services;
     if (body.model !== undefined) services.model(body.model);
-    const { answer, madeOf } = await compactSessionFrom(services, id, body);
-    if (answer.compacted && answer.context) await indexedCompaction(facadeOf(c), id, answer.context, madeOf);
+    const { answer, madeOf, generation } = await compactSessionFrom(services, id, body);
+    if (answer.compacted && answer.context)
+      await indexedCompaction(facadeOf(c), id, { ...answer.context, ...(generation ? { generation } : {}) }, madeOf);
     return c.json(answer, 200);
   });
 }

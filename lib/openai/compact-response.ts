@@ -48,9 +48,10 @@ async function compactStored(
   facade.checkItems(items);
   // The input is appended once the budgets allowed the compaction (a 402 stores nothing).
   const request = { keep_tokens: 0, ...(model ? { model } : {}) };
-  const { answer: result, madeOf } = await compactSessionFrom(services, sessionId, request, items);
+  const { answer: result, madeOf, generation } = await compactSessionFrom(services, sessionId, request, items);
   if (!result.context) return { output: [], usage: result.usage };
-  return { output: [await indexedCompaction(facade, sessionId, result.context, madeOf)], usage: result.usage };
+  const context = { ...result.context, ...(generation ? { generation } : {}) };
+  return { output: [await indexedCompaction(facade, sessionId, context, madeOf)], usage: result.usage };
 }
 
 /**
@@ -63,10 +64,10 @@ async function compactStored(
 export async function indexedCompaction(
   facade: Facade,
   sessionId: string,
-  context: { start_seq: number; summary: string },
+  context: { start_seq: number; summary: string; generation?: string },
   madeOf: Awaited<ReturnType<typeof compactSessionFrom>>['madeOf'],
 ): Promise<ResponseCompactionItem> {
-  const item = compactionItem(compactionId(sessionId, context.start_seq), context.summary);
+  const item = compactionItem(compactionId(sessionId, context), context.summary);
   if (!madeOf || madeOf.turns === 0) return item;
   // The compaction landed (and was charged): a failure to index it is logged (a session deleted
   // meanwhile has nothing to index), and the client's next step from the item alone starts a new

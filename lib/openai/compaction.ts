@@ -35,7 +35,7 @@ export async function compactionOutput(facade: Facade, response: TurnResponse): 
   if (!moved) return [];
   const current = await facade.services.sessions.currentContext(response.session_id);
   if (current?.start_seq !== moved.start_seq) return [];
-  return [compactionItem(compactionId(response.session_id, current.start_seq), current.summary)];
+  return [compactionItem(compactionId(response.session_id, current), current.summary)];
 }
 
 /**
@@ -53,7 +53,7 @@ export async function turnCompactionOutput(
   if (!moved) return [];
   const stored = await facade.services.sessions.turnContext(sessionId, turn);
   if (stored?.start_seq !== moved.start_seq) return [];
-  return [compactionItem(compactionId(sessionId, stored.start_seq), stored.summary)];
+  return [compactionItem(compactionId(sessionId, stored), stored.summary)];
 }
 
 /**

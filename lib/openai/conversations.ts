@@ -10,7 +10,7 @@ import { appendItems } from '../turn/index.ts';
 import { compactionItem, itemPage } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { compactionId, parseCompactionId, randomId } from './ids.ts';
+import { compactionId, namesCompaction, parseCompactionId, randomId } from './ids.ts';
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
 import { listedItems, pageAfter, placeOf } from './listed-items.ts';
 import { namedInRequest } from './request.ts';
@@ -199,8 +199,8 @@ export async function listConversationItems(
       // landed): one list of the session's compactions, a read of each since. One the
       // conversation never made is no cursor.
       const made =
-        context?.start_seq === compaction.startSeq ||
-        (await facade.services.sessions.contextAt(id, compaction.startSeq)) !== null;
+        namesCompaction(compaction, context) ||
+        namesCompaction(compaction, await facade.services.sessions.contextAt(id, compaction.startSeq));
       if (!made) throw refused();
       after = compaction.startSeq - 0.5;
     } else if (place) {
@@ -228,7 +228,7 @@ export async function listConversationItems(
   let cut = false;
   for (const position of positions) {
     if (!Number.isInteger(position)) {
-      if (context) listed.push(compactionItem(compactionId(id, context.start_seq), context.summary));
+      if (context) listed.push(compactionItem(compactionId(id, context), context.summary));
       continue;
     }
     const item = bySeq.get(position);
@@ -250,7 +250,7 @@ export async function getConversationItem(facade: Facade, id: string, requested:
   if (compaction?.sessionId === id) {
     await readConversation(facade, id);
     const context = await facade.services.sessions.currentContext(id);
-    if (context?.start_seq !== compaction.startSeq) throw missing();
+    if (!context || !namesCompaction(compaction, context)) throw missing();
     return compactionItem(requested, context.summary);
   }
   if (!placeOf(requested, id, false)) throw missing();

@@ -21,7 +21,10 @@
  *   itemGeneration) has the seq of a deleted one, so its id names that generation after the seq
  *   (`msg_<session>_<seq>_<generation>`, `rs_<session>_<seq>_<generation>_<n>`): an id of a
  *   deleted item names nothing.
- * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq.
+ * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq; one a
+ *   delete of the newest turn's generation wrote (one made after the delete, at the start seq of a
+ *   deleted one, say) names it after the seq (`cmp_<session>_<start seq>_<generation>`), so an id
+ *   of a deleted response's compaction names nothing.
  *
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
  */
@@ -78,17 +81,45 @@ export function itemId(kind: ItemKind, sessionId: string, seq: number, generatio
   return generation ? `${base}_${generation}` : base;
 }
 
-export function compactionId(sessionId: string, startSeq: number): string {
-  return `cmp_${sessionId}_${startSeq}`;
+/**
+ * The id of a session's compaction that starts the context at `start_seq`, naming the generation
+ * that wrote it when a delete of the newest turn wrote that one (lib/session/records.ts,
+ * ContextStart.generation).
+ */
+export function compactionId(
+  sessionId: string,
+  context: { start_seq: number; generation?: string | undefined },
+): string {
+  const base = `cmp_${sessionId}_${context.start_seq}`;
+  return context.generation ? `${base}_${context.generation}` : base;
 }
 
-const COMPACTION = new RegExp(`^cmp_([A-Za-z0-9_-]{1,64})_${NUMBER}$`);
+const COMPACTION = new RegExp(`^cmp_([A-Za-z0-9_-]{1,64})_${NUMBER}${GENERATION}$`);
 
-/** The session and start seq of a compaction item id, or undefined. */
-export function parseCompactionId(id: string): { sessionId: string; startSeq: number } | undefined {
+export interface CompactionRef {
+  sessionId: string;
+  startSeq: number;
+  generation?: string;
+}
+
+/** The session, start seq and generation (when it names one) of a compaction item id, or undefined. */
+export function parseCompactionId(id: string): CompactionRef | undefined {
   const match = COMPACTION.exec(id);
   const startSeq = Number(match?.[2]);
-  return match && startSeq >= 2 ? { sessionId: match[1]!, startSeq } : undefined;
+  if (!match || startSeq < 2) return undefined;
+  const ref = { sessionId: match[1]!, startSeq };
+  return match[3] ? { ...ref, generation: match[3] } : ref;
+}
+
+/**
+ * Whether compaction id `ref` names `context`: its start seq and generation. An id of a compaction
+ * a delete took out names another generation (or none) than the one that took its start seq.
+ */
+export function namesCompaction(
+  ref: CompactionRef,
+  context: { start_seq: number; generation?: string | undefined } | null | undefined,
+): boolean {
+  return context?.start_seq === ref.startSeq && context.generation === ref.generation;
 }
 
 /** The session, seq and generation (when it names one) of an item id, or undefined. */

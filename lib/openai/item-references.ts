@@ -1,8 +1,9 @@
 import { NotFoundError } from '../errors.ts';
 import type { StoredItem } from '../items.ts';
+import type { ContextStart } from '../session/records.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { itemId, parseCompactionId, parseItemId, parseReasoningId } from './ids.ts';
+import { itemId, namesCompaction, parseCompactionId, parseItemId, parseReasoningId } from './ids.ts';
 import { storedItemId } from './listed-items.ts';
 import type { InputPartBody } from './input-content.ts';
 import type { InputItemBody } from './request-input.ts';
@@ -44,7 +45,7 @@ export async function resolveItemReferences(
     });
   }
   const stored = new Map<string, StoredItem>();
-  const compactions = new Map<string, { start_seq: number; summary: string } | null>();
+  const compactions = new Map<string, ContextStart | null>();
   for (const entry of input) {
     const ref = entry.type === 'item_reference' ? parseCompactionId(entry.id) : undefined;
     if (ref) compactions.set(ref.sessionId, null);
@@ -86,7 +87,8 @@ export async function resolveItemReferences(
       const current = ref && compactions.get(ref.sessionId);
       if (!ref || !current || current.start_seq <= ref.startSeq || compactionAfter(index)) return;
       superseded.set(entry.id, null);
-      superseded.set(entry.id, await facade.services.sessions.contextAt(ref.sessionId, ref.startSeq));
+      const older = await facade.services.sessions.contextAt(ref.sessionId, ref.startSeq);
+      superseded.set(entry.id, namesCompaction(ref, older) ? older : null);
     }),
   );
   const resolved = input.map((entry, index): InputItemBody[] => {
@@ -103,8 +105,8 @@ export async function resolveItemReferences(
     const compaction = parseCompactionId(entry.id);
     if (compaction) {
       const context = compactions.get(compaction.sessionId);
-      if (context?.start_seq === compaction.startSeq)
-        return [{ type: 'compaction', id: entry.id, encrypted_content: context.summary }];
+      if (namesCompaction(compaction, context))
+        return [{ type: 'compaction', id: entry.id, encrypted_content: context!.summary }];
       if (context && context.start_seq > compaction.startSeq && compactionAfter(index)) return [];
       const older = superseded.get(entry.id);
       if (older) return [{ type: 'compaction', id: entry.id, encrypted_content: older.summary }];

@@ -2,7 +2,7 @@ import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
 import { MAX_FAILED_TURNS } from './failed-steps.ts';
 import { asStored, canonical } from './history-items.ts';
-import { parseCompactionId } from './ids.ts';
+import { namesCompaction, parseCompactionId } from './ids.ts';
 import type { RequestInput } from './request-input.ts';
 import { branchIdPrefix, itemsBetween } from './sessions.ts';
 import { keptOfTurn } from './stored-responses.ts';
@@ -124,8 +124,11 @@ export async function ownCompactions(
   const { sessions } = facade.services;
   const current = since === undefined ? await sessions.currentContext(sessionId) : undefined;
   const stored = current === undefined ? await sessions.contextsAfter(sessionId, since!) : current ? [current] : [];
-  const summaries = new Map(stored.map((context) => [context.start_seq, context.summary]));
-  return named.every(({ start, summary }) => summaries.get(start!.startSeq) === summary);
+  const byStart = new Map(stored.map((context) => [context.start_seq, context]));
+  return named.every(({ start, summary }) => {
+    const context = byStart.get(start!.startSeq);
+    return context !== undefined && namesCompaction(start!, context) && context.summary === summary;
+  });
 }
 
 /**

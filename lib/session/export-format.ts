@@ -50,7 +50,7 @@ export const exportItemSchema = storedItemSchema;
 
 /** The current context start, without the record it was computed at (an import numbers its own). */
 export const exportCompactionSchema = contextStartSchema
-  .omit({ base_record: true })
+  .omit({ base_record: true, generation: true })
   .extend({ type: z.literal('compaction') })
   .strict()
   .meta({ id: 'ExportCompaction' });

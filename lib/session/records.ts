@@ -130,6 +130,12 @@ export const contextStartSchema = z
     /** The model that wrote the summary. */
     model: z.string(),
     created_at: z.string(),
+    /**
+     * The generation that wrote the compaction, when a delete of the newest turn wrote that one
+     * (lib/session/log/rewind.ts, writtenGeneration): its item id names it (lib/openai/ids.ts).
+     * Absent otherwise, and in compactions stored before it existed.
+     */
+    generation: z.string().regex(generationSchemaPattern).optional(),
   })
   .strict();
 export type ContextStart = z.infer<typeof contextStartSchema>;

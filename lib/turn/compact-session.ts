@@ -80,7 +80,7 @@ export async function compactSessionFrom(
   sessionId: string,
   request: CompactRequest = {},
   input: Item[] = [],
-): Promise<{ answer: CompactResult; madeOf: Compacted['made_of'] }> {
+): Promise<{ answer: CompactResult; madeOf: Compacted['made_of']; generation?: string }> {
   const spend = services.tokenSpend;
   const spent = spend?.read();
   spent?.catch(() => undefined);
@@ -162,7 +162,9 @@ export async function compactSessionFrom(
     context: result.context ? contextView(result.context) : null,
     usage: result.usage ?? null,
   };
-  return { answer, madeOf: result.made_of };
+  // The generation that wrote the compaction, when its id names it (ContextStart.generation).
+  const generation = result.context?.generation;
+  return { answer, madeOf: result.made_of, ...(generation ? { generation } : {}) };
 }
 
 function contextView(context: ContextStart): NonNullable<CompactResult['context']> {

@@ -454,7 +454,9 @@ describe('the official openai client: context_management compaction', () => {
       'echo: what was my name?',
     ]);
     // A start seq at which no compaction began still names none.
-    const startOf = (id: string) => Number(/_(\d+)$/.exec(id)![1]);
+    // (The newer one, made after the delete, names that generation after its start seq.)
+    expect(newer.id).toMatch(/_g\d{13}[0-9a-f]{8}$/);
+    const startOf = (id: string) => Number(/_(\d+)(?:_g\d{13}[0-9a-f]{8})?$/.exec(id)![1]);
     const between = `cmp_${sessionId}_${startOf(older.id) + 1}`;
     expect(startOf(between)).toBeLessThan(startOf(newer.id));
     const missing = await world.client.responses

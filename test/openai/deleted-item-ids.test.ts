@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type { ResponseInputItem, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { recordedThinking, recordedTool } from '../support/fake-providers/thinking.ts';
-import { clientOnTailgate, clientOnThinkingAnthropic, settledResponse } from './server.ts';
+import { clientOnTailgate, clientOnThinkingAnthropic, compactingResponse, settledResponse } from './server.ts';
 
 // DELETE /v1/responses/:id gives the deleted response's seqs to the next response: the item ids
 // (msg_, fc_, fco_, rs_) of what was deleted name nothing afterwards, on every route that reads
@@ -123,5 +123,34 @@ describe("the item ids of a deleted response's items", () => {
     expect(await failure(referencing(deleted))).toBeInstanceOf(OpenAI.NotFoundError);
     const fresh = await referencing(ids);
     expect(fresh.status).toBe('completed');
+  });
+
+  it("a deleted response's compaction id names nothing; the next one at its start seq has its own", async () => {
+    const { client } = echo;
+    const first = await compactingResponse(client, 'alpha');
+    const conversation = first.conversation!.id;
+    const compacted = await compactingResponse(client, 'bravo', { after: first.id });
+    const deleted = compacted.output.at(-1)!;
+    expect(deleted).toMatchObject({ type: 'compaction', id: `cmp_${conversation}_3` });
+    await client.responses.delete(compacted.id);
+    const again = await compactingResponse(client, 'charlie', { after: first.id });
+    const made = again.output.at(-1)!;
+    expect(made.type).toBe('compaction');
+    expect(made.id).toMatch(new RegExp(`^cmp_${conversation}_3_g\\d{13}[0-9a-f]{8}$`));
+    await expectNamesNothing(client, conversation, deleted.id!, again.id);
+
+    // The new id is read as any: retrieve, the list, a cursor, a reference.
+    const retrieved = await client.conversations.items.retrieve(made.id!, { conversation_id: conversation });
+    expect(retrieved).toMatchObject({ type: 'compaction', id: made.id });
+    const listed = await client.conversations.items.list(conversation, { order: 'asc' });
+    expect(listed.data.map((item) => item.id)).toContain(made.id);
+    const after = await client.conversations.items.list(conversation, { order: 'asc', after: made.id! });
+    expect(after.data.length).toBeGreaterThan(0);
+    const referenced = await client.responses.create({
+      model: 'echo',
+      conversation,
+      input: [{ type: 'item_reference', id: made.id! }],
+    });
+    expect(referenced.status).toBe('completed');
   });
 });

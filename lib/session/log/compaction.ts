@@ -8,6 +8,7 @@ import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from '.
 import { claimCompaction, ClaimMoved, type CompactionClaim } from './compaction-claim.ts';
 import { leaseOf } from './lease.ts';
 import { keptUnlessSwept } from './unbilled.ts';
+import { writtenGeneration } from './rewind.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
 import type { ContextView, NewContext, OpenTurn } from './types.ts';
 
@@ -219,7 +220,15 @@ async function storeContext(
   next: NewContext,
 ): Promise<ContextStart> {
   const key = contextKey(scope, baseRecord);
-  const context: ContextStart = { ...next, base_record: baseRecord, created_at: log.clock().toISOString() };
+  // Named by the generation writing it now, whatever the context it was made from named.
+  const { generation: _carried, ...made } = next;
+  const generation = writtenGeneration(scope);
+  const context: ContextStart = {
+    ...made,
+    base_record: baseRecord,
+    created_at: log.clock().toISOString(),
+    ...(generation ? { generation } : {}),
+  };
   let failure: { error: unknown } | null = null;
   try {
     if (

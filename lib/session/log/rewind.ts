@@ -71,6 +71,15 @@ export function itemGeneration(scope: LogScope, seq: number): string | undefined
   return generation === scope.incarnation ? undefined : generation;
 }
 
+/**
+ * The generation what `scope` writes now names in its id, as itemGeneration names an item's: its
+ * own, when a delete of the newest turn wrote it (lib/openai/ids.ts, a compaction's).
+ */
+export function writtenGeneration(scope: LogScope): string | undefined {
+  const { generation } = scope;
+  return scope.rewound?.includes(generation) && generation !== scope.incarnation ? generation : undefined;
+}
+
 /** The generation that wrote the item at `seq` (a delete of the newest turn keeps the ones before it). */
 export function holderOf(scope: LogScope, seq: number): string {
   return holderScope(scope, seq).generation;

@@ -112,10 +112,11 @@ const storedFields = {
  */
 export const cutFields = { incomplete: z.literal(true).optional() };
 
-/** A model's output item (a message or a call, `incomplete` on the one its answer stopped in). */
+/** An item a turn stores as its output: itemSchema's, `incomplete` on the one its answer stopped in. */
 export const outputItemSchema = z.discriminatedUnion('type', [
   messageItemSchema.extend(cutFields),
   functionCallItemSchema.extend(cutFields),
+  functionCallOutputItemSchema,
 ]);
 
 export const storedItemSchema = z.discriminatedUnion('type', [

@@ -32,6 +32,7 @@ import { idSchema } from '../items.ts';
  * - `queue/<generation>/<sha256>`: an input queued while a turn ran (create-only).
  * - `queue_cleared/<generation>/<sha256>-<ms>`: who deletes the stale tombstone of a withdrawn
  *   input uploaded at `<ms>` (create-only; lib/session/log/queue-withdraw.ts).
+ * - `queue_taking/<generation>/latest`: the queued input a pickup marked last (lib/session/log/queue-taking.ts).
  * - `events/<generation>/<turn>/<batch>`: a turn's event journal, batch by batch (create-only).
  * - `spent/<generation>/<turn>`: what a turn closed by someone else spent (create-only; empty:
  *   nothing known, put by the write that stopped waiting for it); `spent/<generation>/compact-<record>`:
@@ -328,6 +329,11 @@ export function queuedPrefix(scope: LogScope): string {
 export function queuedKey(scope: LogScope, keyHash: string): string {
   if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError('queued inputs are stored by SHA-256 hex digest');
   return `${queuedPrefix(scope)}${keyHash}`;
+}
+
+/** The queued input of the generation a pickup marked last (lib/session/log/queue-taking.ts). */
+export function queueTakingKey(scope: LogScope): string {
+  return `${scoped(scope, 'queue_taking')}latest`;
 }
 
 /** Who deletes the stale tombstone under `queuedKey(scope, keyHash)` uploaded at `at` (its ms, see above). */

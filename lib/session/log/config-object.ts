@@ -300,7 +300,10 @@ export async function sweepSession(log: LogContext, id: string, keep: ReadonlySe
         if (config === null) return true;
         // Inputs queued under a generation a delete of the newest turn left, the keys telling
         // which were taken up there, and their images and files are still the session's (log/queue.ts).
-        if (config.queued_in?.includes(level) && /^(queue|queue_cleared|idem|blob)\//.test(key.slice(prefix.length)))
+        if (
+          config.queued_in?.includes(level) &&
+          /^(queue(_cleared|_taking)?|idem|blob)\//.test(key.slice(prefix.length))
+        )
           return false;
         return !pending.has(level) && isOtherGeneration(key.slice(prefix.length), generation!, config.created_at);
       });

@@ -4,6 +4,7 @@ import { idempotencyKey, queuedKey, tombstoneClearKey, type LogScope } from '../
 import { parseStored, queuedInputSchema } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import { backoff, type LogContext } from './context.ts';
+import { nameTaking } from './queue-taking.ts';
 
 /**
  * Withdrawing a queued input (DELETE /v1/sessions/{id}/queue/{queued_turn}; docs/STORAGE.md,
@@ -60,6 +61,8 @@ export async function markTaking(log: LogContext, scope: LogScope, keyHash: stri
     const entry = parseStored(key, object.body, queuedInputSchema);
     if (entry.writer !== writer) throw new QueuedWithdrawnError(true);
     const marked = { ...entry, taking_at: log.clock().toISOString() };
+    // Named first: the mark moves its upload time, and listings put the entry named first.
+    await nameTaking(log, scope, keyHash, writer);
     const options = { ifMatch: object.etag, contentType: 'application/json' };
     if (await log.store.put(key, JSON.stringify(marked), options)) return;
   }

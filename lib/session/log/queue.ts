@@ -5,6 +5,7 @@ import { idempotencyClaimSchema, parseStored, queuedInputSchema, type QueuedInpu
 import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';
+import { takingFirst } from './queue-taking.ts';
 import { tombstoneCleared } from './queue-withdraw.ts';
 
 /**
@@ -74,7 +75,8 @@ export async function enqueueInput(
 /**
  * See SessionLog.queued: oldest first. One listing of `queue/<g>/`, and one of each older
  * generation a delete of the newest turn left (`queued_in`), whose inputs are still the
- * session's: a session no turn was deleted from lists its own queue only.
+ * session's: a session no turn was deleted from lists its own queue only. With two inputs or
+ * more, a get of the input a pickup marked last (log/queue-taking.ts), which goes first.
  */
 export async function listQueued(log: LogContext, scope: LogScope): Promise<QueuedEntry[]> {
   const generations = [scope.generation, ...(scope.queuedIn ?? [])];
@@ -90,7 +92,10 @@ export async function listQueued(log: LogContext, scope: LogScope): Promise<Queu
     ordered.push(...(tied.length > 1 ? await byEnqueueTime(log, scope, tied) : tied));
     start = end;
   }
-  return ordered;
+  // One a pickup marked (its upload time moved) still goes first (log/queue-taking.ts).
+  return takingFirst(log, scope, ordered, (entry) =>
+    readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash),
+  );
 }
 
 function byKey(a: QueuedEntry, b: QueuedEntry): number {

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { queueTakingKey, type LogScope } from '../keys.ts';
+import { parseStoredOrUndefined, type QueuedInput } from '../records.ts';
+import type { LogContext } from './context.ts';
+
+/**
+ * Which queued input a pickup marked last (`queue_taking/<g>/latest`, docs/STORAGE.md "Queued
+ * inputs"). A pickup's mark (`taking_at`, log/queue-withdraw.ts) rewrites the oldest entry, so
+ * its upload time moves behind the inputs queued after it: a listing ordered by upload time
+ * alone would put the next input first, and a second pickup listing between the mark and its
+ * turn's record would claim that one, whose record could land first. So the pickup names the
+ * entry here before marking it, and a listing puts the entry named back first while it stands
+ * marked by the writer named (an input queued again under its key since is another input).
+ */
+const takingSchema = z.object({ key_sha256: z.string(), writer: z.string() }).strict();
+
+/** Names the entry `keyHash` queued by `writer` as the one a pickup marks next (before its mark). */
+export async function nameTaking(log: LogContext, scope: LogScope, keyHash: string, writer: string): Promise<void> {
+  const body = JSON.stringify({ key_sha256: keyHash, writer });
+  await log.store.put(queueTakingKey(scope), body, { contentType: 'application/json' });
+}
+
+/**
+ * `ordered` (oldest first by upload time) with the entry each generation names as marked moved
+ * to the front: a get of each generation's name when two entries or more are listed, and a read
+ * (`read`) of an entry named behind another.
+ */
+export async function takingFirst<Entry extends { keyHash: string; generation: string }>(
+  log: LogContext,
+  scope: LogScope,
+  ordered: Entry[],
+  read: (entry: Entry) => Promise<QueuedInput | null>,
+): Promise<Entry[]> {
+  if (ordered.length < 2) return ordered;
+  const generations = [...new Set(ordered.map((entry) => entry.generation))];
+  // The place in `ordered` of the entry each generation names, when it goes first (else -1).
+  const named = await Promise.all(
+    generations.map(async (generation) => {
+      const object = await log.store.get(queueTakingKey({ ...scope, generation }));
+      // One not readable names nothing: the listing keeps the upload order.
+      const taking = object ? parseStoredOrUndefined(object.body, takingSchema) : undefined;
+      if (!taking) return -1;
+      const at = ordered.findIndex((one) => one.generation === generation && one.keyHash === taking.key_sha256);
+      if (at <= 0) return at;
+      const input = await read(ordered[at]!);
+      return input?.writer === taking.writer && input.taking_at !== undefined ? at : -1;
+    }),
+  );
+  const first = ordered.filter((_, at) => named.includes(at));
+  return first.length === 0 ? ordered : [...first, ...ordered.filter((_, at) => !named.includes(at))];
+}

@@ -111,6 +111,21 @@ export function describePart(part: InputImagePart | InputFilePart): string {
   return `[${part.media_type}${name}${size}, ${Math.max(1, Math.round((part.bytes ?? 0) / 1024))} KB]`;
 }
 
+/**
+ * How an image reads where a prompt carries it as text: the image as `describePart` names it
+ * and the seq of its item, e.g. `[image omitted: image/png 1280x800, 142 KB, item 57]`. Built
+ * from the part's reference alone, so the same image always gives the same bytes. One text for
+ * both ways an image becomes text: `shorten_images` pruning it (lib/strategies/shorten-images.ts)
+ * and a provider adapter sending it where the provider takes no image
+ * (lib/models/media-parts.ts), so that pruning an image the provider never got changes no byte
+ * of the prompt. The seq, not the turn: items do not carry their turn, and on a tail view the
+ * records that know it are not read (why: lib/strategies/README.md, `shorten_images`).
+ */
+export function imagePlaceholder(part: InputImagePart, seq: number | undefined): string {
+  const item = seq === undefined ? '' : `, item ${seq}`;
+  return `[image omitted: ${describePart(part).slice(1, -1)}${item}]`;
+}
+
 /** The text of a content: a string as is; parts joined, each image or file described. */
 export function contentText(content: Content): string {
   if (typeof content === 'string') return content;

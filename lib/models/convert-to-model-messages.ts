@@ -1,9 +1,8 @@
 import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessage, ToolResultPart } from 'ai';
-import { contentText } from '../content.ts';
 import { md5Hex } from '../hash.ts';
 import { answeredCalls, type PromptItem, type ReasoningItem } from '../items.ts';
 import { makesBlock } from './cache-breakpoints.ts';
-import { toolResultOutput, userParts } from './media-parts.ts';
+import { placeholderText, toolResultOutput, userParts } from './media-parts.ts';
 import { loopReasoning, reasoningPart } from './reasoning-parts.ts';
 
 /** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
@@ -146,17 +145,17 @@ export function convertToModelMessages(
       }
       if (item.role === 'assistant') {
         pushReasoning(openAssistant(), reasoning.get(index));
-        pushPart(openAssistant(), { type: 'text', text: contentText(item.content), ...withOptions });
+        pushPart(openAssistant(), { type: 'text', text: placeholderText(item.content, item.seq), ...withOptions });
         return;
       }
       closeAssistant();
       tool = undefined;
       if (item.role === 'system') {
-        messages.push({ role: 'system', content: contentText(item.content), ...withOptions });
+        messages.push({ role: 'system', content: placeholderText(item.content, item.seq), ...withOptions });
       } else {
         messages.push({
           role: 'user',
-          content: userParts(item.content, withOptions, media),
+          content: userParts(item.content, item.seq, withOptions, media),
         });
       }
       return;
@@ -186,6 +185,7 @@ export function convertToModelMessages(
           typeof item.output === 'string'
             ? `Output of tool call ${item.call_id}:\n${item.output}`
             : [{ type: 'input_text', text: `Output of tool call ${item.call_id}:` }, ...item.output],
+          item.seq,
           withOptions,
           media,
         ),
@@ -196,7 +196,7 @@ export function convertToModelMessages(
       type: 'tool-result',
       toolCallId: wireIds.get(call)!,
       toolName: (items[call] as Extract<PromptItem, { type: 'function_call' }>).name,
-      output: toolResultOutput(item.output, options.toolResultMedia ?? true, options.maxImageSide),
+      output: toolResultOutput(item.output, item.seq, options.toolResultMedia ?? true, options.maxImageSide),
       ...withOptions,
     };
     if (!tool) {

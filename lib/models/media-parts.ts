@@ -1,13 +1,16 @@
 import type { FilePart, TextPart, ToolResultPart } from 'ai';
-import { type Content, type ContentPart, contentText, describePart } from '../content.ts';
+import { type Content, type ContentPart, describePart, imagePlaceholder } from '../content.ts';
 import { encodeBase64 } from '../media.ts';
 
 /**
  * Content parts (lib/content.ts) as the AI SDK's parts: text, image and file parts for a user
  * message, `content` output for a tool result. An image or file goes as its bytes (read by
  * the turn into `data`) or its https URL; one whose bytes were not read, or a tool result's
- * when the provider takes no media there, goes as its description (`[image/png 1280x800,
- * 142 KB]`), a text placeholder.
+ * when the provider takes no media there, goes as a text placeholder (`placeholderText`): an
+ * image as `imagePlaceholder` of its item's seq (`[image omitted: image/png 1280x800, 142 KB,
+ * item 57]`), the very text `shorten_images` puts in its place, so that pruning an image the
+ * provider never got leaves the request as it was (its prompt cache holds); a file as its
+ * description (`[application/pdf report.pdf, 12 KB]`).
  */
 
 type UserPart = TextPart | FilePart;
@@ -29,17 +32,41 @@ export function overMaxImageSide(part: ContentPart, maxImageSide: number | undef
 }
 
 /**
- * The parts of a user message made from `content`; `options` go on the last part. An image or
- * file the provider does not take (`media`) goes as its description.
+ * How a part reads where the provider does not get it as such: text as is, an image as
+ * `imagePlaceholder` of `seq` (its item's), a file as its description.
  */
-export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>, media: UserMedia): UserPart[] {
+function partText(part: ContentPart, seq: number | undefined): string {
+  if (part.type === 'input_text') return part.text;
+  return part.type === 'input_image' ? imagePlaceholder(part, seq) : describePart(part);
+}
+
+/**
+ * The text of a content where the provider takes no media in its place (a tool result's on
+ * Chat Completions, an assistant's or system message's): a string as is, parts joined by
+ * newlines, each as `partText`. `seq` is the item's.
+ */
+export function placeholderText(content: Content, seq: number | undefined): string {
+  if (typeof content === 'string') return content;
+  return content.map((part) => partText(part, seq)).join('\n');
+}
+
+/**
+ * The parts of a user message made from `content` (of the item numbered `seq`); `options` go
+ * on the last part. An image or file the provider does not take (`media`) goes as `partText`.
+ */
+export function userParts(
+  content: Content,
+  seq: number | undefined,
+  options: Pick<TextPart, 'providerOptions'>,
+  media: UserMedia,
+): UserPart[] {
   const parts: UserPart[] =
     typeof content === 'string'
       ? [{ type: 'text', text: content }]
       : content
           // A blank text block is refused (Anthropic: "text content blocks must contain non-whitespace text").
           .filter((part) => part.type !== 'input_text' || part.text.trim() !== '')
-          .map((part) => userPart(part, media));
+          .map((part) => userPart(part, seq, media));
   const last = parts.length - 1;
   return parts.map((part, index) =>
     index === last && options.providerOptions
@@ -53,7 +80,7 @@ export function userParts(content: Content, options: Pick<TextPart, 'providerOpt
  * SDK's OpenAI-compatible provider spreads into the part it sends (lib/models/openai-compatible-model.ts
  * moves it into `image_url`); other providers ignore it.
  */
-function userPart(part: ContentPart, media: UserMedia): UserPart {
+function userPart(part: ContentPart, seq: number | undefined, media: UserMedia): UserPart {
   if (part.type === 'input_text') return { type: 'text', text: part.text };
   const source = sourceOf(part);
   if (
@@ -62,7 +89,7 @@ function userPart(part: ContentPart, media: UserMedia): UserPart {
     (source instanceof URL && part.type === 'input_file' && !media.fileUrls) ||
     (media.imageBytesOnly && (part.type === 'input_file' || source instanceof URL))
   )
-    return { type: 'text', text: describePart(part) };
+    return { type: 'text', text: partText(part, seq) };
   return {
     type: 'file',
     data: source,
@@ -75,19 +102,24 @@ function userPart(part: ContentPart, media: UserMedia): UserPart {
 }
 
 /**
- * A tool result's output: text as before; parts as `content` with media inline when `media`
- * (the provider takes images and files in tool results), without blank text parts, else one
- * text with each image and file described (also when every part is blank text). An image over
- * `maxImageSide` is described too.
+ * A tool result's output (of the item numbered `seq`): text as before; parts as `content` with
+ * media inline when `media` (the provider takes images and files in tool results), without
+ * blank text parts, else one text, `placeholderText` (also when every part is blank text). An
+ * image over `maxImageSide` goes as `partText` too.
  */
-export function toolResultOutput(content: Content, media: boolean, maxImageSide?: number): ToolResultPart['output'] {
+export function toolResultOutput(
+  content: Content,
+  seq: number | undefined,
+  media: boolean,
+  maxImageSide?: number,
+): ToolResultPart['output'] {
   if (typeof content === 'string') return { type: 'text', value: content };
   // A blank text block is refused inside a tool result too ("text content blocks must be non-empty").
   const parts = content.filter((part) => part.type !== 'input_text' || part.text.trim() !== '');
-  if (!media || parts.length === 0) return { type: 'text', value: contentText(content) };
+  if (!media || parts.length === 0) return { type: 'text', value: placeholderText(content, seq) };
   const value = parts.map((part) => {
     const source = part.type === 'input_text' || overMaxImageSide(part, maxImageSide) ? undefined : sourceOf(part);
-    if (part.type === 'input_text' || !source) return { type: 'text' as const, text: textOf(part) };
+    if (part.type === 'input_text' || !source) return { type: 'text' as const, text: partText(part, seq) };
     const data =
       source instanceof URL
         ? { type: 'url' as const, url: source }
@@ -97,10 +129,6 @@ export function toolResultOutput(content: Content, media: boolean, maxImageSide?
     return { type: 'file' as const, mediaType, data, ...filename };
   });
   return { type: 'content', value };
-}
-
-function textOf(part: ContentPart): string {
-  return part.type === 'input_text' ? part.text : describePart(part);
 }
 
 /** The bytes read for a part, or its https URL; undefined when neither is at hand. */

@@ -1,4 +1,4 @@
-import { type ContentPart, describePart, type InputImagePart } from '../content.ts';
+import { type ContentPart, imagePlaceholder } from '../content.ts';
 import type { PromptItem } from '../items.ts';
 import { callsBeforeImage } from './aggregates.ts';
 import { historyFor } from './apply-epoch-plan.ts';
@@ -22,21 +22,11 @@ export function wholeImages(images: number, config: StrategyConfig): number {
 }
 
 /**
- * The text an image is replaced with: the image as `describePart` names it and the seq of its
- * item, e.g. `[image omitted: image/png 1280x800, 142 KB, item 57]`. Built from the part's
- * reference alone, so the same image always gives the same bytes. The seq, not the turn: items
- * do not carry their turn, and on a tail view the records that know it are not read (why:
- * lib/strategies/README.md, `shorten_images`).
- */
-export function imagePlaceholder(part: InputImagePart, seq: number | undefined): string {
-  const item = seq === undefined ? '' : `, item ${seq}`;
-  return `[image omitted: ${describePart(part).slice(1, -1)}${item}]`;
-}
-
-/**
  * `shorten_images`: keeps the newest {@link wholeImages} images of the history whole and
  * replaces every older `input_image` part (in message contents and in function_call_output
- * parts) with an `input_text` part holding {@link imagePlaceholder}. Images are counted
+ * parts) with an `input_text` part holding `imagePlaceholder` (lib/content.ts), the text a
+ * provider adapter sends for an image its provider does not take, so pruning such an image
+ * changes no byte of the request. Images are counted
  * newest-first over the whole history, whatever earlier strategies of the list did to their
  * items, so the boundary depends on the history alone. An item with a pruned image is a new
  * object with `compacted: true`; everything else is kept as it is. Synthetic items (notices)

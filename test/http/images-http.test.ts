@@ -194,7 +194,7 @@ describe('images over HTTP', () => {
   };
 
   it.each([
-    { ...providers[0]!, blobReads: 0, sent: /\[image\/png 64x48, 1 KB\]/ },
+    { ...providers[0]!, blobReads: 0, sent: /\[image omitted: image\/png 64x48, 1 KB, item 3\]/ },
     { ...providers[1]!, blobReads: 1, sent: /"type":"image"/ },
   ])('$model: a tool-result image reads its blob only when it goes as an image ($blobReads)', async (each) => {
     const store = new BlobReads(new MemoryStore());
@@ -260,7 +260,7 @@ describe('images over HTTP', () => {
       expect(turn.status, JSON.stringify(turn.body)).toBe(200);
       const sent = JSON.stringify((provider!.requests[0]!.body as any).messages);
       expect(sent).not.toMatch(/"type":"image(_url)?"/);
-      expect(sent).toContain('[image/png 64x48, 1 KB]');
+      expect(sent).toContain('[image omitted: image/png 64x48, 1 KB, item 2]');
       const detail = await json('GET', '/v1/sessions/assistant-image/turns/1');
       expect(detail.body.receipt.media_as_text).toBe(1);
     },
@@ -326,8 +326,8 @@ describe('images over HTTP', () => {
     });
     expect(turn.status, JSON.stringify(turn.body)).toBe(200);
     const sent = JSON.stringify((provider!.requests[0]!.body as any).messages);
-    expect(sent).toMatch(/"text":"\[image\/png 1280x9000, [^\]]*\]"/);
-    expect(sent).toMatch(/"text":"\[image\/png 8001x600, [^\]]*\]"/);
+    expect(sent).toMatch(/"text":"\[image omitted: image\/png 1280x9000, [^\]]*, item 1\]"/);
+    expect(sent).toMatch(/"text":"\[image omitted: image\/png 8001x600, [^\]]*, item 3\]"/);
     expect(sent.match(/"type":"image"/g)).toHaveLength(1);
     expect(store.blobReads).toBe(1);
     const detail = await json('GET', '/v1/sessions/full-page/turns/1');

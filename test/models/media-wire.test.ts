@@ -40,6 +40,7 @@ function prompt(callId: string, detail?: 'low' | 'high' | 'auto' | 'original'): 
     {
       type: 'function_call_output',
       call_id: callId,
+      seq: 3,
       output: [
         { type: 'input_text', text: 'clicked' },
         { type: 'input_image', ...ref(screen, 'image/png'), width: 1280, height: 800, data: screen, ...asked },
@@ -112,7 +113,7 @@ describe('images and files on the wire', () => {
     },
   );
 
-  it('openai-compatible: image_url and file parts; a tool message is text, its image a placeholder', async () => {
+  it('openai-compatible: image_url and file parts; a tool message is text, its image as if pruned', async () => {
     const { model, requests } = await start('openai-compatible:test-model', 'openai-chat-text.json', (url) => ({
       OPENAI_COMPATIBLE_BASE_URL: url,
       OPENAI_COMPATIBLE_API_KEY: 'sk-test',
@@ -142,7 +143,7 @@ describe('images and files on the wire', () => {
           { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } },
         ],
       },
-      { role: 'tool', tool_call_id: 'call_1', content: 'clicked\n[image/png 1280x800, 1 KB]' },
+      { role: 'tool', tool_call_id: 'call_1', content: 'clicked\n[image omitted: image/png 1280x800, 1 KB, item 3]' },
     ]);
   });
 });
@@ -179,7 +180,7 @@ describe("an image's detail on the OpenAI-compatible wire", () => {
     expect(messages[2]).toEqual({
       role: 'tool',
       tool_call_id: 'call_1',
-      content: 'clicked\n[image/png 1280x800, 1 KB]',
+      content: 'clicked\n[image omitted: image/png 1280x800, 1 KB, item 3]',
     });
     expect(messages[3]).toEqual({
       role: 'user',

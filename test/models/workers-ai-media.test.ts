@@ -11,7 +11,8 @@ import { SessionLog } from '../support/session-log.ts';
 
 /**
  * workers-ai-provider takes an image only as bytes with an image/* type, and no file: the
- * adapter sends the others as their descriptions (text placeholders) instead of failing the
+ * adapter sends the others as text placeholders (an image as `[image omitted: …]`, a file as its
+ * description) instead of failing the
  * turn with a model error every time.
  */
 
@@ -27,7 +28,7 @@ const pdf = pdfBytes();
 const png = pngBytes(4, 4);
 
 describe('workers-ai: images and files the API accepts', () => {
-  it('an https image URL (never fetched by tailgate) reaches the model as its description, not a 502', async () => {
+  it('an https image URL (never fetched by tailgate) reaches the model as its placeholder, not a 502', async () => {
     const { model, runs } = workersAi();
     const prompt: PromptItem[] = [
       {
@@ -37,11 +38,12 @@ describe('workers-ai: images and files the API accepts', () => {
           { type: 'input_text', text: 'What is this?' },
           { type: 'input_image', image_url: 'https://example.com/logo.png' },
         ],
+        seq: 4,
       },
     ];
     await expect(model.generate({ prompt, tools: [] })).resolves.toMatchObject({ output: [{ type: 'message' }] });
     expect(runs).toHaveLength(1);
-    expect(JSON.stringify(runs[0])).toContain('[image https://example.com/logo.png]');
+    expect(JSON.stringify(runs[0])).toContain('[image omitted: image https://example.com/logo.png, item 4]');
   });
 
   it('a stored PDF reaches the model as its description, not a 502', async () => {

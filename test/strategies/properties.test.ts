@@ -5,7 +5,7 @@ import { computeAggregates, repeatIndices } from '../../lib/strategies/aggregate
 import { compactCallItem, compactOutputItem, compactToolItem } from '../../lib/strategies/compact-text.ts';
 import { epochPlan, incrementEpochPlan, repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
-import { imagePlaceholder } from '../../lib/strategies/shorten-images.ts';
+import { imagePlaceholder } from '../../lib/content.ts';
 import { selectTail, tailRequirement } from '../../lib/strategies/select-tail.ts';
 import type { StrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import {

@@ -4,7 +4,8 @@ import type { PromptItem } from '../../lib/items.ts';
 import { callsBeforeImage, computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { selectTail, tailRequirement } from '../../lib/strategies/select-tail.ts';
-import { imagePlaceholder, shortenImages, wholeImages } from '../../lib/strategies/shorten-images.ts';
+import { imagePlaceholder } from '../../lib/content.ts';
+import { shortenImages, wholeImages } from '../../lib/strategies/shorten-images.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { call, imageParts, sequenced, user, type SequencedPromptItem } from './history-fixtures.ts';
 

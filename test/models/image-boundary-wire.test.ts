@@ -1,0 +1,113 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { InputImagePart } from '../../lib/content.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
+import { wholeImages } from '../../lib/strategies/shorten-images.ts';
+import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
+import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { weatherTool } from '../support/fake-providers/tool-loop.ts';
+import { pngBytes } from '../support/media-fixtures.ts';
+
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+const config = resolveStrategyConfig({ request: { full_images: 1, image_epoch_size: 2 } });
+const screen = pngBytes(1280, 800, 40, 3);
+
+/**
+ * A computer-use history of `steps` steps as a turn reads it: a user message, then per step a
+ * call and its output, a line of text and a screenshot (its blob read into `data`); the
+ * screenshot of `oversized` steps is over Anthropic's 8000-pixel side.
+ */
+function history(steps: number, oversized: readonly number[] = []): PromptItem[] {
+  const items: PromptItem[] = [{ type: 'message', role: 'user', content: 'Book a table', seq: 1 }];
+  for (let step = 1; step <= steps; step += 1) {
+    const call_id = `call_${step}`;
+    const [width, height] = oversized.includes(step) ? [1280, 9000] : [1280, 800];
+    const blob = String(step % 10).repeat(64);
+    const shot: InputImagePart = {
+      type: 'input_image',
+      blob,
+      media_type: 'image/png',
+      bytes: screen.length,
+      width,
+      height,
+      data: screen,
+    };
+    items.push(
+      { type: 'function_call', call_id, name: 'get_weather', arguments: `{"location":"step ${step}"}`, seq: 2 * step },
+      {
+        type: 'function_call_output',
+        call_id,
+        output: [{ type: 'input_text', text: `step ${step} done` }, shot],
+        seq: 2 * step + 1,
+      },
+    );
+  }
+  return items;
+}
+
+/** The wire `messages` of one request per history as `id` sends them, each prompt shortened by `shorten_images`. */
+async function requestsFor(id: string, answer: string, histories: PromptItem[][]): Promise<any[]> {
+  provider = await startFakeProvider(() => ({ text: fixture(answer) }));
+  const model = resolveModel(id, {
+    OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+    OPENAI_COMPATIBLE_API_KEY: 'sk-test',
+    ANTHROPIC_BASE_URL: provider.baseURL,
+    ANTHROPIC_API_KEY: 'sk-ant-test',
+    MODEL_MAX_RETRIES: '0',
+  });
+  for (const items of histories) {
+    const prompt = preparePrompt(items, 'shorten_images', { config }).items;
+    await model.generate({ prompt, tools: [weatherTool], maxOutputTokens: 64 });
+  }
+  return provider.requests.map((request) => request.body.messages);
+}
+
+describe("shorten_images' boundary move on the wire", () => {
+  it('changes no byte of a Chat Completions request before it, whose tool messages never held the images', async () => {
+    // Full 1, size 2: 2 screenshots -> both whole; 3 -> the newest whole, the 2 before pruned.
+    expect([wholeImages(2, config), wholeImages(3, config)]).toEqual([2, 1]);
+    const [before, after] = await requestsFor('openai-compatible:test-model', 'openai-chat-text.json', [
+      history(2),
+      history(3),
+    ]);
+    // The next turn's request starts with the bytes of this one's messages.
+    expect(after).toHaveLength(before.length + 2);
+    const sent = JSON.stringify(before);
+    expect(JSON.stringify(after).startsWith(sent.slice(0, -1))).toBe(true);
+    // An image a tool message cannot hold reads as the placeholder shorten_images writes.
+    expect(before[2]).toEqual({
+      role: 'tool',
+      tool_call_id: 'call_1',
+      content: 'step 1 done\n[image omitted: image/png 1280x800, 1 KB, item 3]',
+    });
+  });
+
+  it('anthropic: the tool_result images go as image blocks until pruned, then as the placeholder', async () => {
+    const [before, after] = await requestsFor('anthropic:claude-sonnet-4-5', 'anthropic-message-text.json', [
+      history(2, [2]),
+      history(3, [2]),
+    ]);
+    const toolResult = (messages: any[], index: number) => messages[index].content[0].content;
+    expect(toolResult(before, 2)).toEqual([
+      { type: 'text', text: 'step 1 done' },
+      {
+        type: 'image',
+        source: { type: 'base64', media_type: 'image/png', data: Buffer.from(screen).toString('base64') },
+      },
+    ]);
+    const placeholder = (step: number, height: number) => ({
+      type: 'text',
+      text: `[image omitted: image/png 1280x${height}, 1 KB, item ${2 * step + 1}]`,
+    });
+    expect(toolResult(after, 2)).toEqual([{ type: 'text', text: 'step 1 done' }, placeholder(1, 800)]);
+    // An image over the side Anthropic takes went as the placeholder already: pruned, it reads the same.
+    expect(toolResult(before, 4)).toEqual([{ type: 'text', text: 'step 2 done' }, placeholder(2, 9000)]);
+    expect(toolResult(after, 4)).toEqual(toolResult(before, 4));
+  });
+});

@@ -53,10 +53,11 @@ export async function setAside(
   context: TakeContext,
 ): Promise<ClaimOutcome> {
   const { key } = notice.info;
+  const limit = setAsideLimit(ctx.maxNoticeBytes);
   let object: StoredObject | null | undefined = 'read' in notice ? undefined : read.object;
   let reason = read.reason;
   if (!object) {
-    if (notice.info.size > setAsideLimit(ctx.maxNoticeBytes)) return { kind: 'skipped' };
+    if (notice.info.size > limit) return { kind: 'skipped' };
     try {
       object = await ctx.store.get(key);
     } catch (error) {
@@ -65,9 +66,15 @@ export async function setAside(
     }
     if (!object) return { kind: 'taken' };
     const now = unreadableReason(object.body, ctx.maxNoticeBytes);
-    // Replaced meanwhile by a notice a later consume delivers, or too large to hold.
-    if (now === undefined || object.body.length > setAsideLimit(ctx.maxNoticeBytes)) return { kind: 'skipped' };
+    // Replaced meanwhile by a notice a later consume delivers.
+    if (now === undefined) return { kind: 'skipped' };
     reason = now;
+  }
+  // Grown past what a consume reads since the listing: left in place, as the listing of the
+  // next turn's window passes over it.
+  if (object.body.length > limit) {
+    ctx.log({ level: 'warn', message: `unreadable notice left in place: larger than ${limit} bytes`, key });
+    return { kind: 'skipped' };
   }
   const identity: Identity = {
     etag: plainEtag(object.etag),

@@ -75,6 +75,32 @@ describe('unreadable notices', () => {
     expect(next.delivered.map((notice) => notice.content)).toEqual(['fixed']);
   });
 
+  it('one grown past four times the limit after the listing is left pending, read or read ahead', async () => {
+    for (const readAhead of [false, true]) {
+      const { memory, inbox, prefix, events } = await setup({ maxNoticeBytes: 8 });
+      await memory.put(`${prefix}inbox/a`, 'fine');
+      const listing = memory.list.bind(memory);
+      // The notice is replaced by a body larger than four times the limit once the turn listed it.
+      memory.list = async (...args) => {
+        const listed = await listing(...args);
+        memory.list = listing;
+        await memory.put(`${prefix}inbox/a`, 'x'.repeat(33));
+        return listed;
+      };
+      const fetched = readAhead ? inbox.fetch('s1') : undefined;
+      const result = await inbox.consume('s1', { turn: 1, sessionExists: true, ...(fetched ? { fetched } : {}) });
+      expect({ readAhead, delivered: result.delivered }).toEqual({ readAhead, delivered: [] });
+      expect({ readAhead, unreadable: (await inbox.unreadablePage('s1')).unreadable }).toEqual({
+        readAhead,
+        unreadable: [],
+      });
+      expect((await inbox.listPending('s1')).map((notice) => [notice.name, notice.size])).toEqual([['a', 33]]);
+      expect(events.filter((event) => event.level === 'warn')).toMatchObject([
+        { key: `${prefix}inbox/a`, message: expect.stringMatching(/left in place/) },
+      ]);
+    }
+  });
+
   it('consumers racing on one unreadable notice set it aside once', async () => {
     const { memory, inbox, prefix } = await setup();
     await memory.put(`${prefix}inbox/a`, NOT_UTF8);

@@ -101,6 +101,21 @@ describe('unreadable notices', () => {
     }
   });
 
+  it('one posted while the limit was larger is set aside as too large once it is lowered', async () => {
+    const { store, inbox, events } = await setup({ maxNoticeBytes: 16 });
+    await inbox.post('s1', { name: 'long', content: '0123456789' });
+    const lowered = new Inbox(store, {
+      keyPrefix: 'p/',
+      sessionExists: sessionExistsIn(store, 'p/'),
+      log: (event) => events.push(event),
+      maxNoticeBytes: 8,
+    });
+    expect((await lowered.consume('s1', { turn: 1 })).delivered).toEqual([]);
+    expect((await lowered.unreadablePage('s1')).unreadable).toMatchObject([
+      { name: 'long', size: 10, reason: 'too_large', turn: 1 },
+    ]);
+  });
+
   it('consumers racing on one unreadable notice set it aside once', async () => {
     const { memory, inbox, prefix } = await setup();
     await memory.put(`${prefix}inbox/a`, NOT_UTF8);

@@ -65,6 +65,8 @@ export interface TakeContext {
   since?: string;
   /** Where a notice that can never be delivered is set aside (`inbox_unreadable/`). */
   unreadablePrefix: string;
+  /** The consuming session's id (a set-aside landing after its delete goes with it). */
+  sessionId: string;
 }
 
 export interface ListedNotice {

@@ -269,6 +269,7 @@ export class Inbox {
     const context = {
       removedPrefix,
       unreadablePrefix: inboxUnreadablePrefix(this.#keyPrefix, sessionId),
+      sessionId,
       turn: options.turn,
       ...(options.runner === undefined ? {} : { runner: options.runner }),
       deliveredAt,

@@ -38,6 +38,12 @@ const REASONS: Record<UnreadableReason, string> = {
   not_utf8: 'content is not valid UTF-8',
 };
 
+/** What setting aside uses of the inbox (`InboxContext`, lib/inbox/move.ts). */
+type SetAsideContext = SlotContext & {
+  maxNoticeBytes: number;
+  sessionExists: (sessionId: string) => Promise<boolean | string>;
+};
+
 /**
  * Sets aside a notice that can never be delivered, so it holds no later turn's place: claims
  * a slot for its bytes in `inbox_unreadable/` as a delivery claims one in `inbox_removed/`
@@ -47,7 +53,7 @@ const REASONS: Record<UnreadableReason, string> = {
  * (logged), for a later consume.
  */
 export async function setAside(
-  ctx: SlotContext & { maxNoticeBytes: number },
+  ctx: SetAsideContext,
   notice: ListedNotice | FetchedNotice,
   read: Extract<NoticeRead, { kind: 'unreadable' }>,
   context: TakeContext,
@@ -128,7 +134,23 @@ export async function setAside(
     return { kind: 'skipped' };
   }
   ctx.log({ level: 'warn', message: `notice set aside as ${storedAs}: ${REASONS[reason]}`, key });
+  await forgetIfDeleted(ctx, context, context.unreadablePrefix + claim.storedAs);
   return { kind: 'skipped' };
+}
+
+/**
+ * A set-aside of a session deleted since the turn read it may land after the delete's sweep
+ * passed `inbox_unreadable/`: it goes with the session, removed here (as lib/inbox/carry.ts
+ * `forget` removes a delivery's record) while the id names no session. One get of the config,
+ * paid by set-asides only; a failure keeps it (the next delete of the id removes it).
+ */
+async function forgetIfDeleted(ctx: SetAsideContext, context: TakeContext, slotKey: string): Promise<void> {
+  try {
+    if (await ctx.sessionExists(context.sessionId)) return;
+    await ctx.store.delete(slotKey);
+  } catch (error) {
+    ctx.log({ level: 'warn', message: 'notice set aside for a deleted session not removed', key: slotKey, error });
+  }
 }
 
 /** Why `body` can never be delivered as a notice, or undefined when it can. */

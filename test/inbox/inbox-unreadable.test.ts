@@ -116,6 +116,23 @@ describe('unreadable notices', () => {
     ]);
   });
 
+  it('set aside by a turn of a session deleted meanwhile, it goes with the session', async () => {
+    const { memory, inbox, prefix } = await setup();
+    await memory.put(`${prefix}inbox/a`, NOT_UTF8);
+    // The turn read its session; the delete then removed session.json, and its sweep has passed.
+    await memory.delete(sessionConfigKey('p/', 's1'));
+    expect((await inbox.consume('s1', { turn: 1, sessionExists: true })).delivered).toEqual([]);
+    expect((await memory.list(prefix)).objects.map((object) => object.key)).toEqual([]);
+  });
+
+  it('set aside by a turn of a session created again meanwhile, it stays with the id', async () => {
+    const { memory, inbox, prefix } = await setup();
+    await memory.put(`${prefix}inbox/a`, NOT_UTF8);
+    await memory.put(sessionConfigKey('p/', 's1'), JSON.stringify({ created_at: new Date().toISOString() }));
+    await inbox.consume('s1', { turn: 1, sessionExists: true, since: '2020-01-01T00:00:00.000Z' });
+    expect((await inbox.unreadablePage('s1')).unreadable.map((notice) => notice.stored_as)).toEqual(['a']);
+  });
+
   it('consumers racing on one unreadable notice set it aside once', async () => {
     const { memory, inbox, prefix } = await setup();
     await memory.put(`${prefix}inbox/a`, NOT_UTF8);

@@ -64,8 +64,11 @@ describe.each(stores)('inputs queued behind a dead turn, several readers at once
     const dead = process(store, clock, 'none', dying);
     const id = await dead.session({ on_busy: 'enqueue' });
     expect((await dead.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
-    for (const input of ['q1', 'q2', 'q3'])
+    for (const input of ['q1', 'q2', 'q3']) {
       expect((await dead.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(202);
+      // Inputs stored in one millisecond would be ordered by their \`enqueued_at\`: never equal here.
+      now += 1;
+    }
     // Its last work (the enqueues' pickups, refused while turn 1's lease runs) ends before it dies.
     await drain(dying);
     now += 4000;

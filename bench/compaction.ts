@@ -50,6 +50,7 @@ export async function measureCompactionReads(
         return runInProcess(this, run);
       },
       log: () => {},
+      info: () => {},
     };
     await log.create({ id: 'bench', model: 'echo', strategies: 'shorten_tools_epoch_increment,compact,inbox' });
     for (let turn = 0; turn < turns; turn++) {

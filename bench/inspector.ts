@@ -74,6 +74,7 @@ export async function measureInspector(options: InspectorOptions): Promise<Inspe
       tasks.push(task);
     },
     log: (message, details) => console.error(message, details),
+    info: () => {},
   });
   const settle = async () => {
     while (tasks.length > 0) await tasks.shift();

@@ -102,6 +102,7 @@ export function latencyHarness(
     model: () => timed,
     background: (task) => void background.push(task.catch(() => undefined)),
     log: (message, details) => console.error(message, details),
+    info: () => {},
   });
   const settle = async () => {
     while (background.length > 0) await Promise.all(background.splice(0));

@@ -65,6 +65,7 @@ export class MemoryTurnDriver implements TurnDriver {
         this.#background.add(settled);
       },
       log: (message, details) => console.error(message, details),
+      info: () => {},
     });
     const log = this.#services.sessions;
     const sessions: TurnSessionLog = {

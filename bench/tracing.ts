@@ -113,6 +113,7 @@ function side(memory: MemoryStore, settings: Record<string, string>) {
     model: (id) => resolveModel(id, {}),
     background: (task) => void background.push(task.catch(() => undefined)),
     log: (message, details) => console.error(message, details),
+    info: () => {},
     tracing: tracingFor(config.tracing),
   });
   const times: number[] = [];

@@ -58,7 +58,10 @@ export interface AppOptions {
   /** Wraps each model a request resolves (the benchmark's worker measures the prompt handed to it). */
   wrapModel?: (model: Model) => Model;
   clock?: () => Date;
+  /** Where failures go (default: console.error). */
   log?: (message: string, details?: unknown) => void;
+  /** Where routine events go, one line each (default: console.info): TurnServices.info. */
+  info?: (message: string) => void;
   /** Real tokenizers (Node and Deno entries); the Workers entry leaves them out (bundle size). */
   tokenEncoders?: TokenEncoders;
   /** The /docs page's script (Node and Deno entries); Workers serve it as a static asset. */
@@ -94,6 +97,11 @@ function logToConsole(message: string, details?: unknown): void {
   else console.error(message, details);
 }
 
+/** Routine events when no `info` is given: info level (Workers Logs does not count them as errors). */
+function infoToConsole(message: string): void {
+  console.info(message);
+}
+
 /**
  * Assembles the HTTP API: one router per resource, one error handler, auth, body limits,
  * and the per-request services (config is parsed on every request, never memoized).
@@ -101,6 +109,7 @@ function logToConsole(message: string, details?: unknown): void {
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const readEnvironment = options.readEnvironment ?? ((c: Context) => runtimeEnv(c) as RuntimeEnvironment);
   const log = options.log ?? logToConsole;
+  const info = options.info ?? infoToConsole;
   const app = createRouter();
   app.onError(withOpenAIErrors(createErrorHandler(log), log));
   app.notFound((c) =>
@@ -159,7 +168,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       'services',
       createServices({
         ...inputs,
-        background: backgroundRunner(c, log, options.afterResponse),
+        background: backgroundRunner(c, log, info, options.afterResponse),
         checkSessionConfig: revocationCheck(c.var.principal),
         tokenBudget: c.var.principal.budget,
       }),
@@ -244,6 +253,7 @@ function serviceInputs(
     env: strings,
     model: (id) => (options.wrapModel ?? ((model: Model) => model))(resolveModel(id, modelEnvironment)),
     log,
+    info: options.info ?? infoToConsole,
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
     startBackground: options.queueTurn?.(environment),
@@ -260,10 +270,11 @@ export function createOutsideServices(
   options: AppOptions,
 ): (environment: RuntimeEnvironment, background: (task: Promise<unknown>) => void) => AppServices {
   const log = options.log ?? logToConsole;
+  const info = options.info ?? infoToConsole;
   return (environment, background) =>
     createServices({
       ...serviceInputs(options, environment, parseServiceConfig(environment), log),
-      background: (task) => background(task.catch((error: unknown) => logBackgroundFailure(log, error))),
+      background: (task) => background(task.catch((error: unknown) => logBackgroundFailure(log, info, error))),
     });
 }
 
@@ -309,11 +320,15 @@ const requireJsonBody: MiddlewareHandler = async (c, next) => {
 
 /**
  * How work after a response that threw is logged: a session deleted meanwhile (a pack, an index
- * refresh or a pickup of its queue finding it gone) is one line, as a turn it stopped is; anything
- * else is a failure, with its error.
+ * refresh or a pickup of its queue finding it gone) is one routine line, as a turn it stopped is;
+ * anything else is a failure, with its error.
  */
-function logBackgroundFailure(log: (message: string, details?: unknown) => void, error: unknown): void {
-  if (error instanceof NotFoundError) log(`tailgate: a background task stopped: ${error.message}`);
+function logBackgroundFailure(
+  log: (message: string, details?: unknown) => void,
+  info: (message: string) => void,
+  error: unknown,
+): void {
+  if (error instanceof NotFoundError) info(`tailgate: a background task stopped: ${error.message}`);
   else log('tailgate: background task failed', error);
 }
 
@@ -321,6 +336,7 @@ function logBackgroundFailure(log: (message: string, details?: unknown) => void,
 function backgroundRunner(
   c: Context,
   log: (message: string, details?: unknown) => void,
+  info: (message: string) => void,
   tracked: ((task: Promise<unknown>) => void) | undefined,
 ): (task: Promise<unknown>) => void {
   let waitUntil: ((promise: Promise<unknown>) => void) | undefined;
@@ -331,7 +347,7 @@ function backgroundRunner(
     waitUntil = tracked;
   }
   return (task) => {
-    const guarded = task.catch((error: unknown) => logBackgroundFailure(log, error));
+    const guarded = task.catch((error: unknown) => logBackgroundFailure(log, info, error));
     waitUntil?.(guarded);
   };
 }

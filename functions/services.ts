@@ -43,6 +43,8 @@ export interface ServiceInputs {
   model: (id: string) => Model;
   background: (task: Promise<unknown>) => void;
   log: (message: string, details?: unknown) => void;
+  /** Routine events (TurnServices.info). */
+  info: (message: string) => void;
   clock?: () => Date;
   tokenEncoders?: TokenEncoders;
   /** Sends a background turn to a queue (Workers); without it, the process runs it. */
@@ -180,6 +182,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     previewModel: inputs.model,
     background: inputs.background,
     log,
+    info: inputs.info,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     // A claimed background or queued turn runs as the token its record names (charged to it, its
     // model checked at its claim), not as the request that runs it: without this one's budget.

@@ -1,4 +1,11 @@
-import { AbortedError, NotFoundError, TurnClosedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
+import {
+  AbortedError,
+  LEASE_EXPIRED,
+  NotFoundError,
+  TurnClosedError,
+  TurnInProgressError,
+  TurnNotOpenError,
+} from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { journalTurn } from './journal.ts';
 import { errorRecord } from './receipt.ts';
@@ -78,14 +85,14 @@ async function runClaimedTurn(
     // message delivered twice are what happens, not failures.
     if (error instanceof TurnNotOpenError) {
       ends = false;
-      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} is closed already`);
+      services.info(`tailgate: background turn ${run.turn} of session ${run.session_id} is closed already`);
       return outcome;
     }
     // Another runner of the turn holds its lease and renews it (a message delivered twice): this
     // one called no model and moved nothing; the turn and its journal are the other run's.
     if (error instanceof TurnInProgressError) {
       ends = false;
-      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} runs elsewhere`);
+      services.info(`tailgate: background turn ${run.turn} of session ${run.session_id} runs elsewhere`);
       return outcome;
     }
     // Its session was deleted (the renewal found it closed so, or a step found it gone): the
@@ -93,7 +100,7 @@ async function runClaimedTurn(
     if (error instanceof NotFoundError) {
       ends = false;
       journal.drop();
-      services.log(
+      services.info(
         `tailgate: background turn ${run.turn} of session ${run.session_id} stopped: the session was deleted`,
       );
       return outcome;
@@ -104,10 +111,11 @@ async function runClaimedTurn(
     if ((stored.code !== 'storage_error' && stored.code !== 'internal_error') || (await closed(services, run))) {
       // Stored and journaled as a client sees it (errorRecord): a provider's text is the log's. A
       // turn closed by someone else (a cancel, an interrupt, a lapsed lease) or stopped by an
-      // `abort` notice is one line, no stack.
+      // `abort` notice is one line, no stack; a routine one but for a lapsed lease.
       const which = `background turn ${run.turn} of session ${run.session_id}`;
       if (error instanceof TurnClosedError || error instanceof AbortedError) {
-        services.log(`tailgate: ${which} stopped: ${error.code}`);
+        if (error.code === LEASE_EXPIRED) services.log(`tailgate: ${which} stopped: ${error.code}`);
+        else services.info(`tailgate: ${which} stopped: ${error.code}`);
       } else services.log(`tailgate: ${which} failed`, error);
       journal.emit({ event: 'error', data: { error: stored }, cause: error });
       return outcome;

@@ -251,18 +251,12 @@ export async function pickUp(
           },
         );
         if (!marked) continue;
-        services.log('tailgate: a queued input was dropped: its turn refused it', {
-          session_id: sessionId,
-          key_sha256: entry.key_sha256,
-          error: error.message,
-        });
+        services.info(`${queuedInput(sessionId, entry.key_sha256)} was dropped: its turn refused it: ${error.message}`);
       } else if (error instanceof IdempotencyKeyReusedError) {
         // Its enqueue checked the key (log/queue.ts), but the other request's turn landed, or
         // indexed its key, only after that check: its 202 answered an input that never runs.
-        services.log('tailgate: a queued input was dropped: its Idempotency-Key ran another request first', {
-          session_id: sessionId,
-          key_sha256: entry.key_sha256,
-        });
+        const which = queuedInput(sessionId, entry.key_sha256);
+        services.info(`${which} was dropped: its Idempotency-Key ran another request first`);
       } else throw error;
       claimed = { turn: 0, status: 'failed' };
     }
@@ -287,9 +281,12 @@ function tellWaiting(services: TurnServices, sessionId: string, keyHash: string)
   const key = `${sessionId} ${keyHash}`;
   if (toldWaiting.has(key)) return;
   toldWaiting.set(key, true, 1);
-  services.log(
-    `tailgate: a queued input of session ${sessionId} (key sha256 ${keyHash}) waits: the session's budget is spent`,
-  );
+  services.info(`${queuedInput(sessionId, keyHash)} waits: the session's budget is spent`);
+}
+
+/** How a log line names a queued input. */
+function queuedInput(sessionId: string, keyHash: string): string {
+  return `tailgate: a queued input of session ${sessionId} (key sha256 ${keyHash})`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { NotFoundError, TurnClosedError } from '../errors.ts';
+import { LEASE_EXPIRED, NotFoundError, TurnClosedError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { errorRecord } from './receipt.ts';
 import { journalTurn } from './journal.ts';
@@ -54,10 +54,13 @@ export function streamTurn(
         // A session deleted meanwhile is one line, and nothing more is journaled into it.
         if (started && error instanceof NotFoundError) {
           journal.drop();
-          services.log(`tailgate: a streamed turn of session ${sessionId} stopped: the session was deleted`);
+          services.info(`tailgate: a streamed turn of session ${sessionId} stopped: the session was deleted`);
         } else if (started && error instanceof TurnClosedError) {
-          // Closed by someone else (a cancel, an interrupt, a lapsed lease): one line, no stack.
-          services.log(`tailgate: a streamed turn of session ${sessionId} stopped: ${error.code}`);
+          // Closed by someone else (a cancel, an interrupt, a lapsed lease): one line, no stack;
+          // a routine one but for a lapsed lease.
+          const line = `tailgate: a streamed turn of session ${sessionId} stopped: ${error.code}`;
+          if (error.code === LEASE_EXPIRED) services.log(line);
+          else services.info(line);
         } else if (started) services.log('tailgate: streamed turn failed', error);
         push({ event: 'error', data: { error: errorRecord(error) }, cause: error });
       },

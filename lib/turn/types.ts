@@ -153,7 +153,13 @@ export interface TurnServices {
   model: (id: string) => Model;
   /** Runs work that must outlive the response (waitUntil on Workers). */
   background: (task: Promise<unknown>) => void;
+  /** Failures: what an operator acts on (console.error by default). */
   log: (message: string, details?: unknown) => void;
+  /**
+   * Routine events, one line each: a turn cancelled, interrupted or stopped by its session's
+   * delete, a queued message delivered again, a queued input dropped (console.info by default).
+   */
+  info: (message: string) => void;
   /** Real tokenizers the runtime provides (Node, Deno); the approximation without them. */
   tokenEncoders?: TokenEncoders;
   /**

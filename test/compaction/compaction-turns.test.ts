@@ -53,6 +53,7 @@ function services(
       return runInProcess(this, run);
     },
     log: () => {},
+    info: () => {},
   };
 }
 

@@ -56,6 +56,14 @@ const environment = () => ({
   TURN_LEASE_MS: '3000',
 });
 
+/** A log into `logs`: a failure with its details, a routine line with `level: 'info'`. */
+function logInto(logs: { message: string; details?: unknown; level?: 'info' }[]): Partial<AppOptions> {
+  return {
+    log: (message, details) => logs.push({ message, details }),
+    info: (message) => logs.push({ message, level: 'info' }),
+  };
+}
+
 function harnessFor(options: Partial<AppOptions>): HttpHarness & { options: AppOptions } {
   const store = new MemoryStore();
   const full: AppOptions = { store: () => store, readEnvironment: (c) => c.env ?? {}, ...options };
@@ -72,8 +80,8 @@ function harnessFor(options: Partial<AppOptions>): HttpHarness & { options: AppO
 
 describe('background turns on Node', () => {
   it('a cancel stops the running turn: its call is aborted, its notices go back, nothing of it is stored', async () => {
-    const logs: { message: string; details: unknown }[] = [];
-    const api = createClient(harnessFor({ log: (message, details) => logs.push({ message, details }) }));
+    const logs: { message: string; details?: unknown; level?: 'info' }[] = [];
+    const api = createClient(harnessFor(logInto(logs)));
     const id = await api.session({ model: 'openai-compatible:fake', strategies: ['inbox'] });
     await api.post(`/v1/sessions/${id}/inbox`, { name: 'note.md', content: 'remember this' });
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id}`, background: true });
@@ -91,12 +99,12 @@ describe('background turns on Node', () => {
     expect(closedEarly.some((body) => body.includes(`hang ${id}`))).toBe(true);
     const receipt = (await api.get(`/v1/sessions/${id}/turns/1`)).body;
     expect(receipt).toMatchObject({ status: 'cancelled', error: { code: 'turn_cancelled' }, output: null });
-    // A cancel is no failure of the server: one line, no error with its stack.
+    // A cancel is no failure of the server: one routine line, no error with its stack.
     for (let polls = 0; polls < 600 && !logs.some((log) => log.message.includes('background turn 1')); polls++)
       await new Promise((resolve) => setTimeout(resolve, 20));
     const stopped = logs.filter((log) => log.message.includes('background turn 1'));
     expect(stopped).toEqual([
-      { message: `tailgate: background turn 1 of session ${id} stopped: turn_cancelled`, details: undefined },
+      { message: `tailgate: background turn 1 of session ${id} stopped: turn_cancelled`, level: 'info' },
     ]);
     // The notice is delivered by the next turn.
     for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/inbox`)).body.pending.length === 0; polls++)
@@ -115,8 +123,8 @@ describe('background turns on Node', () => {
   });
 
   it('a background turn an abort notice stops is logged as one line, as a cancelled one is', async () => {
-    const logs: { message: string; details: unknown }[] = [];
-    const api = createClient(harnessFor({ log: (message, details) => logs.push({ message, details }) }));
+    const logs: { message: string; details?: unknown; level?: 'info' }[] = [];
+    const api = createClient(harnessFor(logInto(logs)));
     const id = await api.session({ strategies: ['inbox'] });
     await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop' });
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'go', background: true })).status).toBe(202);
@@ -127,7 +135,7 @@ describe('background turns on Node', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     // An abort is an outcome the session's client asked for, no failure of the server: no stack.
     expect(logs.filter((log) => log.message.includes('background turn 1'))).toEqual([
-      { message: `tailgate: background turn 1 of session ${id} stopped: aborted`, details: undefined },
+      { message: `tailgate: background turn 1 of session ${id} stopped: aborted`, level: 'info' },
     ]);
   });
 
@@ -149,8 +157,8 @@ describe('background turns on Node', () => {
   });
 
   it('a delete of its session stops its running turn: one line logged', async () => {
-    const logs: { message: string; details: unknown }[] = [];
-    const harness = harnessFor({ log: (message, details) => logs.push({ message, details }) });
+    const logs: { message: string; details?: unknown; level?: 'info' }[] = [];
+    const harness = harnessFor(logInto(logs));
     const api = createClient(harness);
     const id = await api.session({ model: 'openai-compatible:fake' });
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `delete ${id}`, background: true });
@@ -167,7 +175,7 @@ describe('background turns on Node', () => {
     const lines = logs.map((log) => log.message);
     expect(lines.filter((line) => line.includes('journal'))).toEqual([]);
     expect(lines).toEqual([`tailgate: background turn 1 of session ${id} stopped: the session was deleted`]);
-    expect(logs[0]!.details).toBeUndefined();
+    expect(logs[0]).toEqual({ message: lines[0], level: 'info' });
     // Nothing of its journal was written into the swept session.
     const left = await harness.store.list(`sessions/${id}/`);
     expect(left.objects.filter((object) => object.key.includes('/events/'))).toEqual([]);

@@ -26,7 +26,7 @@ function abortOf(signal: AbortSignal): Promise<void> {
 /** A process on `store` whose model holds `slow` prompts (test/support/slow-echo.ts). */
 function processOn(store: ObjectStore) {
   const slow = heldEcho();
-  const { options, logs, drain } = heldOptions(slow.model);
+  const { options, logs, infos, drain } = heldOptions(slow.model);
   const harness = appHarness(store, environment, options);
   const api = createClient(harness);
   const post = async (path: string, body: unknown) => {
@@ -48,7 +48,7 @@ function processOn(store: ObjectStore) {
       await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
     return slow.signals[0]!;
   };
-  return { api, post, drain, calling, logs, release: slow.release };
+  return { api, post, drain, calling, logs, infos, release: slow.release };
 }
 
 function world(storeOf: () => ObjectStore) {
@@ -130,7 +130,7 @@ describe.each(stores)('a turn closed in the process that runs it: %s', (_, store
       await abortOf(signal);
       await one.drain();
       if (close === 'delete') {
-        expect(one.logs).toContain(`tailgate: background turn 1 of session ${id} stopped: the session was deleted`);
+        expect(one.infos).toContain(`tailgate: background turn 1 of session ${id} stopped: the session was deleted`);
         return;
       }
       expect((await one.api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({

@@ -31,14 +31,14 @@ function process(
   store: ObjectStore,
   clock: () => Date,
   runner: 'none' | 'in process',
-  log: AppOptions['log'] = () => undefined,
+  logs: Pick<AppOptions, 'log' | 'info'> = { log: () => undefined, info: () => undefined },
 ) {
   const tasks: Promise<unknown>[] = [];
   const options: AppOptions = {
     store: () => store,
     readEnvironment: (c) => c.env ?? environment,
     clock,
-    log,
+    ...logs,
     logLine: () => undefined,
     afterResponse: (task) => void tasks.push(task),
   };
@@ -275,7 +275,10 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     const store = storeOf();
     const clock = () => new Date();
     const logged: unknown[][] = [];
-    const live = process(store, clock, 'in process', (...line) => void logged.push(line));
+    const live = process(store, clock, 'in process', {
+      log: (...line) => void logged.push(line),
+      info: (line) => void logged.push(['info', line]),
+    });
     const { id, keyHash } = await queuedBehindSpentBudget(store, live);
     for (let round = 0; round < 3; round++) {
       expect((await live.api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
@@ -286,7 +289,10 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
       await live.settle();
     }
     expect(logged).toEqual([
-      [`tailgate: a queued input of session ${id} (key sha256 ${keyHash}) waits: the session's budget is spent`],
+      [
+        'info',
+        `tailgate: a queued input of session ${id} (key sha256 ${keyHash}) waits: the session's budget is spent`,
+      ],
     ]);
   });
 

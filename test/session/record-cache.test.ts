@@ -146,6 +146,7 @@ describe('the record cache of a store', () => {
         model: () => echoModel,
         background: () => undefined,
         log: () => undefined,
+        info: () => {},
       });
       await services.sessions.create({ id: 's' });
       await services.sessions.append('s', [item('hi')]);

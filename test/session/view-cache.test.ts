@@ -114,6 +114,7 @@ function world(viewCacheBytes: number) {
     background: (task) => void background.push(task),
     startBackground: (run) => runInProcess(services, run),
     log: () => {},
+    info: () => {},
   };
   const turn = async (input: string) => {
     await runTurn(services, 's', { input });
@@ -168,6 +169,7 @@ describe('a session log with a view cache', () => {
         model: () => echoModel,
         background: (task) => void tasks.push(task),
         log: () => {},
+        info: () => {},
       });
       await services.sessions.create({ id: 's' });
       await services.sessions.append('s', toolHistory(40, 'a'));

@@ -47,6 +47,7 @@ export function servicesFor(
       return runInProcess(this, run);
     },
     log: () => {},
+    info: () => {},
     settle: async () => {
       while (pending.length > 0) {
         const tasks = pending;

@@ -268,6 +268,7 @@ export class World {
       },
       startBackground: (run) => runInProcess(services, run),
       log: () => {},
+      info: () => {},
     };
     return { store, services, background };
   }

@@ -58,19 +58,22 @@ export function releasedAfterEach(): () => ReturnType<typeof slowEcho> {
 
 /**
  * App options (test/support/app-harness.ts) of a process that runs `model`, keeps its log lines
- * in `logs` and holds the work it leaves after its responses until `drain` awaits it. One
- * object may serve several apps: each is a process of its own all the same.
+ * in `logs` (its routine ones, the info channel, in `infos`) and holds the work it leaves after
+ * its responses until `drain` awaits it. One object may serve several apps: each is a process
+ * of its own all the same.
  */
 export function heldOptions(model: Model) {
   const tasks: Promise<unknown>[] = [];
   const logs: string[] = [];
+  const infos: string[] = [];
   const options = {
     wrapModel: () => model,
     afterResponse: (task: Promise<unknown>) => void tasks.push(task),
     log: (message: string) => void logs.push(message),
+    info: (message: string) => void infos.push(message),
   };
   const drain = async () => {
     while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
   };
-  return { options, logs, drain };
+  return { options, logs, infos, drain };
 }

@@ -95,6 +95,7 @@ export function turnWorld(store: ObjectStore, model: Model, timing: { clock?: ()
     background: () => undefined,
     startBackground: (run) => runInProcess(services, run),
     log: () => {},
+    info: () => {},
   };
   return { sessions, inbox, services };
 }

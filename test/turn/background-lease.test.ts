@@ -57,8 +57,10 @@ async function world() {
     model: () => model,
     background: (task) => void tasks.push(task),
     startBackground: (run) => runInProcess(services, run),
-    // A line with details is logged with them (a stack on Workers' console): kept apart here.
+    // A line with details is logged with them (a stack on Workers' console), and a routine one
+    // goes to the info channel: both kept apart here.
     log: (message, details) => void logged.push(details === undefined ? message : `${message} [with details]`),
+    info: (message) => void logged.push(`${message} [info]`),
     observeTurn: (observation) => void observations.push(observation),
   };
   await sessions.create({ id: 's' });
@@ -123,7 +125,7 @@ describe('a background turn delivered twice', () => {
     expect(await outcome(runBackgroundTurn(services, run))).toBe('done');
     expect(calls()).toBe(1);
     // One line, no stack: a message delivered twice is the queue's at-least-once, not a failure.
-    expect(logged).toEqual(['tailgate: background turn 1 of session s runs elsewhere']);
+    expect(logged).toEqual(['tailgate: background turn 1 of session s runs elsewhere [info]']);
     release();
     expect(await outcome(first)).toBe('done');
     await advance(0);
@@ -143,7 +145,7 @@ describe('a background turn delivered twice', () => {
     expect(await outcome(first)).toBe('done');
     expect(await outcome(second)).toBe('done');
     expect(calls()).toBe(1);
-    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already']);
+    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already [info]']);
     await advance(100);
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
     expect(await journaled(sessions, 's')).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
@@ -422,7 +424,7 @@ describe('a background turn cancelled while queued', () => {
     await sessions.cancelTurn('s', 1);
     expect(await outcome(runBackgroundTurn(services, run))).toBe('done');
     expect(calls()).toBe(0);
-    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already']);
+    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already [info]']);
   });
 });
 
@@ -442,7 +444,7 @@ describe('a background turn delivered again after it ended', () => {
     expect(calls()).toBe(1);
     expect(await journaled(sessions, 's')).toEqual(journal);
     expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
-    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already']);
+    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already [info]']);
   });
 });
 

@@ -55,6 +55,7 @@ async function world() {
     background: (task) => void tasks.push(task),
     startBackground: (run) => runInProcess(services, run),
     log: () => {},
+    info: () => {},
   };
   await sessions.create({ id: 's' });
   const { run } = await claimBackgroundTurn(services, 's', { input: 'hello' });

@@ -47,6 +47,7 @@ function world(store: MemoryStore = new MemoryStore(), leaseMs = 600_000) {
     background: () => undefined,
     startBackground: (run) => runInProcess(services, run),
     log: () => {},
+    info: () => {},
     running,
   };
   return { store, sessions, services, running, ...waiting };

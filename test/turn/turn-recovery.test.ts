@@ -59,6 +59,7 @@ function world(given?: ObjectStore) {
       return runInProcess(this, run);
     },
     log: () => {},
+    info: () => {},
   });
   return { store, services, advance: (ms: number) => (now += ms) };
 }

@@ -39,6 +39,7 @@ function services(
       return runInProcess(this, run);
     },
     log: () => {},
+    info: () => {},
     pending,
     store,
   };
@@ -387,6 +388,7 @@ describe('storage operations per turn', () => {
       background: (task) => void background.push(task),
       startBackground: (run) => runInProcess(turnServices, run),
       log: () => {},
+      info: () => {},
     };
     // The background work a turn hands over (its listing row), settled before the next is measured.
     const background: Promise<unknown>[] = [];

@@ -39,6 +39,7 @@ it("a turn.failed event carries what a client may see of a model error, not the 
     model: () => failing,
     background: (task) => void tasks.push(task.catch(() => undefined)),
     log: () => {},
+    info: () => {},
     webhookSink: outboxSink(store, ''),
   });
   await services.sessions.create({ id: 'leak' });

@@ -208,7 +208,8 @@ export async function findHistory(
  * the history's last item still of the generation that wrote it, and (unless `keyed`) the
  * entry's turn and items still its newest, but for failed turns after it (see retriedSince).
  * The turn to continue after: the entry's, or the newest failed one; `aborted` when the newest
- * is the turn an `abort` notice refused this very request (the resend is refused again).
+ * is the turn an `abort` notice refused this very request (the resend is refused again). A
+ * session deleted meanwhile, found gone by any of these reads (its turns' too), continues nothing.
  */
 async function continued(
   facade: IndexFacade,
@@ -219,15 +220,25 @@ async function continued(
   /** Takes out a turn after the entry's that its process left dead (./dead-turn.ts). */
   withdraw = false,
 ): Promise<({ session: SessionRecord; turn: number } & RetriedSteps) | undefined> {
-  const { sessions } = facade.services;
-  const found = await Promise.all([
-    sessions.get(entry.session_id),
-    entry.generation === undefined ? undefined : sessions.scope(entry.session_id),
-  ]).catch((error: unknown) => {
+  return continuedIn(facade, entry, keyed, added, withdraw).catch((error: unknown) => {
     if (error instanceof NotFoundError) return undefined;
     throw error;
   });
-  const [session, scope] = found ?? [];
+}
+
+/** continued, but a session deleted meanwhile throws NotFoundError. */
+async function continuedIn(
+  facade: IndexFacade,
+  entry: HistoryEntry,
+  keyed: boolean,
+  added: readonly ClientItem[] | undefined,
+  withdraw: boolean,
+): Promise<({ session: SessionRecord; turn: number } & RetriedSteps) | undefined> {
+  const { sessions } = facade.services;
+  const [session, scope] = await Promise.all([
+    sessions.get(entry.session_id),
+    entry.generation === undefined ? undefined : sessions.scope(entry.session_id),
+  ]);
   if (!session || session.created_at !== entry.created_at) return undefined;
   // The generation that wrote the history's last item: a delete of a newer turn kept it (a failed
   // response is taken out so), one of its own turn did not.

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// What a request that meets a busy session costs in storage operations (README: the exceptions
+// to a turn's 8), as its log line counts them (`storage_ops`, docs/API.md "Metrics and logs"):
+// an `interrupt` closes the running turn before it takes its own; an input queued behind the
+// running turn is stored and indexed, and runs later as a background turn (on the queue of
+// background turns, as on Workers: what any turn costs). No notices, no Idempotency-Key.
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+const heldEcho = releasedAfterEach();
+
+type Line = { turn: number | null; status: string; storage_ops: Record<string, number> };
+
+function world() {
+  const store = new CountingStore(new MemoryStore());
+  const slow = heldEcho();
+  const { options: held, drain } = heldOptions(slow.model);
+  const lines: Line[] = [];
+  const sent: BackgroundTurn[] = [];
+  const options: Omit<AppOptions, 'store'> = {
+    ...held,
+    logLine: (line) => void lines.push(JSON.parse(line)),
+    queueTurn: () => async (run) => void sent.push(run),
+  };
+  const api = createClient(appHarness(store, environment, options));
+  const runner = createTurnRunner({ ...options, store: () => store, readEnvironment: () => environment });
+  /** Turn 1 of session `id` is running, its model call held. */
+  const calling = async (id: string) => {
+    await expect.poll(() => slow.signals.length).toBe(1);
+    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+  };
+  return { store, api, drain, calling, lines, release: slow.release, sent, runner };
+}
+
+describe('the storage operations of a request on a busy session', () => {
+  it('an interrupting turn: 18 (9 gets, 3 puts, 6 lists)', async () => {
+    const { api, drain, calling, lines } = world();
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling(id);
+    const taken = await api.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    expect((await pending).status).toBe(409);
+    await drain();
+    const line = lines.find((entry) => entry.turn === 2)!;
+    expect(line.storage_ops).toEqual({ get: 9, head: 0, put: 3, list: 6, delete: 0, total: 18 });
+  });
+
+  it('an input queued behind the running turn: 11 to queue it, 8 for its turn', async () => {
+    const { store, api, drain, calling, lines, release, sent, runner } = world();
+    const id = await api.session({ on_busy: 'enqueue' });
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling(id);
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    expect(lines.find((entry) => entry.status === 'queued')!.storage_ops.total).toBe(11);
+    release();
+    expect((await pending).status).toBe(200);
+    await drain();
+    expect(sent).toHaveLength(1);
+    store.reset();
+    expect(await runner(sent[0]!, environment, () => undefined)).toBe('done');
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
+    expect(lines.find((entry) => entry.turn === 2)!.storage_ops.total).toBe(8);
+  });
+});

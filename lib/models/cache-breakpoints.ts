@@ -27,7 +27,10 @@ export interface CacheBreakpoints {
  *    compacted (by `shorten_images`: without it, the prompt after the notice only grows, which
  *    the anchors cover). Its prefix holds the instructions, so an image boundary move re-writes
  *    the prompt from the stable end instead of from the instructions; only a change before it
- *    (an epoch move of the tool strategies) re-writes the instructions too.
+ *    (an epoch move of the tool strategies) re-writes the instructions too. An item compacted
+ *    without a byte of it changing (an image the provider got as its placeholder already,
+ *    lib/models/media-parts.ts) moves it as well: no loss, as Anthropic's cache is keyed by the
+ *    blocks, not by where breakpoints stand, and the stable end is cached before a move does change.
  *
  * An empty assistant message makes no block (the converter drops it), so it never carries one.
  * The bench's Anthropic cost model (bench/cache-billing.ts) places its breakpoints with this function.

@@ -1,13 +1,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { InputImagePart } from '../../lib/content.ts';
-import type { PromptItem } from '../../lib/items.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import type { Item, PromptItem } from '../../lib/items.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { callStateless, prepareStateless } from '../../lib/openai/stateless.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { wholeImages } from '../../lib/strategies/shorten-images.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { weatherTool } from '../support/fake-providers/tool-loop.ts';
-import { pngBytes } from '../support/media-fixtures.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 
 let provider: FakeProvider | undefined;
 afterEach(async () => {
@@ -109,5 +111,102 @@ describe("shorten_images' boundary move on the wire", () => {
     // An image over the side Anthropic takes went as the placeholder already: pruned, it reads the same.
     expect(toolResult(before, 4)).toEqual([{ type: 'text', text: 'step 2 done' }, placeholder(2, 9000)]);
     expect(toolResult(after, 4)).toEqual(toolResult(before, 4));
+  });
+});
+
+/**
+ * The Anthropic request bodies for `histories`, each shortened by `shorten_images` (`imageConfig`)
+ * behind instructions, the user's first message standing for the end of the stable prefix (the
+ * context notice of an epoch strategy), with a tool offered: all four breakpoints taken.
+ */
+async function anthropicBodies(imageConfig: typeof config, histories: PromptItem[][]): Promise<any[]> {
+  provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+  const model = resolveModel('anthropic:claude-sonnet-4-5', {
+    ANTHROPIC_BASE_URL: provider.baseURL,
+    ANTHROPIC_API_KEY: 'sk-ant-test',
+    MODEL_MAX_RETRIES: '0',
+  });
+  const instructions: PromptItem = { type: 'message', role: 'system', content: 'Operate the browser.' };
+  for (const items of histories) {
+    const prompt = [instructions, ...preparePrompt(items, 'shorten_images', { config: imageConfig }).items];
+    await model.generate({ prompt, tools: [weatherTool], maxOutputTokens: 64, cacheBreakpoint: 1 });
+  }
+  return provider.requests.map((request) => request.body);
+}
+
+/**
+ * A request as Anthropic caches it: its blocks in prefix order (tools, system, each message's
+ * content blocks), each as its bytes without `cache_control`, and which of them carry one.
+ */
+function cacheBlocks(body: any): { blocks: string[]; marked: number[] } {
+  const all: any[] = [...body.tools, ...body.system, ...body.messages.flatMap((message: any) => message.content)];
+  const marked = all.flatMap((block, index) => (block.cache_control ? [index] : []));
+  const blocks = all.map(({ cache_control: _mark, ...block }) => JSON.stringify(block));
+  return { blocks, marked };
+}
+
+describe('anthropic: the cache across a boundary move past an image it never got', () => {
+  it('sends every block again as it was, and the next request reads the cached prefix', async () => {
+    // Full 1, size 1: 1 screenshot -> whole; 2 -> the first pruned (over 8000 pixels: already text).
+    const oneByOne = resolveStrategyConfig({ request: { full_images: 1, image_epoch_size: 1 } });
+    const [before, after] = await anthropicBodies(oneByOne, [history(1, [1]), history(2, [1])]);
+    const sent = cacheBlocks(before);
+    const next = cacheBlocks(after);
+    // Byte for byte, the next request starts with every block of this one: the pruned
+    // screenshot's tool_result reads as it did.
+    expect(next.blocks.slice(0, sent.blocks.length)).toEqual(sent.blocks);
+    expect(next.blocks).toHaveLength(sent.blocks.length + 2);
+    // Blocks: 0 the tool, 1 the instructions, 2 the user's message (the stable end), 3 and 4
+    // call_1 and its result, 5 and 6 call_2 and its result.
+    expect(sent.marked).toEqual([0, 1, 3, 4]);
+    // The instructions' breakpoint moves to the stable end once an item after it is compacted,
+    // though this one changed no byte: Anthropic's cache key is the blocks, not where
+    // cache_control stands (the sliding anchors move on every request), so the next request
+    // still reads this one's whole prompt back (its last anchor, block 4, is within the 20
+    // blocks the anchor at block 6 looks back over), and the stable end is cached before an
+    // image boundary move changes the prompt after it.
+    expect(next.marked).toEqual([0, 2, 5, 6]);
+    expect(next.marked.at(-1)! - sent.marked.at(-1)!).toBeLessThan(20);
+  });
+});
+
+describe('a stateless call (store: false) across a boundary move', () => {
+  it('numbers its items by position for the placeholders too: a Chat Completions request keeps its bytes', async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('openai-chat-text.json') }));
+    const env = {
+      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      OPENAI_COMPATIBLE_API_KEY: 'sk-test',
+      MODEL_MAX_RETRIES: '0',
+      FULL_IMAGES: '1',
+      IMAGE_EPOCH_SIZE: '2',
+    };
+    const model = resolveModel('openai-compatible:test-model', env);
+    const services = {
+      env,
+      model: () => model,
+      config: parseServiceConfig({}),
+      background: () => undefined,
+    };
+    // As a client resends its conversation: each call's items, the screenshots as data: URLs.
+    const items = (steps: number): Item[] => [
+      { type: 'message', role: 'user', content: 'Book a table' },
+      ...Array.from({ length: steps }, (_, index): Item[] => [
+        { type: 'function_call', call_id: `call_${index + 1}`, name: 'get_weather', arguments: '{}' },
+        {
+          type: 'function_call_output',
+          call_id: `call_${index + 1}`,
+          output: [{ type: 'input_image', image_url: dataUrl('image/png', pngBytes(1280, 800, 40, index + 1)) }],
+        },
+      ]).flat(),
+    ];
+    for (const steps of [2, 3]) {
+      const request = { items: items(steps), instructions: null, tools: [weatherTool], model: model.id };
+      await callStateless(services, await prepareStateless(services, request));
+    }
+    const [before, after] = provider.requests.map((request) => JSON.stringify(request.body.messages));
+    // The first call sent both screenshots as placeholders (a tool message holds no image);
+    // the second pruned them to the same text.
+    expect(before).toContain('[image omitted: image/png 1280x800, 1 KB, item 3]');
+    expect(after!.startsWith(before!.slice(0, -1))).toBe(true);
   });
 });

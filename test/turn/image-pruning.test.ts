@@ -6,10 +6,10 @@ import type { ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { wholeImages } from '../../lib/strategies/shorten-images.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
-import { runTurn } from '../../lib/turn/index.ts';
+import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
-import { hookedEcho, turnWorld } from '../support/turn-world.ts';
+import { hookedEcho, recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 const imagesOf = (prompt: readonly PromptItem[]) =>
   prompt.flatMap((item) =>
@@ -67,5 +67,51 @@ describe('a computer-use loop with shorten_images (default strategies)', () => {
       await sessions.pack('cu');
     }
     expect(moves).toBe(4);
+  });
+});
+
+describe('GET .../prompt with pruned screenshots', () => {
+  it('shows each screenshot as the next turn sends it: placeholders named by item seq, the overflow drop', async () => {
+    const model = recordingEcho();
+    const { sessions, services } = turnWorld(new MemoryStore(), model);
+    const strategyConfig = { full_images: 1, image_epoch_size: 2, context_limit: 4000 };
+    await sessions.create({
+      id: 'cu',
+      tools: [{ type: 'function', name: 'computer' }],
+      strategy_config: strategyConfig,
+    });
+    for (let step = 1; step <= 7; step += 1) {
+      const asked = await runTurn(services, 'cu', { input: `call computer {"step":${step}}` });
+      const call = asked.output[0]!;
+      if (call.type !== 'function_call') throw new Error('expected a call');
+      // Every third screenshot a full page, over Anthropic's 8000 pixels.
+      const [width, height] = step % 3 === 0 ? [1280, 9000] : [1280, 800];
+      await runTurn(services, 'cu', {
+        input: [
+          {
+            type: 'function_call_output',
+            call_id: call.call_id,
+            output: [
+              { type: 'input_text', text: `step ${step} done` },
+              { type: 'input_image', image_url: dataUrl('image/png', pngBytes(width, height, 3000 + step, step)) },
+            ],
+          },
+        ],
+      });
+    }
+    const preview = await previewPrompt(services, 'cu', {});
+    const turn = await runTurn(services, 'cu', { input: [] });
+    const sent = model.prompts.at(-1)!;
+    const seen = (prompt: PromptItem[]) =>
+      JSON.stringify(prompt, (key, value) => (['data', 'created_at', 'pending'].includes(key) ? undefined : value));
+    // The window drops the oldest pairs; of those kept, step 6's full-page screenshot is
+    // pruned, to the text named by its item's seq (an adapter sends the same for an image its
+    // provider does not take: lib/models/media-parts.ts).
+    expect(turn.context.overflow_dropped?.tool_pairs).toBeGreaterThan(0);
+    expect(preview.context.overflow_dropped).toEqual(turn.context.overflow_dropped);
+    expect(seen(preview.items).match(/\[image omitted: [^\]]*\]/g)).toEqual([
+      '[image omitted: image/png 1280x9000, 3 KB, item 23]',
+    ]);
+    expect(seen(sent)).toEqual(seen(preview.items));
   });
 });

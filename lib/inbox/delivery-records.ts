@@ -72,6 +72,11 @@ export interface TakeContext {
 export interface ListedNotice {
   name: string;
   info: ObjectInfo;
+  /**
+   * Listed larger than a consume reads (lib/inbox/listing.ts `listWindow`): never read nor
+   * taken, only removed when it is older than the session.
+   */
+  oversized?: true;
 }
 
 export type SlotClaim = { storedAs: string } | { claimedBy: ObjectInfo };

@@ -11,7 +11,7 @@ import { inboxPrefix, inboxRemovedPrefix, inboxUnreadablePrefix } from '../sessi
 import { putCreateOnly } from '../store/create-only.ts';
 import { toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, isNoticeName, noticeNameSchema } from './notice-name.ts';
-import { holdsAtLeast, inNameOrder, listWindow, splitAtAbort } from './listing.ts';
+import { dropStale, holdsAtLeast, inNameOrder, listWindow, splitAtAbort } from './listing.ts';
 import { deliveredPage, everyPage, pendingPage, unreadablePage, type PageRequest } from './pages.ts';
 import { exportDelivered, importDelivered } from './transfer.ts';
 import type { ExportNotice } from '../session/export-format.ts';
@@ -29,7 +29,7 @@ import type {
   PreviewNotice,
   UnreadableNotice,
 } from './types.ts';
-import { currentNotices, generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
+import { generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
 import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
 import { setAsideLimit } from './set-aside.ts';
@@ -118,7 +118,8 @@ export class Inbox {
    * Posts a notice (docs/API.md, `POST .../inbox`). Without a name, one is generated that sorts
    * after every earlier generated name. The name `abort` is allowed: it aborts the next turn.
    * The put is create-only, so a pending notice is never overwritten. An inbox holding
-   * `MAX_PENDING_NOTICES` pending refuses every notice but `abort` (one listing more a post).
+   * `MAX_PENDING_NOTICES` pending refuses every notice but `abort` (one listing more a post; a
+   * notice larger than a consume reads, which no turn takes, is not counted).
    *
    * @throws InvalidRequestError for a bad session id or name, PayloadTooLargeError above the
    *   limit, NotFoundError for a missing session, NameTakenError when the name is pending,
@@ -147,7 +148,8 @@ export class Inbox {
       name = parsed.data;
     }
     const created = await this.#requireSession(sessionId);
-    if (name !== ABORT_NOTICE_NAME && (await holdsAtLeast(this.#store, inboxPrefix, this.#maxPending))) {
+    const full = () => holdsAtLeast(this.#store, inboxPrefix, this.#maxPending, setAsideLimit(this.#maxNoticeBytes));
+    if (name !== ABORT_NOTICE_NAME && (await full())) {
       // A repost of a pending name is refused as it always was.
       if (name !== undefined && (await this.#store.head(inboxPrefix + name))) throw new NameTakenError(name);
       throw new InboxFullError(this.#maxPending);
@@ -254,7 +256,9 @@ export class Inbox {
     let share: ReturnType<typeof splitAtAbort<ListedNotice | FetchedNotice>>;
     try {
       let notices: (ListedNotice | FetchedNotice)[] = await (options.fetched ?? this.#listNotices(inboxPrefix));
-      if (options.since !== undefined) notices = await this.#dropStale(notices, options.since);
+      if (options.since !== undefined) notices = await dropStale(this.#context, notices, options.since);
+      // Larger than a consume reads: left pending, unread (docs/API.md, "Inbox").
+      notices = notices.filter((notice) => !notice.oversized);
       if (notices.length === 0) return { delivered: [] };
       // The turn's share: the inbox was listed so already, and `room` may take fewer.
       share = splitAtAbort(notices, options.room ?? this.noticesPerTurn);
@@ -298,7 +302,9 @@ export class Inbox {
   async fetch(sessionId: string): Promise<FetchedNotice[]> {
     const notices = await this.#listNotices(this.#inboxPrefix(sessionId));
     return notices.map((notice) => {
-      const read = readNotice(this.#context, notice, notice.name === ABORT_NOTICE_NAME);
+      const read: FetchedNotice['read'] = notice.oversized
+        ? Promise.resolve({ kind: 'skipped' })
+        : readNotice(this.#context, notice, notice.name === ABORT_NOTICE_NAME);
       return { ...notice, read };
     });
   }
@@ -310,7 +316,11 @@ export class Inbox {
    * shows nothing.
    */
   async peek(sessionId: string, room = this.noticesPerTurn): Promise<PreviewNotice[]> {
-    const shown = splitAtAbort(await this.#listNotices(this.#inboxPrefix(sessionId)), room).before;
+    const listed = await this.#listNotices(this.#inboxPrefix(sessionId));
+    const shown = splitAtAbort(
+      listed.filter((notice) => !notice.oversized),
+      room,
+    ).before;
     return previewNotices(this.#context, shown);
   }
 
@@ -352,25 +362,14 @@ export class Inbox {
     return importDelivered(this.#store, this.#keyPrefix, sessionId, notices);
   }
 
-  /** The notices uploaded at or after `horizon`; older ones are deleted (failures logged). */
-  async #dropStale(notices: ListedNotice[], sessionCreatedAt: string): Promise<ListedNotice[]> {
-    const current = currentNotices(notices, sessionCreatedAt);
-    const stale = notices.filter((notice) => !current.includes(notice));
-    if (stale.length === 0) return notices;
-    try {
-      await this.#store.delete(stale.map(({ info }) => info.key));
-      this.#log({ level: 'info', message: `removed ${stale.length} notices older than the session` });
-    } catch (error) {
-      this.#log({ level: 'warn', message: 'could not remove notices older than the session', error });
-    }
-    return current;
-  }
-
-  /** The notices a turn takes, and the `abort`, in name order (lib/inbox/listing.ts `listWindow`). */
+  /**
+   * The notices a turn takes, and the `abort`, in name order, then those passed over as larger
+   * than a consume reads, marked `oversized` (lib/inbox/listing.ts `listWindow`).
+   */
   async #listNotices(inboxPrefix: string): Promise<ListedNotice[]> {
-    return inNameOrder(
-      await listWindow(this.#store, inboxPrefix, this.noticesPerTurn, setAsideLimit(this.#maxNoticeBytes)),
-    );
+    const limit = setAsideLimit(this.#maxNoticeBytes);
+    const window = await listWindow(this.#store, inboxPrefix, this.noticesPerTurn, limit);
+    return [...inNameOrder(window), ...window.oversized];
   }
 
   /** The session's creation time when the check tells it, else true; NotFoundError when there is none. */

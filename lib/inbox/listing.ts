@@ -1,5 +1,6 @@
 import type { ObjectStore } from '../store/object-store.ts';
-import type { ListedNotice } from './delivery-records.ts';
+import { currentNotices, type ListedNotice } from './delivery-records.ts';
+import type { InboxLogEvent } from './types.ts';
 import { ABORT_NOTICE_NAME, compareBytes, isNoticeName } from './notice-name.ts';
 
 /**
@@ -14,13 +15,16 @@ export interface NoticeWindow {
   /** The first `size` notices in byte order of names, `abort` left out. */
   notices: ListedNotice[];
   abort?: ListedNotice;
+  /** The notices larger than `maxBytes` in the pages listed, marked `oversized`, in no window. */
+  oversized: ListedNotice[];
 }
 
 /**
  * Lists the first `size` notices under `inboxPrefix` and finds the `abort`: one list call for
  * an inbox of up to 1000 keys; past that, pages until `size` notices are in hand, then a head
  * of `abort` when the pages read did not reach it. A notice larger than `maxBytes` is passed
- * over (a consume would not read it, lib/inbox/set-aside.ts): it holds no place in the window.
+ * over (a consume would not read it, lib/inbox/set-aside.ts): it holds no place in the window,
+ * and is answered in `oversized` (a consume still removes it when it is older than the session).
  */
 export async function listWindow(
   store: ObjectStore,
@@ -29,6 +33,7 @@ export async function listWindow(
   maxBytes = Number.POSITIVE_INFINITY,
 ): Promise<NoticeWindow> {
   const notices: ListedNotice[] = [];
+  const oversized: ListedNotice[] = [];
   let abort: ListedNotice | undefined;
   let cursor: string | undefined;
   let truncated = false;
@@ -37,7 +42,9 @@ export async function listWindow(
     for (const info of page.objects) {
       const name = info.key.slice(inboxPrefix.length);
       if (name === ABORT_NOTICE_NAME) abort = { name, info };
-      else if (isNoticeName(name) && info.size <= maxBytes) notices.push({ name, info });
+      else if (!isNoticeName(name)) continue;
+      else if (info.size <= maxBytes) notices.push({ name, info });
+      else oversized.push({ name, info, oversized: true });
     }
     truncated = page.truncated;
     cursor = page.cursor;
@@ -47,7 +54,30 @@ export async function listWindow(
     if (info) abort = { name: ABORT_NOTICE_NAME, info };
   }
   notices.sort((left, right) => compareBytes(left.name, right.name));
-  return { notices: notices.slice(0, size), ...(abort ? { abort } : {}) };
+  return { notices: notices.slice(0, size), ...(abort ? { abort } : {}), oversized };
+}
+
+/**
+ * The notices uploaded since the session was created at `sessionCreatedAt` (within the clock
+ * tolerance, `currentNotices`); the older ones, left by an unfinished delete of an earlier
+ * session of the id, are deleted (whatever their size: the listing's upload time tells it,
+ * nothing is read), failures logged.
+ */
+export async function dropStale<Notice extends ListedNotice>(
+  ctx: { store: ObjectStore; log: (event: InboxLogEvent) => void },
+  notices: Notice[],
+  sessionCreatedAt: string,
+): Promise<Notice[]> {
+  const current = currentNotices(notices, sessionCreatedAt);
+  const stale = notices.filter((notice) => !current.includes(notice));
+  if (stale.length === 0) return notices;
+  try {
+    await ctx.store.delete(stale.map(({ info }) => info.key));
+    ctx.log({ level: 'info', message: `removed ${stale.length} notices older than the session` });
+  } catch (error) {
+    ctx.log({ level: 'warn', message: 'could not remove notices older than the session', error });
+  }
+  return current;
 }
 
 /** The window and its `abort` as one list in byte order of names (what `consume` and `peek` walk). */
@@ -72,13 +102,24 @@ export function splitAtAbort<Notice extends ListedNotice>(
   return { before, abort, after: taken.slice(before.length) };
 }
 
-/** Whether at least `limit` notices are pending under `inboxPrefix` (pages until it knows). */
-export async function holdsAtLeast(store: ObjectStore, inboxPrefix: string, limit: number): Promise<boolean> {
+/**
+ * Whether at least `limit` notices are pending under `inboxPrefix` (pages until it knows). A
+ * notice larger than `maxBytes` is not counted: no turn takes it (`listWindow`), so it holds
+ * no place that a post could wait for.
+ */
+export async function holdsAtLeast(
+  store: ObjectStore,
+  inboxPrefix: string,
+  limit: number,
+  maxBytes = Number.POSITIVE_INFINITY,
+): Promise<boolean> {
   let count = 0;
   let cursor: string | undefined;
   do {
     const page = await store.list(inboxPrefix, { delimiter: '/', ...(cursor === undefined ? {} : { cursor }) });
-    count += page.objects.filter((info) => isNoticeName(info.key.slice(inboxPrefix.length))).length;
+    count += page.objects.filter(
+      (info) => isNoticeName(info.key.slice(inboxPrefix.length)) && info.size <= maxBytes,
+    ).length;
     if (count >= limit) return true;
     cursor = page.truncated ? page.cursor : undefined;
   } while (cursor !== undefined);

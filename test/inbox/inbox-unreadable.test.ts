@@ -9,7 +9,7 @@ import { FaultyStore } from '../support/faulty-store.ts';
 /** Bytes that are not UTF-8: what a corrupt or foreign object written into `inbox/` may hold. */
 const NOT_UTF8 = new Uint8Array([0x61, 0xff, 0xfe, 0x62]);
 
-async function setup(options: { maxNoticeBytes?: number } = {}) {
+async function setup(options: { maxNoticeBytes?: number; maxPendingNotices?: number } = {}) {
   const memory = new MemoryStore();
   const store = new CountingStore(memory);
   const events: InboxLogEvent[] = [];
@@ -19,6 +19,7 @@ async function setup(options: { maxNoticeBytes?: number } = {}) {
     sessionExists: sessionExistsIn(store, keyPrefix),
     log: (event) => events.push(event),
     ...(options.maxNoticeBytes ? { maxNoticeBytes: options.maxNoticeBytes } : {}),
+    ...(options.maxPendingNotices ? { maxPendingNotices: options.maxPendingNotices } : {}),
   });
   await memory.put(sessionConfigKey(keyPrefix, 's1'), '{}');
   const prefix = sessionPrefix(keyPrefix, 's1');
@@ -99,6 +100,46 @@ describe('unreadable notices', () => {
         { key: `${prefix}inbox/a`, message: expect.stringMatching(/left in place/) },
       ]);
     }
+  });
+
+  it('one over four times the limit left by an earlier session of the id goes unread, read ahead or not', async () => {
+    for (const readAhead of [false, true]) {
+      const { memory, store, inbox, prefix } = await setup({ maxNoticeBytes: 8 });
+      await memory.put(`${prefix}inbox/a`, 'x'.repeat(33));
+      await memory.put(`${prefix}inbox/b`, 'old');
+      // The session was created after both were uploaded (by more than the clock tolerance).
+      const since = new Date(Date.now() + 60_000).toISOString();
+      store.reset();
+      const fetched = readAhead ? inbox.fetch('s1') : undefined;
+      const result = await inbox.consume('s1', {
+        turn: 1,
+        sessionExists: true,
+        since,
+        ...(fetched ? { fetched } : {}),
+      });
+      expect({ readAhead, delivered: result.delivered }).toEqual({ readAhead, delivered: [] });
+      expect({ readAhead, pending: await memory.list(`${prefix}inbox/`) }).toMatchObject({
+        readAhead,
+        pending: { objects: [] },
+      });
+      // The listing's upload times tell it: neither is read (the small one only when read ahead).
+      expect({ readAhead, gets: store.counts.get }).toEqual({ readAhead, gets: readAhead ? 1 : 0 });
+    }
+  });
+
+  it('one over four times the limit stays pending, holding no place in a turn nor in MAX_PENDING_NOTICES', async () => {
+    const { memory, store, inbox, prefix } = await setup({ maxNoticeBytes: 8, maxPendingNotices: 2 });
+    for (const name of ['a', 'b', 'c']) await memory.put(`${prefix}inbox/${name}`, 'x'.repeat(33));
+    const since = new Date(Date.now() - 60_000).toISOString();
+    store.reset();
+    expect(await inbox.consume('s1', { turn: 1, sessionExists: true, since })).toEqual({ delivered: [] });
+    expect(store.counts).toMatchObject({ list: 1, get: 0, head: 0, put: 0, delete: 0 });
+    await inbox.post('s1', { name: 'd', content: 'dee' });
+    await inbox.post('s1', { name: 'e', content: 'ee' });
+    await expect(inbox.post('s1', { name: 'f', content: 'ef' })).rejects.toMatchObject({ code: 'inbox_full' });
+    const result = await inbox.consume('s1', { turn: 2, sessionExists: true, since, room: 1 });
+    expect(result.delivered.map((notice) => notice.content)).toEqual(['dee']);
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['a', 'b', 'c', 'e']);
   });
 
   it('one posted while the limit was larger is set aside as too large once it is lowered', async () => {

@@ -5,6 +5,7 @@ import { holderScope } from '../session/log/rewind.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import type { StoredOutcome } from '../session/log/types.ts';
 import { afterResponse } from './append.ts';
+import { doneItem } from './model-call.ts';
 import type { OutputItem, TurnEvent, TurnResponse, TurnServices } from './types.ts';
 
 /**
@@ -187,7 +188,7 @@ function endingEvents(
     if (run.completed) return [];
     const items = response.output.filter((item) => !run.finished.has(item.seq));
     return [
-      ...items.map((item) => ({ event: 'output_item.done', data: { item } })),
+      ...items.map((item) => ({ event: 'output_item.done', data: { item: doneItem(item) } })),
       { event: 'turn.completed', data: response },
     ];
   }

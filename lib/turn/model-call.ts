@@ -95,8 +95,18 @@ function streamModel(
     else if (event.type === 'arguments_delta')
       emit({ event: 'function_call_arguments.delta', data: { call_id: event.call_id, delta: event.delta } });
     else if (event.type === 'reasoning_done') emit({ event: 'reasoning.done', data: { item: event.item } });
-    else emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
+    else emit({ event: 'output_item.done', data: { item: doneItem({ ...event.item, seq: firstSeq + index++ }) } });
   });
+}
+
+/**
+ * An output item as its `output_item.done` event carries it, live or replayed: without
+ * `incomplete`, which the turn's response (`turn.completed`) has on the item its answer stopped
+ * in, as a live stream only knows it once the answer ended, after that item was done.
+ */
+export function doneItem<Item extends { incomplete?: true | undefined }>(item: Item): Item {
+  const { incomplete: _cut, ...done } = item;
+  return done as Item;
 }
 
 /** What a turn's writes before its output say about a model call started ahead of them. */

@@ -35,7 +35,7 @@ import {
   type Attempt,
 } from './close-turn.ts';
 import { requestRecord } from './receipt.ts';
-import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
+import { doneItem, gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
 import { buildTurnPrompt, promptStart, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
@@ -393,7 +393,7 @@ function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event:
       for (const reasoning of item.reasoning ?? []) emit({ event: 'reasoning.done', data: { item: reasoning } });
       const text = item.type === 'message' ? contentText(item.content) : '';
       if (text !== '') emit({ event: 'output_text.delta', data: { delta: text } });
-      emit({ event: 'output_item.done', data: { item } });
+      emit({ event: 'output_item.done', data: { item: doneItem(item) } });
     }
   }
   return response;

@@ -1,7 +1,8 @@
 import type { ResponseItem, ResponseOutputItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import type { RecordedRequest } from '../support/fake-providers/fake-provider-server.ts';
-import { clientOnFakeProvider } from './server.ts';
+import { parseSse } from '../http/http-suite.ts';
+import { clientOnFakeProvider, TOKEN } from './server.ts';
 
 // Answers that stop at their token limit after a message, in a call: the Open Responses item
 // lifecycle makes `incomplete` the item the model stopped in, the last one emitted, and only it.
@@ -127,5 +128,40 @@ describe('the item an answer stopped in is the one incomplete, on every surface'
     const replay = await world.client.responses.retrieve(created.id, { stream: true, starting_after: 0 });
     for await (const event of replay) if (event.type === 'response.output_item.done') done.push(event.item);
     expect(statuses(done)).toEqual(['message completed', 'function_call incomplete']);
+  });
+});
+
+describe("a native streamed turn's output_item.done", () => {
+  // A live stream has an item done before the answer ended (OpenAI's call here); a replay (the
+  // same Idempotency-Key again) has the stored answer: the item is the same in both, and the
+  // turn's response says which one the answer stopped in.
+  it('carries the same item live and replayed, turn.completed the cut item', async () => {
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const created = await fetch(`${world.tailgate.baseURL}/sessions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        model: 'openai:gpt-4o-mini',
+        tools: [{ type: 'function', name: 'lookup', parameters: tools[0]!.parameters }],
+      }),
+    });
+    const { id } = (await created.json()) as { id: string };
+    const turn = async () => {
+      const response = await fetch(`${world.tailgate.baseURL}/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { ...headers, 'idempotency-key': 'cut' },
+        body: JSON.stringify({ input: 'look', stream: true }),
+      });
+      const events = parseSse(await response.text());
+      return {
+        done: events.filter((event) => event.event === 'output_item.done').map((event) => event.data.item),
+        output: events.find((event) => event.event === 'turn.completed')?.data.output,
+      };
+    };
+    const live = await turn();
+    const replayed = await turn();
+    expect(live.output.map((item: { incomplete?: true }) => item.incomplete)).toEqual([undefined, true]);
+    expect(replayed).toEqual(live);
+    expect(live.done).toEqual(live.output.map(({ incomplete: _, ...item }: { incomplete?: true }) => item));
   });
 });

@@ -66,6 +66,14 @@ export const storedItemOutSchema = z
       }),
     seq: z.number().int().optional(),
     created_at: z.string().optional(),
+    incomplete: z
+      .literal(true)
+      .optional()
+      .meta({
+        description:
+          "Present on the item a turn's answer stopped in when it stopped short (the turn's `incomplete`): the " +
+          'last of its output, an assistant message or a call the provider ended. Never sent by a client.',
+      }),
     compacted: z.boolean().optional(),
     synthetic: z.enum(['context_notice', 'inbox', 'summary']).optional(),
     pending: z.boolean().optional(),

@@ -123,6 +123,14 @@ describe('content parts in /openapi.json', () => {
     if (type === 'input_image') expect(stored[0].properties.detail.description).toMatch(/85 tokens/);
   });
 
+  it('describe the flag of the item an answer stopped in where items are listed and answered', async () => {
+    const { schemas } = (await openApi()).components;
+    expect(schemas.Item.properties.incomplete.description).toMatch(/stopped/);
+    const output =
+      schemas.TurnResponse.properties.output.items.anyOf ?? schemas.TurnResponse.properties.output.items.oneOf;
+    for (const item of output) expect(item.properties.incomplete.description).toMatch(/stopped/);
+  });
+
   it('describe the blob route answering each media type it serves', async () => {
     const ok = (await openApi()).paths['/v1/sessions/{id}/blobs/{sha256}']!.get as any;
     expect(Object.keys(ok.responses['200'].content).sort()).toEqual(

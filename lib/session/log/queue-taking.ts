@@ -1,6 +1,8 @@
 import { z } from 'zod';
+import { NotFoundError } from '../../errors.ts';
 import { queueTakingKey, type LogScope } from '../keys.ts';
 import { parseStoredOrUndefined, type QueuedInput } from '../records.ts';
+import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
 
 /**
@@ -18,6 +20,26 @@ const takingSchema = z.object({ key_sha256: z.string(), writer: z.string() }).st
 export async function nameTaking(log: LogContext, scope: LogScope, keyHash: string, writer: string): Promise<void> {
   const body = JSON.stringify({ key_sha256: keyHash, writer });
   await log.store.put(queueTakingKey(scope), body, { contentType: 'application/json' });
+}
+
+/**
+ * For a pickup whose mark found the entry it named gone: a delete of the session may have
+ * removed it, its sweep passing `queue_taking/` before the name landed. The name goes then,
+ * while the session names the generation no more (its id gone, or created again). One get of
+ * the config, paid by such a mark only; a failure keeps the name (the next delete of the id
+ * removes it).
+ */
+export async function forgetTakingIfDeleted(log: LogContext, scope: LogScope): Promise<void> {
+  try {
+    const current = await sessionScope(log, scope.id).catch((error: unknown) => {
+      if (error instanceof NotFoundError) return null;
+      throw error;
+    });
+    if (current && [current.generation, ...(current.queuedIn ?? [])].includes(scope.generation)) return;
+    await log.store.delete(queueTakingKey(scope));
+  } catch {
+    // Left for the next delete of this id.
+  }
 }
 
 /**

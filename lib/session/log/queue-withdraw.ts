@@ -4,7 +4,7 @@ import { idempotencyKey, queuedKey, tombstoneClearKey, type LogScope } from '../
 import { parseStored, queuedInputSchema } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import { backoff, type LogContext } from './context.ts';
-import { nameTaking } from './queue-taking.ts';
+import { forgetTakingIfDeleted, nameTaking } from './queue-taking.ts';
 
 /**
  * Withdrawing a queued input (DELETE /v1/sessions/{id}/queue/{queued_turn}; docs/STORAGE.md,
@@ -55,14 +55,20 @@ export class QueuedWithdrawnError extends Error {
  */
 export async function markTaking(log: LogContext, scope: LogScope, keyHash: string, writer: string): Promise<void> {
   const key = queuedKey(scope, keyHash);
+  let named = false;
   for (let tries = 0; tries < MAX_REWRITES; tries++) {
     const object = await log.store.get(key);
-    if (!object || object.body.length === 0) throw new QueuedWithdrawnError();
+    if (!object || object.body.length === 0) {
+      // Gone since it was named: perhaps with its session, whose delete's sweep the name missed.
+      if (named && !object) await forgetTakingIfDeleted(log, scope);
+      throw new QueuedWithdrawnError();
+    }
     const entry = parseStored(key, object.body, queuedInputSchema);
     if (entry.writer !== writer) throw new QueuedWithdrawnError(true);
     const marked = { ...entry, taking_at: log.clock().toISOString() };
     // Named first: the mark moves its upload time, and listings put the entry named first.
     await nameTaking(log, scope, keyHash, writer);
+    named = true;
     const options = { ifMatch: object.etag, contentType: 'application/json' };
     if (await log.store.put(key, JSON.stringify(marked), options)) return;
   }

@@ -24,7 +24,8 @@ export interface QueuedRow {
 /**
  * The session's queued inputs (busy policy `enqueue`, log/queue.ts), oldest first: one listing
  * of `queue/<g>/` (and of each generation in `queued_in`), then a read of each of the first
- * `limit` entries. An entry taken up between the listing and its read is left out. `total` is
+ * `limit` entries (with two or more, a get of the one a pickup marked, listed first:
+ * log/queue-taking.ts). An entry taken up between the listing and its read is left out. `total` is
  * how many the listing found.
  */
 export async function queuedInputs(

@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { RateLimitedError } from '../lib/errors.ts';
+import { NotFoundError, RateLimitedError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
 import { idSchema } from '../lib/items.ts';
 import { decodeBase64 } from '../lib/media.ts';
@@ -197,8 +197,12 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     // The revocation check (functions/auth.ts revocationCheck) runs on this read of the config (the
     // session named, else the token's own), before either limit counts: a token's limit is shared
     // by the tokens of its budget too.
+    // The token's own session gone (deleted): its route refuses the response as bound elsewhere.
     if (bound !== null && checks.some(([, , limit]) => limit))
-      await c.var.services.sessions.tokenBinding(session ?? bound);
+      await c.var.services.sessions.tokenBinding(session ?? bound).catch((error: unknown) => {
+        if (session === null && error instanceof NotFoundError) authorizeSession(c, null);
+        throw error;
+      });
     for (const [kind, key, limit] of checks) {
       const wait = limit ? await limit.take(key) : null;
       if (wait === null) continue;

@@ -259,6 +259,33 @@ export function defineRateLimitSuite(
       expect(turn.status, JSON.stringify(turn.body)).toBe(200);
     });
 
+    it('a bound token whose session was deleted, naming none, is refused (403) as without a limit', async () => {
+      const id = await session();
+      const parent = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 103 } });
+      const child = await call({}, parent.body.token, 'POST', '/v1/tokens', {
+        scopes: ['session:turn'],
+        session_id: id,
+      });
+      const deleted = await harness.fetchWithEnv({}, `/v1/sessions/${id}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(deleted.status).toBe(204);
+      const send = (env: Record<string, unknown>) =>
+        call(env, child.body.token, 'POST', '/v1/responses', { model: 'echo', input: 'hi' });
+      const unlimited = await send({});
+      expect(unlimited.status, JSON.stringify(unlimited.body)).toBe(403);
+      for (let sent = 0; sent <= 2 * LIMIT; sent++) {
+        const refused = await send(limits.token);
+        expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+        expect(refused.body.error.message).toBe(unlimited.body.error.message);
+      }
+      const turn = await call(limits.token, parent.body.token, 'POST', `/v1/sessions/${await session()}/turns`, {
+        input: 'hi',
+      });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    });
+
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {
       const token = await mint();
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };

@@ -1,6 +1,4 @@
 import { idGeneration } from '../session/log/rewind.ts';
-import { contentText } from '../content.ts';
-import { ReplayedError } from '../errors.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn, TurnHistory, TurnOutcome } from '../session/log/types.ts';
@@ -24,6 +22,7 @@ import {
   requestHash,
 } from './plan.ts';
 import { pickUp } from './busy.ts';
+import { replay } from './replay.ts';
 import {
   backgroundSpend,
   closeAborted,
@@ -35,7 +34,7 @@ import {
   type Attempt,
 } from './close-turn.ts';
 import { requestRecord } from './receipt.ts';
-import { doneItem, gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
+import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
 import { buildTurnPrompt, promptStart, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
@@ -376,25 +375,4 @@ function schedulePacking(
     if (refresh || turn.record % PACK_EVERY_RECORDS === 0)
       await services.sessions.pack(sessionId, { ...packOptions(plan), refresh });
   });
-}
-
-function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {
-  if (begun.status !== 'completed' || begun.response === undefined) {
-    throw new ReplayedError(begun.error ?? { code: 'model_error', message: `the original turn ${begun.status}` });
-  }
-  const response = begun.response as TurnResponse;
-  if (emit) {
-    emit({
-      event: 'turn.started',
-      data: { turn: response.turn, first_seq: begun.outputSeq ?? response.output[0]?.seq ?? 0 },
-      replay: true,
-    });
-    for (const item of response.output) {
-      for (const reasoning of item.reasoning ?? []) emit({ event: 'reasoning.done', data: { item: reasoning } });
-      const text = item.type === 'message' ? contentText(item.content) : '';
-      if (text !== '') emit({ event: 'output_text.delta', data: { delta: text } });
-      emit({ event: 'output_item.done', data: { item: doneItem(item) } });
-    }
-  }
-  return response;
 }

@@ -7,7 +7,6 @@ import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { checkItemSizes } from '../session/item-size.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
-import { turnUsage } from '../ledger/usage.ts';
 import type { FetchedNotice } from '../inbox/index.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { observed, type Seen } from './observe.ts';
@@ -290,7 +289,8 @@ async function turnSteps(
   checkItemSizes(result.output, services.config.maxItemBytes, 'output');
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
-  const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);
+  // With what the calls it aborted spent (a notice they showed did not move), estimated.
+  const { usage, estimated } = attempt.meter.spent(services.config.modelPrices[plan.model.id])!;
   const summarized = inputs.summaryUsage ? { compaction_usage: inputs.summaryUsage } : {};
   const response: TurnResponse = {
     session_id: sessionId,
@@ -304,6 +304,7 @@ async function turnSteps(
   const receipt = {
     ...(await prompt.receipt(notices.delivered)),
     usage,
+    ...(estimated ? { usage_estimated: true as const } : {}),
     ...summarized,
     ...(result.incomplete ? { incomplete: result.incomplete } : {}),
   };

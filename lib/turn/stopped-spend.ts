@@ -23,13 +23,18 @@ export class CallMeter {
   #streamed = 0;
   #reported: ModelUsage | undefined;
   #counter: TokenCounter | undefined;
+  /** What the calls of the attempt aborted before this one spent, estimated. */
+  #aborted: ModelUsage | undefined;
 
   /**
    * A model call is made with a prompt of `promptTokens()` tokens (counted only if the turn is
-   * stopped), its output counted with `counter`. What an earlier call of the attempt streamed
-   * (one aborted because a notice it showed did not move) is no longer told apart.
+   * stopped), its output counted with `counter`. The call before it, if any, was aborted (a notice
+   * it showed did not move): the provider bills it all the same, so what it spent is kept,
+   * estimated as a stopped call's, and counts in whatever the attempt is charged.
    */
   calling(promptTokens: () => number, counter: TokenCounter): void {
+    if (this.#prompt)
+      this.#aborted = added(this.#aborted, { input_tokens: this.#prompt(), output_tokens: this.#streamed });
     this.#prompt = promptTokens;
     this.#counter = counter;
     this.#streamed = 0;
@@ -60,15 +65,31 @@ export class CallMeter {
    * that refused the request outright bills nothing).
    */
   failed(price: ModelPrice | undefined, timedOut: boolean): StoppedSpend | null {
-    if (!this.#reported && !timedOut && this.#streamed === 0) return null;
+    if (!this.#reported && !timedOut && this.#streamed === 0)
+      return this.#aborted ? { usage: turnUsage(this.#aborted, price), estimated: true } : null;
     return this.spent(price);
   }
 
-  /** What the call spent at `price`: null when no call was made. */
+  /**
+   * What the call spent at `price`, with what the calls aborted before it spent: null when no call
+   * was made. Estimated when the provider reported none for any of them.
+   */
   spent(price: ModelPrice | undefined): StoppedSpend | null {
-    if (this.#reported) return { usage: turnUsage(this.#reported, price), estimated: false };
+    const aborted = this.#aborted;
+    const estimated = !this.#reported || aborted !== undefined;
+    if (this.#reported) return { usage: turnUsage(added(aborted, this.#reported), price), estimated };
     if (!this.#prompt) return null;
     const usage = { input_tokens: this.#prompt(), output_tokens: this.#streamed };
-    return { usage: turnUsage(usage, price), estimated: true };
+    return { usage: turnUsage(added(aborted, usage), price), estimated };
   }
+}
+
+/** `usage` with `earlier`'s input and output tokens added. */
+function added(earlier: ModelUsage | undefined, usage: ModelUsage): ModelUsage {
+  if (!earlier) return usage;
+  return {
+    ...usage,
+    input_tokens: usage.input_tokens + earlier.input_tokens,
+    output_tokens: usage.output_tokens + earlier.output_tokens,
+  };
 }

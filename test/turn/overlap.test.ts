@@ -4,6 +4,7 @@ import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
 import { streamTurn, runTurn, type TurnEvent } from '../../lib/turn/index.ts';
+import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/token-counter.ts';
 
 /**
  * The model call a turn starts before its claim and its notice moves have landed: when one
@@ -104,5 +105,36 @@ describe('a model call started before the claim landed', () => {
     expect(response.context.notices_delivered).toEqual(['0002-kept.md']);
     expect(response.output[0]).toMatchObject({ content: 'echo: still here' });
     expect((await w.inbox.listDelivered('s')).map((record) => record.name)).toEqual(['0002-kept.md']);
+  });
+
+  it("charges the call it aborted: its prompt's tokens, estimated, in the turn's usage and the session's", async () => {
+    // The same turn, its notice never withdrawn: what the call that answered reports.
+    const plain = world();
+    await plain.sessions.create({ id: 's' });
+    await plain.inbox.post('s', { name: '0002-kept.md', content: 'still here' });
+    const answered = (await runTurn(plain.services, 's', { input: 'hello' })).usage;
+    const w = world();
+    await w.sessions.create({ id: 's' });
+    await w.inbox.post('s', { name: '0001-gone.md', content: 'withdrawn meanwhile' });
+    await w.inbox.post('s', { name: '0002-kept.md', content: 'still here' });
+    w.store.hook = {
+      op: 'head',
+      match: (key) => key.endsWith('inbox/0001-gone.md'),
+      run: () => w.inbox.withdraw('s', '0001-gone.md'),
+    };
+    const response = await runTurn(w.services, 's', { input: 'hello' });
+    expect(w.prompts).toHaveLength(2);
+    const aborted = countPromptTokens(w.prompts[0]!.prompt, [], approximateTokenCounter);
+    expect(response.usage).toMatchObject({
+      input_tokens: answered.input_tokens + aborted,
+      output_tokens: answered.output_tokens,
+    });
+    expect((await w.sessions.get('s')).usage).toMatchObject({
+      turns: 1,
+      input_tokens: response.usage.input_tokens,
+      output_tokens: response.usage.output_tokens,
+    });
+    const turn = await w.sessions.getTurn('s', response.turn);
+    expect(turn).toMatchObject({ usage: response.usage, usage_estimated: true });
   });
 });

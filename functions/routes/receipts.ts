@@ -59,7 +59,8 @@ const turnSummarySchema = z
         description:
           "Present when `usage` is an estimate: a stopped turn's call the provider reported no usage for, a " +
           "failed turn's call that timed out or broke off after output, or a call aborted and made again (a " +
-          "notice its prompt showed did not move) counted in (the prompt's tokens as counted, the output streamed).",
+          "notice its prompt showed did not move, a claim lost) counted in (the prompt's tokens as counted, " +
+          'the output streamed).',
       }),
     compaction_usage: turnUsageSchema
       .optional()

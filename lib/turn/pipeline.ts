@@ -124,6 +124,8 @@ async function takeTurn(
     ...(attachments ? { beforeRecord: attachments.store } : {}),
     ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });
+  // Carried from an attempt whose claim was lost to the next: the call it aborted is billed too.
+  let meter = new CallMeter();
   for (;;) {
     // Read again for every attempt: what an attempt read is as old as its claim's reads.
     const fetched = fetchInbox(services, sessionId, request);
@@ -134,8 +136,11 @@ async function takeTurn(
     }
     const asked = background ? storedRequest(attempt.turn) : request;
     if (background) seen.ran = asked;
-    const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen);
-    if (!response) continue;
+    const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen, meter);
+    if (!response) {
+      meter = meter.next();
+      continue;
+    }
     const charged = background ? backgroundSpend(services, attempt.turn) : spend;
     if (charged) afterResponse(services, () => charged.charge(response.usage, 1, response.compaction_usage));
     // Before its runner journals the end: a client that saw it may go on from the compaction.
@@ -165,12 +170,13 @@ async function attemptTurn(
   emit: ((event: TurnEvent) => void) | undefined,
   options: TurnOptions,
   seen: Seen,
+  meter: CallMeter,
 ): Promise<TurnResponse | null> {
   const attempt: Attempt = {
     turn: claimed.turn,
     trace: seen.trace,
     stop: new AbortController(),
-    meter: new CallMeter(),
+    meter,
     ...(options.background ? { background: true as const } : {}),
   };
   // A background runner holds the lease before it moves a notice or calls a model (a second stops while it renews).

@@ -33,12 +33,27 @@ export class CallMeter {
    * estimated as a stopped call's, and counts in whatever the attempt is charged.
    */
   calling(promptTokens: () => number, counter: TokenCounter): void {
-    if (this.#prompt)
-      this.#aborted = added(this.#aborted, { input_tokens: this.#prompt(), output_tokens: this.#streamed });
+    this.#aborted = this.#withCall();
     this.#prompt = promptTokens;
     this.#counter = counter;
     this.#streamed = 0;
     this.#reported = undefined;
+  }
+
+  /**
+   * The meter of the turn's next attempt, after this one's claim was lost: the call it aborted
+   * (started before the claim landed) counts in it as an aborted call, estimated.
+   */
+  next(): CallMeter {
+    const next = new CallMeter();
+    next.#aborted = this.#withCall();
+    return next;
+  }
+
+  /** What the aborted calls spent with the call made now, if any, as aborted too. */
+  #withCall(): ModelUsage | undefined {
+    if (!this.#prompt) return this.#aborted;
+    return added(this.#aborted, { input_tokens: this.#prompt(), output_tokens: this.#streamed });
   }
 
   /** An output event of the call, streamed to a client or not yet. */

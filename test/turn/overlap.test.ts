@@ -137,4 +137,30 @@ describe('a model call started before the claim landed', () => {
     const turn = await w.sessions.getTurn('s', response.turn);
     expect(turn).toMatchObject({ usage: response.usage, usage_estimated: true });
   });
+
+  it('charges the call a lost claim aborted, estimated, in the usage of the turn that starts again', async () => {
+    // The same turns, "meanwhile" appended before the second: what its call that answered reports.
+    const plain = world();
+    await plain.sessions.create({ id: 's' });
+    await runTurn(plain.services, 's', { input: 'first' });
+    await plain.sessions.append('s', [{ type: 'message', role: 'user', content: 'meanwhile' }]);
+    const answered = (await runTurn(plain.services, 's', { input: 'second' })).usage;
+    const w = world();
+    await w.sessions.create({ id: 's' });
+    await runTurn(w.services, 's', { input: 'first' });
+    w.store.hook = {
+      op: 'put',
+      match: isRecord,
+      run: async () => void (await w.sessions.append('s', [{ type: 'message', role: 'user', content: 'meanwhile' }])),
+    };
+    w.prompts.length = 0;
+    const response = await runTurn(w.services, 's', { input: 'second' });
+    expect(w.prompts).toHaveLength(2);
+    const aborted = countPromptTokens(w.prompts[0]!.prompt, [], approximateTokenCounter);
+    expect(response.usage).toMatchObject({
+      input_tokens: answered.input_tokens + aborted,
+      output_tokens: answered.output_tokens,
+    });
+    expect(await w.sessions.getTurn('s', response.turn)).toMatchObject({ usage_estimated: true });
+  });
 });

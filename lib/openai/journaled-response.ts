@@ -31,10 +31,13 @@ interface Journaled {
  * before it started that was packed, in a segment written before segments said `journaled`,
  * before anyone read its events: lib/turn/journal.ts).
  * A turn the queue delivered again has a run after another in its journal (each from its
- * `turn.started`): the output of a run that a later one the journal holds did again is numbered
- * but not sent, and a later run's items start from the response's first again, so the stream
- * carries each item once, as response.completed does (a reader that followed the earlier run
- * live has seen it, and gets the item again from the later run).
+ * `turn.started`): an earlier run's item not done yet is done `incomplete` when the later run
+ * starts, and a later run's items start from the response's first again. For a reader that saw
+ * none of the runs (`after` before their first event), the output of a run that a later one
+ * the journal holds did again is numbered but not sent, so the stream carries each item once,
+ * as response.completed does; one that saw part of a run (it followed that run live, and
+ * resumes) gets every event after `after`, as it would have live: the rest of that run, its
+ * item done `incomplete`, and the items again from the later run.
  * A storage error while reading it is read past once (from the last event read); a second, or
  * one in `end`, ends the stream without a terminal event (the client resumes with
  * `starting_after`): the response did not fail.
@@ -58,13 +61,18 @@ export function journaledResponseEvents(
   let last: TurnEvent | undefined;
   // The number of the last run's turn.started the journal held when the stream began.
   let lastRun: number | undefined;
+  // Whether the reader saw part of the runs: the runs the journal held are all sent then.
+  let sawRuns = false;
   const write = ({ n, event, data }: Journaled) => {
     const first = read === 0;
+    if (first) sawRuns = after >= writer.sequence;
     read = n;
     last = { event, data } as TurnEvent;
-    stream.mute(n < lastRun!);
-    if (last.event === 'turn.started' && !first) writer.restart();
-    else writer.turnOutput(last);
+    const restart = last.event === 'turn.started' && !first;
+    // The earlier run's items are done as that run's output is: sent or not alike.
+    if (restart) writer.restart();
+    stream.mute(!sawRuns && n < lastRun!);
+    if (!restart) writer.turnOutput(last);
   };
   const readJournal = async () => {
     const { services } = facade;

@@ -91,11 +91,19 @@ export class ResponseEventWriter {
     return this.#open;
   }
 
+  /** The sequence number of the next event. */
+  get sequence(): number {
+    return this.#sequence;
+  }
+
   /**
-   * A later run of the turn (a background turn delivered again): its items are the response's
-   * from the first again, as response.completed has them; an earlier run's open message is dropped.
+   * A later run of the turn (a background turn delivered again): the earlier run's message or
+   * call that was not done yet is done first, status `incomplete` (the run was cut), so a reader
+   * that followed that run has every item it added done; then the later run's items are the
+   * response's from the first again, as response.completed has them.
    */
   restart(): void {
+    this.#closeCut('incomplete');
     this.#index = 0;
     this.#item = 0;
     this.#reasoning = 0;
@@ -294,13 +302,22 @@ export class ResponseEventWriter {
    * so far, status `incomplete`), so every item the stream added is done before the stream ends.
    */
   failed(response: TailgateResponse): void {
-    this.#closeEnded();
+    this.#closeCut('completed');
+    this.#emit({ type: 'response.failed', response });
+  }
+
+  /**
+   * The done events of every item not done yet: the one the model ended (status `ended`), a
+   * message cut short (its text so far) and a call whose arguments were streaming (its arguments
+   * so far), both `incomplete`.
+   */
+  #closeCut(ended: 'completed' | 'incomplete'): void {
+    this.#closeEnded(ended);
     if (this.#open) {
       this.#closeMessage(this.#open, this.#open.text, 'incomplete');
       this.#open = undefined;
       this.#next();
     }
     this.#closeCall();
-    this.#emit({ type: 'response.failed', response });
   }
 }

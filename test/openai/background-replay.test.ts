@@ -86,6 +86,56 @@ describe('a background response streamed again', () => {
     expect(resumed).toEqual(events.slice(4));
   });
 
+  it.each([
+    ['function_call', 'call lookup {"q": "ab"}'],
+    ['message', 'hello there'],
+  ] as const)('delivered again under a live reader, closes the %s its first run left open', async (type, input) => {
+    const store = new FaultyStore(new MemoryStore());
+    const { client, sent, consume, replay } = world(store);
+    const tools = [{ type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } }];
+    const created = await client.responses.create({ model: 'echo', input, tools, background: true });
+    // The first run's completion is not stored: it stops with its last item's done events held.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
+    const run = sent[0]!;
+    expect(await consume(run)).toEqual({ retryAfterSeconds: expect.any(Number) });
+    const stream = (await client.responses.retrieve(created.id, { stream: true }))[Symbol.asyncIterator]();
+    const live: ResponseStreamEvent[] = [];
+    // The reader follows the first run, then the queue delivers the turn again.
+    while (live.at(-1)?.type !== 'response.output_item.added') live.push((await stream.next()).value);
+    expect(await consume(run)).toBe('done');
+    for (let next = await stream.next(); !next.done; next = await stream.next()) live.push(next.value);
+    expect(live.map((event) => event.sequence_number)).toEqual(live.map((_, index) => index));
+    // Every item added is done before the next at its index is added, and before the end.
+    const open = new Map<number, string>();
+    for (const event of live) {
+      if (event.type === 'response.output_item.added') {
+        expect(open.has(event.output_index)).toBe(false);
+        open.set(event.output_index, event.item.id!);
+      } else if (event.type === 'response.output_item.done') {
+        expect(open.get(event.output_index)).toBe(event.item.id);
+        open.delete(event.output_index);
+      }
+    }
+    expect(open.size).toBe(0);
+    const done = live.filter((event) => event.type === 'response.output_item.done');
+    const completed = live.at(-1) as Completed;
+    expect(completed.type).toBe('response.completed');
+    // The first run's item, cut by its end, then the second run's, as response.completed has them.
+    expect(done[0]!.item).toMatchObject({ type, status: 'incomplete' });
+    expect(done.slice(-completed.response.output.length).map((event) => event.item)).toEqual(completed.response.output);
+    // Resumed at any point of the first run, the stream goes on as the live one did.
+    const secondRun = live.findLastIndex((event) => event.type === 'response.output_item.added');
+    for (const after of live.slice(2, secondRun).map((event) => event.sequence_number)) {
+      const resumed: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: after }))
+        resumed.push(event);
+      expect(resumed).toEqual(live.slice(after + 1));
+    }
+    // From its start, the stream carries the second run's items only, numbered as live.
+    const firstRun = live.slice(2, live.indexOf(done[0]!) + 1);
+    expect(await replay(created.id)).toEqual(live.filter((event) => !firstRun.includes(event)));
+  });
+
   it('retried with its Idempotency-Key, streams the first response object, created_at included', async () => {
     const { client, sent, advance, consume } = world();
     const request = { model: 'echo', input: 'hello', background: true, stream: true } as const;

@@ -91,3 +91,28 @@ describe('ResponseEventWriter: a message the model ended', () => {
     expect(events.at(-1)!.type).toBe('response.incomplete');
   });
 });
+
+describe('ResponseEventWriter: a later run of the turn', () => {
+  it('first does every item the earlier run added and did not do, incomplete; its own start from index 0', () => {
+    for (const cut of ['message', 'call'] as const) {
+      const { events, writer: written } = writer();
+      written.delta('Let me');
+      if (cut === 'call') {
+        written.itemDone({ type: 'message', role: 'assistant', content: 'Let me' });
+        written.callStarted('call_1', 'write');
+        written.argumentsDelta('call_1', '{"path":');
+      }
+      written.restart();
+      written.delta('Again');
+      const done = events.filter((event) => event.type === 'response.output_item.done');
+      const last = cut === 'call' ? { id: 'function_call_1', arguments: '{"path":' } : { id: 'message_0' };
+      expect(done.at(-1)).toMatchObject({ item: { ...last, status: 'incomplete' } });
+      expect(events.at(-1)).toMatchObject({
+        type: 'response.output_text.delta',
+        output_index: 0,
+        item_id: 'message_0',
+      });
+      for (const event of events) expect(specProblems(streamingEventSchema, event)).toEqual([]);
+    }
+  });
+});

@@ -54,8 +54,12 @@ export function errorBody(
   if (error instanceof TailgateError) {
     const status = STATUS_BY_CODE[error.code];
     // Server-side failures are logged (with keys and backend text the client never sees);
-    // a missing setting is the operator's, and says so.
-    if (status >= 500 && error.code !== 'not_configured') log(`tailgate: ${error.code}`, error);
+    // a missing setting is the operator's, and says so. A replayed model failure was logged when
+    // its call failed: its replay has the turn's log line ('replayed') alone.
+    const replayedModelFailure =
+      error instanceof ReplayedError && (error.code === 'model_error' || error.code === 'model_timeout');
+    if (status >= 500 && error.code !== 'not_configured' && !replayedModelFailure)
+      log(`tailgate: ${error.code}`, error);
     return { status, body: { error: clientError(error) } };
   }
   if (error instanceof HTTPException) {

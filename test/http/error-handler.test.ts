@@ -99,6 +99,19 @@ describe('errorBody', () => {
     expect(result.body.error.code).toBe(code);
   });
 
+  it('logs no replayed model failure (its call was logged when it failed), but a replayed unknown code', () => {
+    const logged: string[] = [];
+    const log = (message: string) => logged.push(message);
+    for (const code of ['model_timeout', 'model_error'])
+      expect(errorBody(new ReplayedError({ code, message: 'the original turn failed' }), log).status).toBeGreaterThan(
+        500,
+      );
+    expect(logged).toEqual([]);
+    errorBody(new ReplayedError({ code: 'from_the_future', message: 'the original turn failed' }), log);
+    errorBody(new TailgateError('model_timeout', 'model m did not answer within 5000 ms'), log);
+    expect(logged).toEqual(['tailgate: internal_error', 'tailgate: model_timeout']);
+  });
+
   it('maps hono client errors (malformed JSON) to 400 invalid_request', () => {
     const result = errorBody(new HTTPException(400, { message: 'Malformed JSON in request body' }), () => {});
     expect(result.status).toBe(400);

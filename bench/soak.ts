@@ -14,7 +14,9 @@ import { startBucketProcess } from './bucket-process.ts';
  * (`abort` among them), forks, exports and imports, compactions, cancels, withdrawals, deletes
  * and budget changes for `SOAK_MINUTES`, while a random server is killed (kill -9) every
  * `SOAK_KILL_SECONDS` and started again. Half the sessions talk to a slow fake provider (an
- * OpenAI-compatible server in this process), so turns overlap and sessions are busy.
+ * OpenAI-compatible server in this process), so turns overlap and sessions are busy; a share
+ * `SOAK_STALLS` (0.05) of its calls stalls past `MODEL_TIMEOUT_MS` (5 s here), a streamed one after
+ * its first output, so turns and compactions time out and are charged their estimates.
  *
  * Every acknowledged write is kept in a ledger; at the end, once every lease ran out and the
  * queues were swept, it checks that no acknowledged append, turn or queued input is lost or
@@ -36,6 +38,8 @@ const killEveryMs = Number(process.env.SOAK_KILL_SECONDS ?? 30) * 1000;
 const storeKind = process.env.SOAK_STORE ?? 's3';
 if (storeKind !== 's3' && storeKind !== 'file') throw new Error(`SOAK_STORE is s3 or file, not ${storeKind}`);
 const leaseMs = 6000;
+const modelTimeoutMs = 5000;
+const stalls = Number(process.env.SOAK_STALLS ?? 0.05);
 const outDir = process.env.SOAK_DIR ?? `/tmp/tailgate-soak-${Date.now().toString(36)}`;
 mkdirSync(outDir, { recursive: true });
 
@@ -55,18 +59,20 @@ function startFakeProvider(): Promise<Server> {
       const data = { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'slow', choices, ...extra };
       return `data: ${JSON.stringify(data)}\n\n`;
     };
+    // A stalled call outlasts the model timeout: the server gives up on it (after output, if streamed).
+    const stall = chance(stalls);
     if (json.stream) {
       response.writeHead(200, { 'content-type': 'text/event-stream' });
       for (let i = 0; i < 8; i++) {
         if (response.destroyed) return;
         response.write(chunk({ content: `w${i} ` }, null));
-        await sleep(200);
+        await sleep(i === 1 && stall ? modelTimeoutMs + 3000 : 200);
       }
       response.write(chunk({}, 'stop', { usage }));
       response.end('data: [DONE]\n\n');
       return;
     }
-    await sleep(1500);
+    await sleep(stall ? modelTimeoutMs + 3000 : 1500);
     if (response.destroyed) return;
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(
@@ -84,6 +90,7 @@ function startFakeProvider(): Promise<Server> {
 }
 
 // ---- figures ----
+const STORED_FAILURES = new Set(['aborted', 'turn_cancelled', 'lease_expired', 'model_error', 'model_timeout']);
 const figures = {
   requests: 0,
   byStatus: {} as Record<string, number>,
@@ -92,8 +99,12 @@ const figures = {
   kills: 0,
   restartMs: [] as number[],
   ops: {} as Record<string, number>,
+  /** 5xx naming a stored failure (502 model_error, 504 model_timeout): a turn's answer, not in fiveXX. */
+  modelFailures: 0,
   fiveXX: [] as string[],
   replays: 0,
+  /** Turn receipts whose usage is an estimate (a call timed out or broke off after output, or died). */
+  estimatedReceipts: 0,
   defects: [] as string[],
 };
 const defect = (line: string) => {
@@ -172,7 +183,10 @@ async function call(
       } catch {
         json = undefined;
       }
-      if (response.status >= 500) figures.fiveXX.push(`${method} ${path} ${response.status} ${text.slice(0, 300)}`);
+      const failed = STORED_FAILURES.has(json?.error?.code);
+      if (response.status >= 500 && failed) figures.modelFailures++;
+      else if (response.status >= 500)
+        figures.fiveXX.push(`${method} ${path} ${response.status} ${text.slice(0, 300)}`);
       return { status: response.status, text, json };
     } catch (error) {
       const code = String((error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message);
@@ -253,7 +267,6 @@ async function resend<T>(m: string, send: () => Promise<T>): Promise<T> {
 }
 
 const count = (op: string) => (figures.ops[op] = (figures.ops[op] ?? 0) + 1);
-const STORED_FAILURES = new Set(['aborted', 'turn_cancelled', 'lease_expired', 'model_error', 'model_timeout']);
 
 // ---- operations ----
 async function append(client: number, s: Session) {
@@ -280,12 +293,13 @@ async function turn(client: number, s: Session) {
   for (let attempt = 0; attempt < 8; attempt++) {
     const send = () => call('POST', `/v1/sessions/${s.id}/turns`, body, { 'idempotency-key': key });
     const answer = attempt === 0 ? await send() : await resend(m, send);
-    if (isLost(answer) || answer.status >= 500) {
+    const code: string | undefined = isLost(answer) ? undefined : answer.json?.error?.code;
+    // A 502 or 504 naming a stored failure (model_error, model_timeout) is the turn's answer.
+    if (isLost(answer) || (answer.status >= 500 && !STORED_FAILURES.has(code ?? ''))) {
       uncertain = true;
       await sleep(1000 + attempt * 1000);
       continue;
     }
-    const code: string | undefined = answer.json?.error?.code;
     if (answer.status === 409 && code === 'turn_in_progress' && uncertain) {
       await sleep(1500 + attempt * 1000);
       continue;
@@ -557,6 +571,7 @@ async function verify(s: Session) {
   }
   const turns = await allPages(`/v1/sessions/${s.id}/turns`, 'turns');
   const carried = new Map<string, number>();
+  figures.estimatedReceipts += turns.filter((t) => t.usage_estimated).length;
   for (const t of turns) {
     if (t.status === 'in_progress' || t.status === 'queued') defect(`${s.id}: turn ${t.turn} still ${t.status}`);
     if (t.status !== 'completed') continue;
@@ -612,6 +627,7 @@ async function main() {
     KEY_PREFIX: 'soak/',
     DEFAULT_MODEL: 'echo',
     TURN_LEASE_MS: String(leaseMs),
+    MODEL_TIMEOUT_MS: String(modelTimeoutMs),
     OPENAI_COMPATIBLE_BASE_URL: `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1`,
     OPENAI_COMPATIBLE_API_KEY: 'fake',
   };

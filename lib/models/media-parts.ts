@@ -102,7 +102,7 @@ function userPart(part: ContentPart, seq: number | undefined, media: UserMedia):
 }
 
 /**
- * A tool result's output (of the item numbered `seq`): text as before; parts as `content` with
+ * A tool result's output (of the item numbered `seq`): a string as text; parts as `content` with
  * media inline when `media` (the provider takes images and files in tool results), without
  * blank text parts, else one text, `placeholderText` (also when every part is blank text). An
  * image over `maxImageSide` goes as `partText` too.

@@ -10,7 +10,7 @@ import type { OpenTurn } from './types.ts';
  * (its `undelivered.notices`). Another run of a background turn that completed or failed it
  * (docs/STORAGE.md, "Notices") has delivered those, or its next turn will: a run stopped by
  * that close gives none of them back. Empty when the completion is this run's own, gone, or
- * packed since (its body buried): what is not known accounted for is given back, as before.
+ * packed since (its body buried): what is not known accounted for is given back.
  */
 export async function closerNotices(log: LogContext, turn: OpenTurn): Promise<Set<string>> {
   const key = doneKey(turn.scope, turn.record);

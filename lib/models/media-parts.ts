@@ -1,6 +1,15 @@
 import type { FilePart, TextPart, ToolResultPart } from 'ai';
-import { type Content, type ContentPart, describePart, imagePlaceholder } from '../content.ts';
+import {
+  type Content,
+  type ContentPart,
+  describePart,
+  imagePlaceholder,
+  type InputFilePart,
+  type InputImagePart,
+} from '../content.ts';
+import type { PromptItem } from '../items.ts';
 import { encodeBase64 } from '../media.ts';
+import type { Model } from './model.ts';
 
 /**
  * Content parts (lib/content.ts) as the AI SDK's parts: text, image and file parts for a user
@@ -31,11 +40,50 @@ export function overMaxImageSide(part: ContentPart, maxImageSide: number | undef
   return (part.width ?? 0) > maxImageSide || (part.height ?? 0) > maxImageSide;
 }
 
+/** What a model takes as images and files, as such: the fields of `Model` that say it. */
+export type MediaSupport = Pick<
+  Model,
+  'toolResultMedia' | 'fileUrls' | 'imageBytesOnly' | 'maxImageSide' | 'assistantMedia'
+>;
+
+/** The media support of `model`, its fields alone. */
+export function mediaSupport(model: MediaSupport): MediaSupport {
+  return {
+    toolResultMedia: model.toolResultMedia === true,
+    fileUrls: model.fileUrls === true,
+    imageBytesOnly: model.imageBytesOnly === true,
+    assistantMedia: model.assistantMedia === true,
+    ...(model.maxImageSide !== undefined ? { maxImageSide: model.maxImageSide } : {}),
+  };
+}
+
+/**
+ * Which images and files of `item` the model gets as text placeholders (`partText`): every
+ * one of an assistant's or system message where it takes none there (`Model.assistantMedia`),
+ * and of a tool output sent as a tool result (`toolResult`, asked only then) where it takes no
+ * media there; else each file by URL where it takes none, each image by URL and file where it
+ * takes images only as bytes, and each image larger than it takes (`Model.maxImageSide`). A
+ * tool output sent as user text (answered after other items) goes as a user message does.
+ */
+export function sentAsText(
+  media: MediaSupport,
+  item: PromptItem,
+  toolResult: () => boolean,
+): (part: InputImagePart | InputFilePart) => boolean {
+  if (item.type === 'message' && item.role !== 'user' && !media.assistantMedia) return () => true;
+  if (item.type === 'function_call_output' && !media.toolResultMedia && toolResult()) return () => true;
+  return (part) =>
+    overMaxImageSide(part, media.maxImageSide) ||
+    (media.imageBytesOnly
+      ? part.type === 'input_file' || part.image_url !== undefined
+      : !media.fileUrls && part.type === 'input_file' && part.file_url !== undefined);
+}
+
 /**
  * How a part reads where the provider does not get it as such: text as is, an image as
  * `imagePlaceholder` of `seq` (its item's), a file as its description.
  */
-function partText(part: ContentPart, seq: number | undefined): string {
+export function partText(part: ContentPart, seq: number | undefined): string {
   if (part.type === 'input_text') return part.text;
   return part.type === 'input_image' ? imagePlaceholder(part, seq) : describePart(part);
 }

@@ -1,5 +1,5 @@
 import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
-import { overMaxImageSide } from '../models/media-parts.ts';
+import { sentAsText } from '../models/media-parts.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { clientError, TailgateError } from '../errors.ts';
@@ -70,27 +70,12 @@ export interface TurnReceipt {
 /** The seq ranges of a receipt: what of the history the prompt held whole, compacted, or not at all. */
 export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' | 'unread_before'>;
 
-/**
- * The images and files of an item that the model gets as text placeholders: an assistant's or
- * system message's where it takes none there (`Model.assistantMedia`), a tool output's
- * sent as a tool result (`toolResult`) where it takes no media there, each file by URL where it
- * takes none, each image by URL and file where it takes images only as bytes, and each image
- * larger than it takes (`Model.maxImageSide`). A tool output sent as user text (answered after
- * other items: adjacentAnswers) counts as a user message.
- */
+/** How many images and files of an item the model gets as text placeholders (`sentAsText`). */
 function mediaSentAsText(model: TurnPlan['model'], item: PromptItem, toolResult: () => boolean): number {
   if (item.type === 'function_call') return 0;
-  const content = item.type === 'message' ? item.content : item.output;
-  if (typeof content === 'string') return 0;
-  const parts = mediaParts(content);
+  const parts = mediaParts(item.type === 'message' ? item.content : item.output);
   if (parts.length === 0) return 0;
-  if (item.type === 'message' && item.role !== 'user' && !model.assistantMedia) return parts.length;
-  if (item.type === 'function_call_output' && !model.toolResultMedia && toolResult()) return parts.length;
-  const oversized = parts.filter((part) => overMaxImageSide(part, model.maxImageSide)).length;
-  if (model.imageBytesOnly)
-    return oversized + parts.filter((part) => part.type === 'input_file' || part.image_url !== undefined).length;
-  if (model.fileUrls) return oversized;
-  return oversized + parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
+  return parts.filter(sentAsText(model, item, toolResult)).length;
 }
 
 /** Whether the prompt's item at an index goes as a tool result, worked out only when first asked. */

@@ -74,7 +74,7 @@ export async function prepareStateless(
     instructions: request.instructions,
   });
   // As a stored turn: a model with a known window never gets a prompt that must fail.
-  const budget = promptBudget(model.id, config, request, services.tokenEncoders);
+  const budget = promptBudget(model, config, request, services.tokenEncoders);
   const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {
     truncation: request.truncation ?? 'disabled',
     compacting: false,

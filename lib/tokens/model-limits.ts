@@ -1,3 +1,4 @@
+import type { MediaSupport } from '../models/media-parts.ts';
 import { approximateTokenCounter, type TokenCounter, type TokenEncoders, type TokenEncoding } from './token-counter.ts';
 
 /** What is known of a model family: its context window, a default response reserve, its tokenizer. */
@@ -58,7 +59,7 @@ export interface TokenBudget {
 export function resolveTokenBudget(
   modelId: string,
   config: { context_limit: number; response_reserve: number },
-  options: { maxOutputTokens?: number; encoders?: TokenEncoders } = {},
+  options: { maxOutputTokens?: number; encoders?: TokenEncoders; media?: MediaSupport } = {},
 ): TokenBudget {
   const family = modelFamily(modelId);
   const echo = modelId === 'echo' || modelId.startsWith('echo:');
@@ -83,18 +84,23 @@ export function resolveTokenBudget(
     contextLimit,
     responseReserve,
     promptLimit: contextLimit - responseReserve,
-    counter: tokenCounterFor(modelId, options.encoders),
+    counter: tokenCounterFor(modelId, options.encoders, options.media),
   };
 }
 
 /**
  * The counter for a model: its family's BPE encoding when the runtime provided it, the
  * approximation otherwise. The OpenAI families (those with an encoding) count images by
- * OpenAI's rule, every other model by Anthropic's (lib/tokens/media-tokens.ts).
+ * OpenAI's rule, every other model by Anthropic's (lib/tokens/media-tokens.ts). With `media`
+ * (the model's, lib/models/media-parts.ts `mediaSupport`), an image or file the model gets as
+ * a text placeholder counts as that text (`TokenCounter.media`).
  */
-export function tokenCounterFor(modelId: string, encoders: TokenEncoders = {}): TokenCounter {
+export function tokenCounterFor(modelId: string, encoders: TokenEncoders = {}, media?: MediaSupport): TokenCounter {
   const encoding = modelFamily(modelId)?.encoding;
-  if (!encoding) return approximateTokenCounter;
+  const withMedia = media ? { media } : {};
+  if (!encoding) return media ? { ...approximateTokenCounter, ...withMedia } : approximateTokenCounter;
   const count = encoders[encoding];
-  return count ? { name: encoding, count, images: 'openai' } : { ...approximateTokenCounter, images: 'openai' };
+  return count
+    ? { name: encoding, count, images: 'openai', ...withMedia }
+    : { ...approximateTokenCounter, images: 'openai', ...withMedia };
 }

@@ -1,5 +1,7 @@
 import { outputLength, type PromptItem, reasoningText, type ReasoningItem, type Tool, unchanging } from '../items.ts';
-import { contentText } from '../content.ts';
+import { type Content, type ContentPart, contentText, describePart } from '../content.ts';
+import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
+import { type MediaSupport, partText, sentAsText } from '../models/media-parts.ts';
 import { loopReasoning } from '../models/reasoning-parts.ts';
 import { type ImageTokenRule, mediaTokens } from './media-tokens.ts';
 
@@ -18,6 +20,12 @@ export interface TokenCounter {
   readonly count: (text: string) => number;
   /** How the model's provider counts images (lib/tokens/media-tokens.ts); Anthropic's when absent. */
   readonly images?: ImageTokenRule;
+  /**
+   * What the model takes as images and files (lib/models/media-parts.ts `mediaSupport`): one
+   * it gets as a text placeholder (`sentAsText`) counts as that text, not as media. When
+   * absent, every image and file counts as media.
+   */
+  readonly media?: MediaSupport;
 }
 
 /** The BPE encodings a runtime may provide (gpt-tokenizer's module names). */
@@ -52,42 +60,91 @@ export function itemText(item: PromptItem): string {
 }
 
 /**
- * The counts of unchanging items (lib/items.ts `unchanging`), by counting function and image
- * rule (what a count depends on beside the item; a turn makes its counter anew, but with the
- * same function). A turn under `context_limit` counts its whole prompt, mostly the same frozen
+ * The counts of unchanging items (lib/items.ts `unchanging`), by counting function and by
+ * what else a count depends on (`countKey`: the image rule, the model's media support, whether
+ * a tool output with media goes as user text). A turn makes its counter anew, but with the
+ * same function. A turn under `context_limit` counts its whole prompt, mostly the same frozen
  * items as the turn before (the view and record caches keep them), so each is counted once
  * per process, not once a turn: with a BPE counter (gpt-tokenizer's o200k), a 600 KB prompt
  * took about 17 ms a turn to count whole, and 0.1 ms so (bench/FINDINGS.md). Not for the
  * approximation, which counts faster than the lookups.
  */
-const keptCounts = new WeakMap<TokenCounter['count'], Map<TokenCounter['images'], WeakMap<PromptItem, number>>>();
+const keptCounts = new WeakMap<TokenCounter['count'], Map<string, WeakMap<PromptItem, number>>>();
+
+/** The kept counts of a counter (and of its tool outputs sent as user text), found once per counter. */
+const countersKept = new WeakMap<
+  TokenCounter,
+  { results: WeakMap<PromptItem, number>; asUser?: WeakMap<PromptItem, number> }
+>();
+
+function countKey(counter: TokenCounter, asUser: boolean): string {
+  const media = counter.media;
+  const support = media
+    ? [media.toolResultMedia, media.fileUrls, media.imageBytesOnly, media.assistantMedia].map(Number).join('') +
+      (media.maxImageSide ?? '')
+    : '';
+  return `${counter.images ?? 'anthropic'} ${support}${asUser ? ' user' : ''}`;
+}
+
+function keptOf(counter: TokenCounter, asUser: boolean): WeakMap<PromptItem, number> {
+  let byKey = keptCounts.get(counter.count);
+  if (!byKey) {
+    byKey = new Map();
+    keptCounts.set(counter.count, byKey);
+  }
+  const key = countKey(counter, asUser);
+  let kept = byKey.get(key);
+  if (!kept) {
+    kept = new WeakMap();
+    byKey.set(key, kept);
+  }
+  return kept;
+}
+
+/**
+ * Whether `item` is a tool output with media whose count depends on where it is sent: as a
+ * tool result, where the model takes no media (placeholders), or as user text.
+ */
+function sentWhereCounts(item: PromptItem, counter: TokenCounter): boolean {
+  return (
+    counter.media !== undefined &&
+    !counter.media.toolResultMedia &&
+    item.type === 'function_call_output' &&
+    typeof item.output !== 'string' &&
+    item.output.some((part) => part.type !== 'input_text')
+  );
+}
 
 /**
  * Tokens of one prompt item, overhead included. An out-of-line output not fetched yet is
- * approximated from its length (its text is not at hand).
+ * approximated from its length (its text is not at hand). `toolResult`: whether a tool output
+ * goes as a tool result (lib/models/convert-to-model-messages.ts `adjacentAnswers`), asked
+ * only of one with media where the model takes none in tool results; so by default.
  */
-export function countItemTokens(item: PromptItem, counter: TokenCounter): number {
+export function countItemTokens(
+  item: PromptItem,
+  counter: TokenCounter,
+  toolResult: () => boolean = () => true,
+): number {
+  const asUser = sentWhereCounts(item, counter) && !toolResult();
   // The approximation costs less than a lookup (26 against 64 us for 1,700 items).
-  if (counter.count === approximateTokenCounter.count || !unchanging(item)) return itemTokens(item, counter);
-  let byRule = keptCounts.get(counter.count);
-  if (!byRule) {
-    byRule = new Map();
-    keptCounts.set(counter.count, byRule);
+  if (counter.count === approximateTokenCounter.count || !unchanging(item)) return itemTokens(item, counter, asUser);
+  let found = countersKept.get(counter);
+  if (!found) {
+    found = { results: keptOf(counter, false) };
+    countersKept.set(counter, found);
   }
-  let kept = byRule.get(counter.images);
-  if (!kept) {
-    kept = new WeakMap();
-    byRule.set(counter.images, kept);
-  }
+  if (asUser) found.asUser ??= keptOf(counter, true);
+  const kept = asUser && found.asUser ? found.asUser : found.results;
   let tokens = kept.get(item);
   if (tokens === undefined) {
-    tokens = itemTokens(item, counter);
+    tokens = itemTokens(item, counter, asUser);
     kept.set(item, tokens);
   }
   return tokens;
 }
 
-function itemTokens(item: PromptItem, counter: TokenCounter): number {
+function itemTokens(item: PromptItem, counter: TokenCounter, asUser: boolean): number {
   if (item.type === 'function_call_output' && item.output_ref && item.output === '') {
     return (
       ITEM_OVERHEAD_TOKENS +
@@ -95,21 +152,53 @@ function itemTokens(item: PromptItem, counter: TokenCounter): number {
       Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN)
     );
   }
-  const media =
-    item.type === 'function_call'
-      ? 0
-      : mediaTokens(item.type === 'message' ? item.content : item.output, counter.images);
-  return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + media;
+  if (item.type === 'function_call') return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item));
+  const content = item.type === 'message' ? item.content : item.output;
+  if (typeof content === 'string' || !counter.media) {
+    return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + mediaTokens(content, counter.images);
+  }
+  return ITEM_OVERHEAD_TOKENS + sentTokens(content, item, counter, counter.media, asUser);
 }
 
 /**
- * Tokens of each item of a prompt as it is sent: countItemTokens, and for the items of the
+ * Tokens of a content's parts as the model gets them: each image or file it gets as a text
+ * placeholder (`sentAsText`) as that text, the rest as in `itemText` and by `mediaTokens`.
+ */
+function sentTokens(
+  content: Exclude<Content, string>,
+  item: PromptItem,
+  counter: TokenCounter,
+  media: MediaSupport,
+  asUser: boolean,
+): number {
+  const asText = sentAsText(media, item, () => !asUser);
+  const sent: ContentPart[] = [];
+  const text = content.map((part) => {
+    if (part.type === 'input_text') return part.text;
+    if (asText(part)) return partText(part, item.seq);
+    sent.push(part);
+    return describePart(part);
+  });
+  return counter.count(text.join('\n')) + mediaTokens(sent, counter.images);
+}
+
+/**
+ * Tokens of each item of a prompt as it is sent: countItemTokens (a tool output as a tool
+ * result or as user text, as `adjacentAnswers` sends it), and for the items of the
  * current tool loop the reasoning the provider gets with them (`loopReasoning`): each block's
  * text, or for one without (Anthropic's redacted thinking) its opaque payload, approximated.
  */
 export function promptItemTokens(prompt: readonly PromptItem[], counter: TokenCounter): number[] {
   const sent = loopReasoning(prompt);
-  return prompt.map((item, index) => countItemTokens(item, counter) + reasoningTokens(sent.get(index), counter));
+  let results: Map<number, number> | undefined;
+  const toolResults = () => {
+    results ??= adjacentAnswers(prompt);
+    return results;
+  };
+  return prompt.map((item, index) => {
+    const toolResult = () => toolResults().has(index);
+    return countItemTokens(item, counter, toolResult) + reasoningTokens(sent.get(index), counter);
+  });
 }
 
 /** Tokens of reasoning sent with an item (promptItemTokens). */

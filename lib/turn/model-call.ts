@@ -1,6 +1,7 @@
 import type { Tool, PromptItem } from '../items.ts';
 import type { Model, ModelRequest, ModelResult, ModelSettings, ModelStreamEvent } from '../models/model.ts';
 import { ModelError } from '../models/errors.ts';
+import { type MediaSupport, mediaSupport } from '../models/media-parts.ts';
 import type { StrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget, type TokenBudget } from '../tokens/model-limits.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
@@ -38,16 +39,20 @@ export function buildModelRequest(
   };
 }
 
-/** The window a prompt for `modelId` must fit, the response's reserve left out. */
+/**
+ * The window a prompt for `model` must fit, the response's reserve left out; its counter
+ * counts an image or file the model gets as a text placeholder as that text (`mediaSupport`).
+ */
 export function promptBudget(
-  modelId: string,
+  model: Pick<Model, 'id'> & MediaSupport,
   config: StrategyConfig,
   options: ModelCallOptions,
   encoders: TokenEncoders | undefined,
 ): TokenBudget {
-  return resolveTokenBudget(modelId, config, {
+  return resolveTokenBudget(model.id, config, {
     ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
     ...(encoders ? { encoders } : {}),
+    media: mediaSupport(model),
   });
 }
 

@@ -238,7 +238,7 @@ async function turnSteps(
   const plan = planTurn(services, turn.session, request);
   attempt.plan = plan;
   trace.model(plan.model.id);
-  const budget = promptBudget(plan.model.id, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
+  const budget = promptBudget(plan.model, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
   const read = await trace.step(TURN_STEPS.readContext, () =>
     sessions.readContext(
       turn,

@@ -23,7 +23,7 @@ export async function previewPrompt(
 ): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
   const session = await services.sessions.get(sessionId);
   const plan = planTurn(services, session, query);
-  const budget = promptBudget(plan.model.id, plan.strategyConfig, {}, services.tokenEncoders);
+  const budget = promptBudget(plan.model, plan.strategyConfig, {}, services.tokenEncoders);
   const read = await services.sessions.previewContext(
     sessionId,
     (aggregates, context) =>

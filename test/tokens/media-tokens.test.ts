@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { describePart, imagePlaceholder } from '../../lib/content.ts';
 import type { PromptItem } from '../../lib/items.ts';
+import { ANTHROPIC_MAX_IMAGE_SIDE } from '../../lib/models/anthropic-model.ts';
 import { approximateTokenCounter, countPromptTokens, ITEM_OVERHEAD_TOKENS } from '../../lib/tokens/index.ts';
 import { MAX_IMAGE_TOKENS, mediaTokens, OPENAI_LOW_DETAIL_TOKENS } from '../../lib/tokens/media-tokens.ts';
 import { tokenCounterFor } from '../../lib/tokens/model-limits.ts';
@@ -76,5 +78,66 @@ describe('image and file token estimates', () => {
     const text = countPromptTokens(withoutImages, [], approximateTokenCounter);
     expect(countPromptTokens(prompt, [], approximateTokenCounter)).toBe(text + 2 * 100);
     expect(text).toBeGreaterThan(3 * ITEM_OVERHEAD_TOKENS);
+  });
+
+  describe('as the provider receives them', () => {
+    const shot = { type: 'input_image' as const, blob, media_type: 'image/png', bytes: 9, width: 1280, height: 800 };
+    const loop = (image: typeof shot): PromptItem[] => [
+      { type: 'message', role: 'user', content: 'look', seq: 1 },
+      { type: 'function_call', call_id: 'c1', name: 'computer', arguments: '{}', seq: 2 },
+      { type: 'function_call_output', call_id: 'c1', output: [{ type: 'input_text', text: 'done' }, image], seq: 3 },
+    ];
+    // What shorten_images leaves of the screenshot: the placeholder the provider gets in its place.
+    const pruned = (image: typeof shot): PromptItem[] => [
+      ...loop(image).slice(0, 2),
+      {
+        type: 'function_call_output',
+        call_id: 'c1',
+        output: [
+          { type: 'input_text', text: 'done' },
+          { type: 'input_text', text: imagePlaceholder(image, 3) },
+        ],
+        seq: 3,
+      },
+    ];
+    const chat = { toolResultMedia: false, fileUrls: false, assistantMedia: false };
+    const anthropic = { toolResultMedia: true, fileUrls: true, maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE };
+    const encoders = { o200k_base: (text: string) => text.length };
+
+    it.each([
+      { name: 'an approximate', counter: tokenCounterFor('openai-compatible:local-model', {}, chat) },
+      { name: 'a BPE', counter: tokenCounterFor('openai-compatible:gpt-4o', encoders, chat) },
+    ])('count a tool-result screenshot on Chat Completions as its placeholder ($name counter)', ({ counter }) => {
+      expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(pruned(shot), [], counter));
+      expect(countPromptTokens(loop(shot), [], counter)).toBeLessThan(100);
+      // Counted again (the counts of unchanging items are kept): the same.
+      expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(pruned(shot), [], counter));
+    });
+
+    it('count a tool output sent as user text (answered after other items) by its images', () => {
+      const counter = tokenCounterFor('openai-compatible:gpt-4o', encoders, chat);
+      const [, call, output] = loop(shot);
+      const late: PromptItem[] = [call!, { type: 'message', role: 'user', content: 'wait', seq: 4 }, output!];
+      const tokens = countPromptTokens(late, [], counter);
+      expect(tokens).toBeGreaterThan(countPromptTokens([call!, late[1]!, pruned(shot)[2]!], [], counter) + 1000);
+    });
+
+    it("count an Anthropic model's screenshot by its tokens, one over 8000 pixels a side as its placeholder", () => {
+      const counter = tokenCounterFor('anthropic:claude-sonnet-4-5', {}, anthropic);
+      const described: PromptItem[] = [
+        ...loop(shot).slice(0, 2),
+        { type: 'function_call_output', call_id: 'c1', output: `done\n${describePart(shot)}`, seq: 3 },
+      ];
+      expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(described, [], counter) + 1366);
+      const page = { ...shot, height: 9000 };
+      expect(countPromptTokens(loop(page), [], counter)).toBe(countPromptTokens(pruned(page), [], counter));
+    });
+
+    it("count an assistant message's image as its placeholder where the model takes none there", () => {
+      const reply: PromptItem[] = [{ type: 'message', role: 'assistant', content: [shot], seq: 5 }];
+      const text: PromptItem[] = [{ type: 'message', role: 'assistant', content: imagePlaceholder(shot, 5), seq: 5 }];
+      const counter = tokenCounterFor('anthropic:claude-sonnet-4-5', {}, anthropic);
+      expect(countPromptTokens(reply, [], counter)).toBe(countPromptTokens(text, [], counter));
+    });
   });
 });

@@ -237,16 +237,24 @@ function serviceInputs(
     ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}),
     ...options.modelEnvironment,
   };
-  // The storage operations of this request (or background turn), for its turns' log lines.
-  const ops = noStorageOps();
   const logLine = options.logLine ?? ((line: string) => console.log(line));
-  const store = countedStore(options.store(environment, config), ops, options.metrics);
+  const backend = options.store(environment, config);
+  // The storage operations of this request (or queue message), for its turns' log lines; a turn
+  // it runs in process after its response (a background or queued one) counts its own.
+  const counted = (): Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'> => {
+    const ops = noStorageOps();
+    const store = countedStore(backend, ops, options.metrics);
+    return {
+      store,
+      webhookSink: config.webhooks
+        ? (options.queueWebhook?.(environment) ?? outboxSink(store, config.keyPrefix, options.webhookStored))
+        : undefined,
+      observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent }),
+    };
+  };
   return {
-    store,
-    webhookSink: config.webhooks
-      ? (options.queueWebhook?.(environment) ?? outboxSink(store, config.keyPrefix, options.webhookStored))
-      : undefined,
-    observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent }),
+    ...counted(),
+    countedApart: counted,
     observeCompaction: options.metrics ? compactionObserver(options.metrics) : undefined,
     tracing: tracingFor(config.tracing),
     config,

@@ -49,6 +49,12 @@ export interface ServiceInputs {
   tokenEncoders?: TokenEncoders;
   /** Sends a background turn to a queue (Workers); without it, the process runs it. */
   startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
+  /**
+   * The store, webhook sink and observer of a turn this process runs after the response (a
+   * background or queued one, `runInProcess`), over the same backend: its storage operations
+   * counted apart from the request's, for its own log line (functions/app.ts).
+   */
+  countedApart?: (() => Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'>) | undefined;
   /** Told how each turn ended (functions/turn-log.ts). */
   observeTurn?: TurnServices['observeTurn'];
   /** Told what each manual compaction's summary used (functions/turn-log.ts). */
@@ -186,7 +192,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     // A claimed background or queued turn runs as the token its record names (charged to it, its
     // model checked at its claim), not as the request that runs it: without this one's budget.
-    startBackground: inputs.startBackground ?? ((run) => runInProcess(withoutTokenBudget(services, inputs), run)),
+    startBackground: inputs.startBackground ?? ((run) => runInProcess(inProcess(services, inputs), run)),
     ...(observeTurn ? { observeTurn } : {}),
     ...(inputs.observeCompaction ? { observeCompaction: inputs.observeCompaction } : {}),
     // A turn's spans are exported once it ended, on a timer so that serializing and sending
@@ -209,6 +215,16 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(running ? { running } : {}),
   };
   return services;
+}
+
+/**
+ * The services of a turn run in process after the response: without the request token's budget,
+ * and, where the inputs count storage operations, with a counter of its own (its log line counts
+ * its run's operations alone, as a queue consumer's does, not the request's that started it).
+ */
+function inProcess(services: AppServices, inputs: ServiceInputs): AppServices {
+  if (!inputs.countedApart) return withoutTokenBudget(services, inputs);
+  return createServices({ ...inputs, ...inputs.countedApart(), tokenBudget: null });
 }
 
 /** `services` without the request token's budget: its spend, and the price check of its models. */

@@ -11,7 +11,7 @@ import type { Metrics } from './metrics.ts';
 const OPERATIONS = ['get', 'head', 'put', 'list', 'delete'] as const;
 export type StorageOps = Record<(typeof OPERATIONS)[number], number>;
 
-/** The store with each operation counted into `ops` (the request's) and the process's metrics. */
+/** The store with each operation counted into `ops` (the request's or run's) and the process's metrics. */
 export function countedStore(store: ObjectStore, ops: StorageOps, metrics: Metrics | undefined): ObjectStore {
   // `inner`: what the write probe and the view cache are kept for (backendOf), not this wrapper.
   const counted = { inner: store } as unknown as ObjectStore;
@@ -34,7 +34,7 @@ export interface TurnLogOptions {
   /** Writes one line (default: stdout). */
   logLine: (line: string) => void;
   metrics: Metrics | undefined;
-  /** The request's storage operations so far. */
+  /** The request's (or run's) storage operations so far. */
   ops: StorageOps;
   /** LOG_CONTENT: the line carries the turn's input and output. */
   logContent: boolean;
@@ -42,8 +42,9 @@ export interface TurnLogOptions {
 
 /**
  * The log line of a turn: session, turn, status (and error code), model, tokens, cost,
- * duration, time to first output, and the storage operations of its request until it ended
- * (the work after the answer, such as packing, is not in them). No content unless LOG_CONTENT.
+ * duration, time to first output, and the storage operations of its request (a background or
+ * queued turn's run: functions/services.ts `inProcess`) until it ended (the work after the
+ * answer, such as packing, is not in them). No content unless LOG_CONTENT.
  */
 export function turnLogLine(outcome: TurnObservation, ops: StorageOps, logContent: boolean): string {
   const usage = outcome.usage;

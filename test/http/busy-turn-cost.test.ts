@@ -16,6 +16,9 @@ import { createClient, TOKEN } from './http-suite.ts';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 const heldEcho = releasedAfterEach();
 
+/** What a queued turn's run costs (on the queue of background turns, as in process). */
+const QUEUED_TURN = { get: 3, head: 0, put: 3, list: 2, delete: 0, total: 8 };
+
 type Line = { turn: number | null; status: string; storage_ops: Record<string, number> };
 
 function world() {
@@ -68,6 +71,66 @@ describe('the storage operations of a request on a busy session', () => {
     store.reset();
     expect(await runner(sent[0]!, environment, () => undefined)).toBe('done');
     expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
-    expect(lines.find((entry) => entry.turn === 2)!.storage_ops.total).toBe(8);
+    expect(lines.find((entry) => entry.turn === 2)!.storage_ops).toEqual(QUEUED_TURN);
+  });
+});
+
+describe('the storage operations of a turn run in process (no queue of background turns)', () => {
+  function inProcess() {
+    const store = new CountingStore(new MemoryStore());
+    const slow = heldEcho();
+    const { options: held, drain } = heldOptions(slow.model);
+    const lines: Line[] = [];
+    const api = createClient(
+      appHarness(store, environment, { ...held, logLine: (line) => void lines.push(JSON.parse(line)) }),
+    );
+    return { store, api, drain, lines, slow };
+  }
+
+  it("an input queued behind the running turn: the closer's line its own, the queued turn's 8", async () => {
+    const { api, drain, lines, slow } = inProcess();
+    const id = await api.session({ on_busy: 'enqueue' });
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await expect.poll(() => slow.signals.length).toBe(1);
+    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'later' })).status).toBe(202);
+    slow.release();
+    expect((await pending).status).toBe(200);
+    await drain();
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
+    const ops = (turn: number) => lines.find((entry) => entry.turn === turn)!.storage_ops;
+    // The closer's line is its own turn's (a session's first: 5), the pickup after its answer in
+    // none; the queued turn's, its run's alone, as the queue consumer's run counts it (above).
+    expect(ops(1)).toEqual({ get: 1, head: 0, put: 2, list: 2, delete: 0, total: 5 });
+    expect(ops(2)).toEqual(QUEUED_TURN);
+  });
+});
+
+describe('the storage operations of a background turn', () => {
+  it('its line counts its run alone, in process as on the queue of background turns', async () => {
+    const runOn = async (queued: boolean) => {
+      const store = new CountingStore(new MemoryStore());
+      const { options: held, drain } = heldOptions(heldEcho().model);
+      const lines: Line[] = [];
+      const sent: BackgroundTurn[] = [];
+      const options: Omit<AppOptions, 'store'> = {
+        ...held,
+        logLine: (line) => void lines.push(JSON.parse(line)),
+        ...(queued ? { queueTurn: () => async (run: BackgroundTurn) => void sent.push(run) } : {}),
+      };
+      const api = createClient(appHarness(store, environment, options));
+      const id = await api.session();
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first' })).status).toBe(200);
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true })).status).toBe(202);
+      await drain();
+      if (queued) {
+        const runner = createTurnRunner({ ...options, store: () => store, readEnvironment: () => environment });
+        expect(await runner(sent[0]!, environment, () => undefined)).toBe('done');
+      }
+      expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
+      return lines.find((entry) => entry.turn === 2)!.storage_ops;
+    };
+    const onQueue = await runOn(true);
+    expect(await runOn(false)).toEqual(onQueue);
   });
 });

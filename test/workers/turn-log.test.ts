@@ -1,6 +1,7 @@
-import { createExecutionContext, env, waitOnExecutionContext } from 'cloudflare:test';
+import { createExecutionContext, createMessageBatch, env, waitOnExecutionContext } from 'cloudflare:test';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import worker from '../../functions/worker.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { freshId } from '../http/http-suite.ts';
 
 // The per-turn JSON log line inside workerd, through the real worker (the Node side, and
@@ -17,7 +18,7 @@ afterEach(() => {
   console.log = log;
 });
 
-async function call(path: string, body?: unknown, overrides: Record<string, string> = {}, method = 'POST') {
+async function call(path: string, body?: unknown, overrides: Record<string, unknown> = {}, method = 'POST') {
   const context = createExecutionContext();
   const response = await worker.fetch(
     new Request(`${origin}${path}`, {
@@ -49,6 +50,35 @@ describe('workerd: the turn log line', () => {
     lines.length = 0;
     await call(`/v1/sessions/${id}/turns`, { input: 'a logged prompt' }, { LOG_CONTENT: 'true' });
     expect(JSON.parse(lines.find((entry) => entry.startsWith('{"level"'))!).input).toBe('a logged prompt');
+  });
+
+  // A queued input's turn, run by the queue consumer (TURNS bound) or, without the binding, in
+  // the isolate after its closer's run: its line counts its run's storage operations alone, not
+  // those of the run that closed the turn before it (test/http/busy-turn-cost.test.ts).
+  it.each([true, false])("a queued input's turn counts its own storage operations (TURNS bound: %s)", async (bound) => {
+    const id = freshId('wqueued');
+    const sent: BackgroundTurn[] = [];
+    const turns = { send: async (run: BackgroundTurn) => void sent.push(run) };
+    expect((await call('/v1/sessions', { id, on_busy: 'enqueue' })).status).toBe(201);
+    expect(
+      (await call(`/v1/sessions/${id}/turns`, { input: 'first', background: true }, { TURNS: turns })).status,
+    ).toBe(202);
+    expect((await call(`/v1/sessions/${id}/turns`, { input: 'later' }, { TURNS: turns })).status).toBe(202);
+    const deliver = async () => {
+      const batch = createMessageBatch<BackgroundTurn>(
+        'tailgate-turns',
+        sent.splice(0).map((body, index) => ({ id: `m${index}`, timestamp: new Date(), attempts: 1, body })),
+      );
+      const context = createExecutionContext();
+      await worker.queue(batch as never, { ...bindings, TURNS: bound ? turns : undefined } as never, context);
+      await waitOnExecutionContext(context);
+    };
+    await deliver();
+    if (bound) await deliver();
+    const logged = lines.filter((line) => line.startsWith('{"level"')).map((line) => JSON.parse(line));
+    const second = logged.find((line) => line.session_id === id && line.turn === 2);
+    expect(second).toMatchObject({ status: 'completed' });
+    expect(second.storage_ops).toEqual({ get: 3, head: 0, put: 3, list: 2, delete: 0, total: 8 });
   });
 
   it('the Worker serves no /metrics', async () => {

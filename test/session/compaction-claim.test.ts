@@ -157,6 +157,27 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     await world.other.append('s1', [user('g')]);
   });
 
+  it('a compaction whose session moves on before every claim is turn_in_progress, nothing stored', async () => {
+    const world = setup(storeOf());
+    await world.create();
+    const summarize = world.summarizer();
+    let appends = 0;
+    // Another writer's append lands between each of the compaction's reads and its claim.
+    const refused = await world.log
+      .compact('s1', async (view, claim) => {
+        appends++;
+        await world.other.append('s1', [user(`moved ${appends}`)]);
+        return summarize(view, claim);
+      })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'turn_in_progress', details: { session_id: 's1' } });
+    expect(appends).toBe(3);
+    expect(world.calls()).toBe(0);
+    expect(await world.totals()).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+    // Nothing holds the session: the next compaction goes through.
+    expect(await world.log.compact('s1', summarize)).toMatchObject({ compacted: true });
+  });
+
   it('a delete of the newest turn is refused while a compaction makes its summary', async () => {
     const world = setup(storeOf());
     await world.create();

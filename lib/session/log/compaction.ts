@@ -1,4 +1,4 @@
-import { StorageError, TurnInProgressError } from '../../errors.ts';
+import { StorageError, TailgateError, TurnInProgressError } from '../../errors.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope } from '../keys.ts';
 import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
@@ -28,7 +28,13 @@ export async function compact(log: LogContext, id: string, summarize: Summarize)
     const compacted = await compactOnce(log, id, summarize);
     if (compacted) return compacted;
   }
-  throw new StorageError(`session ${id}: it changed under every compaction; nothing was stored`);
+  // Other writers kept landing between each head read and its claim (turns, appends, deletes of
+  // the newest turn): the session is busy, as a turn holding it would make it; retrying is safe.
+  throw new TailgateError(
+    'turn_in_progress',
+    `session ${id} moved on under every compaction (other writes kept landing); nothing was stored, try again`,
+    { session_id: id },
+  );
 }
 
 /**

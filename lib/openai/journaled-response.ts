@@ -32,12 +32,16 @@ interface Journaled {
  * before anyone read its events: lib/turn/journal.ts).
  * A turn the queue delivered again has a run after another in its journal (each from its
  * `turn.started`): an earlier run's item not done yet is done `incomplete` when the later run
- * starts, and a later run's items start from the response's first again. For a reader that saw
- * none of the runs (`after` before their first event), the output of a run that a later one
- * the journal holds did again is numbered but not sent, so the stream carries each item once,
- * as response.completed does; one that saw part of a run (it followed that run live, and
- * resumes) gets every event after `after`, as it would have live: the rest of that run, its
- * item done `incomplete`, and the items again from the later run.
+ * starts, and a later run's items start from the response's first again, under the same ids
+ * (those response.completed has: the places they are stored at). A reader follows one run's
+ * items: one from before the runs' first event (`after` before it) the last run the journal
+ * holds when it starts, the earlier runs' events numbered but not sent; one that resumes
+ * inside a run (`after` in its events, its item done events included) that run. Once the run
+ * it follows ended (a later run starts) with an item added that the reader holds (sent, or at
+ * most `after`), the later runs' events are numbered but not sent either: their items are the
+ * same ones again (ids, call ids), so a stream never adds an `output_index` or an item twice;
+ * the reader gets the item it was in done `incomplete`, then the terminal event, whose
+ * response has the output as a retrieve does. One whose run ended with no item follows the next.
  * A storage error while reading it is read past once (from the last event read); a second, or
  * one in `end`, ends the stream without a terminal event (the client resumes with
  * `starting_after`): the response did not fail.
@@ -61,17 +65,26 @@ export function journaledResponseEvents(
   let last: TurnEvent | undefined;
   // The number of the last run's turn.started the journal held when the stream began.
   let lastRun: number | undefined;
-  // Whether the reader saw part of the runs: the runs the journal held are all sent then.
+  // Whether the reader saw part of the runs: it follows the run `after` is in then.
   let sawRuns = false;
+  // The items added before the run the reader follows (`stream.shown`), and whether it held an
+  // item of a run that ended: the later runs are not sent then.
+  let shownBefore = 0;
+  let held = false;
   const write = ({ n, event, data }: Journaled) => {
     const first = read === 0;
     if (first) sawRuns = after >= writer.sequence;
     read = n;
     last = { event, data } as TurnEvent;
     const restart = last.event === 'turn.started' && !first;
-    // The earlier run's items are done as that run's output is: sent or not alike.
-    if (restart) writer.restart();
-    stream.mute(!sawRuns && n < lastRun!);
+    if (restart) {
+      // The earlier run's items are done as that run's output is: sent or not alike.
+      writer.restart();
+      // A reader past the earlier run's events follows a later run.
+      if (after >= writer.sequence) shownBefore = stream.shown();
+      else if (stream.shown() > shownBefore) held = true;
+    }
+    stream.mute(held || (!sawRuns && n < lastRun!));
     if (!restart) writer.turnOutput(last);
   };
   const readJournal = async () => {

@@ -70,7 +70,9 @@ const TERMINAL_EVENTS = new Set<string>(['response.completed', 'response.incompl
  * again, and the client gets those it has not seen). A client past every event written (its
  * stream's process died after events it streamed live but never journaled) still gets the
  * terminal one, numbered as the journal numbers it. While `mute`d, what it writes is numbered
- * but not sent (a background turn's earlier run, which a later one did again). `encryptedReasoning`:
+ * but not sent, but for the terminal event (a background turn's run its reader does not follow:
+ * lib/openai/journaled-response.ts); `shown` counts the output items added while not muted, sent
+ * or before `after` (those the client holds). `encryptedReasoning`:
  * its reasoning items carry their `encrypted_content`. The terminal event is followed by the
  * literal `data: [DONE]`, the end the Open Responses specification requires (a stream cut before
  * its terminal event has none, so a client can tell it from one that ended).
@@ -82,13 +84,17 @@ export function responseEventStream(
   const queue = eventQueue<SseMessage>();
   const after = options.after ?? -1;
   let muted = false;
+  let shown = 0;
   const writer = new ResponseEventWriter(
     itemIdAt,
     (event: ResponseStreamEvent) => {
-      const past = event.sequence_number > after || (event.sequence_number < after && TERMINAL_EVENTS.has(event.type));
-      if (muted || !past) return;
+      const terminal = TERMINAL_EVENTS.has(event.type);
+      if (muted && !terminal) return;
+      if (event.type === 'response.output_item.added') shown += 1;
+      const past = event.sequence_number > after || (event.sequence_number < after && terminal);
+      if (!past) return;
       queue.push({ event: event.type, data: JSON.stringify(event) });
-      if (TERMINAL_EVENTS.has(event.type)) queue.push({ data: '[DONE]' });
+      if (terminal) queue.push({ data: '[DONE]' });
     },
     options.encryptedReasoning,
   );
@@ -97,6 +103,7 @@ export function responseEventStream(
     mute: (on: boolean) => {
       muted = on;
     },
+    shown: () => shown,
     close: () => queue.close(),
     response: () => sseResponse(queue, options.onCancel),
   };

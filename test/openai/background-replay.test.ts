@@ -89,51 +89,142 @@ describe('a background response streamed again', () => {
   it.each([
     ['function_call', 'call lookup {"q": "ab"}'],
     ['message', 'hello there'],
-  ] as const)('delivered again under a live reader, closes the %s its first run left open', async (type, input) => {
+  ] as const)(
+    'delivered again under a live reader, closes the %s its first run left open, then ends',
+    async (type, input) => {
+      const store = new FaultyStore(new MemoryStore());
+      const { client, sent, consume, replay } = world(store);
+      const tools = [{ type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } }];
+      const created = await client.responses.create({ model: 'echo', input, tools, background: true });
+      // The first run's completion is not stored: it stops with its last item's done events held.
+      store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
+      const run = sent[0]!;
+      expect(await consume(run)).toEqual({ retryAfterSeconds: expect.any(Number) });
+      const stream = (await client.responses.retrieve(created.id, { stream: true }))[Symbol.asyncIterator]();
+      const live: ResponseStreamEvent[] = [];
+      // The reader follows the first run, then the queue delivers the turn again.
+      while (live.at(-1)?.type !== 'response.output_item.added') live.push((await stream.next()).value);
+      expect(await consume(run)).toBe('done');
+      for (let next = await stream.next(); !next.done; next = await stream.next()) live.push(next.value);
+      // The reader holds the first run's item: the second run's events are numbered, not sent.
+      const [terminal, ...rest] = live.toReversed();
+      expect(rest.toReversed().map((event) => event.sequence_number)).toEqual(rest.map((_, index) => index));
+      expect(terminal!.sequence_number).toBeGreaterThan(rest.length);
+      // Every item added is done before the end, and no output index is added twice.
+      const open = new Map<number, string>();
+      const indices = new Set<number>();
+      for (const event of live) {
+        if (event.type === 'response.output_item.added') {
+          expect(indices.has(event.output_index)).toBe(false);
+          indices.add(event.output_index);
+          open.set(event.output_index, event.item.id!);
+        } else if (event.type === 'response.output_item.done') {
+          expect(open.get(event.output_index)).toBe(event.item.id);
+          open.delete(event.output_index);
+        }
+      }
+      expect(open.size).toBe(0);
+      const done = live.filter((event) => event.type === 'response.output_item.done');
+      const completed = terminal as Completed;
+      expect(completed.type).toBe('response.completed');
+      // The first run's item, cut by its end, then the response as a retrieve answers it.
+      expect(done.map((event) => event.item)).toEqual([expect.objectContaining({ type, status: 'incomplete' })]);
+      expect(completed.response.output).toEqual((await client.responses.retrieve(created.id)).output);
+      // Resumed at any point of the first run, the stream goes on as the live one did.
+      for (const after of live.slice(2, -1).map((event) => event.sequence_number)) {
+        const resumed: ResponseStreamEvent[] = [];
+        for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: after }))
+          resumed.push(event);
+        expect(resumed).toEqual(live.slice(after + 1));
+      }
+      // From its start, the stream carries the second run's items only, as response.completed has
+      // them, numbered as the journal numbers them: from the one after the first run's events.
+      const replayed = await replay(created.id);
+      expect(replayed.slice(0, 2)).toEqual(live.slice(0, 2));
+      expect(replayed.at(-1)).toEqual(completed);
+      const secondRun = replayed.slice(2, -1);
+      expect(secondRun[0]!.sequence_number).toBe(rest.length);
+      const items = secondRun.filter((event) => event.type === 'response.output_item.done').map((event) => event.item);
+      expect(items).toEqual(completed.response.output);
+      // Resumed inside the second run, it goes on as from its start.
+      const inside = secondRun[0]!.sequence_number;
+      const resumed: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: inside }))
+        resumed.push(event);
+      expect(resumed).toEqual(replayed.slice(3));
+    },
+  );
+
+  it.each([
+    ['function_call', 'call lookup {"q": "ab"}'],
+    ['message', 'hello there'],
+  ] as const)(
+    "followed across a second delivery by the openai client's stream helper, ends as retrieved (%s)",
+    async (_, input) => {
+      const store = new FaultyStore(new MemoryStore());
+      const { client, sent, consume } = world(store);
+      const tools = [{ type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } }];
+      const created = await client.responses.create({ model: 'echo', input, tools, background: true });
+      store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
+      const run = sent[0]!;
+      expect(await consume(run)).toEqual({ retryAfterSeconds: expect.any(Number) });
+      // The helper follows the first run live, then the queue delivers the turn again.
+      const helper = client.responses.stream({ response_id: created.id });
+      const events = helper[Symbol.asyncIterator]();
+      const live: ResponseStreamEvent[] = [];
+      while (live.at(-1)?.type !== 'response.output_item.added') live.push((await events.next()).value);
+      expect(await consume(run)).toBe('done');
+      for (let next = await events.next(); !next.done; next = await events.next()) live.push(next.value);
+      const retrieved = await client.responses.retrieve(created.id);
+      // The helper adds its parse (`parsed`, `parsed_arguments`) to the items.
+      expect((await helper.finalResponse()).output).toMatchObject(retrieved.output);
+      expect(live.at(-1)).toMatchObject({ type: 'response.completed', response: { output: retrieved.output } });
+      const indices = live.flatMap((event) =>
+        event.type === 'response.output_item.added' ? [event.output_index] : [],
+      );
+      expect(new Set(indices).size).toBe(indices.length);
+      // Resumed inside the first run, by the helper or by a plain retrieve, it ends the same.
+      for (const after of live.slice(2, -1).map((event) => event.sequence_number)) {
+        const resumed = client.responses.stream({ response_id: created.id, starting_after: after });
+        expect((await resumed.finalResponse()).output).toMatchObject(retrieved.output);
+        const plain: ResponseStreamEvent[] = [];
+        for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: after }))
+          plain.push(event);
+        expect(plain).toEqual(live.slice(after + 1));
+      }
+    },
+  );
+
+  it('delivered three times, followed from its start during the second run, ends as retrieved', async () => {
     const store = new FaultyStore(new MemoryStore());
     const { client, sent, consume, replay } = world(store);
-    const tools = [{ type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } }];
-    const created = await client.responses.create({ model: 'echo', input, tools, background: true });
-    // The first run's completion is not stored: it stops with its last item's done events held.
-    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
+    const created = await client.responses.create({ model: 'echo', input: 'hello there', background: true });
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 4 });
     const run = sent[0]!;
     expect(await consume(run)).toEqual({ retryAfterSeconds: expect.any(Number) });
-    const stream = (await client.responses.retrieve(created.id, { stream: true }))[Symbol.asyncIterator]();
+    expect(await consume(run)).toEqual({ retryAfterSeconds: expect.any(Number) });
+    // The helper follows the second run (the first one's events are not sent), then the third comes.
+    const helper = client.responses.stream({ response_id: created.id });
+    const events = helper[Symbol.asyncIterator]();
     const live: ResponseStreamEvent[] = [];
-    // The reader follows the first run, then the queue delivers the turn again.
-    while (live.at(-1)?.type !== 'response.output_item.added') live.push((await stream.next()).value);
+    while (live.at(-1)?.type !== 'response.output_item.added') live.push((await events.next()).value);
     expect(await consume(run)).toBe('done');
-    for (let next = await stream.next(); !next.done; next = await stream.next()) live.push(next.value);
-    expect(live.map((event) => event.sequence_number)).toEqual(live.map((_, index) => index));
-    // Every item added is done before the next at its index is added, and before the end.
-    const open = new Map<number, string>();
-    for (const event of live) {
-      if (event.type === 'response.output_item.added') {
-        expect(open.has(event.output_index)).toBe(false);
-        open.set(event.output_index, event.item.id!);
-      } else if (event.type === 'response.output_item.done') {
-        expect(open.get(event.output_index)).toBe(event.item.id);
-        open.delete(event.output_index);
-      }
-    }
-    expect(open.size).toBe(0);
-    const done = live.filter((event) => event.type === 'response.output_item.done');
-    const completed = live.at(-1) as Completed;
-    expect(completed.type).toBe('response.completed');
-    // The first run's item, cut by its end, then the second run's, as response.completed has them.
-    expect(done[0]!.item).toMatchObject({ type, status: 'incomplete' });
-    expect(done.slice(-completed.response.output.length).map((event) => event.item)).toEqual(completed.response.output);
-    // Resumed at any point of the first run, the stream goes on as the live one did.
-    const secondRun = live.findLastIndex((event) => event.type === 'response.output_item.added');
-    for (const after of live.slice(2, secondRun).map((event) => event.sequence_number)) {
-      const resumed: ResponseStreamEvent[] = [];
-      for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: after }))
-        resumed.push(event);
-      expect(resumed).toEqual(live.slice(after + 1));
-    }
-    // From its start, the stream carries the second run's items only, numbered as live.
-    const firstRun = live.slice(2, live.indexOf(done[0]!) + 1);
-    expect(await replay(created.id)).toEqual(live.filter((event) => !firstRun.includes(event)));
+    for (let next = await events.next(); !next.done; next = await events.next()) live.push(next.value);
+    const retrieved = await client.responses.retrieve(created.id);
+    expect((await helper.finalResponse()).output).toMatchObject(retrieved.output);
+    const added = live.filter((event) => event.type === 'response.output_item.added');
+    expect(added.map((event) => event.output_index)).toEqual([0]);
+    // Resumed inside the second run, the stream goes on as the live one did; from the start, it
+    // carries the third run's items only.
+    const after = added[0]!.sequence_number;
+    const resumed: ResponseStreamEvent[] = [];
+    for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: after }))
+      resumed.push(event);
+    expect(resumed).toEqual(live.slice(live.indexOf(added[0]!) + 1));
+    const replayed = await replay(created.id);
+    expect(replayed[2]!.sequence_number).toBeGreaterThan(live.at(-2)!.sequence_number);
+    const done = replayed.filter((event) => event.type === 'response.output_item.done');
+    expect(done.map((event) => event.item)).toEqual(retrieved.output);
   });
 
   it('retried with its Idempotency-Key, streams the first response object, created_at included', async () => {

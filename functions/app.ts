@@ -47,6 +47,7 @@ import { turnRoutes } from './routes/turns.ts';
 import { openaiRoutes } from './routes/openai/index.ts';
 import { OPENAI_PATH, openaiNotFound, withOpenAIErrors } from './routes/openai/errors.ts';
 import { inspectorRoutes } from './ui/routes.ts';
+import { ConfigHandoff } from '../lib/session/log/config-handoff.ts';
 
 export interface AppOptions {
   /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
@@ -164,16 +165,24 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     const inputs = serviceInputs(options, environment, config, log);
     // The session API needs conditional writes; the first request of the process checks them.
     if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(inputs.store, { keyPrefix: config.keyPrefix });
+    // The config read of a bound token's check (the turn limits', checkRevocation's) is the route's
+    // first read of it; gone once the route answered, so no later work of the request takes it.
+    const configHandoff = new ConfigHandoff();
     c.set(
       'services',
       createServices({
         ...inputs,
         background: backgroundRunner(c, log, info, options.afterResponse),
         checkSessionConfig: revocationCheck(c.var.principal),
+        configHandoff,
         tokenBudget: c.var.principal.budget,
       }),
     );
-    await next();
+    try {
+      await next();
+    } finally {
+      configHandoff.clear();
+    }
   });
   // After the services: a session's limit checks a bound token's revocation before it counts.
   app.use(

@@ -166,12 +166,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     // The session API needs conditional writes; the first request of the process checks them.
     if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(inputs.store, { keyPrefix: config.keyPrefix });
     // The config read of a bound token's check (the turn limits', checkRevocation's) is the route's
-    // first read of it; gone once the route answered, so no later work of the request takes it.
+    // first read of it, unless the request wrote anything before; gone once the route answered.
     const configHandoff = new ConfigHandoff();
     c.set(
       'services',
       createServices({
         ...inputs,
+        store: configHandoff.watch(inputs.store),
         background: backgroundRunner(c, log, info, options.afterResponse),
         checkSessionConfig: revocationCheck(c.var.principal),
         configHandoff,

@@ -11,7 +11,11 @@ function setup() {
   const handoff = new ConfigHandoff();
   const checked: SessionConfig[] = [];
   // The request's log, and another request's on the same store.
-  const request = new SessionLog(store, { configHandoff: handoff, checkConfig: (config) => void checked.push(config) });
+  // As the HTTP layer builds it: on the store the hand-off watches.
+  const request = new SessionLog(handoff.watch(store), {
+    configHandoff: handoff,
+    checkConfig: (config) => void checked.push(config),
+  });
   const other = new SessionLog(store);
   return { store, handoff, checked, request, other };
 }
@@ -47,6 +51,21 @@ describe('the config hand-off', () => {
     await request.tokenBinding('s');
     expect(await request.revokeTokens('s')).toBe(2);
     expect((await request.tokenBinding('s')).generation).toBe(2);
+  });
+
+  it("drops the kept read at any write of the request's own, whatever its key", async () => {
+    const { store, handoff, request, other } = setup();
+    await other.create({ id: 's' });
+    for (const write of [
+      () => handoff.watch(store).put('elsewhere', 'x'),
+      () => handoff.watch(store).delete(['elsewhere']),
+    ]) {
+      await request.tokenBinding('s');
+      await write();
+      store.reset();
+      await request.config('s');
+      expect(store.counts.get).toBe(1);
+    }
   });
 
   it('keeps nothing once cleared, nor for a session not found', async () => {

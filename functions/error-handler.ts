@@ -145,6 +145,8 @@ function relevantIssue(issues: readonly Issue[]): Issue | undefined {
  * take, or the union's own message where it has one. No branch's issues are kept beside it.
  */
 function innermostIssue(issue: Issue): Issue {
+  const discriminator = unmatchedDiscriminator(issue);
+  if (discriminator) return discriminator;
   if (issue.code !== 'invalid_union' || !Array.isArray(issue.errors) || issue.errors.length === 0) return issue;
   const { errors, ...union } = issue;
   // A branch whose literal (an item's `type`) the value does not carry is not the kind it meant.
@@ -171,6 +173,21 @@ function innermostIssue(issue: Issue): Issue {
     } as Issue;
   const chosen = relevantIssue(best)!;
   return innermostIssue({ ...chosen, path: [...issue.path, ...chosen.path] } as Issue);
+}
+
+/**
+ * A discriminated union's value whose discriminator (an item's `type`) names none of its kinds:
+ * answered as a union whose branches all refused that field, with the values it takes (zod's
+ * own words and its bookkeeping, `note`, `options`, an empty `errors`, are left out).
+ */
+function unmatchedDiscriminator(issue: Issue): Issue | undefined {
+  if (issue.code !== 'invalid_union' || !('options' in issue) || !Array.isArray(issue.options)) return undefined;
+  const values = issue.options as unknown[];
+  if (values.length === 0) return undefined;
+  const message = issue.message.startsWith('Invalid discriminator value')
+    ? `Invalid input: expected one of ${values.map((value) => JSON.stringify(value)).join(', ')}`
+    : issue.message;
+  return { code: 'invalid_value', values, path: issue.path, message } as Issue;
 }
 
 /** An object's own field refused for not being its one literal value (`type: "function_call"`). */

@@ -10,6 +10,7 @@ import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { responseCreateSchema } from '../../lib/openai/schemas.ts';
+import { turnRequestSchema } from '../../lib/turn/wire.ts';
 
 describe('errorBody', () => {
   const generic = new Set(['corrupt_object', 'storage_error', 'internal_error', 'model_error']);
@@ -250,6 +251,32 @@ describe('validationError of an input item', () => {
     const parsed = responseCreateSchema.safeParse({ model: 'echo', input });
     expect(parsed.success).toBe(false);
     if (!parsed.success) expect(validationError(parsed.error, 'json').message).toContain(expected);
+  });
+});
+
+describe('validationError of a native turn item whose type names no kind', () => {
+  // The items of POST .../turns are a discriminated union on `type`: an item without one (an
+  // OpenAI client's `{role, content}`) or with another is answered with the types the route
+  // takes, in the words docs/API.md gives, and no branch's bookkeeping beside the issue.
+  it.each([[[{ role: 'user', content: 'x' }]], [[{ type: 'reasoning', summary: [] }]]])('%j', (input) => {
+    const parsed = turnRequestSchema.safeParse({ input });
+    expect(parsed.success).toBe(false);
+    if (parsed.success) return;
+    const error = validationError(parsed.error, 'json');
+    expect(error.message).toBe(
+      'body.input.0.type: Invalid input: expected one of "message", "function_call", "function_call_output"',
+    );
+    expect(error.details).toEqual({
+      field: 'input.0.type',
+      issues: [
+        {
+          code: 'invalid_value',
+          values: ['message', 'function_call', 'function_call_output'],
+          path: ['input', 0, 'type'],
+          message: 'Invalid input: expected one of "message", "function_call", "function_call_output"',
+        },
+      ],
+    });
   });
 });
 

@@ -59,7 +59,8 @@ export async function streamedForeground(
  * `GET .../turns/{turn}/events` awaits it (a streamed turn's first batch lands within a second of
  * its `turn.started`, which came before its stream's first event; a turn that was not streamed
  * is known once it has ended; one whose owner died before its first batch has its journal ended
- * by the reader a lease after its close, its record saying it was streamed), or until `signal`
+ * by the reader, its record saying it was streamed: at once after a close of its lease, a lease
+ * after any other), or until `signal`
  * aborts: `gone`.
  */
 async function journaled(facade: Facade, id: string, signal: AbortSignal | undefined): Promise<boolean | 'gone'> {

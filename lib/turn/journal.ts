@@ -226,12 +226,15 @@ const MAX_UNJOURNALED = 100_000;
  * A turn's journaled events after number `after`, then, while the turn runs, the ones it
  * writes, until its last. A turn whose owner died ends with what was written, then an `error`
  * event with how the turn failed: an open one once its lease ran out by the log's clock (this
- * reader closes it, `lease_expired`), one closed by someone else (a cancel) a lease after that.
+ * reader closes it, `lease_expired`), one someone else closed so at once, however lately, and
+ * one closed otherwise (a cancel, whose live owner writes its last batch right after) a lease
+ * after that close.
  * One whose owner died after its completion, before its last batch, ends a lease after that
  * completion as its owner would have ended it: `turn.completed` with the stored answer.
  * A streamed or background turn closed before any batch (its owner died before its first, or a
  * cancel of a queued one) ends the same way, whoever closed it (its record says it is one): a
- * background turn no runner took over at once, any other a lease after its close.
+ * background turn no runner took over, or one closed as its lease ran out, at once, any other a
+ * lease after its close.
  * A closed turn without a journal (neither streamed nor in the background), one this reader
  * closed too, or one that completed without a batch: NotFoundError.
  */
@@ -313,19 +316,22 @@ export async function* journalEvents(
     if (ending) return void (yield* take([ending]));
     if (batches.length === 0 && !expired) {
       const open = closedAt === undefined ? await closedByLease(services, sessionId, turn) : null;
-      if (open !== null && open !== 'open' && open.error?.code === LEASE_EXPIRED) {
-        expired = open;
+      const closed = open === 'open' ? null : (open ?? (await sessions.getTurn(sessionId, turn)));
+      // Closed as its lease ran out, by this reader or anyone else: its owner is dead by the
+      // clock every closer goes by, so no last batch of its is due; one alive after all has its
+      // completion refused, and its batch either lands first (read on) or is refused by the end.
+      if (closed?.status === 'failed' && closed.error?.code === LEASE_EXPIRED) {
+        expired = { status: 'failed', error: closed.error };
         continue;
       }
-      const closed = open === 'open' ? null : (open ?? (await sessions.getTurn(sessionId, turn)));
       if (closed && closed.status !== 'queued' && closed.status !== 'in_progress') {
-        // Closed. Its owner writes its last batch right after (one closed by someone else, a
-        // cancel, learns it within a third of the lease); one that died never does: its end is
-        // written a lease after the close, however long before this reader came that was.
+        // Closed otherwise. Its owner writes its last batch right after (one closed by someone
+        // else, a cancel, learns it within a third of the lease); one that died never does: its
+        // end is written a lease after the close, however long before this reader came that was.
         closedAt ??= Date.now();
         const waited = Date.now() - closedAt;
         // A streamed or background turn has a journal however it ended: one whose owner died
-        // before its first batch ends a lease after its close, whoever closed it; a background
+        // before its first batch ends a lease after a close not of its lease; a background
         // turn closed before a runner took it over (a cancel of a queued turn) at once, as a
         // cancelled running turn's does.
         if (!(await journaled()) && waited >= JOURNAL_BATCH_MS) throw noJournal();

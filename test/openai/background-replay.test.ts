@@ -18,12 +18,12 @@ const TOKEN = 'replay-token';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 type Completed = Extract<ResponseStreamEvent, { type: 'response.completed' }>;
 
-function world(store: ObjectStore = new MemoryStore()) {
+function world(store: ObjectStore = new MemoryStore(), env: Record<string, string> = environment) {
   let now = Date.parse('2030-01-01T00:00:00Z');
   const sent: BackgroundTurn[] = [];
   const options: AppOptions = {
     store: () => store,
-    readEnvironment: () => environment,
+    readEnvironment: () => env,
     log: () => {},
     clock: () => new Date(now),
     queueTurn: () => async (run) => void sent.push(run),
@@ -40,14 +40,14 @@ function world(store: ObjectStore = new MemoryStore()) {
     client,
     sent,
     /** A GET of the native API. */
-    get: async (path: string) => app.request(path, { headers: { authorization: `Bearer ${TOKEN}` } }, environment),
+    get: async (path: string) => app.request(path, { headers: { authorization: `Bearer ${TOKEN}` } }, env),
     advance: (seconds: number) => {
       now += seconds * 1000;
     },
     /** Runs the next queued background turn as the queue consumer would, and the work it left. */
     async consume(run = sent.shift()!) {
       const background: Promise<unknown>[] = [];
-      const outcome = await runner(run, environment, (task) => void background.push(task));
+      const outcome = await runner(run, env, (task) => void background.push(task));
       while (background.length > 0) await Promise.all(background.splice(0));
       return outcome;
     },
@@ -307,6 +307,30 @@ describe('a background response streamed again', () => {
     const native = parseSse(await (await get(`/v1/sessions/${session_id}/turns/${turn}/events`)).text());
     expect(native[0]?.event).toBe('turn.started');
     expect(native.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'lease_expired' } } });
+  });
+
+  it('whose runner died, retrieved failed first, ends a resumed stream at once with that failure', async () => {
+    // A lease of an hour, far past what the test may run: a stream waiting one after the close never ends here.
+    const store = new FaultyStore(new MemoryStore());
+    const { client, advance, consume } = world(store, { ...environment, TURN_LEASE_MS: String(3_600_000) });
+    // Its runner stops with the turn open, its events journaled, and never comes back.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'));
+    const created = await client.responses.create({ model: 'echo', input: 'alpha', background: true });
+    expect(await consume()).toEqual({ retryAfterSeconds: expect.any(Number) });
+    store.heal();
+    advance(2 * 3600);
+    // A retrieve finds its lease run out and closes it.
+    const retrieved = await client.responses.retrieve(created.id);
+    expect(retrieved).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    const resumed: ResponseStreamEvent[] = [];
+    for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: 1 }))
+      resumed.push(event);
+    const deltas = resumed.flatMap((event) => (event.type === 'response.output_text.delta' ? [event.delta] : []));
+    expect(deltas.join('')).toBe('echo: alpha');
+    const failed = resumed.at(-1) as Extract<ResponseStreamEvent, { type: 'response.failed' }>;
+    expect(failed.type).toBe('response.failed');
+    expect(failed.response.error).toEqual(retrieved.error);
+    expect(resumed.filter((event) => event.type === 'response.failed')).toHaveLength(1);
   });
 
   it('whose runner never came is retrieved failed once its lease ran out, not queued', async () => {

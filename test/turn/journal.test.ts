@@ -192,6 +192,28 @@ describe('turn event journal', () => {
     ]);
   });
 
+  it('ends at once the journal of a dead turn someone else closed as its lease ran out, however lately', async () => {
+    // The log keeps the faked time: the owner's claim, the close and the reader share one clock.
+    const { sessions, services } = await openTurnServices(new MemoryStore(), 'j', () => new Date());
+    const scope = await sessions.scope('j');
+    await sessions.journal().write(scope, 1, 1, { writer: 'w', events: [started, delta] });
+    // Its owner died; once its lease ran out a writer (a retrieve, a GET of the turn) closed it.
+    vi.setSystemTime(Date.now() + 60_000);
+    expect(await sessions.closeIfExpired('j', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    // A client comes back to its events right after that close, from after the first.
+    let events: unknown[] | undefined;
+    void (async () => {
+      const read = [];
+      for await (const event of journalEvents(services, 'j', 1, 1)) read.push(event);
+      events = read;
+    })();
+    // A few polls, far less than a lease (TURN_LEASE_MS, 30 s): no owner's batch is due.
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(events).toEqual([delta, leaseExpired(3)]);
+    const batches = await sessions.journal().read(scope, 1, 0);
+    expect(batches.at(-1)).toMatchObject({ index: 2, end: true, events: [leaseExpired(3)] });
+  });
+
   /**
    * Turn 1 of session `j` completed (its answer stored with its completion), its owner having
    * journaled `events` in a batch that was not its last, then died, an hour ago; `read` gives

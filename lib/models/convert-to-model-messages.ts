@@ -2,7 +2,8 @@ import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessag
 import { md5Hex } from '../hash.ts';
 import { answeredCalls, type PromptItem, type ReasoningItem } from '../items.ts';
 import { makesBlock } from './cache-breakpoints.ts';
-import { placeholderText, toolResultOutput, userParts } from './media-parts.ts';
+import { placeholderText, toolResultOutput, type UserPart, userParts } from './media-parts.ts';
+import { toolResultAfter } from './tool-media.ts';
 import { loopReasoning, reasoningPart } from './reasoning-parts.ts';
 
 /** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
@@ -17,8 +18,12 @@ export interface PromptBreakpoint {
 
 export interface ConvertToModelMessagesOptions {
   breakpoints?: PromptBreakpoint[];
-  /** Whether the provider takes images and files in tool results (else text placeholders). */
-  toolResultMedia?: boolean;
+  /**
+   * Whether the provider takes images and files in tool results (else text placeholders);
+   * `after`: in a user message after the tool messages, which hold text only (Chat
+   * Completions; lib/models/tool-media.ts).
+   */
+  toolResultMedia?: boolean | 'after';
   /** Whether the provider takes a file by its https URL (else a text placeholder). */
   fileUrls?: boolean;
   /** Whether the provider takes images only as their bytes and no files in messages (Workers AI). */
@@ -44,6 +49,10 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  * - an output answers the latest call before it with its call_id, as a tool result only when it
  *   is among the outputs right after its call's assistant message (adjacentAnswers): providers
  *   take a result nowhere else.
+ * - with `toolResultMedia: 'after'` (Chat Completions, whose tool messages are text only), the
+ *   images and files of the tool results after an assistant message go in one user message
+ *   after the last of them, each named by its call (lib/models/tool-media.ts); a run without
+ *   any is sent as the text placeholders alone.
  * - a function_call with no output answering it there gets a synthetic result
  *   (`MISSING_OUTPUT_TEXT`) right after its assistant message: OpenAI and Anthropic reject a
  *   tool call that is not answered.
@@ -107,6 +116,13 @@ export function convertToModelMessages(
   let assistant: AssistantModelMessage | undefined;
   let tool: ToolModelMessage | undefined;
   let unanswered: ToolCallPart[] = [];
+  // The images and files of the open run of tool results, sent after it (`toolResultMedia: 'after'`).
+  let toolMedia: UserPart[] = [];
+
+  const closeToolMedia = () => {
+    if (toolMedia.length > 0) messages.push({ role: 'user', content: toolMedia });
+    toolMedia = [];
+  };
 
   const closeAssistant = () => {
     if (unanswered.length > 0) {
@@ -125,6 +141,7 @@ export function convertToModelMessages(
   };
   const openAssistant = (): AssistantModelMessage => {
     tool = undefined;
+    closeToolMedia();
     if (!assistant) {
       assistant = { role: 'assistant', content: [] };
       messages.push(assistant);
@@ -150,6 +167,7 @@ export function convertToModelMessages(
       }
       closeAssistant();
       tool = undefined;
+      closeToolMedia();
       if (item.role === 'system') {
         messages.push({ role: 'system', content: placeholderText(item.content, item.seq), ...withOptions });
       } else {
@@ -179,6 +197,7 @@ export function convertToModelMessages(
     closeAssistant();
     if (call === undefined) {
       tool = undefined;
+      closeToolMedia();
       messages.push({
         role: 'user',
         content: userParts(
@@ -192,11 +211,20 @@ export function convertToModelMessages(
       });
       return;
     }
+    const toolCallId = wireIds.get(call)!;
+    let output: ToolResultPart['output'];
+    if (options.toolResultMedia === 'after') {
+      const after = toolResultAfter(item.output, item.seq, toolCallId, media);
+      output = after.output;
+      toolMedia.push(...after.parts);
+    } else {
+      output = toolResultOutput(item.output, item.seq, options.toolResultMedia !== false, options.maxImageSide);
+    }
     const result: ToolResultPart = {
       type: 'tool-result',
-      toolCallId: wireIds.get(call)!,
+      toolCallId,
       toolName: (items[call] as Extract<PromptItem, { type: 'function_call' }>).name,
-      output: toolResultOutput(item.output, item.seq, options.toolResultMedia ?? true, options.maxImageSide),
+      output,
       ...withOptions,
     };
     if (!tool) {
@@ -206,6 +234,7 @@ export function convertToModelMessages(
     tool.content.push(result);
   });
   closeAssistant();
+  closeToolMedia();
   return messages;
 }
 

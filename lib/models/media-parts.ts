@@ -22,7 +22,7 @@ import type { Model } from './model.ts';
  * description (`[application/pdf report.pdf, 12 KB]`).
  */
 
-type UserPart = TextPart | FilePart;
+export type UserPart = TextPart | FilePart;
 
 /** What a provider takes in a user message (`Model.fileUrls`, `Model.imageBytesOnly`). */
 export interface UserMedia {
@@ -90,8 +90,8 @@ export function partText(part: ContentPart, seq: number | undefined): string {
 
 /**
  * The text of a content where the provider takes no media in its place (a tool result's on
- * Chat Completions, an assistant's or system message's): a string as is, parts joined by
- * newlines, each as `partText`. `seq` is the item's.
+ * Workers AI, an assistant's or system message's): a string as is, parts joined by newlines,
+ * each as `partText`. `seq` is the item's.
  */
 export function placeholderText(content: Content, seq: number | undefined): string {
   if (typeof content === 'string') return content;
@@ -124,11 +124,13 @@ export function userParts(
 }
 
 /**
- * An image's `detail` goes as the part's `openaiCompatible` provider options, which the AI
- * SDK's OpenAI-compatible provider spreads into the part it sends (lib/models/openai-compatible-model.ts
- * moves it into `image_url`); other providers ignore it.
+ * An image or file as a user message's part, or as its `partText` where the provider does not
+ * take it (`media`) or neither its bytes nor an https URL are at hand. An image's `detail` goes
+ * as the part's `openaiCompatible` provider options, which the AI SDK's OpenAI-compatible
+ * provider spreads into the part it sends (lib/models/openai-compatible-model.ts moves it into
+ * `image_url`); other providers ignore it.
  */
-function userPart(part: ContentPart, seq: number | undefined, media: UserMedia): UserPart {
+export function userPart(part: ContentPart, seq: number | undefined, media: UserMedia): UserPart {
   if (part.type === 'input_text') return { type: 'text', text: part.text };
   const source = sourceOf(part);
   if (

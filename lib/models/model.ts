@@ -114,8 +114,9 @@ export interface Model {
   readonly id: string;
   /**
    * Whether images and files in tool results reach the model as such (Anthropic's tool_result
-   * image blocks; the echo model). Otherwise they go as text placeholders, and the receipt
-   * counts them (`media_as_text`).
+   * image blocks; Chat Completions' user message after the tool messages, lib/models/tool-media.ts;
+   * the echo model). Otherwise they go as text placeholders, and the receipt counts them
+   * (`media_as_text`).
    */
   readonly toolResultMedia?: boolean;
   /**

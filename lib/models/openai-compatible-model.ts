@@ -30,7 +30,11 @@ export interface OpenAICompatibleModelSettings {
   maxRetries: number;
 }
 
-/** A model speaking OpenAI chat completions (`POST {baseURL}/chat/completions`), streaming included. */
+/**
+ * A model speaking OpenAI chat completions (`POST {baseURL}/chat/completions`), streaming
+ * included. A tool message there is text only: a tool result's images and files follow the
+ * tool messages in a user message (lib/models/tool-media.ts).
+ */
 export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSettings): Model {
   const provider = createOpenAICompatible({
     name: settings.providerName,
@@ -42,6 +46,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     transformRequestBody: (body) => nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body),
   });
   return createSdkModel({
+    toolResultMedia: 'after',
     id: settings.id,
     languageModel: provider.chatModel(settings.modelName),
     timeoutMs: settings.timeoutMs,

@@ -38,9 +38,11 @@ export interface SdkModelOptions {
   maxRetries: number;
   /**
    * Whether the provider takes images and files inside tool results (Anthropic's tool_result
-   * image blocks). Without it they go as text placeholders (lib/models/media-parts.ts).
+   * image blocks); `after`: in a user message after the tool messages, which take text only
+   * (Chat Completions; lib/models/tool-media.ts). Without it they go as text placeholders
+   * (lib/models/media-parts.ts).
    */
-  toolResultMedia?: boolean;
+  toolResultMedia?: boolean | 'after';
   /** Whether the provider takes a file by its https URL (else a text placeholder; `Model.fileUrls`). */
   fileUrls?: boolean;
   /** Whether the provider takes images only as bytes and no files (Workers AI; `Model.imageBytesOnly`). */
@@ -119,7 +121,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
   return {
     id,
-    toolResultMedia: options.toolResultMedia ?? false,
+    toolResultMedia: (options.toolResultMedia ?? false) !== false,
     fileUrls: options.fileUrls ?? false,
     imageBytesOnly: options.imageBytesOnly ?? false,
     ...optional('maxImageSide', options.maxImageSide),

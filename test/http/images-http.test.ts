@@ -194,9 +194,9 @@ describe('images over HTTP', () => {
   };
 
   it.each([
-    { ...providers[0]!, blobReads: 0, sent: /\[image omitted: image\/png 64x48, 1 KB, item 3\]/ },
+    { ...providers[0]!, blobReads: 1, sent: /"type":"image_url"/ },
     { ...providers[1]!, blobReads: 1, sent: /"type":"image"/ },
-  ])('$model: a tool-result image reads its blob only when it goes as an image ($blobReads)', async (each) => {
+  ])('$model: a tool-result image reads its blob, and goes as an image', async (each) => {
     const store = new BlobReads(new MemoryStore());
     const { json } = await withProvider(each.answer, store);
     await json('POST', '/v1/sessions', { id: 'tool-image' });
@@ -214,7 +214,7 @@ describe('images over HTTP', () => {
   });
 
   it.each(providers)(
-    '$model: the receipt counts tool-result images sent as text ($mediaAsText)',
+    '$model: the receipt counts a tool-result file_url it cannot take as text, not the image it gets ($mediaAsText)',
     async ({ model, answer, mediaAsText }) => {
       const { json } = await withProvider(answer);
       await json('POST', '/v1/sessions', { id: 'placeholders' });
@@ -227,11 +227,16 @@ describe('images over HTTP', () => {
           {
             type: 'function_call_output',
             call_id: 'toolu_1',
-            output: [{ type: 'input_image', image_url: dataUrl('image/png', small) }],
+            output: [
+              { type: 'input_image', image_url: dataUrl('image/png', small) },
+              { type: 'input_file', file_url: 'https://example.com/spec.pdf' },
+            ],
           },
         ],
       });
       expect(turn.status).toBe(200);
+      // Both images reach the provider as images: Chat Completions has the tool result's after its tool message.
+      expect(JSON.stringify(provider!.requests[0]!.body).match(/"type":"image(_url)?"/g)).toHaveLength(2);
       const detail = await json('GET', '/v1/sessions/placeholders/turns/1');
       expect(detail.body.receipt.media_as_text).toBe(mediaAsText);
     },

@@ -71,23 +71,52 @@ async function requestsFor(id: string, answer: string, histories: PromptItem[][]
 }
 
 describe("shorten_images' boundary move on the wire", () => {
-  it('changes no byte of a Chat Completions request before it, whose tool messages never held the images', async () => {
-    // Full 1, size 2: 2 screenshots -> both whole; 3 -> the newest whole, the 2 before pruned.
-    expect([wholeImages(2, config), wholeImages(3, config)]).toEqual([2, 1]);
-    const [before, after] = await requestsFor('openai-compatible:test-model', 'openai-chat-text.json', [
+  it('changes a Chat Completions request from the tool message of the first image it prunes on', async () => {
+    // Full 1, size 2: 2 screenshots -> both whole; 3 -> the newest whole, the 2 before pruned; 4 -> the 2 newest.
+    expect([wholeImages(2, config), wholeImages(3, config), wholeImages(4, config)]).toEqual([2, 1, 2]);
+    const [two, three, four] = await requestsFor('openai-compatible:test-model', 'openai-chat-text.json', [
       history(2),
       history(3),
+      history(4),
     ]);
-    // The next turn's request starts with the bytes of this one's messages.
-    expect(after).toHaveLength(before.length + 2);
-    const sent = JSON.stringify(before);
-    expect(JSON.stringify(after).startsWith(sent.slice(0, -1))).toBe(true);
-    // An image a tool message cannot hold reads as the placeholder shorten_images writes.
-    expect(before[2]).toEqual({
-      role: 'tool',
-      tool_call_id: 'call_1',
-      content: 'step 1 done\n[image omitted: image/png 1280x800, 1 KB, item 3]',
+    const image = (step: number) => ({
+      role: 'user',
+      content: [
+        { type: 'text', text: `Image 1 of tool call call_${step}:` },
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${Buffer.from(screen).toString('base64')}` } },
+      ],
     });
+    const tool = (step: number, image: string) => ({
+      role: 'tool',
+      tool_call_id: `call_${step}`,
+      content: `step ${step} done\n${image}`,
+    });
+    const attached = '[image 1: in the message after the tool results]';
+    const pruned = (step: number) => `[image omitted: image/png 1280x800, 1 KB, item ${2 * step + 1}]`;
+    // Whole, each screenshot follows its tool message in a user message.
+    expect(two.map((message: any) => message.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'user',
+      'assistant',
+      'tool',
+      'user',
+    ]);
+    expect([two[2], two[3], two[5], two[6]]).toEqual([tool(1, attached), image(1), tool(2, attached), image(2)]);
+    // The boundary move changes the request from the first pruned image's tool message on, as it
+    // does a user message's image; the messages before it keep their bytes.
+    expect(JSON.stringify(three.slice(0, 2))).toBe(JSON.stringify(two.slice(0, 2)));
+    expect([three[2], three[4], three[6], three[7]]).toEqual([
+      tool(1, pruned(1)),
+      tool(2, pruned(2)),
+      tool(3, attached),
+      image(3),
+    ]);
+    expect(three).toHaveLength(8);
+    // Until the next move, the next request starts with the bytes of this one's messages.
+    expect(four).toHaveLength(three.length + 3);
+    expect(JSON.stringify(four).startsWith(JSON.stringify(three).slice(0, -1))).toBe(true);
   });
 
   it('anthropic: the tool_result images go as image blocks until pruned, then as the placeholder', async () => {
@@ -199,14 +228,15 @@ describe('a stateless call (store: false) across a boundary move', () => {
         },
       ]).flat(),
     ];
-    for (const steps of [2, 3]) {
+    for (const steps of [3, 4]) {
       const request = { items: items(steps), instructions: null, tools: [weatherTool], model: model.id };
       await callStateless(services, await prepareStateless(services, request));
     }
     const [before, after] = provider.requests.map((request) => JSON.stringify(request.body.messages));
-    // The first call sent both screenshots as placeholders (a tool message holds no image);
-    // the second pruned them to the same text.
+    // Both calls pruned the first two screenshots, numbered by their items' places; the boundary
+    // did not move between them.
     expect(before).toContain('[image omitted: image/png 1280x800, 1 KB, item 3]');
+    expect(before).toContain('[image omitted: image/png 1280x800, 1 KB, item 5]');
     expect(after!.startsWith(before!.slice(0, -1))).toBe(true);
   });
 });

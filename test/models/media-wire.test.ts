@@ -113,7 +113,7 @@ describe('images and files on the wire', () => {
     },
   );
 
-  it('openai-compatible: image_url and file parts; a tool message is text, its image as if pruned', async () => {
+  it('openai-compatible: image_url and file parts; a tool message is text, its image in a user message', async () => {
     const { model, requests } = await start('openai-compatible:test-model', 'openai-chat-text.json', (url) => ({
       OPENAI_COMPATIBLE_BASE_URL: url,
       OPENAI_COMPATIBLE_API_KEY: 'sk-test',
@@ -143,7 +143,14 @@ describe('images and files on the wire', () => {
           { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } },
         ],
       },
-      { role: 'tool', tool_call_id: 'call_1', content: 'clicked\n[image omitted: image/png 1280x800, 1 KB, item 3]' },
+      { role: 'tool', tool_call_id: 'call_1', content: 'clicked\n[image 1: in the message after the tool results]' },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Image 1 of tool call call_1:' },
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${screenBase64}` } },
+        ],
+      },
     ]);
   });
 });
@@ -173,23 +180,33 @@ describe("an image's detail on the OpenAI-compatible wire", () => {
       { type: 'image_url', image_url: { url: `data:image/png;base64,${screenBase64}`, detail } },
       {
         type: 'file',
-        file: { filename: 'spec.pdf', file_data: `data:application/pdf;base64,${Buffer.from(pdf).toString('base64')}` },
+        file: {
+          filename: 'spec.pdf',
+          file_data: `data:application/pdf;base64,${Buffer.from(pdf).toString('base64')}`,
+        },
       },
       { type: 'image_url', image_url: { url: 'https://example.com/logo.png', detail } },
     ]);
     expect(messages[2]).toEqual({
       role: 'tool',
       tool_call_id: 'call_1',
-      content: 'clicked\n[image omitted: image/png 1280x800, 1 KB, item 3]',
+      content: 'clicked\n[image 1: in the message after the tool results]',
     });
     expect(messages[3]).toEqual({
+      role: 'user',
+      content: [
+        { type: 'text', text: 'Image 1 of tool call call_1:' },
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${screenBase64}`, detail } },
+      ],
+    });
+    expect(messages[4]).toEqual({
       role: 'user',
       content: [
         { type: 'text', text: 'Output of tool call call_gone:' },
         { type: 'image_url', image_url: { url: 'https://example.com/after.png', detail } },
       ],
     });
-    expect(messages).toHaveLength(4);
+    expect(messages).toHaveLength(5);
   });
 });
 

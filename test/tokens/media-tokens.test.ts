@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { describePart, imagePlaceholder } from '../../lib/content.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { ANTHROPIC_MAX_IMAGE_SIDE } from '../../lib/models/anthropic-model.ts';
+import { mediaSupport } from '../../lib/models/media-parts.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { approximateTokenCounter, countPromptTokens, ITEM_OVERHEAD_TOKENS } from '../../lib/tokens/index.ts';
 import { MAX_IMAGE_TOKENS, mediaTokens, OPENAI_LOW_DETAIL_TOKENS } from '../../lib/tokens/media-tokens.ts';
 import { tokenCounterFor } from '../../lib/tokens/model-limits.ts';
@@ -100,22 +102,42 @@ describe('image and file token estimates', () => {
         seq: 3,
       },
     ];
-    const chat = { toolResultMedia: false, fileUrls: false, assistantMedia: false };
+    // What a Chat Completions model takes (a tool result's images after its tool message), and Workers AI (none there).
+    const chat = mediaSupport(
+      resolveModel('openai-compatible:gpt-4o', { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1' }),
+    );
+    const workers = { toolResultMedia: false, fileUrls: false, imageBytesOnly: true, assistantMedia: false };
     const anthropic = { toolResultMedia: true, fileUrls: true, maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE };
     const encoders = { o200k_base: (text: string) => text.length };
 
     it.each([
       { name: 'an approximate', counter: tokenCounterFor('openai-compatible:local-model', {}, chat) },
       { name: 'a BPE', counter: tokenCounterFor('openai-compatible:gpt-4o', encoders, chat) },
-    ])('count a tool-result screenshot on Chat Completions as its placeholder ($name counter)', ({ counter }) => {
-      expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(pruned(shot), [], counter));
-      expect(countPromptTokens(loop(shot), [], counter)).toBeLessThan(100);
-      // Counted again (the counts of unchanging items are kept): the same.
-      expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(pruned(shot), [], counter));
+    ])('count a tool-result screenshot on Chat Completions as the image it sends ($name counter)', ({ counter }) => {
+      expect(chat.toolResultMedia).toBe(true);
+      expect(countPromptTokens(loop(shot), [], counter)).toBeGreaterThan(
+        countPromptTokens(pruned(shot), [], counter) + 1000,
+      );
     });
 
+    it.each([
+      {
+        name: 'an approximate',
+        counter: tokenCounterFor('workers-ai:@cf/meta/llama-3.2-11b-vision-instruct', {}, workers),
+      },
+      { name: 'a BPE', counter: tokenCounterFor('openai-compatible:gpt-4o', encoders, workers) },
+    ])(
+      'count a tool-result screenshot where the model takes none there as its placeholder ($name counter)',
+      ({ counter }) => {
+        expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(pruned(shot), [], counter));
+        expect(countPromptTokens(loop(shot), [], counter)).toBeLessThan(100);
+        // Counted again (the counts of unchanging items are kept): the same.
+        expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(pruned(shot), [], counter));
+      },
+    );
+
     it('count a tool output sent as user text (answered after other items) by its images', () => {
-      const counter = tokenCounterFor('openai-compatible:gpt-4o', encoders, chat);
+      const counter = tokenCounterFor('openai-compatible:gpt-4o', encoders, workers);
       const [, call, output] = loop(shot);
       const late: PromptItem[] = [call!, { type: 'message', role: 'user', content: 'wait', seq: 4 }, output!];
       const tokens = countPromptTokens(late, [], counter);

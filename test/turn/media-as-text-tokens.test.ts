@@ -1,20 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import type { PromptItem } from '../../lib/items.ts';
 import { ANTHROPIC_MAX_IMAGE_SIDE } from '../../lib/models/anthropic-model.ts';
+import { type MediaSupport, mediaSupport } from '../../lib/models/media-parts.ts';
 import type { Model } from '../../lib/models/model.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 /**
- * A screenshot the provider gets as a text placeholder (a tool result's on Chat Completions)
- * counts as that text against `context_limit`, not as an image: the window keeps what fits as
- * sent. One the provider gets as an image (Anthropic's tool_result image) counts its tokens.
+ * A screenshot the provider gets as a text placeholder (a tool result's where the model takes no
+ * media there) counts as that text against `context_limit`, not as an image: the window keeps
+ * what fits as sent. One the provider gets as an image (Anthropic's tool_result image, Chat
+ * Completions' image after the tool message) counts its tokens.
  */
 
 /** The echo model recording its prompts, with a provider's media support. */
-function providerEcho(id: string, media: Pick<Model, 'toolResultMedia' | 'fileUrls' | 'maxImageSide'>) {
+function providerEcho(id: string, media: Partial<MediaSupport>) {
   const echo = recordingEcho();
   return { ...echo, id, assistantMedia: false, ...media };
 }
@@ -52,8 +55,12 @@ const seen = (prompt: readonly PromptItem[]) =>
   JSON.stringify(prompt, (key, value) => (['data', 'created_at', 'pending'].includes(key) ? undefined : value));
 
 describe('screenshots against context_limit', () => {
-  it('on a Chat Completions model, tool-result screenshots count as their placeholders: none is dropped', async () => {
-    const model = providerEcho('openai-compatible:local-model', { toolResultMedia: false, fileUrls: false });
+  it('where tool results take no media, screenshots count as their placeholders: none is dropped', async () => {
+    const model = providerEcho('workers-ai:@cf/meta/llama-3.2-11b-vision-instruct', {
+      toolResultMedia: false,
+      fileUrls: false,
+      imageBytesOnly: true,
+    });
     const { preview, turn } = await screenshots(model);
     expect(turn.context.overflow_dropped).toBeUndefined();
     expect(outputs(model.prompts.at(-1)!)).toBe(4);
@@ -61,16 +68,28 @@ describe('screenshots against context_limit', () => {
     expect(seen(preview.items)).toEqual(seen(model.prompts.at(-1)!));
   });
 
-  it('on an Anthropic model, screenshots sent as images count their tokens: the oldest pairs are dropped', async () => {
-    const model = providerEcho('anthropic:claude-sonnet-4-5', {
-      toolResultMedia: true,
-      fileUrls: true,
-      maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
-    });
-    const { preview, turn } = await screenshots(model);
-    expect(turn.context.overflow_dropped?.tool_pairs).toBeGreaterThan(0);
-    expect(outputs(model.prompts.at(-1)!)).toBe(1);
-    expect(preview.context.overflow_dropped).toEqual(turn.context.overflow_dropped);
-    expect(seen(preview.items)).toEqual(seen(model.prompts.at(-1)!));
-  });
+  it.each([
+    {
+      name: 'an Anthropic',
+      id: 'anthropic:claude-sonnet-4-5',
+      media: { toolResultMedia: true, fileUrls: true, maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE },
+    },
+    {
+      name: 'a Chat Completions',
+      id: 'openai-compatible:local-model',
+      media: mediaSupport(
+        resolveModel('openai-compatible:local-model', { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1' }),
+      ),
+    },
+  ])(
+    'on $name model, screenshots sent as images count their tokens: the oldest pairs are dropped',
+    async ({ id, media }) => {
+      const model = providerEcho(id, media);
+      const { preview, turn } = await screenshots(model);
+      expect(turn.context.overflow_dropped?.tool_pairs).toBeGreaterThan(0);
+      expect(outputs(model.prompts.at(-1)!)).toBe(1);
+      expect(preview.context.overflow_dropped).toEqual(turn.context.overflow_dropped);
+      expect(seen(preview.items)).toEqual(seen(model.prompts.at(-1)!));
+    },
+  );
 });

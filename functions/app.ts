@@ -47,7 +47,6 @@ import { turnRoutes } from './routes/turns.ts';
 import { openaiRoutes } from './routes/openai/index.ts';
 import { OPENAI_PATH, openaiNotFound, withOpenAIErrors } from './routes/openai/errors.ts';
 import { inspectorRoutes } from './ui/routes.ts';
-import { ConfigHandoff } from '../lib/session/log/config-handoff.ts';
 
 export interface AppOptions {
   /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
@@ -165,25 +164,16 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     const inputs = serviceInputs(options, environment, config, log);
     // The session API needs conditional writes; the first request of the process checks them.
     if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(inputs.store, { keyPrefix: config.keyPrefix });
-    // The config read of a bound token's check (the turn limits', checkRevocation's) is the route's
-    // first read of it, unless the request wrote anything before; gone once the route answered.
-    const configHandoff = new ConfigHandoff();
     c.set(
       'services',
       createServices({
         ...inputs,
-        store: configHandoff.watch(inputs.store),
         background: backgroundRunner(c, log, info, options.afterResponse),
         checkSessionConfig: revocationCheck(c.var.principal),
-        configHandoff,
         tokenBudget: c.var.principal.budget,
       }),
     );
-    try {
-      await next();
-    } finally {
-      configHandoff.clear();
-    }
+    await next();
   });
   // After the services: a session's limit checks a bound token's revocation before it counts.
   app.use(

@@ -283,8 +283,7 @@ const READS_SESSION_CONFIG: Record<string, (c: Context) => boolean> = {
 
 /**
  * For a token bound to a session, on the routes that do not read the session's config (the
- * inbox, DELETE, any new route): one config read up front, which runs the revocation check, and
- * which the route's own first read of that config takes, where it has one (a keyed turn's claim).
+ * inbox, DELETE, any new route): one config read up front, which runs the revocation check.
  */
 export const checkRevocation: MiddlewareHandler<AppEnv> = async (c, next) => {
   const access = c.var.access;

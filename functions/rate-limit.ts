@@ -12,8 +12,7 @@ import type { AppEnv, RuntimeEnvironment } from './router.ts';
  * routes (POST /v1/sessions/{id}/turns, POST /v1/responses, POST /v1/chat/completions, the
  * compactions) count one turn under the session's key and one under the token's, after auth and
  * before anything is stored (or read, but a bound token's session config where a limit is
- * set, which the route then takes instead of a read of its own); over either limit the request
- * is 429 `rate_limited` with Retry-After.
+ * set); over either limit the request is 429 `rate_limited` with Retry-After.
  *
  * On Workers the counters are the platform's Rate Limiting bindings (`TURN_LIMIT_PER_SESSION`,
  * `TURN_LIMIT_PER_TOKEN` in wrangler.toml, period 60 s), shared by the isolates of a location.
@@ -180,10 +179,10 @@ function budgetId(claims: Uint8Array): string | null {
  * either: bound to another or naming none (403; a response naming none may continue the token's
  * session, which its history finds), or bound to it (or naming none) but revoked, or minted for a
  * deleted session of its id (401), which either limit reads the session's config (the one named,
- * else the token's own) to tell: the route's first read of that config takes this one
- * (lib/session/log/config-handoff.ts), no get more. Its requests, which the route refuses anyway, must not
- * spend a limit: a revoked token would keep the session's own clients, or the other tokens of its
- * budget, out.
+ * else the token's own) once more to tell (the route reads it again, and refuses what was written
+ * meanwhile: a revocation, the session deleted and created again). Its requests, which the route
+ * refuses anyway, must not spend a limit: a revoked token would keep the session's own clients,
+ * or the other tokens of its budget, out.
  */
 export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void): MiddlewareHandler<AppEnv> {
   return async (c, next) => {

@@ -4,7 +4,6 @@ import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionCreatedIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
-import type { ConfigHandoff } from '../lib/session/log/config-handoff.ts';
 import type { ClosedTurn } from '../lib/session/log/types.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import { afterResponse } from '../lib/turn/append.ts';
@@ -64,8 +63,6 @@ export interface ServiceInputs {
   tracing?: Tracing | undefined;
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
-  /** The request's hand-off of its bound token's config read to its route (SessionLogOptions.configHandoff). */
-  configHandoff?: ConfigHandoff | undefined;
   /** The budget the request's scoped token carries (functions/tokens.ts), if any. */
   tokenBudget?: TokenBudget | null;
   /** Where webhook events go: the Workers queue, else the store's outbox (functions/app.ts). */
@@ -80,7 +77,7 @@ export function sessionLogFor(
   config: ServiceConfig,
   extra: Pick<
     SessionLogOptions,
-    'clock' | 'checkConfig' | 'configHandoff' | 'onClosed' | 'onClaimed' | 'onLeaseClosed' | 'onClosedByOther' | 'log'
+    'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed' | 'onClosedByOther' | 'log'
   > = {},
 ): SessionLog {
   return new SessionLog(store, {
@@ -159,7 +156,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
     sessions: sessionLogFor(store, config, {
       ...clock,
       checkConfig: inputs.checkSessionConfig,
-      configHandoff: inputs.configHandoff,
       onClosed,
       onClaimed,
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
@@ -228,7 +224,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
  */
 function inProcess(services: AppServices, inputs: ServiceInputs): AppServices {
   if (!inputs.countedApart) return withoutTokenBudget(services, inputs);
-  return createServices({ ...inputs, ...inputs.countedApart(), tokenBudget: null, configHandoff: undefined });
+  return createServices({ ...inputs, ...inputs.countedApart(), tokenBudget: null });
 }
 
 /** `services` without the request token's budget: its spend, and the price check of its models. */

@@ -243,8 +243,7 @@ export class SessionLogBase {
 
   /**
    * What a token bound to the session names: its token generation (0 until tokens are first
-   * revoked) and its incarnation (records.ts `incarnation`); one config read, which the request's
-   * next read of that config takes (SessionLogOptions.configHandoff) when the log has a hand-off.
+   * revoked) and its incarnation (records.ts `incarnation`); one config read.
    */
   async tokenBinding(id: string): Promise<{ generation: number; incarnation: string }> {
     return tokenBinding(this.log, id);

@@ -362,9 +362,7 @@ function isOtherGeneration(rest: string, generation: string, createdAt: string):
 
 /** See SessionLog.tokenBinding. */
 export async function tokenBinding(log: LogContext, id: string): Promise<{ generation: number; incarnation: string }> {
-  const read = await readConfig(log, id);
-  log.configHandoff?.keep(id, read);
-  const { config } = read;
+  const { config } = await readConfig(log, id);
   return { generation: config.token_generation ?? 0, incarnation: config.incarnation ?? config.generation ?? '' };
 }
 

@@ -4,7 +4,6 @@ import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
 import type { Budget } from '../../ledger/usage.ts';
 import type { SessionLogOptions, ViewPolicy } from './types.ts';
-import type { ConfigHandoff } from './config-handoff.ts';
 import { recordCacheOf, type RecordCache } from './record-cache.ts';
 import { viewCacheOf, type ViewCache } from './view-cache.ts';
 
@@ -34,8 +33,6 @@ export interface LogContext {
   /** See SessionLogOptions.checkViews. */
   readonly checkViews: boolean;
   readonly checkConfig: ((config: SessionConfig) => void) | undefined;
-  /** See SessionLogOptions.configHandoff. */
-  readonly configHandoff: ConfigHandoff | undefined;
   readonly viewPolicy: ViewPolicy;
   /** Views parsed before, by key (null: every view is fetched). */
   readonly viewCache: ViewCache | null;
@@ -91,7 +88,6 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     // Records hold their items inline, so the carry must fit outputs of a few KiB each.
     recentBytes: Math.max(0, options.recentBytes ?? 1024 * 1024),
     checkConfig: options.checkConfig,
-    configHandoff: options.configHandoff,
     viewPolicy: options.viewPolicy,
     viewCache: viewCacheOf(store, options.viewCacheBytes ?? 0),
     recordCache: recordCacheOf(store, options.recordCacheBytes ?? DEFAULTS.recordCacheBytes),

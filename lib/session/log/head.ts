@@ -1,6 +1,6 @@
 import { lowerBound } from '../../sorted.ts';
 import { CorruptObjectError, NotFoundError } from '../../errors.ts';
-import type { ListResult } from '../../store/object-store.ts';
+import type { ListResult, ObjectInfo } from '../../store/object-store.ts';
 import { recordsListPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
@@ -20,7 +20,6 @@ import { storedRecord } from '../record-check.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, type UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
-import type { ConfigRead } from './config-handoff.ts';
 import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
 
 /**
@@ -89,13 +88,7 @@ export async function readNewest(
   });
 }
 
-/** The session's config, checked (LogContext.checkConfig): the read the request kept for it, else a get. */
-export async function readConfig(log: LogContext, id: string): Promise<ConfigRead> {
-  const kept = log.configHandoff?.take(id);
-  if (kept) {
-    log.checkConfig?.(kept.config);
-    return kept;
-  }
+export async function readConfig(log: LogContext, id: string): Promise<{ config: SessionConfig; info: ObjectInfo }> {
   const key = sessionConfigKey(log.keyPrefix, id);
   const object = await log.store.get(key);
   if (!object) throw new NotFoundError(`session ${id} not found`, { id });

@@ -16,7 +16,6 @@ import type { LogView } from '../view-records.ts';
 import type { Budget, Ledger, TurnUsage } from '../../ledger/usage.ts';
 
 import type { SessionRecord } from '../fields.ts';
-import type { ConfigHandoff } from './config-handoff.ts';
 
 /**
  * The keys a reader loaded of its view's repeat index: the view's delta, and shards by prefix at
@@ -317,11 +316,6 @@ export interface SessionLogOptions {
    * layer refuses revoked tokens here, so routes that read the config pay nothing extra.
    */
   checkConfig?: ((config: SessionConfig) => void) | undefined;
-  /**
-   * One request's hand-off (log/config-handoff.ts): `tokenBinding` keeps its read there for the
-   * request's next read of that config. Only for a log built for one request.
-   */
-  configHandoff?: ConfigHandoff | undefined;
   /** SESSION_TTL_DAYS: idle days after which a session without its own `expires_after_days` expires (null: never). */
   sessionTtlDays?: number | null;
   /**

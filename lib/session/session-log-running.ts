@@ -153,10 +153,11 @@ export class SessionLogRunning extends SessionLogBase {
 
   /**
    * Stores what `turn`, closed by someone else, spent, for the session's totals to count
-   * (log/unbilled.ts): false when they will not (the chain stopped waiting, or it was deleted).
+   * (log/unbilled.ts): false when they will not (the chain stopped waiting, or never waited: another
+   * run of the turn completed it; or it was deleted).
    */
   async storeStoppedSpend(turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
-    return storeStoppedSpend(this.log, turn.scope, turn.turn, spent);
+    return storeStoppedSpend(this.log, turn.scope, turn, spent);
   }
 
   /**

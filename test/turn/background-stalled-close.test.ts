@@ -120,6 +120,18 @@ async function world() {
   };
 }
 
+/**
+ * The run refused at its end stored no spend: the completion of the other run names nothing
+ * unbilled, so the session's totals would never count it (docs/STORAGE.md, "Stopped spend"), and
+ * the totals are the completed turn's usage.
+ */
+async function expectNoStoppedSpend(w: Awaited<ReturnType<typeof world>>) {
+  expect((await w.store.list('sessions/s/spent/', { limit: 10 })).objects).toEqual([]);
+  const turn = await w.sessions.getTurn('s', 1);
+  const session = await w.sessions.get('s');
+  expect(session.usage.input_tokens).toBe(turn.usage?.input_tokens);
+}
+
 /** How many times `text` occurs in `within`. */
 function occurrences(within: string, text: string): number {
   return within.split(text).length - 1;
@@ -161,6 +173,7 @@ describe('a background run that stalled and closes its turn after another run to
     expect(turn.notices.map((notice) => notice.name)).toEqual(['n1.md']);
     // Delivered by turn 1 (run A's answer) only: not pending again for a later turn, unlike n2.
     expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
+    await expectNoStoppedSpend(w);
   });
 
   it('completed it, which the other run learns at its next renewal: that run keeps the notice as well', async () => {
@@ -177,6 +190,7 @@ describe('a background run that stalled and closes its turn after another run to
     await w.advance(LEASE_MS);
     expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
     expect(await w.inbox.peek('s')).toEqual([]);
+    await expectNoStoppedSpend(w);
   });
 
   it('completed it, then the other run fails: the notice that run moved itself goes back to the inbox', async () => {
@@ -195,6 +209,7 @@ describe('a background run that stalled and closes its turn after another run to
     await w.advance(LEASE_MS);
     expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
     expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
+    await expectNoStoppedSpend(w);
   });
 
   it('failed it: its failed completion carries the notice on, which the next turn delivers once', async () => {

@@ -1,6 +1,7 @@
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
-import { claimSpentKey, sessionConfigKey, spentKey, type LogScope } from '../keys.ts';
+import { claimSpentKey, doneKey, sessionConfigKey, spentKey, type LogScope } from '../keys.ts';
 import {
+  doneSchema,
   parseStoredOrUndefined,
   sessionConfigSchema,
   stoppedSpendSchema,
@@ -186,18 +187,35 @@ async function putSpend(log: LogContext, key: string, spent: Omit<StoppedSpendRe
 }
 
 /**
- * Stores what `turn`, closed by someone else, spent, create-only: false when the chain stopped
- * waiting for it first (or the put failed), so the session's totals do not count it. A put that landed after a
+ * Stores what `turn` (of record `record`), closed by someone else, spent, create-only: false when
+ * the chain stopped waiting for it first (or the put failed), or never waited (waitedFor), so the
+ * session's totals do not count it. A put that landed after a
  * delete of its session (or a delete of its newest turn's, which keeps the generation it names:
  * the config reads it) swept the generation is removed again: the sweep ran before it landed.
  */
 export async function storeStoppedSpend(
   log: LogContext,
   scope: LogScope,
-  turn: number,
+  { turn, record }: { turn: number; record: number },
   spent: Omit<StoppedSpendRecord, 'format'>,
 ): Promise<boolean> {
+  if (!(await waitedFor(log, scope, turn, record))) return false;
   return storeSpend(log, scope, spentKey(scope, turn), spent);
+}
+
+/**
+ * Whether the completion that ended `turn` waits for its spend: a close by someone else names the
+ * turn unbilled (log/lease.ts); the completion of another run of a background turn (run twice, its
+ * lease taken over) does not, so the spend of the run it refused is counted by no one, and stored
+ * by no one. A completion not read (gone, packed since, a failed read) is taken to wait.
+ */
+async function waitedFor(log: LogContext, scope: LogScope, turn: number, record: number): Promise<boolean> {
+  const object = await log.store.get(doneKey(scope, record)).catch(() => null);
+  const done = object?.body.length ? parseStoredOrUndefined(object.body, doneSchema) : undefined;
+  if (!done) return true;
+  return (done.unbilled ?? []).some(
+    (entry) => 'turn' in entry && entry.turn === turn && entry.generation === scope.generation,
+  );
 }
 
 /**

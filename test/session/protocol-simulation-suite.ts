@@ -31,7 +31,15 @@ import {
  *   withdraw was answered 200 is not stored at all;
  * - every acknowledged notice is delivered by exactly one stored turn once a turn succeeds;
  * - no request gets a 5xx (a crashed process's own requests aside);
- * - the session takes a turn again within the lease.
+ * - the session takes a turn again within the lease;
+ * - every prompt the model is sent holds each call with its output, and each stored item once,
+ *   in order (promptFault in test/support/simulation.ts);
+ * - acknowledged inputs are stored in the order they were acknowledged (expectInOrder), and each
+ *   acknowledged fork holds the session's history up to its point and takes a turn.
+ * The actors also take background turns whose run is delivered twice (to two processes), sweep
+ * the queues, fork the session, and stall past the lease (the clock moves on a lease while their
+ * turns run). A third property races a delete of the session with its turns, queued inputs,
+ * background runs, notices and sweeps: the id created again holds nothing of the old session.
  * It runs on the memory store (test/session/protocol-simulation.test.ts) and on the file store
  * with one FileStore per actor (test/session/protocol-simulation-files.test.ts).
  */
@@ -210,6 +218,67 @@ function deleteNewest(actor: Actor, id: string, targeted: Set<string>): Promise<
   });
 }
 
+/** The id of the fork a request labelled `label` takes. */
+const childId = (label: string) => label.replace(/[ .]/g, '-');
+
+interface Request {
+  step: Step;
+  label: string;
+  outcome: Outcome<unknown>;
+  /** When the request started and ended, in the order of all starts and ends. */
+  start: number;
+  end: number;
+}
+
+/**
+ * Acknowledged inputs are stored in the order they were acknowledged: one whose request ended
+ * before another's began holds the lower seq, among the inputs a request stores before its
+ * answer (a turn, an append, a background turn's claim), and among queued inputs (a queue runs
+ * its inputs oldest first).
+ */
+function expectInOrder(requests: readonly Request[], items: readonly { seq: number; content?: string }[]): void {
+  const seqs = new Map(items.map((item) => [item.content, item.seq]));
+  const queued = (request: Request) =>
+    request.outcome.ok && (request.outcome.value as { kind?: string } | null)?.kind === 'queued';
+  const classes = [
+    requests.filter(
+      (request) => request.outcome.ok && ['turn', 'stream', 'append', 'background'].includes(request.step.kind),
+    ),
+    requests.filter(queued),
+  ];
+  for (const acknowledged of classes)
+    for (const first of acknowledged)
+      for (const then of acknowledged) {
+        const [a, b] = [seqs.get(first.label), seqs.get(then.label)];
+        if (first.end < then.start && a !== undefined && b !== undefined)
+          expect(a, `${first.label} acknowledged before ${then.label} began`).toBeLessThan(b);
+      }
+}
+
+/**
+ * Each acknowledged fork holds a dense history, each input at most once, the session's own up
+ * to its point when no turn of the session was deleted since (a rewind changes what came
+ * before), and takes a turn.
+ */
+async function expectForks(
+  world: World,
+  survivor: Actor,
+  requests: readonly Request[],
+  parent: readonly { seq: number; type: string; content?: string }[],
+): Promise<void> {
+  const rewound = requests.some((request) => request.step.kind === 'rewind');
+  for (const request of requests) {
+    if (request.step.kind !== 'fork' || !request.outcome.ok) continue;
+    const id = childId(request.label);
+    const items = await world.run(history(survivor, id));
+    expectDense(items);
+    for (const [content, times] of contents(items)) expect(times, `${id}: ${content}`).toBe(1);
+    if (!rewound) expect(items, id).toEqual(parent.slice(0, items.length));
+    const turn = await world.run(ops.turn(survivor, id, 'G'), [survivor]);
+    expect(turn.ok, `${id}: ${turn.ok ? '' : turn.code}`).toBe(true);
+  }
+}
+
 /** Seqs 1..n in order. */
 function expectDense(items: { seq: number }[]): void {
   expect(items.map((item) => item.seq)).toEqual(items.map((_, index) => index + 1));
@@ -274,7 +343,11 @@ type Step =
         | 'interrupt'
         | 'behind'
         | 'rewind'
-        | 'withdraw';
+        | 'withdraw'
+        | 'background'
+        | 'sweep'
+        | 'fork'
+        | 'stall';
     }
   | { kind: 'keyed'; key: number }
   | { kind: 'post' };
@@ -293,6 +366,10 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
     { kind: 'behind' },
     { kind: 'rewind' },
     { kind: 'withdraw' },
+    { kind: 'background' },
+    { kind: 'sweep' },
+    { kind: 'fork' },
+    { kind: 'stall' },
   ),
   fc.record({ kind: fc.constant('keyed' as const), key: fc.nat(1) }),
 );
@@ -310,6 +387,33 @@ const programArbitrary: fc.Arbitrary<Step[]> = fc.oneof(
 
 const scenarioArbitrary = fc.record({
   actors: fc.array(programArbitrary, { minLength: 2, maxLength: 4 }),
+  crash: fc.option(fc.record({ actor: fc.nat(3), at: fc.integer({ min: 1, max: 40 }), after: fc.boolean() }), {
+    nil: undefined,
+    freq: 2,
+  }),
+  seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
+});
+
+type DeleteStep = 'delete' | 'turn' | 'behind' | 'enqueue' | 'background' | 'post' | 'compact' | 'sweep';
+
+/** Actors of which the first deletes the session at some point of its steps; one may crash. */
+const deleteScenarioArbitrary = fc.record({
+  actors: fc
+    .tuple(
+      fc.array(fc.constantFrom<DeleteStep>('turn', 'behind', 'background', 'post', 'sweep'), { maxLength: 2 }),
+      fc.array(
+        fc.array(fc.constantFrom<DeleteStep>('turn', 'behind', 'enqueue', 'background', 'post', 'compact', 'sweep'), {
+          minLength: 1,
+          maxLength: 3,
+        }),
+        { minLength: 1, maxLength: 3 },
+      ),
+      fc.nat(2),
+    )
+    .map(([deleter, others, at]): DeleteStep[][] => [
+      [...deleter.slice(0, at), 'delete', ...deleter.slice(at)],
+      ...others,
+    ]),
   crash: fc.option(fc.record({ actor: fc.nat(3), at: fc.integer({ min: 1, max: 40 }), after: fc.boolean() }), {
     nil: undefined,
     freq: 2,
@@ -415,6 +519,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               expect(deliveries.get('n2'), where).toBe(1);
               if (name === 'inbox post') expect(deliveries.get('n3'), where).toBe(1);
               await expectExactLedger(world, S, sum, where);
+              expect(world.promptFaults, where).toEqual([]);
             }
           }
         },
@@ -432,17 +537,20 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           const world = await options.makeWorld(seeded(seed));
           await setup(world);
           // A turn cancelled and then crashed after taking notices is a double fault the
-          // protocol does not cover: runs with a crash have no cancel (nor interrupt).
+          // protocol does not cover: runs with a crash have no cancel (nor interrupt, nor a stall
+          // past the lease, which has the turns running then closed by the next writer).
           const crashFree = crash
-            ? programs.map((steps) => steps.filter((step) => step.kind !== 'cancel' && step.kind !== 'interrupt'))
+            ? programs.map((steps) => steps.filter((step) => !['cancel', 'interrupt', 'stall'].includes(step.kind)))
             : programs;
           const plans = crashFree;
           const crashedActor = crash ? crash.actor % plans.length : -1;
           const actors = plans.map((_, index) =>
             world.actor(index === crashedActor ? { at: crash!.at, after: crash!.after } : undefined),
           );
-          const requests: { actor: number; step: Step; label: string; outcome: Outcome<unknown> }[] = [];
+          const requests: (Request & { actor: number })[] = [];
           let unique = 0;
+          // Orders the requests' starts and ends.
+          let clock = 0;
           // The labels of the turns a delete of the newest turn went for, and those it took out.
           const targeted = new Set<string>();
           // The queued inputs a withdraw went for (the newest acknowledged one not gone for yet), by label.
@@ -461,10 +569,16 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
             withdrawals.set(target.label, { by, outcome });
             return outcome;
           };
+          // A process stalled past its lease: the clock moves on a lease while the others' work runs.
+          const stall = (): Outcome<unknown> => {
+            world.now += LEASE_MS + 1;
+            return { ok: true, value: null };
+          };
           const program = async (index: number) => {
             for (const step of plans[index]!) {
               const actor = actors[index]!;
               const label = step.kind === 'keyed' ? `keyed ${step.key}` : `${step.kind} ${index}.${unique++}`;
+              const start = clock++;
               const outcome =
                 step.kind === 'turn'
                   ? await ops.turn(actor, S, label)
@@ -488,8 +602,19 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
                                     ? await deleteNewest(actor, S, targeted)
                                     : step.kind === 'withdraw'
                                       ? await withdrawNewest(actor, index)
-                                      : await ops.cancelNewest(actor, S);
-              requests.push({ actor: index, step, label, outcome });
+                                      : step.kind === 'background'
+                                        ? await ops.background(actor, S, label, [
+                                            actor,
+                                            actors[(index + 1) % actors.length]!,
+                                          ])
+                                        : step.kind === 'sweep'
+                                          ? await ops.sweep(actor)
+                                          : step.kind === 'fork'
+                                            ? await ops.fork(actor, S, childId(label))
+                                            : step.kind === 'stall'
+                                              ? stall()
+                                              : await ops.cancelNewest(actor, S);
+              requests.push({ actor: index, step, label, outcome, start, end: clock++ });
             }
           };
           await world.run(Promise.all(plans.map((_, index) => program(index))), actors);
@@ -504,6 +629,12 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           const final = await world.run(ops.turn(survivor, S, 'F'), [survivor]);
           expect(final.ok, final.ok ? '' : final.code).toBe(true);
           for (const request of requests) {
+            // A fork a stall overlapped took longer than half a lease: refused (503), to be retried.
+            const stalled = requests.some(
+              (other) => other.step.kind === 'stall' && other.start > request.start && other.end < request.end,
+            );
+            if (request.step.kind === 'fork' && stalled && !request.outcome.ok && request.outcome.status === 503)
+              continue;
             if (request.actor !== crashedActor && !request.outcome.ok)
               expect(
                 request.outcome.status,
@@ -516,7 +647,11 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           const stored = contents(items);
           expect(stored.get('F')).toBe(1);
           for (const request of requests) {
-            if (!['turn', 'stream', 'append', 'keyed', 'enqueue', 'interrupt', 'behind'].includes(request.step.kind))
+            if (
+              !['turn', 'stream', 'append', 'keyed', 'enqueue', 'interrupt', 'behind', 'background'].includes(
+                request.step.kind,
+              )
+            )
               continue;
             const acknowledged = requests.some((other) => other.label === request.label && other.outcome.ok);
             const count = stored.get(request.label) ?? 0;
@@ -550,6 +685,9 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
             if (!everDelivered.has(name) || deliveries.has(name))
               expect(deliveries.get(name), `notice ${name}`).toBe(1);
           await expectExactLedger(world, S, sum, 'after the interleaving');
+          expect(world.promptFaults).toEqual([]);
+          expectInOrder(requests, items);
+          await expectForks(world, survivor, requests, items);
         }),
         {
           numRuns: options.runs,
@@ -558,6 +696,88 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
         },
       );
       if (!process.env.SIMULATION_PATH) expect(interleavings).toBeGreaterThanOrEqual(options.runs);
+    }, 600_000);
+  });
+  describe(`a session delete racing its turns, queued inputs and notices: ${options.name}`, () => {
+    const runs = Math.ceil(options.runs / 10);
+    it(`leaves nothing of the session to its next incarnation over ${runs} random interleavings`, async () => {
+      await fc.assert(
+        fc.asyncProperty(deleteScenarioArbitrary, async ({ actors: programs, crash, seed }) => {
+          const world = await options.makeWorld(seeded(seed));
+          await setup(world);
+          const crashedActor = crash ? crash.actor % programs.length : -1;
+          const actors = programs.map((_, index) =>
+            world.actor(index === crashedActor ? { at: crash!.at, after: crash!.after } : undefined),
+          );
+          const requests: (Request & { actor: number })[] = [];
+          let clock = 0;
+          const program = async (index: number) => {
+            for (const [position, kind] of programs[index]!.entries()) {
+              const actor = actors[index]!;
+              const label = `${kind} ${index}.${position}`;
+              const start = clock++;
+              const outcome =
+                kind === 'delete'
+                  ? await ops.delete(actor, S)
+                  : kind === 'turn'
+                    ? await ops.turn(actor, S, label)
+                    : kind === 'behind'
+                      ? await ops.enqueueBehind(actor, S, label)
+                      : kind === 'enqueue'
+                        ? await ops.policyTurn(actor, S, label, 'enqueue')
+                        : kind === 'background'
+                          ? await ops.background(actor, S, label, [actor, actors[(index + 1) % actors.length]!])
+                          : kind === 'post'
+                            ? await ops.post(actor, S, label.replace(/[ .]/g, '-'))
+                            : kind === 'compact'
+                              ? await ops.compact(actor, S)
+                              : await ops.sweep(actor);
+              requests.push({ actor: index, step: { kind: 'turn' }, label, outcome, start, end: clock++ });
+            }
+          };
+          await world.run(Promise.all(programs.map((_, index) => program(index))), actors);
+          for (const request of requests)
+            if (request.actor !== crashedActor && !request.outcome.ok)
+              expect(
+                request.outcome.status,
+                `${request.label}: ${request.outcome.code} ${String(request.outcome.error)}`,
+              ).toBeLessThan(500);
+
+          // A lease later, the sweep of queues finds nothing it fails on; the id is created again
+          // where the delete went through, and takes a turn.
+          world.now += LEASE_MS + 1;
+          const survivor = world.actor();
+          const swept = await world.run(ops.sweep(survivor), [survivor]);
+          expect(swept.ok, swept.ok ? '' : `${swept.code} ${String(swept.error)}`).toBe(true);
+          const exists = await world.run(attempt(() => survivor.services.sessions.get(S)));
+          const deleted = requests.some((request) => request.label.startsWith('delete') && request.outcome.ok);
+          if (deleted) expect(exists.ok).toBe(false);
+          if (!exists.ok) await world.run(survivor.services.sessions.create({ id: S }));
+          const final = await world.run(ops.turn(survivor, S, 'F'), [survivor]);
+          expect(final.ok, final.ok ? '' : final.code).toBe(true);
+          const items = await world.run(history(survivor, S));
+          expectDense(items);
+          const stored = contents(items);
+          for (const [content, times] of stored) expect(times, content).toBe(1);
+          const { deliveries } = await storedTurns(world, S);
+          for (const [name, times] of deliveries) expect(times, name).toBe(1);
+          if (!exists.ok) {
+            // The new incarnation holds its own turn alone, and no notice posted to the old one.
+            expect([...stored.keys()]).toEqual(['F']);
+            expect([...deliveries.keys()]).toEqual([]);
+          }
+          expect(world.promptFaults).toEqual([]);
+          // Nothing stays queued or marked once the sweep has run again.
+          const again = await world.run(ops.sweep(survivor), [survivor]);
+          expect(again.ok).toBe(true);
+          expect(await world.run(survivor.services.sessions.markedQueues())).toEqual([]);
+        }),
+        {
+          numRuns: runs,
+          ...(process.env.SIMULATION_SEED ? { seed: Number(process.env.SIMULATION_SEED) } : {}),
+          ...(process.env.SIMULATION_PATH ? { path: process.env.SIMULATION_PATH } : {}),
+        },
+      );
     }, 600_000);
   });
 }

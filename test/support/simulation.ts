@@ -1,13 +1,14 @@
 import { cp } from 'node:fs/promises';
 import { vi } from 'vitest';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { sessionCreatedIn } from '../../lib/session/log/config-object.ts';
 import { errorBody } from '../../functions/error-handler.ts';
 import { compactSession } from '../../lib/turn/compact-session.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { StorageError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
-import type { Item } from '../../lib/items.ts';
+import { answeredCalls, type Item, type PromptItem } from '../../lib/items.ts';
+import type { Model } from '../../lib/models/model.ts';
 import { copyObjects } from './copy-store.ts';
 import { SessionLog } from './session-log.ts';
 import { FileStore } from '../../lib/store/file.ts';
@@ -20,12 +21,13 @@ import {
   runInProcess,
   runTurn,
   sessionStrategyPlan,
+  sweepQueues,
   streamTurn,
   takeUnderPolicy,
   type TurnResponse,
   type TurnServices,
 } from '../../lib/turn/index.ts';
-import { claimInput } from '../../lib/turn/background.ts';
+import { claimBackgroundTurn, claimInput } from '../../lib/turn/background.ts';
 
 /**
  * The model of the simulation's manual compactions: echo, reporting no usage. The usage totals
@@ -224,9 +226,57 @@ export interface Actor {
   background: Promise<unknown>[];
 }
 
+/**
+ * What is wrong with a prompt sent to the model, if anything: its stored items out of order or
+ * twice (a seq, or a user message's text: the simulation's inputs are unique), a call with no
+ * output after it, an output with no call before it.
+ */
+export function promptFault(prompt: readonly PromptItem[]): string | undefined {
+  const answers = answeredCalls(prompt);
+  const answered = new Set(answers.values());
+  const texts = new Set<string>();
+  let last = 0;
+  for (const [index, item] of prompt.entries()) {
+    if (item.synthetic !== undefined || item.pending) continue;
+    if (item.seq !== undefined) {
+      if (item.seq <= last) return `seq ${item.seq} after seq ${last}`;
+      last = item.seq;
+    }
+    if (item.type === 'function_call' && !answered.has(index)) return `call ${item.call_id} without its output`;
+    if (item.type === 'function_call_output' && !answers.has(index)) return `output ${item.call_id} without its call`;
+    if (item.type === 'message' && item.role === 'user' && typeof item.content === 'string' && !item.compacted) {
+      if (texts.has(item.content)) return `user message ${JSON.stringify(item.content)} twice`;
+      texts.add(item.content);
+    }
+  }
+  return undefined;
+}
+
+/** `model`, recording in `faults` what is wrong with each prompt it is sent (promptFault). */
+function checkedModel(model: Model, faults: string[]): Model {
+  const check = (prompt: readonly PromptItem[]) => {
+    const fault = promptFault(prompt);
+    const shown = prompt.map((item) => [item.seq, item.type, item.type === 'message' ? item.content : item.call_id]);
+    if (fault) faults.push(`${fault} in ${JSON.stringify(shown)}`);
+  };
+  return {
+    ...model,
+    generate: (request) => {
+      check(request.prompt);
+      return model.generate(request);
+    },
+    stream: (request) => {
+      check(request.prompt);
+      return model.stream(request);
+    },
+  };
+}
+
 export class World {
   /** The shared store: memory, or the file store in `directory`. */
   readonly store: ObjectStore;
+  /** What was wrong with the prompts the actors' turns and compactions sent (promptFault). */
+  readonly promptFaults: string[] = [];
   readonly scheduler: Scheduler;
   readonly #directory: string | undefined;
   now = Date.parse('2026-01-01T00:00:00Z');
@@ -239,7 +289,14 @@ export class World {
   constructor(pick?: (choices: number) => number, directory?: string) {
     this.scheduler = new Scheduler(pick);
     this.#directory = directory;
-    this.store = directory === undefined ? new MemoryStore() : new FileStore(directory);
+    // The memory store stamps each put a millisecond after the last at least: no two queued inputs
+    // tie on their upload times (the service clock, frozen between leases, would tie them again).
+    let stamped = 0;
+    const clock = () => {
+      stamped = Math.max(Date.now(), stamped + 1);
+      return new Date(stamped);
+    };
+    this.store = directory === undefined ? new MemoryStore({ clock }) : new FileStore(directory);
   }
 
   actor(crash?: { at: number; after: boolean }): Actor {
@@ -247,6 +304,8 @@ export class World {
     const store = new ActorStore(inner, this.scheduler, crash);
     const clock = () => new Date(this.now);
     const background: Promise<unknown>[] = [];
+    const checkedEcho = checkedModel(echoModel, this.promptFaults);
+    const checkedSummaries = checkedModel(freeSummaries, this.promptFaults);
     const services: Actor['services'] = {
       // With a view cache, as the service runs: what an actor parsed before must stay exact. A
       // repeat-index delta bound of 3, so that views both carry a delta and write their shards;
@@ -258,11 +317,13 @@ export class World {
         indexDeltaKeys: 3,
         viewChunkBytes: 200,
       }),
-      inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
+      // As the service wires it (functions/services.ts): a notice names the incarnation it was
+      // posted to, so a session deleted and created again does not deliver the old one's.
+      inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionCreatedIn(store, '') }),
       // Echo with a price, so the usage totals carry a cost to check too.
       config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS), MODEL_PRICES: ECHO_PRICES }),
       env: {},
-      model: (id: string) => (id === FREE_SUMMARY_MODEL ? freeSummaries : echoModel),
+      model: (id: string) => (id === FREE_SUMMARY_MODEL ? checkedSummaries : checkedEcho),
       background: (task: Promise<unknown>) => {
         background.push(task.catch(() => undefined));
       },
@@ -377,6 +438,39 @@ export const ops = {
       );
       if (held.run) actor.services.background(runBackgroundTurn(actor.services, held.run));
       return queued;
+    }),
+  /**
+   * A background turn of `input`: claimed (acknowledged by the answer), then its run delivered
+   * to each of `runners` after the answer (a queue delivers at least once: the same run twice,
+   * in two processes), each run as a queue consumer runs it, again on 'retry'.
+   */
+  background: (actor: Actor, id: string, input: string, runners: Actor[]) =>
+    attempt(async () => {
+      const claimed = await claimBackgroundTurn(actor.services, id, { input });
+      const run = claimed.run;
+      if (run)
+        for (const runner of runners)
+          runner.services.background(
+            (async () => {
+              for (let delivery = 0; delivery < 3; delivery++)
+                if ((await runBackgroundTurn(runner.services, run)) === 'done') return;
+            })(),
+          );
+      return claimed;
+    }),
+  /** The periodic sweep of queued inputs, run by `actor`'s process. */
+  sweep: (actor: Actor) =>
+    attempt(async () => {
+      const sweep = await sweepQueues(actor.services);
+      const [failed] = sweep.failed;
+      if (failed) throw failed.error;
+      return sweep;
+    }),
+  /** A fork of the session as it stands, as `child`. */
+  fork: (actor: Actor, id: string, child: string) =>
+    attempt(async () => {
+      const turns = (await actor.services.sessions.get(id)).counts.turns;
+      return actor.services.sessions.fork(id, { at_turn: turns, fields: { id: child } });
     }),
   cancelNewest: (actor: Actor, id: string) =>
     attempt(async () => actor.services.sessions.cancelTurn(id, (await actor.services.sessions.get(id)).counts.turns)),

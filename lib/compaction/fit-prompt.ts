@@ -94,14 +94,10 @@ export function fitPrompt<Prompt extends Built>(
       context: {},
       ...(moved ? { moved } : {}),
     };
-  const gone = new Set(cut.truncation.dropped_seqs);
   const { cacheBreakpoint: _previous, ...rest } = built;
   const fitted = {
     ...rest,
-    prepared: {
-      ...built.prepared,
-      items: built.prepared.items.filter((item) => item.seq === undefined || !gone.has(item.seq)),
-    },
+    prepared: { ...built.prepared, items: withoutSeqs(built.prepared.items, cut.truncation.dropped_seqs) },
     hydrated: cut.prompt,
     ...(cut.cacheBreakpoint !== undefined ? { cacheBreakpoint: cut.cacheBreakpoint } : {}),
   } as Prompt;
@@ -117,4 +113,32 @@ export function fitPrompt<Prompt extends Built>(
         }
       : { truncation: cut.truncation };
   return { built: fitted, promptTokens: cut.truncation.prompt_tokens, context, ...(moved ? { moved } : {}) };
+}
+
+/**
+ * `items` without those whose seq is in `gone`; items without a seq stay. One merge walk while
+ * the items' seqs and `gone` ascend, as a prompt's and a truncation's `dropped_seqs` do (the
+ * safety net's drop on a warm turn names hundreds of them), a set otherwise.
+ */
+export function withoutSeqs(items: readonly PromptItem[], gone: readonly number[]): PromptItem[] {
+  const bySet = () => {
+    const dropped = new Set(gone);
+    return items.filter((item) => item.seq === undefined || !dropped.has(item.seq));
+  };
+  for (let index = 1; index < gone.length; index++) if (gone[index - 1]! > gone[index]!) return bySet();
+  const kept: PromptItem[] = [];
+  let next = 0;
+  let last = Number.NEGATIVE_INFINITY;
+  for (const item of items) {
+    const seq = item.seq;
+    if (seq === undefined) {
+      kept.push(item);
+      continue;
+    }
+    if (seq < last) return bySet();
+    last = seq;
+    while (next < gone.length && gone[next]! < seq) next += 1;
+    if (gone[next] !== seq) kept.push(item);
+  }
+  return kept;
 }

@@ -132,9 +132,16 @@ export function contentText(content: Content): string {
   return content.map((part) => (part.type === 'input_text' ? part.text : describePart(part))).join('\n');
 }
 
-/** The image and file parts of a content (none for a string). */
-export function mediaParts(content: Content): (InputImagePart | InputFilePart)[] {
-  if (typeof content === 'string') return [];
+/** What mediaParts gives a content without images or files: one array, made once. */
+const NO_MEDIA: readonly (InputImagePart | InputFilePart)[] = Object.freeze([]);
+
+/**
+ * The image and file parts of a content (none for a string). A content without any is given
+ * the same empty array, not a new one: a turn asks this of every item of its prompt, several
+ * times (token counts, media reads, the receipt).
+ */
+export function mediaParts(content: Content): readonly (InputImagePart | InputFilePart)[] {
+  if (typeof content === 'string' || !content.some((part) => part.type !== 'input_text')) return NO_MEDIA;
   return content.filter((part): part is InputImagePart | InputFilePart => part.type !== 'input_text');
 }
 

@@ -230,8 +230,13 @@ export async function hydrateMedia(
 ): Promise<PromptItem[]> {
   const wanted = new Set<string>();
   for (const item of items) {
-    if (!needsBytes(item)) continue;
-    for (const part of mediaParts(contentOf(item))) if (part.blob && !part.data) wanted.add(part.blob);
+    const parts = mediaParts(contentOf(item));
+    // Indexed: a loop of every item of a prompt, most without media, makes no iterator.
+    if (parts.length === 0 || !needsBytes(item)) continue;
+    for (let index = 0; index < parts.length; index++) {
+      const part = parts[index]!;
+      if (part.blob && !part.data) wanted.add(part.blob);
+    }
   }
   if (wanted.size === 0) return items;
   const read = new Map<string, Uint8Array>();

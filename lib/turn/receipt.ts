@@ -87,6 +87,11 @@ function toolResultsOf(prompt: readonly PromptItem[]): (index: number) => boolea
   };
 }
 
+/** `ask` of `index`, asked later (a function made only for an item with media). */
+function askAt(ask: (index: number) => boolean, index: number): () => boolean {
+  return () => ask(index);
+}
+
 /**
  * Whether an item of `prompt` sends an image or file of its own to the model as such, so its
  * blobs are read: not one whose every image and file goes as a text placeholder
@@ -118,10 +123,12 @@ export function buildReceipt(
   context: TurnContext,
 ): TurnReceipt {
   const toolResult = toolResultsOf(prompt);
-  const mediaAsText = prompt.reduce(
-    (total, item, index) => total + mediaSentAsText(plan.model, item, () => toolResult(index)),
-    0,
-  );
+  let mediaAsText = 0;
+  for (let index = 0; index < prompt.length; index++) {
+    const item = prompt[index]!;
+    if (item.type === 'function_call' || mediaParts(contentOf(item)).length === 0) continue;
+    mediaAsText += mediaSentAsText(plan.model, item, askAt(toolResult, index));
+  }
   return {
     ...(mediaAsText > 0 ? { media_as_text: mediaAsText } : {}),
     model: plan.model.id,

@@ -60,6 +60,22 @@ describe('media types and sizes from the bytes', () => {
   });
 });
 
+describe('mediaParts', () => {
+  it('gives the image and file parts in order, and one frozen empty array for a content without any', () => {
+    const image = { type: 'input_image' as const, image_url: 'https://example.com/a.png' };
+    const file = { type: 'input_file' as const, file_url: 'https://example.com/b.pdf' };
+    const text = { type: 'input_text' as const, text: 'hello' };
+    expect(mediaParts([text, image, text, file])).toEqual([image, file]);
+    expect(mediaParts([image])).toEqual([image]);
+    const none = [mediaParts('hello'), mediaParts(''), mediaParts([text]), mediaParts([text, text])];
+    for (const parts of none) {
+      expect(parts).toEqual([]);
+      expect(parts).toBe(none[0]);
+      expect(Object.isFrozen(parts)).toBe(true);
+    }
+  });
+});
+
 describe('SessionLog.storeAttachments', () => {
   it('stores a data: image once as a blob of the generation and keeps a reference in the log', async () => {
     const { store, log } = world();

@@ -1,7 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
+import { TurnClosedError } from '../../lib/errors.ts';
 import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
+import { errorRecord } from '../../lib/turn/receipt.ts';
 import type { TurnEvent } from '../../lib/turn/types.ts';
 import { openTurnServices } from '../support/journal-services.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -212,6 +214,43 @@ describe('turn event journal', () => {
     expect(events).toEqual([delta, leaseExpired(3)]);
     const batches = await sessions.journal().read(scope, 1, 0);
     expect(batches.at(-1)).toMatchObject({ index: 2, end: true, events: [leaseExpired(3)] });
+  });
+
+  it("ends a live owner's turn a closer whose clock ran ahead closed as that owner and retrieve end it", async () => {
+    const { sessions, services, background, turn } = await openTurnServices(new MemoryStore(), 'j', () => new Date());
+    // Its owner is alive and streams; its first batch is written.
+    const owner = journalTurn(services, 'j', 1);
+    owner.emit({ event: 'turn.started', data: { turn: 1, first_seq: 2 } } as TurnEvent);
+    owner.emit({ event: 'output_text.delta', data: { delta: 'par' } } as TurnEvent);
+    await vi.advanceTimersByTimeAsync(1_000);
+    // A closer whose clock runs a lease ahead (the owner's renewals notwithstanding) closes it.
+    vi.setSystemTime(Date.now() + 60_000);
+    expect(await sessions.closeIfExpired('j', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    let events: { event: string; data: unknown }[] | undefined;
+    void (async () => {
+      const read = [];
+      for await (const event of journalEvents(services, 'j', 1, 0)) read.push(event);
+      events = read;
+    })();
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(events).toEqual([started, { ...delta, n: 2 }, leaseExpired(3)]);
+    // The owner completes: refused by that close, it ends its stream with the error it met.
+    const refused = await sessions.completeTurn(turn, { status: 'completed', output: [], receipt: {} }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(TurnClosedError);
+    owner.emit({ event: 'output_text.delta', data: { delta: 'is' } } as TurnEvent);
+    owner.emit({ event: 'error', data: { error: errorRecord(refused) }, cause: refused } as TurnEvent);
+    owner.close();
+    await vi.advanceTimersByTimeAsync(0);
+    await Promise.all(background);
+    // Its live client's end is every reader's, and the turn's as retrieved.
+    expect(events!.at(-1)!.data).toEqual({ error: errorRecord(refused) });
+    expect((await sessions.getTurn('j', 1)).error).toEqual(errorRecord(refused));
+    const again = [];
+    for await (const event of journalEvents(services, 'j', 1, 0)) again.push(event);
+    expect(again).toEqual(events);
   });
 
   /**

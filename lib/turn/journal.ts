@@ -306,13 +306,17 @@ export async function* journalEvents(
     // live that it never journaled), so the client resuming after them gets it.
     // A number past what an owner could have streamed unjournaled is no client's: it does not
     // number the end every reader gets (it is given that end as a reader past every event).
-    const end = async (ending: Ending[]) => {
-      const from = Math.max(last, Math.min(sent, last + MAX_UNJOURNALED));
+    // An end written at once after a close of the lease (`live`) is numbered past all an owner
+    // could have streamed: one alive after all (its clock behind the closer's) streams on to
+    // its own client until it learns of the close, under numbers this reader cannot know; that
+    // client, cut off, resumes after them and gets this end, not nothing.
+    const end = async (ending: Ending[], live = false) => {
+      const from = live ? last + MAX_UNJOURNALED : Math.max(last, Math.min(sent, last + MAX_UNJOURNALED));
       const events = await endJournal(services, scope, turn, read, from, ending);
       return events && { events, end: true };
     };
     if (batches.length === 0 && expired && !(await journaled())) throw noJournal();
-    const ending = batches.length === 0 && expired ? await end(endingEvents(expired.error, null, lastRun)) : null;
+    const ending = batches.length === 0 && expired ? await end(endingEvents(expired.error, null, lastRun), true) : null;
     if (ending) return void (yield* take([ending]));
     if (batches.length === 0 && !expired) {
       const open = closedAt === undefined ? await closedByLease(services, sessionId, turn) : null;

@@ -123,7 +123,8 @@ describe('turn event journal', () => {
     passLease();
     const rest = [];
     for await (const event of follower) rest.push(event);
-    expect(rest).toEqual([leaseExpired(3)]);
+    // Numbered past all an owner alive after all could have streamed to its own client meanwhile.
+    expect(rest).toEqual([leaseExpired(100_003)]);
     expect(await sessions.getTurn('j', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
   });
 
@@ -133,20 +134,22 @@ describe('turn event journal', () => {
     const { read, passLease } = await ownerDied([started, delta]);
     passLease();
     // The client comes back with Last-Event-ID 4: it learns how the turn ended, numbered after 4.
-    expect(await read(4)).toEqual([leaseExpired(5)]);
+    expect(await read(4)).toEqual([leaseExpired(100_003)]);
     // Every reader then gets the same events with the same ids.
-    expect(await read(0)).toEqual([started, delta, leaseExpired(5)]);
+    expect(await read(0)).toEqual([started, delta, leaseExpired(100_003)]);
   });
 
   it('gives the last event of an ended journal to a reader past every event in it', async () => {
     vi.useRealTimers();
     const { read, passLease } = await ownerDied([started]);
     passLease();
-    // Another reader ended the journal first, its error numbered 2; the owner's client saw 1 to 3.
-    expect(await read(0)).toEqual([started, leaseExpired(2)]);
-    expect(await read(3)).toEqual([leaseExpired(2)]);
+    // Another reader ended the journal first, its error numbered past what an owner streams unjournaled.
+    expect(await read(0)).toEqual([started, leaseExpired(100_002)]);
+    expect(await read(3)).toEqual([leaseExpired(100_002)]);
+    // A reader past every event is given the last.
+    expect(await read(100_005)).toEqual([leaseExpired(100_002)]);
     // A reader that saw the error itself is given nothing again.
-    expect(await read(2)).toEqual([]);
+    expect(await read(100_002)).toEqual([]);
   });
 
   it("numbers a dead turn's end after a Last-Event-ID no owner could stream only as far as one could", async () => {
@@ -188,10 +191,7 @@ describe('turn event journal', () => {
     })();
     // A few polls, far less than a lease (TURN_LEASE_MS, 30 s).
     await vi.advanceTimersByTimeAsync(2_000);
-    expect(events).toEqual([
-      started,
-      { n: 2, event: 'error', data: { error: expect.objectContaining({ code: 'lease_expired' }) } },
-    ]);
+    expect(events).toEqual([started, leaseExpired(100_002)]);
   });
 
   it('ends at once the journal of a dead turn someone else closed as its lease ran out, however lately', async () => {
@@ -211,9 +211,9 @@ describe('turn event journal', () => {
     })();
     // A few polls, far less than a lease (TURN_LEASE_MS, 30 s): no owner's batch is due.
     await vi.advanceTimersByTimeAsync(2_000);
-    expect(events).toEqual([delta, leaseExpired(3)]);
+    expect(events).toEqual([delta, leaseExpired(100_003)]);
     const batches = await sessions.journal().read(scope, 1, 0);
-    expect(batches.at(-1)).toMatchObject({ index: 2, end: true, events: [leaseExpired(3)] });
+    expect(batches.at(-1)).toMatchObject({ index: 2, end: true, events: [leaseExpired(100_003)] });
   });
 
   it("ends a live owner's turn a closer whose clock ran ahead closed as that owner and retrieve end it", async () => {
@@ -233,7 +233,7 @@ describe('turn event journal', () => {
       events = read;
     })();
     await vi.advanceTimersByTimeAsync(2_000);
-    expect(events).toEqual([started, { ...delta, n: 2 }, leaseExpired(3)]);
+    expect(events).toEqual([started, { ...delta, n: 2 }, leaseExpired(100_003)]);
     // The owner completes: refused by that close, it ends its stream with the error it met.
     const refused = await sessions.completeTurn(turn, { status: 'completed', output: [], receipt: {} }).then(
       () => null,
@@ -251,6 +251,10 @@ describe('turn event journal', () => {
     const again = [];
     for await (const event of journalEvents(services, 'j', 1, 0)) again.push(event);
     expect(again).toEqual(events);
+    // Its live client, cut off after the owner's delta 3 (never journaled), resumes after it.
+    const resumed = [];
+    for await (const event of journalEvents(services, 'j', 1, 3)) resumed.push(event);
+    expect(resumed).toEqual([leaseExpired(100_003)]);
   });
 
   /**

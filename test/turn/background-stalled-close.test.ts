@@ -212,6 +212,32 @@ describe('a background run that stalled and closes its turn after another run to
     await expectNoStoppedSpend(w);
   });
 
+  it('cancelled while both runs called their models: a spend is stored, which the next turn counts', async () => {
+    const w = await world();
+    const { a, b } = await takenOver(w);
+    // The cancel's completion names the turn unbilled: the runs it refuses store what they spent.
+    await w.sessions.cancelTurn('s', 1);
+    w.first.open();
+    w.second.open();
+    expect(await w.outcome(a)).toBe('done');
+    expect(await w.outcome(b)).toBe('done');
+    w.resume();
+    await w.advance(LEASE_MS);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('cancelled');
+    const stored = (await w.store.list('sessions/s/spent/', { limit: 10 })).objects;
+    expect(stored).toHaveLength(1);
+    const spent = JSON.parse(new TextDecoder().decode((await w.store.get(stored[0]!.key))!.body));
+    expect(spent.usage.input_tokens).toBeGreaterThan(0);
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+    const next = runBackgroundTurn(w.services, run!);
+    await w.until(() => w.second.prompts.length === 2);
+    expect(await w.outcome(next)).toBe('done');
+    await w.advance(0);
+    const turn = await w.sessions.getTurn('s', 2);
+    const session = await w.sessions.get('s');
+    expect(session.usage.input_tokens).toBe(spent.usage.input_tokens + turn.usage!.input_tokens);
+  });
+
   it('failed it: its failed completion carries the notice on, which the next turn delivers once', async () => {
     const w = await world();
     const { a, b } = await takenOver(w);

@@ -112,6 +112,17 @@ describe.each(stores)("a stopped turn's spend counts once in its session's total
     }
   });
 
+  it('its closing completion not read (a failed get) is taken to wait: the spend is stored and counted', async () => {
+    const world = setup(storeOf());
+    const turn = await world.stopped();
+    world.store.failWhen(({ operation, key }) => operation === 'get' && key.endsWith('.done'), { times: 1 });
+    expect(await world.log.storeStoppedSpend(turn, { usage: STOPPED })).toBe(true);
+    expect(world.store.injected).toBe(1);
+    world.store.heal();
+    await world.other.append('s1', [user('x')]);
+    expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
+  });
+
   it('two writers racing count it once', async () => {
     const world = setup(storeOf());
     const turn = await world.stopped();

@@ -89,8 +89,8 @@ export function partText(part: ContentPart, seq: number | undefined): string {
 }
 
 /**
- * The text of a content where the provider takes no media in its place (a tool result's where
- * it takes none there, an assistant's or system message's): a string as is, parts joined by newlines,
+ * The text of a content where the provider takes no media in its place (a tool result's on
+ * Workers AI, an assistant's or system message's): a string as is, parts joined by newlines,
  * each as `partText`. `seq` is the item's.
  */
 export function placeholderText(content: Content, seq: number | undefined): string {

@@ -114,10 +114,9 @@ export interface Model {
   readonly id: string;
   /**
    * Whether images and files in tool results reach the model as such (Anthropic's tool_result
-   * image blocks; Chat Completions' and Workers AI's user message after the tool messages,
-   * lib/models/tool-media.ts; the echo model). Otherwise they go as text placeholders, and the
-   * receipt counts them (`media_as_text`; so do those the model takes nowhere, as
-   * `fileUrls` and `imageBytesOnly` say).
+   * image blocks; Chat Completions' user message after the tool messages, lib/models/tool-media.ts;
+   * the echo model). Otherwise they go as text placeholders, and the receipt counts them
+   * (`media_as_text`).
    */
   readonly toolResultMedia?: boolean;
   /**

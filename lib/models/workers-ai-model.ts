@@ -17,13 +17,7 @@ export interface WorkersAiModelSettings {
   maxRetries: number;
 }
 
-/**
- * A model served by the Workers AI binding (`binding.run(model, {messages, tools, stream})`).
- * A tool message there is text only, as in Chat Completions: a tool result's images follow the
- * tool messages in a user message (lib/models/tool-media.ts), as bytes. workers-ai-provider
- * sends a user message's text parts first, joined by newlines, then its images in order, so the
- * labels naming each image's call come as lines before the images, in the images' order.
- */
+/** A model served by the Workers AI binding (`binding.run(model, {messages, tools, stream})`). */
 export function createWorkersAiModel(settings: WorkersAiModelSettings): Model {
   const provider = createWorkersAI({ binding: settings.binding as unknown as Ai });
   return createSdkModel({
@@ -31,7 +25,6 @@ export function createWorkersAiModel(settings: WorkersAiModelSettings): Model {
     languageModel: provider.chat(settings.modelName),
     // workers-ai-provider takes an image only as bytes with an image/* type, and no file.
     imageBytesOnly: true,
-    toolResultMedia: 'after',
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
   });

@@ -59,8 +59,8 @@ export interface TurnReceipt {
   prompt?: PromptShape;
   /**
    * Images and files sent as text placeholders: those of tool results where the provider takes
-   * none there, files by URL where it takes none, and images by URL and files where it takes
-   * images only as bytes (Workers AI).
+   * none there (Workers AI), files by URL where it takes none, and images by URL and files where
+   * it takes images only as bytes (Workers AI).
    */
   media_as_text?: number;
   /** Why the answer stopped short (the turn response's `incomplete`). */

@@ -102,11 +102,11 @@ describe('image and file token estimates', () => {
         seq: 3,
       },
     ];
-    // What a Chat Completions model takes (a tool result's images after its tool message); a model taking none there.
+    // What a Chat Completions model takes (a tool result's images after its tool message), and Workers AI (none there).
     const chat = mediaSupport(
       resolveModel('openai-compatible:gpt-4o', { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1' }),
     );
-    const none = { toolResultMedia: false, fileUrls: false, imageBytesOnly: true, assistantMedia: false };
+    const workers = { toolResultMedia: false, fileUrls: false, imageBytesOnly: true, assistantMedia: false };
     const anthropic = { toolResultMedia: true, fileUrls: true, maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE };
     const encoders = { o200k_base: (text: string) => text.length };
 
@@ -123,9 +123,9 @@ describe('image and file token estimates', () => {
     it.each([
       {
         name: 'an approximate',
-        counter: tokenCounterFor('workers-ai:@cf/meta/llama-3.2-11b-vision-instruct', {}, none),
+        counter: tokenCounterFor('workers-ai:@cf/meta/llama-3.2-11b-vision-instruct', {}, workers),
       },
-      { name: 'a BPE', counter: tokenCounterFor('openai-compatible:gpt-4o', encoders, none) },
+      { name: 'a BPE', counter: tokenCounterFor('openai-compatible:gpt-4o', encoders, workers) },
     ])(
       'count a tool-result screenshot where the model takes none there as its placeholder ($name counter)',
       ({ counter }) => {
@@ -137,7 +137,7 @@ describe('image and file token estimates', () => {
     );
 
     it('count a tool output sent as user text (answered after other items) by its images', () => {
-      const counter = tokenCounterFor('openai-compatible:gpt-4o', encoders, none);
+      const counter = tokenCounterFor('openai-compatible:gpt-4o', encoders, workers);
       const [, call, output] = loop(shot);
       const late: PromptItem[] = [call!, { type: 'message', role: 'user', content: 'wait', seq: 4 }, output!];
       const tokens = countPromptTokens(late, [], counter);

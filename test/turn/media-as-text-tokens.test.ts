@@ -13,7 +13,7 @@ import { recordingEcho, turnWorld } from '../support/turn-world.ts';
  * A screenshot the provider gets as a text placeholder (a tool result's where the model takes no
  * media there) counts as that text against `context_limit`, not as an image: the window keeps
  * what fits as sent. One the provider gets as an image (Anthropic's tool_result image, Chat
- * Completions' and Workers AI's image after the tool messages) counts its tokens.
+ * Completions' image after the tool message) counts its tokens.
  */
 
 /** The echo model recording its prompts, with a provider's media support. */
@@ -56,7 +56,7 @@ const seen = (prompt: readonly PromptItem[]) =>
 
 describe('screenshots against context_limit', () => {
   it('where tool results take no media, screenshots count as their placeholders: none is dropped', async () => {
-    const model = providerEcho('openai-compatible:local-model', {
+    const model = providerEcho('workers-ai:@cf/meta/llama-3.2-11b-vision-instruct', {
       toolResultMedia: false,
       fileUrls: false,
       imageBytesOnly: true,
@@ -73,13 +73,6 @@ describe('screenshots against context_limit', () => {
       name: 'an Anthropic',
       id: 'anthropic:claude-sonnet-4-5',
       media: { toolResultMedia: true, fileUrls: true, maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE },
-    },
-    {
-      name: 'a Workers AI',
-      id: 'workers-ai:@cf/meta/llama-4-scout-17b-16e-instruct',
-      media: mediaSupport(
-        resolveModel('workers-ai:@cf/meta/llama-4-scout-17b-16e-instruct', { AI: { run: async () => ({}) } }),
-      ),
     },
     {
       name: 'a Chat Completions',

@@ -46,6 +46,38 @@ describe('workers-ai: images and files the API accepts', () => {
     expect(JSON.stringify(runs[0])).toContain('[image omitted: image https://example.com/logo.png, item 4]');
   });
 
+  it("a tool result's screenshot reaches the model as its placeholder, and no image is sent", async () => {
+    const { model, runs } = workersAi();
+    const prompt = [
+      { type: 'message', role: 'user', content: 'Click it', seq: 1 },
+      { type: 'function_call', call_id: 'call_a', name: 'click', arguments: '{}', seq: 2 },
+      {
+        type: 'function_call_output',
+        call_id: 'call_a',
+        output: [
+          { type: 'input_text', text: 'clicked' },
+          {
+            type: 'input_image',
+            blob: 'b'.repeat(64),
+            media_type: 'image/png',
+            bytes: png.length,
+            width: 4,
+            height: 4,
+            data: png,
+          },
+        ],
+        seq: 3,
+      },
+    ] as PromptItem[];
+    await expect(model.generate({ prompt, tools: [] })).resolves.toMatchObject({ output: [{ type: 'message' }] });
+    expect(runs).toHaveLength(1);
+    const sent = JSON.stringify(runs[0]);
+    expect(sent).toContain('[image omitted: image/png 4x4');
+    expect(sent).toContain('item 3]');
+    expect(sent).not.toContain('image_url');
+    expect(sent).not.toContain('data:image/png');
+  });
+
   it('a stored PDF reaches the model as its description, not a 502', async () => {
     const { model, runs } = workersAi();
     const prompt = [

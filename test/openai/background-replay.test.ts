@@ -1,4 +1,3 @@
-import OpenAI from 'openai';
 import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
@@ -7,7 +6,7 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { parseSse } from '../http/http-suite.ts';
-import { compactingResponse } from './server.ts';
+import { clientInProcess, compactingResponse } from './server.ts';
 
 // Background responses streamed again (`GET /v1/responses/{id}?stream=true`) and retrieved:
 // every replay and retrieve answers the same object and the same events, whatever happened
@@ -29,12 +28,7 @@ function world(store: ObjectStore = new MemoryStore(), env: Record<string, strin
     queueTurn: () => async (run) => void sent.push(run),
   };
   const app = createApp(options);
-  const client = new OpenAI({
-    apiKey: TOKEN,
-    baseURL: 'http://tailgate.test/v1',
-    maxRetries: 0,
-    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
-  });
+  const client = clientInProcess(app, TOKEN);
   const runner = createTurnRunner(options);
   return {
     client,

@@ -1,4 +1,3 @@
-import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
@@ -6,6 +5,7 @@ import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { clientInProcess } from './server.ts';
 
 // A background response whose turn the queue delivered more than once, streamed by readers that
 // each follow one run (lib/openai/journaled-response.ts): a run that added no item, a later run
@@ -41,12 +41,7 @@ function world(plan: ('fail' | 'cut' | 'ok')[] = []) {
     }),
   };
   const app = createApp(options);
-  const client = new OpenAI({
-    apiKey: TOKEN,
-    baseURL: 'http://tailgate.test/v1',
-    maxRetries: 0,
-    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
-  });
+  const client = clientInProcess(app, TOKEN);
   const runner = createTurnRunner(options);
   return {
     store,

@@ -1,11 +1,11 @@
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { StorageError } from '../../lib/errors.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { long } from './server.ts';
+import { clientInProcess, long } from './server.ts';
 
 // responses.compact indexes its compaction item's conversation as the compaction found it: a
 // turn taken between the compaction's record and that index is none the item's holder has seen.
@@ -36,12 +36,7 @@ describe('responses.compact: the compaction item continues what the compaction s
   it('a turn taken before the item was indexed is not continued by a resend of the item', async () => {
     const store = new CompactHookStore();
     const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
-    const client = new OpenAI({
-      apiKey: TOKEN,
-      baseURL: 'http://tailgate.test/v1',
-      maxRetries: 0,
-      fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
-    });
+    const client = clientInProcess(app, TOKEN);
     const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
     const sessionId = first.conversation!.id;
     store.afterCompact = async () => {
@@ -74,12 +69,7 @@ function watchedApp(store: MemoryStore) {
     log: (message) => logged.push(message),
     afterResponse: (task) => tasks.push(task),
   });
-  const client = new OpenAI({
-    apiKey: TOKEN,
-    baseURL: 'http://tailgate.test/v1',
-    maxRetries: 0,
-    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
-  });
+  const client = clientInProcess(app, TOKEN);
   const settle = async () => {
     for (let done = 0; done < tasks.length; done = tasks.length) await Promise.allSettled(tasks.slice(done));
   };

@@ -1,9 +1,9 @@
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { parseSse } from '../http/http-suite.ts';
 import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { clientInProcess } from './server.ts';
 
 // A streamed turn whose model answered nothing (no text, no call), retried with its
 // Idempotency-Key: the replay says what the first stream said.
@@ -67,12 +67,7 @@ describe('the replay of a streamed turn with an empty output', () => {
 
   it('answers a retried streamed response under the first response id', async () => {
     const tailgate = app();
-    const client = new OpenAI({
-      apiKey: TOKEN,
-      baseURL: 'http://tailgate.test/v1',
-      maxRetries: 0,
-      fetch: async (url: string | URL | Request, init?: RequestInit) => tailgate.request(String(url), init),
-    });
+    const client = clientInProcess(tailgate, TOKEN);
     const options = { headers: { 'idempotency-key': 'retry-1' } };
     const first = await client.responses.stream({ model: 'fake', input: 'hello' }, options).finalResponse();
     const retried = await client.responses.stream({ model: 'fake', input: 'hello' }, options).finalResponse();

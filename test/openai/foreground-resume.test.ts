@@ -10,7 +10,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { long, startTailgate, TOKEN } from './server.ts';
+import { clientInProcess, long, startTailgate, TOKEN } from './server.ts';
 
 // A streamed foreground response (`stream: true`, no `background`) whose client lost its stream
 // resumes with the official client's `responses.retrieve(id, {stream: true, starting_after})`:
@@ -208,12 +208,7 @@ describe('a resumed foreground stream whose response object was not kept', () =>
     const store = new FaultyStore(new MemoryStore());
     const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
     const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
-    const local = new OpenAI({
-      apiKey: TOKEN,
-      baseURL: 'http://tailgate.test/v1',
-      maxRetries: 0,
-      fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
-    });
+    const local = clientInProcess(app, TOKEN);
     // Its process could not write the object: GET rebuilds it from the conversation.
     store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/openai/'));
     const whole = await readUntil(await local.responses.create({ model: 'echo', input: 'unkept', stream: true }));
@@ -246,12 +241,7 @@ function localApp(store: ObjectStore, env: Record<string, string> = {}, clock?: 
     log: () => {},
     ...(clock ? { clock } : {}),
   });
-  const local = new OpenAI({
-    apiKey: TOKEN,
-    baseURL: 'http://tailgate.test/v1',
-    maxRetries: 0,
-    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
-  });
+  const local = clientInProcess(app, TOKEN);
   return { app, local };
 }
 

@@ -40,6 +40,19 @@ export async function startTailgate(
   };
 }
 
+/** The official client on an app in this process (`app.request`), no socket between them, with `apiKey`. */
+export function clientInProcess(
+  app: { request: (url: string, init?: RequestInit) => Response | Promise<Response> },
+  apiKey: string,
+): OpenAI {
+  return new OpenAI({
+    apiKey,
+    baseURL: 'http://tailgate.test/v1',
+    maxRetries: 0,
+    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
+  });
+}
+
 /**
  * The app started before a file's tests and closed after them, with an official client on it:
  * `world.client` and `world.tailgate` are set once the tests run.

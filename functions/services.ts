@@ -165,6 +165,8 @@ export function createServices(inputs: ServiceInputs): AppServices {
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
       sessionExists: sessionCreatedIn(store, config.keyPrefix),
+      // The route's own read of the config checks a bound token again, as the session log's reads do.
+      checkedSession: sessionCreatedIn(store, config.keyPrefix, inputs.checkSessionConfig),
       maxNoticeBytes: config.maxNoticeBytes,
       maxNoticesPerTurn: config.maxNoticesPerTurn,
       maxPendingNotices: config.maxPendingNotices,

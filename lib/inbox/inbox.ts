@@ -92,6 +92,7 @@ export class Inbox {
   /** The most notices one turn takes from the inbox (`MAX_NOTICES_PER_TURN`). */
   readonly noticesPerTurn: number;
   readonly #sessionExists: (sessionId: string) => Promise<boolean | string>;
+  readonly #checkedSession: (sessionId: string) => Promise<boolean | string>;
   readonly #context: InboxContext;
 
   constructor(store: ObjectStore, options: InboxOptions) {
@@ -103,6 +104,7 @@ export class Inbox {
     this.#maxPending = options.maxPendingNotices ?? DEFAULTS.maxPendingNotices;
     this.noticesPerTurn = options.maxNoticesPerTurn ?? DEFAULTS.maxNoticesPerTurn;
     this.#sessionExists = options.sessionExists;
+    this.#checkedSession = options.checkedSession ?? options.sessionExists;
     this.#context = {
       store,
       clock: this.#clock,
@@ -372,9 +374,9 @@ export class Inbox {
     return [...inNameOrder(window), ...window.oversized];
   }
 
-  /** The session's creation time when the check tells it, else true; NotFoundError when there is none. */
+  /** The session's creation time when `checkedSession` tells it, else true; NotFoundError when none. */
   async #requireSession(sessionId: string): Promise<true | string> {
-    const found = await this.#sessionExists(sessionId);
+    const found = await this.#checkedSession(sessionId);
     if (!found) throw new NotFoundError(`session ${sessionId} not found`, { id: sessionId });
     return found;
   }

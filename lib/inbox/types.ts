@@ -18,6 +18,13 @@ export interface InboxOptions {
    * consume of another incarnation of the id drops it (a post racing a delete and a create).
    */
   sessionExists: (sessionId: string) => Promise<boolean | string>;
+  /**
+   * What posting, listing and withdrawing ask instead of `sessionExists`: the same question,
+   * with the request's token check run on the config it reads (`sessionCreatedIn`'s `check`),
+   * so a token bound to a deleted incarnation is refused by the read whose answer a notice
+   * names, not only by a check before it. Default: `sessionExists`.
+   */
+  checkedSession?: (sessionId: string) => Promise<boolean | string>;
   /** Prefix of every key (`KEY_PREFIX`), e.g. `prod/`. Default: none. */
   keyPrefix?: string;
   /** The service clock: posted_at of API posts and delivered_at of deliveries. */

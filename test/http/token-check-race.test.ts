@@ -7,7 +7,9 @@ import { SIGNING_KEY } from './http-suite.ts';
 // A bound token's check (the turn limits', checkRevocation's: functions/auth.ts) reads its
 // session's config before the route does. What another request writes between that read and the
 // route (the session deleted and created again, the token revoked) is what the route acts on:
-// the token is refused as it would be had the check come after, and nothing is stored.
+// the token is refused as it would be had the check come after, and nothing is stored. The
+// inbox's routes check the token again on their own read of the config; a notice whose put lands
+// after the session was deleted and created again names the deleted one, and is never delivered.
 const TOKEN = 'race-token';
 const environment = {
   API_TOKEN: TOKEN,
@@ -16,14 +18,18 @@ const environment = {
   RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '100',
 };
 
-/** A store whose next read of session `s`'s config runs `between` once that read is done. */
+/**
+ * A store whose next read of session `s`'s config runs `between` once that read is done (after
+ * `skip` reads more, when set).
+ */
 class RacingStore extends MemoryStore {
   between: (() => Promise<void>) | undefined;
+  skip = 0;
 
   override async get(key: string, options?: GetOptions): Promise<StoredObject | null> {
     const object = await super.get(key, options);
     const between = this.between;
-    if (between && key === 'sessions/s/session.json') {
+    if (between && key === 'sessions/s/session.json' && this.skip-- === 0) {
       this.between = undefined;
       await between();
     }
@@ -91,5 +97,48 @@ describe("a bound token's check, then another request's write, then the route", 
     expect(answer).toMatchObject({ status: 401, body: { error: { code: 'unauthorized' } } });
     const items = await call(TOKEN, 'GET', '/v1/sessions/s/items');
     expect(items.body.items.map((item: { content: string }) => item.content)).toEqual(['echo: first', 'first']);
+  });
+
+  // The inbox's own read of the config (the session the notice names) checks the token again.
+  const recreate = (call: ReturnType<typeof setup>['call']) => async () => {
+    expect((await call(TOKEN, 'DELETE', '/v1/sessions/s')).status).toBe(204);
+    expect((await call(TOKEN, 'POST', '/v1/sessions', { id: 's' })).status).toBe(201);
+  };
+  it.each([
+    ['a notice', 'POST', '/v1/sessions/s/inbox', { name: 'late', content: 'from a deleted session' }],
+    ['a listing of the inbox', 'GET', '/v1/sessions/s/inbox', undefined],
+  ] as const)('%s of a session deleted and created again meanwhile is refused', async (_, method, path, body) => {
+    const { store, call, session } = setup();
+    const token = await session();
+    store.between = recreate(call);
+    const answer = await call(token, method, path, body);
+    expect(store.between).toBeUndefined();
+    expect(answer).toMatchObject({ status: 401, body: { error: { code: 'unauthorized' } } });
+    expect((await store.list('sessions/s/inbox/')).objects).toEqual([]);
+  });
+
+  it('a notice whose put lands after the session was deleted and created again never reaches it', async () => {
+    const { store, call, session } = setup();
+    const token = await session();
+    // After the inbox's read of the config (which passed the token), before the notice's put.
+    store.skip = 1;
+    store.between = recreate(call);
+    const posted = await call(token, 'POST', '/v1/sessions/s/inbox', {
+      name: 'late',
+      content: 'from a deleted session',
+    });
+    expect(store.between).toBeUndefined();
+    expect(posted.status).toBe(201);
+    expect((await store.list('sessions/s/inbox/')).objects.map((object) => object.key)).toEqual([
+      'sessions/s/inbox/late',
+    ]);
+    const turn = await call(TOKEN, 'POST', '/v1/sessions/s/turns', { input: 'again' });
+    expect(turn.status).toBe(200);
+    expect((await call(TOKEN, 'GET', '/v1/sessions/s/turns/1')).body).toMatchObject({
+      status: 'completed',
+      notices: [],
+    });
+    expect((await call(TOKEN, 'GET', '/v1/sessions/s/inbox')).body.pending).toEqual([]);
+    expect((await call(TOKEN, 'GET', '/v1/sessions/s/inbox/delivered')).body.delivered).toEqual([]);
   });
 });

@@ -152,13 +152,22 @@ export function sessionExistsIn(store: ObjectStore, keyPrefix: string): (id: str
 
 /**
  * The creation time of session `id` (its config read), or false when there is none: an inbox's
- * `sessionExists` that names the incarnation a notice is posted to (lib/inbox/types.ts).
+ * `sessionExists` that names the incarnation a notice is posted to (lib/inbox/types.ts). `check`
+ * runs on the config read (as SessionLogOptions.checkConfig on the log's reads): an inbox's
+ * `checkedSession`, which a request's bound token's revocation check refuses.
  */
-export function sessionCreatedIn(store: ObjectStore, keyPrefix: string): (id: string) => Promise<string | false> {
+export function sessionCreatedIn(
+  store: ObjectStore,
+  keyPrefix: string,
+  check?: (config: SessionConfig) => void,
+): (id: string) => Promise<string | false> {
   return async (id) => {
     const key = sessionConfigKey(keyPrefix, id);
     const object = await store.get(key);
-    return object ? parseStored(key, object.body, sessionConfigSchema).created_at : false;
+    if (!object) return false;
+    const config = parseStored(key, object.body, sessionConfigSchema);
+    check?.(config);
+    return config.created_at;
   };
 }
 

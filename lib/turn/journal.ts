@@ -333,12 +333,12 @@ export async function* journalEvents(
         // else, a cancel, learns it within a third of the lease); one that died never does: its
         // end is written a lease after the close, however long before this reader came that was.
         closedAt ??= Date.now();
-        const waited = Date.now() - closedAt;
         // A streamed or background turn has a journal however it ended: one whose owner died
         // before its first batch ends a lease after a close not of its lease; a background
         // turn closed before a runner took it over (a cancel of a queued turn) at once, as a
-        // cancelled running turn's does.
-        if (!(await journaled()) && waited >= JOURNAL_BATCH_MS) throw noJournal();
+        // cancelled running turn's does. Any other (a plain JSON turn) has none, its record
+        // says, and never gets one, whoever closed it: no batch is waited for.
+        if (!(await journaled())) throw noJournal();
         // Completed with no batch (its process died right after, or every journal write failed):
         // its end would carry no event; its receipt tells how it ended.
         const unjournaled = closed.status === 'completed' && read === 0;

@@ -32,7 +32,7 @@ import type {
 import { generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
 import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
-import { setAsideLimit } from './set-aside.ts';
+import { passOverOversized, setAsideLimit } from './set-aside.ts';
 import { forget, giveBack, type LostTurn, recordCarrier, recover, tookNothing } from './carry.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
@@ -259,8 +259,8 @@ export class Inbox {
     try {
       let notices: (ListedNotice | FetchedNotice)[] = await (options.fetched ?? this.#listNotices(inboxPrefix));
       if (options.since !== undefined) notices = await dropStale(this.#context, notices, options.since);
-      // Larger than a consume reads: left pending, unread (docs/API.md, "Inbox").
-      notices = notices.filter((notice) => !notice.oversized);
+      // Larger than a consume reads: left pending, unread, logged (docs/API.md, "Inbox").
+      notices = passOverOversized(this.#context, notices);
       if (notices.length === 0) return { delivered: [] };
       // The turn's share: the inbox was listed so already, and `room` may take fewer.
       share = splitAtAbort(notices, options.room ?? this.noticesPerTurn);

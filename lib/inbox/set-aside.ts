@@ -33,6 +33,22 @@ export function setAsideLimit(maxNoticeBytes: number): number {
 
 const LATER = 'a later consume removes it';
 
+/**
+ * The notices of `notices` a consume reads: one larger than it reads (`setAsideLimit`, which the
+ * listing marks `oversized`) stays pending, unread, logged as left in place as one grown past it
+ * after the listing is (`setAside`).
+ */
+export function passOverOversized<Notice extends ListedNotice>(
+  ctx: Pick<SetAsideContext, 'log' | 'maxNoticeBytes'>,
+  notices: Notice[],
+): Notice[] {
+  const limit = setAsideLimit(ctx.maxNoticeBytes);
+  for (const { info } of notices.filter((notice) => notice.oversized)) {
+    ctx.log({ level: 'warn', message: `unreadable notice left in place: larger than ${limit} bytes`, key: info.key });
+  }
+  return notices.filter((notice) => !notice.oversized);
+}
+
 const REASONS: Record<UnreadableReason, string> = {
   too_large: 'larger than the notice limit',
   not_utf8: 'content is not valid UTF-8',

@@ -142,6 +142,31 @@ describe('unreadable notices', () => {
     expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['a', 'b', 'c', 'e']);
   });
 
+  it('one over four times the limit of the session is logged by each consume that passes over it', async () => {
+    for (const readAhead of [false, true]) {
+      const { memory, inbox, prefix, events } = await setup({ maxNoticeBytes: 8 });
+      await memory.put(`${prefix}inbox/a`, 'x'.repeat(33));
+      const since = new Date(Date.now() - 60_000).toISOString();
+      for (const turn of [1, 2]) {
+        const fetched = readAhead ? inbox.fetch('s1') : undefined;
+        const options = { turn, sessionExists: true, since, ...(fetched ? { fetched } : {}) };
+        expect(await inbox.consume('s1', options)).toEqual({ delivered: [] });
+      }
+      const left = {
+        level: 'warn',
+        key: `${prefix}inbox/a`,
+        message: 'unreadable notice left in place: larger than 32 bytes',
+      };
+      expect({ readAhead, events }).toEqual({ readAhead, events: [left, left] });
+      // One left by an earlier session of the id is removed unread instead (info), not left in place.
+      events.length = 0;
+      expect(
+        await inbox.consume('s1', { turn: 3, sessionExists: true, since: new Date(Date.now() + 60_000).toISOString() }),
+      ).toEqual({ delivered: [] });
+      expect({ readAhead, events: events.map((event) => event.level) }).toEqual({ readAhead, events: ['info'] });
+    }
+  });
+
   it('one posted while the limit was larger is set aside as too large once it is lowered', async () => {
     const { store, inbox, events } = await setup({ maxNoticeBytes: 16 });
     await inbox.post('s1', { name: 'long', content: '0123456789' });

@@ -209,7 +209,13 @@ describe('inbox on a failing store', () => {
       { name: 'big', stored_as: 'big', size: 9, reason: 'too_large', turn: 1 },
     ]);
     expect(decodeUtf8((await memory.get(`${prefix}inbox_unreadable/big`))!.body)).toBe('123456789');
+    // Both logged: the one set aside, and the one passed over, as any notice left in place is.
     expect(events).toMatchObject([
+      {
+        level: 'warn',
+        key: `${prefix}inbox/huge`,
+        message: 'unreadable notice left in place: larger than 32 bytes',
+      },
       {
         level: 'warn',
         key: `${prefix}inbox/big`,

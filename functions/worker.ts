@@ -83,9 +83,11 @@ export default {
   // queue, else in the isolate.
   scheduled: async (controller, bindings, context) => {
     const environment = withDefaults(bindings);
-    // Each part needs the settings: one that does not parse is one line a run, not a failure each.
+    // Each part needs the settings and the bucket: a setting that does not parse, or no bucket
+    // bound as BUCKET, is one line a run, not a failure each.
     try {
       parseServiceConfig(environment);
+      r2StoreFor(environment.BUCKET);
     } catch (error) {
       console.error(`tailgate: the Cron Trigger's run skipped: ${error instanceof Error ? error.message : error}`);
       return;

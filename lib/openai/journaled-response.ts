@@ -1,11 +1,13 @@
-import { NotFoundError } from '../errors.ts';
+import { clientError, NotFoundError } from '../errors.ts';
 import type { LogScope } from '../session/keys.ts';
 import { journalEvents, type TurnEvent } from '../turn/index.ts';
+import { openaiErrorCode } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { parseResponseId } from './ids.ts';
 import { storedItemId } from './listed-items.ts';
 import type { ResponseEventWriter } from './response-events.ts';
 import type { TailgateResponse } from './responses.ts';
+import { endedResponse } from './settled-response.ts';
 import { responseEventStream } from './sse.ts';
 
 /**
@@ -44,7 +46,8 @@ interface Journaled {
  * response has the output as a retrieve does. One whose run ended with no item follows the next.
  * A storage error while reading it is read past once (from the last event read); a second, or
  * one in `end`, ends the stream without a terminal event (the client resumes with
- * `starting_after`): the response did not fail.
+ * `starting_after`): the response did not fail. A session (or turn) deleted meanwhile ends it
+ * with response.failed naming that (`not_found`), as a foreground stream ends.
  */
 export function journaledResponseEvents(
   facade: Facade,
@@ -112,7 +115,15 @@ export function journaledResponseEvents(
       // segment, before a reader ended its journal has none.
       if (!(error instanceof NotFoundError)) throw error;
     }
-    if (!stop.signal.aborted) await end(writer, last);
+    if (stop.signal.aborted) return;
+    try {
+      await end(writer, last);
+    } catch (error) {
+      if (!(error instanceof NotFoundError)) throw error;
+      const told = clientError<string>(error);
+      const failure = { ...told, code: openaiErrorCode(told.code) } as TailgateResponse['error'];
+      writer.failed(endedResponse(opening, 'failed', { completedAt: new Date().toISOString(), error: failure }, {}));
+    }
   };
   facade.services.background(
     follow()

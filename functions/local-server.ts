@@ -14,6 +14,7 @@ import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import { answerClientError } from './client-error.ts';
 import { DOCS_SCRIPT_SOURCE } from './docs-page.ts';
+import { lingerOnRefusal, withheldUntilContinue } from './lingering-close.ts';
 import { s3StoreFromConfig } from './s3-store-from-env.ts';
 
 /**
@@ -163,6 +164,9 @@ export function serveLocal(
   // A request the parser refuses (a body longer than its Content-Length) is answered in the
   // API's error JSON, not Node's bare 400 (functions/client-error.ts).
   server.on('clientError', answerClientError);
+  // A body refused unread is read and dropped while its client goes on sending it, so that the
+  // client reads the refusal (functions/lingering-close.ts).
+  lingerOnRefusal(server);
   server.on('error', (error: NodeJS.ErrnoException) => {
     const where = `${options.hostname}:${options.port}`;
     console.error(
@@ -229,12 +233,14 @@ export function serveLocal(
  */
 function continueOnRead(request: IncomingMessage, response: ServerResponse): void {
   response.setHeader('Connection', 'close');
+  const withheld = withheldUntilContinue(request);
   const read = request._read;
   request._read = function (this: IncomingMessage, size: number) {
     request._read = read;
     if (!response.headersSent) {
       response.removeHeader('Connection');
       response.writeContinue();
+      withheld.continued();
     }
     return read.call(this, size);
   };

@@ -1,0 +1,56 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Socket } from 'node:net';
+
+/** How long a refused body's client may pause before its socket is closed. */
+const LINGER_IDLE_MS = 5000;
+/** How long in all a refused body's client may go on sending it. */
+const LINGER_MAX_MS = 30_000;
+
+type ClosingSocket = Socket & { destroySoon?: () => void };
+
+/** Each socket's own destroySoon, before lingerOnRefusal wrapped it. */
+const own = new WeakMap<Socket, () => void>();
+/** Requests sent with `Expect: 100-continue` that got no `100 Continue`: their client sends no body. */
+const bodyWithheld = new WeakSet<IncomingMessage>();
+
+/**
+ * Marks `request` as one whose client withholds its body until `100 Continue` (functions/local-server.ts
+ * sends it once the body is read); `continued` says it went out after all.
+ */
+export function withheldUntilContinue(request: IncomingMessage): { continued: () => void } {
+  bodyWithheld.add(request);
+  return { continued: () => bodyWithheld.delete(request) };
+}
+
+/**
+ * Lingering close on the Node and Deno servers (node:http). A response that ends its
+ * connection (`Connection: close`) before the request's body arrived whole (a 413 over
+ * MAX_BODY_BYTES, a 401, a 503 `overloaded`: functions/body-budget.ts) leaves a client that
+ * may still be sending that body. Ended at once, the socket is reset under the client's next
+ * write, which drops the answer the client has not read yet: fetch and the `openai` client
+ * then report a connection error (EPIPE, ECONNRESET) instead of the 413, and the `openai`
+ * client retries, sending the body again. So such a socket ends its side (the answer and a
+ * FIN), reads and drops what the client still sends, and is closed once the client ends its
+ * side, or sent nothing for LINGER_IDLE_MS, or after LINGER_MAX_MS. A body withheld until a
+ * `100 Continue` that never went out is not coming: its socket closes at once, as before.
+ */
+export function lingerOnRefusal(server: Server): void {
+  server.on('request', (request: IncomingMessage) => {
+    const socket = request.socket as ClosingSocket;
+    const destroySoon = own.get(socket) ?? socket.destroySoon;
+    if (typeof destroySoon !== 'function') return;
+    own.set(socket, destroySoon);
+    socket.destroySoon = function (this: ClosingSocket) {
+      if (request.complete || bodyWithheld.has(request)) return destroySoon.call(this);
+      this.destroySoon = () => {};
+      this.end();
+      const close = () => this.destroy();
+      const timer = setTimeout(close, LINGER_MAX_MS);
+      timer.unref();
+      this.setTimeout(LINGER_IDLE_MS, close);
+      this.once('end', close);
+      this.once('close', () => clearTimeout(timer));
+      this.resume();
+    };
+  });
+}

@@ -55,7 +55,7 @@ function signal(): [Promise<void>, () => void] {
   return [promise, resolve];
 }
 
-describe('a conversation deleted while a background response streams', () => {
+describe('a conversation deleted while a response streams from its journal', () => {
   it('ends the create stream and a resumed stream with response.failed (not_found)', async () => {
     const [called, calledNow] = signal();
     requested = calledNow;
@@ -75,6 +75,30 @@ describe('a conversation deleted while a background response streams', () => {
     await client.conversations.delete(conversation);
     await Promise.all([createdRead, resumedRead]);
     for (const events of [created, resumed])
+      expect(events.at(-1)).toMatchObject({
+        type: 'response.failed',
+        response: { id, status: 'failed', error: { code: 'not_found' } },
+      });
+  });
+
+  it('ends a resumed foreground stream with response.failed (not_found), as the live one ends', async () => {
+    const [called, calledNow] = signal();
+    requested = calledNow;
+    const stream = await client.responses.create({ model: 'slow', input: 'go', stream: true });
+    const live: ResponseStreamEvent[] = [];
+    const [liveDelta, liveDeltaNow] = signal();
+    const liveRead = readAll(stream, live, liveDeltaNow);
+    await called;
+    await liveDelta;
+    const id = live[0]!.type === 'response.created' ? live[0]!.response.id : '';
+    const resumed: ResponseStreamEvent[] = [];
+    const [resumedDelta, resumedDeltaNow] = signal();
+    const resumedRead = readAll(await client.responses.retrieve(id, { stream: true }), resumed, resumedDeltaNow);
+    await resumedDelta;
+    const conversation = (live[0] as { response: { conversation: { id: string } } }).response.conversation.id;
+    await client.conversations.delete(conversation);
+    await Promise.all([liveRead, resumedRead]);
+    for (const events of [live, resumed])
       expect(events.at(-1)).toMatchObject({
         type: 'response.failed',
         response: { id, status: 'failed', error: { code: 'not_found' } },

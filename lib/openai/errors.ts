@@ -1,3 +1,5 @@
+import { clientError, LEASE_EXPIRED } from '../errors.ts';
+
 /**
  * An error only the OpenAI-compatible API has (its own code, e.g. model_not_found), answered
  * in OpenAI's shape `{error: {message, type, param, code}}` by functions/routes/openai/errors.ts.
@@ -32,4 +34,25 @@ export class OpenAIApiError extends Error {
  */
 export function openaiErrorCode<Code extends string>(code: Code): Code | 'context_length_exceeded' {
   return code === 'context_too_large' ? 'context_length_exceeded' : code;
+}
+
+/**
+ * What a client of the OpenAI-compatible API sees of a tailgate error (a failed response's
+ * `error`, a 4xx's body): `clientError`'s code and message under OpenAI's code
+ * (`openaiErrorCode`). A turn closed as its lease ran out keeps its code, with a message that
+ * gives no native route to take it again: how a facade client goes on after a server that died
+ * mid-response is docs/OPENAI.md's ("A server killed mid-response").
+ */
+export function openaiFailure<Code extends string>(error: {
+  code: Code;
+  message: string;
+  details?: unknown;
+}): { code: Code | 'context_length_exceeded'; message: string; details?: unknown } {
+  const told = clientError(error);
+  const message =
+    told.code === LEASE_EXPIRED
+      ? 'the response did not complete before its lease expired (the process running it stopped); ' +
+        'its output was not stored'
+      : told.message;
+  return { ...told, code: openaiErrorCode(told.code), message };
 }

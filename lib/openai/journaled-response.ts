@@ -1,7 +1,7 @@
-import { clientError, NotFoundError } from '../errors.ts';
+import { NotFoundError } from '../errors.ts';
 import type { LogScope } from '../session/keys.ts';
 import { journalEvents, type TurnEvent } from '../turn/index.ts';
-import { OpenAIApiError, openaiErrorCode } from './errors.ts';
+import { OpenAIApiError, openaiFailure } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { parseResponseId } from './ids.ts';
 import { storedItemId } from './listed-items.ts';
@@ -122,9 +122,15 @@ export function journaledResponseEvents(
       // The session's reads (NotFoundError) or the response's (a 404 as GET answers it).
       const gone = error instanceof OpenAIApiError && error.status === 404;
       if (!(error instanceof NotFoundError) && !gone) throw error;
-      const told = gone ? { code: error.code, message: error.message } : clientError<string>(error);
-      const failure = { ...told, code: openaiErrorCode(told.code) } as TailgateResponse['error'];
-      writer.failed(endedResponse(opening, 'failed', { completedAt: new Date().toISOString(), error: failure }, {}));
+      const told = gone ? { code: error.code, message: error.message } : openaiFailure<string>(error);
+      writer.failed(
+        endedResponse(
+          opening,
+          'failed',
+          { completedAt: new Date().toISOString(), error: told as TailgateResponse['error'] },
+          {},
+        ),
+      );
     }
   };
   facade.services.background(

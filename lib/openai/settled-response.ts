@@ -1,5 +1,4 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
-import { clientError } from '../errors.ts';
 import { stoppedBy } from '../session/log/stopped-receipt.ts';
 import type { StoredItem } from '../items.ts';
 import type { LogScope } from '../session/keys.ts';
@@ -8,7 +7,7 @@ import type { TurnSummary } from '../session/log/turns.ts';
 import { turnAsItStands } from '../turn/journal.ts';
 import { turnCompactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
-import { openaiErrorCode } from './errors.ts';
+import { openaiFailure } from './errors.ts';
 import type { ResponseRef } from './ids.ts';
 import { storedItemId } from './listed-items.ts';
 import { outputText, turnCost, usageOf, type TailgateResponse } from './responses.ts';
@@ -104,8 +103,7 @@ export async function settledAs(
 ): Promise<TailgateResponse> {
   if (summary.status === 'queued' || summary.status === 'in_progress') return { ...running, status: summary.status };
   if (summary.status !== 'completed') {
-    const told = summary.error ? clientError(summary.error) : undefined;
-    const error = told ? ({ ...told, code: openaiErrorCode(told.code) } as TailgateResponse['error']) : null;
+    const error = summary.error ? (openaiFailure(summary.error) as TailgateResponse['error']) : null;
     const { usage, tailgate } = stoppedUsage(summary);
     return endedResponse(
       running,

@@ -1,5 +1,6 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
-import { clientError, TURN_CANCELLED } from '../errors.ts';
+import { TURN_CANCELLED } from '../errors.ts';
+import { openaiFailure } from './errors.ts';
 import type { ClientItem } from '../items.ts';
 import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
@@ -189,7 +190,7 @@ export async function streamStoredTurn(
         const answer = storedResponse(answered, event.data, firstSeq, compacted, scope, services.clock());
         writer.completed(await ended(facade, context, event.data, answer, scope));
       } else if (event.event === 'error') {
-        const error = clientError(event.data.error);
+        const error = openaiFailure(event.data.error);
         // A turn someone else cancelled (a native cancel, an `interrupt`) is `cancelled`, as its receipt reads.
         const status = error.code === TURN_CANCELLED ? 'cancelled' : 'failed';
         const failed = buildResponse({ ...base, completedAt: services.clock(), status, error });

@@ -296,11 +296,15 @@ describe('a background response streamed again', () => {
     const failed = events.at(-1) as Extract<ResponseStreamEvent, { type: 'response.failed' }>;
     expect(failed.type).toBe('response.failed');
     expect(failed.response.error?.code).toBe('lease_expired');
+    // The facade's message gives no native route to take the turn again; the native stream's does.
+    expect(failed.response.error?.message).toMatch(/^the response did not complete before its lease expired/);
+    expect(failed.response.error?.message).not.toContain('/v1/sessions');
     expect(await client.responses.retrieve(first.id)).toMatchObject({ status: 'failed' });
     const { session_id, turn } = (second as unknown as { tailgate: { session_id: string; turn: number } }).tailgate;
     const native = parseSse(await (await get(`/v1/sessions/${session_id}/turns/${turn}/events`)).text());
     expect(native[0]?.event).toBe('turn.started');
     expect(native.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'lease_expired' } } });
+    expect(JSON.stringify(native.at(-1))).toContain(`POST /v1/sessions/${session_id}/turns`);
   });
 
   it('whose runner died, retrieved failed first, ends a resumed stream at once with that failure', async () => {
@@ -334,6 +338,7 @@ describe('a background response streamed again', () => {
     advance(4);
     const retrieved = await client.responses.retrieve(created.id);
     expect(retrieved).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    expect(retrieved.error?.message).not.toContain('/v1/sessions');
     expect(await client.responses.retrieve(created.id)).toEqual(retrieved);
   });
 

@@ -1,6 +1,6 @@
 import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { OpenAIApiError, openaiErrorCode } from '../../../lib/openai/errors.ts';
+import { OpenAIApiError, openaiErrorCode, openaiFailure } from '../../../lib/openai/errors.ts';
 import { errorBody, errorHeaders } from '../../error-handler.ts';
 
 /**
@@ -56,7 +56,7 @@ export function openaiErrorBody(
     };
   }
   const { status, body } = errorBody(error, log);
-  const { code, message, details } = body.error;
+  const { code, message, details } = openaiFailure(body.error);
   // OpenAI's answer to a prompt that does not fit the model's window.
   if (openaiErrorCode(code) === 'context_length_exceeded') {
     return {

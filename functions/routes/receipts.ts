@@ -58,8 +58,9 @@ const turnSummarySchema = z
       .meta({
         description:
           "Present when `usage` is an estimate: a stopped turn's call the provider reported no usage for, a " +
-          "failed turn's call that timed out or broke off after output, or a call aborted and made again (a " +
-          "notice its prompt showed did not move, a claim lost) counted in (the prompt's tokens as counted, " +
+          "failed turn's call its provider may have run (timed out in flight, broke off after it was accepted), " +
+          'or a call aborted and made again (a notice its prompt showed did not move, a claim lost) counted in ' +
+          "(the prompt's tokens as counted, " +
           'the output streamed).',
       }),
     compaction_usage: turnUsageSchema

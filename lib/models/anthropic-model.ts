@@ -39,18 +39,21 @@ export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: '
  * reasoning) is sent once more without its thinking blocks and without thinking (lib/models/thinking-refusal.ts).
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {
-  const provider = createAnthropic({
-    apiKey: settings.apiKey,
-    ...(settings.baseURL !== undefined ? { baseURL: settings.baseURL } : {}),
-    ...(settings.fetch ? { fetch: settings.fetch } : {}),
-  });
+  // Built for each call, with the fetch that notes what its requests came to.
+  const provider = (fetch: typeof globalThis.fetch) =>
+    createAnthropic({
+      apiKey: settings.apiKey,
+      ...(settings.baseURL !== undefined ? { baseURL: settings.baseURL } : {}),
+      fetch,
+    });
   return createSdkModel({
     toolResultMedia: true,
     fileUrls: true,
     thinkingNeedsItsBlocks: true,
     maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
     id: settings.id,
-    languageModel: retryingWithoutThinking(provider.messages(settings.modelName)),
+    languageModel: (fetch) => retryingWithoutThinking(provider(fetch).messages(settings.modelName)),
+    fetch: settings.fetch,
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
     providerOptions: anthropicOptions,

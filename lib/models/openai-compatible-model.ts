@@ -36,19 +36,22 @@ export interface OpenAICompatibleModelSettings {
  * tool messages in a user message (lib/models/tool-media.ts).
  */
 export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSettings): Model {
-  const provider = createOpenAICompatible({
-    name: settings.providerName,
-    baseURL: settings.baseURL,
-    ...(settings.apiKey !== undefined ? { apiKey: settings.apiKey } : {}),
-    ...(settings.fetch ? { fetch: settings.fetch } : {}),
-    includeUsage: true,
-    ...(settings.structuredOutputs ? { supportsStructuredOutputs: true } : {}),
-    transformRequestBody: (body) => nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body),
-  });
+  // Built for each call, with the fetch that notes what its requests came to.
+  const provider = (fetch: typeof globalThis.fetch) =>
+    createOpenAICompatible({
+      name: settings.providerName,
+      baseURL: settings.baseURL,
+      ...(settings.apiKey !== undefined ? { apiKey: settings.apiKey } : {}),
+      fetch,
+      includeUsage: true,
+      ...(settings.structuredOutputs ? { supportsStructuredOutputs: true } : {}),
+      transformRequestBody: (body) => nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body),
+    });
   return createSdkModel({
     toolResultMedia: 'after',
     id: settings.id,
-    languageModel: provider.chatModel(settings.modelName),
+    languageModel: (fetch) => provider(fetch).chatModel(settings.modelName),
+    fetch: settings.fetch,
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
     providerOptions: (request) => openaiOptions(settings, request),

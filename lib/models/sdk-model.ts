@@ -16,6 +16,7 @@ import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
 import { StreamOrder } from './stream-order.ts';
 import { startDeadline, untilAborted, type Deadline } from './deadline.ts';
+import { CallReach, markReach } from './provider-reach.ts';
 import { lacksLoopReasoning, reasoningItem, ReasoningParts } from './reasoning-parts.ts';
 import {
   markCut,
@@ -30,8 +31,14 @@ import {
 export interface SdkModelOptions {
   /** The tailgate model id (`provider:name`). */
   id: string;
-  /** The AI SDK language model built by the provider factory. */
-  languageModel: LanguageModel;
+  /**
+   * The AI SDK language model built by the provider factory; over HTTP, built for each call with
+   * the `fetch` given, which notes whether the provider may have run the model (a failure is
+   * marked so: lib/models/provider-reach.ts).
+   */
+  languageModel: LanguageModel | ((fetch: typeof globalThis.fetch) => LanguageModel);
+  /** The fetch the call's requests go through; default the runtime's global fetch. */
+  fetch?: typeof globalThis.fetch | undefined;
   /** Deadline of one whole call (stream included), in milliseconds. */
   timeoutMs: number;
   /** Retries of the AI SDK on retryable provider errors (5xx, 429, network). */
@@ -86,7 +93,9 @@ export interface SdkModelOptions {
 export function createSdkModel(options: SdkModelOptions): Model {
   const { id, languageModel, timeoutMs, maxRetries, cacheControl } = options;
 
-  const callSettings = (request: ModelRequest, abortSignal: AbortSignal) => {
+  // Over HTTP, each call notes whether its provider may have run the model.
+  const newReach = () => (typeof languageModel === 'function' ? new CallReach() : undefined);
+  const callSettings = (request: ModelRequest, abortSignal: AbortSignal, reach: CallReach | undefined) => {
     const placed = cacheControl?.place(request) ?? { tools: false, items: [] };
     const providerOptions = cacheControl?.providerOptions ?? {};
     const breakpoints = placed.items.map((index) => ({ index, providerOptions }));
@@ -102,7 +111,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       delete settings.reasoning;
     }
     return {
-      model: languageModel,
+      model: typeof languageModel === 'function' ? languageModel(reach!.fetch(options.fetch)) : languageModel,
       messages,
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.
@@ -128,10 +137,11 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);
+      const reach = newReach();
       try {
         // Raced against the deadline: a provider (or binding) that ignores the abort signal
         // must not hold the turn forever.
-        const result = await untilAborted(generateText(callSettings(request, deadline.signal)), deadline.signal);
+        const result = await untilAborted(generateText(callSettings(request, deadline.signal, reach)), deadline.signal);
         checkFinish(result.finishReason, result.rawFinishReason, id);
         // In the provider's order, as a stream of the same answer gives it (lib/models/stream-order.ts).
         const order = new StreamOrder();
@@ -148,7 +158,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
           ...incomplete,
         };
       } catch (error) {
-        throw toModelFailure(error, deadline, id, timeoutMs);
+        throw toModelFailure(error, deadline, id, timeoutMs, reach);
       } finally {
         deadline.dispose();
       }
@@ -156,13 +166,14 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
     async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
       const deadline = startDeadline(request.signal, timeoutMs);
+      const reach = newReach();
       let stopParts = () => {};
       const order = new StreamOrder();
       const reasoning = new ReasoningParts();
       let usage: ModelUsage = { input_tokens: 0, output_tokens: 0 };
       let finish: FinishReason = 'stop';
       try {
-        const streamed = streamText({ ...callSettings(request, deadline.signal), onError: () => {} });
+        const streamed = streamText({ ...callSettings(request, deadline.signal, reach), onError: () => {} });
         const parts = streamed.fullStream[Symbol.asyncIterator]();
         stopParts = () => void parts.return?.().catch(() => {});
         while (true) {
@@ -193,7 +204,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         }
         if (deadline.signal.aborted) throw new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
       } catch (error) {
-        throw toModelFailure(error, deadline, id, timeoutMs);
+        throw toModelFailure(error, deadline, id, timeoutMs, reach);
       } finally {
         // Also reached when the consumer stops early: abort the provider request.
         deadline.dispose();
@@ -308,7 +319,19 @@ function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
   };
 }
 
-function toModelFailure(error: unknown, deadline: Deadline, id: string, timeoutMs: number): TailgateError {
+/** A call's failure as tailgate's error, marked with whether its provider may have run the model when `reach` tells. */
+function toModelFailure(
+  error: unknown,
+  deadline: Deadline,
+  id: string,
+  timeoutMs: number,
+  reach: CallReach | undefined,
+): TailgateError {
+  const failure = modelFailure(error, deadline, id, timeoutMs);
+  return reach ? markReach(failure, reach.mayHaveRun) : failure;
+}
+
+function modelFailure(error: unknown, deadline: Deadline, id: string, timeoutMs: number): TailgateError {
   if (deadline.timedOut) {
     return new ModelTimeoutError(`model ${id} did not answer within ${timeoutMs} ms`, {
       model: id,

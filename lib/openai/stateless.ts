@@ -9,7 +9,7 @@ import { resolveStrategyNames, type TurnContext, type TurnServices } from '../tu
 import { assemblePrompt, promptContext } from '../turn/assemble-prompt.ts';
 import { buildModelRequest, callModel, promptBudget, type ModelOutputEvent } from '../turn/model-call.ts';
 import { CallMeter } from '../turn/stopped-spend.ts';
-import { ModelTimeoutError } from '../models/errors.ts';
+import { providerMayHaveRun } from '../models/provider-reach.ts';
 import { countPromptTokens, type TokenCounter } from '../tokens/token-counter.ts';
 
 /**
@@ -110,9 +110,10 @@ export async function callStateless(
       emit(event);
     });
   const result = await callModel(model, modelRequest, seen).catch((error: unknown) => {
-    // Timed out or broken off after output, as a turn's call (lib/turn/close-turn.ts): its
-    // provider bills what it worked on, charged estimated, as no turn.
-    const spent = meter.failed(price, error instanceof ModelTimeoutError);
+    // Run by its provider (timed out in flight, broken off after it was accepted) or broken off
+    // after output, as a turn's call (lib/turn/close-turn.ts): its provider bills what it worked
+    // on, charged estimated, as no turn.
+    const spent = meter.failed(price, providerMayHaveRun(error));
     if (spend && spent) afterResponse(services, () => spend.charge(spent.usage, 0));
     throw error;
   });

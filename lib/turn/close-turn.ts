@@ -1,6 +1,6 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
-import { ModelTimeoutError } from '../models/errors.ts';
+import { providerMayHaveRun } from '../models/provider-reach.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
@@ -204,10 +204,11 @@ async function closeFailedTurn(
   if (closedItself || byOther) throw error;
   // The summary its compaction made is charged as a completed turn's is (as no turn), and shown so;
   // so is a model call that answered (its answer refused: an item over MAX_ITEM_BYTES), billed all the
-  // same, and one that timed out or failed after it streamed output, estimated (CallMeter.failed).
+  // same, and one its provider may have run (it timed out in flight, or failed after the provider
+  // accepted it) or that streamed output, estimated (CallMeter.failed).
   const summary = attempt.prompt?.summaryUsage;
   const price = attempt.plan && services.config.modelPrices[attempt.plan.model.id];
-  const called = attempt.plan ? attempt.meter.failed(price, error instanceof ModelTimeoutError) : null;
+  const called = attempt.plan ? attempt.meter.failed(price, providerMayHaveRun(error)) : null;
   // The turn's log line and metrics count it, as a stopped turn's.
   if (called) attempt.stopped = called;
   const answered = called?.usage;

@@ -51,7 +51,10 @@ export interface TurnReceipt {
   notices: { name: string; stored_as: string; posted_at: string }[];
   context: TurnContext;
   usage?: TurnUsage;
-  /** A failed turn's `usage` is an estimate: its model call timed out or broke off unreported. */
+  /**
+   * A failed turn's `usage` is an estimate: its provider may have run its model call (timed out
+   * in flight, broke off after it was accepted) and reported nothing.
+   */
   usage_estimated?: true;
   /** What the summary of the turn's compaction used (TurnResponse.compaction_usage). */
   compaction_usage?: TurnUsage;

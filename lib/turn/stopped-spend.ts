@@ -75,12 +75,13 @@ export class CallMeter {
 
   /**
    * What a call that failed on its own spent at `price`: the provider's usage when it answered
-   * (its answer then refused); else, when it timed out or streamed output before it failed (the
-   * provider worked on it, and bills that), the estimate `spent` makes; else null (a provider
-   * that refused the request outright bills nothing).
+   * (its answer then refused); else, when the provider may have run the model (`mayHaveRun`:
+   * lib/models/provider-reach.ts) or the call streamed output before it failed (the provider
+   * worked on it, and bills that), the estimate `spent` makes; else null (a request the provider
+   * refused with an error status, or that never reached it, bills nothing).
    */
-  failed(price: ModelPrice | undefined, timedOut: boolean): StoppedSpend | null {
-    if (!this.#reported && !timedOut && this.#streamed === 0)
+  failed(price: ModelPrice | undefined, mayHaveRun: boolean): StoppedSpend | null {
+    if (!this.#reported && !mayHaveRun && this.#streamed === 0)
       return this.#aborted ? { usage: turnUsage(this.#aborted, price), estimated: true } : null;
     return this.spent(price);
   }

@@ -26,7 +26,10 @@ export const receiptSchema = z
     context: z.record(z.string(), z.unknown()).optional(),
     usage: storedTurnUsageSchema.optional(),
     compaction_usage: storedTurnUsageSchema.optional(),
-    /** A failed turn's `usage` is an estimate: its model call timed out or broke off, its provider reported none. */
+    /**
+     * A failed turn's `usage` is an estimate: its provider may have run its model call (timed out
+     * in flight, broke off after it was accepted) and reported none.
+     */
     usage_estimated: z.literal(true).optional(),
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
     media_as_text: z.number().int().nonnegative().optional(),

@@ -58,7 +58,8 @@ export interface TurnSummary {
   incomplete?: 'max_output_tokens' | 'content_filter';
   /**
    * Its `usage` is an estimate, its provider reported none: a turn closed by someone else
-   * (./stopped-receipt.ts), or one whose model call timed out or broke off after it streamed.
+   * (./stopped-receipt.ts), or one whose model call its provider may have run (timed out in
+   * flight, broke off after it was accepted).
    */
   usage_estimated?: true;
   error: { code: string; message: string; details?: unknown } | null;

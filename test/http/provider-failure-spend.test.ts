@@ -31,11 +31,15 @@ const firstEvents = (count: number) =>
   `${fixture('openai-chat-text.sse').split('\n\n').slice(0, count).join('\n\n')}\n\n`;
 
 /**
- * A turn on the fake provider (or `baseURL`), streamed or not, with one retry and a deadline
- * shorter than the SDK's first back-off (2 s): a retried failure times out before its retry.
+ * The deadline of a call whose request is refused and retried: under the SDK's first back-off
+ * (2 s, or the `retry-after-ms` the refusals below send), so the call times out before its retry,
+ * and long enough that the refusal is seen before it on a loaded machine.
  */
-async function failedTurn(stream: boolean, baseURL = provider.baseURL) {
-  const { api, harness, auth, drain } = await world(baseURL);
+const BEFORE_RETRY_MS = 1900;
+
+/** A turn on the fake provider (or `baseURL`), streamed or not, with one retry and a deadline of `deadlineMs`. */
+async function failedTurn(stream: boolean, deadlineMs: number, baseURL = provider.baseURL) {
+  const { api, harness, auth, drain } = await world(baseURL, deadlineMs);
   const id = await api.session();
   const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
     method: 'POST',
@@ -56,7 +60,7 @@ async function failedTurn(stream: boolean, baseURL = provider.baseURL) {
 }
 
 /** The app on `baseURL`, with a token whose spend is read, and the work it does after its answers. */
-async function world(baseURL: string) {
+async function world(baseURL: string, deadlineMs: number) {
   const tasks: Promise<unknown>[] = [];
   const harness = appHarness(
     new MemoryStore(),
@@ -66,7 +70,7 @@ async function world(baseURL: string) {
       OPENAI_COMPATIBLE_BASE_URL: baseURL,
       DEFAULT_MODEL: 'openai-compatible:fake-model',
       MODEL_MAX_RETRIES: '1',
-      MODEL_TIMEOUT_MS: '500',
+      MODEL_TIMEOUT_MS: String(deadlineMs),
     },
     { afterResponse: (task: Promise<unknown>) => void tasks.push(task) },
   );
@@ -102,31 +106,34 @@ function chargedEstimate({ receipt, spent, session }: Turn, output: 'none' | 'so
   expect(session).toMatchObject({ turns: 0, input_tokens, output_tokens });
 }
 
+/** What a refusal says of its retry: not before the call's deadline. */
+const later = { 'retry-after-ms': '30000' };
+
 describe.each([false, true])('a turn (stream: %s) whose call never reached the model charges nothing', (stream) => {
   it('a refused connection, timed out before its retry', async () => {
-    const turn = await failedTurn(stream, `http://127.0.0.1:${await freePort()}/v1`);
+    const turn = await failedTurn(stream, BEFORE_RETRY_MS, `http://127.0.0.1:${await freePort()}/v1`);
     if (!stream) expect(turn.status, turn.answer).toBe(504);
     expect(turn.answer).toContain('model_timeout');
     chargedNothing(turn);
   });
 
   it('a 429, timed out before its retry', async () => {
-    next = { status: 429, json: { error: { message: 'Rate limit reached', type: 'requests' } } };
-    const turn = await failedTurn(stream);
+    next = { status: 429, headers: later, json: { error: { message: 'Rate limit reached', type: 'requests' } } };
+    const turn = await failedTurn(stream, BEFORE_RETRY_MS);
     expect(turn.answer).toContain('model_timeout');
     chargedNothing(turn);
   });
 
   it('a 401', async () => {
     next = { status: 401, json: { error: { message: 'Incorrect API key', type: 'invalid_request_error' } } };
-    const turn = await failedTurn(stream);
+    const turn = await failedTurn(stream, BEFORE_RETRY_MS);
     expect(turn.answer).toContain('model_error');
     chargedNothing(turn);
   });
 
   it('a 500, timed out before its retry', async () => {
-    next = { status: 500, json: { error: { message: 'The server had an error', type: 'server_error' } } };
-    const turn = await failedTurn(stream);
+    next = { status: 500, headers: later, json: { error: { message: 'The server had an error', type: 'server' } } };
+    const turn = await failedTurn(stream, BEFORE_RETRY_MS);
     chargedNothing(turn);
   });
 });
@@ -134,21 +141,21 @@ describe.each([false, true])('a turn (stream: %s) whose call never reached the m
 describe('a turn whose call the provider may have run charges its estimate', () => {
   it.each([false, true])('no answer by the deadline (stream: %s)', async (stream) => {
     next = { hang: true };
-    const turn = await failedTurn(stream);
+    const turn = await failedTurn(stream, 500);
     expect(turn.answer).toContain('model_timeout');
     chargedEstimate(turn, 'none');
   });
 
   it('a stream accepted, cut before any output', async () => {
     next = { sse: firstEvents(1) };
-    const turn = await failedTurn(true);
+    const turn = await failedTurn(true, 500);
     expect(turn.answer).toContain('model_error');
     chargedEstimate(turn, 'none');
   });
 
   it('a stream cut after output', async () => {
     next = { sse: firstEvents(2) };
-    const turn = await failedTurn(true);
+    const turn = await failedTurn(true, 500);
     expect(turn.answer).toContain('model_error');
     chargedEstimate(turn, 'some');
   });
@@ -159,7 +166,7 @@ describe('a store: false response whose call failed', () => {
   async function spentBy(reply: FakeReply | 'refused') {
     if (reply !== 'refused') next = reply;
     const baseURL = reply === 'refused' ? `http://127.0.0.1:${await freePort()}/v1` : provider.baseURL;
-    const { api, auth, drain } = await world(baseURL);
+    const { api, auth, drain } = await world(baseURL, reply === 'refused' ? BEFORE_RETRY_MS : 500);
     const body = { model: 'openai-compatible:fake-model', input: 'Hello there', store: false };
     const failed = await api.post('/v1/responses', body, auth);
     expect(failed.status, JSON.stringify(failed.body)).toBe(504);

@@ -49,7 +49,7 @@ export type MediaSupport = Pick<
 /** The media support of `model`, its fields alone. */
 export function mediaSupport(model: MediaSupport): MediaSupport {
   return {
-    toolResultMedia: model.toolResultMedia === true,
+    toolResultMedia: model.toolResultMedia === 'after' ? 'after' : model.toolResultMedia === true,
     fileUrls: model.fileUrls === true,
     imageBytesOnly: model.imageBytesOnly === true,
     assistantMedia: model.assistantMedia === true,

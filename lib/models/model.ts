@@ -114,11 +114,11 @@ export interface Model {
   readonly id: string;
   /**
    * Whether images and files in tool results reach the model as such (Anthropic's tool_result
-   * image blocks; Chat Completions' user message after the tool messages, lib/models/tool-media.ts;
-   * the echo model). Otherwise they go as text placeholders, and the receipt counts them
-   * (`media_as_text`).
+   * image blocks; the echo model), or `after`: in a user message after the tool messages (Chat
+   * Completions, lib/models/tool-media.ts; its labels counted in a prompt's tokens). Otherwise
+   * they go as text placeholders, and the receipt counts them (`media_as_text`).
    */
-  readonly toolResultMedia?: boolean;
+  readonly toolResultMedia?: boolean | 'after';
   /**
    * Whether a file given by its https URL (`file_url`) reaches the model as such (Anthropic's
    * document blocks; the echo model). Otherwise it goes as a text placeholder, counted in

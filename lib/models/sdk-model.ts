@@ -130,7 +130,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
   return {
     id,
-    toolResultMedia: (options.toolResultMedia ?? false) !== false,
+    toolResultMedia: options.toolResultMedia ?? false,
     fileUrls: options.fileUrls ?? false,
     imageBytesOnly: options.imageBytesOnly ?? false,
     ...optional('maxImageSide', options.maxImageSide),

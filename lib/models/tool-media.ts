@@ -41,9 +41,22 @@ export function toolResultAfter(
     if (sent.type !== 'file') return partText(part, seq);
     const kind = part.type === 'input_image' ? 'image' : 'file';
     numbers[kind] += 1;
-    const name = `${kind} ${numbers[kind]}`;
-    parts.push({ type: 'text', text: `${name[0]!.toUpperCase()}${name.slice(1)} of tool call ${callId}:` }, sent);
-    return `[${name}: in the message after the tool results]`;
+    const { placeholder, label } = sentAfter(kind, numbers[kind], callId);
+    parts.push({ type: 'text', text: label }, sent);
+    return placeholder;
   });
   return { output: { type: 'text', value: lines.join('\n') }, parts };
+}
+
+/**
+ * The texts of a tool result's `number`th image (or file) sent after the tool messages: its
+ * placeholder in the tool message, and the label before it in the user message (what a token
+ * count of the prompt counts for it: lib/tokens/token-counter.ts).
+ */
+export function sentAfter(kind: 'image' | 'file', number: number, callId: string) {
+  const name = `${kind} ${number}`;
+  return {
+    placeholder: `[${name}: in the message after the tool results]`,
+    label: `${name[0]!.toUpperCase()}${name.slice(1)} of tool call ${callId}:`,
+  };
 }

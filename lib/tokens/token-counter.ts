@@ -3,6 +3,7 @@ import { type Content, type ContentPart, contentText, describePart } from '../co
 import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
 import { type MediaSupport, partText, sentAsText } from '../models/media-parts.ts';
 import { loopReasoning } from '../models/reasoning-parts.ts';
+import { sentAfter } from '../models/tool-media.ts';
 import { type ImageTokenRule, mediaTokens } from './media-tokens.ts';
 
 /**
@@ -80,7 +81,8 @@ const countersKept = new WeakMap<
 function countKey(counter: TokenCounter, asUser: boolean): string {
   const media = counter.media;
   const support = media
-    ? [media.toolResultMedia, media.fileUrls, media.imageBytesOnly, media.assistantMedia].map(Number).join('') +
+    ? (media.toolResultMedia === 'after' ? 'a' : Number(media.toolResultMedia)) +
+      [media.fileUrls, media.imageBytesOnly, media.assistantMedia].map(Number).join('') +
       (media.maxImageSide ?? '')
     : '';
   return `${counter.images ?? 'anthropic'} ${support}${asUser ? ' user' : ''}`;
@@ -166,7 +168,10 @@ function itemTokens(item: PromptItem, counter: TokenCounter, asUser: boolean): n
 
 /**
  * Tokens of a content's parts as the model gets them: each image or file it gets as a text
- * placeholder (`sentAsText`) as that text, the rest as in `itemText` and by `mediaTokens`.
+ * placeholder (`sentAsText`) as that text, the rest as in `itemText` and by `mediaTokens`. A tool
+ * result's sent after the tool messages (`toolResultMedia: 'after'`, lib/models/tool-media.ts) as
+ * its placeholder there, and its label in the user message that carries them, whose overhead is
+ * counted with each tool output that has any (a little over for a run of several).
  */
 function sentTokens(
   content: Exclude<Content, string>,
@@ -176,14 +181,23 @@ function sentTokens(
   asUser: boolean,
 ): number {
   const asText = sentAsText(media, item, () => !asUser);
+  const after = media.toolResultMedia === 'after' && item.type === 'function_call_output' && !asUser;
+  const numbers = { image: 0, file: 0 };
+  const labels: string[] = [];
   const sent: ContentPart[] = [];
   const text = content.map((part) => {
     if (part.type === 'input_text') return part.text;
     if (asText(part)) return partText(part, item.seq);
     sent.push(part);
-    return describePart(part);
+    if (!after) return describePart(part);
+    const kind = part.type === 'input_image' ? 'image' : 'file';
+    numbers[kind] += 1;
+    const { placeholder, label } = sentAfter(kind, numbers[kind], (item as { call_id: string }).call_id);
+    labels.push(label);
+    return placeholder;
   });
-  return counter.count(text.join('\n')) + mediaTokens(sent, counter.images);
+  const carried = labels.length > 0 ? ITEM_OVERHEAD_TOKENS + counter.count(labels.join('\n')) : 0;
+  return counter.count(text.join('\n')) + carried + mediaTokens(sent, counter.images);
 }
 
 /**

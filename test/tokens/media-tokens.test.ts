@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { describePart, imagePlaceholder } from '../../lib/content.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { ANTHROPIC_MAX_IMAGE_SIDE } from '../../lib/models/anthropic-model.ts';
+import { convertToModelMessages } from '../../lib/models/convert-to-model-messages.ts';
 import { mediaSupport } from '../../lib/models/media-parts.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { approximateTokenCounter, countPromptTokens, ITEM_OVERHEAD_TOKENS } from '../../lib/tokens/index.ts';
@@ -114,11 +115,47 @@ describe('image and file token estimates', () => {
       { name: 'an approximate', counter: tokenCounterFor('openai-compatible:local-model', {}, chat) },
       { name: 'a BPE', counter: tokenCounterFor('openai-compatible:gpt-4o', encoders, chat) },
     ])('count a tool-result screenshot on Chat Completions as the image it sends ($name counter)', ({ counter }) => {
-      expect(chat.toolResultMedia).toBe(true);
+      expect(chat.toolResultMedia).toBe('after');
       expect(countPromptTokens(loop(shot), [], counter)).toBeGreaterThan(
         countPromptTokens(pruned(shot), [], counter) + 1000,
       );
     });
+
+    it.each([
+      { name: 'an approximate', counter: tokenCounterFor('openai-compatible:local-model', {}, chat) },
+      { name: 'a BPE', counter: tokenCounterFor('openai-compatible:gpt-4o', encoders, chat) },
+    ])(
+      'count with a Chat Completions screenshot its label and the user message after the tool message ($name counter)',
+      ({ counter }) => {
+        // What the model is sent (lib/models/tool-media.ts): the tool message with the image's
+        // placeholder, then a user message of its label and the image.
+        const read = { ...shot, data: new Uint8Array([1, 2, 3]) };
+        const wire = JSON.stringify(convertToModelMessages(loop(read), { toolResultMedia: 'after', fileUrls: false }));
+        const placeholder = '[image 1: in the message after the tool results]';
+        const label = 'Image 1 of tool call c1:';
+        expect(wire).toContain(JSON.stringify(`done\n${placeholder}`));
+        expect(wire).toContain(
+          `{"role":"user","content":[{"type":"text","text":${JSON.stringify(label)}},{"type":"file"`,
+        );
+        const sent: PromptItem[] = [
+          ...loop(shot).slice(0, 2),
+          { type: 'function_call_output', call_id: 'c1', output: `done\n${placeholder}`, seq: 3 },
+          { type: 'message', role: 'user', content: label },
+        ];
+        const image = mediaTokens([shot], counter.images);
+        expect(countPromptTokens(loop(shot), [], counter)).toBe(countPromptTokens(sent, [], counter) + image);
+        // Against the prompt without the screenshot (its placeholder in its place): the image, its
+        // label and the user message's overhead more, the tool message's text as sent.
+        const toolText = (text: string) => counter.count(`done\n${text}`);
+        expect(countPromptTokens(loop(shot), [], counter) - countPromptTokens(pruned(shot), [], counter)).toBe(
+          image +
+            ITEM_OVERHEAD_TOKENS +
+            counter.count(label) +
+            toolText(placeholder) -
+            toolText(imagePlaceholder(shot, 3)),
+        );
+      },
+    );
 
     it.each([
       {

@@ -98,8 +98,8 @@ export async function dropStartedConversation(facade: Facade, sessionId: string,
 }
 
 /**
- * The session `previousResponseId` continues: 404 previous_response_not_found when it is not
- * a stored response, 409 conversation_branching_unsupported when it is not the session's
+ * The session `previousResponseId` continues: 400 previous_response_not_found when it is not
+ * a stored response (OpenAI's status for it), 409 conversation_branching_unsupported when it is not the session's
  * newest turn (a conversation does not branch).
  */
 export async function continuedSession(facade: Facade, previousResponseId: string): Promise<string> {
@@ -110,7 +110,7 @@ export async function continuedSession(facade: Facade, previousResponseId: strin
 
 /**
  * The stored response `previousResponseId` names, its session and that session's newest turn
- * (404 previous_response_not_found when it is not a stored response).
+ * (400 previous_response_not_found when it is not a stored response, as OpenAI answers it).
  */
 async function previousResponse(
   facade: Facade,
@@ -119,7 +119,7 @@ async function previousResponse(
   const ref = parseResponseId(previousResponseId);
   const missing = () =>
     new OpenAIApiError(
-      404,
+      400,
       'previous_response_not_found',
       `Previous response with id '${previousResponseId}' not found.`,
       'previous_response_id',

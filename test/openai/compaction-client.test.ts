@@ -516,8 +516,8 @@ describe('the official openai client: context_management compaction', () => {
       expect(error, JSON.stringify(body)).toMatchObject({ status: 400, param });
     }
     const unknown = await refused({ model: 'echo', previous_response_id: 'resp_nope_1_1_2' }, true);
-    expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(unknown).toMatchObject({ param: 'previous_response_id' });
+    expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(unknown).toMatchObject({ code: 'previous_response_not_found', param: 'previous_response_id' });
     const model = await refused({ model: 'gpt-unknown', input: 'hi' }, true);
     expect(model).toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
   });

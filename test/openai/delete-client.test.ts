@@ -93,7 +93,7 @@ describe('the official openai client: deleting responses', () => {
     const after = await failure(
       world.client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'late' }),
     );
-    expect(after).toMatchObject({ status: 404, code: 'previous_response_not_found' });
+    expect(after).toMatchObject({ status: 400, code: 'previous_response_not_found' });
     expect(await world.client.responses.retrieve(third.id)).toMatchObject({
       id: third.id,
       status: 'completed',
@@ -176,7 +176,7 @@ describe('the official openai client: deleting responses', () => {
     const continued = await failure(
       world.client.responses.create({ model: 'echo', previous_response_id: old.id, input: 'continue old' }),
     );
-    expect(continued).toMatchObject({ status: 404 });
+    expect(continued).toMatchObject({ status: 400, code: 'previous_response_not_found' });
     expect(await failure(world.client.responses.delete(old.id))).toBeInstanceOf(OpenAI.NotFoundError);
     expect(await texts(id)).toEqual(['new one', 'echo: new one']);
   });

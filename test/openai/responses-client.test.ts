@@ -359,8 +359,14 @@ describe('the official openai client: responses', () => {
       const previous = await world.client.responses
         .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })
         .catch((error: unknown) => error);
-      expect(previous).toBeInstanceOf(OpenAI.NotFoundError);
-      expect(previous).toMatchObject({ param: 'previous_response_id' });
+      // OpenAI answers a previous_response_id naming no response with a 400, not a 404.
+      expect(previous).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(previous).toMatchObject({
+        status: 400,
+        code: 'previous_response_not_found',
+        param: 'previous_response_id',
+        type: 'invalid_request_error',
+      });
 
       const conversation = await world.client.responses
         .create({ model: 'echo', input: 'hi', conversation: 'no-such-session' })

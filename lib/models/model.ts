@@ -38,6 +38,8 @@ export interface ModelSettings {
   presencePenalty?: number;
   frequencyPenalty?: number;
   stopSequences?: string[];
+  /** A sampling seed (Chat Completions' `seed`), for providers that take one. */
+  seed?: number;
   toolChoice?: 'auto' | 'none' | 'required' | { name: string };
   /** Reasoning effort: OpenAI's `reasoning_effort`, Anthropic's thinking budget (the AI SDK maps it). */
   reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';

@@ -232,6 +232,7 @@ function settingsOf(settings: ModelSettings | undefined) {
     ...optional('presencePenalty', settings.presencePenalty),
     ...optional('frequencyPenalty', settings.frequencyPenalty),
     ...optional('stopSequences', settings.stopSequences),
+    ...optional('seed', settings.seed),
     ...optional('reasoning', settings.reasoningEffort),
     ...optional('toolChoice', typeof choice === 'object' ? { type: 'tool' as const, toolName: choice.name } : choice),
     ...optional('output', settings.responseFormat ? jsonOutput(settings.responseFormat) : undefined),

@@ -117,6 +117,12 @@ export const chatCompletionCreateSchema = z
     max_completion_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
     temperature: z.number().min(0).max(2).nullable().optional(),
     n: z.literal(1, { error: 'only one choice is supported' }).nullable().optional(),
+    seed: z
+      .number()
+      .int()
+      .nullable()
+      .optional()
+      .meta({ description: "Passed to the model's provider where it takes one (the AI SDK's `seed` setting)." }),
     parallel_tool_calls: z.boolean().nullable().optional(),
     top_p: z.number().min(0).max(1).nullable().optional(),
     presence_penalty: penaltySchema,

@@ -245,6 +245,7 @@ export function chatModelSettings(body: ChatCompletionCreateBody): ModelSettings
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
     stopSequences: typeof stop === 'string' ? [stop] : stop,
+    seed: body.seed,
     toolChoice: typeof choice === 'object' ? { name: choice.function.name } : choice,
     reasoningEffort: body.reasoning_effort,
     verbosity: body.verbosity,

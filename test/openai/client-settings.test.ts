@@ -246,10 +246,11 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
 });
 
 describe('Chat Completions settings on the wire', () => {
-  it('passes stop, top_p, tool_choice, response_format, reasoning_effort, user...; echoes service_tier', async () => {
+  it('passes stop, seed, top_p, tool_choice, response_format, reasoning_effort...; echoes service_tier', async () => {
     // Each sent as the provider's Chat Completions body takes it.
     const passed = {
       stop: ['END'],
+      seed: 7,
       top_p: 0.25,
       tool_choice: 'required' as const,
       parallel_tool_calls: false,

@@ -5,12 +5,18 @@ import { type Content, type ContentPart, withoutData } from '../content.ts';
 /** A content part of a request's input (lib/openai/schemas.ts). */
 export type InputPartBody =
   | { type: 'input_text' | 'output_text'; text: string }
-  | { type: 'input_image'; image_url: string; detail?: 'auto' | 'low' | 'high' | 'original' | undefined }
+  | {
+      type: 'input_image';
+      image_url: string;
+      detail?: 'auto' | 'low' | 'high' | 'original' | null | undefined;
+      file_id?: null | undefined;
+    }
   | {
       type: 'input_file';
       file_data?: string | undefined;
       filename?: string | undefined;
       file_url?: string | undefined;
+      file_id?: null | undefined;
     };
 
 /**
@@ -23,7 +29,10 @@ export function contentOf(content: string | InputPartBody[]): Content {
     return content.map((part) => (part as { text: string }).text).join('\n');
   return content.map((part): ContentPart => {
     if (part.type === 'input_text' || part.type === 'output_text') return { type: 'input_text', text: part.text };
-    return Object.fromEntries(Object.entries(part).filter(([, value]) => value !== undefined)) as ContentPart;
+    // A null field (`file_id`, `detail`) is one not sent.
+    return Object.fromEntries(
+      Object.entries(part).filter(([, value]) => value !== undefined && value !== null),
+    ) as ContentPart;
   });
 }
 

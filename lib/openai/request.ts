@@ -111,7 +111,7 @@ export function checkToolChoice(
     throw new InvalidRequestError(`tool_choice "required" needs a tool to call, and ${whose} holds none`, {
       field: 'tool_choice',
     });
-  if (typeof choice === 'object' && !offered.some((tool) => tool.name === choice.name))
+  if (typeof choice === 'object' && choice !== null && !offered.some((tool) => tool.name === choice.name))
     throw new InvalidRequestError(`tool_choice names ${choice.name}, which is not in ${whose}`, {
       field: 'tool_choice',
     });
@@ -125,7 +125,7 @@ function modelSettingsOf(body: ResponseCreateBody): ModelSettings {
     topP: body.top_p,
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
-    toolChoice: typeof choice === 'object' ? { name: choice.name } : choice,
+    toolChoice: typeof choice === 'object' && choice !== null ? { name: choice.name } : choice,
     reasoningEffort: body.reasoning?.effort,
     verbosity: body.text?.verbosity,
     parallelToolCalls: body.parallel_tool_calls,

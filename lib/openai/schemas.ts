@@ -39,14 +39,23 @@ const textPart = z
   .strict();
 
 /**
+ * A part's `file_id`: an upload of OpenAI's Files API, which tailgate has not, refused as a field
+ * tailgate does not take (first in its part, so named before an `image_url` missing beside it).
+ * Null (as a client serializing every field of a part sends it, and the Open Responses spec
+ * allows) is no file.
+ */
+const noFileId = z.null({ error: 'unknown field' }).optional();
+
+/**
  * An image: `image_url` (https or a base64 data: URL; checked and stored as in docs/API.md,
- * "Content parts"). A `file_id` names an upload of OpenAI's Files API, which tailgate has not.
+ * "Content parts"); a null `detail` is none.
  */
 const imagePart = z
   .object({
     type: z.literal('input_image'),
+    file_id: noFileId,
     image_url: z.string().min(1, 'an input_image needs `image_url` (https or data: URL); `file_id` is not supported'),
-    detail: z.enum(['auto', 'low', 'high', 'original']).optional(),
+    detail: z.enum(['auto', 'low', 'high', 'original']).nullable().optional(),
   })
   .strict();
 
@@ -54,6 +63,7 @@ const imagePart = z
 const filePart = z
   .object({
     type: z.literal('input_file'),
+    file_id: noFileId,
     file_data: z.string().optional(),
     filename: z.string().min(1).max(256).optional(),
     file_url: z.string().optional(),
@@ -186,6 +196,7 @@ export const responseCreateSchema = z
       .array(functionToolSchema)
       .max(512)
       .superRefine(toolNamesOnce((tool) => tool.name))
+      .nullable()
       .optional(),
     tool_choice: z
       .union(
@@ -195,6 +206,7 @@ export const responseCreateSchema = z
         ],
         { error: 'must be "auto", "none", "required" or {type: "function", name}' },
       )
+      .nullable()
       .optional(),
     previous_response_id: z.string().min(1).max(200).nullable().optional(),
     conversation: z

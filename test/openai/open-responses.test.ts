@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { responseSchema, specProblems, streamingEventSchema } from '../support/open-responses-spec.ts';
 import { startTailgate, TOKEN } from './server.ts';
 
@@ -46,6 +47,9 @@ const weatherTool = {
     required: ['location'],
   },
 };
+
+/** The smallest PDF a model takes: its header and end-of-file marker. */
+const PDF = 'data:application/pdf;base64,JVBERi0xLjQKJSVFT0YK';
 
 async function post(body: Record<string, unknown>): Promise<Response> {
   return fetch(`${tailgate.baseURL}/responses`, {
@@ -178,6 +182,23 @@ describe('Open Responses: every object and event as the specification requires',
       strict: false,
     });
     expect(response.reasoning).toEqual({ effort: 'low', summary: null });
+  });
+
+  it('null where the spec allows it is as not sent: tools, tool_choice, a part file_id and detail', async () => {
+    const image = { type: 'input_image', image_url: dataUrl('image/png', pngBytes(2, 2)), detail: null, file_id: null };
+    const file = { type: 'input_file', filename: 'a.pdf', file_data: PDF, file_id: null };
+    const response = await create({
+      model: 'echo',
+      input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image, file] }],
+      tools: null,
+      tool_choice: null,
+    });
+    expect(response.output_text).toBe('echo: look [image/png 2x2, 1 KB] [application/pdf a.pdf, 1 KB]');
+    expect(response).toMatchObject({ tools: [], tool_choice: 'auto' });
+    // A file_id that names an upload is still refused by name: tailgate has no Files API.
+    const named = await post({ input: [{ role: 'user', content: [{ ...image, file_id: 'file-abc' }] }] });
+    expect(named.status).toBe(400);
+    expect(((await named.json()) as any).error.param).toBe('input[0].content[0].file_id');
   });
 
   it('a response that fails streams a response.failed snapshot that conforms too', async () => {

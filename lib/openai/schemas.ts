@@ -75,9 +75,10 @@ const filePart = z
 
 const inputPart = z.discriminatedUnion('type', [textPart, imagePart, filePart]);
 
+/** An input item's `id` and `status`: not kept (null, as the Open Responses spec allows, is none). */
 const itemFields = {
-  id: z.string().max(256).optional(),
-  status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
+  id: z.string().max(256).nullable().optional(),
+  status: z.enum(['in_progress', 'completed', 'incomplete']).nullable().optional(),
 };
 
 const messageInput = z

@@ -184,12 +184,17 @@ describe('Open Responses: every object and event as the specification requires',
     expect(response.reasoning).toEqual({ effort: 'low', summary: null });
   });
 
-  it('null where the spec allows it is as not sent: tools, tool_choice, a part file_id and detail', async () => {
+  it('null where the spec allows it is as not sent: tools, tool_choice, item id and status, part file_id', async () => {
     const image = { type: 'input_image', image_url: dataUrl('image/png', pngBytes(2, 2)), detail: null, file_id: null };
     const file = { type: 'input_file', filename: 'a.pdf', file_data: PDF, file_id: null };
+    const nulls = { id: null, status: null };
     const response = await create({
       model: 'echo',
-      input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image, file] }],
+      input: [
+        { type: 'message', role: 'user', content: 'hello', ...nulls },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'hi' }], ...nulls },
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image, file], ...nulls },
+      ],
       tools: null,
       tool_choice: null,
     });

@@ -82,9 +82,21 @@ function logError(message: string, error: unknown): void {
 }
 
 /**
+ * Whether `error` is a conflict the same request meets again, which the official clients would
+ * retry (they retry every 409 they are not told not to): a delete of a response or turn another
+ * came after (not one of a turn still running: that passes once it ended), a response that
+ * cannot branch. A busy session's `turn_in_progress` is not one: its retry passes once the turn ends.
+ */
+function lastingConflict(error: { code: string | null; details?: unknown }): boolean {
+  if (error.code === 'delete_refused') return (error.details as { running?: unknown } | undefined)?.running !== true;
+  return error.code === 'conversation_branching_unsupported';
+}
+
+/**
  * The headers of `thrown`'s answer, whose body says `error`: an `aborted` one says
  * `x-should-retry: false` (the header the official OpenAI clients obey), so a client does not
- * retry the turn an `abort` notice stopped, and so does a failed turn's answer replayed under its
+ * retry the turn an `abort` notice stopped, and so do a conflict a retry meets again
+ * (lastingConflict) and a failed turn's answer replayed under its
  * Idempotency-Key (a retry under that key gets the same answer); a model failure whose provider
  * said when to come back (`details.retry_after_seconds`) says `Retry-After`, when it happened,
  * not in its replay (that wait is past, and the key's retry cannot pass).
@@ -93,7 +105,8 @@ export function errorHeaders(
   error: { code: string | null; details?: unknown },
   thrown: unknown,
 ): Record<string, string> {
-  if (error.code === 'aborted' || thrown instanceof ReplayedError) return { 'x-should-retry': 'false' };
+  if (error.code === 'aborted' || thrown instanceof ReplayedError || lastingConflict(error))
+    return { 'x-should-retry': 'false' };
   const retryAfter = (error.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
   return error.code === 'model_error' && typeof retryAfter === 'number' ? { 'retry-after': String(retryAfter) } : {};
 }

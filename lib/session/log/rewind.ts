@@ -166,9 +166,11 @@ async function pointBefore(log: LogContext, head: Head, turn: number, options: R
     );
   }
   if (!candidate!.done)
+    // `running`: this refusal, unlike the others, passes once the turn ended (sent again, it may).
     throw new DeleteRefusedError(`turn ${turn} of session ${id} is still running; delete it once it ended`, {
       id,
       turn,
+      running: true,
     });
   const context = contextOf(candidate);
   if (compactions.some((record) => !sameContext(record.context ?? null, context)))

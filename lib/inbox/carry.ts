@@ -2,13 +2,16 @@ import { sha256Hex } from '../hash.ts';
 import { firstToCreate } from '../store/create-only.ts';
 import { decodeUtf8, listAll, mapLimit, type StoredObject } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
-import type { DeliveredNotice } from './types.ts';
+import type { DeliveredNotice, SessionMark } from './types.ts';
 import {
   CLOCK_TOLERANCE_MS,
   CONCURRENCY,
   decodeName,
   generateName,
+  markMetadata,
+  markOf,
   META,
+  namesOther,
   postedAtOf,
   randomId,
   turnSchema,
@@ -238,9 +241,9 @@ export async function tookNothing(ctx: InboxContext, sessionId: string, lost: re
  * (its lease expired, it was cancelled) before a model's answer was stored. Each delivery
  * record still naming `turn` is rewritten with If-Match (so a later turn that took it over
  * keeps it), the notice is posted again under its name (or a generated one when the name
- * is taken), and the record is deleted. Given `incarnation` (the creation time of the session
- * the turn ran in), a notice posted again names it as a post does, so a session created
- * again under the id drops it (lib/inbox/move.ts `take`); and when, once they are posted, the
+ * is taken), and the record is deleted. Given `session` (the incarnation the turn ran in: its
+ * creation time and `incarnation`), a notice posted again names it as a post does, so a session
+ * created or imported again under the id drops it (lib/inbox/move.ts `take`); and when, once they are posted, the
  * id names another incarnation or none (a delete ran meanwhile, its sweep perhaps past the
  * inbox already), they are removed again: nothing lands in a deleted session. Given `runner`
  * (the random `writer` of the turn's run), a record another run of the same turn took over
@@ -251,7 +254,7 @@ export async function giveBack(
   sessionId: string,
   notices: readonly { name: string; stored_as: string }[],
   turn: number,
-  incarnation?: string,
+  session?: SessionMark,
   runner?: string,
 ): Promise<void> {
   const removedPrefix = ctx.removedPrefix(sessionId);
@@ -272,7 +275,7 @@ export async function giveBack(
       const posted = {
         [META.postedAt]: postedAtOf(object),
         [META.noticeId]: noticeId,
-        ...(incarnation === undefined ? {} : { [META.sessionCreated]: incarnation }),
+        ...markMetadata(session),
       };
       const post = async (at: string) => {
         // Before the put: a removal after a delete must know it even when the put's answer is lost.
@@ -285,7 +288,7 @@ export async function giveBack(
       ctx.log({ level: 'warn', message: `notice consumed by closed turn ${turn} not given back`, key, error });
     }
   });
-  if (incarnation === undefined || given.length === 0 || (await sameIncarnation(ctx, sessionId, incarnation))) return;
+  if (session === undefined || given.length === 0 || (await sameIncarnation(ctx, sessionId, session))) return;
   await mapLimit(given, CONCURRENCY, async ({ key, noticeId }) => {
     try {
       if ((await ctx.store.head(key))?.metadata[META.noticeId] === noticeId) await ctx.store.delete(key);
@@ -321,10 +324,15 @@ export async function forget(
   }
 }
 
-/** Whether the id still names the incarnation created at `incarnation` (a failed read says yes). */
-async function sameIncarnation(ctx: InboxContext, sessionId: string, incarnation: string): Promise<boolean> {
+/** Whether the id still names incarnation `session` (a failed read says yes). */
+async function sameIncarnation(ctx: InboxContext, sessionId: string, session: SessionMark): Promise<boolean> {
   const found = await ctx.sessionExists(sessionId).catch(() => true);
-  return found === true || found === incarnation;
+  if (found === true) return true;
+  const mark = markOf(found);
+  return (
+    mark !== undefined &&
+    !namesOther(markMetadata(mark), { since: session.created_at, incarnation: session.incarnation })
+  );
 }
 
 /**

@@ -21,6 +21,8 @@ export const META = {
   claimId: 'claim-id',
   /** The creation time of the session incarnation a notice was posted to (API posts). */
   sessionCreated: 'session-created',
+  /** The `incarnation` of the session a notice was posted to, when its config has one. */
+  sessionIncarnation: 'session-incarnation',
   /**
    * On a delivery record a turn took over from a closed turn: the decision key it took the
    * notice through (after `<record key>/`), where a turn taking it over from that turn begins.
@@ -63,6 +65,8 @@ export interface TakeContext {
   deliveredAt: string;
   /** The consuming session's creation time: a notice posted to another incarnation is dropped. */
   since?: string;
+  /** The consuming session's `incarnation`, where its config has one (ConsumeOptions). */
+  incarnation?: string;
   /** Where a notice that can never be delivered is set aside (`inbox_unreadable/`). */
   unreadablePrefix: string;
   /** The consuming session's id (a set-aside landing after its delete goes with it). */
@@ -156,4 +160,38 @@ export function currentNotices<Notice extends { info: { uploaded: Date } }>(
 ): Notice[] {
   const horizon = Date.parse(sessionCreatedAt) - CLOCK_TOLERANCE_MS;
   return notices.filter(({ info }) => info.uploaded.getTime() >= horizon);
+}
+
+/** A session incarnation as `sessionExists` tells it (InboxOptions): its creation time and `incarnation`. */
+type Mark = { created_at: string; incarnation?: string | undefined };
+
+/** The incarnation `found` names (a string: its creation time), or undefined when it names none. */
+export function markOf(found: boolean | string | Mark | undefined): Mark | undefined {
+  if (typeof found === 'string') return { created_at: found };
+  return typeof found === 'object' ? found : undefined;
+}
+
+/** The metadata by which a notice posted (or given back) to incarnation `mark` names it. */
+export function markMetadata(mark: Mark | undefined): Record<string, string> {
+  if (mark === undefined) return {};
+  const { created_at: created, incarnation } = mark;
+  return {
+    [META.sessionCreated]: created,
+    ...(incarnation === undefined ? {} : { [META.sessionIncarnation]: incarnation }),
+  };
+}
+
+/**
+ * Whether a notice's metadata names an incarnation of its id other than `session`'s: by the
+ * `incarnation` both have, else by the creation time both have (an import keeps a creation time,
+ * but its config's `incarnation` is its own). Naming none, it is any incarnation's.
+ */
+export function namesOther(
+  metadata: Record<string, string>,
+  session: { since?: string | undefined; incarnation?: string | undefined },
+): boolean {
+  const incarnation = metadata[META.sessionIncarnation];
+  if (incarnation !== undefined && session.incarnation !== undefined) return incarnation !== session.incarnation;
+  const created = metadata[META.sessionCreated];
+  return created !== undefined && session.since !== undefined && created !== session.since;
 }

@@ -27,9 +27,10 @@ import type {
   PendingNotice,
   PostedNotice,
   PreviewNotice,
+  SessionMark,
   UnreadableNotice,
 } from './types.ts';
-import { generateName, META, randomId, type ListedNotice } from './delivery-records.ts';
+import { generateName, markMetadata, markOf, META, randomId, type ListedNotice } from './delivery-records.ts';
 import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
 import { passOverOversized, setAsideLimit } from './set-aside.ts';
@@ -91,8 +92,8 @@ export class Inbox {
   readonly #maxPending: number;
   /** The most notices one turn takes from the inbox (`MAX_NOTICES_PER_TURN`). */
   readonly noticesPerTurn: number;
-  readonly #sessionExists: (sessionId: string) => Promise<boolean | string>;
-  readonly #checkedSession: (sessionId: string) => Promise<boolean | string>;
+  readonly #sessionExists: InboxOptions['sessionExists'];
+  readonly #checkedSession: InboxOptions['sessionExists'];
   readonly #context: InboxContext;
 
   constructor(store: ObjectStore, options: InboxOptions) {
@@ -159,7 +160,7 @@ export class Inbox {
     const now = this.#clock();
     const postedAt = now.toISOString();
     const metadata: Record<string, string> = { [META.postedAt]: postedAt, [META.noticeId]: randomId() };
-    if (typeof created === 'string') metadata[META.sessionCreated] = created;
+    Object.assign(metadata, markMetadata(markOf(created)));
     // The notice id is random: a notice carrying ours is our write, whatever its put answered.
     const ours = (object: ObjectInfo) => object.metadata[META.noticeId] === metadata[META.noticeId];
     if (name !== undefined) {
@@ -280,6 +281,7 @@ export class Inbox {
       ...(options.runner === undefined ? {} : { runner: options.runner }),
       deliveredAt,
       ...(options.since ? { since: options.since } : {}),
+      ...(options.incarnation ? { incarnation: options.incarnation } : {}),
     };
     const { before, abort, after } = share;
     const delivered = await deliverAll(this.#context, before, context);
@@ -340,8 +342,8 @@ export class Inbox {
   }
 
   /** Gives notices a closed turn consumed back to the inbox (lib/inbox/carry.ts `giveBack`). */
-  async giveBack(id: string, notices: readonly Given[], turn: number, incarnation?: string, runner?: string) {
-    return giveBack(this.#context, id, notices, turn, incarnation, runner);
+  async giveBack(id: string, notices: readonly Given[], turn: number, session?: SessionMark, runner?: string) {
+    return giveBack(this.#context, id, notices, turn, session, runner);
   }
 
   /** Removes what a turn of a deleted session consumed (lib/inbox/carry.ts `forget`). */
@@ -374,8 +376,8 @@ export class Inbox {
     return [...inNameOrder(window), ...window.oversized];
   }
 
-  /** The session's creation time when `checkedSession` tells it, else true; NotFoundError when none. */
-  async #requireSession(sessionId: string): Promise<true | string> {
+  /** The session's incarnation when `checkedSession` tells it, else true; NotFoundError when none. */
+  async #requireSession(sessionId: string): Promise<true | string | SessionMark> {
     const found = await this.#checkedSession(sessionId);
     if (!found) throw new NotFoundError(`session ${sessionId} not found`, { id: sessionId });
     return found;

@@ -1,8 +1,9 @@
 import { decodeUtf8, mapLimit, type ObjectStore, type StoredObject } from '../store/object-store.ts';
-import type { DeliveredNotice, InboxLogEvent, PreviewNotice } from './types.ts';
+import type { DeliveredNotice, InboxLogEvent, PreviewNotice, SessionMark } from './types.ts';
 import {
   CONCURRENCY,
   META,
+  namesOther,
   plainEtag,
   postedAtOf,
   type ClaimOutcome,
@@ -32,7 +33,7 @@ export interface InboxContext {
   inboxPrefix: (sessionId: string) => string;
   removedPrefix: (sessionId: string) => string;
   /** Whether the id names a session: its creation time when the check tells it (InboxOptions). */
-  sessionExists: (sessionId: string) => Promise<boolean | string>;
+  sessionExists: (sessionId: string) => Promise<boolean | string | SessionMark>;
 }
 
 /**
@@ -84,8 +85,7 @@ export async function take(
   const { object, content } = read;
   // Posted to an incarnation of the id deleted since (the post checked it just before the
   // delete): not this session's.
-  const postedTo = object.metadata[META.sessionCreated];
-  if (postedTo !== undefined && context.since !== undefined && postedTo !== context.since) {
+  if (namesOther(object.metadata, context)) {
     await ctx.store.delete(key).catch((error: unknown) => {
       ctx.log({ level: 'warn', message: 'could not remove a notice of a deleted session', key, error });
     });

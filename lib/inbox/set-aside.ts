@@ -1,4 +1,5 @@
 import { decodeUtf8, type StoredObject } from '../store/object-store.ts';
+import type { SessionMark } from './types.ts';
 import {
   META,
   plainEtag,
@@ -57,7 +58,7 @@ const REASONS: Record<UnreadableReason, string> = {
 /** What setting aside uses of the inbox (`InboxContext`, lib/inbox/move.ts). */
 type SetAsideContext = SlotContext & {
   maxNoticeBytes: number;
-  sessionExists: (sessionId: string) => Promise<boolean | string>;
+  sessionExists: (sessionId: string) => Promise<boolean | string | SessionMark>;
 };
 
 /**

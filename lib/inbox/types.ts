@@ -1,6 +1,16 @@
 import type { FetchedNotice, UnreadableReason } from './delivery-records.ts';
 /** The inbox's public shapes: what its methods take and answer. */
 
+/**
+ * The incarnation of a session id that exists, as `sessionExists` may tell it: its creation time
+ * and, when its config has one, its `incarnation` (the generation it started with). An import
+ * keeps the creation time of the session it was exported from, not its incarnation.
+ */
+export interface SessionMark {
+  created_at: string;
+  incarnation?: string | undefined;
+}
+
 /** One line of the inbox's log: a notice skipped, left in place, or cleaned up. */
 export interface InboxLogEvent {
   level: 'warn' | 'info';
@@ -14,17 +24,18 @@ export interface InboxOptions {
    * Whether a session with this id exists: the inbox's one question to the session log
    * (`sessionExistsIn`, or `sessionCreatedIn` in lib/session/log/config-object.ts), asked before
    * posting and listing, and by consume when the caller has not just read the session. A string
-   * is the creation time of the incarnation that exists: a notice posted then names it, and a
-   * consume of another incarnation of the id drops it (a post racing a delete and a create).
+   * (its creation time) or a `SessionMark` names the incarnation that exists: a notice posted
+   * then names it, and a consume of another incarnation of the id drops it (a post racing a
+   * delete and a create or an import).
    */
-  sessionExists: (sessionId: string) => Promise<boolean | string>;
+  sessionExists: (sessionId: string) => Promise<boolean | string | SessionMark>;
   /**
    * What posting, listing and withdrawing ask instead of `sessionExists`: the same question,
    * with the request's token check run on the config it reads (`sessionCreatedIn`'s `check`),
    * so a token bound to a deleted incarnation is refused by the read whose answer a notice
    * names, not only by a check before it. Default: `sessionExists`.
    */
-  checkedSession?: (sessionId: string) => Promise<boolean | string>;
+  checkedSession?: (sessionId: string) => Promise<boolean | string | SessionMark>;
   /** Prefix of every key (`KEY_PREFIX`), e.g. `prod/`. Default: none. */
   keyPrefix?: string;
   /** The service clock: posted_at of API posts and delivered_at of deliveries. */
@@ -125,6 +136,12 @@ export interface ConsumeOptions {
    * id, and is removed instead of delivered.
    */
   since?: string;
+  /**
+   * The consuming session's `incarnation` (its config's), where it has one: a notice posted to
+   * another incarnation is removed instead of delivered, also one created at the same time (an
+   * import keeps the creation time of the session it was exported from).
+   */
+  incarnation?: string | undefined;
   /**
    * How many notices the turn takes at most (default `Inbox.noticesPerTurn`): fewer when it
    * delivers notices earlier turns took first. The `abort` is taken whatever the room.

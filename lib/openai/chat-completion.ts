@@ -68,10 +68,16 @@ async function consumeNotices(
   if (!consumes) return [];
   const refusal = await retried?.(session);
   if (refusal) throw refusal;
-  const consumed = await consumeForModelCall(inbox, sessionId, session, 0);
+  const consumed = await consumeForModelCall(
+    inbox,
+    sessionId,
+    { created_at: session.created_at, incarnation: undefined },
+    0,
+  );
   if (consumed.abort) {
     const { abort } = consumed;
-    if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0, session.created_at);
+    if (consumed.delivered.length > 0)
+      await inbox.giveBack(sessionId, consumed.delivered, 0, { created_at: session.created_at });
     const aborted = new AbortedError(abort.reason, {
       reason: abort.reason,
       notice: abort.name,

@@ -167,7 +167,13 @@ async function giveBackTaken(
   const { turn } = attempt;
   const taken = await givenBack(services, attempt, error);
   if (taken.length > 0)
-    await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at, turn.writer);
+    await services.inbox.giveBack(
+      sessionId,
+      taken,
+      turn.turn,
+      { created_at: turn.session.created_at, incarnation: turn.scope.incarnation },
+      turn.writer,
+    );
 }
 
 async function closeFailedTurn(

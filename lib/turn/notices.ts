@@ -78,7 +78,7 @@ export class TurnNotices {
       consumeForModelCall(
         services.inbox,
         sessionId,
-        turn.session,
+        { created_at: turn.session.created_at, incarnation: turn.scope.incarnation },
         turn.turn,
         fetched,
         roomFor(services, carried),

@@ -142,3 +142,33 @@ describe("a bound token's check, then another request's write, then the route", 
     expect((await call(TOKEN, 'GET', '/v1/sessions/s/inbox/delivered')).body.delivered).toEqual([]);
   });
 });
+
+// An import keeps the created_at of the session it was exported from: a notice names the
+// incarnation it was posted to by the config's `incarnation` too, which an import does not keep.
+it('a notice whose put lands after the session was deleted and imported again never reaches it', async () => {
+  const { store, call, session } = setup();
+  const token = await session();
+  const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
+  const headers = { authorization: `Bearer ${TOKEN}` };
+  const lines = await (await app.request('/v1/sessions/s/export', { headers }, environment)).text();
+  // After the inbox's read of the config (which passed the token), before the notice's put.
+  store.skip = 1;
+  store.between = async () => {
+    expect((await call(TOKEN, 'DELETE', '/v1/sessions/s')).status).toBe(204);
+    const imported = await app.request(
+      '/v1/sessions/import',
+      { method: 'POST', headers: { ...headers, 'content-type': 'application/x-ndjson' }, body: lines },
+      environment,
+    );
+    expect(imported.status).toBe(201);
+  };
+  const posted = await call(token, 'POST', '/v1/sessions/s/inbox', { name: 'late', content: 'from a deleted session' });
+  expect(store.between).toBeUndefined();
+  expect(posted.status).toBe(201);
+  const turn = await call(TOKEN, 'POST', '/v1/sessions/s/turns', { input: 'again' });
+  expect(turn.status).toBe(200);
+  expect(turn.body.context.notices_delivered).toEqual([]);
+  expect((await call(TOKEN, 'GET', `/v1/sessions/s/turns/${turn.body.turn}`)).body.notices).toEqual([]);
+  expect((await call(TOKEN, 'GET', '/v1/sessions/s/inbox')).body.pending).toEqual([]);
+  expect((await call(TOKEN, 'GET', '/v1/sessions/s/inbox/delivered')).body.delivered).toEqual([]);
+});

@@ -151,8 +151,9 @@ export function sessionExistsIn(store: ObjectStore, keyPrefix: string): (id: str
 }
 
 /**
- * The creation time of session `id` (its config read), or false when there is none: an inbox's
- * `sessionExists` that names the incarnation a notice is posted to (lib/inbox/types.ts). `check`
+ * The creation time and `incarnation` of session `id` (its config read), or false when there is
+ * none: an inbox's `sessionExists` that names the incarnation a notice is posted to
+ * (lib/inbox/types.ts `SessionMark`). `check`
  * runs on the config read (as SessionLogOptions.checkConfig on the log's reads): an inbox's
  * `checkedSession`, which a request's bound token's revocation check refuses.
  */
@@ -160,14 +161,17 @@ export function sessionCreatedIn(
   store: ObjectStore,
   keyPrefix: string,
   check?: (config: SessionConfig) => void,
-): (id: string) => Promise<string | false> {
+): (id: string) => Promise<{ created_at: string; incarnation?: string } | false> {
   return async (id) => {
     const key = sessionConfigKey(keyPrefix, id);
     const object = await store.get(key);
     if (!object) return false;
     const config = parseStored(key, object.body, sessionConfigSchema);
     check?.(config);
-    return config.created_at;
+    return {
+      created_at: config.created_at,
+      ...(config.incarnation === undefined ? {} : { incarnation: config.incarnation }),
+    };
   };
 }
 

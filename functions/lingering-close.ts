@@ -12,6 +12,10 @@ type ClosingSocket = Socket & { destroySoon?: () => void };
 const own = new WeakMap<Socket, () => void>();
 /** Requests sent with `Expect: 100-continue` that got no `100 Continue`: their client sends no body. */
 const bodyWithheld = new WeakSet<IncomingMessage>();
+/** Sockets lingering after a refusal: what they read is dropped. */
+const lingering = new WeakSet<Socket>();
+/** The server's events that hand a parsed request to the app. */
+const REQUEST_EVENTS = new Set<string | symbol>(['request', 'checkContinue', 'checkExpectation']);
 
 /**
  * Marks `request` as one whose client withholds its body until `100 Continue` (functions/local-server.ts
@@ -33,8 +37,21 @@ export function withheldUntilContinue(request: IncomingMessage): { continued: ()
  * FIN), reads and drops what the client still sends, and is closed once the client ends its
  * side, or sent nothing for LINGER_IDLE_MS, or after LINGER_MAX_MS. A body withheld until a
  * `100 Continue` that never went out is not coming: its socket closes at once, as before.
+ * The parser still reads what such a socket receives: a request the client sends after the
+ * refused body (pipelined, or on a connection it took for open) is not handed to the app, as a
+ * connection answered `Connection: close` runs no further request (RFC 9112, 9.6): its socket
+ * is closed then.
  */
 export function lingerOnRefusal(server: Server): void {
+  const emit = server.emit;
+  server.emit = function (this: Server, event: string | symbol, ...args: unknown[]): boolean {
+    const socket = REQUEST_EVENTS.has(event) ? (args[0] as IncomingMessage).socket : undefined;
+    if (socket && lingering.has(socket)) {
+      socket.destroy();
+      return true;
+    }
+    return Reflect.apply(emit, this, [event, ...args]) as boolean;
+  } as Server['emit'];
   server.on('request', (request: IncomingMessage) => {
     const socket = request.socket as ClosingSocket;
     const destroySoon = own.get(socket) ?? socket.destroySoon;
@@ -43,6 +60,7 @@ export function lingerOnRefusal(server: Server): void {
     socket.destroySoon = function (this: ClosingSocket) {
       if (request.complete || bodyWithheld.has(request)) return destroySoon.call(this);
       this.destroySoon = () => {};
+      lingering.add(this);
       this.end();
       const close = () => this.destroy();
       const timer = setTimeout(close, LINGER_MAX_MS);

@@ -17,15 +17,37 @@ export interface WorkersAiModelSettings {
   maxRetries: number;
 }
 
+/** The seeds Workers AI's text generation models take (their `seed` input: 1 to 9999999999). */
+const MAX_SEED = 9_999_999_999;
+
+type ChatModel = ReturnType<ReturnType<typeof createWorkersAI>['chat']>;
+
 /** A model served by the Workers AI binding (`binding.run(model, {messages, tools, stream})`). */
 export function createWorkersAiModel(settings: WorkersAiModelSettings): Model {
-  const provider = createWorkersAI({ binding: settings.binding as unknown as Ai });
   return createSdkModel({
     id: settings.id,
-    languageModel: provider.chat(settings.modelName),
+    languageModel: seededChat(settings.binding, settings.modelName),
     // workers-ai-provider takes an image only as bytes with an image/* type, and no file.
     imageBytesOnly: true,
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
+  });
+}
+
+/**
+ * The provider's chat model, whose calls also pass a call's `seed` (Chat Completions' `seed`)
+ * to the binding's inputs: workers-ai-provider reads the setting but leaves it out of them. A
+ * seed outside the range the models take is left out, as a provider without seeds ignores one.
+ */
+function seededChat(binding: WorkersAiBinding, modelName: string): ChatModel {
+  const chat = (run: WorkersAiBinding) => createWorkersAI({ binding: run as unknown as Ai }).chat(modelName);
+  const plain = chat(binding);
+  const forCall = (seed: number | undefined) =>
+    seed !== undefined && Number.isInteger(seed) && seed >= 1 && seed <= MAX_SEED
+      ? chat({ run: (model, inputs, options) => binding.run(model, { ...(inputs as object), seed }, options) })
+      : plain;
+  return Object.assign(Object.create(Object.getPrototypeOf(plain) as object) as ChatModel, plain, {
+    doGenerate: (options: Parameters<ChatModel['doGenerate']>[0]) => forCall(options.seed).doGenerate(options),
+    doStream: (options: Parameters<ChatModel['doStream']>[0]) => forCall(options.seed).doStream(options),
   });
 }

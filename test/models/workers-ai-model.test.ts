@@ -165,3 +165,16 @@ describe('workers-ai adapter against a fake AI binding', () => {
     expect(events).toEqual(['text_delta']);
   });
 });
+
+describe('workers-ai adapter: a sampling seed', () => {
+  it("reaches the binding's inputs as `seed` when in Workers AI's range, streamed or not", async () => {
+    const { model: workersAi, runs } = model(recorded('workers-ai-text.json', 'workers-ai-text.sse'));
+    await workersAi.generate({ ...request(hello), settings: { seed: 7 } });
+    await collectStream(workersAi.stream({ ...request(hello), settings: { seed: 9_999_999_999 } }));
+    // Out of the range its models take (1 to 9999999999), it is left out, as a provider without one ignores it.
+    await workersAi.generate({ ...request(hello), settings: { seed: 0 } });
+    await workersAi.generate(request(hello));
+    expect(runs.map((run) => run.inputs.seed)).toEqual([7, 9_999_999_999, undefined, undefined]);
+    expect(runs[1]!.inputs.stream).toBe(true);
+  });
+});

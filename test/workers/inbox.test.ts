@@ -58,3 +58,22 @@ describe('inbox on R2', () => {
     expect(store.counts).toMatchObject({ list: 1, head: 1, get: 0 });
   });
 });
+
+describe('inbox on R2: the incarnation a notice was posted to', () => {
+  it('keeps it in custom metadata: a session imported again under the id drops the notice', async () => {
+    const keyPrefix = `inbox-r2-${crypto.randomUUID()}/`;
+    // Created before the notices' uploads (a consume drops notices uploaded before its session).
+    const created_at = new Date(Date.now() - 60_000).toISOString();
+    let current = { created_at, incarnation: 'first' };
+    const inbox = new Inbox(new R2Store(bucket), { keyPrefix, sessionExists: async () => current });
+    await inbox.post('s1', { name: 'kept.md', content: 'for the first' });
+    const consume = () =>
+      inbox.consume('s1', { turn: 1, sessionExists: true, since: created_at, incarnation: current.incarnation });
+    expect((await consume()).delivered.map((notice) => notice.name)).toEqual(['kept.md']);
+    await inbox.post('s1', { name: 'late.md', content: 'for the first too' });
+    // Deleted and imported again: the same created_at, an incarnation of its own.
+    current = { created_at, incarnation: 'second' };
+    expect((await consume()).delivered).toEqual([]);
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+});

@@ -47,7 +47,7 @@ async function consumeNotices(
   facade: Facade,
   request: Parameters<typeof chatAbortRetry>[1],
   strategies: string[],
-): Promise<DeliveredNotice[]> {
+): Promise<{ notices: DeliveredNotice[]; createdAt?: string }> {
   const { sessions, inbox } = facade.services;
   const { sessionId } = request;
   // Only a call that consumes the inbox meets an abort (and so may retry one).
@@ -65,7 +65,7 @@ async function consumeNotices(
     }),
     consumes ? chatAbortRetry(facade, request) : undefined,
   ]);
-  if (!consumes) return [];
+  if (!consumes) return { notices: [] };
   const refusal = await retried?.(session);
   if (refusal) throw refusal;
   const consumed = await consumeForModelCall(
@@ -87,7 +87,7 @@ async function consumeNotices(
     await keepChatAbort(facade, request, session, aborted);
     throw aborted;
   }
-  return consumed.delivered;
+  return { notices: consumed.delivered, createdAt: session.created_at };
 }
 
 /** The strategies a call runs: the header's (an unknown name is a 400 naming it), else the deployment's. */
@@ -132,8 +132,8 @@ export async function createChatCompletion(
   );
   const strategies = strategiesOf(headers['x-tailgate-strategies'], services.env);
   const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
-  const notices =
-    sessionId !== null ? await consumeNotices(facade, { sessionId, instructions, items }, strategies) : [];
+  const { notices, createdAt } =
+    sessionId !== null ? await consumeNotices(facade, { sessionId, instructions, items }, strategies) : { notices: [] };
   const request: StatelessRequest = {
     items,
     instructions,
@@ -149,7 +149,15 @@ export async function createChatCompletion(
   // Notices go back to the inbox when no model answered them; a refused image or file is named
   // by its message's position.
   const giveBack = async (error: unknown): Promise<never> => {
-    if (sessionId !== null && notices.length > 0) await services.inbox.giveBack(sessionId, notices, 0);
+    // Named as the session the notices were consumed for, as a closed turn names it: one deleted
+    // and created again under the id meanwhile does not get them (lib/inbox/carry.ts giveBack).
+    if (sessionId !== null && notices.length > 0)
+      await services.inbox.giveBack(
+        sessionId,
+        notices,
+        0,
+        createdAt === undefined ? undefined : { created_at: createdAt },
+      );
     throw partInRequest(error, origins, 'messages') ?? error;
   };
   const id = randomId('chatcmpl');

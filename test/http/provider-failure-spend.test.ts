@@ -13,8 +13,10 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // A turn whose model call failed is charged an estimate (its prompt's tokens, the output it
 // streamed) only when the provider may have run the model: the request was in flight when the
 // call timed out, or the provider accepted it (a 2xx) and the answer broke off. A request the
-// provider refused with an error status, or that never reached it, bills nothing, also when the
-// call then timed out waiting to retry it. Against a fake provider speaking Chat Completions.
+// provider refused with an error status, or that never reached it, bills nothing. Against a fake
+// provider speaking Chat Completions. No test races a deadline against a refusal: a refusal is
+// answered with no retry (the call that times out waiting to retry one is marked by the same
+// rule: test/models/provider-reach.test.ts).
 
 /** What the fake provider answers next (each test sets it). */
 let next: FakeReply = { status: 500, json: {} };
@@ -30,16 +32,17 @@ afterAll(async () => {
 const firstEvents = (count: number) =>
   `${fixture('openai-chat-text.sse').split('\n\n').slice(0, count).join('\n\n')}\n\n`;
 
+/** No retry, and a deadline no test reaches: the refusal is the call's failure. */
+const NO_RETRY = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '600000' };
 /**
- * The deadline of a call whose request is refused and retried: under the SDK's first back-off
- * (2 s, or the `retry-after-ms` the refusals below send), so the call times out before its retry,
- * and long enough that the refusal is seen before it on a loaded machine.
+ * A deadline that falls while the request hangs unanswered; long enough that the request was sent
+ * before it on a loaded machine (the call builds it at once).
  */
-const BEFORE_RETRY_MS = 1900;
+const HANGING = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '2000' };
 
-/** A turn on the fake provider (or `baseURL`), streamed or not, with one retry and a deadline of `deadlineMs`. */
-async function failedTurn(stream: boolean, deadlineMs: number, baseURL = provider.baseURL) {
-  const { api, harness, auth, drain } = await world(baseURL, deadlineMs);
+/** A turn on the fake provider (or `baseURL`), streamed or not, with the model settings `models`. */
+async function failedTurn(stream: boolean, models: Record<string, string>, baseURL = provider.baseURL) {
+  const { api, harness, auth, drain } = await world(baseURL, models);
   const id = await api.session();
   const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
     method: 'POST',
@@ -59,9 +62,15 @@ async function failedTurn(stream: boolean, deadlineMs: number, baseURL = provide
   };
 }
 
-/** The app on `baseURL`, with a token whose spend is read, and the work it does after its answers. */
-async function world(baseURL: string, deadlineMs: number) {
+/**
+ * The app on `baseURL` with the model settings `models`, with a token whose spend is read, the
+ * work it does after its answers, and the statuses its provider requests were answered with,
+ * each told once the call saw it (`answered`).
+ */
+async function world(baseURL: string, models: Record<string, string>) {
   const tasks: Promise<unknown>[] = [];
+  const statuses: number[] = [];
+  const waiting: (() => void)[] = [];
   const harness = appHarness(
     new MemoryStore(),
     {
@@ -69,10 +78,22 @@ async function world(baseURL: string, deadlineMs: number) {
       TOKEN_SIGNING_KEY: SIGNING_KEY,
       OPENAI_COMPATIBLE_BASE_URL: baseURL,
       DEFAULT_MODEL: 'openai-compatible:fake-model',
-      MODEL_MAX_RETRIES: '1',
-      MODEL_TIMEOUT_MS: String(deadlineMs),
+      ...models,
     },
-    { afterResponse: (task: Promise<unknown>) => void tasks.push(task) },
+    {
+      afterResponse: (task: Promise<unknown>) => void tasks.push(task),
+      modelEnvironment: {
+        fetch: async (input, init) => {
+          const response = await fetch(input, init);
+          statuses.push(response.status);
+          // After the call's own continuation of this fetch has run.
+          setImmediate(() => {
+            for (const wake of waiting.splice(0)) wake();
+          });
+          return response;
+        },
+      },
+    },
   );
   const api = createClient(harness);
   const minted = await api.post('/v1/tokens', {
@@ -84,19 +105,26 @@ async function world(baseURL: string, deadlineMs: number) {
   const drain = async () => {
     while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
   };
-  return { api, harness, auth, drain };
+  const answered = async (count: number) => {
+    while (statuses.length < count) await new Promise<void>((wake) => waiting.push(wake));
+    return statuses.slice(0, count);
+  };
+  return { api, harness, auth, drain, answered };
 }
 
 type Turn = Awaited<ReturnType<typeof failedTurn>>;
 
-function chargedNothing({ receipt, spent, session }: Turn) {
+function chargedNothing({ receipt, spent, session }: Pick<Turn, 'receipt' | 'spent' | 'session'>) {
   expect(spent).toMatchObject({ turns: 0, total_tokens: 0 });
   expect(session).toMatchObject({ turns: 0, total_tokens: 0 });
   expect(receipt.usage).toBeNull();
   expect(receipt.usage_estimated).toBeUndefined();
 }
 
-function chargedEstimate({ receipt, spent, session }: Turn, output: 'none' | 'some') {
+function chargedEstimate(
+  { receipt, spent, session }: Pick<Turn, 'receipt' | 'spent' | 'session'>,
+  output: 'none' | 'some',
+) {
   expect(receipt.usage_estimated).toBe(true);
   expect(receipt.usage.input_tokens).toBeGreaterThan(0);
   if (output === 'none') expect(receipt.usage.output_tokens).toBe(0);
@@ -106,34 +134,21 @@ function chargedEstimate({ receipt, spent, session }: Turn, output: 'none' | 'so
   expect(session).toMatchObject({ turns: 0, input_tokens, output_tokens });
 }
 
-/** What a refusal says of its retry: not before the call's deadline. */
-const later = { 'retry-after-ms': '30000' };
-
 describe.each([false, true])('a turn (stream: %s) whose call never reached the model charges nothing', (stream) => {
-  it('a refused connection, timed out before its retry', async () => {
-    const turn = await failedTurn(stream, BEFORE_RETRY_MS, `http://127.0.0.1:${await freePort()}/v1`);
-    if (!stream) expect(turn.status, turn.answer).toBe(504);
-    expect(turn.answer).toContain('model_timeout');
-    chargedNothing(turn);
-  });
-
-  it('a 429, timed out before its retry', async () => {
-    next = { status: 429, headers: later, json: { error: { message: 'Rate limit reached', type: 'requests' } } };
-    const turn = await failedTurn(stream, BEFORE_RETRY_MS);
-    expect(turn.answer).toContain('model_timeout');
-    chargedNothing(turn);
-  });
-
-  it('a 401', async () => {
-    next = { status: 401, json: { error: { message: 'Incorrect API key', type: 'invalid_request_error' } } };
-    const turn = await failedTurn(stream, BEFORE_RETRY_MS);
+  it('a refused connection', async () => {
+    const turn = await failedTurn(stream, NO_RETRY, `http://127.0.0.1:${await freePort()}/v1`);
     expect(turn.answer).toContain('model_error');
     chargedNothing(turn);
   });
 
-  it('a 500, timed out before its retry', async () => {
-    next = { status: 500, headers: later, json: { error: { message: 'The server had an error', type: 'server' } } };
-    const turn = await failedTurn(stream, BEFORE_RETRY_MS);
+  it.each([
+    [429, { error: { message: 'Rate limit reached', type: 'requests' } }],
+    [401, { error: { message: 'Incorrect API key', type: 'invalid_request_error' } }],
+    [500, { error: { message: 'The server had an error', type: 'server' } }],
+  ])('a %s', async (status, json) => {
+    next = { status, json };
+    const turn = await failedTurn(stream, NO_RETRY);
+    expect(turn.answer).toContain('model_error');
     chargedNothing(turn);
   });
 });
@@ -141,21 +156,21 @@ describe.each([false, true])('a turn (stream: %s) whose call never reached the m
 describe('a turn whose call the provider may have run charges its estimate', () => {
   it.each([false, true])('no answer by the deadline (stream: %s)', async (stream) => {
     next = { hang: true };
-    const turn = await failedTurn(stream, 500);
+    const turn = await failedTurn(stream, HANGING);
     expect(turn.answer).toContain('model_timeout');
     chargedEstimate(turn, 'none');
   });
 
   it('a stream accepted, cut before any output', async () => {
     next = { sse: firstEvents(1) };
-    const turn = await failedTurn(true, 500);
+    const turn = await failedTurn(true, NO_RETRY);
     expect(turn.answer).toContain('model_error');
     chargedEstimate(turn, 'none');
   });
 
   it('a stream cut after output', async () => {
     next = { sse: firstEvents(2) };
-    const turn = await failedTurn(true, 500);
+    const turn = await failedTurn(true, NO_RETRY);
     expect(turn.answer).toContain('model_error');
     chargedEstimate(turn, 'some');
   });
@@ -166,15 +181,15 @@ describe('a store: false response whose call failed', () => {
   async function spentBy(reply: FakeReply | 'refused') {
     if (reply !== 'refused') next = reply;
     const baseURL = reply === 'refused' ? `http://127.0.0.1:${await freePort()}/v1` : provider.baseURL;
-    const { api, auth, drain } = await world(baseURL, reply === 'refused' ? BEFORE_RETRY_MS : 500);
+    const { api, auth, drain } = await world(baseURL, reply === 'refused' ? NO_RETRY : HANGING);
     const body = { model: 'openai-compatible:fake-model', input: 'Hello there', store: false };
     const failed = await api.post('/v1/responses', body, auth);
-    expect(failed.status, JSON.stringify(failed.body)).toBe(504);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(reply === 'refused' ? 502 : 504);
     await drain();
     return (await api.get('/v1/tokens/current', auth)).body.usage;
   }
 
-  it('a refused connection, timed out before its retry: nothing', async () => {
+  it('a refused connection: nothing', async () => {
     expect(await spentBy('refused')).toMatchObject({ turns: 0, total_tokens: 0 });
   });
 

@@ -52,3 +52,12 @@ export function providerMayHaveRun(error: unknown): boolean {
   const mark = typeof error === 'object' && error !== null ? marked.get(error) : undefined;
   return mark ?? error instanceof ModelTimeoutError;
 }
+
+/**
+ * Whether a call that failed with `error` is known never to have reached the model: its model
+ * marked it so (a refusal, a connection never made). An unmarked failure (a model that cannot
+ * tell) says no.
+ */
+export function providerUnreached(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && marked.get(error) === false;
+}

@@ -144,8 +144,9 @@ export async function gatedModelCall(
   const call = emit
     ? streamModel(model, { ...request, signal: controller.signal }, started.data.first_seq, forward, meter)
     : callModel(model, { ...request, signal: controller.signal });
-  // Settled either way: an aborted call's failure is nobody's.
-  call.catch(() => undefined);
+  // Settled either way: an aborted call's failure is nobody's but its meter's, which charges
+  // nothing for a call its provider never got.
+  call.catch(meter?.failing() ?? (() => undefined));
   let outcome: GateOutcome;
   try {
     outcome = await gate;

@@ -2,6 +2,7 @@ import type { ModelPrice } from '../ledger/prices.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { ModelStreamEvent, ModelUsage } from '../models/model.ts';
 import type { TokenCounter } from '../tokens/token-counter.ts';
+import { providerUnreached } from '../models/provider-reach.ts';
 
 /**
  * What a turn's model call spent, for a turn stopped before its own completion landed (closed
@@ -17,26 +18,32 @@ export interface StoppedSpend {
   estimated: boolean;
 }
 
+/** One model call of a turn attempt, as metered. */
+interface MeteredCall {
+  promptTokens: () => number;
+  counter: TokenCounter;
+  /** The output tokens it streamed. */
+  streamed: number;
+  /** It failed, and its model told that its provider never got it (lib/models/provider-reach.ts). */
+  unreached: boolean;
+}
+
 /** Meters the model calls of one turn attempt as they run. */
 export class CallMeter {
-  #prompt: (() => number) | undefined;
-  #streamed = 0;
+  #call: MeteredCall | undefined;
   #reported: ModelUsage | undefined;
-  #counter: TokenCounter | undefined;
-  /** What the calls of the attempt aborted before this one spent, estimated. */
-  #aborted: ModelUsage | undefined;
+  /** The calls of the attempt (and of attempts before it) aborted before this one. */
+  #earlier: MeteredCall[] = [];
 
   /**
    * A model call is made with a prompt of `promptTokens()` tokens (counted only if the turn is
    * stopped), its output counted with `counter`. The call before it, if any, was aborted (a notice
-   * it showed did not move): the provider bills it all the same, so what it spent is kept,
-   * estimated as a stopped call's, and counts in whatever the attempt is charged.
+   * it showed did not move): the provider bills it all the same, unless it never got it, so what
+   * it spent is kept, estimated as a stopped call's, and counts in whatever the attempt is charged.
    */
   calling(promptTokens: () => number, counter: TokenCounter): void {
-    this.#aborted = this.#withCall();
-    this.#prompt = promptTokens;
-    this.#counter = counter;
-    this.#streamed = 0;
+    if (this.#call) this.#earlier.push(this.#call);
+    this.#call = { promptTokens, counter, streamed: 0, unreached: false };
     this.#reported = undefined;
   }
 
@@ -46,21 +53,35 @@ export class CallMeter {
    */
   next(): CallMeter {
     const next = new CallMeter();
-    next.#aborted = this.#withCall();
+    next.#earlier = this.#call ? [...this.#earlier, this.#call] : [...this.#earlier];
     return next;
   }
 
-  /** What the aborted calls spent with the call made now, if any, as aborted too. */
-  #withCall(): ModelUsage | undefined {
-    if (!this.#prompt) return this.#aborted;
-    return added(this.#aborted, { input_tokens: this.#prompt(), output_tokens: this.#streamed });
+  /**
+   * Takes the failure of the call made now, once it comes (also after a later call started, for
+   * an aborted one): a call its model says its provider never got (a refusal, a connection never
+   * made: lib/models/provider-reach.ts) and that streamed nothing counts nothing.
+   */
+  failing(): (error: unknown) => void {
+    const call = this.#call;
+    return (error) => {
+      if (call && providerUnreached(error)) call.unreached = true;
+    };
+  }
+
+  /** What the aborted calls spent, estimated (none counts the calls their provider never got). */
+  #aborted(): ModelUsage | undefined {
+    let aborted: ModelUsage | undefined;
+    for (const call of this.#earlier) if (!skipped(call)) aborted = added(aborted, estimate(call));
+    return aborted;
   }
 
   /** An output event of the call, streamed to a client or not yet. */
   saw(event: ModelStreamEvent): void {
-    if (!this.#counter) return;
+    const call = this.#call;
+    if (!call) return;
     if (event.type === 'text_delta' || event.type === 'arguments_delta')
-      this.#streamed += this.#counter.count(event.delta);
+      call.streamed += call.counter.count(event.delta);
   }
 
   /** The call answered: the provider's usage, exact. */
@@ -77,27 +98,44 @@ export class CallMeter {
    * What a call that failed on its own spent at `price`: the provider's usage when it answered
    * (its answer then refused); else, when the provider may have run the model (`mayHaveRun`:
    * lib/models/provider-reach.ts) or the call streamed output before it failed (the provider
-   * worked on it, and bills that), the estimate `spent` makes; else null (a request the provider
-   * refused with an error status, or that never reached it, bills nothing).
+   * worked on it, and bills that), the estimate `spent` makes; else only what the calls aborted
+   * before it spent (a request the provider refused with an error status, or that never reached
+   * it, bills nothing).
    */
   failed(price: ModelPrice | undefined, mayHaveRun: boolean): StoppedSpend | null {
-    if (!this.#reported && !mayHaveRun && this.#streamed === 0)
-      return this.#aborted ? { usage: turnUsage(this.#aborted, price), estimated: true } : null;
+    if (!this.#reported && !mayHaveRun && (this.#call?.streamed ?? 0) === 0) return this.#abortedOnly(price);
     return this.spent(price);
   }
 
   /**
    * What the call spent at `price`, with what the calls aborted before it spent: null when no call
-   * was made. Estimated when the provider reported none for any of them.
+   * was made. Estimated when the provider reported none for any of them. A call stopped from
+   * outside (a turn closed by someone else) that its provider never got counts nothing.
    */
   spent(price: ModelPrice | undefined): StoppedSpend | null {
-    const aborted = this.#aborted;
+    const aborted = this.#aborted();
     const estimated = !this.#reported || aborted !== undefined;
     if (this.#reported) return { usage: turnUsage(added(aborted, this.#reported), price), estimated };
-    if (!this.#prompt) return null;
-    const usage = { input_tokens: this.#prompt(), output_tokens: this.#streamed };
-    return { usage: turnUsage(added(aborted, usage), price), estimated };
+    const call = this.#call;
+    if (!call) return null;
+    if (skipped(call)) return this.#abortedOnly(price);
+    return { usage: turnUsage(added(aborted, estimate(call)), price), estimated };
   }
+
+  #abortedOnly(price: ModelPrice | undefined): StoppedSpend | null {
+    const aborted = this.#aborted();
+    return aborted ? { usage: turnUsage(aborted, price), estimated: true } : null;
+  }
+}
+
+/** A call that counts nothing: its provider never got it, and it streamed nothing. */
+function skipped(call: MeteredCall): boolean {
+  return call.unreached && call.streamed === 0;
+}
+
+/** A call's estimate: its prompt's tokens as counted, the output it streamed. */
+function estimate(call: MeteredCall): ModelUsage {
+  return { input_tokens: call.promptTokens(), output_tokens: call.streamed };
 }
 
 /** `usage` with `earlier`'s input and output tokens added. */

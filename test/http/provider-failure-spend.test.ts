@@ -176,6 +176,50 @@ describe('a turn whose call the provider may have run charges its estimate', () 
   });
 });
 
+// A turn stopped by someone else (here a cancel, which reaches a turn of the same process at
+// once) charges what its call spent by the same rule: nothing for a call refused and waiting to
+// retry (`retry-after-ms` far past the test), its estimate for one in flight.
+describe.each([false, true])('a turn (stream: %s) cancelled while its call', (stream) => {
+  async function cancelled(reply: FakeReply, answers: number) {
+    next = reply;
+    const { api, harness, auth, drain, answered } = await world(provider.baseURL, {
+      MODEL_MAX_RETRIES: '1',
+      MODEL_TIMEOUT_MS: '600000',
+      TURN_LEASE_MS: '600000',
+    });
+    const id = await api.session();
+    const pending = harness.fetch(`/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'Hello there', stream }),
+    });
+    if (answers > 0) await answered(answers);
+    else await expect.poll(() => provider.requests.length).toBeGreaterThan(0);
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await (await pending).text();
+    await drain();
+    const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(receipt.status).toBe('cancelled');
+    return {
+      receipt,
+      spent: (await api.get('/v1/tokens/current', auth)).body.usage,
+      session: (await api.get(`/v1/sessions/${id}`)).body.usage,
+    };
+  }
+
+  it('waits to retry a 429: nothing', async () => {
+    const later = { 'retry-after-ms': '30000' };
+    const turn = await cancelled({ status: 429, headers: later, json: { error: { message: 'Slow down' } } }, 1);
+    chargedNothing(turn);
+  });
+
+  it('is in flight: its estimate', async () => {
+    provider.requests.length = 0;
+    const turn = await cancelled({ hang: true }, 0);
+    chargedEstimate(turn, 'none');
+  });
+});
+
 // A call that stores nothing (`store: false`) is charged to its token by the same rule.
 describe('a store: false response whose call failed', () => {
   async function spentBy(reply: FakeReply | 'refused') {

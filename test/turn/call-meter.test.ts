@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { ModelTimeoutError } from '../../lib/models/errors.ts';
+import { markReach } from '../../lib/models/provider-reach.ts';
+import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
+import { CallMeter } from '../../lib/turn/stopped-spend.ts';
+
+// What a turn's model calls spent when it was stopped or failed (lib/turn/stopped-spend.ts): a call
+// its model marked as never reaching its provider (refused, or stopped waiting to retry a
+// refusal: lib/models/provider-reach.ts) counts nothing, also when it was aborted and made again
+// and its failure came after the next call started; an unmarked failure counts as before.
+
+const aborted = (mayHaveRun: boolean) => markReach(new ModelTimeoutError('aborted'), mayHaveRun);
+const prompt = (tokens: number) => () => tokens;
+
+describe('CallMeter', () => {
+  it('a stopped call its provider never got: nothing', () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    meter.failing()(aborted(false));
+    expect(meter.spent(undefined)).toBeNull();
+  });
+
+  it('a stopped call in flight, or failed unmarked: its estimate', () => {
+    for (const error of [aborted(true), new ModelTimeoutError('aborted'), new Error('gone')]) {
+      const meter = new CallMeter();
+      meter.calling(prompt(10), approximateTokenCounter);
+      meter.failing()(error);
+      expect(meter.spent(undefined)).toMatchObject({ usage: { input_tokens: 10, output_tokens: 0 }, estimated: true });
+    }
+  });
+
+  it('an aborted call made again: counted unless its provider never got it, its mark coming late', () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    const first = meter.failing();
+    meter.calling(prompt(20), approximateTokenCounter);
+    const second = meter.failing();
+    meter.calling(prompt(40), approximateTokenCounter);
+    first(aborted(false));
+    second(aborted(true));
+    meter.answered({ input_tokens: 41, output_tokens: 5 });
+    expect(meter.spent(undefined)).toMatchObject({ usage: { input_tokens: 61, output_tokens: 5 }, estimated: true });
+  });
+
+  it("a lost claim's aborted call, carried to the next attempt, marked after", () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    const first = meter.failing();
+    const next = meter.next();
+    first(aborted(false));
+    next.calling(prompt(20), approximateTokenCounter);
+    next.answered({ input_tokens: 21, output_tokens: 3 });
+    expect(next.spent(undefined)).toMatchObject({ usage: { input_tokens: 21, output_tokens: 3 }, estimated: false });
+  });
+
+  it('a failed call refused (not run) after an aborted one that ran: only the aborted one', () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    meter.failing()(aborted(true));
+    meter.calling(prompt(20), approximateTokenCounter);
+    expect(meter.failed(undefined, false)).toMatchObject({
+      usage: { input_tokens: 10, output_tokens: 0 },
+      estimated: true,
+    });
+  });
+});

@@ -38,7 +38,7 @@ const NO_RETRY = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '600000' };
  * A deadline that falls while the request hangs unanswered; long enough that the request was sent
  * before it on a loaded machine (the call builds it at once).
  */
-const HANGING = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '2000' };
+const HANGING = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '5000' };
 
 /** A turn on the fake provider (or `baseURL`), streamed or not, with the model settings `models`. */
 async function failedTurn(stream: boolean, models: Record<string, string>, baseURL = provider.baseURL) {

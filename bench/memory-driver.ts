@@ -99,6 +99,7 @@ export class MemoryTurnDriver implements TurnDriver {
       copyBlobs: (id, from, items) => log.copyBlobs(id, from, items),
       queuedTakenBefore: (scope, keyHash) => log.queuedTakenBefore(scope, keyHash),
       removeQueued: (scope, keyHash) => log.removeQueued(scope, keyHash),
+      lowerQueueSignal: (scope, etag) => log.lowerQueueSignal(scope, etag),
       markQueued: (scope, keyHash, writer) => log.markQueued(scope, keyHash, writer),
       queuedWithdrawing: (scope, keyHash) => log.queuedWithdrawing(scope, keyHash),
       withdrawQueued: (id, keyHash) => log.withdrawQueued(id, keyHash),

@@ -12,6 +12,7 @@ import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import {
   pickUpAfterLeaseClose,
+  pickUpFirst,
   runInProcess,
   type BackgroundTurn,
   type RunningTurns,
@@ -77,7 +78,7 @@ export function sessionLogFor(
   config: ServiceConfig,
   extra: Pick<
     SessionLogOptions,
-    'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed' | 'onClosedByOther' | 'log'
+    'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed' | 'onQueueWaiting' | 'onClosedByOther' | 'log'
   > = {},
 ): SessionLog {
   return new SessionLog(store, {
@@ -159,6 +160,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       onClosed,
       onClaimed,
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
+      onQueueWaiting: pickUpFirst(() => services),
       ...closesByOthers(running, observeTurn),
       log,
     }),

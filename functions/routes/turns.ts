@@ -107,7 +107,11 @@ export function turnRoutes() {
       );
       // An empty input takes the newest turn again, which must have failed (lib/turn/types.ts, `retake`).
       const retake = Array.isArray(request.input) && request.input.length === 0;
-      const options = { ...(idempotencyKey !== undefined ? { idempotencyKey } : {}), ...(retake ? { retake } : {}) };
+      const options = {
+        ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+        ...(retake ? { retake } : {}),
+        ...(onBusy ? { onBusy } : {}),
+      };
       const services = c.var.services;
       if (background && stream) throw new InvalidRequestError('background turns are not streamed', { field: 'stream' });
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
@@ -133,7 +137,7 @@ export function turnRoutes() {
         );
         return c.json(await pending, 200);
       };
-      const taken = await takeUnderPolicy(services, id, request, { ...options, onBusy }, take);
+      const taken = await takeUnderPolicy(services, id, request, options, take);
       if (taken.kind === 'queued')
         return c.json({ session_id: id, queued_turn: taken.queued_turn, position: taken.position }, 202);
       return taken.value;

@@ -213,6 +213,18 @@ function checkRecordNumber(record: number): number {
   return record;
 }
 
+/**
+ * `turn/<g>/-queued`: put by every enqueue once its entry landed, emptied (if-match) by a pickup
+ * that found the queue empty. Its name lists before every record of the generation, so a claim's
+ * listing of the records shows it (docs/STORAGE.md "Queued inputs").
+ */
+export function queueSignalKey(scope: LogScope): string {
+  return `${recordsPrefix(scope)}${QUEUE_SIGNAL}`;
+}
+
+/** The name of the queue's signal under a generation's records (queueSignalKey). */
+export const QUEUE_SIGNAL = '-queued';
+
 /** The key of record `record` (a model turn, an append or a compaction). */
 export function recordKey(scope: LogScope, record: number): string {
   return `${recordsPrefix(scope)}${pad(RECORD_BOUND - checkRecordNumber(record))}`;

@@ -10,6 +10,7 @@ import { completedResponse, journalRun } from './log/turns.ts';
 import {
   enqueueInput,
   listQueued,
+  lowerSignal,
   readQueued,
   removeQueued,
   takenBefore,
@@ -90,6 +91,11 @@ export class SessionLogRunning extends SessionLogBase {
 
   async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
     return removeQueued(this.log, scope, keyHash);
+  }
+
+  /** Empties the queue's signal if its etag is still `etag` (log/queue.ts lowerSignal). */
+  async lowerQueueSignal(scope: LogScope, etag: string): Promise<boolean> {
+    return lowerSignal(this.log, scope, etag);
   }
 
   /** Marks a queued input as being claimed, before its turn's record (log/queue-withdraw.ts). */

@@ -1,5 +1,5 @@
 import type { ListResult, ObjectInfo, ObjectStore } from '../store/object-store.ts';
-import { ancestorScope, parseRecordsEntry, RECORD_BOUND, recordsPrefix, type LogScope } from './keys.ts';
+import { ancestorScope, parseRecordsEntry, QUEUE_SIGNAL, RECORD_BOUND, recordsPrefix, type LogScope } from './keys.ts';
 
 /** One readable piece of the log, as a listing resolves it: a record, or a segment. */
 export type LogUnit =
@@ -67,6 +67,11 @@ export class UnitCursor {
   readonly buried: string[] = [];
   /** List requests made so far. */
   lists = 0;
+  /**
+   * The log's own queue signal (keys.ts queueSignalKey) as listed, once a page reached it: it
+   * lists before the generation's records, so with any of them. Null: not listed.
+   */
+  queueSignal: ObjectInfo | null = null;
   /** Every view (`.view`) in the pages listed so far, newest first. */
   readonly views: { record: number; key: string; size: number }[] = [];
   readonly #store: ObjectStore;
@@ -165,6 +170,10 @@ export class UnitCursor {
         continue;
       }
       const name = object.key.slice(this.#prefix.length);
+      if (name === QUEUE_SIGNAL) {
+        if (this.#hop === 0) this.queueSignal = object;
+        continue;
+      }
       const entry = parseRecordsEntry(name);
       if (entry?.kind === 'view' && this.#hop === 0)
         this.views.push({ record: entry.record, key: object.key, size: object.size });

@@ -26,7 +26,10 @@ export interface Claimed {
   errorCode?: string;
 }
 
-type BackgroundClaimOptions = Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig' | 'retake'> & {
+type BackgroundClaimOptions = Pick<
+  TurnOptions,
+  'idempotencyKey' | 'afterTurn' | 'checkConfig' | 'retake' | 'onBusy'
+> & {
   answerRunning?: boolean;
 };
 
@@ -83,6 +86,7 @@ async function checkedClaim(
     beforeRecord: attachments.store,
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
+    ...(options.onBusy ? { onBusy: options.onBusy } : {}),
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
       : {}),
@@ -101,7 +105,16 @@ export async function claimInput(
   sessionId: string,
   claimed: Pick<
     ClaimOptions,
-    'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn' | 'check' | 'beforeRecord' | 'retake'
+    | 'input'
+    | 'idempotencyKey'
+    | 'keyHash'
+    | 'requestHash'
+    | 'afterTurn'
+    | 'check'
+    | 'beforeRecord'
+    | 'retake'
+    | 'fromQueue'
+    | 'onBusy'
   > & {
     request: Record<string, unknown>;
   },

@@ -2,6 +2,7 @@ import {
   BudgetExhaustedError,
   IdempotencyKeyReusedError,
   InvalidRequestError,
+  StorageError,
   TurnInProgressError,
   TurnNotOpenError,
 } from '../errors.ts';
@@ -149,6 +150,8 @@ export interface ClosedBefore {
   turn: number;
   /** The session's own `webhook_url` (undefined: not known, read when webhooks are on). */
   webhookUrl?: string | null | undefined;
+  /** The etag of the queue's signal as the turn's claim listed it, when set: lowered if nothing waits. */
+  signal?: string | undefined;
 }
 
 /**
@@ -170,13 +173,16 @@ export type PickedUp = 'budget_spent' | undefined;
  * under its key hash and hands it to a runner, whose completion takes up the next. A claim
  * that replays (its turn was stored by an earlier pickup that died before removing it) only
  * removes it; a busy session leaves the queue to the turn that holds it. At most one turn is
- * started per call. After a close (`closed`), an empty queue sends `session.idle`.
+ * started per call. After a close (`closed`), an empty queue sends `session.idle`. An empty queue
+ * lowers the queue's signal (log/queue.ts) when one was read set before the listing (`signal`, or
+ * the closed turn's), if it is still as read.
  */
 export async function pickUp(
   services: TurnServices,
   sessionId: string,
   known?: LogScope,
   closed?: ClosedBefore,
+  signal: string | undefined = closed?.signal,
 ): Promise<PickedUp> {
   const { sessions } = services;
   const scope = known ?? (await sessions.scope(sessionId));
@@ -186,6 +192,8 @@ export async function pickUp(
   for (let tries = 0; tries < 8 + withdrawn.size; tries++) {
     const next = (await sessions.queued(scope)).find((queued) => !withdrawn.has(queued.keyHash));
     if (!next) {
+      // Refused: an enqueue raised it since (its entry is listed next time). Failed: it stays raised.
+      if (signal) await sessions.lowerQueueSignal(scope, signal).catch(() => false);
       if (closed) await sendIdle(services, scope, closed);
       return;
     }
@@ -205,6 +213,7 @@ export async function pickUp(
         input: entry.input,
         request: entry.request,
         keyHash: entry.key_sha256,
+        fromQueue: true,
         ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
         // Once nothing else refuses the claim: a withdraw that lands first refuses it.
         beforeRecord: () => sessions.markQueued(queue, entry.key_sha256, entry.writer),
@@ -317,6 +326,26 @@ export function pickUpAfterLeaseClose(services: () => TurnServices): (closed: Cl
     const after = services();
     const before: ClosedBefore = { turn: closed.turn, webhookUrl: closed.webhookUrl };
     afterResponse(after, () => pickUp(after, closed.scope.id, closed.scope, before));
+  };
+}
+
+/**
+ * The session log's `onQueueWaiting`: a new turn's claim found the session idle and the queue's
+ * signal raised, so inputs queued before it may wait (the pickup of the close before is still to
+ * come, or its process died). The oldest is taken up first, as that pickup would take it, and the
+ * claim reads the session again: busy now, it is answered under its busy policy (docs/API.md
+ * "Busy sessions"). A queue found empty lowers the signal (`signal`: its etag as the claim listed
+ * it). A failure of the store fails the claim; any other is logged and lets the claim go on.
+ */
+export function pickUpFirst(services: () => TurnServices): (scope: LogScope, signal: string) => Promise<void> {
+  return async (scope, signal) => {
+    const current = services();
+    try {
+      await pickUp(current, scope.id, scope, undefined, signal);
+    } catch (error) {
+      if (error instanceof StorageError) throw error;
+      current.log(`tailgate: session ${scope.id}: the pickup before a new turn failed`, error);
+    }
   };
 }
 

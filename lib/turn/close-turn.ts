@@ -318,7 +318,7 @@ function chargeCounted(services: TurnServices, turn: OpenTurn, closed: ClosedByI
 
 /** What a pickup after this turn's own close needs to tell that the session went idle. */
 export function closedBefore(turn: OpenTurn) {
-  return { turn: turn.turn, webhookUrl: turn.session.webhook_url ?? null };
+  return { turn: turn.turn, webhookUrl: turn.session.webhook_url ?? null, signal: turn.queueSignal };
 }
 
 /** The spend record of the token a background turn's record names, if any (checked as read). */

@@ -12,6 +12,7 @@ export {
   listQueue,
   pickUp,
   pickUpAfterLeaseClose,
+  pickUpFirst,
   takeUnderPolicy,
 } from './busy.ts';
 export { journalEvents, turnAsItStands } from './journal.ts';

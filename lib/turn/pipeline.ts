@@ -114,6 +114,7 @@ async function takeTurn(
     request: requestRecord(request, options),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
+    ...(options.onBusy ? { onBusy: options.onBusy } : {}),
     // An unrunnable model (no provider key, or unpriced under a cost budget) or a spent budget stores nothing.
     check: async (config) => {
       checkTurnModels(services, request, config);

@@ -1,3 +1,4 @@
+import type { OnBusy } from '../session/fields.ts';
 import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
 import type { SessionConfig } from '../session/records.ts';
@@ -22,6 +23,8 @@ export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.
 export interface TurnOptions {
   idempotencyKey?: string;
   afterTurn?: number;
+  /** The request's busy policy, if it names one (an `interrupt` goes ahead of queued inputs). */
+  onBusy?: OnBusy;
   /**
    * Refuses the turn for what its session's config says (the facade: a tool_choice its tools
    * lack), judged after a repeated key's replay and before anything is written.
@@ -123,6 +126,7 @@ export type TurnSessionLog = Pick<
   | 'copyBlobs'
   | 'queuedTakenBefore'
   | 'removeQueued'
+  | 'lowerQueueSignal'
   | 'markQueued'
   | 'withdrawQueued'
   | 'queuedWithdrawing'

@@ -112,7 +112,7 @@ describe('the busy policies at their edges', () => {
   it("keeps a queued input's Idempotency-Key to it: another body under the key is 422, the input stays", {
     timeout: 20_000,
   }, async () => {
-    const { api, harness } = queuedRunner();
+    const { api, harness, runAll, sent } = queuedRunner();
     const id = await api.session({ on_busy: 'enqueue' });
     // Turn 1's runner never comes (a backlog, a process that died): it holds the session for its lease.
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
@@ -126,9 +126,16 @@ describe('the busy policies at their edges', () => {
     // Read from the store: a listing of the queue would take the input up (the lease ran out).
     const queued = (await harness.store.list('')).objects.filter(({ key }) => key.includes('/queue/'));
     expect(queued).toHaveLength(1);
-    // The same request under the key is the input itself: taken now, and its queued copy replays it.
+    // The same request under the key is the input itself: it finds the session idle and the
+    // queue's signal raised, so the queued input is taken up first, as its turn, which its key
+    // then names while it runs (as a retry of a queued input is answered), and replays once it ran.
     const same = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first', on_busy: 'reject' }, key);
-    expect(same.status, JSON.stringify(same.body)).toBe(200);
+    expect(same.status, JSON.stringify(same.body)).toBe(409);
+    expect(same.body.error.details.turn).toBe(2);
+    sent.splice(0, 1);
+    await runAll();
+    const ran = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first', on_busy: 'reject' }, key);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
     expect(await userInputs(api, id)).toEqual(['first', 'queued first']);
   });
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
-import type { Body, GetOptions, PutOptions, StoredObject } from '../../lib/store/object-store.ts';
+import type { Body, GetOptions, ObjectStore, PutOptions, StoredObject } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { createClient, openCallBehindTurn, SIGNING_KEY, TOKEN } from './http-suite.ts';
@@ -53,6 +53,12 @@ class HookedStore extends MemoryStore {
 }
 
 /** A process whose background turns wait in `sent` until run; `drain` awaits its work after its responses. */
+/** Deletes the queue's signal (`turn/<g>/-queued`), as if the puts of it had failed. */
+async function dropSignal(store: ObjectStore): Promise<void> {
+  const signals = (await listAll(store, '')).filter((object) => object.key.endsWith('/-queued'));
+  await store.delete(signals.map((object) => object.key));
+}
+
 function setup() {
   // `store`: the store's own clock, apart from the service's (`offset`).
   const time = { offset: 0, store: 0 };
@@ -221,8 +227,10 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     const { api } = world;
     const { id, key, queued } = await keyedBehindTurn(world, 'queued-then-retried');
     await world.drain();
-    // Turn 1's runner never came: once its lease ran out, a retry under the key runs the input itself.
+    // Turn 1's runner never came: once its lease ran out, a retry under the key runs the input
+    // itself, when no signal says an input waits (its enqueue's put of it failed).
     world.time.offset = 4000;
+    await dropSignal(world.store);
     const retried = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
     expect(retried.status, JSON.stringify(retried.body)).toBe(200);
     // Before the pickup after it replays the entry and removes it, the input is withdrawn: it ran.
@@ -305,6 +313,8 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     store.getHook = {
       matches: (key) => key.includes('/idem/') && key.endsWith(`/${refused}`),
       run: async () => {
+        // A turn that finds no signal of the queue (its put failed) is not held behind it.
+        await dropSignal(store);
         expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'busy', background: true })).status).toBe(202);
         expect((await api.delete(`/v1/sessions/${id}/queue/${refused}`)).status).toBe(200);
         again = await api.post(`/v1/sessions/${id}/turns`, { input: 'sent again' }, key);

@@ -367,6 +367,7 @@ describe('storage operations per turn', () => {
         readQueued: log.readQueued.bind(log),
         queuedTakenBefore: log.queuedTakenBefore.bind(log),
         removeQueued: log.removeQueued.bind(log),
+        lowerQueueSignal: log.lowerQueueSignal.bind(log),
         markQueued: log.markQueued.bind(log),
         queuedWithdrawing: log.queuedWithdrawing.bind(log),
         withdrawQueued: log.withdrawQueued.bind(log),

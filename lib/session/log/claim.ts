@@ -3,6 +3,7 @@ import { NotFoundError, StorageError } from '../../errors.ts';
 import { sha256Hex } from '../../hash.ts';
 import { itemSchema, outputItemSchema, type Item, type StoredItem } from '../../items.ts';
 import { doneKey } from '../keys.ts';
+import type { OnBusy } from '../fields.ts';
 import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
 import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions, type CommitState } from './commit.ts';
@@ -53,6 +54,10 @@ export interface ClaimOptions {
   adopt?: number;
   /** An empty input taking the newest turn again, which must have failed (see CommitOptions.retake). */
   retake?: boolean;
+  /** A queued input's own claim (see CommitOptions.fromQueue). */
+  fromQueue?: boolean;
+  /** The request's busy policy, if it names one (see CommitOptions.onBusy). */
+  onBusy?: OnBusy;
 }
 
 /**
@@ -117,7 +122,7 @@ export class TurnClaim {
   }
 
   async #next(): Promise<ClaimAttempt> {
-    const { requestHash, request, afterTurn, check, beforeRecord, adopt, retake } = this.#options;
+    const { requestHash, request, afterTurn, check, beforeRecord, adopt, retake, fromQueue, onBusy } = this.#options;
     const options = {
       kind: 'turn' as const,
       ...(adopt !== undefined ? { adopt } : {}),
@@ -129,6 +134,8 @@ export class TurnClaim {
       ...(check !== undefined ? { check } : {}),
       ...(beforeRecord !== undefined ? { beforeRecord } : {}),
       ...(retake ? { retake } : {}),
+      ...(fromQueue ? { fromQueue } : {}),
+      ...(onBusy ? { onBusy } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);
@@ -211,6 +218,7 @@ export class TurnClaim {
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
       ledger: record.ledger ?? EMPTY_LEDGER,
       unbilled: record.unbilled ?? [],
+      ...(committed.queueSignal !== undefined ? { queueSignal: committed.queueSignal } : {}),
     });
   }
 }

@@ -33,6 +33,7 @@ import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf } from './lease.ts';
 import { fenceOf } from './fence.ts';
 import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
+import type { OnBusy } from '../fields.ts';
 import { baseBefore, EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { recordBody } from './record-cache.ts';
@@ -59,6 +60,8 @@ export interface Commit {
   sinceKeys?: string[] | undefined;
   /** A retake past records of no items: the first seq of the input it takes again (checkRetake). */
   retaken?: number | undefined;
+  /** The etag of the queue's signal as the claim listed it, when set (keys.ts queueSignalKey). */
+  queueSignal?: string | undefined;
 }
 
 /** For a used idempotency key: the `replay` of its turn instead of a commit. */
@@ -75,6 +78,8 @@ export interface CommitState {
   attempt: number;
   /** A dead turn (its lease ran out) a turn's claim closed: told to `onLeaseClosed` if it stores nothing (claim.ts). */
   lapsed?: ClosedTurn | undefined;
+  /** The claim took the queued inputs up first already (`onQueueWaiting`): once a claim. */
+  queueTaken?: boolean;
 }
 
 export function commitState(writer: string = crypto.randomUUID()): CommitState {
@@ -124,6 +129,10 @@ export interface CommitOptions {
   onlyFirst?: boolean;
   /** A turn without input that takes the newest turn again (retake.ts checkRetake), judged after a key's replay. */
   retake?: boolean;
+  /** A queued input's own claim (its pickup's): the queue's signal does not hold it back. */
+  fromQueue?: boolean;
+  /** The request's busy policy, else the session's: an `interrupt` goes ahead of queued inputs. */
+  onBusy?: OnBusy;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -181,6 +190,9 @@ export async function prepareCommit(
   });
   const { scope } = head;
   let newest = head.newest;
+  // The queue's signal as listed, when raised (keys.ts queueSignalKey): its etag.
+  const signal = head.cursor.queueSignal;
+  const waiting = signal && signal.size > 0 ? signal.etag : undefined;
   if (options.adopt !== undefined && !(newest?.record.writer === writer && !newest.done))
     throw new TurnNotOpenError(id, options.adopt);
   // A put that failed or lost a race may have landed (a lost answer): the newest record is ours, nothing is repeated.
@@ -191,7 +203,7 @@ export async function prepareCommit(
         ? baseBefore(await readBase(log, scope, { record: own, done: null }, head.cursor, own.items), own.first_seq)
         : null;
     const retaken = options.kind === 'turn' ? await retakenBefore(log, id, own) : undefined;
-    return { record: own, config: head.config, previous: own.recent ?? [], base, scope, retaken };
+    return { record: own, config: head.config, previous: own.recent ?? [], base, scope, retaken, queueSignal: waiting };
   }
   if (state.failure) throw state.failure.error;
   if (options.onlyFirst && newest)
@@ -247,6 +259,16 @@ export async function prepareCommit(
   const fenced = await fenceOf(log, scope, newest, options.heldBy);
   if (fenced > log.clock().getTime())
     throw new TurnInProgressError(id, countsOf(newest).turns, new Date(fenced).toISOString());
+  // Inputs queued before this request go first: a new model turn finding the session idle and
+  // the queue's signal set has the oldest taken up (a pickup, lib/turn/busy.ts), then reads again.
+  // An `interrupt` runs at once, the queued inputs waiting for it (as behind the turn it cancels).
+  const interrupts = (options.onBusy ?? head.config.on_busy) === 'interrupt';
+  const newTurn = options.kind === 'turn' && !options.fromQueue && options.adopt === undefined && !interrupts;
+  if (waiting && newTurn && log.onQueueWaiting && !state.queueTaken) {
+    state.queueTaken = true;
+    await log.onQueueWaiting(scope, waiting);
+    return null;
+  }
   const retaken = options.retake ? await checkRetake(log, id, newest) : undefined;
   const current = contextOf(newest);
   // A compaction overtaken by a newer one (its claim lapsed) still charges its summary, with the newer context.
@@ -329,7 +351,7 @@ export async function prepareCommit(
   // continues below them with the claim's own listing.
   const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
   const prepared = { key: recordKey(scope, number), record, config: head.config, previous, base, scope, overdue };
-  return { ...prepared, sinceKeys, retaken };
+  return { ...prepared, sinceKeys, retaken, queueSignal: waiting };
 }
 
 /**

@@ -44,6 +44,7 @@ export interface LogContext {
   readonly onClosed: SessionLogOptions['onClosed'];
   readonly onClaimed: SessionLogOptions['onClaimed'];
   readonly onLeaseClosed: SessionLogOptions['onLeaseClosed'];
+  readonly onQueueWaiting: SessionLogOptions['onQueueWaiting'];
   readonly onClosedByOther: SessionLogOptions['onClosedByOther'];
   readonly log: (message: string, details?: unknown) => void;
 }
@@ -96,6 +97,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     onClosed: options.onClosed,
     onClaimed: options.onClaimed,
     onLeaseClosed: options.onLeaseClosed,
+    onQueueWaiting: options.onQueueWaiting,
     onClosedByOther: options.onClosedByOther,
     log: options.log ?? ((message, details) => console.error(message, details)),
   };

@@ -1,6 +1,6 @@
 import { IdempotencyKeyReusedError } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
-import { idempotencyKey, queuedKey, queuedPrefix, type LogScope } from '../keys.ts';
+import { idempotencyKey, queuedKey, queuedPrefix, queueSignalKey, type LogScope } from '../keys.ts';
 import { idempotencyClaimSchema, parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
@@ -63,13 +63,32 @@ export async function enqueueInput(
     if (existing?.request_sha256 && input.request_sha256 && existing.request_sha256 !== input.request_sha256)
       throw new IdempotencyKeyReusedError(0);
   }
-  const queued = await listQueued(log, scope);
+  // The queue's signal once the entry is there (also for an entry its key had queued: that
+  // enqueue may have died before its own), before the 202: see raiseSignal.
+  const [queued] = await Promise.all([listQueued(log, scope), raiseSignal(log, scope, writer)]);
   return {
     queued_turn: input.key_sha256,
     // 0: taken up already.
     position: queued.findIndex((other) => other.keyHash === input.key_sha256) + 1,
     replayed: !written,
   };
+}
+
+/**
+ * Puts the queue's signal (keys.ts queueSignalKey: unconditional, a new etag each time) after
+ * an entry landed: a claim that lists it set takes the queue up before its own turn, and a
+ * pickup empties it only if-match on an etag it read before it found the queue empty, so
+ * neither the signal of an entry it did not list nor the entry itself is lost to that write.
+ * A put that fails fails the enqueue, as its listing's failure does (the entry, stored, runs).
+ */
+async function raiseSignal(log: LogContext, scope: LogScope, writer: string): Promise<void> {
+  await log.store.put(queueSignalKey(scope), JSON.stringify({ writer }), { contentType: 'application/json' });
+}
+
+/** Empties the queue's signal if it is still as read (`etag`); false when another write came first. */
+export async function lowerSignal(log: LogContext, scope: LogScope, etag: string): Promise<boolean> {
+  const put = await log.store.put(queueSignalKey(scope), '', { ifMatch: etag });
+  return put !== null;
 }
 
 /**

@@ -112,6 +112,8 @@ export interface OpenTurn {
   readonly ledger: Readonly<Ledger>;
   /** Turns closed by someone else whose spend the totals do not count yet (log/unbilled.ts). */
   readonly unbilled: Readonly<Unbilled>;
+  /** The etag of the queue's signal as its claim listed it, when set (keys.ts queueSignalKey). */
+  readonly queueSignal?: string;
 }
 
 /** The history an open turn read (SessionLog.readContext). */
@@ -347,6 +349,12 @@ export interface SessionLogOptions {
    * after all (its record landed, its own close does). It must not throw: it schedules that work.
    */
   onLeaseClosed?: ((closed: ClosedTurn) => void) | undefined;
+  /**
+   * Runs when a new model turn's claim finds the session idle and its queue's signal set
+   * (`signal`: its etag as listed): takes the oldest queued input up first (lib/turn/busy.ts,
+   * pickUpFirst), and the claim then reads the session again. Once per claim.
+   */
+  onQueueWaiting?: ((scope: LogScope, signal: string) => Promise<void>) | undefined;
   /**
    * Runs once a completion written for someone other than the turn's owner landed (a cancel,
    * a close of a lapsed lease), before `onClosed`, and for the fence of a delete once the delete

@@ -4,6 +4,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore, type HeldCall } from '../support/held-store.ts';
 import { createClient, TOKEN } from './http-suite.ts';
@@ -105,6 +106,48 @@ describe('a request between a close and its pickup', () => {
     expect(await userInputs(api, id)).toEqual(['bg', 'now', 'q0', 'q1']);
     const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
     expect(turns.map((turn: { status: string }) => turn.status)).toEqual(Array(4).fill('completed'));
+  });
+});
+
+describe('a session whose queue ran dry', () => {
+  it('costs what it would without the signal, lowered: a read of the session, and a turn', async () => {
+    const counting = new CountingStore(new MemoryStore());
+    const { api, drain, runAll } = world(new HeldStore(counting));
+    const session = async () => {
+      const id = await api.session({ on_busy: 'enqueue' });
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'bg', background: true })).status).toBe(202);
+      for (const input of ['q0', 'q1'])
+        expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(202);
+      await drain();
+      return id;
+    };
+    const dry = await session();
+    const without = await session();
+    await runAll(0);
+    // A turn of the request's own, its record and completion the newest keys.
+    for (const id of [dry, without])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'fg' })).status).toBe(200);
+    await drain();
+    const signals = (await listAll(counting, '')).filter((object) => object.key.endsWith('/-queued'));
+    expect(signals.map((object) => object.size)).toEqual([0, 0]);
+    await counting.delete(signals.filter((object) => object.key.includes(without)).map((object) => object.key));
+    const operations = ({ get, head, put, list, delete: deleted }: CountingStore['counts']) => ({
+      get,
+      head,
+      put,
+      list,
+      delete: deleted,
+    });
+    const costs = async (id: string) => {
+      counting.reset();
+      expect((await api.get(`/v1/sessions/${id}`)).status).toBe(200);
+      const read = operations(counting.counts);
+      counting.reset();
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'after' })).status).toBe(200);
+      await drain();
+      return { read, turn: operations(counting.counts) };
+    };
+    expect(await costs(dry)).toEqual(await costs(without));
   });
 });
 

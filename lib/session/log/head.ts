@@ -28,6 +28,9 @@ import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
  * with a fresh listing when a packer removed what was listed.
  */
 
+/** The first page of a head read's listing (readHead). */
+const HEAD_PAGE = 5;
+
 /** A read that finds listed objects gone is tried this many times more, each with a fresh listing. */
 const MAX_LISTING_RETRIES = 4;
 
@@ -49,9 +52,16 @@ export interface Head {
 /**
  * The config and the newest record (with its completion). The first listing page is
  * requested together with the config: it lists every generation's records, the newest
- * generation first, and the config then says which one is the session's.
+ * generation first, and the config then says which one is the session's. A first page of
+ * HEAD_PAGE holds the newest record, its completion and lease, the next record's key (where
+ * the newest one's keys end), and the queue's signal listed before them (keys.ts queueSignalKey).
  */
-export async function readHead(log: LogContext, id: string, pageLimit = 3, alongside?: Alongside): Promise<Head> {
+export async function readHead(
+  log: LogContext,
+  id: string,
+  pageLimit = HEAD_PAGE,
+  alongside?: Alongside,
+): Promise<Head> {
   const listPrefix = recordsListPrefix(log.keyPrefix, id);
   const firstPage = log.store.list(listPrefix, { limit: pageLimit });
   // Settled either way, so a missing session does not leave the listing's failure unhandled.
@@ -70,7 +80,7 @@ export type Alongside = (scope: LogScope, cursor: UnitCursor, newest: number) =>
 export async function readNewest(
   log: LogContext,
   scope: LogScope,
-  pageLimit = 3,
+  pageLimit = HEAD_PAGE,
   prefetched?: { listPrefix: string; firstPage: Promise<ListResult> },
   alongside?: Alongside,
 ): Promise<Omit<Head, 'config' | 'scope'>> {

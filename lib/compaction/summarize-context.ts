@@ -2,6 +2,7 @@ import type { PromptItem } from '../items.ts';
 import { ModelError, ModelTimeoutError } from '../models/errors.ts';
 import { startDeadline, untilAborted } from '../models/deadline.ts';
 import type { Model, ModelUsage } from '../models/model.ts';
+import { markReach, providerUnreached } from '../models/provider-reach.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
 import {
@@ -26,7 +27,8 @@ export interface SummarizeOptions {
   timeoutMs?: number;
   /**
    * Told the estimate SummaryTimeoutError carries when `signal` aborted the call (its turn closed
-   * by someone else): the provider bills what it worked on all the same.
+   * by someone else): the provider bills what it worked on all the same, unless its model told it
+   * never got the call (lib/models/provider-reach.ts).
    */
   onAborted?: (spent: ModelUsage) => void;
 }
@@ -38,10 +40,12 @@ export interface Summary {
 }
 
 /**
- * The summary's model call timed out (its deadline, or the provider's): the provider worked on
- * it and bills it, but reported nothing. `spent` is an estimate, the summary prompt's tokens
- * (approximated) and no output (the call is not streamed), which its caller charges as the
- * summary's usage would have been.
+ * The summary's model call timed out (its deadline, or the provider's) when its provider may have
+ * run the model (lib/models/provider-reach.ts: a request in flight, or answered with a 2xx; not
+ * one refused and waiting to retry, which fails with a plain ModelTimeoutError and bills nothing):
+ * the provider worked on it and bills it, but reported nothing. `spent` is an estimate, the
+ * summary prompt's tokens (approximated) and no output (the call is not streamed), which its
+ * caller charges as the summary's usage would have been.
  */
 export class SummaryTimeoutError extends ModelTimeoutError {
   readonly spent: ModelUsage;
@@ -75,6 +79,8 @@ export async function summarizeContext(
   ).catch((error: unknown) => {
     const aborted = options.signal?.aborted === true;
     if (!(error instanceof ModelTimeoutError) && !aborted) throw error;
+    // Its provider never got the call (refused, stopped waiting to retry): nothing is billed.
+    if (providerUnreached(error)) throw error;
     const input_tokens = promptItemTokens(prompt, approximateTokenCounter).reduce((sum, tokens) => sum + tokens, 0);
     // Stopped by the caller (whose turn someone else closed): the caller's error stands.
     if (aborted) {
@@ -95,6 +101,10 @@ export async function summarizeContext(
 /**
  * Runs `call` with the caller's signal, or with one the deadline `timeoutMs` aborts too
  * (lib/models/deadline.ts): past it the call fails with ModelTimeoutError, heeding the abort or not.
+ * Aborted (the deadline, the caller), the call's own failure is waited for until the tasks queued
+ * meanwhile have run (a model that heeds the abort gives it by then): its model's mark of whether
+ * the provider may have run the model (lib/models/provider-reach.ts) carries to the timeout, and
+ * a caller's abort fails with it; a call that gives none by then is left to itself.
  */
 async function withDeadline<T>(
   options: Pick<SummarizeOptions, 'signal' | 'timeoutMs'>,
@@ -103,13 +113,37 @@ async function withDeadline<T>(
   const { signal, timeoutMs } = options;
   if (timeoutMs === undefined) return call(signal);
   const deadline = startDeadline(signal, timeoutMs);
+  const made = call(deadline.signal);
   try {
-    return await untilAborted(call(deadline.signal), deadline.signal);
+    return await untilAborted(made, deadline.signal);
   } catch (error) {
-    if (!deadline.timedOut) throw error;
-    throw new ModelTimeoutError(`the summary model did not answer within ${timeoutMs} ms`, { timeout_ms: timeoutMs });
+    if (!deadline.signal.aborted) throw error;
+    const own = await ownFailure(made);
+    if (!deadline.timedOut) throw own ?? error;
+    const timeout = new ModelTimeoutError(`the summary model did not answer within ${timeoutMs} ms`, {
+      timeout_ms: timeoutMs,
+    });
+    throw own !== undefined && providerUnreached(own) ? markReach(timeout, false) : timeout;
   } finally {
     deadline.dispose();
+  }
+}
+
+/** What `call` failed with, if it failed before a task queued now runs; undefined if not (yet). */
+async function ownFailure(call: Promise<unknown>): Promise<unknown> {
+  let next!: () => void;
+  const queued = new Promise<undefined>((resolve) => (next = () => resolve(undefined)));
+  const timer = setTimeout(next, 0);
+  try {
+    return await Promise.race([
+      call.then(
+        () => undefined,
+        (error: unknown) => error,
+      ),
+      queued,
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

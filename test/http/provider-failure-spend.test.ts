@@ -243,3 +243,88 @@ describe('a store: false response whose call failed', () => {
     expect(usage.input_tokens).toBeGreaterThan(0);
   });
 });
+
+// A compaction's summary call is charged by the same rule, as the summary's usage
+// (`compaction_usage`, as no turn): nothing for a summary request the provider refused (with no
+// retry), or one stopped while it waits to retry a refusal; its estimate for one in flight.
+describe("a compaction's summary call", () => {
+  /** A world whose session holds three messages to summarize (appended: no model call). */
+  async function withHistory(models: Record<string, string>) {
+    const found = await world(provider.baseURL, models);
+    const id = await found.api.session();
+    const items = ['plan the trip', 'to Paris', 'in May'].map((content) => ({
+      type: 'message',
+      role: 'user',
+      content,
+    }));
+    expect((await found.api.post(`/v1/sessions/${id}/items`, { items })).status).toBe(201);
+    const spent = async () => ({
+      spent: (await found.api.get('/v1/tokens/current', found.auth)).body.usage,
+      session: (await found.api.get(`/v1/sessions/${id}`)).body.usage,
+    });
+    return { ...found, id, spent };
+  }
+
+  it('refused, with no retry, by a manual compaction: nothing', async () => {
+    next = { status: 429, json: { error: { message: 'Rate limit reached', type: 'requests' } } };
+    const { api, auth, drain, id, spent } = await withHistory(NO_RETRY);
+    const failed = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, auth);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(502);
+    expect(failed.body.error.code).toBe('model_error');
+    await drain();
+    const { spent: token, session } = await spent();
+    expect(token).toMatchObject({ turns: 0, total_tokens: 0 });
+    expect(session).toMatchObject({ turns: 0, total_tokens: 0 });
+  });
+
+  // A window whose trigger and kept share are a few tokens: the turn summarizes all but its input.
+  const compacting = {
+    input: 'Hello there',
+    strategies: ['compact'],
+    strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+  };
+
+  /** A compacting turn cancelled while its summary call is made (the provider answering `reply`). */
+  async function cancelledSummary(reply: FakeReply, answers: number) {
+    next = reply;
+    provider.requests.length = 0;
+    const { api, harness, auth, drain, answered, id, spent } = await withHistory({
+      MODEL_MAX_RETRIES: '1',
+      MODEL_TIMEOUT_MS: '600000',
+      TURN_LEASE_MS: '600000',
+    });
+    const pending = harness.fetch(`/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify(compacting),
+    });
+    if (answers > 0) await answered(answers);
+    else await expect.poll(() => provider.requests.length).toBeGreaterThan(0);
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await (await pending).text();
+    await drain();
+    const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(receipt.status).toBe('cancelled');
+    expect(receipt.usage).toBeNull();
+    // The summary call was the only one the turn made.
+    expect(provider.requests).toHaveLength(1);
+    return { receipt, ...(await spent()) };
+  }
+
+  it('stopped while it waits to retry a 429 (its turn cancelled): nothing', async () => {
+    const later = { 'retry-after-ms': '30000' };
+    const turn = await cancelledSummary({ status: 429, headers: later, json: { error: { message: 'Slow down' } } }, 1);
+    expect(turn.receipt.compaction_usage).toBeUndefined();
+    expect(turn.spent).toMatchObject({ turns: 0, total_tokens: 0 });
+    expect(turn.session).toMatchObject({ turns: 0, total_tokens: 0 });
+  });
+
+  it('stopped in flight (its turn cancelled): its estimate', async () => {
+    const turn = await cancelledSummary({ hang: true }, 0);
+    const { input_tokens, output_tokens } = turn.receipt.compaction_usage;
+    expect(input_tokens).toBeGreaterThan(0);
+    expect(output_tokens).toBe(0);
+    expect(turn.spent).toMatchObject({ turns: 0, input_tokens, output_tokens });
+    expect(turn.session).toMatchObject({ turns: 0, input_tokens, output_tokens });
+  });
+});

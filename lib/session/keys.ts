@@ -214,8 +214,9 @@ function checkRecordNumber(record: number): number {
 }
 
 /**
- * `turn/<g>/-queued`: put by every enqueue once its entry landed, emptied (if-match) by a pickup
- * that found the queue empty. Its name lists before every record of the generation, so a claim's
+ * `turn/<g>/-queued`: put by every enqueue once its entry landed (and by a delete of the newest
+ * turn writing `<g>`, when the generation it leaves had it raised), emptied (if-match) by a
+ * pickup that found the queue empty. Its name lists before every record of the generation, so a claim's
  * listing of the records shows it (docs/STORAGE.md "Queued inputs").
  */
 export function queueSignalKey(scope: LogScope): string {

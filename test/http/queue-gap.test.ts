@@ -226,6 +226,24 @@ describe('a request that takes the queue up first, crashed at each storage call'
   }
 
   it.each(['enqueue', 'reject'] as const)(
+    'a delete of the newest turn keeps the inputs queued before it ahead of a later request (%s)',
+    async (policy) => {
+      const { store, id, clock } = await deadCloser();
+      const process = processOn(store, clock);
+      // The session goes back before `bg` (a new generation); q0 and q1 still run, in its place.
+      expect((await process.api.delete(`/v1/sessions/${id}/turns/1`)).status).toBe(200);
+      const answer = await process.api.post(`/v1/sessions/${id}/turns`, { input: 'late', on_busy: policy });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(policy === 'enqueue' ? 202 : 409);
+      for (let round = 0; round < 5; round++) {
+        await process.drain();
+        await process.runSent();
+      }
+      expect(await userInputs(process.api, id)).toEqual(policy === 'enqueue' ? ['q0', 'q1', 'late'] : ['q0', 'q1']);
+      expect((await process.api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+    },
+  );
+
+  it.each(['enqueue', 'reject'] as const)(
     'nothing acknowledged is lost or run twice, in order (%s)',
     async (policy) => {
       const clean = await deadCloser();

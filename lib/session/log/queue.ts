@@ -80,8 +80,9 @@ export async function enqueueInput(
  * pickup empties it only if-match on an etag it read before it found the queue empty, so
  * neither the signal of an entry it did not list nor the entry itself is lost to that write.
  * A put that fails fails the enqueue, as its listing's failure does (the entry, stored, runs).
+ * A delete of the newest turn puts it under its new generation too (log/rewind.ts).
  */
-async function raiseSignal(log: LogContext, scope: LogScope, writer: string): Promise<void> {
+export async function raiseSignal(log: LogContext, scope: LogScope, writer: string): Promise<void> {
   await log.store.put(queueSignalKey(scope), JSON.stringify({ writer }), { contentType: 'application/json' });
 }
 

@@ -1,9 +1,17 @@
 import { DeleteRefusedError, NotFoundError, StorageError, TurnInProgressError } from '../../errors.ts';
-import { newGeneration, recordKey, responseObjectKey, sessionConfigKey, type LogScope } from '../keys.ts';
+import {
+  newGeneration,
+  queueSignalKey,
+  recordKey,
+  responseObjectKey,
+  sessionConfigKey,
+  type LogScope,
+} from '../keys.ts';
 import type { ContextStart, DoneRecord, LogRecord, SessionConfig, Undelivered } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
 import { fenceOf } from './fence.ts';
+import { raiseSignal } from './queue.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
@@ -230,10 +238,17 @@ async function moveBack(
   // A compaction's claim passed over (pointBefore: its lease ran out) is named, as a commit names it.
   const passed = passedClaim(head.scope, head.newest, start.created_at);
   const first = passed.length > 0 ? { ...start, unbilled: [...(start.unbilled ?? []), ...passed] } : start;
+  // Inputs queued before the delete still wait (from `queued_in`), so the new generation's claims
+  // must take them up first too: the queue's signal as the head listed it goes with it, raised.
+  const signal = head.cursor.queueSignal;
+  const undone = signal && signal.size > 0 ? [...markers, queueSignalKey(scope)] : markers;
   let config: SessionConfig = head.config;
   let written = false;
   try {
-    await putForkStart(log, { ...head.config, generation }, scope, first, markers);
+    await Promise.all([
+      putForkStart(log, { ...head.config, generation }, scope, first, markers),
+      undone !== markers ? raiseSignal(log, scope, crypto.randomUUID()) : undefined,
+    ]);
     // A fence older than half its lease may have been passed by a claim: go no further.
     if (log.clock().getTime() - started > log.leaseMs / 2)
       throw new StorageError('the delete took too long to write its new generation; try again');
@@ -254,12 +269,12 @@ async function moveBack(
     // A put whose answer was lost may have landed: the config says.
     written = (await readConfig(log, head.config.id).catch(() => null))?.config.generation === generation;
     if (!written) {
-      await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, markers);
+      await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, undone);
       throw error;
     }
   }
   if (!written) {
-    await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, markers);
+    await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, undone);
     return null;
   }
   try {

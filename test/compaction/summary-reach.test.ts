@@ -5,6 +5,7 @@ import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
 import type { ModelUsage } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { approximateTokenCounter } from '../../lib/tokens/index.ts';
+import { type Answer, jsonAnswer, scriptedFetch, unanswered } from '../support/fake-providers/scripted-fetch.ts';
 
 // A summary call that failed is charged its estimate (SummaryTimeoutError's `spent`, `onAborted`)
 // only when its provider may have run the model (lib/models/provider-reach.ts), as a turn's call
@@ -13,51 +14,10 @@ import { approximateTokenCounter } from '../../lib/tokens/index.ts';
 // model whose provider's answers are made up by its fetch; the deadline is a fake timer, fired
 // once the refusal was seen.
 
-type Answer = (init: RequestInit | undefined) => Promise<Response>;
-
-/** `answer` to every request; `answered()` settles once one was answered and the model saw it. */
-function scripted(answer: Answer) {
-  let done = 0;
-  const waiting: (() => void)[] = [];
-  const fetch = (async (_input: RequestInfo | URL, init?: RequestInit) => {
-    const response = await answer(init);
-    // Once the model's own continuation of this fetch has run.
-    setImmediate(() => {
-      done++;
-      for (const wake of waiting.splice(0)) wake();
-    });
-    return response;
-  }) as typeof globalThis.fetch;
-  let sent = 0;
-  const counted: typeof globalThis.fetch = (input, init) => {
-    sent++;
-    return fetch(input, init);
-  };
-  const answered = async () => {
-    while (done < 1) await new Promise<void>((wake) => waiting.push(wake));
-  };
-  return { fetch: counted, answered, sent: () => sent };
-}
-
 const refusal = { error: { message: 'Rate limit reached', type: 'requests' } };
-const refused =
-  (headers: Record<string, string> = {}): Answer =>
-  async () =>
-    new Response(JSON.stringify(refusal), {
-      status: 429,
-      headers: { 'content-type': 'application/json', ...headers },
-    });
+const refused = (headers: Record<string, string> = {}): Answer => jsonAnswer(429, refusal, headers);
 /** Refused, to be retried once the test is long over. */
 const refusedForLater = refused({ 'retry-after-ms': '30000' });
-/** Never answered: fails as an aborted fetch when the call's signal aborts. */
-const unanswered: Answer = (init) =>
-  new Promise((_, reject) => {
-    const signal = init?.signal;
-    signal?.addEventListener('abort', () => reject(signal.reason ?? new DOMException('aborted', 'AbortError')), {
-      once: true,
-    });
-  });
-
 const user = (content: string): PromptItem => ({ type: 'message', role: 'user', content });
 const items: PromptItem[] = ['plan the trip', 'to Paris', 'in May'].map((text, index) => ({
   ...user(text),
@@ -92,7 +52,7 @@ describe('a summary call that timed out', () => {
   ])('at %s', (_name, deadline, modelTimeout) => {
     it('while it waits to retry a 429: no estimate', async () => {
       vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-      const script = scripted(refusedForLater);
+      const script = scriptedFetch([refusedForLater]);
       const model = summaryModel(script.fetch, { MODEL_MAX_RETRIES: '1', MODEL_TIMEOUT_MS: modelTimeout });
       const failed = failure(summarizeContext(model, null, plan, { maxSummaryTokens: 100, ...deadline }));
       await script.answered();
@@ -100,15 +60,15 @@ describe('a summary call that timed out', () => {
       const error = await failed;
       expect(error).toBeInstanceOf(ModelTimeoutError);
       expect(error).not.toBeInstanceOf(SummaryTimeoutError);
-      expect(script.sent()).toBe(1);
+      expect(script.requests()).toBe(1);
     });
 
     it('with its request unanswered: its estimate', async () => {
       vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-      const script = scripted(unanswered);
+      const script = scriptedFetch([unanswered]);
       const model = summaryModel(script.fetch, { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: modelTimeout });
       const failed = failure(summarizeContext(model, null, plan, { maxSummaryTokens: 100, ...deadline }));
-      await vi.waitFor(() => expect(script.sent()).toBe(1));
+      await vi.waitFor(() => expect(script.requests()).toBe(1));
       await vi.advanceTimersByTimeAsync(1000);
       const error = await failed;
       expect(error).toBeInstanceOf(SummaryTimeoutError);
@@ -125,7 +85,7 @@ describe('a summary call stopped by its caller', () => {
     ['without', {}],
   ])('%s', (_name, deadline) => {
     async function stopped(answer: Answer, retries: string) {
-      const script = scripted(answer);
+      const script = scriptedFetch([answer]);
       const model = summaryModel(script.fetch, { MODEL_MAX_RETRIES: retries, MODEL_TIMEOUT_MS: '600000' });
       const stop = new AbortController();
       const spent: ModelUsage[] = [];
@@ -137,7 +97,7 @@ describe('a summary call stopped by its caller', () => {
           ...deadline,
         }),
       );
-      if (answer === unanswered) await vi.waitFor(() => expect(script.sent()).toBe(1));
+      if (answer === unanswered) await vi.waitFor(() => expect(script.requests()).toBe(1));
       else await script.answered();
       stop.abort(new Error('closed by someone else'));
       await failed;
@@ -161,7 +121,7 @@ describe('a summary call refused with no retry', () => {
     ['with a deadline', { timeoutMs: 600000 }],
     ['without', {}],
   ])('%s: its model error, no estimate', async (_name, deadline) => {
-    const script = scripted(refused());
+    const script = scriptedFetch([refused()]);
     const model = summaryModel(script.fetch, { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '600000' });
     const spent: ModelUsage[] = [];
     const error = await failure(

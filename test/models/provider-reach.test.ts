@@ -5,6 +5,13 @@ import { providerMayHaveRun } from '../../lib/models/provider-reach.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { collectStream } from '../support/fake-providers/collect-stream.ts';
 import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import {
+  type Answer,
+  jsonAnswer as json,
+  scriptedFetch as scripted,
+  sseAnswer as sse,
+  unanswered,
+} from '../support/fake-providers/scripted-fetch.ts';
 
 // Whether a failed call's provider may have run the model (lib/models/provider-reach.ts), as the
 // OpenAI-compatible and Anthropic models mark their failures, their provider's answers made up
@@ -17,47 +24,6 @@ const request: ModelRequest = {
   tools: [],
   maxOutputTokens: 64,
 };
-
-type Answer = (init: RequestInit | undefined) => Promise<Response>;
-
-/** `answers` in turn, one a request; `answered(n)` settles once `n` requests were answered and the model saw it. */
-function scripted(answers: Answer[]) {
-  let count = 0;
-  let done = 0;
-  const waiting: (() => void)[] = [];
-  const fetch = (async (_input: RequestInfo | URL, init?: RequestInit) => {
-    const answer = answers[count++];
-    if (!answer) throw new Error('no more answers');
-    const response = await answer(init);
-    // Once the model's own continuation of this fetch has run.
-    setImmediate(() => {
-      done++;
-      for (const wake of waiting.splice(0)) wake();
-    });
-    return response;
-  }) as typeof globalThis.fetch;
-  const answered = async (n: number) => {
-    while (done < n) await new Promise<void>((wake) => waiting.push(wake));
-  };
-  return { fetch, answered, requests: () => count };
-}
-
-const json =
-  (status: number, body: unknown, headers: Record<string, string> = {}): Answer =>
-  async () =>
-    new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
-/** Never answered: fails as an aborted fetch when the call's signal aborts. */
-const unanswered: Answer = (init) =>
-  new Promise((_, reject) => {
-    const signal = init?.signal;
-    signal?.addEventListener('abort', () => reject(signal.reason ?? new DOMException('aborted', 'AbortError')), {
-      once: true,
-    });
-  });
-const sse =
-  (text: string): Answer =>
-  async () =>
-    new Response(text, { status: 200, headers: { 'content-type': 'text/event-stream' } });
 
 /** The first `count` events of a recorded stream. */
 const firstEvents = (name: string, count: number) => `${fixture(name).split('\n\n').slice(0, count).join('\n\n')}\n\n`;

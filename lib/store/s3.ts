@@ -40,7 +40,17 @@ export interface S3StoreOptions {
   region?: string;
   credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
   forcePathStyle?: boolean;
+  /**
+   * How long a connection may take to open, and a request may go without a byte sent or
+   * received, before it fails (and the SDK retries it): a store that takes connections and
+   * never answers fails its operations as StorageErrors instead of holding them for ever.
+   * Default 10000.
+   */
+  idleTimeoutMs?: number;
 }
+
+/** The default `idleTimeoutMs`: far above any S3 latency, well below a client's patience. */
+export const S3_IDLE_TIMEOUT_MS = 10_000;
 
 /**
  * Builds the S3 client the store uses when none is given. Checksums are calculated and
@@ -55,6 +65,11 @@ export function createS3Client(options: Omit<S3StoreOptions, 'bucket' | 'client'
     ...(options.forcePathStyle === undefined ? {} : { forcePathStyle: options.forcePathStyle }),
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
+    // Node's HTTP client has no deadline of its own (the fetch handler of Workers ignores these).
+    requestHandler: {
+      connectionTimeout: options.idleTimeoutMs ?? S3_IDLE_TIMEOUT_MS,
+      socketTimeout: options.idleTimeoutMs ?? S3_IDLE_TIMEOUT_MS,
+    },
   });
 }
 

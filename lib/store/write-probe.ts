@@ -56,11 +56,20 @@ async function probe(store: ObjectStore, key: string): Promise<MissingPreconditi
     const replaced = await store.put(key, 'tailgate write probe: third', { ifMatch: otherEtag(current) });
     missing = [...(overwritten ? ['If-None-Match' as const] : []), ...(replaced ? ['If-Match' as const] : [])];
   } catch (error) {
-    await store.delete(key).catch(() => {});
+    const cleanup = store.delete(key).catch(() => {});
+    // A store that did not answer in time would hold the verdict as long again for the delete.
+    if (!timedOut(error)) await cleanup;
     throw error;
   }
   await store.delete(key);
   return missing;
+}
+
+/** A storage error of a request the store never answered (the S3 client's idle timeout). */
+function timedOut(error: unknown): boolean {
+  if (!(error instanceof StorageError)) return false;
+  const details = error.details as { name?: unknown } | undefined;
+  return details?.name === 'TimeoutError';
 }
 
 /** An etag in the same shape as the current one that cannot equal it (every hex digit changed). */

@@ -139,4 +139,22 @@ describe('requireConditionalWrites', () => {
     await expect(requireConditionalWrites(store)).resolves.toBeUndefined();
     expect(store.counts).toMatchObject({ put: 6, delete: 2 });
   });
+
+  it('answers at once when the store timed out: the clean-up of its scratch key is not waited for', async () => {
+    class Unanswering extends MemoryStore {
+      deletes = 0;
+      override put(key: string): Promise<ObjectInfo | null> {
+        return Promise.reject(new StorageError(`S3 put ${key} failed: timed out`, { key, name: 'TimeoutError' }));
+      }
+      override delete(): Promise<void> {
+        this.deletes += 1;
+        return new Promise(() => {});
+      }
+    }
+    const store = new Unanswering();
+    const error = await requireConditionalWrites(store).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(StorageError);
+    expect((error as StorageError).message).toContain('timed out');
+    expect(store.deletes).toBe(1);
+  });
 });

@@ -33,7 +33,8 @@ import { modelIdSchema, parseModelAliases, parseModelPrices } from './model-sett
  */
 
 /**
- * Empty, or ending in `/`, and no path segment named `sessions`: deployments `a/` and
+ * Empty, or ending in `/`, with no empty, `.` or `..` segment (MinIO refuses such keys, and a proxy
+ * may resolve them into another bucket's path), and no path segment named `sessions`: deployments `a/` and
  * `a/sessions/x/` would share keys (the second's objects would be session x of the first).
  */
 const keyPrefixSchema = z
@@ -41,6 +42,14 @@ const keyPrefixSchema = z
   .regex(/^[A-Za-z0-9._/-]*$/, 'may hold only A-Z a-z 0-9 . _ / -')
   .max(256)
   .refine((prefix) => prefix === '' || prefix.endsWith('/'), 'must be empty or end in "/"')
+  .refine(
+    (prefix) =>
+      prefix
+        .split('/')
+        .slice(0, -1)
+        .every((segment) => segment !== '' && segment !== '.' && segment !== '..'),
+    'must not start with "/" nor have an empty, "." or ".." segment (stores and proxies refuse or resolve them)',
+  )
   .refine(
     (prefix) => !`/${prefix}`.includes('/sessions/'),
     'must not have a segment "sessions/" (it would overlap another deployment\'s sessions)',

@@ -147,7 +147,7 @@ describe('parseServiceConfig', () => {
     ).not.toThrow();
   });
 
-  it.each(['prod', 'sessions/', 'a/sessions/', 'a/sessions/x/', 'a/b'])(
+  it.each(['prod', 'sessions/', 'a/sessions/', 'a/sessions/x/', 'a/b', '/', '/prod/', 'a//b/', './', '../', 'a/../b/'])(
     'refuses KEY_PREFIX=%j with not_configured naming it',
     (prefix) => {
       expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow(NotConfiguredError);
@@ -155,9 +155,12 @@ describe('parseServiceConfig', () => {
     },
   );
 
-  it.each(['', 'prod/', 'a/b/', 'mysessions/', 'sessions-old/'])('accepts KEY_PREFIX=%j', (prefix) => {
-    expect(parseServiceConfig({ KEY_PREFIX: prefix }).keyPrefix).toBe(prefix);
-  });
+  it.each(['', 'prod/', 'a/b/', 'mysessions/', 'sessions-old/', '.hidden/', 'a..b/'])(
+    'accepts KEY_PREFIX=%j',
+    (prefix) => {
+      expect(parseServiceConfig({ KEY_PREFIX: prefix }).keyPrefix).toBe(prefix);
+    },
+  );
 
   it('trims whitespace and newlines around secrets', () => {
     const config = parseServiceConfig({

@@ -106,7 +106,7 @@ export const serviceEnvSchema = z.object({
   OPENAI_COMPATIBLE_API_KEY: optionalText(),
   ANTHROPIC_API_KEY: optionalText(),
   ANTHROPIC_BASE_URL: optionalText(),
-  S3_ENDPOINT: optionalText(),
+  S3_ENDPOINT: httpUrlText(),
   S3_BUCKET: optionalText(),
   S3_REGION: optionalText(),
   AWS_ACCESS_KEY_ID: secretText(),

@@ -101,7 +101,7 @@ export const booleanText = z
   )
   .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
 
-/** An http(s) URL (OTEL_EXPORTER_OTLP_ENDPOINT); blank is unset. */
+/** An http(s) URL (OTEL_EXPORTER_OTLP_ENDPOINT, S3_ENDPOINT); blank is unset. */
 export function httpUrlText() {
   return optionalText().refine(
     (text) => text === undefined || (URL.canParse(text) && /^https?:$/.test(new URL(text).protocol)),

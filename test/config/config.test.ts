@@ -92,6 +92,21 @@ describe('parseServiceConfig', () => {
     expect(() => parseServiceConfig({ [name]: value })).toThrow(name);
   });
 
+  it.each(['localhost:9000', '127.0.0.1:9000', 'minio', 'ftp://minio:9000'])(
+    'refuses S3_ENDPOINT=%j (no http:// or https://) with not_configured naming it',
+    (endpoint) => {
+      const refused = () => parseServiceConfig({ S3_ENDPOINT: endpoint, S3_BUCKET: 'tailgate' });
+      expect(refused).toThrow(NotConfiguredError);
+      expect(refused).toThrow('S3_ENDPOINT');
+    },
+  );
+
+  it('accepts an http or https S3_ENDPOINT', () => {
+    for (const endpoint of ['http://localhost:9000', 'https://account.r2.cloudflarestorage.com']) {
+      expect(parseServiceConfig({ S3_ENDPOINT: endpoint, S3_BUCKET: 'tailgate' }).s3.endpoint).toBe(endpoint);
+    }
+  });
+
   it.each([
     ['EPOCH_SIZE', 'abc'],
     ['EPOCH_SIZE', '2.5'],

@@ -14,6 +14,7 @@ import {
   nonNegativeInteger,
   numberText,
   optionalText,
+  MAX_TIMER_MS,
   positiveInteger,
   secretText,
   signingKeyText,
@@ -77,7 +78,7 @@ export const serviceEnvSchema = z.object({
   MAX_INSTRUCTIONS_BYTES: positiveInteger(DEFAULTS.maxInstructionsBytes),
   // Renewed every third of itself while the turn runs, so it need not outlast a model call;
   // below 3 s a renewal (one storage write) would have too little time to land.
-  TURN_LEASE_MS: positiveInteger(DEFAULTS.turnLeaseMs).refine(
+  TURN_LEASE_MS: positiveInteger(DEFAULTS.turnLeaseMs, MAX_TIMER_MS).refine(
     (value) => value >= 3000,
     'must be at least 3000 (the lease is renewed every third of it)',
   ),
@@ -89,7 +90,8 @@ export const serviceEnvSchema = z.object({
   VIEW_CACHE_BYTES: nonNegativeInteger(DEFAULTS.viewCacheBytes),
   // Node and Deno's default; functions/worker.ts gives a Worker a smaller one.
   RECORD_CACHE_BYTES: nonNegativeInteger(DEFAULTS.recordCacheBytes),
-  MODEL_TIMEOUT_MS: positiveInteger(DEFAULTS.modelTimeoutMs),
+  // A timer set longer than 2^31 - 1 ms fires at once: every call would time out.
+  MODEL_TIMEOUT_MS: positiveInteger(DEFAULTS.modelTimeoutMs, MAX_TIMER_MS),
   MODEL_MAX_RETRIES: nonNegativeInteger(DEFAULTS.modelMaxRetries, 10),
   SUMMARY_MODEL: z.preprocess(
     (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),

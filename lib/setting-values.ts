@@ -80,8 +80,11 @@ function base64Bytes(text: string): Uint8Array | null {
   return Uint8Array.from(atob(digits.padEnd(Math.ceil(digits.length / 4) * 4, '=')), (char) => char.charCodeAt(0));
 }
 
-export function positiveInteger(fallback: number) {
-  return z.preprocess(numberText, z.number().int().positive().default(fallback));
+/** The longest a timer waits (2^31 - 1 ms): setTimeout fires a longer one at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+export function positiveInteger(fallback: number, max = Number.MAX_SAFE_INTEGER) {
+  return z.preprocess(numberText, z.number().int().positive().max(max).default(fallback));
 }
 
 export function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEGER) {

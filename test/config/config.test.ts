@@ -92,6 +92,15 @@ describe('parseServiceConfig', () => {
     expect(() => parseServiceConfig({ [name]: value })).toThrow(name);
   });
 
+  it.each(['TURN_LEASE_MS', 'MODEL_TIMEOUT_MS'])(
+    'refuses %s over 2147483647, the longest a timer waits (a longer one fires at once)',
+    (name) => {
+      expect(() => parseServiceConfig({ [name]: '2147483648' })).toThrow(NotConfiguredError);
+      expect(() => parseServiceConfig({ [name]: '1e12' })).toThrow(name);
+      expect(() => parseServiceConfig({ [name]: '2147483647' })).not.toThrow();
+    },
+  );
+
   it.each(['localhost:9000', '127.0.0.1:9000', 'minio', 'ftp://minio:9000'])(
     'refuses S3_ENDPOINT=%j (no http:// or https://) with not_configured naming it',
     (endpoint) => {

@@ -51,6 +51,12 @@ async function probe(store: ObjectStore, key: string): Promise<MissingPreconditi
   try {
     const created = await store.put(key, 'tailgate write probe: first', { onlyIfAbsent: true });
     if (!created) throw new StorageError(`the store refused to create the new object ${key}`, { key });
+    // Every S3 API, R2 and the file store give a put's ETag; a web page or a console port does not.
+    if (created.etag === '') {
+      throw new StorageError(`the store answered the put of ${key} without an ETag: is its endpoint an S3 API?`, {
+        key,
+      });
+    }
     const overwritten = await store.put(key, 'tailgate write probe: second', { onlyIfAbsent: true });
     const current = overwritten ?? created;
     const replaced = await store.put(key, 'tailgate write probe: third', { ifMatch: otherEtag(current) });

@@ -157,4 +157,20 @@ describe('requireConditionalWrites', () => {
     expect((error as StorageError).message).toContain('timed out');
     expect(store.deletes).toBe(1);
   });
+
+  it('refuses an endpoint that answers a put without an ETag (not an S3 API: a web page, a console port)', async () => {
+    class NoEtags extends MemoryStore {
+      override async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
+        await super.put(key, body);
+        void options;
+        return { key, size: 0, etag: '', uploaded: new Date(0), metadata: {} };
+      }
+    }
+    const store = new NoEtags();
+    const error = await requireConditionalWrites(store).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(StorageError);
+    expect(error).not.toBeInstanceOf(StorageUnsupportedError);
+    expect((error as StorageError).message).toContain('without an ETag');
+    expect((await store.list('')).objects).toEqual([]);
+  });
 });

@@ -82,7 +82,7 @@ export async function summarizeContext(
     // Its provider never got the call (refused, stopped waiting to retry): nothing is billed.
     if (providerUnreached(error)) throw error;
     const input_tokens = promptItemTokens(prompt, approximateTokenCounter).reduce((sum, tokens) => sum + tokens, 0);
-    // Stopped by the caller (whose turn someone else closed): the caller's error stands.
+    // Stopped by the caller (whose turn someone else closed): the caller answers with its stop's reason.
     if (aborted) {
       options.onAborted?.({ input_tokens, output_tokens: 0 });
       throw error;
@@ -113,7 +113,8 @@ async function withDeadline<T>(
   const { signal, timeoutMs } = options;
   if (timeoutMs === undefined) return call(signal);
   const deadline = startDeadline(signal, timeoutMs);
-  const made = call(deadline.signal);
+  // Async, so a call that throws at once still fails through the deadline's clean-up.
+  const made = (async () => call(deadline.signal))();
   try {
     return await untilAborted(made, deadline.signal);
   } catch (error) {

@@ -136,3 +136,19 @@ describe('a summary call refused with no retry', () => {
     expect(spent).toEqual([]);
   });
 });
+
+describe('a summary model that throws before its call starts', () => {
+  it('fails the summary and leaves no deadline timer behind', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const model = summaryModel(scriptedFetch([unanswered]).fetch, { MODEL_TIMEOUT_MS: '600000' });
+    const throwing = {
+      ...model,
+      generate: () => {
+        throw new ModelError('refused before the call');
+      },
+    } as typeof model;
+    const error = await failure(summarizeContext(throwing, null, plan, { maxSummaryTokens: 100, timeoutMs: 600000 }));
+    expect(error).toBeInstanceOf(ModelError);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});

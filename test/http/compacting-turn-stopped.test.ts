@@ -1,12 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MemoryStore } from '../../lib/store/memory.ts';
-import { appHarness } from '../support/app-harness.ts';
-import {
-  type FakeProvider,
-  type FakeReply,
-  startFakeProvider,
-} from '../support/fake-providers/fake-provider-server.ts';
-import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+import { describe, expect, it } from 'vitest';
+import { type FakeReply, fakeProviderForFile } from '../support/fake-providers/fake-provider-server.ts';
+import { spendWorld } from './spend-world.ts';
 
 // A compacting turn stopped by someone else while its summary call is made (its request in flight,
 // or refused and waiting to retry) is answered as docs/API.md says of a stopped turn, whatever its
@@ -14,14 +8,7 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // `turn_cancelled` (its `compaction_usage` the summary's estimate only when the provider may have
 // run it); its session deleted, 404 `not_found`. Against a fake provider speaking Chat Completions.
 
-let next: FakeReply = { status: 500, json: {} };
-let provider: FakeProvider;
-beforeAll(async () => {
-  provider = await startFakeProvider(() => next);
-});
-afterAll(async () => {
-  await provider?.close();
-});
+const fake = fakeProviderForFile();
 
 const inFlight: FakeReply = { hang: true };
 const waitingToRetry: FakeReply = {
@@ -39,44 +26,13 @@ const compacting = {
 
 /** A session of three messages (appended: no model call) and a compacting turn of it whose summary call was made. */
 async function summarizing(reply: FakeReply, stream = false) {
-  next = reply;
-  provider.requests.length = 0;
-  const tasks: Promise<unknown>[] = [];
-  let answers = 0;
-  const waiting: (() => void)[] = [];
-  const harness = appHarness(
-    new MemoryStore(),
-    {
-      API_TOKEN: TOKEN,
-      TOKEN_SIGNING_KEY: SIGNING_KEY,
-      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
-      DEFAULT_MODEL: 'openai-compatible:fake-model',
-      MODEL_MAX_RETRIES: '1',
-      MODEL_TIMEOUT_MS: '600000',
-      TURN_LEASE_MS: '600000',
-    },
-    {
-      afterResponse: (task: Promise<unknown>) => void tasks.push(task),
-      modelEnvironment: {
-        fetch: async (input, init) => {
-          const response = await fetch(input, init);
-          answers++;
-          // After the call's own continuation of this fetch has run (a refusal: waiting to retry).
-          setImmediate(() => {
-            for (const wake of waiting.splice(0)) wake();
-          });
-          return response;
-        },
-      },
-    },
-  );
-  const api = createClient(harness);
-  const minted = await api.post('/v1/tokens', {
-    scopes: ['session:turn', 'session:read'],
-    budget: { max_total_tokens: 1_000_000 },
+  fake.next = reply;
+  fake.provider.requests.length = 0;
+  const { api, harness, auth, drain, answered } = await spendWorld(fake.provider.baseURL, {
+    MODEL_MAX_RETRIES: '1',
+    MODEL_TIMEOUT_MS: '600000',
+    TURN_LEASE_MS: '600000',
   });
-  expect(minted.status, JSON.stringify(minted.body)).toBe(201);
-  const auth = { authorization: `Bearer ${minted.body.token as string}` };
   const id = await api.session();
   const items = ['plan the trip', 'to Paris', 'in May'].map((content) => ({ type: 'message', role: 'user', content }));
   expect((await api.post(`/v1/sessions/${id}/items`, { items })).status).toBe(201);
@@ -85,11 +41,8 @@ async function summarizing(reply: FakeReply, stream = false) {
     headers: { ...auth, 'content-type': 'application/json' },
     body: JSON.stringify({ ...compacting, stream }),
   });
-  if (reply === inFlight) await expect.poll(() => provider.requests.length).toBeGreaterThan(0);
-  else while (answers < 1) await new Promise<void>((wake) => waiting.push(wake));
-  const drain = async () => {
-    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-  };
+  if (reply === inFlight) await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
+  else await answered(1);
   const answer = async () => {
     const response = await pending;
     const text = await response.text();
@@ -119,7 +72,7 @@ describe.each([
       expect(spent).toMatchObject({ turns: 0, total_tokens: 0 });
     }
     // The summary call was the only one the turn made.
-    expect(provider.requests).toHaveLength(1);
+    expect(fake.provider.requests).toHaveLength(1);
   });
 
   // Its stream has no event before its model call: an ordinary error response, as before a first event.
@@ -142,6 +95,6 @@ describe.each([
     expect(spent.turns).toBe(0);
     if (state === 'in flight') expect(spent.input_tokens).toBeGreaterThan(0);
     else expect(spent.total_tokens).toBe(0);
-    expect(provider.requests).toHaveLength(1);
+    expect(fake.provider.requests).toHaveLength(1);
   });
 });

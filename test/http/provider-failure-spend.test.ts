@@ -1,14 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MemoryStore } from '../../lib/store/memory.ts';
-import { appHarness } from '../support/app-harness.ts';
-import {
-  type FakeProvider,
-  type FakeReply,
-  fixture,
-  startFakeProvider,
-} from '../support/fake-providers/fake-provider-server.ts';
+import { describe, expect, it } from 'vitest';
+import { type FakeReply, fakeProviderForFile, fixture } from '../support/fake-providers/fake-provider-server.ts';
 import { freePort } from '../support/server-process.ts';
-import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+import { spendWorld as world } from './spend-world.ts';
 
 // A turn whose model call failed is charged an estimate (its prompt's tokens, the output it
 // streamed) only when the provider may have run the model: the request was in flight when the
@@ -18,15 +11,7 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // answered with no retry (the call that times out waiting to retry one is marked by the same
 // rule: test/models/provider-reach.test.ts).
 
-/** What the fake provider answers next (each test sets it). */
-let next: FakeReply = { status: 500, json: {} };
-let provider: FakeProvider;
-beforeAll(async () => {
-  provider = await startFakeProvider(() => next);
-});
-afterAll(async () => {
-  await provider?.close();
-});
+const fake = fakeProviderForFile();
 
 /** The first events of a Chat Completions stream: `count` of them, then the connection ends. */
 const firstEvents = (count: number) =>
@@ -41,7 +26,7 @@ const NO_RETRY = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '600000' };
 const HANGING = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '5000' };
 
 /** A turn on the fake provider (or `baseURL`), streamed or not, with the model settings `models`. */
-async function failedTurn(stream: boolean, models: Record<string, string>, baseURL = provider.baseURL) {
+async function failedTurn(stream: boolean, models: Record<string, string>, baseURL = fake.provider.baseURL) {
   const { api, harness, auth, drain } = await world(baseURL, models);
   const id = await api.session();
   const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
@@ -60,56 +45,6 @@ async function failedTurn(stream: boolean, models: Record<string, string>, baseU
     spent: (await api.get('/v1/tokens/current', auth)).body.usage,
     session: (await api.get(`/v1/sessions/${id}`)).body.usage,
   };
-}
-
-/**
- * The app on `baseURL` with the model settings `models`, with a token whose spend is read, the
- * work it does after its answers, and the statuses its provider requests were answered with,
- * each told once the call saw it (`answered`).
- */
-async function world(baseURL: string, models: Record<string, string>) {
-  const tasks: Promise<unknown>[] = [];
-  const statuses: number[] = [];
-  const waiting: (() => void)[] = [];
-  const harness = appHarness(
-    new MemoryStore(),
-    {
-      API_TOKEN: TOKEN,
-      TOKEN_SIGNING_KEY: SIGNING_KEY,
-      OPENAI_COMPATIBLE_BASE_URL: baseURL,
-      DEFAULT_MODEL: 'openai-compatible:fake-model',
-      ...models,
-    },
-    {
-      afterResponse: (task: Promise<unknown>) => void tasks.push(task),
-      modelEnvironment: {
-        fetch: async (input, init) => {
-          const response = await fetch(input, init);
-          statuses.push(response.status);
-          // After the call's own continuation of this fetch has run.
-          setImmediate(() => {
-            for (const wake of waiting.splice(0)) wake();
-          });
-          return response;
-        },
-      },
-    },
-  );
-  const api = createClient(harness);
-  const minted = await api.post('/v1/tokens', {
-    scopes: ['session:turn', 'session:read'],
-    budget: { max_total_tokens: 1_000_000 },
-  });
-  expect(minted.status, JSON.stringify(minted.body)).toBe(201);
-  const auth = { authorization: `Bearer ${minted.body.token as string}` };
-  const drain = async () => {
-    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-  };
-  const answered = async (count: number) => {
-    while (statuses.length < count) await new Promise<void>((wake) => waiting.push(wake));
-    return statuses.slice(0, count);
-  };
-  return { api, harness, auth, drain, answered };
 }
 
 type Turn = Awaited<ReturnType<typeof failedTurn>>;
@@ -146,7 +81,7 @@ describe.each([false, true])('a turn (stream: %s) whose call never reached the m
     [401, { error: { message: 'Incorrect API key', type: 'invalid_request_error' } }],
     [500, { error: { message: 'The server had an error', type: 'server' } }],
   ])('a %s', async (status, json) => {
-    next = { status, json };
+    fake.next = { status, json };
     const turn = await failedTurn(stream, NO_RETRY);
     expect(turn.answer).toContain('model_error');
     chargedNothing(turn);
@@ -155,21 +90,21 @@ describe.each([false, true])('a turn (stream: %s) whose call never reached the m
 
 describe('a turn whose call the provider may have run charges its estimate', () => {
   it.each([false, true])('no answer by the deadline (stream: %s)', async (stream) => {
-    next = { hang: true };
+    fake.next = { hang: true };
     const turn = await failedTurn(stream, HANGING);
     expect(turn.answer).toContain('model_timeout');
     chargedEstimate(turn, 'none');
   });
 
   it('a stream accepted, cut before any output', async () => {
-    next = { sse: firstEvents(1) };
+    fake.next = { sse: firstEvents(1) };
     const turn = await failedTurn(true, NO_RETRY);
     expect(turn.answer).toContain('model_error');
     chargedEstimate(turn, 'none');
   });
 
   it('a stream cut after output', async () => {
-    next = { sse: firstEvents(2) };
+    fake.next = { sse: firstEvents(2) };
     const turn = await failedTurn(true, NO_RETRY);
     expect(turn.answer).toContain('model_error');
     chargedEstimate(turn, 'some');
@@ -181,8 +116,8 @@ describe('a turn whose call the provider may have run charges its estimate', () 
 // retry (`retry-after-ms` far past the test), its estimate for one in flight.
 describe.each([false, true])('a turn (stream: %s) cancelled while its call', (stream) => {
   async function cancelled(reply: FakeReply, answers: number) {
-    next = reply;
-    const { api, harness, auth, drain, answered } = await world(provider.baseURL, {
+    fake.next = reply;
+    const { api, harness, auth, drain, answered } = await world(fake.provider.baseURL, {
       MODEL_MAX_RETRIES: '1',
       MODEL_TIMEOUT_MS: '600000',
       TURN_LEASE_MS: '600000',
@@ -194,7 +129,7 @@ describe.each([false, true])('a turn (stream: %s) cancelled while its call', (st
       body: JSON.stringify({ input: 'Hello there', stream }),
     });
     if (answers > 0) await answered(answers);
-    else await expect.poll(() => provider.requests.length).toBeGreaterThan(0);
+    else await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
     expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await (await pending).text();
     await drain();
@@ -214,7 +149,7 @@ describe.each([false, true])('a turn (stream: %s) cancelled while its call', (st
   });
 
   it('is in flight: its estimate', async () => {
-    provider.requests.length = 0;
+    fake.provider.requests.length = 0;
     const turn = await cancelled({ hang: true }, 0);
     chargedEstimate(turn, 'none');
   });
@@ -223,8 +158,8 @@ describe.each([false, true])('a turn (stream: %s) cancelled while its call', (st
 // A call that stores nothing (`store: false`) is charged to its token by the same rule.
 describe('a store: false response whose call failed', () => {
   async function spentBy(reply: FakeReply | 'refused') {
-    if (reply !== 'refused') next = reply;
-    const baseURL = reply === 'refused' ? `http://127.0.0.1:${await freePort()}/v1` : provider.baseURL;
+    if (reply !== 'refused') fake.next = reply;
+    const baseURL = reply === 'refused' ? `http://127.0.0.1:${await freePort()}/v1` : fake.provider.baseURL;
     const { api, auth, drain } = await world(baseURL, reply === 'refused' ? NO_RETRY : HANGING);
     const body = { model: 'openai-compatible:fake-model', input: 'Hello there', store: false };
     const failed = await api.post('/v1/responses', body, auth);
@@ -250,7 +185,7 @@ describe('a store: false response whose call failed', () => {
 describe("a compaction's summary call", () => {
   /** A world whose session holds three messages to summarize (appended: no model call). */
   async function withHistory(models: Record<string, string>) {
-    const found = await world(provider.baseURL, models);
+    const found = await world(fake.provider.baseURL, models);
     const id = await found.api.session();
     const items = ['plan the trip', 'to Paris', 'in May'].map((content) => ({
       type: 'message',
@@ -266,7 +201,7 @@ describe("a compaction's summary call", () => {
   }
 
   it('refused, with no retry, by a manual compaction: nothing', async () => {
-    next = { status: 429, json: { error: { message: 'Rate limit reached', type: 'requests' } } };
+    fake.next = { status: 429, json: { error: { message: 'Rate limit reached', type: 'requests' } } };
     const { api, auth, drain, id, spent } = await withHistory(NO_RETRY);
     const failed = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, auth);
     expect(failed.status, JSON.stringify(failed.body)).toBe(502);
@@ -286,8 +221,8 @@ describe("a compaction's summary call", () => {
 
   /** A compacting turn cancelled while its summary call is made (the provider answering `reply`). */
   async function cancelledSummary(reply: FakeReply, answers: number) {
-    next = reply;
-    provider.requests.length = 0;
+    fake.next = reply;
+    fake.provider.requests.length = 0;
     const { api, harness, auth, drain, answered, id, spent } = await withHistory({
       MODEL_MAX_RETRIES: '1',
       MODEL_TIMEOUT_MS: '600000',
@@ -299,7 +234,7 @@ describe("a compaction's summary call", () => {
       body: JSON.stringify(compacting),
     });
     if (answers > 0) await answered(answers);
-    else await expect.poll(() => provider.requests.length).toBeGreaterThan(0);
+    else await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
     expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await (await pending).text();
     await drain();
@@ -307,7 +242,7 @@ describe("a compaction's summary call", () => {
     expect(receipt.status).toBe('cancelled');
     expect(receipt.usage).toBeNull();
     // The summary call was the only one the turn made.
-    expect(provider.requests).toHaveLength(1);
+    expect(fake.provider.requests).toHaveLength(1);
     return { receipt, ...(await spent()) };
   }
 

@@ -1,35 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import {
-  type FakeProvider,
-  type FakeReply,
-  startFakeProvider,
-} from '../support/fake-providers/fake-provider-server.ts';
+import { type FakeReply, fakeProviderForFile } from '../support/fake-providers/fake-provider-server.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
 // What a client is answered when the provider refuses a turn's call: a prompt over the model's
 // window is 413 `context_too_large` (OpenAI's `context_length_exceeded` on the facade), and a
 // provider still busy after the retries says when to come back (`Retry-After`).
 
-/** What the fake provider answers next (each test sets it). */
-let next: FakeReply = { status: 500, json: {} };
-let provider: FakeProvider;
-
-beforeAll(async () => {
-  provider = await startFakeProvider(() => next);
-});
-afterAll(async () => {
-  await provider?.close();
-});
+const fake = fakeProviderForFile();
 
 const store = new MemoryStore();
 const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined });
 const environment = () => ({
   API_TOKEN: TOKEN,
-  OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+  OPENAI_COMPATIBLE_BASE_URL: fake.provider.baseURL,
   ANTHROPIC_API_KEY: 'test-key',
-  ANTHROPIC_BASE_URL: provider.baseURL,
+  ANTHROPIC_BASE_URL: fake.provider.baseURL,
   MODEL_MAX_RETRIES: '0',
 });
 const api = createClient({
@@ -69,7 +56,7 @@ const overflow = {
 
 describe('a provider refusing the prompt as over its window', () => {
   it.each(Object.entries(overflow))('%s: 413 context_too_large naming the model', async (model, body) => {
-    next = { status: 400, json: body };
+    fake.next = { status: 400, json: body };
     const id = await api.session({ model });
     const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
     expect(turn.status, JSON.stringify(turn.body)).toBe(413);
@@ -78,7 +65,7 @@ describe('a provider refusing the prompt as over its window', () => {
   });
 
   it('answers the facade as OpenAI does (400 context_length_exceeded)', async () => {
-    next = { status: 400, json: overflow['openai-compatible:fake-model'] };
+    fake.next = { status: 400, json: overflow['openai-compatible:fake-model'] };
     const response = await api.post('/v1/responses', { model: 'openai-compatible:fake-model', input: 'Hello' });
     expect(response.status, JSON.stringify(response.body)).toBe(400);
     expect(response.body.error).toMatchObject({ code: 'context_length_exceeded', type: 'invalid_request_error' });
@@ -90,7 +77,7 @@ describe('a provider refusing the prompt as over its window', () => {
     "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 128000 (the model's " +
       'context window), but got 300000 instead.',
   ])('another 400 stays a 502 model_error: %s', async (message) => {
-    next = { status: 400, json: { error: { message, type: 'invalid_request_error' } } };
+    fake.next = { status: 400, json: { error: { message, type: 'invalid_request_error' } } };
     const id = await api.session({ model: 'openai-compatible:fake-model' });
     const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
     expect(turn.status).toBe(502);
@@ -104,7 +91,7 @@ describe('a provider still busy after the retries', () => {
     ['retry-after-ms', { 'retry-after-ms': '2500' }, 429, 3],
     ['an overloaded provider', { 'retry-after': '12' }, 529, 12],
   ])('%s: 502 model_error with Retry-After', async (_, headers, status, seconds) => {
-    next = { status, headers, json: { error: { message: 'Rate limit reached', type: 'rate_limit_error' } } };
+    fake.next = { status, headers, json: { error: { message: 'Rate limit reached', type: 'rate_limit_error' } } };
     const id = await api.session({ model: 'openai-compatible:fake-model' });
     const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
     expect(turn.status).toBe(502);
@@ -116,7 +103,7 @@ describe('a provider still busy after the retries', () => {
   });
 
   it('a provider error without a retry-after says none', async () => {
-    next = { status: 500, json: { error: { message: 'boom', type: 'server_error' } } };
+    fake.next = { status: 500, json: { error: { message: 'boom', type: 'server_error' } } };
     const id = await api.session({ model: 'openai-compatible:fake-model' });
     const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' });
     expect(turn.status).toBe(502);
@@ -136,15 +123,15 @@ describe('a failed turn replayed under its Idempotency-Key', () => {
   };
 
   it('says no Retry-After and x-should-retry: false', async () => {
-    next = busy;
+    fake.next = busy;
     const id = await api.session({ model: 'openai-compatible:fake-model' });
     const headers = { 'idempotency-key': `replay-${id}` };
     const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' }, headers);
     expect(first.status).toBe(502);
     expect(first.headers.get('retry-after')).toBe('7');
-    const calls = provider.requests.length;
+    const calls = fake.provider.requests.length;
     const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello' }, headers);
-    expect(provider.requests.length).toBe(calls);
+    expect(fake.provider.requests.length).toBe(calls);
     expect(again.status).toBe(502);
     expect(again.body.error).toEqual(first.body.error);
     expect(again.headers.get('retry-after')).toBeNull();

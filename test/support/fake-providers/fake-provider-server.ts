@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll } from 'vitest';
 
 /** A request the fake provider received, with its JSON body parsed. */
 export interface RecordedRequest {
@@ -106,4 +107,26 @@ async function answer(response: ServerResponse, reply: FakeReply): Promise<void>
     await new Promise((resolve) => (reply.gapMs ? setTimeout(resolve, reply.gapMs) : setImmediate(resolve)));
   }
   if (!reply.hang) response.end();
+}
+
+/**
+ * A provider for one test file: started before its tests and closed after them, it answers every
+ * request with `next`, which the tests set (a 500 until one does).
+ */
+export function fakeProviderForFile(): { next: FakeReply; readonly provider: FakeProvider } {
+  let provider: FakeProvider | undefined;
+  const fake = {
+    next: { status: 500, json: {} } as FakeReply,
+    get provider(): FakeProvider {
+      if (!provider) throw new Error('the fake provider starts before the tests');
+      return provider;
+    },
+  };
+  beforeAll(async () => {
+    provider = await startFakeProvider(() => fake.next);
+  });
+  afterAll(async () => {
+    await provider?.close();
+  });
+  return fake;
 }

@@ -143,9 +143,9 @@ export class SessionLogRunning extends SessionLogBase {
 
   /**
    * The notices (`stored_as`) the completion someone else closed the turn with showed or carries
-   * on: none of them is this run's to give back (log/closer-notices.ts).
+   * on: none of them is this run's to give back (log/closer-notices.ts); null when not known.
    */
-  async closerNotices(turn: OpenTurn): Promise<Set<string>> {
+  async closerNotices(turn: OpenTurn): Promise<Set<string> | null> {
     return closerNotices(this.log, turn);
   }
 

@@ -143,18 +143,24 @@ function takenBy(attempt: Attempt): Undelivered['notices'] {
 
 /**
  * The notices an attempt stopped by someone else gives back: those it took, but, for a background
- * turn closed by another run of it (one that stalled past a renewal while this run took its lease
- * and notices over, then completed or failed the turn before it learned), none that close showed
- * or carries on. A failed read of the close gives them all back.
+ * turn, none that another run of it may still show or carry on. Closed by another run (one that
+ * stalled past a renewal while this run took its lease and notices over, then completed or failed
+ * the turn before it learned): none that close showed or carries on; and when that close cannot
+ * be read (the get fails, or its body was packed since), none this run took over rather than
+ * moved out of the inbox itself. What it keeps, a close by someone else names the turn in
+ * `lost_turns` for: the next turn takes those over (docs/STORAGE.md, "Notices").
  */
 async function givenBack(services: TurnServices, attempt: Attempt, error: unknown): Promise<Undelivered['notices']> {
   const taken = takenBy(attempt);
-  if (!attempt.background || !(error instanceof TurnClosedError) || taken.length === 0) return taken;
+  if (!attempt.background || taken.length === 0) return taken;
+  const recovered = attempt.notices?.recovered ?? new Set<string>();
+  const moved = () => taken.filter((notice) => !recovered.has(notice.stored_as));
+  if (!(error instanceof TurnClosedError)) return taken;
   const accounted = await services.sessions.closerNotices(attempt.turn).catch((readError: unknown) => {
     services.log('tailgate: could not read the completion that closed a background turn', readError);
-    return new Set<string>();
+    return null;
   });
-  return taken.filter((notice) => !accounted.has(notice.stored_as));
+  return accounted === null ? moved() : taken.filter((notice) => !accounted.has(notice.stored_as));
 }
 
 /** Gives back to the inbox what an attempt stopped by someone else (`error`) gives back (givenBack). */

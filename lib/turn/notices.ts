@@ -37,6 +37,11 @@ export class TurnNotices {
   undelivered: Undelivered;
   /** An `abort` notice this turn consumed: the pipeline closes the turn as aborted (lib/turn/close-turn.ts). */
   abort?: InboxAbort;
+  /**
+   * The notices (`stored_as`) this run took over from turns closed by others or from an earlier
+   * run of its turn, rather than moved out of the inbox itself (lib/turn/close-turn.ts `givenBack`).
+   */
+  recovered: ReadonlySet<string> = new Set();
   readonly #landed: Promise<boolean>;
   #move: (() => Promise<DeliveredNotice[]>) | undefined;
   #settling: Promise<void> | undefined;
@@ -157,6 +162,7 @@ export class TurnNotices {
         lost_turns: [...turn.undelivered.lost_turns, { turn: turn.turn, since }],
       };
     const recovered = lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn, turn.writer) : [];
+    this.recovered = new Set(recovered.map((notice) => notice.stored_as));
     this.carried = [...turn.undelivered.notices, ...recovered];
     this.undelivered = { notices: this.carried, lost_turns: [] };
     const consumed = await consume(this.carried.length);

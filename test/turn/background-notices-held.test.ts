@@ -1,0 +1,195 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { claimBackgroundTurn, runBackgroundTurn, runInProcess, type TurnServices } from '../../lib/turn/index.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { hookedEcho } from '../support/turn-world.ts';
+
+/**
+ * A background turn's notice, taken over by a later run of the turn, is given back by that run
+ * only when no other run of the turn may still show it: a run that cannot read the completion
+ * another run closed the turn with (the read fails, or the completion was packed since) keeps
+ * what it took over from an earlier run (the close showed it, or the turn after it takes it
+ * over). Each run has its own view of one store; time (the runners' timers, the clock) is the test's.
+ */
+
+const LEASE_MS = 30_000;
+const NOTICE = 'the first notice';
+
+/** A model that records each call and answers once `open` (or fails with `fail`). */
+function gated() {
+  const prompts: string[] = [];
+  const signals: (AbortSignal | undefined)[] = [];
+  let open!: () => void;
+  let fail!: (error: Error) => void;
+  const gate = new Promise<void>((resolve, reject) => {
+    open = resolve;
+    fail = reject;
+  });
+  gate.catch(() => undefined);
+  const model = hookedEcho('echo', async (request) => {
+    prompts.push(JSON.stringify({ ...request, signal: undefined }));
+    signals.push(request.signal);
+    await gate;
+  });
+  return { model, prompts, signals, open, fail };
+}
+
+/** A hold released once: `wait` resolves after `release`. */
+function hold() {
+  let release!: () => void;
+  const wait = new Promise<void>((resolve) => (release = resolve));
+  return { wait, release };
+}
+
+/**
+ * One run's view of `store`: its lease puts wait for `leaseHold` once `stalled()`; its listings of
+ * `inbox_removed/` wait for `listHold`; its reads of the turn's completion once it told its own
+ * completion refused fail or find it packed (`doneRead`).
+ */
+function runView(
+  store: ObjectStore,
+  hooks: {
+    stalled?: () => boolean;
+    leaseHold?: Promise<void>;
+    listHold?: { wait: Promise<void>; reached: () => void };
+    doneRead?: 'fail' | 'buried';
+    afterDelete?: (key: string) => void;
+  },
+): ObjectStore {
+  let refused = false;
+  let readsAfter = 0;
+  return new Proxy(store, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property);
+      if (typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        const key = typeof args[0] === 'string' ? args[0] : '';
+        if (property === 'put' && key.endsWith('.lease') && hooks.stalled?.()) await hooks.leaseHold;
+        if (property === 'list' && key.includes('/inbox_removed/') && hooks.listHold) {
+          hooks.listHold.reached();
+          await hooks.listHold.wait;
+        }
+        // Once its completion was refused, the read that tells it by whom is answered; those after are `doneRead`'s.
+        const done =
+          property === 'get' && key.endsWith('.done') && refused && readsAfter++ > 0 ? hooks.doneRead : undefined;
+        if (done === 'fail') throw new Error('the store failed to read');
+        const result: unknown = await value.apply(target, args);
+        if (done === 'buried' && result) return { ...(result as object), body: new Uint8Array() };
+        if (property === 'put' && key.endsWith('.done') && result === null) refused = true;
+        if (property === 'delete') hooks.afterDelete?.(key);
+        return result;
+      };
+    },
+  });
+}
+
+async function world() {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+  const clock = () => new Date();
+  const store = new MemoryStore({ clock });
+  const tasks: Promise<unknown>[] = [];
+  const sessions = new SessionLog(store, { clock, leaseMs: LEASE_MS });
+  const inbox = new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') });
+  const next = gated();
+  const services: TurnServices = {
+    sessions,
+    inbox,
+    config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
+    env: { DEFAULT_MODEL: 'echo' },
+    model: () => next.model,
+    background: (task) => void tasks.push(task),
+    startBackground: (run) => runInProcess(services, run),
+    log: () => {},
+    info: () => {},
+  };
+  await sessions.create({ id: 's' });
+  const { run } = await claimBackgroundTurn(services, 's', { input: 'hello' });
+  await inbox.post('s', { name: 'n1.md', content: NOTICE });
+  const until = async (done: () => boolean) => {
+    for (let step = 0; step < 1000 && !done(); step++) await vi.advanceTimersByTimeAsync(100);
+  };
+  /** Services of one run over `view` of the store, with `model`. */
+  const runServices = (view: ObjectStore, model: ReturnType<typeof gated>): TurnServices => ({
+    ...services,
+    sessions: new SessionLog(view, { leaseMs: LEASE_MS }),
+    inbox: new Inbox(view, { clock, log: () => {}, sessionExists: sessionExistsIn(view, '') }),
+    model: () => model.model,
+    // What a run leaves to do after its response may meet its view's failures.
+    background: (task) => void tasks.push(task.catch(() => undefined)),
+  });
+  const outcome = async (runner: Promise<string>) => {
+    let settled: string | undefined;
+    void runner.then((value) => (settled = value));
+    await until(() => settled !== undefined);
+    return settled;
+  };
+  return {
+    store,
+    sessions,
+    inbox,
+    services,
+    run: run!,
+    next,
+    until,
+    outcome,
+    runServices,
+    advance: async (ms: number) => {
+      await vi.advanceTimersByTimeAsync(ms);
+      while (tasks.length > 0) await Promise.all(tasks.splice(0));
+    },
+  };
+}
+
+/** Run A moves the notice, then its lease renewals stop landing (until `resumeA`). */
+async function firstRun(w: Awaited<ReturnType<typeof world>>) {
+  const model = gated();
+  const leaseHold = hold();
+  let stalled = false;
+  const view = runView(w.store, {
+    stalled: () => stalled,
+    leaseHold: leaseHold.wait,
+    afterDelete: (key) => {
+      if (key.endsWith('/inbox/n1.md')) stalled = true;
+    },
+  });
+  const outcome = runBackgroundTurn(w.runServices(view, model), w.run);
+  await w.until(() => stalled && model.prompts.length === 1);
+  expect(model.prompts[0]).toContain(NOTICE);
+  return { model, outcome, resume: leaseHold.release };
+}
+
+describe('a background run that took a notice over from an earlier run of its turn', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  for (const doneRead of ['fail', 'buried'] as const) {
+    it(`cannot read the completion the earlier run closed the turn with (${doneRead}): keeps the notice`, async () => {
+      const w = await world();
+      const a = await firstRun(w);
+      // Posted after A's move: B moves it itself, and gives it back (A's answer did not show it).
+      await w.inbox.post('s', { name: 'n2.md', content: 'the second notice' });
+      const b = gated();
+      const view = runView(w.store, { doneRead });
+      const bOutcome = runBackgroundTurn(w.runServices(view, b), w.run);
+      await w.until(() => b.prompts.length === 1);
+      expect(b.prompts[0]).toContain(NOTICE);
+      expect(b.prompts[0]).toContain('the second notice');
+      a.model.open();
+      expect(await w.outcome(a.outcome)).toBe('done');
+      expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+      b.open();
+      expect(await w.outcome(bOutcome)).toBe('done');
+      a.resume();
+      await w.advance(LEASE_MS);
+      const turn = await w.sessions.getTurn('s', 1);
+      expect(turn.notices.map((notice) => notice.name)).toEqual(['n1.md']);
+      // Delivered by turn 1 (run A's answer) only: not pending again for a later turn, unlike n2.
+      expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
+    });
+  }
+});

@@ -147,14 +147,17 @@ function takenBy(attempt: Attempt): Undelivered['notices'] {
  * stalled past a renewal while this run took its lease and notices over, then completed or failed
  * the turn before it learned): none that close showed or carries on; and when that close cannot
  * be read (the get fails, or its body was packed since), none this run took over rather than
- * moved out of the inbox itself. What it keeps, a close by someone else names the turn in
- * `lost_turns` for: the next turn takes those over (docs/STORAGE.md, "Notices").
+ * moved out of the inbox itself. Its lease taken over by a later run of the turn: none it took
+ * over either, which that run takes over in turn (an earlier run may yet close the turn showing
+ * them). What it keeps, a close by someone else names the turn in `lost_turns` for: the next
+ * turn takes those over (docs/STORAGE.md, "Notices").
  */
 async function givenBack(services: TurnServices, attempt: Attempt, error: unknown): Promise<Undelivered['notices']> {
   const taken = takenBy(attempt);
   if (!attempt.background || taken.length === 0) return taken;
   const recovered = attempt.notices?.recovered ?? new Set<string>();
   const moved = () => taken.filter((notice) => !recovered.has(notice.stored_as));
+  if (error instanceof LeaseHeldError) return moved();
   if (!(error instanceof TurnClosedError)) return taken;
   const accounted = await services.sessions.closerNotices(attempt.turn).catch((readError: unknown) => {
     services.log('tailgate: could not read the completion that closed a background turn', readError);

@@ -11,9 +11,10 @@ import { hookedEcho } from '../support/turn-world.ts';
 /**
  * A background turn's notice, taken over by a later run of the turn, is given back by that run
  * only when no other run of the turn may still show it: a run that cannot read the completion
- * another run closed the turn with (the read fails, or the completion was packed since) keeps
- * what it took over from an earlier run (the close showed it, or the turn after it takes it
- * over). Each run has its own view of one store; time (the runners' timers, the clock) is the test's.
+ * another run closed the turn with (the read fails, or the completion was packed since), and a
+ * run whose lease a third run took over, keep what they took over from an earlier run (the close
+ * showed it, or the turn after it takes it over). Each run has its own view of one store; time
+ * (the runners' timers, the clock) is the test's.
  */
 
 const LEASE_MS = 30_000;
@@ -192,4 +193,90 @@ describe('a background run that took a notice over from an earlier run of its tu
       expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
     });
   }
+
+  /**
+   * Run A moves the notice and stalls; run B takes its lease and the notice over and stalls too;
+   * run C takes B's lease over (its look for the notices earlier runs took waits on `cList`); B
+   * learns its lease is C's and stops.
+   */
+  async function stalledTwice(w: Awaited<ReturnType<typeof world>>) {
+    const a = await firstRun(w);
+    // Run B takes A's lease and notice over, then its own renewals stop landing.
+    const b = gated();
+    const bLease = hold();
+    let bStalled = false;
+    const bView = runView(w.store, { stalled: () => bStalled, leaseHold: bLease.wait });
+    const bOutcome = runBackgroundTurn(w.runServices(bView, b), w.run);
+    await w.until(() => b.prompts.length === 1);
+    expect(b.prompts[0]).toContain(NOTICE);
+    bStalled = true;
+    // Run C takes B's lease over; its look for the notices earlier runs took waits.
+    const c = gated();
+    const cList = hold();
+    let cListing = false;
+    const cView = runView(w.store, { listHold: { wait: cList.wait, reached: () => (cListing = true) } });
+    const cOutcome = runBackgroundTurn(w.runServices(cView, c), w.run);
+    await w.until(() => cListing);
+    expect(cListing).toBe(true);
+    // B learns its lease is C's: it stops.
+    bLease.release();
+    await w.until(() => b.signals[0]?.aborted === true);
+    expect(b.signals[0]?.aborted).toBe(true);
+    b.open();
+    expect(await w.outcome(bOutcome)).toBe('done');
+    return { a, c, cList, cOutcome };
+  }
+
+  it('loses its lease to a third run, then the first run completes the turn: the notice reaches one turn', async () => {
+    const w = await world();
+    const { a, c, cList, cOutcome } = await stalledTwice(w);
+    // A, stalled all along, completes the turn: its answer showed the notice.
+    a.model.open();
+    expect(await w.outcome(a.outcome)).toBe('done');
+    const turn = await w.sessions.getTurn('s', 1);
+    expect(turn.status).toBe('completed');
+    expect(turn.notices.map((notice) => notice.name)).toEqual(['n1.md']);
+    // Not pending again for a later turn.
+    expect(await w.inbox.peek('s')).toEqual([]);
+    cList.release();
+    c.open();
+    expect(await w.outcome(cOutcome)).toBe('done');
+    a.resume();
+    await w.advance(LEASE_MS);
+    expect(await w.inbox.peek('s')).toEqual([]);
+    // The next turn does not deliver it again.
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+    const next = runBackgroundTurn(w.services, run!);
+    await w.until(() => w.next.prompts.length === 1);
+    w.next.open();
+    expect(await w.outcome(next)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 2)).notices).toEqual([]);
+  });
+
+  it('loses its lease to a third run, which completes the turn: the notice B kept reaches that turn once', async () => {
+    const w = await world();
+    const { a, c, cList, cOutcome } = await stalledTwice(w);
+    cList.release();
+    await w.until(() => c.prompts.length === 1);
+    expect(c.prompts[0]).toContain(NOTICE);
+    c.open();
+    expect(await w.outcome(cOutcome)).toBe('done');
+    const turn = await w.sessions.getTurn('s', 1);
+    expect(turn.status).toBe('completed');
+    expect(turn.notices.map((notice) => notice.name)).toEqual(['n1.md']);
+    // A's completion is refused: the notice it moved is C's now, and stays delivered.
+    a.model.open();
+    expect(await w.outcome(a.outcome)).toBe('done');
+    a.resume();
+    await w.advance(LEASE_MS);
+    expect(await w.inbox.peek('s')).toEqual([]);
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+    const next = runBackgroundTurn(w.services, run!);
+    await w.until(() => w.next.prompts.length === 1);
+    w.next.open();
+    expect(await w.outcome(next)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 2)).notices).toEqual([]);
+  });
 });

@@ -114,8 +114,13 @@ async function world() {
     for (let step = 0; step < 1000 && !done(); step++) await vi.advanceTimersByTimeAsync(100);
   };
   /** Services of one run over `view` of the store, with `model`. */
-  const runServices = (view: ObjectStore, model: ReturnType<typeof gated>): TurnServices => ({
+  const runServices = (
+    view: ObjectStore,
+    model: ReturnType<typeof gated>,
+    log: TurnServices['log'] = () => {},
+  ): TurnServices => ({
     ...services,
+    log,
     sessions: new SessionLog(view, { leaseMs: LEASE_MS }),
     inbox: new Inbox(view, { clock, log: () => {}, sessionExists: sessionExistsIn(view, '') }),
     model: () => model.model,
@@ -193,6 +198,36 @@ describe('a background run that took a notice over from an earlier run of its tu
       expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
     });
   }
+
+  it('cannot read the cancel that closed the turn: the next turn takes the notice it kept over, once', async () => {
+    const w = await world();
+    const a = await firstRun(w);
+    const b = gated();
+    const logged: string[] = [];
+    const bServices = w.runServices(runView(w.store, { doneRead: 'fail' }), b, (line) => logged.push(String(line)));
+    const bOutcome = runBackgroundTurn(bServices, w.run);
+    await w.until(() => b.prompts.length === 1);
+    expect(b.prompts[0]).toContain(NOTICE);
+    await w.sessions.cancelTurn('s', 1);
+    b.open();
+    expect(await w.outcome(bOutcome)).toBe('done');
+    expect(logged).toContain('tailgate: could not read the completion that closed a background turn');
+    a.model.open();
+    expect(await w.outcome(a.outcome)).toBe('done');
+    a.resume();
+    await w.advance(LEASE_MS);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('cancelled');
+    // The cancel names turn 1 among the turns whose notices the next turn takes over.
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+    const next = runBackgroundTurn(w.services, run!);
+    await w.until(() => w.next.prompts.length === 1);
+    expect(w.next.prompts[0]!.split(NOTICE)).toHaveLength(2);
+    w.next.open();
+    expect(await w.outcome(next)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 2)).notices.map((notice) => notice.name)).toEqual(['n1.md']);
+    expect(await w.inbox.peek('s')).toEqual([]);
+  });
 
   /**
    * Run A moves the notice and stalls; run B takes its lease and the notice over and stalls too;

@@ -231,14 +231,10 @@ export const responseCreateSchema = z
     top_p: z.number().min(0).max(1).nullable().optional(),
     presence_penalty: penaltySchema,
     frequency_penalty: penaltySchema,
-    top_logprobs: z
-      .number()
-      .int()
-      .min(0)
-      .max(20)
-      .nullable()
-      .optional()
-      .meta({ description: 'Advisory: echoed, no log probabilities are returned.' }),
+    top_logprobs: z.number().int().min(0).max(20).nullable().optional().meta({
+      description:
+        "Echoed; an output_text's `logprobs` are the provider's, none (`[]`) when it gives none (all do today).",
+    }),
     reasoning: z
       .object({
         effort: effortSchema.nullable().optional(),
@@ -268,8 +264,8 @@ export const responseCreateSchema = z
       .optional(),
     include: z
       .array(
-        z.enum(['reasoning.encrypted_content'], {
-          error: 'only "reasoning.encrypted_content" is supported',
+        z.enum(['reasoning.encrypted_content', 'message.output_text.logprobs'], {
+          error: 'only "reasoning.encrypted_content" and "message.output_text.logprobs" are supported',
         }),
       )
       .nullable()

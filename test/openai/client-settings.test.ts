@@ -214,7 +214,7 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
     const cases: [Record<string, unknown>, string][] = [
       [{ background: true, store: false }, 'background'],
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
-      [{ include: ['message.output_text.logprobs'] }, 'include[0]'],
+      [{ include: ['file_search_call.results'] }, 'include[0]'],
       [{ reasoning: { effort: 'extreme' } }, 'reasoning.effort'],
       [{ text: { format: { type: 'json_schema', name: 'bad name', schema: {} } } }, 'text.format.name'],
     ];

@@ -12,7 +12,13 @@ import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { conversationTag, resentByKey, resentUnderConversation } from './conversation-resend.ts';
-import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
+import {
+  checkToolChoice,
+  echoedModel,
+  namedInRequest,
+  prepareResponseRequest,
+  type PreparedRequest,
+} from './request.ts';
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
@@ -92,11 +98,13 @@ async function createStoredResponse(
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match
     ? { sessionId: match.session.id, afterTurn: match.turn, created: undefined }
-    : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) => ({
-        ...found,
-        ...(branch ? { sessionId: branch } : {}),
-        ...(after ? { afterTurn: after.turn } : {}),
-      }));
+    : await sessionOf(facade, body, { instructions, model: model ?? facade.config.defaultModel, idempotencyKey }).then(
+        (found) => ({
+          ...found,
+          ...(branch ? { sessionId: branch } : {}),
+          ...(after ? { afterTurn: after.turn } : {}),
+        }),
+      );
   // Read with its newest turn: a conversation's newest turn aborted may be what this request retries.
   // (Without a turn its dead process left, its client never told its id: ./dead-turn.ts.)
   const read = match ? undefined : await readWithoutDeadTurn(facade, sessionId);
@@ -160,6 +168,7 @@ async function createStoredResponse(
     inputCount: taken + items.length,
     fields: {
       ...prepared.echo,
+      model: echoedModel(facade, prepared, session.model),
       createdAt: services.clock(),
       instructions: ranWith,
       tools: openaiTools(tools ?? session.tools),
@@ -184,7 +193,7 @@ async function createStoredResponse(
   const compaction = body.context_management?.[0];
   const request: TurnRequest = {
     input: items,
-    model,
+    ...(model !== undefined ? { model } : {}),
     ...(turnTools !== undefined ? { tools: turnTools } : {}),
     ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),

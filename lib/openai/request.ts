@@ -3,6 +3,7 @@ import type { ModelSettings } from '../models/model.ts';
 import { InvalidRequestError, TailgateError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
+import { modelName } from './models.ts';
 import { inputToItems, type InputItemBody, type RequestInput } from './request-input.ts';
 import { DEFAULT_SETTINGS, type ResponseFields, type ResponseSettings } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
@@ -17,7 +18,11 @@ export interface PreparedRequest extends Omit<RequestInput, 'instructions'> {
   body: ResponseCreateBody;
   /** The position in the request's own input of each entry of `body.input` (item references resolved). */
   origins: readonly number[];
-  model: string;
+  /**
+   * The tailgate model id `model` names; undefined when none was sent: the conversation's model
+   * (a new one, or `store: false`: DEFAULT_MODEL), as a native turn without one runs.
+   */
+  model: string | undefined;
   instructions: string | null;
   /**
    * What the request makes of its conversation's instructions (tailgate keeps one system prompt):
@@ -30,7 +35,8 @@ export interface PreparedRequest extends Omit<RequestInput, 'instructions'> {
   turnTools: Tool[] | undefined;
   /** What the model call gets of the request's settings. */
   modelSettings: ModelSettings;
-  echo: Pick<ResponseFields, 'model' | 'instructions' | 'previousResponseId' | 'settings'>;
+  /** What every answer echoes; `model` undefined when none was sent (the model it ran: echoedModel). */
+  echo: Pick<ResponseFields, 'instructions' | 'previousResponseId' | 'settings'> & { model: string | undefined };
 }
 
 function toTools(tools: ResponseCreateBody['tools']): Tool[] | undefined {
@@ -52,7 +58,7 @@ export function prepareResponseRequest(
 ): PreparedRequest {
   const inputOrigins = origins ?? (typeof body.input === 'string' ? [0] : body.input.map((_, index) => index));
   const origin = (index: number) => inputOrigins[index] ?? index;
-  const model = modelOf(facade, body.model);
+  const model = body.model ? modelOf(facade, body.model) : undefined;
   const {
     instructions: inputInstructions,
     items,
@@ -88,12 +94,20 @@ export function prepareResponseRequest(
     turnTools: choice === 'none' ? [] : tools,
     modelSettings: modelSettingsOf(body),
     echo: {
-      model: body.model,
+      model: body.model ?? undefined,
       instructions,
       previousResponseId: body.previous_response_id ?? null,
       settings: echoedSettings(body),
     },
   };
+}
+
+/**
+ * The `model` a response echoes: the name the request sent, else the MODEL_ALIASES name (or id)
+ * of the model it ran, its conversation's (`sessionModel`) or DEFAULT_MODEL.
+ */
+export function echoedModel(facade: Facade, prepared: PreparedRequest, sessionModel?: string | null): string {
+  return prepared.echo.model ?? modelName(facade.config, sessionModel ?? facade.config.defaultModel);
 }
 
 /**

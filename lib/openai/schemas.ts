@@ -184,7 +184,7 @@ export const modelSchema = z.string().min(1).max(200).meta({
 
 export const responseCreateSchema = z
   .object({
-    model: modelSchema,
+    model: modelSchema.nullable().optional(),
     input: z.union([
       z.string().min(1),
       z

@@ -5,7 +5,7 @@ import { errorRecord } from '../turn/index.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { type ItemKind, randomId } from './ids.ts';
-import { partInRequest, type PreparedRequest } from './request.ts';
+import { echoedModel, partInRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, usageOf, type TailgateResponse } from './responses.ts';
 import { outputItems } from './output-items.ts';
 import { responseEventStream } from './sse.ts';
@@ -70,14 +70,20 @@ export async function createStatelessResponse(
     items,
     instructions,
     tools: turnTools ?? [],
-    model,
+    model: model ?? facade.config.defaultModel,
     ...(body.max_output_tokens ? { maxOutputTokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
     ...(Object.keys(prepared.modelSettings).length > 0 ? { settings: prepared.modelSettings } : {}),
     ...(body.truncation ? { truncation: body.truncation } : {}),
   };
-  const fields = { ...prepared.echo, tools: openaiTools(tools ?? []), conversationId: null, store: false };
+  const fields = {
+    ...prepared.echo,
+    model: echoedModel(facade, prepared),
+    tools: openaiTools(tools ?? []),
+    conversationId: null,
+    store: false,
+  };
   const ids = new Map<string, string>();
   const idAt = (index: number, item: { type: ItemKind }) => {
     const key = `${item.type}:${index}`;

@@ -279,7 +279,7 @@ describe('the official openai client: responses', () => {
       expect(background).toMatchObject({ status: 400, param: 'background' });
 
       const include = await world.client.responses
-        .create({ model: 'echo', input: 'hi', include: ['message.output_text.logprobs'] })
+        .create({ model: 'echo', input: 'hi', include: ['file_search_call.results'] })
         .catch((error: unknown) => error);
       expect(include).toMatchObject({ status: 400, param: 'include[0]' });
 

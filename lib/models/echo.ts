@@ -25,11 +25,12 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
  * - Usage: input_tokens = ceil(characters of the prompt / 4), counting message content, call
  *   names and arguments, and outputs (an out-of-line output counts its full length);
  *   output_tokens = ceil(characters of the reply / 4) (name plus arguments for a call).
- * - Settings: `toolChoice: "none"` makes no call; a `json_object` response format makes the
- *   reply `{"echo": <the text reply>}`, a `json_schema` one a value that validates against the
- *   schema (./json-example.ts), so structured output is testable offline. A text reply longer
- *   than `maxOutputTokens` (4 characters a token) is cut to it and reported `incomplete:
- *   "max_output_tokens"`, as a provider's stopped at its limit (a call is not cut).
+ * - Settings: `toolChoice: "none"` makes no call, nor does a tool `allowedTools` leaves out;
+ *   a `json_object` response format makes the reply `{"echo": <the text reply>}`, a `json_schema`
+ *   one a value that validates against the schema (./json-example.ts), so structured output is
+ *   testable offline. A text reply longer than `maxOutputTokens` (4 characters a token) is cut
+ *   to it and reported `incomplete: "max_output_tokens"`, as a provider's stopped at its limit
+ *   (a call is not cut).
  * - stream() yields the reply word by word as text_delta events, then item_done, then done.
  *
  * @example
@@ -115,6 +116,7 @@ function parseCall(text: string, request: ModelRequest): { name: string; argumen
   const name = match[1]!;
   const argumentsText = match[2]?.trim() || '{}';
   if (!request.tools.some((tool) => tool.name === name)) return undefined;
+  if (request.settings?.allowedTools && !request.settings.allowedTools.includes(name)) return undefined;
   try {
     const value: unknown = JSON.parse(argumentsText);
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;

@@ -41,6 +41,12 @@ export interface ModelSettings {
   /** A sampling seed (Chat Completions' `seed`), for providers that take one. */
   seed?: number;
   toolChoice?: 'auto' | 'none' | 'required' | { name: string };
+  /**
+   * The names of the only tools the model may call (OpenAI's `allowed_tools`), under `toolChoice`
+   * `auto` or `required`. A provider that takes the restriction itself gets every tool, so the
+   * prompt stays the same whatever the subset (OpenAI); the others get the listed tools alone.
+   */
+  allowedTools?: string[];
   /** Reasoning effort: OpenAI's `reasoning_effort`, Anthropic's thinking budget (the AI SDK maps it). */
   reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';
   verbosity?: 'low' | 'medium' | 'high';

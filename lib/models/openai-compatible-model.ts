@@ -25,6 +25,12 @@ export interface OpenAICompatibleModelSettings {
    * output asks for `json_object` (what most compatible servers know).
    */
   structuredOutputs?: boolean;
+  /**
+   * Send `settings.allowedTools` as `tool_choice: {type: "allowed_tools", ...}` with every tool
+   * (OpenAI's own API), so the prompt stays the same whatever the subset; without it the call
+   * offers the allowed tools alone.
+   */
+  allowedTools?: boolean;
   fetch?: typeof globalThis.fetch;
   timeoutMs: number;
   maxRetries: number;
@@ -45,7 +51,8 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
       fetch,
       includeUsage: true,
       ...(settings.structuredOutputs ? { supportsStructuredOutputs: true } : {}),
-      transformRequestBody: (body) => nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body),
+      transformRequestBody: (body) =>
+        allowedToolChoice(nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body)),
     });
   return createSdkModel({
     toolResultMedia: 'after',
@@ -55,6 +62,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
     providerOptions: (request) => openaiOptions(settings, request),
+    ...(settings.allowedTools ? { allowedTools: true } : {}),
   });
 }
 
@@ -73,8 +81,28 @@ function openaiOptions(settings: OpenAICompatibleModelSettings, request: ModelRe
     ...(asked.verbosity !== undefined ? { textVerbosity: asked.verbosity } : {}),
     ...(asked.parallelToolCalls !== undefined ? { parallel_tool_calls: asked.parallelToolCalls } : {}),
     ...(asked.safetyIdentifier !== undefined ? { safety_identifier: asked.safetyIdentifier } : {}),
+    ...(settings.allowedTools && asked.allowedTools ? { [ALLOWED_TOOLS]: asked.allowedTools } : {}),
   };
   return Object.keys(fields).length > 0 ? { [settings.providerName]: fields } : undefined;
+}
+
+/**
+ * The body field that carries a call's allowed tools to `allowedToolChoice` (the SDK puts provider
+ * options in the body, before its own `tool_choice`, which it would override): never sent.
+ */
+const ALLOWED_TOOLS = 'tailgate_allowed_tools';
+
+/**
+ * Chat Completions' `tool_choice: {type: "allowed_tools", allowed_tools: {mode, tools}}` in place of
+ * the `auto` or `required` the SDK wrote, for a call with allowed tools (`ALLOWED_TOOLS`).
+ */
+function allowedToolChoice(body: Record<string, unknown>): Record<string, unknown> {
+  if (!(ALLOWED_TOOLS in body)) return body;
+  const { [ALLOWED_TOOLS]: names, ...rest } = body;
+  if (!Array.isArray(names) || rest.tool_choice === 'none') return rest;
+  const tools = names.map((name) => ({ type: 'function', function: { name } }));
+  const mode = rest.tool_choice === 'required' ? 'required' : 'auto';
+  return { ...rest, tool_choice: { type: 'allowed_tools', allowed_tools: { mode, tools } } };
 }
 
 function renameMaxTokens(body: Record<string, unknown>): Record<string, unknown> {

@@ -98,6 +98,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         maxCompletionTokens: true,
         promptCacheKey: true,
         structuredOutputs: true,
+        allowedTools: true,
       });
     case 'openai-compatible': {
       const apiKey = setting('OPENAI_COMPATIBLE_API_KEY');

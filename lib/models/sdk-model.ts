@@ -72,6 +72,11 @@ export interface SdkModelOptions {
    * are not sent.
    */
   providerOptions?: (request: ModelRequest) => ProviderOptions | undefined;
+  /**
+   * Whether the provider takes `settings.allowedTools` itself (through `providerOptions`: OpenAI's
+   * `allowed_tools`), every tool still sent. Without it the call gets the allowed tools alone.
+   */
+  allowedTools?: boolean;
 }
 
 /**
@@ -106,7 +111,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       imageBytesOnly: options.imageBytesOnly ?? false,
       ...optional('maxImageSide', options.maxImageSide),
     });
-    const settings = settingsOf(request.settings);
+    const settings = settingsOf(request.settings, options.allowedTools ?? false);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
       delete settings.reasoning;
     }
@@ -224,10 +229,12 @@ function optional<Key extends string, Value>(key: Key, value: Value | undefined)
 }
 
 /** The AI SDK call settings of a request's `settings` (provider options aside). */
-function settingsOf(settings: ModelSettings | undefined) {
+function settingsOf(settings: ModelSettings | undefined, providerAllowsTools: boolean) {
   if (!settings) return {};
   const choice = settings.toolChoice;
   return {
+    // The AI SDK sends the allowed tools alone, unless the provider restricts them itself.
+    ...optional('activeTools', providerAllowsTools ? undefined : settings.allowedTools),
     ...optional('topP', settings.topP),
     ...optional('presencePenalty', settings.presencePenalty),
     ...optional('frequencyPenalty', settings.frequencyPenalty),

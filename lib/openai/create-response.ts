@@ -12,13 +12,8 @@ import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { conversationTag, resentByKey, resentUnderConversation } from './conversation-resend.ts';
-import {
-  checkToolChoice,
-  echoedModel,
-  namedInRequest,
-  prepareResponseRequest,
-  type PreparedRequest,
-} from './request.ts';
+import { checkToolChoice } from './tool-choice.ts';
+import { echoedModel, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';

@@ -1,6 +1,7 @@
 import type { Tool } from '../items.ts';
 import type { ModelSettings } from '../models/model.ts';
 import { InvalidRequestError, TailgateError } from '../errors.ts';
+import { callsNone, checkToolChoice, modelToolChoice } from './tool-choice.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import { modelName } from './models.ts';
@@ -91,7 +92,7 @@ export function prepareResponseRequest(
     compactions,
     positions: { items: positions.items.map(origin), history: positions.history.map(origin) },
     tools,
-    turnTools: choice === 'none' ? [] : tools,
+    turnTools: callsNone(choice) ? [] : tools,
     modelSettings: modelSettingsOf(body),
     echo: {
       model: body.model ?? undefined,
@@ -110,36 +111,14 @@ export function echoedModel(facade: Facade, prepared: PreparedRequest, sessionMo
   return prepared.echo.model ?? modelName(facade.config, sessionModel ?? facade.config.defaultModel);
 }
 
-/**
- * A tool_choice naming a function must name one of the tools the turn offers (`offered`, which
- * the message calls `whose`), and `required` needs one offered (as OpenAI answers): else 400
- * with param tool_choice. A TailgateError, so that a turn its claim refuses for it
- * (lib/openai/create-response.ts) is logged with its code.
- */
-export function checkToolChoice(
-  choice: ResponseCreateBody['tool_choice'],
-  offered: readonly Tool[],
-  whose: string,
-): void {
-  if (choice === 'required' && offered.length === 0)
-    throw new InvalidRequestError(`tool_choice "required" needs a tool to call, and ${whose} holds none`, {
-      field: 'tool_choice',
-    });
-  if (typeof choice === 'object' && choice !== null && !offered.some((tool) => tool.name === choice.name))
-    throw new InvalidRequestError(`tool_choice names ${choice.name}, which is not in ${whose}`, {
-      field: 'tool_choice',
-    });
-}
-
 /** What the model call gets of the request: each setting that was sent (lib/models/model.ts). */
 function modelSettingsOf(body: ResponseCreateBody): ModelSettings {
   const format = body.text?.format;
-  const choice = body.tool_choice;
   return withoutUnset({
     topP: body.top_p,
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
-    toolChoice: typeof choice === 'object' && choice !== null ? { name: choice.name } : choice,
+    ...modelToolChoice(body.tool_choice),
     reasoningEffort: body.reasoning?.effort,
     verbosity: body.text?.verbosity,
     parallelToolCalls: body.parallel_tool_calls,
@@ -169,7 +148,8 @@ function echoedSettings(body: ResponseCreateBody): ResponseSettings {
     presence_penalty: pick('presence_penalty', body.presence_penalty),
     frequency_penalty: pick('frequency_penalty', body.frequency_penalty),
     top_logprobs: pick('top_logprobs', body.top_logprobs),
-    tool_choice: pick('tool_choice', body.tool_choice),
+    // As sent: an allowed_tools `mode` "none" (the specification's) is not in the SDK's type.
+    tool_choice: pick('tool_choice', body.tool_choice as ResponseSettings['tool_choice']),
     parallel_tool_calls: pick('parallel_tool_calls', body.parallel_tool_calls),
     max_tool_calls: pick('max_tool_calls', body.max_tool_calls),
     max_output_tokens: pick('max_output_tokens', body.max_output_tokens),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { toolNamesOnce, toolParametersSchema } from '../items.ts';
+import { toolChoiceSchema } from './tool-choice.ts';
 
 /**
  * Request schemas of the OpenAI-compatible API: the official request shapes, restricted to
@@ -199,16 +200,7 @@ export const responseCreateSchema = z
       .superRefine(toolNamesOnce((tool) => tool.name))
       .nullable()
       .optional(),
-    tool_choice: z
-      .union(
-        [
-          z.enum(['auto', 'none', 'required']),
-          z.object({ type: z.literal('function'), name: z.string().min(1).max(256) }).strict(),
-        ],
-        { error: 'must be "auto", "none", "required" or {type: "function", name}' },
-      )
-      .nullable()
-      .optional(),
+    tool_choice: toolChoiceSchema,
     previous_response_id: z.string().min(1).max(200).nullable().optional(),
     conversation: z
       .union([z.string().min(1).max(64), z.object({ id: z.string().min(1).max(64) }).strict()])

@@ -1,7 +1,8 @@
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, streamText } from 'ai';
+import { generateText, streamText, tool } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { clientOnTailgate, startTailgate, TOKEN } from './server.ts';
 
@@ -30,13 +31,60 @@ describe('log probabilities', () => {
   });
 });
 
-describe('a request without model', () => {
+const weather = { type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } };
+const lookup = { type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } };
+
+describe('tool_choice allowed_tools', () => {
+  it('lets the model call the listed tools alone, every tool still offered, and echoes it', async () => {
+    const { client } = world;
+    const tool_choice = {
+      type: 'allowed_tools' as const,
+      mode: 'auto' as const,
+      tools: [{ type: 'function', name: 'lookup' }],
+    };
+    const kept = await client.responses.create({
+      model: 'echo',
+      input: 'call get_weather {"city":"Paris"}',
+      tools: [weather, lookup],
+      tool_choice,
+    });
+    expect(kept.output_text).toBe('echo: call get_weather {"city":"Paris"}');
+    expect(kept.tool_choice).toEqual(tool_choice);
+    expect(kept.tools.map((tool) => tool.type === 'function' && tool.name)).toEqual(['get_weather', 'lookup']);
+    const called = await client.responses.create({
+      model: 'echo',
+      input: 'call lookup {}',
+      tools: [weather, lookup],
+      tool_choice,
+    });
+    expect(called.output[0]).toMatchObject({ type: 'function_call', name: 'lookup' });
+
+    const refused: [unknown, string][] = [
+      [{ ...tool_choice, tools: [{ type: 'function', name: 'search' }] }, 'tool_choice.tools[0].name'],
+      [{ ...tool_choice, tools: [{ type: 'web_search' }] }, 'tool_choice.tools[0].type'],
+      [{ ...tool_choice, tools: [] }, 'tool_choice.tools'],
+      [{ ...tool_choice, mode: 'sometimes' }, 'tool_choice.mode'],
+    ];
+    for (const [choice, param] of refused) {
+      const error = await client.responses
+        .create({ model: 'echo', input: 'hi', tools: [weather, lookup], tool_choice: choice } as never)
+        .catch((caught: unknown) => caught);
+      expect(error, param).toMatchObject({ status: 400, param });
+    }
+  });
+});
+
+describe('on providers', () => {
   let wire: FakeProvider;
+  let anthropic: FakeProvider;
   let tailgate: Awaited<ReturnType<typeof startTailgate>>;
   let client: OpenAI;
   beforeAll(async () => {
     wire = await startFakeProvider(() => ({ json: JSON.parse(fixture('openai-chat-text.json')) }));
+    anthropic = await startFakeProvider(() => ({ json: JSON.parse(fixture('anthropic-message-text.json')) }));
     tailgate = await startTailgate({
+      ANTHROPIC_API_KEY: 'test-key',
+      ANTHROPIC_BASE_URL: anthropic.baseURL,
       OPENAI_API_KEY: 'test-key',
       OPENAI_BASE_URL: wire.baseURL,
       MODEL_MAX_RETRIES: '0',
@@ -47,15 +95,42 @@ describe('a request without model', () => {
   afterAll(async () => {
     await tailgate.close();
     await wire.close();
+    await anthropic.close();
+  });
+
+  it("sends the AI SDK's allowedTools to OpenAI as allowed_tools with every tool; others get those alone", async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const tools = {
+      get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => '18C' }),
+      lookup: tool({ inputSchema: z.object({ query: z.string() }), execute: async () => 'found' }),
+    };
+    const providerOptions = { openai: { allowedTools: { toolNames: ['lookup'] } } };
+    await generateText({ model: openai('openai:gpt-5.2'), prompt: 'hi', tools, providerOptions });
+    const sent = wire.requests.at(-1)!.body;
+    expect(sent.tools.map((tool: { function: { name: string } }) => tool.function.name)).toEqual([
+      'get_weather',
+      'lookup',
+    ]);
+    expect(sent.tool_choice).toEqual({
+      type: 'allowed_tools',
+      allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'lookup' } }] },
+    });
+    expect(sent).not.toHaveProperty('tailgate_allowed_tools');
+
+    await generateText({ model: openai('anthropic:claude-sonnet-4-5'), prompt: 'hi', tools, providerOptions });
+    const toAnthropic = anthropic.requests.at(-1)!.body;
+    expect(toAnthropic.tools.map((tool: { name: string }) => tool.name)).toEqual(['lookup']);
+    expect(toAnthropic.tool_choice).toMatchObject({ type: 'auto' });
   });
 
   it("runs DEFAULT_MODEL, or under previous_response_id or conversation the conversation's model", async () => {
+    const before = wire.requests.length;
     const fresh = await client.responses.create({ input: 'hi' } as never);
     expect(fresh).toMatchObject({ status: 'completed', model: 'openai:gpt-5.2' });
     expect(wire.requests.at(-1)!.body).toMatchObject({ model: 'gpt-5.2' });
     const stateless = await client.responses.create({ input: 'hi', store: false, model: null } as never);
     expect(stateless).toMatchObject({ status: 'completed', model: 'openai:gpt-5.2' });
-    expect(wire.requests).toHaveLength(2);
+    expect(wire.requests).toHaveLength(before + 2);
 
     const first = await client.responses.create({ model: 'echo', input: 'one' });
     const next = await client.responses.create({ previous_response_id: first.id, input: 'two' } as never);
@@ -63,6 +138,6 @@ describe('a request without model', () => {
     const under = await client.responses.create({ conversation: first.conversation!.id, input: 'three' } as never);
     expect(under).toMatchObject({ model: 'echo', output_text: 'echo: three' });
     expect((await client.responses.retrieve(under.id)).model).toBe('echo');
-    expect(wire.requests).toHaveLength(2);
+    expect(wire.requests).toHaveLength(before + 2);
   });
 });

@@ -141,3 +141,20 @@ describe('on providers', () => {
     expect(wire.requests).toHaveLength(before + 2);
   });
 });
+
+// The Open Responses specification lets `input` be absent; a tailgate turn answers new input.
+describe('a request without input', () => {
+  it('is a 400 naming input, with or without previous_response_id or conversation', async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'hi' });
+    const bodies = [
+      { model: 'echo' },
+      { input: null },
+      { previous_response_id: first.id },
+      { conversation: first.conversation!.id },
+    ];
+    for (const body of bodies) {
+      const error = await world.client.responses.create(body as never).catch((caught: unknown) => caught);
+      expect(error, JSON.stringify(body)).toMatchObject({ status: 400, param: 'input', code: 'invalid_request' });
+    }
+  });
+});

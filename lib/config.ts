@@ -106,6 +106,8 @@ export const serviceEnvSchema = z.object({
   OPENAI_BASE_URL: optionalText(),
   OPENAI_COMPATIBLE_BASE_URL: optionalText(),
   OPENAI_COMPATIBLE_API_KEY: optionalText(),
+  // Whether openai-compatible: models take images and files (off: text placeholders instead).
+  OPENAI_COMPATIBLE_IMAGES: booleanText,
   ANTHROPIC_API_KEY: optionalText(),
   ANTHROPIC_BASE_URL: optionalText(),
   S3_ENDPOINT: httpUrlText(),

@@ -30,6 +30,8 @@ export interface ConvertToModelMessagesOptions {
   imageBytesOnly?: boolean;
   /** The longest image side the provider takes (`Model.maxImageSide`); a larger image goes as a text placeholder. */
   maxImageSide?: number;
+  /** Whether the provider takes no image or file at all (`Model.textOnly`): each goes as a text placeholder. */
+  textOnly?: boolean;
 }
 
 /** The output shown to the model for a call that has no function_call_output in the prompt. */
@@ -111,6 +113,7 @@ export function convertToModelMessages(
     fileUrls: options.fileUrls ?? true,
     imageBytesOnly: options.imageBytesOnly ?? false,
     ...(options.maxImageSide !== undefined ? { maxImageSide: options.maxImageSide } : {}),
+    ...(options.textOnly ? { textOnly: true } : {}),
   };
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
@@ -218,7 +221,8 @@ export function convertToModelMessages(
       output = after.output;
       toolMedia.push(...after.parts);
     } else {
-      output = toolResultOutput(item.output, item.seq, options.toolResultMedia !== false, options.maxImageSide);
+      const takesMedia = options.toolResultMedia !== false && !options.textOnly;
+      output = toolResultOutput(item.output, item.seq, takesMedia, options.maxImageSide);
     }
     const result: ToolResultPart = {
       type: 'tool-result',

@@ -32,6 +32,8 @@ export interface UserMedia {
   imageBytesOnly: boolean;
   /** The longest image side the provider takes (`Model.maxImageSide`): a larger image as its description. */
   maxImageSide?: number;
+  /** No image or file at all (`Model.textOnly`): each as its description. */
+  textOnly?: boolean;
 }
 
 /** Whether `part` is an image whose known width or height is over `maxImageSide` (`Model.maxImageSide`). */
@@ -43,7 +45,7 @@ export function overMaxImageSide(part: ContentPart, maxImageSide: number | undef
 /** What a model takes as images and files, as such: the fields of `Model` that say it. */
 export type MediaSupport = Pick<
   Model,
-  'toolResultMedia' | 'fileUrls' | 'imageBytesOnly' | 'maxImageSide' | 'assistantMedia'
+  'toolResultMedia' | 'fileUrls' | 'imageBytesOnly' | 'maxImageSide' | 'assistantMedia' | 'textOnly'
 >;
 
 /** The media support of `model`, its fields alone. */
@@ -53,23 +55,26 @@ export function mediaSupport(model: MediaSupport): MediaSupport {
     fileUrls: model.fileUrls === true,
     imageBytesOnly: model.imageBytesOnly === true,
     assistantMedia: model.assistantMedia === true,
+    textOnly: model.textOnly === true,
     ...(model.maxImageSide !== undefined ? { maxImageSide: model.maxImageSide } : {}),
   };
 }
 
 /**
  * Which images and files of `item` the model gets as text placeholders (`partText`): every
- * one of an assistant's or system message where it takes none there (`Model.assistantMedia`),
- * and of a tool output sent as a tool result (`toolResult`, asked only then) where it takes no
- * media there; else each file by URL where it takes none, each image by URL and file where it
- * takes images only as bytes, and each image larger than it takes (`Model.maxImageSide`). A
- * tool output sent as user text (answered after other items) goes as a user message does.
+ * one where it takes none at all (`Model.textOnly`); every one of an assistant's or system
+ * message where it takes none there (`Model.assistantMedia`), and of a tool output sent as a
+ * tool result (`toolResult`, asked only then) where it takes no media there; else each file by
+ * URL where it takes none, each image by URL and file where it takes images only as bytes, and
+ * each image larger than it takes (`Model.maxImageSide`). A tool output sent as user text
+ * (answered after other items) goes as a user message does.
  */
 export function sentAsText(
   media: MediaSupport,
   item: PromptItem,
   toolResult: () => boolean,
 ): (part: InputImagePart | InputFilePart) => boolean {
+  if (media.textOnly) return () => true;
   if (item.type === 'message' && item.role !== 'user' && !media.assistantMedia) return () => true;
   if (item.type === 'function_call_output' && !media.toolResultMedia && toolResult()) return () => true;
   return (part) =>
@@ -135,6 +140,7 @@ export function userPart(part: ContentPart, seq: number | undefined, media: User
   const source = sourceOf(part);
   if (
     !source ||
+    media.textOnly ||
     overMaxImageSide(part, media.maxImageSide) ||
     (source instanceof URL && part.type === 'input_file' && !media.fileUrls) ||
     (media.imageBytesOnly && (part.type === 'input_file' || source instanceof URL))

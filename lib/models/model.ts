@@ -151,6 +151,12 @@ export interface Model {
    * (lib/models/convert-to-model-messages.ts), counted in `media_as_text`; their bytes are not read.
    */
   readonly assistantMedia?: boolean;
+  /**
+   * Whether the model takes no image or file at all (an `openai-compatible:` backend unless
+   * OPENAI_COMPATIBLE_IMAGES says it takes images): every image and file, in any message and in
+   * tool results, goes as a text placeholder, counted in `media_as_text`; their bytes are not read.
+   */
+  readonly textOnly?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
   /**
    * Yields deltas and finished items, and ends with exactly one `done` event. Items open and end

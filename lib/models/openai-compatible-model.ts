@@ -31,6 +31,11 @@ export interface OpenAICompatibleModelSettings {
    * offers the allowed tools alone.
    */
   allowedTools?: boolean;
+  /**
+   * Whether the model takes images and files (`image_url` and `file` parts); without it, each
+   * goes as a text placeholder (`Model.textOnly`): a text model's server refuses them.
+   */
+  images?: boolean;
   fetch?: typeof globalThis.fetch;
   timeoutMs: number;
   maxRetries: number;
@@ -39,7 +44,8 @@ export interface OpenAICompatibleModelSettings {
 /**
  * A model speaking OpenAI chat completions (`POST {baseURL}/chat/completions`), streaming
  * included. A tool message there is text only: a tool result's images and files follow the
- * tool messages in a user message (lib/models/tool-media.ts).
+ * tool messages in a user message (lib/models/tool-media.ts). A model that takes no images
+ * (`images` unset) gets each image and file as a text placeholder instead.
  */
 export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSettings): Model {
   // Built for each call, with the fetch that notes what its requests came to.
@@ -56,6 +62,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     });
   return createSdkModel({
     toolResultMedia: 'after',
+    ...(settings.images ? {} : { textOnly: true }),
     id: settings.id,
     languageModel: (fetch) => provider(fetch).chatModel(settings.modelName),
     fetch: settings.fetch,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULTS, MODEL_PROVIDERS } from '../defaults.ts';
+import { booleanText } from '../setting-values.ts';
 import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
@@ -21,6 +22,11 @@ export interface ModelEnvironment {
   OPENAI_COMPATIBLE_BASE_URL?: string | undefined;
   /** Key for `openai-compatible:<name>` (optional: local servers often need none). */
   OPENAI_COMPATIBLE_API_KEY?: string | undefined;
+  /**
+   * Whether `openai-compatible:<name>` models take images and files (`true`, `1`, `yes`); default
+   * `false`: text only, each image and file sent as a text placeholder.
+   */
+  OPENAI_COMPATIBLE_IMAGES?: string | boolean | undefined;
   /** Key for `anthropic:<name>` (required for it). */
   ANTHROPIC_API_KEY?: string | undefined;
   /** Base URL for `anthropic:<name>`, including `/v1`; default `https://api.anthropic.com/v1`. */
@@ -99,6 +105,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         promptCacheKey: true,
         structuredOutputs: true,
         allowedTools: true,
+        images: true,
       });
     case 'openai-compatible': {
       const apiKey = setting('OPENAI_COMPATIBLE_API_KEY');
@@ -109,6 +116,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         modelName: name,
         baseURL: required('OPENAI_COMPATIBLE_BASE_URL'),
         ...(apiKey !== undefined ? { apiKey } : {}),
+        images: readImages(environment.OPENAI_COMPATIBLE_IMAGES, id),
       });
     }
     case 'anthropic': {
@@ -134,6 +142,18 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
     default:
       throw new UnknownModelError(id, [...MODEL_PROVIDERS]);
   }
+}
+
+/** OPENAI_COMPATIBLE_IMAGES: `true`/`1`/`yes` or `false`/`0`/`no` (blank: false). */
+function readImages(value: unknown, id: string): boolean {
+  const parsed = booleanText.safeParse(value);
+  if (!parsed.success) {
+    throw new ModelConfigurationError(`the OPENAI_COMPATIBLE_IMAGES setting is malformed: ${JSON.stringify(value)}`, {
+      model: id,
+      setting: 'OPENAI_COMPATIBLE_IMAGES',
+    });
+  }
+  return parsed.data;
 }
 
 function readNumber(

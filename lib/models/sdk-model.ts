@@ -56,6 +56,8 @@ export interface SdkModelOptions {
   imageBytesOnly?: boolean;
   /** The longest image side the provider takes (Anthropic; `Model.maxImageSide`). */
   maxImageSide?: number;
+  /** Whether the provider takes no image or file at all (`Model.textOnly`). */
+  textOnly?: boolean;
   /**
    * Whether the provider refuses thinking in a call that continues a tool loop unless the
    * previous answer's thinking blocks come back with it (Anthropic). Such a call whose prompt
@@ -110,6 +112,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       fileUrls: options.fileUrls ?? false,
       imageBytesOnly: options.imageBytesOnly ?? false,
       ...optional('maxImageSide', options.maxImageSide),
+      ...(options.textOnly ? { textOnly: true } : {}),
     });
     const settings = settingsOf(request.settings, options.allowedTools ?? false);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
@@ -139,6 +142,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     fileUrls: options.fileUrls ?? false,
     imageBytesOnly: options.imageBytesOnly ?? false,
     ...optional('maxImageSide', options.maxImageSide),
+    ...(options.textOnly ? { textOnly: true } : {}),
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);

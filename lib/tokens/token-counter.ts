@@ -82,7 +82,7 @@ function countKey(counter: TokenCounter, asUser: boolean): string {
   const media = counter.media;
   const support = media
     ? (media.toolResultMedia === 'after' ? 'a' : Number(media.toolResultMedia)) +
-      [media.fileUrls, media.imageBytesOnly, media.assistantMedia].map(Number).join('') +
+      [media.fileUrls, media.imageBytesOnly, media.assistantMedia, media.textOnly].map(Number).join('') +
       (media.maxImageSide ?? '')
     : '';
   return `${counter.images ?? 'anthropic'} ${support}${asUser ? ' user' : ''}`;

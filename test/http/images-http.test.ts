@@ -185,6 +185,7 @@ describe('images over HTTP', () => {
     provider = await startFakeProvider(() => ({ text: fixture(answer) }));
     const providers = {
       OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      OPENAI_COMPATIBLE_IMAGES: 'true',
       OPENAI_COMPATIBLE_API_KEY: 'sk-test',
       ANTHROPIC_BASE_URL: provider.baseURL,
       ANTHROPIC_API_KEY: 'sk-ant-test',

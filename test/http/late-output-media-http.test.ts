@@ -21,6 +21,7 @@ describe('media_as_text of a tool output answered after other items (sent as use
         API_TOKEN: TOKEN,
         TOKEN_SIGNING_KEY: SIGNING_KEY,
         OPENAI_COMPATIBLE_BASE_URL: provider!.baseURL,
+        OPENAI_COMPATIBLE_IMAGES: 'true',
         OPENAI_COMPATIBLE_API_KEY: 'sk-test',
         MODEL_MAX_RETRIES: '0',
       }),

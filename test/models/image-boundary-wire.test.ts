@@ -58,6 +58,7 @@ async function requestsFor(id: string, answer: string, histories: PromptItem[][]
   provider = await startFakeProvider(() => ({ text: fixture(answer) }));
   const model = resolveModel(id, {
     OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+    OPENAI_COMPATIBLE_IMAGES: 'true',
     OPENAI_COMPATIBLE_API_KEY: 'sk-test',
     ANTHROPIC_BASE_URL: provider.baseURL,
     ANTHROPIC_API_KEY: 'sk-ant-test',
@@ -204,6 +205,7 @@ describe('a stateless call (store: false) across a boundary move', () => {
     provider = await startFakeProvider(() => ({ text: fixture('openai-chat-text.json') }));
     const env = {
       OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      OPENAI_COMPATIBLE_IMAGES: 'true',
       OPENAI_COMPATIBLE_API_KEY: 'sk-test',
       MODEL_MAX_RETRIES: '0',
       FULL_IMAGES: '1',

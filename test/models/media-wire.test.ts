@@ -116,6 +116,7 @@ describe('images and files on the wire', () => {
   it('openai-compatible: image_url and file parts; a tool message is text, its image in a user message', async () => {
     const { model, requests } = await start('openai-compatible:test-model', 'openai-chat-text.json', (url) => ({
       OPENAI_COMPATIBLE_BASE_URL: url,
+      OPENAI_COMPATIBLE_IMAGES: 'true',
       OPENAI_COMPATIBLE_API_KEY: 'sk-test',
     }));
     await model.generate({ prompt: prompt('call_1'), tools: [weatherTool] });
@@ -164,6 +165,7 @@ describe("an image's detail on the OpenAI-compatible wire", () => {
   ])('$id sends detail $detail inside image_url, in messages and in an unmatched output', async ({ id, detail }) => {
     const { model, requests } = await start(id, 'openai-chat-text.json', (url) => ({
       OPENAI_COMPATIBLE_BASE_URL: url,
+      OPENAI_COMPATIBLE_IMAGES: 'true',
       OPENAI_COMPATIBLE_API_KEY: 'sk-test',
       OPENAI_BASE_URL: url,
       OPENAI_API_KEY: 'sk-test',

@@ -41,6 +41,7 @@ const menu = {
 
 const ENV = (url: string) => ({
   OPENAI_COMPATIBLE_BASE_URL: url,
+  OPENAI_COMPATIBLE_IMAGES: 'true',
   OPENAI_COMPATIBLE_API_KEY: 'sk-test',
   OPENAI_BASE_URL: url,
   OPENAI_API_KEY: 'sk-test',

@@ -105,7 +105,10 @@ describe('image and file token estimates', () => {
     ];
     // What a Chat Completions model takes (a tool result's images after its tool message), and Workers AI (none there).
     const chat = mediaSupport(
-      resolveModel('openai-compatible:gpt-4o', { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1' }),
+      resolveModel('openai-compatible:gpt-4o', {
+        OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
+        OPENAI_COMPATIBLE_IMAGES: 'true',
+      }),
     );
     const workers = { toolResultMedia: false, fileUrls: false, imageBytesOnly: true, assistantMedia: false };
     const anthropic = { toolResultMedia: true, fileUrls: true, maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE };

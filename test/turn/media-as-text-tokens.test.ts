@@ -78,7 +78,10 @@ describe('screenshots against context_limit', () => {
       name: 'a Chat Completions',
       id: 'openai-compatible:local-model',
       media: mediaSupport(
-        resolveModel('openai-compatible:local-model', { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1' }),
+        resolveModel('openai-compatible:local-model', {
+          OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
+          OPENAI_COMPATIBLE_IMAGES: 'true',
+        }),
       ),
     },
   ])(

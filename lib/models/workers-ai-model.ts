@@ -17,6 +17,18 @@ export interface WorkersAiModelSettings {
   maxRetries: number;
 }
 
+/**
+ * The Workers AI models whose messages take `image_url` parts (their input schemas in
+ * @cloudflare/workers-types). The others take a string or text parts only: each image and file
+ * goes to them as a text placeholder (`Model.textOnly`).
+ */
+export const WORKERS_AI_VISION_MODELS: ReadonlySet<string> = new Set([
+  '@cf/meta/llama-3.2-11b-vision-instruct',
+  '@cf/meta/llama-4-scout-17b-16e-instruct',
+  '@cf/google/gemma-3-12b-it',
+  '@cf/mistralai/mistral-small-3.1-24b-instruct',
+]);
+
 /** The seeds Workers AI's text generation models take (their `seed` input: 1 to 9999999999). */
 const MAX_SEED = 9_999_999_999;
 
@@ -29,6 +41,7 @@ export function createWorkersAiModel(settings: WorkersAiModelSettings): Model {
     languageModel: seededChat(settings.binding, settings.modelName),
     // workers-ai-provider takes an image only as bytes with an image/* type, and no file.
     imageBytesOnly: true,
+    ...(WORKERS_AI_VISION_MODELS.has(settings.modelName) ? {} : { textOnly: true }),
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
   });

@@ -64,7 +64,7 @@ export interface TurnReceipt {
    * Images and files sent as text placeholders: those of tool results where the provider takes
    * none there (Workers AI), files by URL where it takes none, and images by URL and files where
    * it takes images only as bytes (Workers AI), and every one where it takes none at all (a
-   * text-only `openai-compatible:` backend).
+   * text-only `openai-compatible:` backend, a Workers AI text model).
    */
   media_as_text?: number;
   /** Why the answer stopped short (the turn response's `incomplete`). */

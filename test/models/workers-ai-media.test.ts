@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { PromptItem } from '../../lib/items.ts';
+import { mediaSupport, partText } from '../../lib/models/media-parts.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { tokenCounterFor } from '../../lib/tokens/model-limits.ts';
+import { countItemTokens } from '../../lib/tokens/token-counter.ts';
 import { runTurn } from '../../lib/turn/index.ts';
 import { fakeAiBinding } from '../support/fake-providers/fake-ai-binding.ts';
 import { fixture } from '../support/fake-providers/fake-provider-server.ts';
@@ -125,5 +128,55 @@ describe('workers-ai: images and files the API accepts', () => {
     expect(runs).toHaveLength(1);
     const turn = await sessions.getTurn('wai', 1);
     expect(turn.receipt?.media_as_text).toBe(2);
+  });
+});
+
+/**
+ * Workers AI's text models (llama-3.3-70b, the documented one) take messages whose content is a
+ * string or text parts only (their input schema, @cloudflare/workers-types): an image goes to
+ * them as its text placeholder, in a user message and in a tool result alike, and the token
+ * estimate counts it as that text. Its vision models still get the image.
+ */
+describe('workers-ai: a text model gets no image', () => {
+  const screenshot = {
+    type: 'input_image',
+    blob: 'b'.repeat(64),
+    media_type: 'image/png',
+    bytes: png.length,
+    width: 4,
+    height: 4,
+    data: png,
+  } as const;
+  const prompt = [
+    { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'What is this?' }, screenshot], seq: 1 },
+  ] as PromptItem[];
+  const run = async (name: string) => {
+    const binding = fakeAiBinding(() => JSON.parse(fixture('workers-ai-text.json')));
+    const model = resolveModel(`workers-ai:${name}`, { AI: binding, MODEL_MAX_RETRIES: '0' });
+    await model.generate({ prompt, tools: [] });
+    return { model, sent: JSON.stringify(binding.runs[0]!.inputs) };
+  };
+
+  it('a text model (llama-3.3-70b) gets the image as its placeholder, counted as that text', async () => {
+    const { model, sent } = await run('@cf/meta/llama-3.3-70b-instruct-fp8-fast');
+    expect(sent).not.toContain('image_url');
+    expect(sent).not.toContain('data:image/png');
+    expect(sent).toContain(JSON.stringify(partText(screenshot, 1)).slice(1, -1));
+    const counter = tokenCounterFor(model.id, {}, mediaSupport(model));
+    const item = prompt[0] as Extract<PromptItem, { type: 'message' }>;
+    expect(countItemTokens(item, counter)).toBe(
+      countItemTokens({ ...item, content: `What is this?\n${partText(screenshot, 1)}` }, counter),
+    );
+  });
+
+  it.each([
+    '@cf/meta/llama-3.2-11b-vision-instruct',
+    '@cf/meta/llama-4-scout-17b-16e-instruct',
+    '@cf/google/gemma-3-12b-it',
+    '@cf/mistralai/mistral-small-3.1-24b-instruct',
+  ])('a vision model (%s) still gets the image', async (name) => {
+    const { sent } = await run(name);
+    expect(sent).toContain('image_url');
+    expect(sent).toContain('data:image/png');
   });
 });

@@ -23,6 +23,12 @@ export interface AnthropicModelSettings {
  */
 export const ANTHROPIC_MAX_IMAGE_SIDE = 8000;
 
+/**
+ * The Messages API holds every image of a request with more than 20 to 2000 pixels a side ("At
+ * least one of the image dimensions exceed max allowed size for many-image requests: 2000 pixels").
+ */
+export const ANTHROPIC_MANY_IMAGES = { over: 20, maxImageSide: 2000 } as const;
+
 /** Anthropic's prompt-cache hint, placed on each breakpoint. */
 export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: 'ephemeral' } } } as const;
 
@@ -51,6 +57,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     fileUrls: true,
     thinkingNeedsItsBlocks: true,
     maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
+    manyImages: ANTHROPIC_MANY_IMAGES,
     id: settings.id,
     languageModel: (fetch) => retryingWithoutThinking(provider(fetch).messages(settings.modelName)),
     fetch: settings.fetch,

@@ -2,7 +2,8 @@ import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessag
 import { md5Hex } from '../hash.ts';
 import { answeredCalls, type PromptItem, type ReasoningItem } from '../items.ts';
 import { makesBlock } from './cache-breakpoints.ts';
-import { placeholderText, toolResultOutput, type UserPart, userParts } from './media-parts.ts';
+import type { Model } from './model.ts';
+import { placeholderText, promptMedia, toolResultOutput, type UserPart, userParts } from './media-parts.ts';
 import { toolResultAfter } from './tool-media.ts';
 import { loopReasoning, reasoningPart } from './reasoning-parts.ts';
 
@@ -32,6 +33,8 @@ export interface ConvertToModelMessagesOptions {
   maxImageSide?: number;
   /** Whether the provider takes no image or file at all (`Model.textOnly`): each goes as a text placeholder. */
   textOnly?: boolean;
+  /** The longest image side in a request with many images (`Model.manyImages`, `promptMedia`). */
+  manyImages?: Model['manyImages'];
 }
 
 /** The output shown to the model for a call that has no function_call_output in the prompt. */
@@ -109,10 +112,22 @@ export function convertToModelMessages(
     if (index !== undefined) marked.set(index, breakpoint.providerOptions);
   }
 
+  const { maxImageSide } = promptMedia(
+    {
+      toolResultMedia: options.toolResultMedia ?? true,
+      fileUrls: options.fileUrls ?? true,
+      imageBytesOnly: options.imageBytesOnly ?? false,
+      textOnly: options.textOnly ?? false,
+      ...(options.maxImageSide !== undefined ? { maxImageSide: options.maxImageSide } : {}),
+    },
+    options.manyImages,
+    items,
+    (index) => outputCall.has(index),
+  );
   const media = {
     fileUrls: options.fileUrls ?? true,
     imageBytesOnly: options.imageBytesOnly ?? false,
-    ...(options.maxImageSide !== undefined ? { maxImageSide: options.maxImageSide } : {}),
+    ...(maxImageSide !== undefined ? { maxImageSide } : {}),
     ...(options.textOnly ? { textOnly: true } : {}),
   };
   const messages: ModelMessage[] = [];
@@ -222,7 +237,7 @@ export function convertToModelMessages(
       toolMedia.push(...after.parts);
     } else {
       const takesMedia = options.toolResultMedia !== false && !options.textOnly;
-      output = toolResultOutput(item.output, item.seq, takesMedia, options.maxImageSide);
+      output = toolResultOutput(item.output, item.seq, takesMedia, maxImageSide);
     }
     const result: ToolResultPart = {
       type: 'tool-result',

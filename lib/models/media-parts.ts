@@ -4,6 +4,7 @@ import {
   type ContentPart,
   describePart,
   imagePlaceholder,
+  mediaParts,
   type InputFilePart,
   type InputImagePart,
 } from '../content.ts';
@@ -82,6 +83,36 @@ export function sentAsText(
     (media.imageBytesOnly
       ? part.type === 'input_file' || part.image_url !== undefined
       : !media.fileUrls && part.type === 'input_file' && part.file_url !== undefined);
+}
+
+/**
+ * The media support of `media` for one prompt: with `manyImages` (`Model.manyImages`) and more
+ * than its `over` images the prompt sends as such (`sentAsText`; `toolResult` says whether the
+ * item at an index goes as a tool result), its `maxImageSide` lowered to the many-image one, so
+ * that each larger image goes as a text placeholder; else `media` as it is. The adapter and the
+ * receipt work it out alike from the prompt's structure, not from which blobs were read.
+ */
+export function promptMedia(
+  media: MediaSupport,
+  manyImages: Model['manyImages'],
+  prompt: readonly PromptItem[],
+  toolResult: (index: number) => boolean,
+): MediaSupport {
+  if (!manyImages) return media;
+  let images = 0;
+  for (let index = 0; index < prompt.length; index++) {
+    const item = prompt[index]!;
+    if (item.type === 'function_call') continue;
+    const parts = mediaParts(item.type === 'message' ? item.content : item.output);
+    if (parts.length === 0) continue;
+    const asText = sentAsText(media, item, () => toolResult(index));
+    for (const part of parts) if (part.type === 'input_image' && !asText(part)) images++;
+    if (images > manyImages.over) {
+      const maxImageSide = Math.min(media.maxImageSide ?? manyImages.maxImageSide, manyImages.maxImageSide);
+      return { ...mediaSupport(media), maxImageSide };
+    }
+  }
+  return media;
 }
 
 /**

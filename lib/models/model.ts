@@ -146,6 +146,14 @@ export interface Model {
    */
   readonly maxImageSide?: number;
   /**
+   * The longest image side the provider takes in a request holding more than `over` images
+   * (Anthropic: over 20, 2000 pixels, "max allowed size for many-image requests"): in such a
+   * request each larger image goes as a text placeholder too, counted in `media_as_text`
+   * (lib/models/media-parts.ts `promptMedia`). A token estimate counts such an image as the image
+   * it would be in a smaller request (an estimate over, never under, what is sent).
+   */
+  readonly manyImages?: { readonly over: number; readonly maxImageSide: number };
+  /**
    * Whether images and files in an assistant or system message reach the model as such (the echo
    * model). Otherwise the message goes as its text, each image and file as a text placeholder
    * (lib/models/convert-to-model-messages.ts), counted in `media_as_text`; their bytes are not read.

@@ -58,6 +58,8 @@ export interface SdkModelOptions {
   maxImageSide?: number;
   /** Whether the provider takes no image or file at all (`Model.textOnly`). */
   textOnly?: boolean;
+  /** The longest image side in a request with many images (Anthropic; `Model.manyImages`). */
+  manyImages?: Model['manyImages'];
   /**
    * Whether the provider refuses thinking in a call that continues a tool loop unless the
    * previous answer's thinking blocks come back with it (Anthropic). Such a call whose prompt
@@ -113,6 +115,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       imageBytesOnly: options.imageBytesOnly ?? false,
       ...optional('maxImageSide', options.maxImageSide),
       ...(options.textOnly ? { textOnly: true } : {}),
+      ...optional('manyImages', options.manyImages),
     });
     const settings = settingsOf(request.settings, options.allowedTools ?? false);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
@@ -143,6 +146,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     imageBytesOnly: options.imageBytesOnly ?? false,
     ...optional('maxImageSide', options.maxImageSide),
     ...(options.textOnly ? { textOnly: true } : {}),
+    ...optional('manyImages', options.manyImages),
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);

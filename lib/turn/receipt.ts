@@ -1,5 +1,5 @@
 import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
-import { sentAsText } from '../models/media-parts.ts';
+import { type MediaSupport, promptMedia, sentAsText } from '../models/media-parts.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { clientError, TailgateError } from '../errors.ts';
@@ -63,7 +63,8 @@ export interface TurnReceipt {
   /**
    * Images and files sent as text placeholders: those of tool results where the provider takes
    * none there (Workers AI), files by URL where it takes none, and images by URL and files where
-   * it takes images only as bytes (Workers AI), and every one where it takes none at all (a
+   * it takes images only as bytes (Workers AI), images over the provider's side in a request
+   * with many images (`Model.manyImages`), and every one where it takes none at all (a
    * text-only `openai-compatible:` backend, a Workers AI text model).
    */
   media_as_text?: number;
@@ -75,11 +76,21 @@ export interface TurnReceipt {
 export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' | 'unread_before'>;
 
 /** How many images and files of an item the model gets as text placeholders (`sentAsText`). */
-function mediaSentAsText(model: TurnPlan['model'], item: PromptItem, toolResult: () => boolean): number {
+function mediaSentAsText(media: MediaSupport, item: PromptItem, toolResult: () => boolean): number {
   if (item.type === 'function_call') return 0;
   const parts = mediaParts(item.type === 'message' ? item.content : item.output);
   if (parts.length === 0) return 0;
-  return parts.filter(sentAsText(model, item, toolResult)).length;
+  return parts.filter(sentAsText(media, item, toolResult)).length;
+}
+
+/** The media support of `model` for `prompt` (`promptMedia`), worked out only when first asked. */
+function mediaOf(
+  model: TurnPlan['model'],
+  prompt: readonly PromptItem[],
+  toolResult: (index: number) => boolean,
+): () => MediaSupport {
+  let media: MediaSupport | undefined;
+  return () => (media ??= promptMedia(model, model.manyImages, prompt, toolResult));
 }
 
 /** Whether the prompt's item at an index goes as a tool result, worked out only when first asked. */
@@ -105,12 +116,13 @@ function askAt(ask: (index: number) => boolean, index: number): () => boolean {
  */
 export function sendsMedia(model: TurnPlan['model'], prompt: readonly PromptItem[]): (item: PromptItem) => boolean {
   const toolResult = toolResultsOf(prompt);
+  const media = mediaOf(model, prompt, toolResult);
   let positions: Map<PromptItem, number> | undefined;
   return (item) => {
     const parts = mediaParts(contentOf(item)).length;
     if (parts === 0) return false;
     positions ??= new Map(prompt.map((entry, index) => [entry, index]));
-    return parts > mediaSentAsText(model, item, () => toolResult(positions!.get(item) ?? -1));
+    return parts > mediaSentAsText(media(), item, () => toolResult(positions!.get(item) ?? -1));
   };
 }
 
@@ -127,11 +139,12 @@ export function buildReceipt(
   context: TurnContext,
 ): TurnReceipt {
   const toolResult = toolResultsOf(prompt);
+  const media = mediaOf(plan.model, prompt, toolResult);
   let mediaAsText = 0;
   for (let index = 0; index < prompt.length; index++) {
     const item = prompt[index]!;
     if (item.type === 'function_call' || mediaParts(contentOf(item)).length === 0) continue;
-    mediaAsText += mediaSentAsText(plan.model, item, askAt(toolResult, index));
+    mediaAsText += mediaSentAsText(media(), item, askAt(toolResult, index));
   }
   return {
     ...(mediaAsText > 0 ? { media_as_text: mediaAsText } : {}),

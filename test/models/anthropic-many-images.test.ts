@@ -1,0 +1,107 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ContentPart } from '../../lib/content.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { runTurn } from '../../lib/turn/index.ts';
+import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
+import { servicesFor } from '../support/recording-model.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/**
+ * The Messages API holds every image of a request with more than 20 to 2000 pixels a side
+ * ("At least one of the image dimensions exceed max allowed size for many-image requests: 2000
+ * pixels"), images in tool results included. Such a request gets each larger image as its text
+ * placeholder, as one over 8000 pixels always does.
+ */
+
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+const image = (width: number, height: number, n: number): ContentPart => {
+  const data = pngBytes(width, height, 8, n);
+  return {
+    type: 'input_image',
+    blob: String(n % 10).repeat(64),
+    media_type: 'image/png',
+    bytes: data.length,
+    width,
+    height,
+    data,
+  } as ContentPart;
+};
+
+const env = (url: string) => ({ ANTHROPIC_API_KEY: 'sk-ant-test', ANTHROPIC_BASE_URL: url, MODEL_MAX_RETRIES: '0' });
+
+/** Every image block of a Messages request body, in tool results too, by its size. */
+function imageBlocks(body: any): unknown[] {
+  const blocks: any[] = body.messages.flatMap((message: any) =>
+    Array.isArray(message.content) ? message.content : [],
+  );
+  return blocks.flatMap((block) =>
+    block.type === 'image'
+      ? [block]
+      : block.type === 'tool_result' && Array.isArray(block.content)
+        ? block.content.filter((inner: any) => inner.type === 'image')
+        : [],
+  );
+}
+
+async function sentBody(prompt: PromptItem[]): Promise<any> {
+  provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+  const model = resolveModel('anthropic:claude-sonnet-4-5', env(provider.baseURL));
+  await model.generate({ prompt, tools: [], maxOutputTokens: 64 });
+  return provider.requests[0]!.body;
+}
+
+describe('anthropic: a request with more than 20 images', () => {
+  it('gets no image over 2000 pixels a side: the large ones go as placeholders', async () => {
+    const small = Array.from({ length: 20 }, (_, n) => image(800, 600, n));
+    const prompt: PromptItem[] = [
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Compare' }, ...small], seq: 1 },
+      { type: 'function_call', call_id: 'toolu_a', name: 'screenshot', arguments: '{}', seq: 2 },
+      { type: 'function_call_output', call_id: 'toolu_a', output: [image(2560, 1600, 21)], seq: 3 },
+    ];
+    const body = await sentBody(prompt);
+    expect(imageBlocks(body)).toHaveLength(20);
+    expect(JSON.stringify(body)).toContain('[image omitted: image/png 2560x1600');
+  });
+
+  it('20 images, one of them large, all go as images', async () => {
+    const prompt: PromptItem[] = [
+      {
+        type: 'message',
+        role: 'user',
+        content: [...Array.from({ length: 19 }, (_, n) => image(800, 600, n)), image(2560, 1600, 19)],
+        seq: 1,
+      },
+    ];
+    expect(imageBlocks(await sentBody(prompt))).toHaveLength(20);
+  });
+
+  it("a turn's receipt counts the large images sent as placeholders", async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel('anthropic:claude-sonnet-4-5', env(provider.baseURL));
+    const store = new MemoryStore();
+    const sessions = new SessionLog(store);
+    const services = servicesFor(sessions, store, model);
+    await sessions.create({ id: 'many' });
+    const shots = Array.from({ length: 21 }, (_, n) => ({
+      type: 'input_image' as const,
+      image_url: dataUrl('image/png', pngBytes(n < 18 ? 800 : 2560, n < 18 ? 600 : 1600, 8, n)),
+    }));
+    await runTurn(services, 'many', {
+      input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Compare' }, ...shots] }],
+      strategy_config: { full_images: 30 },
+    });
+    await services.settle();
+    expect(provider.requests).toHaveLength(1);
+    expect(imageBlocks(provider.requests[0]!.body)).toHaveLength(18);
+    const turn = await sessions.getTurn('many', 1);
+    expect(turn.receipt?.media_as_text).toBe(3);
+  });
+});

@@ -161,8 +161,8 @@ export interface Model {
   readonly assistantMedia?: boolean;
   /**
    * Whether the model takes no image or file at all (an `openai-compatible:` backend unless
-   * OPENAI_COMPATIBLE_IMAGES says it takes images, a Workers AI text model): every image and
-   * file, in any message and in tool results, goes as a text placeholder, counted in
+   * OPENAI_COMPATIBLE_IMAGES says it takes images, OpenAI's and Workers AI's text models): every
+   * image and file, in any message and in tool results, goes as a text placeholder, counted in
    * `media_as_text`; their bytes are not read.
    */
   readonly textOnly?: boolean;

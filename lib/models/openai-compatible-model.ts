@@ -42,6 +42,19 @@ export interface OpenAICompatibleModelSettings {
 }
 
 /**
+ * OpenAI's models without vision, which answer 400 to a request holding an image ("Invalid
+ * content type. image_url is only supported by certain models."): GPT-3.5, GPT-4 before GPT-4
+ * Turbo (and its text previews), o1-mini, o1-preview and o3-mini, dated snapshots included.
+ */
+const OPENAI_TEXT_MODELS =
+  /^(gpt-3\.5|o1-mini|o1-preview|o3-mini)|^gpt-4(-0314|-0613|-32k(-\d+)?|-1106-preview|-0125-preview|-turbo-preview)?$/;
+
+/** Whether OpenAI's model `name` takes images (and files): all but `OPENAI_TEXT_MODELS`. */
+export function openaiTakesImages(name: string): boolean {
+  return !OPENAI_TEXT_MODELS.test(name);
+}
+
+/**
  * A model speaking OpenAI chat completions (`POST {baseURL}/chat/completions`), streaming
  * included. A tool message there is text only: a tool result's images and files follow the
  * tool messages in a user message (lib/models/tool-media.ts). A model that takes no images

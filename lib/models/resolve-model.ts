@@ -5,7 +5,7 @@ import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
 import type { Model } from './model.ts';
-import { createOpenAICompatibleModel } from './openai-compatible-model.ts';
+import { createOpenAICompatibleModel, openaiTakesImages } from './openai-compatible-model.ts';
 import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.ts';
 
 /**
@@ -105,7 +105,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         promptCacheKey: true,
         structuredOutputs: true,
         allowedTools: true,
-        images: true,
+        images: openaiTakesImages(name),
       });
     case 'openai-compatible': {
       const apiKey = setting('OPENAI_COMPATIBLE_API_KEY');

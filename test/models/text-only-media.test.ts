@@ -168,3 +168,39 @@ describe('openai-compatible: a text-only backend', () => {
     expect(turn.receipt?.media_as_text).toBe(2);
   });
 });
+
+describe('openai: a model without vision', () => {
+  /** The request body the fake Chat Completions server got for `prompt` from `openai:<name>`. */
+  const sentTo = async (name: string) => {
+    provider = await startFakeProvider(() => ({ text: fixture('openai-chat-text.json') }));
+    const model = resolveModel(`openai:${name}`, {
+      OPENAI_BASE_URL: provider.baseURL,
+      OPENAI_API_KEY: 'sk-test',
+      MODEL_MAX_RETRIES: '0',
+    });
+    await model.generate({ prompt, tools: [weatherTool], maxOutputTokens: 64 });
+    const body = provider.requests[0]!.body;
+    await provider.close();
+    provider = undefined;
+    return body;
+  };
+
+  // OpenAI answers 400 "Invalid content type. image_url is only supported by certain models."
+  it.each(['o3-mini', 'o1-mini', 'gpt-3.5-turbo', 'gpt-4', 'gpt-4-0125-preview'])(
+    '%s gets each image and file as its placeholder',
+    async (name) => {
+      const body = await sentTo(name);
+      expect(partTypes(body)).not.toContain('image_url');
+      expect(partTypes(body)).not.toContain('file');
+      expect(JSON.stringify(body)).toContain(JSON.stringify(partText(screenshot, 3)).slice(1, -1));
+    },
+  );
+
+  it.each(['gpt-4.1-mini', 'gpt-4o', 'gpt-4-turbo', 'o3', 'o4-mini', 'gpt-5'])(
+    '%s still gets the images',
+    async (name) => {
+      const body = await sentTo(name);
+      expect(partTypes(body).filter((type) => type === 'image_url')).toHaveLength(3);
+    },
+  );
+});

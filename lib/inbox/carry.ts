@@ -1,4 +1,3 @@
-import { sha256Hex } from '../hash.ts';
 import { firstToCreate } from '../store/create-only.ts';
 import { decodeUtf8, listAll, mapLimit, type StoredObject } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
@@ -18,6 +17,7 @@ import {
   withMetadata,
 } from './delivery-records.ts';
 import type { InboxContext } from './move.ts';
+import { after, decide, keyName, takerOf } from './decision-chain.ts';
 
 /**
  * Notices a turn consumed but no model saw: taken over by a later turn, given back to the
@@ -37,6 +37,8 @@ import type { InboxContext } from './move.ts';
  * themselves need it, and a background turn's run that took the lease of an earlier run of it
  * (lost names the turn itself, `except` this run: `runner` is its random `writer`, which the
  * records it takes over name beside `turn`, so the earlier run's give-back leaves them alone).
+ * Given `held`, adds the `stored_as` of each notice returned that another run of `turn` held
+ * before this one took it over (see `takeOver`): that run may still close the turn showing it.
  */
 export async function recover(
   ctx: InboxContext,
@@ -44,17 +46,21 @@ export async function recover(
   lost: readonly LostTurn[],
   turn: number,
   runner?: string,
+  held?: Set<string>,
 ): Promise<DeliveredNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const lostTurns = new Set(lost.map((entry) => String(entry.turn)));
   const found = await mapLimit(await lostDeliveries(ctx, sessionId, lost), CONCURRENCY, async (info) => {
     const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
     if (name === ABORT_NOTICE_NAME) return null;
-    const object = await takeOver(ctx, info.key, { turn: String(turn), runner }, lostTurns);
-    if (!object) return null;
+    const taken = await takeOver(ctx, info.key, { turn: String(turn), runner }, lostTurns);
+    if (!taken) return null;
+    const { object, heldBefore } = taken;
+    const storedAs = info.key.slice(removedPrefix.length);
+    if (heldBefore) held?.add(storedAs);
     return {
       name,
-      stored_as: info.key.slice(removedPrefix.length),
+      stored_as: storedAs,
       content: decodeUtf8(object.body),
       posted_at: postedAtOf(info),
     };
@@ -71,26 +77,31 @@ export async function recover(
  * confirms it holds the notice by creating `<that key>-after-<ours>`: a successor that finds
  * this turn closed creates that key too, and of the two the first to create it has the notice.
  * A turn refused there gives the notice up (its rewrite landed after the successor's, the etag
- * being the body's). The rewrite names this run (`runner`) too, or none.
+ * being the body's). The rewrite names this run (`runner`) too, or none. `heldBefore`: another
+ * run of turn `ours` had the notice before this one took it over: it moved it itself (the record
+ * names `ours` and no key), or confirmed its hold on the chain first (`decide`).
  */
 async function takeOver(
   ctx: InboxContext,
   key: string,
   taker: { turn: string; runner: string | undefined },
   lost: ReadonlySet<string>,
-): Promise<StoredObject | null> {
+): Promise<{ object: StoredObject; heldBefore: boolean } | null> {
   const ours = taker.turn;
   const object = await ctx.store.get(key);
   const from = object?.metadata[META.turn];
   if (!object || from === undefined || !lost.has(from)) return null;
-  const decision = await decide(ctx, key, decisionOf(object), ours, lost);
-  if (decision === undefined) return null;
+  const decided = await decide(ctx, key, decisionOf(object), taker, lost);
+  if (decided === undefined) return null;
+  const { decision } = decided;
+  // Moved by another run of this turn (no key taken through), or held by one on the chain.
+  const heldBefore = decided.heldBefore || (from === ours && takenAs(object) === undefined);
   const metadata = withRunner({ ...object.metadata, [META.turn]: ours, [META.takenAs]: decision }, taker.runner);
   // A failed write goes on (the decision key is ours, the record only tells where to begin); a
   // refused one may be our own write met again by a retry: the record says who holds it now.
   const taken = await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }).catch(() => true);
   if (!taken && !namesUs(await ctx.store.head(key), ours, taker.runner)) return null;
-  return (await kept(ctx, key, decision, ours)) ? object : null;
+  return (await kept(ctx, key, decision, taker)) ? { object, heldBefore } : null;
 }
 
 /** `metadata` naming `runner` as the run that wrote the record, or no run. */
@@ -117,9 +128,15 @@ function namesUs(record: { metadata: Record<string, string> } | null, turn: stri
  * record only tells a listing where to begin: a put-back landing after a later turn's rewrite
  * begins a decision further back on the same chain of keys.
  */
-async function kept(ctx: InboxContext, key: string, decision: string, ours: string): Promise<boolean> {
+async function kept(
+  ctx: InboxContext,
+  key: string,
+  decision: string,
+  taker: { turn: string; runner: string | undefined },
+): Promise<boolean> {
+  const ours = taker.turn;
   const confirmation = after(decision, ours);
-  const confirmed = await firstToCreate(ctx.store, `${key}/${confirmation}`, ours);
+  const confirmed = await firstToCreate(ctx.store, `${key}/${confirmation}`, keyName(taker));
   if (confirmed.first) return true;
   const successor = takerOf(confirmed.found);
   if (successor === undefined) return false;
@@ -149,53 +166,6 @@ function decisionOf(record: StoredObject): string {
 function takenAs(record: StoredObject): string | undefined {
   const taken = record.metadata[META.takenAs];
   return taken !== undefined && /^taken-[^/]+$/.test(taken) ? taken : undefined;
-}
-
-/**
- * The decision key (after `<key>/`) this `taker` created, beginning at `decision`, or undefined
- * when another has the notice. Keys are created create-only, and only the first to create one
- * goes on: if-match rewrites of the record alone do not decide who has it, since S3 and R2 give
- * an object the etag of its body (its MD5), and a rewrite of a record's metadata keeps its
- * body, so every rewrite would land and the notice reach a model twice. A key's body names its
- * taker (`<turn>:<random>`; `returned:<random>`, a give-back, ends the chain); a refused create
- * (or one whose answer was lost) reads it. When it names a turn the caller knows was closed by
- * someone else (among `lost`), the chain goes on at `<key>-after-<that turn>`: the key that
- * turn confirms its hold through once its rewrite landed (see `takeOver`), or a successor
- * takes the notice over through when that turn died or stalled before; found confirmed, the
- * key after it again is where a successor and that turn's give-back decide who has it.
- */
-async function decide(
-  ctx: InboxContext,
-  key: string,
-  decision: string,
-  taker: string,
-  lost: ReadonlySet<string>,
-): Promise<string | undefined> {
-  for (;;) {
-    const decided = await firstToCreate(ctx.store, `${key}/${decision}`, taker);
-    if (decided.first) return decision;
-    const holder = takerOf(decided.found);
-    if (holder === undefined || !lost.has(holder)) return undefined;
-    decision = after(decision, holder);
-  }
-}
-
-/** The longest decision key (after `<record key>/`) a chain spells out; S3 allows keys of 1024 bytes. */
-const MAX_DECISION_CHARS = 256;
-
-/**
- * The decision key after `decision` once `holder` is walked past: `<decision>-after-<holder>`,
- * or, when that is longer than MAX_DECISION_CHARS, `taken-<its SHA-256>`, so the chain's keys
- * stay short however many turns failed on it.
- */
-function after(decision: string, holder: string): string {
-  const next = `${decision}-after-${holder}`;
-  return next.length <= MAX_DECISION_CHARS ? next : `taken-${sha256Hex(next)}`;
-}
-
-/** Who created a decision key (its body `<taker>:<random>`), or undefined when it is gone. */
-function takerOf(found: StoredObject | null): string | undefined {
-  return found ? decodeUtf8(found.body).split(':')[0] : undefined;
 }
 
 /**

@@ -328,12 +328,15 @@ export class Inbox {
     return previewNotices(this.#context, shown);
   }
 
-  /**
-   * Takes over, for turn `turn`, the notices that turns closed by someone else consumed
-   * (lib/inbox/carry.ts `recover`).
-   */
-  async recover(id: string, lost: readonly LostTurn[], turn: number, runner?: string): Promise<DeliveredNotice[]> {
-    return recover(this.#context, id, lost, turn, runner);
+  /** Takes over, for turn `turn`, what turns closed by someone else consumed (lib/inbox/carry.ts `recover`). */
+  async recover(
+    id: string,
+    lost: readonly LostTurn[],
+    turn: number,
+    runner?: string,
+    held?: Set<string>,
+  ): Promise<DeliveredNotice[]> {
+    return recover(this.#context, id, lost, turn, runner, held);
   }
 
   /** Whether turns closed by someone else consumed no notice (lib/inbox/carry.ts `tookNothing`). */

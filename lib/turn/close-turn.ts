@@ -146,24 +146,26 @@ function takenBy(attempt: Attempt): Undelivered['notices'] {
  * turn, none that another run of it may still show or carry on. Closed by another run (one that
  * stalled past a renewal while this run took its lease and notices over, then completed or failed
  * the turn before it learned): none that close showed or carries on; and when that close cannot
- * be read (the get fails, or its body was packed since), none this run took over rather than
- * moved out of the inbox itself. Its lease taken over by a later run of the turn: none it took
- * over either, which that run takes over in turn (an earlier run may yet close the turn showing
- * them). What it keeps, a close by someone else names the turn in `lost_turns` for: the next
- * turn takes those over (docs/STORAGE.md, "Notices").
+ * be read (the get fails, or its body was packed since), none it took over that another run of
+ * the turn held before it (moved, or took over first: `TurnNotices.heldBefore`). One it took over
+ * that no other run held (the others found it this run's) goes back: no close of the turn shows
+ * it. Its lease taken over by a later run of the turn: the same, and that run takes over what it
+ * keeps in turn (an earlier run may yet close the turn showing them). What it keeps, a close by
+ * someone else names the turn in `lost_turns` for: the next turn takes those over (docs/STORAGE.md,
+ * "Notices").
  */
 async function givenBack(services: TurnServices, attempt: Attempt, error: unknown): Promise<Undelivered['notices']> {
   const taken = takenBy(attempt);
   if (!attempt.background || taken.length === 0) return taken;
-  const recovered = attempt.notices?.recovered ?? new Set<string>();
-  const moved = () => taken.filter((notice) => !recovered.has(notice.stored_as));
-  if (error instanceof LeaseHeldError) return moved();
+  const held = attempt.notices?.heldBefore ?? new Set<string>();
+  const ownOnly = () => taken.filter((notice) => !held.has(notice.stored_as));
+  if (error instanceof LeaseHeldError) return ownOnly();
   if (!(error instanceof TurnClosedError)) return taken;
   const accounted = await services.sessions.closerNotices(attempt.turn).catch((readError: unknown) => {
     services.log('tailgate: could not read the completion that closed a background turn', readError);
     return null;
   });
-  return accounted === null ? moved() : taken.filter((notice) => !accounted.has(notice.stored_as));
+  return accounted === null ? ownOnly() : taken.filter((notice) => !accounted.has(notice.stored_as));
 }
 
 /** Gives back to the inbox what an attempt stopped by someone else (`error`) gives back (givenBack). */

@@ -38,10 +38,11 @@ export class TurnNotices {
   /** An `abort` notice this turn consumed: the pipeline closes the turn as aborted (lib/turn/close-turn.ts). */
   abort?: InboxAbort;
   /**
-   * The notices (`stored_as`) this run took over from turns closed by others or from an earlier
-   * run of its turn, rather than moved out of the inbox itself (lib/turn/close-turn.ts `givenBack`).
+   * The notices (`stored_as`) this run took over that another run of its turn held before it (moved
+   * them, or took them over first): that run may still close the turn showing them (lib/inbox/carry.ts
+   * `recover`), so this one, stopped, keeps them (lib/turn/close-turn.ts `givenBack`).
    */
-  recovered: ReadonlySet<string> = new Set();
+  heldBefore: ReadonlySet<string> = new Set();
   readonly #landed: Promise<boolean>;
   #move: (() => Promise<DeliveredNotice[]>) | undefined;
   #settling: Promise<void> | undefined;
@@ -161,8 +162,10 @@ export class TurnNotices {
         ...turn.undelivered,
         lost_turns: [...turn.undelivered.lost_turns, { turn: turn.turn, since }],
       };
-    const recovered = lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn, turn.writer) : [];
-    this.recovered = new Set(recovered.map((notice) => notice.stored_as));
+    const held = new Set<string>();
+    const recovered =
+      lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn, turn.writer, held) : [];
+    this.heldBefore = held;
     this.carried = [...turn.undelivered.notices, ...recovered];
     this.undelivered = { notices: this.carried, lost_turns: [] };
     const consumed = await consume(this.carried.length);

@@ -48,8 +48,8 @@ function hold() {
 
 /**
  * One run's view of `store`: its lease puts wait for `leaseHold` once `stalled()`; its listings of
- * `inbox_removed/` wait for `listHold`; its reads of the turn's completion once it told its own
- * completion refused fail or find it packed (`doneRead`).
+ * `inbox_removed/` wait for `listHold`, and its puts `putHold` chooses for it; its reads of the
+ * turn's completion once it told its own completion refused fail or find it packed (`doneRead`).
  */
 function runView(
   store: ObjectStore,
@@ -57,6 +57,7 @@ function runView(
     stalled?: () => boolean;
     leaseHold?: Promise<void>;
     listHold?: { wait: Promise<void>; reached: () => void };
+    putHold?: { when: (key: string) => boolean; wait: Promise<void>; reached: () => void };
     doneRead?: 'fail' | 'buried';
     afterDelete?: (key: string) => void;
   },
@@ -73,6 +74,10 @@ function runView(
         if (property === 'list' && key.includes('/inbox_removed/') && hooks.listHold) {
           hooks.listHold.reached();
           await hooks.listHold.wait;
+        }
+        if (property === 'put' && hooks.putHold?.when(key)) {
+          hooks.putHold.reached();
+          await hooks.putHold.wait;
         }
         // Once its completion was refused, the read that tells it by whom is answered; those after are `doneRead`'s.
         const done =
@@ -314,4 +319,110 @@ describe('a background run that took a notice over from an earlier run of its tu
     await w.advance(0);
     expect((await w.sessions.getTurn('s', 2)).notices).toEqual([]);
   });
+});
+
+describe('a background run that took a notice over from an earlier turn closed by someone else', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** Turn 1 moves the notice and is cancelled (its close names it among the lost turns); turn 2 is claimed. */
+  async function cancelledFirst(w: Awaited<ReturnType<typeof world>>) {
+    await w.inbox.consume('s', { turn: 1, runner: 'turn-1-run' });
+    await w.sessions.cancelTurn('s', 1);
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+    return run!;
+  }
+
+  /** Turn 3 runs: its receipt shows the notice `times` times, and nothing is left pending. */
+  async function thirdTurn(w: Awaited<ReturnType<typeof world>>, times: 0 | 1) {
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'once more' });
+    const next = runBackgroundTurn(w.services, run!);
+    await w.until(() => w.next.prompts.length === 1);
+    // Shown by turn 2 (its answer is history), or else delivered now.
+    if (times === 1) expect(w.next.prompts[0]!.split(NOTICE)).toHaveLength(2);
+    w.next.open();
+    expect(await w.outcome(next)).toBe('done');
+    await w.advance(0);
+    const shown = (await w.sessions.getTurn('s', 3)).notices.map((notice) => notice.name);
+    expect(shown).toEqual(times === 1 ? ['n1.md'] : []);
+    expect(await w.inbox.peek('s')).toEqual([]);
+  }
+
+  /**
+   * Run A of turn 2 takes the lease and stalls at `stallA` in its takeover of turn 1's notice (its
+   * renewals too); run B takes A's lease over, and the notice from turn 1 (or from A); then A goes
+   * on and completes turn 2, showing the notice or not (`aShows`); B, its completion refused,
+   * cannot read A's (`doneRead`).
+   */
+  async function raced(
+    w: Awaited<ReturnType<typeof world>>,
+    stallA: 'list' | 'confirm' | 'prompt',
+    doneRead: 'fail' | 'buried',
+  ) {
+    const run = await cancelledFirst(w);
+    const a = gated();
+    const aHold = hold();
+    const aLease = hold();
+    let aStalled = false;
+    const reached = () => (aStalled = true);
+    const aView = runView(w.store, {
+      stalled: () => aStalled,
+      leaseHold: aLease.wait,
+      ...(stallA === 'list' ? { listHold: { wait: aHold.wait, reached } } : {}),
+      ...(stallA === 'confirm'
+        ? { putHold: { when: (key) => key.endsWith('-after-2'), wait: aHold.wait, reached } }
+        : {}),
+    });
+    const aOutcome = runBackgroundTurn(w.runServices(aView, a), run);
+    if (stallA === 'prompt') {
+      await w.until(() => a.prompts.length === 1);
+      expect(a.prompts[0]).toContain(NOTICE);
+      aStalled = true;
+    } else await w.until(() => aStalled);
+    expect(aStalled).toBe(true);
+    const b = gated();
+    const bOutcome = runBackgroundTurn(w.runServices(runView(w.store, { doneRead }), b), run);
+    await w.until(() => b.prompts.length === 1);
+    aHold.release();
+    await w.until(() => a.prompts.length === 1);
+    a.open();
+    expect(await w.outcome(aOutcome)).toBe('done');
+    const turn = await w.sessions.getTurn('s', 2);
+    expect(turn.status).toBe('completed');
+    b.open();
+    expect(await w.outcome(bOutcome)).toBe('done');
+    aLease.release();
+    await w.advance(LEASE_MS);
+    return { a, b, shown: turn.notices.map((notice) => notice.name) };
+  }
+
+  for (const doneRead of ['fail', 'buried'] as const) {
+    it(`found taken by the first run, which completes without it (${doneRead}): gives it back`, async () => {
+      const w = await world();
+      const { a, b, shown } = await raced(w, 'list', doneRead);
+      expect(b.prompts[0]).toContain(NOTICE);
+      expect(a.prompts[0]).not.toContain(NOTICE);
+      expect(shown).toEqual([]);
+      await thirdTurn(w, 1);
+    });
+
+    it(`taken from the first run before it confirmed, completing without it (${doneRead}): gives it back`, async () => {
+      const w = await world();
+      const { a, b, shown } = await raced(w, 'confirm', doneRead);
+      expect(b.prompts[0]).toContain(NOTICE);
+      expect(a.prompts[0]).not.toContain(NOTICE);
+      expect(shown).toEqual([]);
+      await thirdTurn(w, 1);
+    });
+
+    it(`taken too after the first run confirmed, which completes showing it (${doneRead}): keeps it`, async () => {
+      const w = await world();
+      const { a, b, shown } = await raced(w, 'prompt', doneRead);
+      expect(a.prompts[0]).toContain(NOTICE);
+      expect(b.prompts[0]).toContain(NOTICE);
+      expect(shown).toEqual(['n1.md']);
+      await thirdTurn(w, 0);
+    });
+  }
 });

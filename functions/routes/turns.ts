@@ -54,7 +54,15 @@ const takeTurnRoute = createRoute({
           .object({
             session_id: z.string(),
             queued_turn: z.string().meta({ description: 'The queued input (the SHA-256 its turn is claimed under).' }),
-            position: z.number().int().meta({ description: 'Its place among the queued inputs: 1 is next.' }),
+            position: z
+              .number()
+              .int()
+              .nullable()
+              .meta({
+                description:
+                  'Its place among the queued inputs: 1 is next, 0 taken up already; null when the store ' +
+                  'failed to list the queue (it is queued all the same).',
+              }),
           })
           .meta({ id: 'QueuedTurn' }),
       ]),

@@ -61,7 +61,7 @@ export class SessionLogRunning extends SessionLogBase {
     id: string,
     input: NewQueuedInput,
     beforeEntry?: (scope: LogScope) => Promise<void>,
-  ): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
+  ): Promise<{ queued_turn: string; position: number | null; replayed: boolean }> {
     return enqueueInput(this.log, id, input, beforeEntry);
   }
 

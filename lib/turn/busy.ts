@@ -29,7 +29,7 @@ import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
  * the policy: a queued input is claimed under the key's SHA-256, as the turn itself would be.
  */
 
-export type Taken<T> = { kind: 'taken'; value: T } | { kind: 'queued'; queued_turn: string; position: number };
+export type Taken<T> = { kind: 'taken'; value: T } | { kind: 'queued'; queued_turn: string; position: number | null };
 
 /** Interrupts tried before a request gives up with 409 (each lost the session to another writer). */
 const MAX_INTERRUPTS = 3;
@@ -123,7 +123,7 @@ async function enqueueTurn(
   sessionId: string,
   request: TurnRequest,
   options: { idempotencyKey?: string },
-): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
+): Promise<{ queued_turn: string; position: number | null; replayed: boolean }> {
   // Its images and files are stored once the session is read, before the entry that names them.
   const attachments = services.sessions.checkAttachments(inputItems(request));
   const input = attachments.items;

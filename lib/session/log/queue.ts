@@ -1,12 +1,12 @@
-import { IdempotencyKeyReusedError } from '../../errors.ts';
+import { IdempotencyKeyReusedError, NotFoundError } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { idempotencyKey, queuedKey, queuedPrefix, queueSignalKey, type LogScope } from '../keys.ts';
 import { idempotencyClaimSchema, parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
 import { sessionScope } from './config-object.ts';
-import type { LogContext } from './context.ts';
+import { backoff, type LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';
 import { takingFirst } from './queue-taking.ts';
-import { tombstoneCleared } from './queue-withdraw.ts';
+import { QueuedInputTakenError, tombstoneCleared, withdrawQueued } from './queue-withdraw.ts';
 
 /**
  * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued
@@ -36,7 +36,7 @@ export async function enqueueInput(
   id: string,
   input: NewQueuedInput,
   beforeEntry?: (scope: LogScope) => Promise<void>,
-): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
+): Promise<{ queued_turn: string; position: number | null; replayed: boolean }> {
   const scope = await sessionScope(log, id);
   // The session's marker (log/queue-markers.ts) lands before the entry, with what it references.
   await Promise.all([beforeEntry?.(scope), markQueue(log, id)]);
@@ -64,14 +64,77 @@ export async function enqueueInput(
       throw new IdempotencyKeyReusedError(0);
   }
   // The queue's signal once the entry is there (also for an entry its key had queued: that
-  // enqueue may have died before its own), before the 202: see raiseSignal.
-  const [queued] = await Promise.all([listQueued(log, scope), raiseSignal(log, scope, writer)]);
+  // enqueue may have died before its own), before the 202: see raiseSignal. Each is tried again.
+  const [listed, raised] = await Promise.allSettled([
+    retried(() => listQueued(log, scope)),
+    retried(() => raiseSignal(log, scope, writer)),
+  ]);
+  const position = listed.status === 'fulfilled' ? positionIn(listed.value, input.key_sha256) : null;
+  if (raised.status === 'fulfilled' && position !== null)
+    return { queued_turn: input.key_sha256, position, replayed: !written };
+  const failure: unknown = raised.status === 'rejected' ? raised.reason : (listed as PromiseRejectedResult).reason;
+  // A keyed input: a retry under its key finds the entry and queues nothing new, so the failure
+  // is answered (503). Its entry is not withdrawn: a retry racing this one may have been answered 202 for it.
+  if (input.request_sha256 !== undefined || !written) throw failure;
   return {
     queued_turn: input.key_sha256,
-    // 0: taken up already.
-    position: queued.findIndex((other) => other.keyHash === input.key_sha256) + 1,
-    replayed: !written,
+    position: await withdrawUnanswered(log, scope, input.key_sha256, failure, position),
+    replayed: false,
   };
+}
+
+/** Tries of an enqueue's signal put, its listing and the withdraw of its entry when they still fail. */
+const ENQUEUE_TRIES = 3;
+
+async function retried<T>(call: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (tries >= ENQUEUE_TRIES) throw error;
+      await backoff(tries + 3);
+    }
+  }
+}
+
+/** 0: taken up already. */
+function positionIn(queued: QueuedEntry[], keyHash: string): number {
+  return queued.findIndex((other) => other.keyHash === keyHash) + 1;
+}
+
+/**
+ * For an unkeyed enqueue whose entry landed but whose signal or position could not be written or
+ * read (`failure`): a 503 would have its client's retry queue the input twice, and a 202 without
+ * the signal would let a later request run before it. So the entry is withdrawn (log/queue-withdraw.ts)
+ * and `failure` thrown (503: it never runs), unless a pickup took it up meanwhile (position 0: it
+ * runs). A withdraw that fails every try leaves the entry, which runs: answered 202, with its
+ * `position` when the listing read it (else null).
+ */
+async function withdrawUnanswered(
+  log: LogContext,
+  scope: LogScope,
+  keyHash: string,
+  failure: unknown,
+  position: number | null,
+): Promise<number | null> {
+  for (let tries = 1; tries <= ENQUEUE_TRIES; tries++) {
+    try {
+      await withdrawQueued(log, scope.id, keyHash);
+      throw failure;
+    } catch (error) {
+      if (error === failure) throw error;
+      if (error instanceof QueuedInputTakenError) return 0;
+      // Withdrawn by an earlier try whose answer was lost: its tombstone stands, deleted here (no
+      // other input is queued under the random key of an unkeyed one), or left to a pickup.
+      if (error instanceof NotFoundError) {
+        await removeQueued(log, scope, keyHash).catch(() => undefined);
+        throw failure;
+      }
+      if (tries < ENQUEUE_TRIES) await backoff(tries + 3);
+      else log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: it runs`, error);
+    }
+  }
+  return position;
 }
 
 /**
@@ -79,7 +142,8 @@ export async function enqueueInput(
  * an entry landed: a claim that lists it set takes the queue up before its own turn, and a
  * pickup empties it only if-match on an etag it read before it found the queue empty, so
  * neither the signal of an entry it did not list nor the entry itself is lost to that write.
- * A put that fails fails the enqueue, as its listing's failure does (the entry, stored, runs).
+ * A put that still fails after its tries fails the enqueue, as its listing's failure does: a
+ * keyed one (its retry finds the entry), or an unkeyed one whose entry its enqueue withdrew.
  * A delete of the newest turn puts it under its new generation too (log/rewind.ts).
  */
 export async function raiseSignal(log: LogContext, scope: LogScope, writer: string): Promise<void> {

@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll } from '../../lib/store/object-store.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { FaultyStore, type FaultOptions, type StoreCall } from '../support/faulty-store.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// An enqueue whose entry landed and whose queue signal or listing then failed (docs/API.md, "Busy
+// sessions"): its client is answered 202 and the input runs once, or 503 and it never runs, so
+// a retry after a 503 queues it once.
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
+
+/** A process on a FaultyStore whose background turns wait in `sent` until `runAll`. */
+function setup() {
+  const store = new FaultyStore(new MemoryStore());
+  const sent: BackgroundTurn[] = [];
+  const tasks: Promise<unknown>[] = [];
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: (c) => c.env ?? environment,
+    afterResponse: (task) => void tasks.push(task),
+    queueTurn: () => async (run) => void sent.push(run),
+  };
+  const harness = appHarness(store, environment, options);
+  const api = createClient(harness);
+  const runner = createTurnRunner(options);
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  const runAll = async () => {
+    for (let ran = 0; ran < sent.length; ran++) {
+      expect(await runner(sent[ran]!, environment, (task) => void tasks.push(task))).toBe('done');
+      await drain();
+    }
+  };
+  return { store, api, drain, runAll, logged: harness.logged };
+}
+
+const signalPut = ({ operation, key }: StoreCall) => operation === 'put' && key.endsWith('/-queued');
+const queueListing = ({ operation, key }: StoreCall) => operation === 'list' && key.includes('/queue/');
+/** A withdraw's tombstone: the entry put empty, if-match. */
+const tombstonePut = ({ operation, key, options }: StoreCall) =>
+  operation === 'put' && key.includes('/queue/') && options?.ifMatch !== undefined && options.contentType === undefined;
+
+/**
+ * Enqueues 'queued' behind a running turn with `faults` set for that request only, then runs
+ * every turn with the store healed: the answer, and how many times 'queued' ran.
+ */
+async function enqueueUnder(
+  faults: [(call: StoreCall) => boolean, FaultOptions?][],
+  headers: Record<string, string> = {},
+) {
+  const world = setup();
+  const { store, api, drain, runAll } = world;
+  const id = await api.session({ on_busy: 'enqueue' });
+  expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+  for (const [when, options] of faults) store.failWhen(when, options);
+  const answer = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' }, headers);
+  store.heal();
+  await drain();
+  await runAll();
+  const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items;
+  const runs = items.filter((item: any) => item.role === 'user' && JSON.stringify(item.content).includes('queued'));
+  const left = (await listAll(store.inner, '')).filter((object) => object.key.includes('/queue/'));
+  return { ...world, id, answer, runs: runs.length, left };
+}
+
+/** Exactly one of the two: 202 and one run, or 503 and none. */
+function exact(result: Awaited<ReturnType<typeof enqueueUnder>>, status: 202 | 503) {
+  expect(result.answer.status, JSON.stringify(result.answer.body)).toBe(status);
+  expect(result.runs).toBe(status === 202 ? 1 : 0);
+  expect(result.left).toEqual([]);
+}
+
+describe('an enqueue whose entry landed and whose signal or listing failed', () => {
+  it('tries the signal again: one failure is answered 202, and the input runs once', async () => {
+    const result = await enqueueUnder([[signalPut, { times: 1 }]]);
+    exact(result, 202);
+    expect(result.answer.body.position).toBe(1);
+  });
+
+  it('tries the listing again: one failure is answered 202, and the input runs once', async () => {
+    const result = await enqueueUnder([[queueListing, { times: 1 }]]);
+    exact(result, 202);
+    expect(result.answer.body.position).toBe(1);
+  });
+
+  it('withdraws the entry when the signal keeps failing: 503, and the input never runs', async () => {
+    exact(await enqueueUnder([[signalPut]]), 503);
+  });
+
+  it('withdraws the entry when the listing keeps failing: 503, and the input never runs', async () => {
+    exact(await enqueueUnder([[queueListing]]), 503);
+  });
+
+  it('answers 503 when the withdraw landed but its answer was lost: the input never runs', async () => {
+    exact(await enqueueUnder([[signalPut], [tombstonePut, { times: 1, after: true }]]), 503);
+  });
+
+  it('answers 202 when the withdraw fails too (the entry stands), and the input runs once', async () => {
+    const signalFailed = await enqueueUnder([[signalPut], [tombstonePut]]);
+    exact(signalFailed, 202);
+    expect(signalFailed.answer.body.position).toBe(1);
+    expect(signalFailed.logged.some((line) => line.includes('could not be withdrawn'))).toBe(true);
+    const listingFailed = await enqueueUnder([[queueListing], [tombstonePut]]);
+    exact(listingFailed, 202);
+    expect(listingFailed.answer.body.position).toBeNull();
+  });
+
+  it('answers a keyed input 503 without withdrawing it: its retry under the key queues nothing new', async () => {
+    const headers = { 'Idempotency-Key': 'enqueue-failure' };
+    const world = setup();
+    const { store, api, drain, runAll } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    store.failWhen(signalPut);
+    const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' }, headers);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(503);
+    store.heal();
+    const retried = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' }, headers);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(202);
+    expect(retried.body.position).toBe(1);
+    await drain();
+    await runAll();
+    const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items;
+    expect(
+      items.filter((item: any) => item.role === 'user' && JSON.stringify(item.content).includes('queued')),
+    ).toHaveLength(1);
+  });
+});

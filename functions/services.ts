@@ -162,6 +162,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
       onQueueWaiting: pickUpFirst(() => services),
       ...closesByOthers(running, observeTurn),
+      ...(running ? { onDeleted: (id: string) => running.deleted(id) } : {}),
       log,
     }),
     inbox: new Inbox(store, {

@@ -1,3 +1,4 @@
+import { NotFoundError } from '../errors.ts';
 import { checkBudget } from '../ledger/budget.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { ContextStart } from '../session/records.ts';
@@ -108,9 +109,16 @@ export async function compactSessionFrom(
   const prompt = request.prompt ?? services.config.summaryPrompt;
   let result: Compacted | undefined;
   let claimed = false;
+  // Its session deleted while it summarized: nothing is left to take up after it.
+  let deleted = false;
   // What a summary call that timed out spent, estimated: charged as a summary made would be.
   let unmade: TurnUsage | undefined;
   const price = services.config.modelPrices[model.id];
+  // Charged to the token as no turn, after the response, as a summary made is.
+  const chargeUnmade = (charge: TurnUsage) => {
+    services.observeCompaction?.({ model: model.id, usage: charge });
+    if (spend) afterResponse(services, () => spend.charge(charge, 0));
+  };
   try {
     // The listing row is written once, below, for the input and the compaction together.
     if (input.length > 0) await appendItems(services, sessionId, input, { refreshIndex: false });
@@ -122,34 +130,55 @@ export async function compactSessionFrom(
       });
       if (!cut) return null;
       // The session is held from here to the compaction's record: no turn or other compaction meanwhile.
-      await claim();
+      const lost = await claim();
       claimed = true;
+      // A delete of the session stops the summary call: at once when it ended in this process,
+      // else once the claim's renewal finds it (`lost`); so does a move to another incarnation.
+      const stop = new AbortController();
+      const stopWith = () => stop.abort(lost.reason);
+      if (lost.aborted) stopWith();
+      else lost.addEventListener('abort', stopWith, { once: true });
+      const unregister = services.running?.addCompaction(sessionId, stop);
+      let stopped: TurnUsage | undefined;
       // Bounded as a turn's model call is (MODEL_TIMEOUT_MS): a call that never answers fails
       // the compaction with model_timeout, which then releases the session.
       const summary = await summarizeContext(model, context, cut, {
         maxSummaryTokens: sizes.maxSummaryTokens,
         timeoutMs: services.config.modelTimeoutMs,
+        signal: stop.signal,
+        // Stopped: charged only when its provider may have run it (lib/models/provider-reach.ts).
+        onAborted: (spent) => {
+          stopped = turnUsage(spent, price);
+        },
         ...(prompt ? { prompt } : {}),
-      }).catch((error: unknown) => {
-        if (!(error instanceof SummaryTimeoutError)) throw error;
-        unmade = turnUsage(error.spent, price);
-        throw new ChargedFailure(error, unmade);
-      });
+      })
+        .catch((error: unknown) => {
+          const { aborted, reason } = stop.signal;
+          if (aborted) {
+            deleted = reason instanceof NotFoundError;
+            if (!stopped) throw reason;
+            chargeUnmade(stopped);
+            throw new ChargedFailure(reason, stopped);
+          }
+          if (!(error instanceof SummaryTimeoutError)) throw error;
+          unmade = turnUsage(error.spent, price);
+          throw new ChargedFailure(error, unmade);
+        })
+        .finally(() => {
+          unregister?.();
+          lost.removeEventListener('abort', stopWith);
+        });
       return { context: summary.context, usage: turnUsage(summary.usage, price) };
     });
   } finally {
-    const charge = unmade;
-    if (charge) {
-      services.observeCompaction?.({ model: model.id, usage: charge });
-      if (spend) afterResponse(services, () => spend.charge(charge, 0));
-    }
+    if (unmade) chargeUnmade(unmade);
     // The listing row takes the input's items and the compaction's usage and time, after the
     // response; an input appended before a compaction that failed still counts in it.
     if (input.length > 0 || result?.compacted)
       afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
     // The compaction held the session: the inputs queued behind it are taken up once it let it go,
     // as after a turn's close (a claim it could not end leaves them to its lease and the sweep).
-    if (claimed) afterResponse(services, () => pickUp(services, sessionId));
+    if (claimed && !deleted) afterResponse(services, () => pickUp(services, sessionId));
   }
   // The session's totals took the usage with the compaction's record; the token's take it after
   // the response, as a turn's do.

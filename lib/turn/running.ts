@@ -41,8 +41,30 @@ export class RunningTurns {
    * it ended, however it ended.
    */
   add(turn: OpenTurn, stop: AbortController): () => void {
-    const key = turnKey(turn.scope, turn.turn);
-    const entry: Registered = { turn: { scope: { id: turn.scope.id }, turn: turn.turn } };
+    return this.#register(turnKey(turn.scope, turn.turn), { scope: { id: turn.scope.id }, turn: turn.turn }, stop);
+  }
+
+  /**
+   * Registers a manual compaction of session `id` that holds its claim (lib/turn/compact-session.ts):
+   * a delete of the session ended here (`deleted`) stops it through `stop` as a close stops an
+   * attempt; returns what removes it, which the compaction calls once its summary call ended.
+   */
+  addCompaction(id: string, stop: AbortController): () => void {
+    return this.#register(compactionKey(id), { scope: { id }, turn: 0 }, stop);
+  }
+
+  /**
+   * A delete of session `id` ended here: every compaction of it running here is marked to be
+   * aborted with not_found (its claim's renewal finds the delete too, a third of a lease later
+   * at most: the way another process's delete is found).
+   */
+  deleted(id: string): void {
+    for (const entry of this.#attempts.get(compactionKey(id)) ?? [])
+      entry.closed ??= new NotFoundError(`session ${id} was deleted during its compaction`, { id });
+  }
+
+  #register(key: string, turn: TurnName, stop: AbortController): () => void {
+    const entry: Registered = { turn };
     let attempts = this.#attempts.get(key);
     if (!attempts) {
       attempts = new Set();
@@ -85,6 +107,10 @@ export class RunningTurns {
 
 function turnKey(scope: LogScope, turn: number): string {
   return JSON.stringify([scope.id, scope.generation, turn]);
+}
+
+function compactionKey(id: string): string {
+  return JSON.stringify([id, 'compaction']);
 }
 
 /**

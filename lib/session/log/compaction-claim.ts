@@ -1,4 +1,4 @@
-import { StorageError } from '../../errors.ts';
+import { NotFoundError, StorageError } from '../../errors.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { claimSpentKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import { parseStoredOrUndefined, sessionConfigSchema, type SessionConfig } from '../records.ts';
@@ -22,6 +22,11 @@ export interface CompactionClaim {
   readonly record: number;
   readonly writer: string;
   readonly scope: LogScope;
+  /**
+   * Aborted once a renewal found the session gone (NotFoundError: deleted) or moved to another
+   * incarnation (what `check` threw): the summary call it holds the session for stops.
+   */
+  readonly signal: AbortSignal;
   /**
    * Stops renewing the lease (the compaction's own record, or its release, ends the hold);
    * answers once every renewal under way ended.
@@ -61,9 +66,10 @@ export async function claimCompaction(
   if (!claimed) throw new ClaimMoved();
   const { scope } = claimed;
   const holder = { scope, record: claimed.record.record, writer: claimed.record.writer ?? '' };
-  const { stop } = renewClaim(log, id, holder, check);
+  const { stop, signal } = renewClaim(log, id, holder, check);
   return {
     ...holder,
+    signal,
     stop,
     async release(check, charge) {
       await stop();
@@ -82,28 +88,33 @@ export async function claimCompaction(
  * session's config: gone, or naming another incarnation (a delete of the session committed,
  * whose sweep may have passed the lease already), the renewal deletes the lease it wrote,
  * whether its put was answered or not, and no renewal follows. So a delete leaves no lease of a
- * claim behind: a renewal whose put lands after the sweep reads the config after it.
+ * claim behind: a renewal whose put lands after the sweep reads the config after it. `signal`
+ * is then aborted, with NotFoundError (no config) or what `check` threw.
  */
 function renewClaim(log: LogContext, id: string, holder: LeaseHolder, check: (config: SessionConfig) => void) {
   const key = leaseKey(holder.scope, holder.record);
   const inFlight = new Set<Promise<void>>();
   let stopped = false;
-  const gone = async () => {
+  const lost = new AbortController();
+  const gone = async (): Promise<unknown> => {
     const object = await log.store.get(sessionConfigKey(log.keyPrefix, id));
     const config = object ? parseStoredOrUndefined(object.body, sessionConfigSchema) : undefined;
-    if (!config) return object === null;
+    if (!config)
+      return object === null ? new NotFoundError(`session ${id} was deleted during its compaction`, { id }) : null;
     try {
       check(config);
-      return false;
-    } catch {
-      return true;
+      return null;
+    } catch (error) {
+      return error;
     }
   };
   const renew = async () => {
     await renewLease(log, holder).catch(() => undefined);
-    if (!(await gone())) return;
+    const reason = await gone();
+    if (reason === null) return;
     stopped = true;
     clearInterval(renewals);
+    lost.abort(reason);
     await log.store.delete(key);
   };
   const renewals = setInterval(() => {
@@ -113,6 +124,7 @@ function renewClaim(log: LogContext, id: string, holder: LeaseHolder, check: (co
     void work.finally(() => inFlight.delete(work));
   }, renewalMs(log.leaseMs));
   return {
+    signal: lost.signal,
     stop: async () => {
       stopped = true;
       clearInterval(renewals);

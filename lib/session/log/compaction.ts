@@ -41,9 +41,11 @@ export async function compact(log: LogContext, id: string, summarize: Summarize)
  * A manual compaction's summarizer: given the context, it decides whether there is anything to
  * summarize (null: nothing, and nothing is written) and, before its model call, awaits `claim`,
  * which claims the session (compaction-claim.ts: turn_in_progress while a turn or another
- * compaction holds it, budget_exhausted once the session's budget is spent).
+ * compaction holds it, budget_exhausted once the session's budget is spent). Its signal is
+ * aborted once the claim's renewal found the session deleted or moved on: the summarizer then
+ * throws its reason (in a ChargedFailure when the call may have been billed).
  */
-export type Summarize = (view: ContextView, claim: () => Promise<void>) => Promise<Summarized | null>;
+export type Summarize = (view: ContextView, claim: () => Promise<AbortSignal>) => Promise<Summarized | null>;
 
 /**
  * A summarizer's failure after its model call spent `charge` (it timed out): the end of the
@@ -110,6 +112,7 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
   let claim: CompactionClaim | undefined;
   const claimSession = async () => {
     claim = await claimCompaction(log, id, newest.record.record, check);
+    return claim.signal;
   };
   let summary: Summarized | null;
   try {
@@ -119,8 +122,9 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
     // none; or what a call that failed spent, which the end of the claim charges.
     const charge = error instanceof ChargedFailure ? error.charge : undefined;
     if (claim && !(await claim.release(check, charge))) await claim.storeSpend(charge);
-    if (error instanceof ClaimMoved || error instanceof Moved) return null;
-    throw error instanceof ChargedFailure ? error.cause : error;
+    const cause = error instanceof ChargedFailure ? error.cause : error;
+    if (cause instanceof ClaimMoved || cause instanceof Moved) return null;
+    throw cause;
   }
   if (!summary) {
     if (claim && !(await claim.release(check))) await claim.storeSpend();

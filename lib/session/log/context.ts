@@ -46,6 +46,7 @@ export interface LogContext {
   readonly onLeaseClosed: SessionLogOptions['onLeaseClosed'];
   readonly onQueueWaiting: SessionLogOptions['onQueueWaiting'];
   readonly onClosedByOther: SessionLogOptions['onClosedByOther'];
+  readonly onDeleted: SessionLogOptions['onDeleted'];
   readonly log: (message: string, details?: unknown) => void;
 }
 
@@ -99,6 +100,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     onLeaseClosed: options.onLeaseClosed,
     onQueueWaiting: options.onQueueWaiting,
     onClosedByOther: options.onClosedByOther,
+    onDeleted: options.onDeleted,
     log: options.log ?? ((message, details) => console.error(message, details)),
   };
 }

@@ -363,6 +363,8 @@ export interface SessionLogOptions {
    * close landed (functions/services.ts, closesByOthers). It must not throw.
    */
   onClosedByOther?: ((closed: ClosedTurn) => void) | undefined;
+  /** Runs once a delete of session `id` ended (a compaction of it running here stops at once). Must not throw. */
+  onDeleted?: ((id: string) => void) | undefined;
 }
 
 /** A model turn whose completion has just landed. */

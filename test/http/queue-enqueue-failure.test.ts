@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
+import type { GetOptions } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore, type FaultOptions, type StoreCall } from '../support/faulty-store.ts';
@@ -13,9 +14,22 @@ import { createClient, TOKEN } from './http-suite.ts';
 
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 
-/** A process on a FaultyStore whose background turns wait in `sent` until `runAll`. */
+/** A FaultyStore that runs `beforeGet` once, before the first get whose key `matches`. */
+class HookedStore extends FaultyStore {
+  beforeGet: { matches: (key: string) => boolean; run: () => Promise<unknown> } | null = null;
+  override async get(key: string, options?: GetOptions) {
+    const before = this.beforeGet;
+    if (before?.matches(key)) {
+      this.beforeGet = null;
+      await before.run();
+    }
+    return super.get(key, options);
+  }
+}
+
+/** A process on a FaultyStore whose background turns wait in `sent` until run (`runNext`, `runAll`). */
 function setup() {
-  const store = new FaultyStore(new MemoryStore());
+  const store = new HookedStore(new MemoryStore());
   const sent: BackgroundTurn[] = [];
   const tasks: Promise<unknown>[] = [];
   const options: AppOptions = {
@@ -30,13 +44,15 @@ function setup() {
   const drain = async () => {
     while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
   };
-  const runAll = async () => {
-    for (let ran = 0; ran < sent.length; ran++) {
-      expect(await runner(sent[ran]!, environment, (task) => void tasks.push(task))).toBe('done');
-      await drain();
-    }
+  let ran = 0;
+  const runNext = async () => {
+    expect(await runner(sent[ran++]!, environment, (task) => void tasks.push(task))).toBe('done');
+    await drain();
   };
-  return { store, api, drain, runAll, logged: harness.logged };
+  const runAll = async () => {
+    while (ran < sent.length) await runNext();
+  };
+  return { store, api, drain, runNext, runAll, logged: harness.logged };
 }
 
 const signalPut = ({ operation, key }: StoreCall) => operation === 'put' && key.endsWith('/-queued');
@@ -51,14 +67,15 @@ const tombstonePut = ({ operation, key, options }: StoreCall) =>
  */
 async function enqueueUnder(
   faults: [(call: StoreCall) => boolean, FaultOptions?][],
-  headers: Record<string, string> = {},
+  before?: (world: ReturnType<typeof setup>) => void,
 ) {
   const world = setup();
   const { store, api, drain, runAll } = world;
   const id = await api.session({ on_busy: 'enqueue' });
   expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
   for (const [when, options] of faults) store.failWhen(when, options);
-  const answer = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' }, headers);
+  before?.(world);
+  const answer = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' });
   store.heal();
   await drain();
   await runAll();
@@ -98,6 +115,15 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
 
   it('answers 503 when the withdraw landed but its answer was lost: the input never runs', async () => {
     exact(await enqueueUnder([[signalPut], [tombstonePut, { times: 1, after: true }]]), 503);
+  });
+
+  it('answers 202 at position 0 when a pickup took the input up before its withdraw: it runs once', async () => {
+    // Turn 1 ends, and its close's pickup takes the input up, right before the withdraw reads the entry.
+    const result = await enqueueUnder([[signalPut]], ({ store, runNext }) => {
+      store.beforeGet = { matches: (key) => key.includes('/queue/'), run: runNext };
+    });
+    exact(result, 202);
+    expect(result.answer.body.position).toBe(0);
   });
 
   it('answers 202 when the withdraw fails too (the entry stands), and the input runs once', async () => {

@@ -160,6 +160,20 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     expect(again.body.error.code).toBe('not_found');
   });
 
+  it('answers 409 for an input a pickup took up and removed while the withdraw read its key', async () => {
+    const world = setup();
+    const { api, store, runNext, runAll } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    // Turn 1 ends, and its close's pickup claims the input and removes its entry, after the
+    // withdraw read the key's turn (none yet) and before it reads the entry.
+    store.beforeGet = { matches: (key) => key.includes('/queue/'), run: runNext };
+    const withdrawn = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+    expect(withdrawn.status, JSON.stringify(withdrawn.body)).toBe(409);
+    expect(withdrawn.body.error.code).toBe('queued_input_taken');
+    await runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q1']);
+  });
+
   it('answers 404 for a name nothing is queued under or an unknown session, 400 for a malformed one', async () => {
     const world = setup();
     const { api } = world;

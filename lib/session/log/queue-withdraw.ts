@@ -158,7 +158,8 @@ export async function tombstoneCleared(
  * Withdraws the input queued in session `id` under `keyHash` (its own generation or one in
  * `queued_in`). QueuedInputTakenError when a turn holds its key (`idem/`, written once a claim's
  * record landed): a pickup's, or a retry's under its Idempotency-Key that ran it itself (its
- * entry then waits for a pickup to replay and remove it). None queued: else NotFoundError.
+ * entry then waits for a pickup to replay and remove it). None queued: else NotFoundError. The
+ * claims are read with the entries, and again when an entry was found gone (one more head each).
  */
 export async function withdrawQueued(log: LogContext, id: string, keyHash: string): Promise<void> {
   const scope = await sessionScope(log, id);
@@ -167,16 +168,24 @@ export async function withdrawQueued(log: LogContext, id: string, keyHash: strin
   // session's own generation is taken only by one there (a key of a turn a delete took out is
   // free again); one a delete left in `queued_in` by one in any (its pickup's replay, or
   // log/queue.ts takenBefore).
-  const claims = Promise.all(
-    generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
-  );
-  claims.catch(() => undefined);
+  const readClaims = () => {
+    const read = Promise.all(
+      generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
+    );
+    read.catch(() => undefined);
+    return read;
+  };
+  let claims = readClaims();
   const taken = async (own?: boolean) => (await claims).some((claim, index) => claim !== null && (!own || index === 0));
+  let gone = false;
   for (const generation of generations) {
     const key = queuedKey({ ...scope, generation }, keyHash);
     for (let tries = 0; tries < MAX_REWRITES; tries++) {
       const object = await log.store.get(key);
-      if (!object) break;
+      if (!object) {
+        gone = true;
+        break;
+      }
       // Withdrawn already (its withdraw deletes it, or a pickup once it is stale).
       if (object.body.length === 0) break;
       const marked = parseStored(key, object.body, queuedInputSchema).taking_at !== undefined;
@@ -188,6 +197,11 @@ export async function withdrawQueued(log: LogContext, id: string, keyHash: strin
     }
   }
   if (await taken()) throw new QueuedInputTakenError(id, keyHash);
+  // An entry found gone may have been removed by a pickup whose claim landed after those reads.
+  if (gone) {
+    claims = readClaims();
+    if (await taken()) throw new QueuedInputTakenError(id, keyHash);
+  }
   throw new NotFoundError(`no input is queued as ${keyHash} in session ${id}`, {
     id,
     session_id: id,

@@ -463,8 +463,10 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               const lost = await world.run(operation.run(crashed), [crashed]);
               expect(crashed.store.dead, `crash at call ${at}`).toBe(true);
               report.crashPoints[name] = (report.crashPoints[name] ?? 0) + 1;
-              // A crash after the answer (in the work that follows it) leaves the answer standing.
-              expect(lost.ok).toBe(at > answered);
+              // A crash after the answer (in the work that follows it) leaves the answer standing. An
+              // enqueue whose entry landed before the crash is answered 202 all the same (its
+              // withdraw failed too, so the entry stands): below, its input runs once.
+              if (name !== 'enqueue and pickup' || at > answered) expect(lost.ok).toBe(at > answered);
 
               // Restart: the dead process's lease runs out; the client retries, then takes a turn.
               world.now += LEASE_MS + 1;

@@ -31,7 +31,8 @@ const running = names
   .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid && alive(Number(name)))
   .map((name) => `${readFileSync(join(markers, name), 'utf8').trim() || 'a server'} (pid ${name})`);
 if (running.length > 0) {
-  console.error(`tailgate: not resetting: ${running.join(', ')} is using this directory; stop it first`);
+  const [verb, pronoun] = running.length === 1 ? ['is', 'it'] : ['are', 'them'];
+  console.error(`tailgate: not resetting: ${running.join(', ')} ${verb} using this directory; stop ${pronoun} first`);
   process.exit(1);
 }
 for (const directory of ['.wrangler/state', '.tailgate']) rmSync(directory, { recursive: true, force: true });

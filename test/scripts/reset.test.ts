@@ -48,6 +48,20 @@ describe('npm run reset', () => {
     expect(existsSync(join(directory, '.wrangler', 'state'))).toBe(false);
   });
 
+  it('names every live server when several use the directory, in a sentence that agrees with them', async () => {
+    const directory = await workingDirectory();
+    await mkdir(join(directory, '.tailgate', 'servers'), { recursive: true });
+    // Two live processes stand for two servers: this one and its parent.
+    await writeFile(join(directory, '.tailgate', 'servers', String(process.pid)), 'Node server on http://127.0.0.1:1');
+    await writeFile(join(directory, '.tailgate', 'servers', String(process.ppid)), 'Deno server on http://127.0.0.1:2');
+    const refused = await reset(directory);
+    expect(refused.code).toBe(1);
+    expect(refused.output).toMatch(/Node server on http:\/\/127\.0\.0\.1:1 \(pid \d+\)/);
+    expect(refused.output).toMatch(/Deno server on http:\/\/127\.0\.0\.1:2 \(pid \d+\)/);
+    expect(refused.output).toContain(' are using this directory; stop them first');
+    expect(existsSync(join(directory, '.wrangler', 'state', 'bucket'))).toBe(true);
+  });
+
   it('refuses while a Node server runs in the directory, naming it, and resets once it stopped', async () => {
     const directory = await workingDirectory();
     const port = await freePort();

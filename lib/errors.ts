@@ -350,13 +350,13 @@ export class NotNewestTurnError extends Error {
   }
 }
 
-/** The same Idempotency-Key was used before with a different request (422). */
+/** An Idempotency-Key used before with a different request (422): for turn `turn` (0: unknown), or a queued input. */
 export class IdempotencyKeyReusedError extends TailgateError {
-  /** The turn the key was used for. */
   readonly turn: number;
-
-  constructor(turn: number) {
-    super('idempotency_key_reused', `the Idempotency-Key was used for turn ${turn} with a different request`, { turn });
+  constructor(turn: number, queuedTurn?: string) {
+    const details = turn > 0 ? { turn } : queuedTurn ? { queued_turn: queuedTurn } : undefined;
+    const what = turn > 0 ? `for turn ${turn} ` : queuedTurn ? `for queued input ${queuedTurn} ` : '';
+    super('idempotency_key_reused', `the Idempotency-Key was used ${what}with a different request`, details);
     this.name = 'IdempotencyKeyReusedError';
     this.turn = turn;
   }

@@ -174,6 +174,15 @@ describe.each(stores)('an Idempotency-Key on a session that queues behind a busy
     const entries = await queuedEntries(world, id);
     expect(entries).toHaveLength(1);
     await expectRefused(world, id, key, entries);
+    // The refusal names the queued input the key holds, which has no turn yet.
+    for (const body of [{ input: 'another body' }, { input: 'another body', on_busy: 'enqueue' }]) {
+      const refused = await api.post(`/v1/sessions/${id}/turns`, body, key);
+      expect(refused.status).toBe(422);
+      expect(refused.body.error.details).toEqual({ queued_turn: queued.body.queued_turn });
+      expect(refused.body.error.message).toBe(
+        `the Idempotency-Key was used for queued input ${queued.body.queued_turn} with a different request`,
+      );
+    }
     const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
     expect(again.status, JSON.stringify(again.body)).toBe(202);
     expect(again.body).toEqual(queued.body);

@@ -61,7 +61,7 @@ export async function enqueueInput(
     // The same Idempotency-Key queued an input already: its own request is answered again.
     const existing = await readQueued(log, scope, input.key_sha256);
     if (existing?.request_sha256 && input.request_sha256 && existing.request_sha256 !== input.request_sha256)
-      throw new IdempotencyKeyReusedError(0);
+      throw new IdempotencyKeyReusedError(0, input.key_sha256);
   }
   // The queue's signal once the entry is there (also for an entry its key had queued: that
   // enqueue may have died before its own), before the 202: see raiseSignal. Each is tried again.
@@ -271,5 +271,5 @@ async function checkKeyClaim(log: LogContext, scope: LogScope, keyHash: string, 
 /** A request under the key of a queued input that holds another request: IdempotencyKeyReusedError (422). */
 export function checkQueuedKey(queued: QueuedInput | null, requestHash: string | undefined): void {
   if (queued?.request_sha256 !== undefined && queued.request_sha256 !== requestHash)
-    throw new IdempotencyKeyReusedError(0);
+    throw new IdempotencyKeyReusedError(0, queued.key_sha256);
 }

@@ -1,4 +1,4 @@
-import { IdempotencyKeyReusedError, NotNewestTurnError } from '../errors.ts';
+import { IdempotencyKeyReusedError, NotNewestTurnError, TurnInProgressError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Tool } from '../items.ts';
 import type { TurnOptions, TurnRequest } from '../turn/index.ts';
@@ -230,9 +230,17 @@ async function createStoredResponse(
     const keyedUnder = error instanceof IdempotencyKeyReusedError && body.conversation && !onto.keyedResent;
     const keyedResent = keyedUnder ? await resentByKey(facade, sessionId, error.turn, prepared, scope) : 0;
     if (keyedResent) return createStoredResponse(facade, prepared, idempotencyKey, { keyedResent });
-    if (!(error instanceof NotNewestTurnError && body.previous_response_id && tag && afterTurn !== undefined))
+    // A turn running after one that ended after that response: the request would not follow it
+    // whatever the running turn's end, so it is judged as on an idle conversation (a fork there
+    // waits for no turn); right after that response, it waits for the running turn's end.
+    const running = error instanceof TurnInProgressError && !error.ownKey ? runningTurn(error) : undefined;
+    const passed =
+      running !== undefined && afterTurn !== undefined && running > afterTurn + 1
+        ? new NotNewestTurnError(sessionId, afterTurn, running)
+        : error;
+    if (!(passed instanceof NotNewestTurnError && body.previous_response_id && tag && afterTurn !== undefined))
       throw error;
-    if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
+    if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, passed.newest);
     // A resend of every item since that response continues the newest (./resent-after.ts: the
     // compaction items among them are the conversation's own), and a retry of the request an
     // `abort` notice refused does not branch: it is refused again.
@@ -289,4 +297,10 @@ async function continuation(
   return retried?.taken && !prepared.body.background
     ? { turn: retried.newest, known, lastSeq, taken: retried.taken }
     : undefined;
+}
+
+/** The number of the turn a `turn_in_progress` names as running (none for a compaction or a delete). */
+function runningTurn(error: TurnInProgressError): number | undefined {
+  const turn = (error.details as { turn?: unknown } | undefined)?.turn;
+  return typeof turn === 'number' ? turn : undefined;
 }

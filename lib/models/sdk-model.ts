@@ -10,7 +10,7 @@ import {
 } from 'ai';
 import { TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError, providerFailure } from './errors.ts';
-import { functionCallItemSchema, type FunctionCallItem } from '../items.ts';
+import { functionCallItemSchema, type FunctionCallItem, type Tool } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
@@ -117,7 +117,8 @@ export function createSdkModel(options: SdkModelOptions): Model {
       ...(options.textOnly ? { textOnly: true } : {}),
       ...optional('manyImages', options.manyImages),
     });
-    const settings = settingsOf(request.settings, options.allowedTools ?? false);
+    const settings = settingsOf(request.settings);
+    const tools = sentTools(request, options.allowedTools ?? false);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
       delete settings.reasoning;
     }
@@ -127,9 +128,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.
       experimental_download: neverDownload,
-      ...(request.tools.length > 0
-        ? { tools: convertToToolSet(request.tools, placed.tools ? providerOptions : undefined) }
-        : {}),
+      ...(tools.length > 0 ? { tools: convertToToolSet(tools, placed.tools ? providerOptions : undefined) } : {}),
       ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
       ...settings,
@@ -236,13 +235,22 @@ function optional<Key extends string, Value>(key: Key, value: Value | undefined)
   return (value === undefined ? {} : { [key]: value }) as { [K in Key]?: Value };
 }
 
+/**
+ * The tools a call sends: the allowed ones alone (`settings.allowedTools`), unless the provider
+ * restricts them itself. Filtered here rather than by the AI SDK's `activeTools`, so that the last
+ * tool's provider options (Anthropic's cache breakpoint) land on a tool that is sent.
+ */
+function sentTools(request: ModelRequest, providerAllowsTools: boolean): Tool[] {
+  const allowed = request.settings?.allowedTools;
+  if (providerAllowsTools || !allowed) return request.tools;
+  return request.tools.filter((tool) => allowed.includes(tool.name));
+}
+
 /** The AI SDK call settings of a request's `settings` (provider options aside). */
-function settingsOf(settings: ModelSettings | undefined, providerAllowsTools: boolean) {
+function settingsOf(settings: ModelSettings | undefined) {
   if (!settings) return {};
   const choice = settings.toolChoice;
   return {
-    // The AI SDK sends the allowed tools alone, unless the provider restricts them itself.
-    ...optional('activeTools', providerAllowsTools ? undefined : settings.allowedTools),
     ...optional('topP', settings.topP),
     ...optional('presencePenalty', settings.presencePenalty),
     ...optional('frequencyPenalty', settings.frequencyPenalty),

@@ -1,0 +1,32 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Tool } from '../../lib/items.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { toolLoopPrompt, weatherTool } from '../support/fake-providers/tool-loop.ts';
+import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+const lookupTool: Tool = { type: 'function', name: 'lookup', parameters: { type: 'object', properties: {} } };
+
+describe('allowed tools on a provider that gets the allowed ones alone', () => {
+  it('puts the Anthropic tool breakpoint on the last tool sent, the history calling a tool left out', async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel('anthropic:claude-sonnet-4-5', {
+      ANTHROPIC_API_KEY: 'sk-ant-test',
+      ANTHROPIC_BASE_URL: provider.baseURL,
+      MODEL_MAX_RETRIES: '0',
+    });
+    await model.generate({
+      prompt: toolLoopPrompt('toolu_1'),
+      tools: [weatherTool, lookupTool],
+      settings: { toolChoice: 'auto', allowedTools: ['get_weather'] },
+    });
+    const sent = provider.requests[0]!.body;
+    expect(sent.tools.map((tool: { name: string }) => tool.name)).toEqual(['get_weather']);
+    expect(sent.tools[0].cache_control).toEqual({ type: 'ephemeral' });
+  });
+});

@@ -8,7 +8,8 @@ import { type PromptItem, type Synthetic, type Tool, unchanging } from './items.
  * provider's prompt cache could reuse) and where the synthetic items stood. Its size does not
  * grow with the prompt's items, and making it costs one SHA-256 pass over the prompt:
  *
- * - `tools`: 12 hex characters of the SHA-256 of the tools offered.
+ * - `tools`: 12 hex characters of the SHA-256 of the tools the provider gets (with allowed
+ *   tools, the allowed ones alone where it takes no restriction itself: lib/models/model.ts `toolsSent`).
  * - `blocks`: 12 hex characters per whole block of BLOCK_ITEMS items, chained: block j's is the
  *   SHA-256 of block j-1's (the tools' for the first) and of the block's items as the provider
  *   gets them (role, content, call, output; no seq). Two prompts share their first j blocks

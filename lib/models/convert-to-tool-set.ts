@@ -16,7 +16,7 @@ export const EMPTY_PARAMETERS = { type: 'object', properties: {} } as const;
  * `lastToolOptions` go on the tool the provider receives last (e.g. Anthropic's cache breakpoint,
  * which then caches every tool definition).
  */
-export function convertToToolSet(tools: Tool[], lastToolOptions?: ProviderOptions): ToolSet {
+export function convertToToolSet(tools: readonly Tool[], lastToolOptions?: ProviderOptions): ToolSet {
   const toolSet: ToolSet = {};
   for (const offered of tools) {
     toolSet[offered.name] = tool({

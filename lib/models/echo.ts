@@ -44,6 +44,7 @@ export function createEchoModel(): Model {
     toolResultMedia: true,
     fileUrls: true,
     assistantMedia: true,
+    allowsTools: true,
     async generate(request: ModelRequest): Promise<ModelResult> {
       return echo(request).result;
     },

@@ -166,6 +166,11 @@ export interface Model {
    * `media_as_text`; their bytes are not read.
    */
   readonly textOnly?: boolean;
+  /**
+   * Whether the model takes `settings.allowedTools` itself, every tool sent (OpenAI's
+   * `allowed_tools`, the echo model). Otherwise a call sends the allowed tools alone (`toolsSent`).
+   */
+  readonly allowsTools?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
   /**
    * Yields deltas and finished items, and ends with exactly one `done` event. Items open and end
@@ -174,4 +179,18 @@ export interface Model {
    * its `item_done`; a call may also come as its `item_done` alone.
    */
   stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;
+}
+
+/**
+ * The tools a call of `model` sends: the allowed ones alone (`settings.allowedTools`), unless the
+ * model takes the restriction itself (`Model.allowsTools`); what a receipt's prompt shape hashes.
+ */
+export function toolsSent(
+  model: Pick<Model, 'allowsTools'>,
+  tools: readonly Tool[],
+  settings: ModelSettings | undefined,
+): readonly Tool[] {
+  const allowed = settings?.allowedTools;
+  if (model.allowsTools || !allowed) return tools;
+  return tools.filter((tool) => allowed.includes(tool.name));
 }

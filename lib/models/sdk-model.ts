@@ -10,7 +10,7 @@ import {
 } from 'ai';
 import { TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError, providerFailure } from './errors.ts';
-import { functionCallItemSchema, type FunctionCallItem, type Tool } from '../items.ts';
+import { functionCallItemSchema, type FunctionCallItem } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
@@ -20,6 +20,7 @@ import { CallReach, markReach } from './provider-reach.ts';
 import { lacksLoopReasoning, reasoningItem, ReasoningParts } from './reasoning-parts.ts';
 import {
   markCut,
+  toolsSent,
   type Model,
   type ModelRequest,
   type ModelResult,
@@ -118,7 +119,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       ...optional('manyImages', options.manyImages),
     });
     const settings = settingsOf(request.settings);
-    const tools = sentTools(request, options.allowedTools ?? false);
+    const tools = toolsSent({ allowsTools: options.allowedTools === true }, request.tools, request.settings);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
       delete settings.reasoning;
     }
@@ -128,6 +129,8 @@ export function createSdkModel(options: SdkModelOptions): Model {
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.
       experimental_download: neverDownload,
+      // The allowed tools filtered here, not by the AI SDK's `activeTools`, so that the last tool's
+      // provider options (Anthropic's cache breakpoint) go on a tool that is sent.
       ...(tools.length > 0 ? { tools: convertToToolSet(tools, placed.tools ? providerOptions : undefined) } : {}),
       ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
@@ -146,6 +149,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     ...optional('maxImageSide', options.maxImageSide),
     ...(options.textOnly ? { textOnly: true } : {}),
     ...optional('manyImages', options.manyImages),
+    ...(options.allowedTools ? { allowsTools: true } : {}),
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);
@@ -233,17 +237,6 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
 function optional<Key extends string, Value>(key: Key, value: Value | undefined): { [K in Key]?: Value } {
   return (value === undefined ? {} : { [key]: value }) as { [K in Key]?: Value };
-}
-
-/**
- * The tools a call sends: the allowed ones alone (`settings.allowedTools`), unless the provider
- * restricts them itself. Filtered here rather than by the AI SDK's `activeTools`, so that the last
- * tool's provider options (Anthropic's cache breakpoint) land on a tool that is sent.
- */
-function sentTools(request: ModelRequest, providerAllowsTools: boolean): Tool[] {
-  const allowed = request.settings?.allowedTools;
-  if (providerAllowsTools || !allowed) return request.tools;
-  return request.tools.filter((tool) => allowed.includes(tool.name));
 }
 
 /** The AI SDK call settings of a request's `settings` (provider options aside). */

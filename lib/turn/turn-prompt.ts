@@ -11,7 +11,7 @@ import {
 import type { DeliveredNotice } from '../inbox/index.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { PromptItem } from '../items.ts';
-import type { ModelRequest, ModelUsage } from '../models/model.ts';
+import { type ModelRequest, type ModelUsage, toolsSent } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { ContextStart, OverflowBoundary } from '../session/records.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
@@ -173,7 +173,13 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
   const { history } = inputs;
   let parts: Promise<ReceiptParts> | undefined;
   const startReceipt = () => {
-    parts ??= receiptParts(history, prepared.items, hydrated, plan.tools);
+    // The tools as the provider gets them: with allowed tools, the allowed ones alone on most.
+    parts ??= receiptParts(
+      history,
+      prepared.items,
+      hydrated,
+      toolsSent(plan.model, plan.tools, request.model_settings),
+    );
     parts.catch(() => undefined);
   };
   const receipt = async (delivered: DeliveredNotice[]): Promise<TurnReceipt> => {

@@ -12,12 +12,18 @@ const integerText = (name: string, negative = false) =>
     )
     .transform(Number);
 
-/** `include` (extra item fields such as logprobs or image URLs): tailgate has none to add. */
-const noInclude = z
+/**
+ * `include` (extra item fields such as logprobs or image URLs): `message.output_text.logprobs`
+ * alone, which every output_text carries anyway (`[]`: no provider gives any), as a create takes
+ * it; tailgate has no other field to add.
+ */
+const onlyLogprobs = z
   .union([z.string(), z.array(z.string())])
   .optional()
-  .refine((value) => value === undefined, { error: 'no include values are supported' });
-export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
+  .refine((value) => [value ?? []].flat().every((entry) => entry === 'message.output_text.logprobs'), {
+    error: 'only "message.output_text.logprobs" is supported',
+  });
+export const includeQuerySchema = z.object({ include: onlyLogprobs, 'include[]': onlyLogprobs });
 
 /** A page of items: a response's `input_items` and a conversation's item list (neither adds any `include` field). */
 export const itemListQuerySchema = z.object({

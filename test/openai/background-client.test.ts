@@ -283,7 +283,7 @@ describe('the official openai client: background responses', () => {
       ['stream=yes', 'stream'],
       ['stream=true&starting_after=x', 'starting_after'],
       ['starting_after=3', 'starting_after'],
-      ['include=message.output_text.logprobs', 'include'],
+      ['include=message.input_image.image_url', 'include'],
     ]) {
       const response = await fetch(`${tailgate.baseURL}/responses/${background.id}?${query}`, {
         headers: { authorization: `Bearer ${TOKEN}` },

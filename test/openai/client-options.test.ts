@@ -29,6 +29,25 @@ describe('log probabilities', () => {
     const message = response.output[0];
     expect(message?.type === 'message' && message.content[0]).toMatchObject({ type: 'output_text', logprobs: [] });
   });
+
+  it('takes message.output_text.logprobs on retrieve and the item lists, each output_text carrying []', async () => {
+    const { client } = world;
+    const include = ['message.output_text.logprobs' as const];
+    const created = await client.responses.create({ model: 'echo', input: 'hi', include });
+    const retrieved = await client.responses.retrieve(created.id, { include });
+    expect(retrieved.output).toEqual(created.output);
+    const next = await client.responses.create({ model: 'echo', input: 'again', previous_response_id: created.id });
+    const inputs = await client.responses.inputItems.list(next.id, { include });
+    expect(inputs.data).toHaveLength(1);
+    const items = await client.conversations.items.list(created.conversation!.id, { include });
+    const assistant = items.data.find((item) => item.type === 'message' && item.role === 'assistant');
+    expect(assistant?.type === 'message' && assistant.content[0]).toMatchObject({ type: 'output_text', logprobs: [] });
+    // Another value is still one tailgate refuses.
+    const refused = await client.responses
+      .retrieve(created.id, { include: ['message.input_image.image_url'] })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 400, param: 'include[]' });
+  });
 });
 
 const weather = { type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } };

@@ -152,7 +152,7 @@ describe('the official openai client: conversations', () => {
       expect((error as Error).message).toMatch(/^400 items\[1\]: /);
     }
     const include = await world.client.conversations.items
-      .list(id, { include: ['message.output_text.logprobs'] })
+      .list(id, { include: ['message.input_image.image_url'] })
       .catch((error: unknown) => error);
     expect(include).toMatchObject({ status: 400, param: 'include[]' });
     const unknown = await world.client.conversations

@@ -49,9 +49,13 @@ export interface OpenAICompatibleModelSettings {
 const OPENAI_TEXT_MODELS =
   /^(gpt-3\.5|o1-mini|o1-preview|o3-mini)|^gpt-4(-0314|-0613|-32k(-\d+)?|-1106-preview|-0125-preview|-turbo-preview)?$/;
 
-/** Whether OpenAI's model `name` takes images (and files): all but `OPENAI_TEXT_MODELS`. */
+/**
+ * Whether OpenAI's model `name` takes images (and files): all but `OPENAI_TEXT_MODELS`, a
+ * fine-tuned one (`ft:<base>:<org>::<id>`) as its base model.
+ */
 export function openaiTakesImages(name: string): boolean {
-  return !OPENAI_TEXT_MODELS.test(name);
+  const base = name.startsWith('ft:') ? name.slice(3).split(':')[0]! : name;
+  return !OPENAI_TEXT_MODELS.test(base);
 }
 
 /**

@@ -186,7 +186,7 @@ describe('openai: a model without vision', () => {
   };
 
   // OpenAI answers 400 "Invalid content type. image_url is only supported by certain models."
-  it.each(['o3-mini', 'o1-mini', 'gpt-3.5-turbo', 'gpt-4', 'gpt-4-0125-preview'])(
+  it.each(['o3-mini', 'o1-mini', 'gpt-3.5-turbo', 'gpt-4', 'gpt-4-0125-preview', 'ft:gpt-3.5-turbo-0125:acme::9abc'])(
     '%s gets each image and file as its placeholder',
     async (name) => {
       const body = await sentTo(name);
@@ -196,7 +196,7 @@ describe('openai: a model without vision', () => {
     },
   );
 
-  it.each(['gpt-4.1-mini', 'gpt-4o', 'gpt-4-turbo', 'o3', 'o4-mini', 'gpt-5'])(
+  it.each(['gpt-4.1-mini', 'gpt-4o', 'gpt-4-turbo', 'o3', 'o4-mini', 'gpt-5', 'ft:gpt-4o-mini-2024-07-18:acme::9abc'])(
     '%s still gets the images',
     async (name) => {
       const body = await sentTo(name);

@@ -22,11 +22,17 @@ describe('allowed tools on a provider that gets the allowed ones alone', () => {
     });
     await model.generate({
       prompt: toolLoopPrompt('toolu_1'),
-      tools: [weatherTool, lookupTool],
-      settings: { toolChoice: 'auto', allowedTools: ['get_weather'] },
+      // The history calls get_weather, which this call leaves out.
+      tools: [lookupTool, weatherTool],
+      settings: { toolChoice: 'auto', allowedTools: ['lookup'] },
     });
     const sent = provider.requests[0]!.body;
-    expect(sent.tools.map((tool: { name: string }) => tool.name)).toEqual(['get_weather']);
+    expect(sent.tools.map((tool: { name: string }) => tool.name)).toEqual(['lookup']);
     expect(sent.tools[0].cache_control).toEqual({ type: 'ephemeral' });
+    const blocks = sent.messages.flatMap((message: { content: unknown }) =>
+      Array.isArray(message.content) ? message.content : [],
+    );
+    expect(blocks).toContainEqual(expect.objectContaining({ type: 'tool_use', name: 'get_weather' }));
+    expect(blocks).toContainEqual(expect.objectContaining({ type: 'tool_result', tool_use_id: 'toolu_1' }));
   });
 });

@@ -43,8 +43,9 @@ export interface ModelSettings {
   toolChoice?: 'auto' | 'none' | 'required' | { name: string };
   /**
    * The names of the only tools the model may call (OpenAI's `allowed_tools`), under `toolChoice`
-   * `auto` or `required`. A provider that takes the restriction itself gets every tool, so the
-   * prompt stays the same whatever the subset (OpenAI); the others get the listed tools alone.
+   * `auto` or `required`. A provider that takes the restriction itself (`Model.allowsTools`) gets every tool, so the
+   * prompt stays the same whatever the subset (OpenAI); the others get the listed tools alone
+   * (`toolsSent`).
    */
   allowedTools?: string[];
   /** Reasoning effort: OpenAI's `reasoning_effort`, Anthropic's thinking budget (the AI SDK maps it). */

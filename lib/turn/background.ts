@@ -24,6 +24,8 @@ export interface Claimed {
   status: TurnState;
   run?: BackgroundTurn;
   errorCode?: string;
+  /** A keyed claim whose put of `idem/` failed (its completion writes it): false. */
+  keyIndexed?: boolean;
 }
 
 type BackgroundClaimOptions = Pick<
@@ -129,6 +131,8 @@ export async function claimInput(
     const errorCode = begun.error?.code;
     return { turn: begun.turn, status: closedState(begun.status, errorCode), ...(errorCode ? { errorCode } : {}) };
   }
-  const { turn } = begun.turn;
-  return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
+  const { turn, keyHash, landing } = begun.turn;
+  // Landed already (the claim waited for it); read by a pickup before it removes the entry.
+  const keyIndexed = keyHash === undefined || (await landing).keyIndexed;
+  return { turn, status: 'queued', run: { session_id: sessionId, turn, writer }, keyIndexed };
 }

@@ -272,7 +272,9 @@ export async function pickUp(
     // Its turn goes to a runner before the entry goes: a removal that fails leaves the entry to
     // the next pickup (whose claim replays it), not the turn without a runner until its lease ends.
     if (claimed.run) await services.startBackground(claimed.run);
-    await sessions.removeQueued(queue, entry.key_sha256);
+    // A claim that could not index its key leaves the entry, marked, to the pickup after its turn
+    // (whose completion indexes it): a withdraw that found neither would answer that it never runs.
+    if (claimed.keyIndexed !== false) await sessions.removeQueued(queue, entry.key_sha256);
     if (claimed.run) return;
   }
 }

@@ -126,6 +126,16 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
     expect(result.answer.body.position).toBe(0);
   });
 
+  it('answers 202 at position 0 when a pickup took it up but failed to index its key: it runs once', async () => {
+    // As above, and the claim's put of the key's turn (`idem/`) fails: its completion writes it.
+    const keyIndex = ({ operation, key }: StoreCall) => operation === 'put' && key.includes('/idem/');
+    const result = await enqueueUnder([[signalPut], [keyIndex, { times: 1 }]], ({ store, runNext }) => {
+      store.beforeGet = { matches: (key) => key.includes('/queue/'), run: runNext };
+    });
+    exact(result, 202);
+    expect(result.answer.body.position).toBe(0);
+  });
+
   it('answers 202 when the withdraw fails too (the entry stands), and the input runs once', async () => {
     const signalFailed = await enqueueUnder([[signalPut], [tombstonePut]]);
     exact(signalFailed, 202);

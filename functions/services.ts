@@ -1,6 +1,7 @@
 import type { ServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/index.ts';
 import type { Model } from '../lib/models/model.ts';
+import type { LogScope } from '../lib/session/keys.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionCreatedIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
@@ -162,7 +163,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
       onQueueWaiting: pickUpFirst(() => services),
       ...closesByOthers(running, observeTurn),
-      ...(running ? { onDeleted: (id: string) => running.deleted(id) } : {}),
+      ...(running ? { onDeleted: (scope: LogScope) => running.deleted(scope) } : {}),
       log,
     }),
     inbox: new Inbox(store, {

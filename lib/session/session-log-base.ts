@@ -186,11 +186,10 @@ export class SessionLogBase {
    * current config names is deleted, page by page (the inbox too, unless the id was created
    * again meanwhile). An interrupted sweep leaves unreachable objects, which the next delete
    * of the same id removes (a delete answered 404 sweeps too). A manual compaction of it
-   * running in this process is then stopped (`onDeleted`).
+   * running in this process is then stopped (`onDeleted`, log/config-object.ts deleteSession).
    */
   async delete(id: string): Promise<void> {
     await deleteSession(this.log, id);
-    this.log.onDeleted?.(id);
   }
 
   /**

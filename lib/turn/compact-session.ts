@@ -130,7 +130,7 @@ export async function compactSessionFrom(
       });
       if (!cut) return null;
       // The session is held from here to the compaction's record: no turn or other compaction meanwhile.
-      const lost = await claim();
+      const { signal: lost, scope } = await claim();
       claimed = true;
       // A delete of the session stops the summary call: at once when it ended in this process,
       // else once the claim's renewal finds it (`lost`); so does a move to another incarnation.
@@ -138,7 +138,7 @@ export async function compactSessionFrom(
       const stopWith = () => stop.abort(lost.reason);
       if (lost.aborted) stopWith();
       else lost.addEventListener('abort', stopWith, { once: true });
-      const unregister = services.running?.addCompaction(sessionId, stop);
+      const unregister = services.running?.addCompaction(scope, stop);
       let stopped: TurnUsage | undefined;
       // Bounded as a turn's model call is (MODEL_TIMEOUT_MS): a call that never answers fails
       // the compaction with model_timeout, which then releases the session.

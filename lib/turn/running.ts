@@ -45,21 +45,23 @@ export class RunningTurns {
   }
 
   /**
-   * Registers a manual compaction of session `id` that holds its claim (lib/turn/compact-session.ts):
-   * a delete of the session ended here (`deleted`) stops it through `stop` as a close stops an
+   * Registers a manual compaction that holds its claim under `scope` (lib/turn/compact-session.ts):
+   * a delete of that session ended here (`deleted`) stops it through `stop` as a close stops an
    * attempt; returns what removes it, which the compaction calls once its summary call ended.
    */
-  addCompaction(id: string, stop: AbortController): () => void {
-    return this.#register(compactionKey(id), { scope: { id }, turn: 0 }, stop);
+  addCompaction(scope: LogScope, stop: AbortController): () => void {
+    return this.#register(compactionKey(scope), { scope: { id: scope.id }, turn: 0 }, stop);
   }
 
   /**
-   * A delete of session `id` ended here: every compaction of it running here is marked to be
-   * aborted with not_found (its claim's renewal finds the delete too, a third of a lease later
-   * at most: the way another process's delete is found).
+   * A delete of the session under `scope` ended here: every compaction of it running here is
+   * marked to be aborted with not_found (its claim's renewal finds the delete too, a third of a
+   * lease later at most: the way another process's delete is found). One of the id created
+   * again since the delete took the config is under another generation: it goes on.
    */
-  deleted(id: string): void {
-    for (const entry of this.#attempts.get(compactionKey(id)) ?? [])
+  deleted(scope: LogScope): void {
+    const { id } = scope;
+    for (const entry of this.#attempts.get(compactionKey(scope)) ?? [])
       entry.closed ??= new NotFoundError(`session ${id} was deleted during its compaction`, { id });
   }
 
@@ -109,8 +111,8 @@ function turnKey(scope: LogScope, turn: number): string {
   return JSON.stringify([scope.id, scope.generation, turn]);
 }
 
-function compactionKey(id: string): string {
-  return JSON.stringify([id, 'compaction']);
+function compactionKey(scope: LogScope): string {
+  return JSON.stringify([scope.id, scope.generation, 'compaction']);
 }
 
 /**

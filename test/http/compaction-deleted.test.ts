@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { Body, ListOptions, PutOptions } from '../../lib/store/object-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { type FakeReply, fakeProviderForFile } from '../support/fake-providers/fake-provider-server.ts';
 import { createClient, TOKEN } from './http-suite.ts';
@@ -69,5 +71,101 @@ describe.each([
     expect(fake.provider.requests).toHaveLength(1);
     // Nothing of the session is left behind by the compaction's end.
     expect(harness.logged.filter((line) => !line.includes('tailgate: request'))).toEqual([]);
+  });
+});
+
+/**
+ * A MemoryStore whose delete of a key ending in `after` pauses the next listing under `within`
+ * until `gate` settles (`reached` tells it paused): a delete of a session stopped in its sweep.
+ */
+class PausingStore extends MemoryStore {
+  pause: { after: string; within: string; gate: Promise<unknown>; reached: () => void; armed?: true } | null = null;
+  override async delete(keys: string | string[]) {
+    await super.delete(keys);
+    if (this.pause && (Array.isArray(keys) ? keys : [keys]).some((key) => key.endsWith(this.pause!.after)))
+      this.pause.armed = true;
+  }
+  /** Tells the first put of a lease (a claim's renewal). */
+  renewed: () => void = () => undefined;
+  override async put(key: string, body: Body, options?: PutOptions) {
+    const put = await super.put(key, body, options);
+    if (key.endsWith('.lease')) this.renewed();
+    return put;
+  }
+  override async list(prefix: string, options?: ListOptions) {
+    const pause = this.pause;
+    if (pause?.armed && prefix.includes(pause.within)) {
+      this.pause = null;
+      pause.reached();
+      await pause.gate;
+    }
+    return super.list(prefix, options);
+  }
+}
+
+describe('a manual compaction of a session created again while a delete of its id swept', () => {
+  it('is not stopped by the end of that delete: it stores its summary', async () => {
+    const store = new PausingStore();
+    const settings = { MODEL_MAX_RETRIES: '1', MODEL_TIMEOUT_MS: '15000', TURN_LEASE_MS: '3000' };
+    const { api, harness, auth, drain } = await spendWorld(fake.provider.baseURL, settings, store);
+    const id = 'created-again';
+    const items = ['plan the trip', 'to Paris', 'in May'].map((content) => ({
+      type: 'message',
+      role: 'user',
+      content,
+    }));
+    expect((await api.post('/v1/sessions', { id })).status).toBe(201);
+    // The delete of its first incarnation stops right after deleting its config, before its sweep.
+    let resume: () => void = () => undefined;
+    const swept = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    const paused = new Promise<void>((reached) => {
+      store.pause = { after: `sessions/${id}/session.json`, within: `/${id}/`, gate: swept, reached };
+    });
+    const deleting = api.delete(`/v1/sessions/${id}`);
+    await paused;
+    // Created again, and compacted: its summary call waits until the delete ended and the
+    // compaction's claim was renewed once (a stop from that delete would have come first).
+    expect((await api.post('/v1/sessions', { id })).status).toBe(201);
+    expect((await api.post(`/v1/sessions/${id}/items`, { items })).status).toBe(201);
+    const renewed = new Promise<void>((resolve) => {
+      store.renewed = resolve;
+    });
+    let answer: () => void = () => undefined;
+    const answering = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    fake.next = {
+      json: {
+        id: 'chatcmpl-1',
+        object: 'chat.completion',
+        created: 1,
+        model: 'fake',
+        choices: [
+          { index: 0, message: { role: 'assistant', content: 'A trip to Paris in May.' }, finish_reason: 'stop' },
+        ],
+        usage: { prompt_tokens: 10, completion_tokens: 6, total_tokens: 16 },
+      },
+      gate: answering,
+    };
+    fake.provider.requests.length = 0;
+    const compacting = harness.fetch(`/v1/sessions/${id}/compact`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ keep_tokens: 0 }),
+    });
+    await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
+    resume();
+    expect((await deleting).status).toBe(204);
+    // Its claim's renewal (a third of the lease later), or its summary call dropped: a stop from
+    // the delete would have come first (at once in this process).
+    await Promise.race([renewed, fake.provider.requests[0]!.closed]);
+    answer();
+    const response = await compacting;
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(response.status, JSON.stringify(body)).toBe(200);
+    await drain();
+    expect((await api.get(`/v1/sessions/${id}`)).status).toBe(200);
   });
 });

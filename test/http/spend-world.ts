@@ -6,14 +6,14 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 /**
  * The app on `baseURL` with the model settings `models`, with a token whose spend is read, the
  * work it does after its answers, and the statuses its provider requests were answered with,
- * each told once the call saw it (`answered`).
+ * each told once the call saw it (`answered`). On `store`, a MemoryStore unless given.
  */
-export async function spendWorld(baseURL: string, models: Record<string, string>) {
+export async function spendWorld(baseURL: string, models: Record<string, string>, store = new MemoryStore()) {
   const tasks: Promise<unknown>[] = [];
   const statuses: number[] = [];
   const waiting: (() => void)[] = [];
   const harness = appHarness(
-    new MemoryStore(),
+    store,
     {
       API_TOKEN: TOKEN,
       TOKEN_SIGNING_KEY: SIGNING_KEY,

@@ -41,11 +41,15 @@ export async function compact(log: LogContext, id: string, summarize: Summarize)
  * A manual compaction's summarizer: given the context, it decides whether there is anything to
  * summarize (null: nothing, and nothing is written) and, before its model call, awaits `claim`,
  * which claims the session (compaction-claim.ts: turn_in_progress while a turn or another
- * compaction holds it, budget_exhausted once the session's budget is spent). Its signal is
+ * compaction holds it, budget_exhausted once the session's budget is spent), under the scope it
+ * answers. Its signal is
  * aborted once the claim's renewal found the session deleted or moved on: the summarizer then
  * throws its reason (in a ChargedFailure when the call may have been billed).
  */
-export type Summarize = (view: ContextView, claim: () => Promise<AbortSignal>) => Promise<Summarized | null>;
+export type Summarize = (
+  view: ContextView,
+  claim: () => Promise<{ signal: AbortSignal; scope: LogScope }>,
+) => Promise<Summarized | null>;
 
 /**
  * A summarizer's failure after its model call spent `charge` (it timed out): the end of the
@@ -112,7 +116,7 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
   let claim: CompactionClaim | undefined;
   const claimSession = async () => {
     claim = await claimCompaction(log, id, newest.record.record, check);
-    return claim.signal;
+    return { signal: claim.signal, scope: claim.scope };
   };
   let summary: Summarized | null;
   try {

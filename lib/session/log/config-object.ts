@@ -273,6 +273,7 @@ export async function deleteSession(
   } finally {
     for (const closed of fenced) log.onClosedByOther?.(closed);
   }
+  log.onDeleted?.(scope);
   // A fork gone: its references go, and each ancestor is swept of what no live fork reads now.
   const chain = head.config.fork_of ?? [];
   if (chain.length === 0) return true;

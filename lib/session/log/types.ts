@@ -363,8 +363,11 @@ export interface SessionLogOptions {
    * close landed (functions/services.ts, closesByOthers). It must not throw.
    */
   onClosedByOther?: ((closed: ClosedTurn) => void) | undefined;
-  /** Runs once a delete of session `id` ended (a compaction of it running here stops at once). Must not throw. */
-  onDeleted?: ((id: string) => void) | undefined;
+  /**
+   * Runs once a delete of a session ended, with the scope it deleted (a compaction of that
+   * incarnation running here stops at once; one of the id created again since does not). Must not throw.
+   */
+  onDeleted?: ((scope: LogScope) => void) | undefined;
 }
 
 /** A model turn whose completion has just landed. */

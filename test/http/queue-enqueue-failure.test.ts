@@ -136,6 +136,19 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
     expect(result.answer.body.position).toBe(0);
   });
 
+  it('withdraws an entry whose put landed unanswered, its read failing: 503, and it never runs', async () => {
+    const entryPut = ({ operation, key, options }: StoreCall) =>
+      operation === 'put' && key.includes('/queue/') && options?.onlyIfAbsent === true;
+    const entryGet = ({ operation, key }: StoreCall) => operation === 'get' && key.includes('/queue/');
+    exact(
+      await enqueueUnder([
+        [entryPut, { times: 1, after: true }],
+        [entryGet, { times: 1 }],
+      ]),
+      503,
+    );
+  });
+
   it('answers 202 when the withdraw fails too (the entry stands), and the input runs once', async () => {
     const signalFailed = await enqueueUnder([[signalPut], [tombstonePut]]);
     exact(signalFailed, 202);

@@ -53,9 +53,17 @@ export async function enqueueInput(
   const key = queuedKey(scope, input.key_sha256);
   // A withdraw's tombstone under the key (its Idempotency-Key's input withdrawn) is waited out.
   let written = false;
-  for (let waits = 0; !written; waits++) {
-    written = await putJsonCreateOnly(log.store, key, entry, `"writer":"${writer}"`);
-    if (!written && !(await tombstoneCleared(log, scope, input.key_sha256, waits))) break;
+  try {
+    for (let waits = 0; !written; waits++) {
+      written = await putJsonCreateOnly(log.store, key, entry, `"writer":"${writer}"`);
+      if (!written && !(await tombstoneCleared(log, scope, input.key_sha256, waits))) break;
+    }
+  } catch (error) {
+    // A put whose answer was lost and whose read failed may have landed: an unkeyed entry is
+    // withdrawn before the 503 (its retry queues it once), unless a pickup took it up (202).
+    if (input.request_sha256 !== undefined) throw error;
+    const position = await withdrawUnanswered(log, scope, input.key_sha256, error, null, false);
+    return { queued_turn: input.key_sha256, position, replayed: false };
   }
   if (!written) {
     // The same Idempotency-Key queued an input already: its own request is answered again.
@@ -78,7 +86,7 @@ export async function enqueueInput(
   if (input.request_sha256 !== undefined || !written) throw failure;
   return {
     queued_turn: input.key_sha256,
-    position: await withdrawUnanswered(log, scope, input.key_sha256, failure, position),
+    position: await withdrawUnanswered(log, scope, input.key_sha256, failure, position, true),
     replayed: false,
   };
 }
@@ -108,7 +116,8 @@ function positionIn(queued: QueuedEntry[], keyHash: string): number {
  * the signal would let a later request run before it. So the entry is withdrawn (log/queue-withdraw.ts)
  * and `failure` thrown (503: it never runs), unless a pickup took it up meanwhile (position 0: it
  * runs). A withdraw that fails every try leaves the entry, which runs: answered 202, with its
- * `position` when the listing read it (else null).
+ * `position` when the listing read it (else null); unless it is not known to have `landed` (its
+ * put's answer lost): then `failure` is thrown (503), as before any withdraw.
  */
 async function withdrawUnanswered(
   log: LogContext,
@@ -116,6 +125,7 @@ async function withdrawUnanswered(
   keyHash: string,
   failure: unknown,
   position: number | null,
+  landed: boolean,
 ): Promise<number | null> {
   for (let tries = 1; tries <= ENQUEUE_TRIES; tries++) {
     try {
@@ -131,9 +141,13 @@ async function withdrawUnanswered(
         throw failure;
       }
       if (tries < ENQUEUE_TRIES) await backoff(tries + 3);
-      else log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: it runs`, error);
+      else {
+        const runs = landed ? 'it runs' : 'it runs if its put landed';
+        log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: ${runs}`, error);
+      }
     }
   }
+  if (!landed) throw failure;
   return position;
 }
 

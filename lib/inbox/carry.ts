@@ -175,6 +175,9 @@ function takenAs(record: StoredObject): string | undefined {
  */
 export type LostTurn = { turn: number; since: string; except?: string };
 
+/** Whose records a give-back takes (`giveBack`): one run's (its random `writer`), or any run's of the turn. */
+export type Runner = string | { anyRun: true };
+
 /**
  * The delivery records that name one of the `lost` turns, written after its claim: the notices
  * (an `abort` among them) those turns consumed. One listing of `inbox_removed/` per 1000
@@ -217,7 +220,10 @@ export async function tookNothing(ctx: InboxContext, sessionId: string, lost: re
  * id names another incarnation or none (a delete ran meanwhile, its sweep perhaps past the
  * inbox already), they are removed again: nothing lands in a deleted session. Given `runner`
  * (the random `writer` of the turn's run), a record another run of the same turn took over
- * (META.runner) is that run's, and left alone. Failures are logged.
+ * (META.runner) is that run's, and left alone; given `{ anyRun: true }` (the run read the close of
+ * its turn, which shows or carries on none of them: no run of the turn can show them now), it goes
+ * back too, past the keys runs of the turn created on its chain (`decide`), so a run that took it
+ * over and cannot read that close, keeping it, loses it no more. Failures are logged.
  */
 export async function giveBack(
   ctx: InboxContext,
@@ -225,22 +231,21 @@ export async function giveBack(
   notices: readonly { name: string; stored_as: string }[],
   turn: number,
   session?: SessionMark,
-  runner?: string,
+  runner?: Runner,
 ): Promise<void> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const inboxPrefix = ctx.inboxPrefix(sessionId);
+  const anyRun = typeof runner === 'object';
   const given: { key: string; noticeId: string }[] = [];
   await mapLimit(notices, CONCURRENCY, async ({ name, stored_as: storedAs }) => {
     const key = removedPrefix + storedAs;
     try {
       const object = await ctx.store.get(key);
-      if (!object || !namesUs(object, String(turn), runner)) return;
-      // A notice it took over: past the key it confirmed its hold through, as a successor's walk.
-      const taken = takenAs(object);
-      const decision = taken === undefined ? decisionOf(object) : after(after(taken, String(turn)), String(turn));
-      if (!(await firstToCreate(ctx.store, `${key}/${decision}`, 'returned')).first) return;
+      if (!object || !namesUs(object, String(turn), anyRun ? undefined : runner)) return;
+      if (!(await returned(ctx, key, object, String(turn), anyRun))) return;
       const metadata = { ...object.metadata, [META.turn]: 'returned' };
-      if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
+      // Decided on the chain, given any run's: a rewrite of a run that took it over may land after the read.
+      if (!(await ctx.store.put(key, object.body, anyRun ? { metadata } : { ifMatch: object.etag, metadata }))) return;
       const noticeId = randomId();
       const posted = {
         [META.postedAt]: postedAtOf(object),
@@ -266,6 +271,28 @@ export async function giveBack(
       ctx.log({ level: 'warn', message: 'notice given back to a deleted session not removed', key, error });
     }
   });
+}
+
+/**
+ * Whether the give-back of delivery record `object` (at `key`, naming `turn`) has the notice on
+ * its chain of decision keys: a notice the turn took over is given back past the key it confirmed
+ * its hold through, as a successor's walk; given `anyRun`, past every key runs of the turn created.
+ */
+async function returned(
+  ctx: InboxContext,
+  key: string,
+  object: StoredObject,
+  turn: string,
+  anyRun: boolean,
+): Promise<boolean> {
+  if (anyRun)
+    return (
+      (await decide(ctx, key, decisionOf(object), { turn: 'returned', runner: undefined }, new Set([turn]))) !==
+      undefined
+    );
+  const taken = takenAs(object);
+  const decision = taken === undefined ? decisionOf(object) : after(after(taken, turn), turn);
+  return (await firstToCreate(ctx.store, `${key}/${decision}`, 'returned')).first;
 }
 
 /**

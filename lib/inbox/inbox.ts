@@ -34,7 +34,7 @@ import { generateName, markMetadata, markOf, META, randomId, type ListedNotice }
 import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
 import { passOverOversized, setAsideLimit } from './set-aside.ts';
-import { forget, giveBack, type LostTurn, recordCarrier, recover, tookNothing } from './carry.ts';
+import { forget, giveBack, type LostTurn, recordCarrier, recover, type Runner, tookNothing } from './carry.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
 
@@ -345,7 +345,7 @@ export class Inbox {
   }
 
   /** Gives notices a closed turn consumed back to the inbox (lib/inbox/carry.ts `giveBack`). */
-  async giveBack(id: string, notices: readonly Given[], turn: number, session?: SessionMark, runner?: string) {
+  async giveBack(id: string, notices: readonly Given[], turn: number, session?: SessionMark, runner?: Runner) {
     return giveBack(this.#context, id, notices, turn, session, runner);
   }
 

@@ -152,20 +152,27 @@ function takenBy(attempt: Attempt): Undelivered['notices'] {
  * it. Its lease taken over by a later run of the turn: the same, and that run takes over what it
  * keeps in turn (an earlier run may yet close the turn showing them). What it keeps, a close by
  * someone else names the turn in `lost_turns` for: the next turn takes those over (docs/STORAGE.md,
- * "Notices").
+ * "Notices"). `anyRun`: the close was read, and no run of the turn can show what goes back, so
+ * a notice a later run took over from this one goes back too (that run, unable to read the
+ * close, keeps it: lib/inbox/carry.ts `giveBack`).
  */
-async function givenBack(services: TurnServices, attempt: Attempt, error: unknown): Promise<Undelivered['notices']> {
+async function givenBack(
+  services: TurnServices,
+  attempt: Attempt,
+  error: unknown,
+): Promise<{ notices: Undelivered['notices']; anyRun?: true }> {
   const taken = takenBy(attempt);
-  if (!attempt.background || taken.length === 0) return taken;
+  if (!attempt.background || taken.length === 0) return { notices: taken };
   const held = attempt.notices?.heldBefore ?? new Set<string>();
-  const ownOnly = () => taken.filter((notice) => !held.has(notice.stored_as));
+  const ownOnly = () => ({ notices: taken.filter((notice) => !held.has(notice.stored_as)) });
   if (error instanceof LeaseHeldError) return ownOnly();
-  if (!(error instanceof TurnClosedError)) return taken;
+  if (!(error instanceof TurnClosedError)) return { notices: taken };
   const accounted = await services.sessions.closerNotices(attempt.turn).catch((readError: unknown) => {
     services.log('tailgate: could not read the completion that closed a background turn', readError);
     return null;
   });
-  return accounted === null ? ownOnly() : taken.filter((notice) => !accounted.has(notice.stored_as));
+  if (accounted === null) return ownOnly();
+  return { notices: taken.filter((notice) => !accounted.has(notice.stored_as)), anyRun: true };
 }
 
 /** Gives back to the inbox what an attempt stopped by someone else (`error`) gives back (givenBack). */
@@ -176,14 +183,14 @@ async function giveBackTaken(
   error: unknown,
 ): Promise<void> {
   const { turn } = attempt;
-  const taken = await givenBack(services, attempt, error);
-  if (taken.length > 0)
+  const { notices, anyRun } = await givenBack(services, attempt, error);
+  if (notices.length > 0)
     await services.inbox.giveBack(
       sessionId,
-      taken,
+      notices,
       turn.turn,
       { created_at: turn.session.created_at, incarnation: turn.scope.incarnation },
-      turn.writer,
+      anyRun ? { anyRun } : turn.writer,
     );
 }
 

@@ -78,8 +78,9 @@ export async function recover(
  * this turn closed creates that key too, and of the two the first to create it has the notice.
  * A turn refused there gives the notice up (its rewrite landed after the successor's, the etag
  * being the body's). The rewrite names this run (`runner`) too, or none. `heldBefore`: another
- * run of turn `ours` had the notice before this one took it over: it moved it itself (the record
- * names `ours` and no key), or confirmed its hold on the chain first (`decide`).
+ * run of turn `ours` had the notice before this one took it over: it moved it itself (the chain
+ * begins at the key of its move, `taken-<ours>-<ms>`, whether or not a run took it over since; that
+ * run, its prompt showing it, may close the turn), or confirmed its hold on the chain first (`decide`).
  */
 async function takeOver(
   ctx: InboxContext,
@@ -94,8 +95,9 @@ async function takeOver(
   const decided = await decide(ctx, key, decisionOf(object), taker, lost);
   if (decided === undefined) return null;
   const { decision } = decided;
-  // Moved by another run of this turn (no key taken through), or held by one on the chain.
-  const heldBefore = decided.heldBefore || (from === ours && takenAs(object) === undefined);
+  // Moved by another run of this turn (the chain begins at its move: `taken-<ours>-<ms>`, even when a
+  // run took it over since, which may not have confirmed), or held by one on the chain.
+  const heldBefore = decided.heldBefore || (from === ours && decisionOf(object).startsWith(`taken-${ours}-`));
   const metadata = withRunner({ ...object.metadata, [META.turn]: ours, [META.takenAs]: decision }, taker.runner);
   // A failed write goes on (the decision key is ours, the record only tells where to begin); a
   // refused one may be our own write met again by a retry: the record says who holds it now.

@@ -477,3 +477,54 @@ describe('a background run that moved a notice a later run of its turn took over
     expect(await w.inbox.peek('s')).toEqual([]);
   });
 });
+
+describe('a background run that took a notice over from a run that took it from the run that moved it', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  for (const doneRead of ['fail', 'buried'] as const) {
+    it(`before that run confirmed, then cannot read the close that showed it (${doneRead}): keeps it`, async () => {
+      const w = await world();
+      // Run A moves the notice and stalls.
+      const a = await firstRun(w);
+      // Run B takes A's lease and the notice over; its confirmation, and its renewals, wait.
+      const b = gated();
+      const bHold = hold();
+      let bConfirming = false;
+      const bView = runView(w.store, {
+        stalled: () => bConfirming,
+        leaseHold: bHold.wait,
+        putHold: { when: (key) => key.endsWith('-after-1'), wait: bHold.wait, reached: () => (bConfirming = true) },
+      });
+      const bOutcome = runBackgroundTurn(w.runServices(bView, b), w.run);
+      await w.until(() => bConfirming);
+      expect(bConfirming).toBe(true);
+      // Run C takes B's lease and the notice over, confirming first; it cannot read the close.
+      const c = gated();
+      const cOutcome = runBackgroundTurn(w.runServices(runView(w.store, { doneRead }), c), w.run);
+      await w.until(() => c.prompts.length === 1);
+      expect(c.prompts[0]).toContain(NOTICE);
+      // A, stalled all along, completes the turn showing the notice.
+      a.model.open();
+      expect(await w.outcome(a.outcome)).toBe('done');
+      expect((await w.sessions.getTurn('s', 1)).notices.map((notice) => notice.name)).toEqual(['n1.md']);
+      c.open();
+      expect(await w.outcome(cOutcome)).toBe('done');
+      bHold.release();
+      b.open();
+      expect(await w.outcome(bOutcome)).toBe('done');
+      a.resume();
+      await w.advance(LEASE_MS);
+      // Shown by turn 1 once: not pending again, and the next turn does not show it.
+      expect(await w.inbox.peek('s')).toEqual([]);
+      const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+      const next = runBackgroundTurn(w.services, run!);
+      await w.until(() => w.next.prompts.length === 1);
+      w.next.open();
+      expect(await w.outcome(next)).toBe('done');
+      await w.advance(0);
+      expect((await w.sessions.getTurn('s', 2)).notices).toEqual([]);
+    });
+  }
+});

@@ -363,10 +363,7 @@ export interface SessionLogOptions {
    * close landed (functions/services.ts, closesByOthers). It must not throw.
    */
   onClosedByOther?: ((closed: ClosedTurn) => void) | undefined;
-  /**
-   * Runs once a delete of a session ended, with the scope it deleted (a compaction of that
-   * incarnation running here stops at once; one of the id created again since does not). Must not throw.
-   */
+  /** Runs once a delete ended, with the scope it deleted: a compaction of it running here stops. Must not throw. */
   onDeleted?: ((scope: LogScope) => void) | undefined;
 }
 

@@ -175,6 +175,7 @@ export async function createChatCompletion(
       usage: result.usage,
       incomplete: result.incomplete,
       ...(body.service_tier ? { serviceTier: body.service_tier } : {}),
+      logprobs: body.logprobs === true,
       tailgate: tailgate(result.context),
     });
   }
@@ -182,7 +183,13 @@ export async function createChatCompletion(
   const prepared = await prepareStateless(services, request).catch(giveBack);
   const queue = eventQueue<SseMessage>();
   const writer = new ChatChunkWriter(
-    { id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true },
+    {
+      id,
+      created,
+      model: body.model,
+      includeUsage: body.stream_options?.include_usage === true,
+      logprobs: body.logprobs === true,
+    },
     (chunk) => queue.push({ data: JSON.stringify(chunk) }),
   );
   void callStateless(services, prepared, (event) => writer.modelEvent(event))

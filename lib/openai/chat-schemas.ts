@@ -136,7 +136,16 @@ export const chatCompletionCreateSchema = z
     user: endUserSchema,
     safety_identifier: endUserSchema,
     service_tier: serviceTierSchema,
-    logprobs: z.literal(false, { error: 'log probabilities are not returned' }).nullable().optional(),
+    logprobs: z
+      .boolean()
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "Taken: a choice then carries `logprobs: {content: [], refusal: null}`, the provider's log " +
+          'probabilities, none when it gives none (all do today).',
+      }),
+    top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
     store: z
       .literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' })
       .nullable()

@@ -196,6 +196,14 @@ function finishReason(
 
 export type TailgateChatCompletion = ChatCompletion & { tailgate?: Record<string, unknown> };
 
+/**
+ * A choice's `logprobs`: null unless the request asked for them, then the provider's, none when
+ * it gives none (no provider adapter gets them today), as the Responses API's `output_text` does.
+ */
+function logprobsOf(asked: boolean | undefined): ChatCompletion.Choice['logprobs'] {
+  return asked ? { content: [], refusal: null } : null;
+}
+
 /** The completion object of a model's output: one choice, its text and tool calls. */
 export function buildChatCompletion(fields: {
   id: string;
@@ -207,6 +215,8 @@ export function buildChatCompletion(fields: {
   incomplete?: IncompleteReason | undefined;
   /** The request's `service_tier`, echoed (advisory). */
   serviceTier?: ChatCompletion['service_tier'];
+  /** The request asked for log probabilities (`logprobs: true`). */
+  logprobs?: boolean | undefined;
   tailgate?: Record<string, unknown>;
 }): TailgateChatCompletion {
   const text = fields.output.flatMap((item) => (item.type === 'message' ? [item.content] : [])).join('');
@@ -226,7 +236,7 @@ export function buildChatCompletion(fields: {
           ...(calls.length > 0 ? { tool_calls: calls } : {}),
         },
         finish_reason: finishReason(calls.length, fields.incomplete),
-        logprobs: null,
+        logprobs: logprobsOf(fields.logprobs),
       },
     ],
     usage: chatUsageOf(fields.usage),
@@ -274,14 +284,16 @@ export class ChatChunkWriter {
   #call: { callId: string; index: number } | undefined;
   readonly #base: Pick<ChatCompletionChunk, 'id' | 'created' | 'model'>;
   readonly #includeUsage: boolean;
+  readonly #logprobs: boolean;
   readonly #send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void;
 
   constructor(
-    fields: { id: string; created: Date; model: string; includeUsage: boolean },
+    fields: { id: string; created: Date; model: string; includeUsage: boolean; logprobs?: boolean | undefined },
     send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void,
   ) {
     this.#base = { id: fields.id, created: Math.floor(fields.created.getTime() / 1000), model: fields.model };
     this.#includeUsage = fields.includeUsage;
+    this.#logprobs = fields.logprobs ?? false;
     this.#send = send;
   }
 
@@ -299,7 +311,7 @@ export class ChatChunkWriter {
           index: 0,
           delta: first ? { role: 'assistant', ...delta } : delta,
           finish_reason: finishReason,
-          logprobs: null,
+          logprobs: logprobsOf(this.#logprobs),
         },
       ],
       ...(this.#includeUsage ? { usage: null } : {}),

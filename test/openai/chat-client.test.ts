@@ -216,6 +216,31 @@ describe('the official openai client: chat completions', () => {
     expect(malformed).toMatchObject({ status: 400, param: 'x-tailgate-session' });
   });
 
+  it('takes logprobs: a choice asking for them carries none where the provider gives none, streamed too', async () => {
+    const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: 'hello' }];
+    const asked = await world.client.chat.completions.create({
+      model: 'echo',
+      messages,
+      logprobs: true,
+      top_logprobs: 2,
+    });
+    expect(asked.choices[0]!.logprobs).toEqual({ content: [], refusal: null });
+    expect(asked.choices[0]!.message.content).toBe('echo: hello');
+    const plain = await world.client.chat.completions.create({ model: 'echo', messages });
+    expect(plain.choices[0]!.logprobs).toBeNull();
+    const stream = await world.client.chat.completions.create({
+      model: 'echo',
+      messages,
+      logprobs: true,
+      stream: true,
+    });
+    const chunks: ChatCompletionChunk[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    const choices = chunks.flatMap((chunk) => chunk.choices);
+    expect(choices.length).toBeGreaterThan(1);
+    for (const choice of choices) expect(choice.logprobs).toEqual({ content: [], refusal: null });
+  });
+
   it('refuses what it does not support, naming the field', async () => {
     const image = await world.client.chat.completions
       .create({
@@ -249,9 +274,9 @@ describe('the official openai client: chat completions', () => {
       .catch((error: unknown) => error);
     expect(n).toMatchObject({ status: 400, param: 'n' });
     const logprobs = await world.client.chat.completions
-      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], logprobs: true })
+      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], logprobs: true, top_logprobs: 21 })
       .catch((error: unknown) => error);
-    expect(logprobs).toMatchObject({ status: 400, param: 'logprobs' });
+    expect(logprobs).toMatchObject({ status: 400, param: 'top_logprobs' });
     const late = await world.client.chat.completions
       .create({
         model: 'echo',
@@ -335,6 +360,17 @@ describe('@ai-sdk/openai in chat mode against tailgate', () => {
     expect(result.steps).toHaveLength(2);
     expect(result.text).toBe('echo: call get_weather {"city":"Paris"}');
     expect(result.steps[0]!.response.id).toMatch(/^chatcmpl_/);
+  });
+
+  it("generateText with the provider's logprobs option gets an answer and no log probabilities", async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+    const result = await generateText({
+      model: openai.chat('echo'),
+      prompt: 'hello',
+      providerOptions: { openai: { logprobs: 3 } },
+    });
+    expect(result.text).toBe('echo: hello');
+    expect(result.providerMetadata?.openai?.logprobs).toEqual([]);
   });
 
   it('streamText streams the answer with usage', async () => {

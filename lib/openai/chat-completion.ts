@@ -15,7 +15,7 @@ import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import { randomId } from './ids.ts';
 import { partInRequest } from './request.ts';
-import { checkToolChoice } from './tool-choice.ts';
+import { callsNone, checkToolChoice, fromChatToolChoice } from './tool-choice.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 import { eventQueue, sseResponse, type SseMessage } from './sse.ts';
 import { callStateless, prepareStateless, runStateless, type StatelessRequest } from './stateless.ts';
@@ -124,12 +124,13 @@ export async function createChatCompletion(
   facade.checkItems(items);
   if (items.length === 0)
     throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
-  const choice = body.tool_choice;
+  const choice = fromChatToolChoice(body.tool_choice);
   // A stateless call offers only the request's tools: a named or required choice needs them (as a response's).
   checkToolChoice(
-    typeof choice === 'object' ? { type: 'function', name: choice.function.name } : choice,
+    choice,
     toTools(body.tools),
     'tools',
+    (index) => `tool_choice.allowed_tools.tools.${index}.function.name`,
   );
   const strategies = strategiesOf(headers['x-tailgate-strategies'], services.env);
   const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
@@ -138,7 +139,7 @@ export async function createChatCompletion(
   const request: StatelessRequest = {
     items,
     instructions,
-    tools: body.tool_choice === 'none' ? [] : toTools(body.tools),
+    tools: callsNone(choice) ? [] : toTools(body.tools),
     model,
     strategies,
     notices,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { toolNamesOnce, toolParametersSchema } from '../items.ts';
+import { chatToolChoiceSchema } from './tool-choice.ts';
 import {
   effortSchema,
   endUserSchema,
@@ -96,17 +97,7 @@ export const chatCompletionCreateSchema = z
       .max(512)
       .superRefine(toolNamesOnce((tool) => tool.function.name, ['function', 'name']))
       .optional(),
-    tool_choice: z
-      .union(
-        [
-          z.enum(['auto', 'none', 'required']),
-          z
-            .object({ type: z.literal('function'), function: z.object({ name: z.string().min(1).max(256) }).strict() })
-            .strict(),
-        ],
-        { error: 'must be "auto", "none", "required" or {type: "function", function: {name}}' },
-      )
-      .optional(),
+    tool_choice: chatToolChoiceSchema,
     stream: z.boolean().nullable().optional(),
     stream_options: z
       .object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() })

@@ -12,6 +12,7 @@ import type { IncompleteReason, ModelOutputItem, ModelSettings, ModelUsage } fro
 import type { ModelOutputEvent } from '../turn/model-call.ts';
 import { withoutUnset } from './request.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
+import { fromChatToolChoice, modelToolChoice } from './tool-choice.ts';
 
 /**
  * Pure mapping between OpenAI's Chat Completions shapes (the `openai` package's types) and
@@ -256,7 +257,7 @@ export function chatModelSettings(body: ChatCompletionCreateBody): ModelSettings
     frequencyPenalty: body.frequency_penalty,
     stopSequences: typeof stop === 'string' ? [stop] : stop,
     seed: body.seed,
-    toolChoice: typeof choice === 'object' ? { name: choice.function.name } : choice,
+    ...modelToolChoice(fromChatToolChoice(choice)),
     reasoningEffort: body.reasoning_effort,
     verbosity: body.verbosity,
     parallelToolCalls: body.parallel_tool_calls,

@@ -53,7 +53,12 @@ export type ToolChoice = z.infer<typeof toolChoiceSchema>;
  * tool_choice. A TailgateError, so that a turn its claim refuses for it
  * (lib/openai/create-response.ts) is logged with its code.
  */
-export function checkToolChoice(choice: ToolChoice, offered: readonly Tool[], whose: string): void {
+export function checkToolChoice(
+  choice: ToolChoice,
+  offered: readonly Tool[],
+  whose: string,
+  allowedField: (index: number) => string = (index) => `tool_choice.tools.${index}.name`,
+): void {
   if (choice === 'required' && offered.length === 0)
     throw new InvalidRequestError(`tool_choice "required" needs a tool to call, and ${whose} holds none`, {
       field: 'tool_choice',
@@ -68,7 +73,7 @@ export function checkToolChoice(choice: ToolChoice, offered: readonly Tool[], wh
   const missing = object.tools.findIndex((tool) => !names.has(tool.name));
   if (missing >= 0)
     throw new InvalidRequestError(`tool_choice allows ${object.tools[missing]!.name}, which is not in ${whose}`, {
-      field: `tool_choice.tools.${missing}.name`,
+      field: allowedField(missing),
     });
 }
 
@@ -86,4 +91,59 @@ export function callsNone(choice: ToolChoice): boolean {
   return (
     choice === 'none' || (typeof choice === 'object' && choice?.type === 'allowed_tools' && choice.mode === 'none')
   );
+}
+
+/**
+ * A Chat Completions request's `tool_choice`: `auto`, `none`, `required`, `{type: "function",
+ * function: {name}}`, or `{type: "allowed_tools", allowed_tools: {mode, tools}}` (each tool
+ * `{type: "function", function: {name}}`), read as its Responses form (toolChoiceSchema).
+ */
+const chatFunction = z
+  .object({ type: z.literal('function'), function: z.object({ name: z.string().min(1).max(256) }).strict() })
+  .strict();
+
+const chatAllowedTools = z
+  .object({
+    type: z.literal('allowed_tools'),
+    allowed_tools: z
+      .object({
+        mode: z.enum(['auto', 'required']),
+        tools: z
+          .array(
+            z
+              .object({
+                type: z.literal('function', {
+                  error: 'only function tools can be allowed (tailgate has no custom tools)',
+                }),
+                function: z.object({ name: z.string().min(1).max(256) }).strict(),
+              })
+              .strict(),
+          )
+          .min(1)
+          .max(512),
+      })
+      .strict(),
+  })
+  .strict();
+
+const CHAT_CHOICES =
+  'must be "auto", "none", "required", {type: "function", function: {name}} or ' +
+  '{type: "allowed_tools", allowed_tools: {mode, tools}}';
+
+export const chatToolChoiceSchema = z
+  .union(
+    [
+      z.enum(['auto', 'none', 'required']),
+      z.discriminatedUnion('type', [chatFunction, chatAllowedTools], { error: CHAT_CHOICES }),
+    ],
+    { error: CHAT_CHOICES },
+  )
+  .optional();
+
+/** A chat `tool_choice` in its Responses form, which checkToolChoice and modelToolChoice take. */
+export function fromChatToolChoice(choice: z.infer<typeof chatToolChoiceSchema>): ToolChoice {
+  if (typeof choice !== 'object') return choice;
+  if (choice.type === 'function') return { type: 'function', name: choice.function.name };
+  const { mode, tools } = choice.allowed_tools;
+  return { type: 'allowed_tools', mode, tools: tools.map((tool) => ({ type: 'function', name: tool.function.name })) };
 }

@@ -241,6 +241,36 @@ describe('the official openai client: chat completions', () => {
     for (const choice of choices) expect(choice.logprobs).toEqual({ content: [], refusal: null });
   });
 
+  it('tool_choice allowed_tools lets the model call the listed tools alone; one not offered is a 400', async () => {
+    const readFile = { type: 'function' as const, function: { name: 'read_file', parameters: { type: 'object' } } };
+    const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: 'call get_weather {"city":"Oslo"}' }];
+    const allowing = (name: string) => ({
+      type: 'allowed_tools' as const,
+      allowed_tools: { mode: 'auto' as const, tools: [{ type: 'function' as const, function: { name } }] },
+    });
+    const allowed = await world.client.chat.completions.create({
+      model: 'echo',
+      messages,
+      tools: [weather, readFile],
+      tool_choice: allowing('get_weather'),
+    });
+    expect(
+      allowed.choices[0]!.message.tool_calls?.map((call) => call.type === 'function' && call.function.name),
+    ).toEqual(['get_weather']);
+    const left = await world.client.chat.completions.create({
+      model: 'echo',
+      messages,
+      tools: [weather, readFile],
+      tool_choice: allowing('read_file'),
+    });
+    expect(left.choices[0]!.message.tool_calls).toBeUndefined();
+    expect(left.choices[0]!.finish_reason).toBe('stop');
+    const unknown = await world.client.chat.completions
+      .create({ model: 'echo', messages, tools: [weather], tool_choice: allowing('read_file') })
+      .catch((error: unknown) => error);
+    expect(unknown).toMatchObject({ status: 400, param: 'tool_choice.allowed_tools.tools[0].function.name' });
+  });
+
   it('refuses what it does not support, naming the field', async () => {
     const image = await world.client.chat.completions
       .create({

@@ -28,7 +28,16 @@ function world(store: ObjectStore, env: Record<string, string> = environment) {
   const api = createClient(harness);
   // Another process over the same store: its close reaches the turn at its next renewal.
   const closer = createClient(appHarness(store, env, options));
-  const calling = () => expect.poll(() => slow.signals.length).toBe(1);
+  /**
+   * The held model call is running, and with `id`, the claim of turn 1 of that session landed (the
+   * call starts before the claim's put is answered: an interrupt sent before it lands finds no
+   * turn to close and takes the turn's number itself).
+   */
+  const calling = async (id?: string) => {
+    await expect.poll(() => slow.signals.length).toBe(1);
+    if (id !== undefined)
+      await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+  };
   /** The key the stopped turn 1 of `id` stored its spend at. */
   const spentKey = async (id: string) => {
     const listed = await store.list(`sessions/${id}/spent/`, { limit: 10 });
@@ -58,7 +67,7 @@ function world(store: ObjectStore, env: Record<string, string> = environment) {
    */
   const interruptedAnswered = async (id: string) => {
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await calling();
+    await calling(id);
     const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
     expect(taken.status, JSON.stringify(taken.body)).toBe(200);
     slow.release();

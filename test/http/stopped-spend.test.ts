@@ -3,6 +3,7 @@ import type { Model } from '../../lib/models/model.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { sseReader } from '../support/sse-reader.ts';
@@ -30,13 +31,29 @@ const tokensOf = (body: { usage: { input_tokens: number; output_tokens: number }
 const stores = await memoryAndFileStores('stopped-spend');
 const heldEcho = releasedAfterEach();
 
+/**
+ * The held model call of turn `turn` of session `id` is running, and the turn's claim landed: the
+ * call starts before the claim's put is answered (lib/turn/pipeline.ts), and a close sent before
+ * it lands finds no such turn (a cancel is answered 404, an interrupt takes the turn's number).
+ */
+async function claimedAndCalling(
+  api: ReturnType<typeof createClient>,
+  slow: { signals: AbortSignal[] },
+  id: string,
+  turn = 1,
+) {
+  await expect.poll(() => slow.signals.length).toBe(1);
+  await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/${turn}`)).body.status).toBe('in_progress');
+}
+
 function world(store: ObjectStore) {
   const slow = heldEcho();
   const { options, drain } = heldOptions(slow.model);
   const harness = appHarness(store, environment, options);
   const api = createClient(harness);
   const closer = createClient(appHarness(store, environment, options));
-  const calling = () => expect.poll(() => slow.signals.length).toBe(1);
+  /** The held model call of turn `turn` of session `id` is running and its claim landed (claimedAndCalling). */
+  const calling = (id: string, turn = 1) => claimedAndCalling(api, slow, id, turn);
   const aborted = () => expect.poll(() => slow.signals[0]?.aborted, { timeout: 10_000 }).toBe(true);
   const mint = async (budget: Record<string, number>) => {
     const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget });
@@ -54,8 +71,9 @@ function world(store: ObjectStore) {
     });
     const reader = sseReader(response);
     await reader.until('event: output_text.delta');
-    await calling();
-    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await calling(id);
+    const cancelled = await closer.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     await aborted();
     await reader.rest();
     await drain();
@@ -63,7 +81,7 @@ function world(store: ObjectStore) {
   /** A turn under `auth` interrupted through the other app: that app's turn's answer. */
   const interrupted = async (id: string, auth?: Record<string, string>) => {
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' }, auth);
-    await calling();
+    await calling(id);
     const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
     expect(taken.status, JSON.stringify(taken.body)).toBe(200);
     await aborted();
@@ -71,7 +89,7 @@ function world(store: ObjectStore) {
     await drain();
     return taken;
   };
-  return { api, closer, calling, aborted, drain, mint, spent, usage, cancelledStreamed, interrupted };
+  return { slow, api, closer, calling, aborted, drain, mint, spent, usage, cancelledStreamed, interrupted };
 }
 
 describe.each(stores)('a turn stopped by someone else charges what it spent: %s', (_, storeOf) => {
@@ -102,14 +120,38 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
       strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
     };
     const pending = api.post(`/v1/sessions/${id}/turns`, compacting, auth);
-    await calling();
-    expect((await closer.post(`/v1/sessions/${id}/turns/4/cancel`)).status).toBe(200);
+    await calling(id, 4);
+    const cancelled = await closer.post(`/v1/sessions/${id}/turns/4/cancel`);
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     await aborted();
     expect((await pending).status).toBe(409);
     await drain();
     const after = await spent(auth);
     expect(after).toMatchObject({ turns: before.turns, output_tokens: before.output_tokens });
     expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
+  });
+
+  it('a cancel sent as the model call started, before the claim landed, finds no turn: tests wait for it', async () => {
+    const store = new HeldStore(storeOf());
+    const { slow, api, closer, calling, aborted, drain } = world(store);
+    const id = await api.session();
+    // Turn 1's record (its claim, create-only) is put only once the cancel below was answered.
+    const claim = store.hold(
+      ({ operation, keys, options }) =>
+        operation === 'put' && options?.onlyIfAbsent === true && /\/turn\/.+\/\d{12}$/.test(keys[0]!),
+    );
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await claim.reached;
+    await expect.poll(() => slow.signals.length).toBe(1);
+    const early = await closer.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(early.status, JSON.stringify(early.body)).toBe(404);
+    claim.release();
+    await calling(id);
+    const cancelled = await closer.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    await aborted();
+    expect((await pending).status).toBe(409);
+    await drain();
   });
 
   it("interrupted turns count in the token's budget: the next turn is refused once it is spent", async () => {
@@ -195,8 +237,9 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
     const closer = createClient(appHarness(store, slowRenewals, options));
     const id = await api.session();
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await expect.poll(() => slow.signals.length).toBe(1);
-    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await claimedAndCalling(api, slow, id);
+    const cancelled = await closer.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     slow.release();
     // Its own failed completion is refused: the cancel closed it.
     expect((await pending).status).toBe(409);

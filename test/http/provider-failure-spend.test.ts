@@ -130,7 +130,10 @@ describe.each([false, true])('a turn (stream: %s) cancelled while its call', (st
     });
     if (answers > 0) await answered(answers);
     else await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
-    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    // The call starts beside the claim's write: the cancel waits for the claim to land.
+    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+    const cancel = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancel.status, JSON.stringify(cancel.body)).toBe(200);
     await (await pending).text();
     await drain();
     const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
@@ -235,7 +238,10 @@ describe("a compaction's summary call", () => {
     });
     if (answers > 0) await answered(answers);
     else await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
-    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    // The call starts beside the claim's write: the cancel waits for the claim to land.
+    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+    const cancel = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancel.status, JSON.stringify(cancel.body)).toBe(200);
     await (await pending).text();
     await drain();
     const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;

@@ -145,9 +145,10 @@ function takenBy(attempt: Attempt): Undelivered['notices'] {
  * The notices an attempt stopped by someone else gives back: those it took, but, for a background
  * turn, none that another run of it may still show or carry on. Closed by another run (one that
  * stalled past a renewal while this run took its lease and notices over, then completed or failed
- * the turn before it learned): none that close showed or carries on; and when that close cannot
- * be read (the get fails, or its body was packed since), none it took over that another run of
- * the turn held before it (moved, or took over first: `TurnNotices.heldBefore`). One it took over
+ * the turn before it learned): none that close showed or carries on (packed since, its segment
+ * line tells them); and when that close cannot be read (the get fails, or an older pack wrote a
+ * line that does not tell what it carries on), none it took over that another run of the turn
+ * held before it (moved, or took over first: `TurnNotices.heldBefore`). One it took over
  * that no other run held (the others found it this run's) goes back: no close of the turn shows
  * it. Its lease taken over by a later run of the turn: the same, and that run takes over what it
  * keeps in turn (an earlier run may yet close the turn showing them). What it keeps, a close by

@@ -1,6 +1,9 @@
+import { z } from 'zod';
 import { doneKey } from '../keys.ts';
 import { doneSchema, parseStored } from '../records.ts';
+import type { SegmentTurn } from '../segment-records.ts';
 import type { LogContext } from './context.ts';
+import { packedTurn } from './idempotency.ts';
 import { receiptSchema } from './receipt-schema.ts';
 import type { OpenTurn } from './types.ts';
 
@@ -10,17 +13,39 @@ import type { OpenTurn } from './types.ts';
  * (its `undelivered.notices`). Another run of a background turn that completed or failed it
  * (docs/STORAGE.md, "Notices") has delivered those, or its next turn will: a run stopped by
  * that close gives none of them back. Empty when the completion is this run's own or gone
- * (its turn deleted: nobody takes its notices over); null when it is packed since (its body
- * buried), not known. A failed read throws.
+ * (its turn deleted: nobody takes its notices over). Packed since (its body buried), its
+ * segment's line of the turn tells them (`packedNotices`); null when that line does not, not
+ * known. A failed read throws.
  */
 export async function closerNotices(log: LogContext, turn: OpenTurn): Promise<Set<string> | null> {
   const key = doneKey(turn.scope, turn.record);
   const object = await log.store.get(key);
   if (!object) return new Set();
-  if (object.body.length === 0) return null;
+  if (object.body.length === 0) return packedNotices(await packedTurn(log, turn.scope, turn.record));
   const done = parseStored(key, object.body, doneSchema);
   if (done.writer === turn.writer) return new Set();
-  const shown = receiptSchema.safeParse(done.receipt ?? {}).data?.notices ?? [];
-  const carried = done.undelivered?.notices ?? [];
-  return new Set([...shown, ...carried].map((notice) => notice.stored_as));
+  return accounted(done.receipt, done.undelivered?.notices.map((notice) => notice.stored_as) ?? []);
+}
+
+/**
+ * The notices a packed turn's segment line accounts for: its receipt's, and those it carries on
+ * (the `undelivered` the packer adds to the receipt of a turn not completed, or carrying some on:
+ * ./packer.ts `packedReceipt`). A completed turn's line written since lines keep receipts
+ * (`completed_at`) and naming none carries on none of those its runs took (it showed them). Null
+ * when the line does not tell (none, or one an older pack wrote of a turn not completed). Its
+ * writer is not kept: a close by the run itself showed or carries on all it took, so this
+ * answers for it all the same.
+ */
+function packedNotices(line: SegmentTurn | null): Set<string> | null {
+  if (line === null) return null;
+  const undelivered = packedUndelivered.safeParse(line.receipt).data?.undelivered;
+  if (undelivered !== undefined) return accounted(line.receipt, undelivered);
+  return line.status === 'completed' && line.completed_at !== undefined ? accounted(line.receipt, []) : null;
+}
+
+const packedUndelivered = z.object({ undelivered: z.array(z.string()) });
+
+function accounted(receipt: unknown, carried: readonly string[]): Set<string> {
+  const shown = receiptSchema.safeParse(receipt ?? {}).data?.notices ?? [];
+  return new Set([...shown.map((notice) => notice.stored_as), ...carried]);
 }

@@ -301,6 +301,7 @@ function itemsBytes(items: readonly LogItem[]): number {
 }
 
 function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
+  const receipt = packedReceipt(done);
   return {
     record: record.record,
     turn: record.turn ?? 0,
@@ -313,7 +314,21 @@ function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
     first_seq: record.first_seq,
     input_count: record.items.length,
     output_count: done.items.length,
-    ...(done.receipt !== undefined ? { receipt: done.receipt } : {}),
+    ...(receipt !== undefined ? { receipt } : {}),
     ...(isJournaledRecord(record) ? { journaled: true as const } : {}),
   };
+}
+
+/**
+ * The receipt a turn's segment line keeps: its completion's, with, for a turn not completed or
+ * one carrying notices on, `undelivered`: the `stored_as` of the notices it carries on (its
+ * `undelivered.notices`), which a background turn's stopped run reads once the completion is
+ * packed (./closer-notices.ts). In the receipt, which readers parse leniently (./receipt-schema.ts
+ * drops it), not a field of the line, which older code refuses.
+ */
+function packedReceipt(done: DoneRecord): unknown {
+  const undelivered = done.undelivered?.notices.map((notice) => notice.stored_as) ?? [];
+  if (done.status === 'completed' && undelivered.length === 0) return done.receipt;
+  const receipt = typeof done.receipt === 'object' && done.receipt !== null ? done.receipt : {};
+  return { ...receipt, undelivered };
 }

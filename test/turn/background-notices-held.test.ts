@@ -11,10 +11,11 @@ import { hookedEcho } from '../support/turn-world.ts';
 /**
  * A background turn's notice, taken over by a later run of the turn, is given back by that run
  * only when no other run of the turn may still show it: a run that cannot read the completion
- * another run closed the turn with (the read fails, or the completion was packed since), and a
- * run whose lease a third run took over, keep what they took over from an earlier run (the close
- * showed it, or the turn after it takes it over). Each run has its own view of one store; time
- * (the runners' timers, the clock) is the test's.
+ * another run closed the turn with (the read fails, or finds the completion buried with no segment
+ * line telling what it carries on, as for a line an older pack wrote), and a run whose lease a
+ * third run took over, keep what they took over from an earlier run (the close showed it, or the
+ * turn after it takes it over). A completion a pack buried is read from its segment line. Each run
+ * has its own view of one store; time (the runners' timers, the clock) is the test's.
  */
 
 const LEASE_MS = 30_000;
@@ -49,7 +50,8 @@ function hold() {
 /**
  * One run's view of `store`: its lease puts wait for `leaseHold` once `stalled()`; its listings of
  * `inbox_removed/` wait for `listHold`, and its puts `putHold` chooses for it; its reads of the
- * turn's completion once it told its own completion refused fail or find it packed (`doneRead`).
+ * turn's completion once it told its own completion refused fail or find it buried, no segment
+ * keeping its line (`doneRead`).
  */
 function runView(
   store: ObjectStore,

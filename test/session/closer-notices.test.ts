@@ -15,8 +15,7 @@ import { SessionLog } from '../support/session-log.ts';
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 const notice = (name: string) => ({ name, stored_as: name, posted_at: '2030-01-01T00:00:00.000Z' });
 
-async function closedWith(outcome: TurnOutcome) {
-  const store = new MemoryStore();
+async function closedWith(outcome: TurnOutcome, store = new MemoryStore()) {
   const sessions = new SessionLog(store);
   await sessions.create({ id: 's' });
   const claim = await sessions.beginTurn('s', { input: [user('one')] });
@@ -68,5 +67,36 @@ describe('the notices of the completion that closed a turn', () => {
     expect(unpacked.notices).toEqual(['a.md']);
     expect(packed.notices).toEqual(['a.md']);
     expect(packed.turn.receipt).toEqual(unpacked.turn.receipt);
+  });
+});
+
+describe('the notices of a completion whose receipt does not read as lib/turn/receipt.ts writes it', () => {
+  it('a field the receipt schema refuses beside its notices: those it showed, packed or not', async () => {
+    const { unpacked, packed } = await closedWith({
+      status: 'completed',
+      output: [user('echo')],
+      receipt: { strategies: ['inbox'], notices: [notice('a.md')], usage: 'not a usage' },
+    });
+    expect(unpacked.notices).toEqual(['a.md']);
+    expect(packed.notices).toEqual(['a.md']);
+  });
+
+  it('notices that do not read, or a receipt that is no object: not known, packed or not', async () => {
+    for (const receipt of [{ strategies: ['inbox'], notices: [{ name: 'a.md' }] }, 'not a receipt', null]) {
+      const { unpacked, packed } = await closedWith({ status: 'completed', output: [user('echo')], receipt });
+      expect(unpacked.notices).toEqual(['unknown']);
+      expect(packed.notices).toEqual(['unknown']);
+    }
+  });
+
+  it("a failed turn's line carrying on what does not read: not known", async () => {
+    const { packed } = await closedWith({
+      status: 'failed',
+      output: [],
+      receipt: { strategies: ['inbox'], notices: 'not a list' },
+      error: { code: 'internal_error', message: 'internal error' },
+      undelivered: { notices: [{ ...notice('b.md'), content: 'b' }], lost_turns: [] },
+    });
+    expect(packed.notices).toEqual(['unknown']);
   });
 });

@@ -4,7 +4,6 @@ import { doneSchema, parseStored } from '../records.ts';
 import type { SegmentTurn } from '../segment-records.ts';
 import type { LogContext } from './context.ts';
 import { packedTurn } from './idempotency.ts';
-import { receiptSchema } from './receipt-schema.ts';
 import type { OpenTurn } from './types.ts';
 
 /**
@@ -14,8 +13,8 @@ import type { OpenTurn } from './types.ts';
  * (docs/STORAGE.md, "Notices") has delivered those, or its next turn will: a run stopped by
  * that close gives none of them back. Empty when the completion is this run's own or gone
  * (its turn deleted: nobody takes its notices over). Packed since (its body buried), its
- * segment's line of the turn tells them (`packedNotices`); null when that line does not, not
- * known. A failed read throws.
+ * segment's line of the turn tells them (`packedNotices`); null when that line does not, or
+ * its receipt's notices do not read (`accounted`), not known. A failed read throws.
  */
 export async function closerNotices(log: LogContext, turn: OpenTurn): Promise<Set<string> | null> {
   const key = doneKey(turn.scope, turn.record);
@@ -45,7 +44,16 @@ function packedNotices(line: SegmentTurn | null): Set<string> | null {
 
 const packedUndelivered = z.object({ undelivered: z.array(z.string()) });
 
-function accounted(receipt: unknown, carried: readonly string[]): Set<string> {
-  const shown = receiptSchema.safeParse(receipt ?? {}).data?.notices ?? [];
-  return new Set([...shown.map((notice) => notice.stored_as), ...carried]);
+/**
+ * The receipt's notices, read alone: ./receipt-schema.ts reads a receipt with a field it refuses
+ * as none, which here would give back a notice the close showed. No receipt: the turn ended
+ * before its prompt was built, showing none.
+ */
+const shownSchema = z.object({ notices: z.array(z.object({ stored_as: z.string() })).optional() });
+
+/** What a close showed and carries on; null when its receipt's notices do not read (not known). */
+function accounted(receipt: unknown, carried: readonly string[]): Set<string> | null {
+  const read = shownSchema.safeParse(receipt === undefined ? {} : receipt);
+  if (!read.success) return null;
+  return new Set([...(read.data.notices ?? []).map((notice) => notice.stored_as), ...carried]);
 }

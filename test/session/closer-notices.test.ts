@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import type { TurnOutcome } from '../../lib/session/log/types.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { listAll } from '../../lib/store/object-store.ts';
+import { listAll, type GetOptions } from '../../lib/store/object-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 /**
@@ -14,6 +14,18 @@ import { SessionLog } from '../support/session-log.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 const notice = (name: string) => ({ name, stored_as: name, posted_at: '2030-01-01T00:00:00.000Z' });
+
+/** A store whose segment reads miss `misses` times (one merged away since it was listed). */
+class MissingSegmentStore extends MemoryStore {
+  misses = 0;
+  override async get(key: string, options?: GetOptions) {
+    if (key.endsWith('.seg') && this.misses > 0) {
+      this.misses -= 1;
+      return null;
+    }
+    return super.get(key, options);
+  }
+}
 
 async function closedWith(outcome: TurnOutcome, store = new MemoryStore()) {
   const sessions = new SessionLog(store);
@@ -98,5 +110,40 @@ describe('the notices of a completion whose receipt does not read as lib/turn/re
       undelivered: { notices: [{ ...notice('b.md'), content: 'b' }], lost_turns: [] },
     });
     expect(packed.notices).toEqual(['unknown']);
+  });
+});
+
+describe('the notices of a packed completion whose segment is not there to read', () => {
+  const failed: TurnOutcome = {
+    status: 'failed',
+    output: [],
+    receipt: { strategies: ['inbox'], notices: [notice('a.md')] },
+    error: { code: 'internal_error', message: 'internal error' },
+    undelivered: { notices: [{ ...notice('b.md'), content: 'b' }], lost_turns: [] },
+  };
+
+  it('listed but gone when read (merged into another meanwhile): read from a fresh listing', async () => {
+    const store = new MissingSegmentStore();
+    const { packed } = await closedWith(failed, store);
+    store.misses = 1;
+    const sessions = new SessionLog(store);
+    const claimed = await sessions.beginTurn('s', { input: [user('four')] });
+    if (claimed.kind !== 'claimed') throw new Error('expected a claim');
+    expect(packed.notices).toEqual(['a.md', 'b.md']);
+    const turn = { ...claimed.turn, record: 1, turn: 1, writer: 'another-run' };
+    expect([...((await sessions.closerNotices(turn)) ?? ['unknown'])].sort()).toEqual(['a.md', 'b.md']);
+  });
+
+  it('gone for good (only its tombstones left): not known, no error', async () => {
+    const store = new MemoryStore();
+    await closedWith(failed, store);
+    const segments = (await listAll(store, '')).filter((info) => info.key.endsWith('.seg'));
+    expect(segments).toHaveLength(1);
+    await store.delete(segments.map((info) => info.key));
+    const sessions = new SessionLog(store);
+    const claimed = await sessions.beginTurn('s', { input: [user('four')] });
+    if (claimed.kind !== 'claimed') throw new Error('expected a claim');
+    const turn = { ...claimed.turn, record: 1, turn: 1, writer: 'another-run' };
+    expect(await sessions.closerNotices(turn)).toBeNull();
   });
 });

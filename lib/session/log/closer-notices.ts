@@ -3,6 +3,7 @@ import { doneKey } from '../keys.ts';
 import { doneSchema, parseStored } from '../records.ts';
 import type { SegmentTurn } from '../segment-records.ts';
 import type { LogContext } from './context.ts';
+import { withFreshListing } from './head.ts';
 import { packedTurn } from './idempotency.ts';
 import type { OpenTurn } from './types.ts';
 
@@ -20,7 +21,9 @@ export async function closerNotices(log: LogContext, turn: OpenTurn): Promise<Se
   const key = doneKey(turn.scope, turn.record);
   const object = await log.store.get(key);
   if (!object) return new Set();
-  if (object.body.length === 0) return packedNotices(await packedTurn(log, turn.scope, turn.record));
+  // A segment listed may be merged into a newer one before it is read: the log is listed again.
+  if (object.body.length === 0)
+    return packedNotices(await withFreshListing(() => packedTurn(log, turn.scope, turn.record)));
   const done = parseStored(key, object.body, doneSchema);
   if (done.writer === turn.writer) return new Set();
   return accounted(done.receipt, done.undelivered?.notices.map((notice) => notice.stored_as) ?? []);

@@ -86,6 +86,7 @@ export class MemoryTurnDriver implements TurnDriver {
       takeLease: (turn) => log.takeLease(turn),
       renewHeldLease: (turn, etag) => log.renewHeldLease(turn, etag),
       releaseHeldLease: (turn, etag) => log.releaseHeldLease(turn, etag),
+      holdsLease: (turn) => log.holdsLease(turn),
       listQueuedInputs: (id, limit) => log.listQueuedInputs(id, limit),
       closedBy: (turn) => log.closedBy(turn),
       closerNotices: (turn) => log.closerNotices(turn),

@@ -11,6 +11,7 @@ import {
   markOf,
   META,
   namesOther,
+  plainEtag,
   postedAtOf,
   randomId,
   turnSchema,
@@ -181,6 +182,24 @@ export type LostTurn = { turn: number; since: string; except?: string };
 export type Runner = string | { anyRun: true };
 
 /**
+ * The notices a give-back finds itself (`giveBack`): those the delivery records naming the turn,
+ * written since `since` (its claim), hold that its close does not account for (`accounted`, their
+ * `stored_as`: what it showed or carries on); an `abort` among them stays (it ended the turn).
+ */
+export type Unaccounted = { since: string; accounted: ReadonlySet<string> };
+
+/** The notices `unaccounted` names for turn `turn`: one listing, and a head per recent record on S3. */
+async function unaccountedNotices(ctx: InboxContext, sessionId: string, turn: number, unaccounted: Unaccounted) {
+  const removedPrefix = ctx.removedPrefix(sessionId);
+  const found = await lostDeliveries(ctx, sessionId, [{ turn, since: unaccounted.since }]);
+  return found.flatMap((info) => {
+    const storedAs = info.key.slice(removedPrefix.length);
+    const name = decodeName(info.metadata[META.name]) ?? storedAs;
+    return name === ABORT_NOTICE_NAME || unaccounted.accounted.has(storedAs) ? [] : [{ name, stored_as: storedAs }];
+  });
+}
+
+/**
  * The delivery records that name one of the `lost` turns, written after its claim: the notices
  * (an `abort` among them) those turns consumed. One listing of `inbox_removed/` per 1000
  * records, and a head per recent record where listings carry no metadata (S3).
@@ -225,16 +244,19 @@ export async function tookNothing(ctx: InboxContext, sessionId: string, lost: re
  * (META.runner) is that run's, and left alone; given `{ anyRun: true }` (the run read the close of
  * its turn, which shows or carries on none of them: no run of the turn can show them now), it goes
  * back too, past the keys runs of the turn created on its chain (`decide`), so a run that took it
- * over and cannot read that close, keeping it, loses it no more. Failures are logged.
+ * over and cannot read that close, keeping it, loses it no more. Given `Unaccounted` (with
+ * `{ anyRun: true }`), it finds the notices itself. Failures are logged, but for that listing's,
+ * which throws.
  */
 export async function giveBack(
   ctx: InboxContext,
   sessionId: string,
-  notices: readonly { name: string; stored_as: string }[],
+  toGive: readonly { name: string; stored_as: string }[] | Unaccounted,
   turn: number,
   session?: SessionMark,
   runner?: Runner,
 ): Promise<void> {
+  const notices = 'accounted' in toGive ? await unaccountedNotices(ctx, sessionId, turn, toGive) : toGive;
   const removedPrefix = ctx.removedPrefix(sessionId);
   const inboxPrefix = ctx.inboxPrefix(sessionId);
   const anyRun = typeof runner === 'object';
@@ -259,7 +281,10 @@ export async function giveBack(
         given.push({ key: at, noticeId });
         return ctx.store.put(at, object.body, { onlyIfAbsent: true, metadata: posted });
       };
-      if (!(await post(inboxPrefix + name))) await post(inboxPrefix + generateName(ctx.clock()));
+      if (!(await post(inboxPrefix + name))) {
+        await post(inboxPrefix + generateName(ctx.clock()));
+        await removeOriginal(ctx, inboxPrefix + name, object);
+      }
       await ctx.store.delete(key);
     } catch (error) {
       ctx.log({ level: 'warn', message: `notice consumed by closed turn ${turn} not given back`, key, error });
@@ -273,6 +298,18 @@ export async function giveBack(
       ctx.log({ level: 'warn', message: 'notice given back to a deleted session not removed', key, error });
     }
   });
+}
+
+/**
+ * Removes `key` when it is still the original notice delivery record `object` claims: the delete
+ * of the run that moved it did not land (yet; it may never, its process gone). Once the give-back
+ * deletes the claim, no later consume would know that original as claimed, and would deliver it again.
+ */
+async function removeOriginal(ctx: InboxContext, key: string, object: StoredObject): Promise<void> {
+  const current = await ctx.store.head(key);
+  const { [META.sourceEtag]: etag, [META.sourceUploaded]: uploaded } = object.metadata;
+  if (current && plainEtag(current.etag) === etag && current.uploaded.toISOString() === uploaded)
+    await ctx.store.delete(key);
 }
 
 /**

@@ -38,8 +38,8 @@ import { forget, giveBack, type LostTurn, recordCarrier, recover, type Runner, t
 
 const GENERATED_NAME_ATTEMPTS = 5;
 
-/** A notice a closed turn consumed, to give back. */
-type Given = { name: string; stored_as: string };
+/** Notices a closed turn consumed, to give back (or found so: carry.ts `Unaccounted`). */
+type Given = Parameters<typeof giveBack>[2];
 
 /**
  * The session inbox: one-shot notices for the model (docs/ARCHITECTURE.md, "Inbox").
@@ -345,7 +345,7 @@ export class Inbox {
   }
 
   /** Gives notices a closed turn consumed back to the inbox (lib/inbox/carry.ts `giveBack`). */
-  async giveBack(id: string, notices: readonly Given[], turn: number, session?: SessionMark, runner?: Runner) {
+  async giveBack(id: string, notices: Given, turn: number, session?: SessionMark, runner?: Runner) {
     return giveBack(this.#context, id, notices, turn, session, runner);
   }
 

@@ -1,6 +1,6 @@
 import type { LogScope } from './keys.ts';
 import { cancelTurn, closedBy, closeIfOpenExpired, leaveDeleted, renewLease } from './log/lease.ts';
-import { releaseHeldLease, renewHeldLease, takeLease } from './log/held-lease.ts';
+import { holdsLease, releaseHeldLease, renewHeldLease, takeLease } from './log/held-lease.ts';
 import type { TakenLease } from './log/types.ts';
 import { closerNotices } from './log/closer-notices.ts';
 import { EventJournal } from './log/journal.ts';
@@ -44,6 +44,11 @@ export class SessionLogRunning extends SessionLogBase {
   /** Renews a lease takeLease took: its etag, null once another's (log/held-lease.ts). */
   async renewHeldLease(turn: OpenTurn, etag: string): Promise<string | null> {
     return renewHeldLease(this.log, turn, etag);
+  }
+
+  /** Whether a lease takeLease took still names its runner (log/held-lease.ts). */
+  async holdsLease(turn: OpenTurn): Promise<boolean> {
+    return holdsLease(this.log, turn);
   }
 
   /** Gives a lease takeLease took up for the turn's next runner to take at once: whether it was (log/held-lease.ts). */

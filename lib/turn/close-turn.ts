@@ -9,6 +9,7 @@ import type { InboxAbort } from '../inbox/index.ts';
 import type { StoredItem } from '../items.ts';
 import { logUnlessGone } from '../log-unless-gone.ts';
 import { afterResponse } from './append.ts';
+import { afterOwnClose } from './own-close.ts';
 import { pickUp } from './busy.ts';
 import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
@@ -223,6 +224,8 @@ async function closeFailedTurn(
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,
   // as after any close by the turn's own completion.
   const closedItself = error instanceof AbortedError || closedByCompletion;
+  // Another run of a background turn may have moved notices for it meanwhile (afterOwnClose).
+  if (closedItself) await afterOwnClose(services, sessionId, attempt);
   if (closedItself) afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
   if (closedByCompletion) chargeCounted(services, turn, failure);
   // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
@@ -254,6 +257,7 @@ async function closeFailedTurn(
       ...promptMoves(attempt.prompt),
     });
     attempt.closedFailed = true;
+    await afterOwnClose(services, sessionId, attempt);
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
     chargeToken(services, turn, answered, 0, summary);
   } catch (closeError) {
@@ -273,6 +277,7 @@ async function closeFailedTurn(
     if (closeError instanceof ClosedByItsCompletionError) {
       // Its failed completion stands (its totals took the summary); only its webhook event failed.
       attempt.closedFailed = true;
+      await afterOwnClose(services, sessionId, attempt);
       afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
       chargeCounted(services, turn, closeError);
       if (answered) chargeToken(services, turn, answered, 0, undefined);

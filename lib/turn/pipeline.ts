@@ -32,6 +32,7 @@ import {
   tellCompaction,
   type Attempt,
 } from './close-turn.ts';
+import { afterOwnClose } from './own-close.ts';
 import { requestRecord } from './receipt.ts';
 import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
@@ -326,6 +327,7 @@ async function turnSteps(
     ...promptMoves(inputs),
   };
   const stored = await trace.step(TURN_STEPS.complete, () => closeTurn(services, turn, outcome));
+  await afterOwnClose(services, sessionId, attempt);
   // The delivery records of notices consumed by earlier turns name the turn that carried them.
   const { carried } = notices;
   if (carried.length > 0) afterResponse(services, () => services.inbox.recordCarrier(sessionId, carried, turn.turn));

@@ -114,6 +114,7 @@ export type TurnSessionLog = Pick<
   | 'takeLease'
   | 'renewHeldLease'
   | 'releaseHeldLease'
+  | 'holdsLease'
   | 'closedBy'
   | 'closerNotices'
   | 'leaveDeleted'

@@ -576,7 +576,7 @@ describe("a background turn's delivery records", () => {
     expect(listed).toEqual([]);
   });
 
-  it('are read by a run that took the lease over from a dead one', async () => {
+  it('are read by a run that took the lease over from a dead one, and again after its close', async () => {
     const w = await world();
     await diedHoldingLease(w.sessions, w.run);
     const { services, listed } = listingRemoved(w);
@@ -584,6 +584,7 @@ describe("a background turn's delivery records", () => {
     await w.until(() => w.calls() === 1);
     w.release();
     expect(await w.outcome(second)).toBe('done');
-    expect(listed).toEqual([expect.stringMatching(/\/inbox_removed\/$/)]);
+    // Once before it moves a notice, and once after its close: a move of the dead run may land between.
+    expect(listed).toEqual([expect.stringMatching(/\/inbox_removed\/$/), expect.stringMatching(/\/inbox_removed\/$/)]);
   });
 });

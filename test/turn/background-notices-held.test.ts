@@ -14,8 +14,9 @@ import { hookedEcho } from '../support/turn-world.ts';
  * another run closed the turn with (the read fails, or finds the completion buried with no segment
  * line telling what it carries on, as for a line an older pack wrote), and a run whose lease a
  * third run took over, keep what they took over from an earlier run (the close showed it, or the
- * turn after it takes it over). A completion a pack buried is read from its segment line. Each run
- * has its own view of one store; time (the runners' timers, the clock) is the test's.
+ * turn after it takes it over). A completion a pack buried is read from its segment line. A run
+ * that closes the turn itself gives back what a run of it that died moved for it. Each run has its
+ * own view of one store; time (the runners' timers, the clock) is the test's.
  */
 
 const LEASE_MS = 30_000;
@@ -48,7 +49,8 @@ function hold() {
 }
 
 /**
- * One run's view of `store`: its lease puts wait for `leaseHold` once `stalled()`; its listings of
+ * One run's view of `store`: every call fails once `dead()` (its process died); its lease puts
+ * wait for `leaseHold` once `stalled()`; its listings of
  * `inbox_removed/` wait for `listHold`, and its puts `putHold` chooses for it; its reads of the
  * turn's completion once it told its own completion refused fail or find it buried, no segment
  * keeping its line (`doneRead`).
@@ -62,6 +64,7 @@ function runView(
     putHold?: { when: (key: string) => boolean; wait: Promise<void>; reached: () => void };
     doneRead?: 'fail' | 'buried';
     afterDelete?: (key: string) => void;
+    dead?: () => boolean;
   },
 ): ObjectStore {
   let refused = false;
@@ -72,6 +75,7 @@ function runView(
       if (typeof value !== 'function') return value;
       return async (...args: unknown[]) => {
         const key = typeof args[0] === 'string' ? args[0] : '';
+        if (hooks.dead?.()) throw new Error('the process died');
         if (property === 'put' && key.endsWith('.lease') && hooks.stalled?.()) await hooks.leaseHold;
         if (property === 'list' && key.includes('/inbox_removed/') && hooks.listHold) {
           hooks.listHold.reached();
@@ -578,4 +582,102 @@ describe('a background run that took a notice over from a run that took it from 
       expect((await w.sessions.getTurn('s', 2)).notices).toEqual([]);
     });
   }
+});
+
+describe('a background run that moved a notice and died before another run of its turn closed it', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('the earlier run completes the turn not showing it: the next turn delivers it, once', async () => {
+    const w = await world();
+    // Run A moves the first notice and stalls; the second is posted after.
+    const a = await firstRun(w);
+    await w.inbox.post('s', { name: 'n2.md', content: 'the second notice' });
+    // Run B takes A's lease and the first notice over, moves the second itself, then its process dies.
+    const b = gated();
+    let dead = false;
+    const bOutcome = runBackgroundTurn(w.runServices(runView(w.store, { dead: () => dead }), b), w.run);
+    await w.until(() => b.prompts.length === 1);
+    expect(b.prompts[0]).toContain(NOTICE);
+    expect(b.prompts[0]).toContain('the second notice');
+    dead = true;
+    void bOutcome.catch(() => undefined);
+    // A, stalled all along, completes the turn showing the first notice only: its close is the turn's own.
+    a.model.open();
+    expect(await w.outcome(a.outcome)).toBe('done');
+    expect((await w.sessions.getTurn('s', 1)).notices.map((notice) => notice.name)).toEqual(['n1.md']);
+    a.resume();
+    await w.advance(LEASE_MS);
+    // The second notice is no close's: the next turn delivers it, and the first not again.
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+    const next = runBackgroundTurn(w.services, run!);
+    await w.until(() => w.next.prompts.length === 1);
+    w.next.open();
+    expect(await w.outcome(next)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 2)).notices.map((notice) => notice.name)).toEqual(['n2.md']);
+    expect(await w.inbox.peek('s')).toEqual([]);
+  });
+
+  it('the later run completes the turn after the move of the earlier one, dead, landed: it goes back', async () => {
+    const w = await world();
+    // Run A's move of the notice waits; its renewals stall.
+    const a = gated();
+    const aPut = hold();
+    let aMoving = false;
+    let aDead = false;
+    let aAfter = false;
+    const aView = runView(w.store, {
+      stalled: () => aMoving,
+      leaseHold: new Promise<void>(() => {}),
+      putHold: {
+        when: (key) => key.endsWith('/inbox_removed/n1.md'),
+        wait: aPut.wait,
+        reached: () => (aMoving = true),
+      },
+      dead: () => {
+        if (aDead) aAfter = true;
+        return aDead;
+      },
+    });
+    void runBackgroundTurn(w.runServices(aView, a), w.run).catch(() => undefined);
+    await w.until(() => aMoving);
+    // Run B takes A's lease over and finds no record of A's; its own move waits.
+    const b = gated();
+    const bPut = hold();
+    let bMoving = false;
+    const bView = runView(w.store, {
+      putHold: {
+        when: (key) => key.endsWith('/inbox_removed/n1.md'),
+        wait: bPut.wait,
+        reached: () => (bMoving = true),
+      },
+    });
+    const bOutcome = runBackgroundTurn(w.runServices(bView, b), w.run);
+    await w.until(() => bMoving);
+    expect(bMoving).toBe(true);
+    // A's move lands, then its process dies (before its delete of the original).
+    aDead = true;
+    aPut.release();
+    await w.until(() => aAfter);
+    // B's move finds the notice claimed: it completes the turn showing nothing.
+    bPut.release();
+    await w.until(() => b.prompts.length === 1);
+    expect(b.prompts[0]).not.toContain(NOTICE);
+    b.open();
+    expect(await w.outcome(bOutcome)).toBe('done');
+    await w.advance(LEASE_MS);
+    expect((await w.sessions.getTurn('s', 1)).notices).toEqual([]);
+    // The notice went back: the next turn delivers it, once.
+    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+    const next = runBackgroundTurn(w.services, run!);
+    await w.until(() => w.next.prompts.length === 1);
+    expect(w.next.prompts[0]!.split(NOTICE)).toHaveLength(2);
+    w.next.open();
+    expect(await w.outcome(next)).toBe('done');
+    await w.advance(0);
+    expect((await w.sessions.getTurn('s', 2)).notices).toHaveLength(1);
+    expect(await w.inbox.peek('s')).toEqual([]);
+  });
 });

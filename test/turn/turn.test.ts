@@ -355,6 +355,7 @@ describe('storage operations per turn', () => {
         takeLease: log.takeLease.bind(log),
         renewHeldLease: log.renewHeldLease.bind(log),
         releaseHeldLease: log.releaseHeldLease.bind(log),
+        holdsLease: log.holdsLease.bind(log),
         listQueuedInputs: log.listQueuedInputs.bind(log),
         closedBy: log.closedBy.bind(log),
         closerNotices: log.closerNotices.bind(log),

@@ -93,6 +93,14 @@ export async function renewHeldLease(log: LogContext, turn: OpenTurn, etag: stri
 }
 
 /**
+ * Whether the lease of `turn` still names its runner (its `writer`): false once another runner
+ * of the turn took it over (or it was given up, or is gone with the closed turn). One head.
+ */
+export async function holdsLease(log: LogContext, turn: OpenTurn): Promise<boolean> {
+  return (await log.store.head(leaseKey(turn.scope, turn.record)))?.metadata.writer === turn.writer;
+}
+
+/**
  * Gives up a lease taken with takeLease, its runner having stopped with the turn left open (for
  * a queue to deliver it again): a put if-match on `etag` of the lease a renewal would write, but
  * carrying `released` in place of `writer`, so the next runner takes it over at once (takeLease)

@@ -19,14 +19,14 @@ import { hookedEcho } from '../support/turn-world.ts';
  * completion before the stopped runs read it (each then reads the turn's line in the segment).
  * Then later turns run until the inbox is drained. Every acknowledged notice must then be shown
  * by exactly one completed turn (its receipt's `notices`, which a model was sent), none twice,
- * and none be left pending. Left out (docs/STORAGE.md, "Notices"): a run that dies once told
- * someone else closed its turn or took its lease; a notice a run that failed to read the close
- * kept (one another run moved: that run, stopped by its takeover of the lease, could not give it
- * back); and one a run that died before it was told it stopped still held (its delivery record
- * names the run, which no run gives back when an earlier run of the turn completes it, seed 3581
- * of NOTICES_SEEDS=4000). A close packed before the stopped runs read it is not left out. A
- * failure names its seed: NOTICES_SEED=<seed> runs that one alone; NOTICES_SEEDS=<count> runs
- * that many.
+ * and none be left pending (one given back under another name, its own taken, counts as the
+ * notice it carries). Left out (docs/STORAGE.md, "Notices"): a run that dies once told someone
+ * else closed its turn or took its lease; and a notice a run that failed to read the close kept
+ * (one another run moved: that run, stopped by its takeover of the lease, could not give it
+ * back). A run that died before it was told it stopped is not left out (the run that closed the
+ * turn gives back what it still held, seed 3581 of NOTICES_SEEDS=4000), nor is a close packed
+ * before the stopped runs read it. A failure names its seed: NOTICES_SEED=<seed> runs that one
+ * alone; NOTICES_SEEDS=<count> runs that many.
  */
 
 const S = 's';
@@ -38,13 +38,14 @@ type DoneRead = 'fail' | undefined;
 
 /**
  * What a run's view tells: a completion of the turn landed (`closed`), a read found one packed
- * (`buried`), the run put the lease (`leased`, with its random `writer`), its process died (`died`).
+ * (`buried`), the run put the lease (`leased`, with its random `writer`), it put notice `name`
+ * into the inbox under another name `as` (`renamed`: a give-back, its name taken).
  */
 type Told = {
   closed?: () => void;
   buried?: () => void;
   leased?: (writer: string | undefined) => void;
-  died?: () => void;
+  renamed?: (as: string, name: string) => void;
 };
 
 /**
@@ -67,7 +68,6 @@ function runView(store: ObjectStore, doneRead: DoneRead, crash?: number, told: T
         const key = typeof args[0] === 'string' ? args[0] : '';
         if (!stopped && ++calls === crash) {
           dead = true;
-          told.died?.();
         }
         if (dead) throw new CrashError();
         const done = property === 'get' && key.endsWith('.done') && refused && readsAfter++ > 0 ? doneRead : undefined;
@@ -79,6 +79,11 @@ function runView(store: ObjectStore, doneRead: DoneRead, crash?: number, told: T
         const body =
           property === 'get' && key.endsWith('.done') ? (result as { body: Uint8Array } | null)?.body : undefined;
         if (body?.length === 0) told.buried?.();
+        const posted = property === 'put' && result !== null ? /\/inbox\/([^/]+)$/.exec(key)?.[1] : undefined;
+        const raw = posted === undefined ? '' : args[1];
+        const content = typeof raw === 'string' ? raw : new TextDecoder().decode(raw as Uint8Array);
+        if (posted !== undefined && content.startsWith('notice ') && content !== `notice ${posted}`)
+          told.renamed?.(posted, content.slice('notice '.length));
         if (property === 'put' && key.endsWith('.done') && result === null) refused = true;
         if (key.endsWith('.done') && (property === 'get' ? result !== null : result === null)) stopped = true;
         if (property === 'put' && key.endsWith('.lease') && result === null) stopped = true;
@@ -146,7 +151,10 @@ async function simulate(seed: number, told: (line: string) => void, buried: () =
       })(),
     );
   };
-  const admin = runner(world, model, () => {}, undefined, undefined, { closed });
+  // Notices given back under another name (theirs taken), by the name they were posted under.
+  const names = new Map<string, string>();
+  const renamed = (as: string, name: string) => names.set(as, name);
+  const admin = runner(world, model, () => {}, undefined, undefined, { closed, renamed });
   const actors: Actor[] = [admin];
   const post = async () => {
     const name = `n${posted.length}`;
@@ -167,7 +175,7 @@ async function simulate(seed: number, told: (line: string) => void, buried: () =
   const last = chance(70) ? takeovers : choose(takeovers + 1);
   const unreading = chance(80) ? last : -1;
   let started = 0;
-  // The random `writer` of each run that failed to read the close, or died before it was told it stopped.
+  // The random `writer` of each run that failed to read the close.
   const excused = new Set<string>();
   const start = () => {
     const crash = chance(10) ? 5 + choose(40) : undefined;
@@ -183,7 +191,7 @@ async function simulate(seed: number, told: (line: string) => void, buried: () =
     const leased = (written: string | undefined) => {
       writer ??= written;
     };
-    const hooks = { closed, buried, leased, died: fault };
+    const hooks = { closed, buried, leased, renamed };
     const actor = runner(world, model, tell, faulty ? 'fail' : undefined, crash, hooks);
     actors.push(actor);
     runs.push(attempt(() => runBackgroundTurn(actor.services, run)));
@@ -237,9 +245,12 @@ async function simulate(seed: number, told: (line: string) => void, buried: () =
   for (let turn = 1; turn <= session.counts.turns; turn++) {
     const stored = await world.run(admin.services.sessions.getTurn(S, turn), actors);
     if (stored.status !== 'completed') continue;
-    for (const notice of stored.notices) shown.set(notice.name, (shown.get(notice.name) ?? 0) + 1);
+    for (const notice of stored.notices) {
+      const name = names.get(notice.name) ?? notice.name;
+      shown.set(name, (shown.get(name) ?? 0) + 1);
+    }
   }
-  // Left out: a notice a run that failed to read the close, or died untold, kept (its record still names that run).
+  // Left out: a notice a run that failed to read the close kept (its record still names that run).
   const kept = new Set<string>();
   const records = (await world.run(listAll(world.store, ''), actors)).filter((info) =>
     /\/inbox_removed\/[^/]+$/.test(info.key),

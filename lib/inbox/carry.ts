@@ -7,11 +7,11 @@ import {
   CONCURRENCY,
   decodeName,
   generateName,
+  isClaimedOriginal,
   markMetadata,
   markOf,
   META,
   namesOther,
-  plainEtag,
   postedAtOf,
   randomId,
   turnSchema,
@@ -307,9 +307,7 @@ export async function giveBack(
  */
 async function removeOriginal(ctx: InboxContext, key: string, object: StoredObject): Promise<void> {
   const current = await ctx.store.head(key);
-  const { [META.sourceEtag]: etag, [META.sourceUploaded]: uploaded } = object.metadata;
-  if (current && plainEtag(current.etag) === etag && current.uploaded.toISOString() === uploaded)
-    await ctx.store.delete(key);
+  if (current && isClaimedOriginal(current, object)) await ctx.store.delete(key);
 }
 
 /**

@@ -92,12 +92,25 @@ export type ClaimOutcome =
   /** Gone before we could take it: withdrawn, or claimed by a concurrent consumer. */
   | { kind: 'taken' };
 
-export function sameIdentity(claim: ObjectInfo, identity: Identity): boolean {
+export function sameIdentity(claim: Pick<ObjectInfo, 'metadata'>, identity: Identity): boolean {
   return (
     claim.metadata[META.sourceEtag] === identity.etag &&
     claim.metadata[META.sourceUploaded] === identity.uploaded &&
     (claim.metadata[META.noticeId] ?? '') === identity.noticeId
   );
+}
+
+/**
+ * Whether `current`, the notice now under a name, is the original delivery record `claim`
+ * moved: its identity (etag, upload time, notice id), so a notice posted again under the name,
+ * even with the same bytes within the storage clock's second, is another.
+ */
+export function isClaimedOriginal(current: ObjectInfo, claim: Pick<ObjectInfo, 'metadata'>): boolean {
+  return sameIdentity(claim, {
+    etag: plainEtag(current.etag),
+    uploaded: current.uploaded.toISOString(),
+    noticeId: current.metadata[META.noticeId] ?? '',
+  });
 }
 
 /** Etags without quotes or a weak marker: a metadata value need not keep them intact. */

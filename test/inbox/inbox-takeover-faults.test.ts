@@ -153,3 +153,32 @@ describe('a chain of decision keys past many turns whose takeover failed', () =>
     expect(limited.injected).toBe(0);
   });
 });
+
+describe('a give-back whose name a notice holds', () => {
+  it('leaves a notice posted again under the name, same content and second, to be delivered too', async () => {
+    // The store's clock stands still: a second post lands in the same second as the first (S3
+    // and R2 tell an object's time to the second), with the same content, so the same etag.
+    const at = new Date('2026-01-01T00:00:00.000Z');
+    const memory = new MemoryStore({ clock: () => at });
+    await memory.put(sessionConfigKey(keyPrefix, 's1'), '{}');
+    const inbox = new Inbox(memory, { keyPrefix, sessionExists: sessionExistsIn(memory, keyPrefix), clock: () => at });
+    await inbox.post('s1', { name: 'note.md', content: 'once' });
+    // Turn 8 moves it; its delete of the original fails.
+    const original = `${sessionPrefix(keyPrefix, 's1')}inbox/note.md`;
+    const failing = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => operation === 'delete' && key === original,
+    );
+    const taken = await new Inbox(failing, {
+      keyPrefix,
+      sessionExists: sessionExistsIn(memory, keyPrefix),
+      clock: () => at,
+    }).consume('s1', { turn: 8 });
+    expect(taken.delivered.map((notice) => notice.content)).toEqual(['once']);
+    // The original goes (withdrawn), and the client posts again under the name.
+    await inbox.withdraw('s1', 'note.md');
+    await inbox.post('s1', { name: 'note.md', content: 'once' });
+    // Turn 8, closed by someone else, gives its notice back: the name is taken by the new post.
+    await inbox.giveBack('s1', taken.delivered, 8);
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toHaveLength(2);
+  });
+});

@@ -86,7 +86,7 @@ export class MemoryTurnDriver implements TurnDriver {
       takeLease: (turn) => log.takeLease(turn),
       renewHeldLease: (turn, etag) => log.renewHeldLease(turn, etag),
       releaseHeldLease: (turn, etag) => log.releaseHeldLease(turn, etag),
-      holdsLease: (turn) => log.holdsLease(turn),
+      holdsLease: (turn, since) => log.holdsLease(turn, since),
       listQueuedInputs: (id, limit) => log.listQueuedInputs(id, limit),
       closedBy: (turn) => log.closedBy(turn),
       closerNotices: (turn) => log.closerNotices(turn),

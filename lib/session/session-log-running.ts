@@ -47,8 +47,8 @@ export class SessionLogRunning extends SessionLogBase {
   }
 
   /** Whether a lease takeLease took still names its runner (log/held-lease.ts). */
-  async holdsLease(turn: OpenTurn): Promise<boolean> {
-    return holdsLease(this.log, turn);
+  async holdsLease(turn: OpenTurn, since?: number): Promise<boolean> {
+    return holdsLease(this.log, turn, since);
   }
 
   /** Gives a lease takeLease took up for the turn's next runner to take at once: whether it was (log/held-lease.ts). */

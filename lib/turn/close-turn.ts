@@ -47,6 +47,8 @@ export interface Attempt {
   background?: true;
   /** A background turn's runner took the lease over from another runner of the turn. */
   earlierRun?: true;
+  /** A background turn's runner: when it set out to take the lease (TakenLease.at). */
+  leaseAt?: number;
   /** Set once this attempt's own failed completion landed (closeFailed). */
   closedFailed?: true;
   /** Its lease's renewals, once its claim landed (closeFailed stops them first). */

@@ -1,5 +1,6 @@
 import type { OpenTurn } from '../session/log/types.ts';
 import type { TurnNotices } from './notices.ts';
+import type { LeaseRenewal } from './renewal.ts';
 import type { TurnServices } from './types.ts';
 
 /** What afterOwnClose reads of an attempt (lib/turn/close-turn.ts `Attempt`). */
@@ -8,6 +9,8 @@ interface ClosedAttempt {
   notices?: TurnNotices;
   background?: true;
   earlierRun?: true;
+  leaseAt?: number;
+  renewal?: LeaseRenewal;
 }
 
 /**
@@ -22,7 +25,8 @@ interface ClosedAttempt {
  * gives each to one. A run that took the lease over moves notices only once its read of the
  * turn's completion found none (log/held-lease.ts `takeLease`): so one whose move landed before
  * this close holds the lease by then, and the lease read after the close tells it. Costs a head
- * of the lease (none for a run that took the lease over); then, a listing of `inbox_removed/`
+ * of the lease (none for a run that took the lease over, nor for one that closed within a renewal
+ * of taking it: log/held-lease.ts holdsLease); then, a listing of `inbox_removed/`
  * and a give-back per notice found (docs/STORAGE.md, "Notices"). A failure is logged: the close
  * stands.
  */
@@ -37,7 +41,9 @@ export async function afterOwnClose(services: TurnServices, sessionId: string, a
     ].map((notice) => notice.stored_as),
   );
   try {
-    if (!attempt.earlierRun && (await services.sessions.holdsLease(turn))) return;
+    // A run that closed its turn within a renewal of taking the lease, none due meanwhile, holds it still: no read.
+    const since = attempt.renewal?.due() === false ? attempt.leaseAt : undefined;
+    if (!attempt.earlierRun && (await services.sessions.holdsLease(turn, since))) return;
     await services.inbox.giveBack(
       sessionId,
       { since: turn.claimedAt, accounted },

@@ -184,8 +184,9 @@ async function attemptTurn(
   // A background runner holds the lease before it moves a notice or calls a model (a second stops while it renews).
   const { background } = options;
   const leased = background
-    ? services.sessions.takeLease(claimed.turn).then(({ etag, takenOver }) => {
+    ? services.sessions.takeLease(claimed.turn).then(({ etag, takenOver, at }) => {
         if (takenOver) attempt.earlierRun = true;
+        attempt.leaseAt = at;
         return Object.assign(background.lease ?? {}, { turn: claimed.turn, etag });
       })
     : undefined;

@@ -82,9 +82,14 @@ export function renewLease(
     const asked = closed().catch(failed);
     track(asked.then(() => (stop?.signal.aborted ? undefined : renewed())).catch(failed));
   };
-  const renewal = setInterval(renew, renewalMs(services.config.turnLeaseMs));
+  let due = false;
+  const renewal = setInterval(() => {
+    due = true;
+    renew();
+  }, renewalMs(services.config.turnLeaseMs));
   if (held) track(closed().catch(failed));
   return {
+    due: () => due,
     stop: () => {
       clearInterval(renewal);
       return Promise.all(inFlight).then(() => undefined);
@@ -97,5 +102,7 @@ export function renewLease(
  * ended (never, while one's store call does not answer: nobody's answer waits for it).
  */
 export interface LeaseRenewal {
+  /** Whether a renewal came due (its interval fired) since the renewals began. */
+  due(): boolean;
   stop(): Promise<void>;
 }

@@ -24,13 +24,14 @@ import type { OpenTurn, TakenLease } from './types.ts';
  */
 export async function takeLease(log: LogContext, turn: OpenTurn): Promise<TakenLease> {
   const key = leaseKey(turn.scope, turn.record);
+  const at = log.clock().getTime();
   const first = leaseWrite(log, turn);
   let found: StoredObject | null = null;
   const taken = await putCreateOnlyInfo(log.store, key, first.body, first.options, (object) => {
     found = object;
     return object.metadata.writer === turn.writer;
   });
-  if (taken) return { etag: taken.etag, takenOver: false };
+  if (taken) return { etag: taken.etag, takenOver: false, at };
   const held = found as StoredObject | null;
   // Gone since the refusal: deleted with the closed turn (the packer) or the session.
   if (!held) throw new LeaseHeldError(turn.scope.id, turn.turn);
@@ -59,7 +60,7 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<TakenL
   // Not renewed because its runner completed the turn meanwhile (a turn shorter than a renewal),
   // or closed by someone else: nothing is left to run, and no model is called for it.
   if ((await closedBy(log, turn)) !== null) throw new TurnNotOpenError(turn.scope.id, turn.turn);
-  return { etag: written.etag, takenOver: true };
+  return { etag: written.etag, takenOver: true, at };
 }
 
 /** The ms a stored lease runs out at. */
@@ -94,9 +95,14 @@ export async function renewHeldLease(log: LogContext, turn: OpenTurn, etag: stri
 
 /**
  * Whether the lease of `turn` still names its runner (its `writer`): false once another runner
- * of the turn took it over (or it was given up, or is gone with the closed turn). One head.
+ * of the turn took it over (or it was given up, or is gone with the closed turn). One head; none
+ * when its runner set out to take it (`since`, TakenLease.at) less than a renewal ago and no
+ * renewal of it came due since (the caller's to know): another runner takes a lease over only
+ * once it ran out, or once it went a renewal and a tenth unrenewed (takeLease), so it is still
+ * this runner's.
  */
-export async function holdsLease(log: LogContext, turn: OpenTurn): Promise<boolean> {
+export async function holdsLease(log: LogContext, turn: OpenTurn, since?: number): Promise<boolean> {
+  if (since !== undefined && log.clock().getTime() - since < renewalMs(log.leaseMs)) return true;
   return (await log.store.head(leaseKey(turn.scope, turn.record)))?.metadata.writer === turn.writer;
 }
 

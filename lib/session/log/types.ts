@@ -396,4 +396,5 @@ export type { PackOptions, PackResult } from './pack-types.ts';
 export interface TakenLease {
   etag: string;
   takenOver: boolean;
+  at: number; // when its runner set out to take it (log clock, ms): holdsLease
 }

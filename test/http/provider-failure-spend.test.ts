@@ -111,29 +111,39 @@ describe('a turn whose call the provider may have run charges its estimate', () 
   });
 });
 
+/**
+ * Cancels turn 1 of session `id` of a spend world (`spend`) once its model call reached the fake
+ * provider (`answers` answers made, or the first request sent) and its claim landed: the call
+ * starts beside the claim's write.
+ */
+async function cancelWhileCalling(spend: Awaited<ReturnType<typeof world>>, id: string, answers: number) {
+  if (answers > 0) await spend.answered(answers);
+  else await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
+  const { api } = spend;
+  await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+  const cancel = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+  expect(cancel.status, JSON.stringify(cancel.body)).toBe(200);
+}
+
 // A turn stopped by someone else (here a cancel, which reaches a turn of the same process at
 // once) charges what its call spent by the same rule: nothing for a call refused and waiting to
 // retry (`retry-after-ms` far past the test), its estimate for one in flight.
 describe.each([false, true])('a turn (stream: %s) cancelled while its call', (stream) => {
   async function cancelled(reply: FakeReply, answers: number) {
     fake.next = reply;
-    const { api, harness, auth, drain, answered } = await world(fake.provider.baseURL, {
+    const found = await world(fake.provider.baseURL, {
       MODEL_MAX_RETRIES: '1',
       MODEL_TIMEOUT_MS: '600000',
       TURN_LEASE_MS: '600000',
     });
+    const { api, harness, auth, drain } = found;
     const id = await api.session();
     const pending = harness.fetch(`/v1/sessions/${id}/turns`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
       body: JSON.stringify({ input: 'Hello there', stream }),
     });
-    if (answers > 0) await answered(answers);
-    else await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
-    // The call starts beside the claim's write: the cancel waits for the claim to land.
-    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
-    const cancel = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
-    expect(cancel.status, JSON.stringify(cancel.body)).toBe(200);
+    await cancelWhileCalling(found, id, answers);
     await (await pending).text();
     await drain();
     const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
@@ -226,22 +236,14 @@ describe("a compaction's summary call", () => {
   async function cancelledSummary(reply: FakeReply, answers: number) {
     fake.next = reply;
     fake.provider.requests.length = 0;
-    const { api, harness, auth, drain, answered, id, spent } = await withHistory({
-      MODEL_MAX_RETRIES: '1',
-      MODEL_TIMEOUT_MS: '600000',
-      TURN_LEASE_MS: '600000',
-    });
+    const found = await withHistory({ MODEL_MAX_RETRIES: '1', MODEL_TIMEOUT_MS: '600000', TURN_LEASE_MS: '600000' });
+    const { api, harness, auth, drain, id, spent } = found;
     const pending = harness.fetch(`/v1/sessions/${id}/turns`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
       body: JSON.stringify(compacting),
     });
-    if (answers > 0) await answered(answers);
-    else await expect.poll(() => fake.provider.requests.length).toBeGreaterThan(0);
-    // The call starts beside the claim's write: the cancel waits for the claim to land.
-    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
-    const cancel = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
-    expect(cancel.status, JSON.stringify(cancel.body)).toBe(200);
+    await cancelWhileCalling(found, id, answers);
     await (await pending).text();
     await drain();
     const [receipt] = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;

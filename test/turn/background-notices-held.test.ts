@@ -438,99 +438,72 @@ describe('a background run that moved a notice a later run of its turn took over
     vi.useRealTimers();
   });
 
-  it('reads a close not showing it: gives it back, though the run that took it over cannot read it', async () => {
-    const w = await world();
-    // Run A moves the first notice and stalls; the second is posted after.
-    const a = await firstRun(w);
-    await w.inbox.post('s', { name: 'n2.md', content: 'the second notice' });
-    // Run B takes A's lease over, takes the first notice over and moves the second itself; its renewals stall.
-    const b = gated();
-    const bLease = hold();
-    let bStalled = false;
-    const bOutcome = runBackgroundTurn(
-      w.runServices(runView(w.store, { stalled: () => bStalled, leaseHold: bLease.wait }), b),
-      w.run,
-    );
-    await w.until(() => b.prompts.length === 1);
-    expect(b.prompts[0]).toContain('the second notice');
-    bStalled = true;
-    // Run C takes B's lease and both notices over; it cannot read the completion that closes the turn.
-    const c = gated();
-    const cOutcome = runBackgroundTurn(w.runServices(runView(w.store, { doneRead: 'fail' }), c), w.run);
-    await w.until(() => c.prompts.length === 1);
-    expect(c.prompts[0]).toContain('the second notice');
-    // A, stalled all along, completes the turn showing the first notice only.
-    a.model.open();
-    expect(await w.outcome(a.outcome)).toBe('done');
-    expect((await w.sessions.getTurn('s', 1)).notices.map((notice) => notice.name)).toEqual(['n1.md']);
-    // B learns the turn is closed, reads A's close: the second notice is no close's.
-    bLease.release();
-    await w.until(() => b.signals[0]?.aborted === true);
-    b.open();
-    expect(await w.outcome(bOutcome)).toBe('done');
-    c.open();
-    expect(await w.outcome(cOutcome)).toBe('done');
-    a.resume();
-    await w.advance(LEASE_MS);
-    // The next turn delivers the second notice, once.
-    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
-    const next = runBackgroundTurn(w.services, run!);
-    await w.until(() => w.next.prompts.length === 1);
-    w.next.open();
-    expect(await w.outcome(next)).toBe('done');
-    await w.advance(0);
-    expect((await w.sessions.getTurn('s', 2)).notices.map((notice) => notice.name)).toEqual(['n2.md']);
-    expect(await w.inbox.peek('s')).toEqual([]);
-  });
-  it('finds the close that did not show it packed, as the run that took it over does: gives it back', async () => {
-    const w = await world();
-    // Run A moves the first notice and stalls; the second is posted after.
-    const a = await firstRun(w);
-    await w.inbox.post('s', { name: 'n2.md', content: 'the second notice' });
-    // Run B takes A's lease over, takes the first notice over and moves the second itself; its renewals stall.
-    const b = gated();
-    const bLease = hold();
-    let bStalled = false;
-    const bOutcome = runBackgroundTurn(
-      w.runServices(runView(w.store, { stalled: () => bStalled, leaseHold: bLease.wait }), b),
-      w.run,
-    );
-    await w.until(() => b.prompts.length === 1);
-    expect(b.prompts[0]).toContain('the second notice');
-    bStalled = true;
-    // Run C takes B's lease and both notices over.
-    const c = gated();
-    const cOutcome = runBackgroundTurn(w.runServices(runView(w.store, {}), c), w.run);
-    await w.until(() => c.prompts.length === 1);
-    expect(c.prompts[0]).toContain('the second notice');
-    // A, stalled all along, completes the turn showing the first notice only; a pack then buries its close.
-    a.model.open();
-    expect(await w.outcome(a.outcome)).toBe('done');
-    expect((await w.sessions.getTurn('s', 1)).notices.map((notice) => notice.name)).toEqual(['n1.md']);
-    for (const text of ['after', 'and after'])
-      await w.sessions.append('s', [{ type: 'message', role: 'user', content: text }]);
-    await w.sessions.pack('s', { refresh: true });
-    const dones = (await listAll(w.store, '')).filter((info) => info.key.endsWith('.done'));
-    expect(dones.map((info) => info.size)).toEqual([0]);
-    // B and C learn the turn is closed and both find its close packed.
-    bLease.release();
-    await w.until(() => b.signals[0]?.aborted === true);
-    b.open();
-    expect(await w.outcome(bOutcome)).toBe('done');
-    c.open();
-    expect(await w.outcome(cOutcome)).toBe('done');
-    a.resume();
-    await w.advance(LEASE_MS);
-    // The next turn delivers the second notice, once.
-    const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
-    const next = runBackgroundTurn(w.services, run!);
-    await w.until(() => w.next.prompts.length === 1);
-    w.next.open();
-    expect(await w.outcome(next)).toBe('done');
-    await w.advance(0);
-    expect((await w.sessions.getTurn('s', 2)).notices.map((notice) => notice.name)).toEqual(['n2.md']);
-    expect(await w.inbox.peek('s')).toEqual([]);
-  });
+  // C cannot read the close (`fail`); or a pack buries the close before B and C read it, and both
+  // find it packed (`packed`, read from its segment line).
+  const cases = [
+    {
+      close: 'fail',
+      title: 'reads a close not showing it: gives it back, though the run that took it over cannot read it',
+    },
+    {
+      close: 'packed',
+      title: 'finds the close that did not show it packed, as the run that took it over does: gives it back',
+    },
+  ] as const;
+  for (const { close, title } of cases) {
+    it(title, async () => {
+      const w = await world();
+      // Run A moves the first notice and stalls; the second is posted after.
+      const a = await firstRun(w);
+      await w.inbox.post('s', { name: 'n2.md', content: 'the second notice' });
+      // Run B takes A's lease over, takes the first notice over and moves the second itself; its renewals stall.
+      const b = gated();
+      const bLease = hold();
+      let bStalled = false;
+      const bOutcome = runBackgroundTurn(
+        w.runServices(runView(w.store, { stalled: () => bStalled, leaseHold: bLease.wait }), b),
+        w.run,
+      );
+      await w.until(() => b.prompts.length === 1);
+      expect(b.prompts[0]).toContain('the second notice');
+      bStalled = true;
+      // Run C takes B's lease and both notices over.
+      const c = gated();
+      const cView = runView(w.store, close === 'fail' ? { doneRead: 'fail' } : {});
+      const cOutcome = runBackgroundTurn(w.runServices(cView, c), w.run);
+      await w.until(() => c.prompts.length === 1);
+      expect(c.prompts[0]).toContain('the second notice');
+      // A, stalled all along, completes the turn showing the first notice only.
+      a.model.open();
+      expect(await w.outcome(a.outcome)).toBe('done');
+      expect((await w.sessions.getTurn('s', 1)).notices.map((notice) => notice.name)).toEqual(['n1.md']);
+      if (close === 'packed') {
+        for (const text of ['after', 'and after'])
+          await w.sessions.append('s', [{ type: 'message', role: 'user', content: text }]);
+        await w.sessions.pack('s', { refresh: true });
+        const dones = (await listAll(w.store, '')).filter((info) => info.key.endsWith('.done'));
+        expect(dones.map((info) => info.size)).toEqual([0]);
+      }
+      // B learns the turn is closed: the second notice is no close's.
+      bLease.release();
+      await w.until(() => b.signals[0]?.aborted === true);
+      b.open();
+      expect(await w.outcome(bOutcome)).toBe('done');
+      c.open();
+      expect(await w.outcome(cOutcome)).toBe('done');
+      a.resume();
+      await w.advance(LEASE_MS);
+      // The next turn delivers the second notice, once.
+      const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
+      const next = runBackgroundTurn(w.services, run!);
+      await w.until(() => w.next.prompts.length === 1);
+      w.next.open();
+      expect(await w.outcome(next)).toBe('done');
+      await w.advance(0);
+      expect((await w.sessions.getTurn('s', 2)).notices.map((notice) => notice.name)).toEqual(['n2.md']);
+      expect(await w.inbox.peek('s')).toEqual([]);
+    });
+  }
 });
 
 describe('a background run that took a notice over from a run that took it from the run that moved it', () => {

@@ -18,7 +18,7 @@ import { resentHistory, type StoredContext, type TailgateResponse } from './resp
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
 import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
-import { readWithoutDeadTurn } from './dead-turn.ts';
+import { LapsedDeadTurn, readWithoutDeadTurn, refuseLapsedDead } from './dead-turn.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { keptObject, openaiTools } from './stored-responses.ts';
@@ -66,6 +66,8 @@ async function createStoredResponse(
     after?: { turn: number; known: number; lastSeq: number; taken?: number | undefined };
     /** A keyed retry under `conversation`: the items the request its key took resent (./conversation-resend.ts). */
     keyedResent?: number;
+    /** Started again once its claim found a dead turn's lease run out (./dead-turn.ts): it closes that turn. */
+    lapsed?: true;
   } = {},
 ): Promise<TailgateResponse | Response> {
   const { branch, fresh, after } = onto;
@@ -207,10 +209,14 @@ async function createStoredResponse(
     // A resend that retries a failed step whose outputs its first attempt stored takes it again
     // (under a key, compared as asking those outputs, as that attempt was: a retry is replayed).
     ...(taken > 0 && items.length === 0 ? { retake: true, retaken: sent } : {}),
+    // A dead turn whose lease ran out since it was read is taken out, not followed (./dead-turn.ts).
+    ...(onto.lapsed ? {} : { onLapsed: refuseLapsedDead }),
   };
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.
   const branched = async (thrown: unknown): Promise<TailgateResponse | Response> => {
+    if (thrown instanceof LapsedDeadTurn)
+      return createStoredResponse(facade, prepared, idempotencyKey, { lapsed: true });
     const error = namedInRequest(thrown, positions);
     // A conversation this request started under a random id (a new one, or a branch's fork),
     // which its failure left without a turn of its own, goes.

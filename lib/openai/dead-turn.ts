@@ -17,6 +17,19 @@ import type { IndexFacade } from './facade.ts';
  * open, its lease run out: closed so first). One that took inbox notices stays (deleteNewestTurn).
  */
 
+/**
+ * Thrown by the claim of a request that found the dead turn's lease running, once it ran out
+ * before the claim closed the turn (TurnOptions.onLapsed): the request starts again, and takes
+ * that turn out first instead of storing its input after it.
+ */
+export class LapsedDeadTurn extends Error {}
+
+/** TurnOptions.onLapsed of a stored response: refuses to close the dead turn of a response answered at its end. */
+export function refuseLapsedDead(lapsed: { turn: number; request: unknown }): void {
+  if ((lapsed.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true)
+    throw new LapsedDeadTurn(`turn ${lapsed.turn}, whose process died, is taken out first`);
+}
+
 /** The session and its newest turn (SessionLog.getWithNewestTurn), read again when a dead turn was taken out. */
 export async function readWithoutDeadTurn(
   facade: IndexFacade,

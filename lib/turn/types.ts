@@ -50,6 +50,11 @@ export interface TurnOptions {
    */
   answeredAtEnd?: boolean;
   /**
+   * Judges the session's open turn whose lease ran out before the claim closes it (its number
+   * and its record's request settings): what it throws refuses the turn, nothing written.
+   */
+  onLapsed?: (lapsed: { turn: number; request: unknown }) => void;
+  /**
    * Told the turn, the seq of its first input item (a retake, which has none: the seq its
    * output would have begun at) and the generation its ids name there (idGeneration: undefined
    * in a session stored before they named one) once its failed completion landed (the facade

@@ -58,6 +58,8 @@ export interface ClaimOptions {
   fromQueue?: boolean;
   /** The request's busy policy, if it names one (see CommitOptions.onBusy). */
   onBusy?: OnBusy;
+  /** Judges an expired open turn before the claim closes it (see CommitOptions.onLapsed). */
+  onLapsed?: CommitOptions['onLapsed'];
 }
 
 /**
@@ -122,7 +124,8 @@ export class TurnClaim {
   }
 
   async #next(): Promise<ClaimAttempt> {
-    const { requestHash, request, afterTurn, check, beforeRecord, adopt, retake, fromQueue, onBusy } = this.#options;
+    const { requestHash, request, afterTurn, check, beforeRecord, adopt, retake, fromQueue, onBusy, onLapsed } =
+      this.#options;
     const options = {
       kind: 'turn' as const,
       ...(adopt !== undefined ? { adopt } : {}),
@@ -136,6 +139,7 @@ export class TurnClaim {
       ...(retake ? { retake } : {}),
       ...(fromQueue ? { fromQueue } : {}),
       ...(onBusy ? { onBusy } : {}),
+      ...(onLapsed ? { onLapsed } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);

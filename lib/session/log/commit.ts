@@ -133,6 +133,11 @@ export interface CommitOptions {
   fromQueue?: boolean;
   /** The request's busy policy, else the session's: an `interrupt` goes ahead of queued inputs. */
   onBusy?: OnBusy;
+  /**
+   * Told an open turn whose lease ran out before this commit closes it (its number and its
+   * record's request settings): what it throws refuses the commit, nothing written.
+   */
+  onLapsed?: (lapsed: { turn: number; request: unknown }) => void;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -243,6 +248,7 @@ export async function prepareCommit(
     const expires = await leaseOf(log, scope, open);
     if (expires > log.clock().getTime())
       throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
+    options.onLapsed?.({ turn: open.turn ?? 0, request: open.request });
     // A model turn claims the session next: its own close takes up the queue.
     const successor =
       options.kind === 'turn'

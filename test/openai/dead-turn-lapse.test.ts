@@ -1,0 +1,113 @@
+import OpenAI from 'openai';
+import type { Response } from 'openai/resources/responses/responses';
+import { expect, it } from 'vitest';
+import { type AppOptions, createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
+import { clientInProcess, TOKEN } from './server.ts';
+
+// A response under `conversation` whose process died mid-turn leaves its turn open. The client's
+// retry (the same input) takes that turn out once its lease ran out (lib/openai/dead-turn.ts),
+// and is refused 409 while it runs. The lease may run out between the two: after the retry read
+// it running, before its own claim read it. The claim then must not close the dead turn and
+// store the input after it: the input would be in the conversation twice.
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
+const heldEcho = releasedAfterEach();
+
+function client(store: FaultyStore | MemoryStore, options: Partial<AppOptions>) {
+  const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {}, ...options });
+  return clientInProcess(app, TOKEN);
+}
+
+type Step = (openai: OpenAI, first: Response) => Promise<Response>;
+
+/** The second step ('slow two') of a conversation, as each kind of client sends it. */
+const steps: Record<string, Step> = {
+  conversation: (openai, first) => openai.responses.create({ input: 'slow two', conversation: first.conversation!.id }),
+  previous_response_id: (openai, first) =>
+    openai.responses.create({ input: 'slow two', previous_response_id: first.id, store: true }),
+  'a resent history': (openai, first) =>
+    openai.responses.create({
+      input: [
+        { role: 'user', content: 'one' },
+        { role: 'assistant', content: first.output_text },
+        { role: 'user', content: 'slow two' },
+      ],
+      store: true,
+    }),
+};
+
+/** A conversation's answered first step, and its second step running in a process that died. */
+async function deadStep(store: MemoryStore, step: Step): Promise<Response> {
+  const slow = heldEcho();
+  const dead = client(store, heldOptions(slow.model).options);
+  const first = await dead.responses.create({ input: 'one', store: true });
+  void step(dead, first).catch(() => undefined);
+  for (let i = 0; slow.signals.length === 0; i++) {
+    if (i > 1000) throw new Error('the dead step never reached its model');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return first;
+}
+
+/**
+ * The retry from another process whose clock passes the dead turn's lease once its `at`-th
+ * storage call was made: its answer (409 when the lease still ran), and how many calls it made.
+ */
+async function retry(store: MemoryStore, step: Step, first: Response, at: number) {
+  let now = Date.now();
+  let calls = 0;
+  const faulty = new FaultyStore(store).failWhen(() => {
+    calls += 1;
+    if (calls === at) now += 3_600_000;
+    return false;
+  });
+  const other = client(faulty, { clock: () => new Date(now) });
+  const answer = await step(other, first).catch((error: unknown) => error);
+  return { answer, calls, other, expire: () => (now += 3_600_000) };
+}
+
+const texts = async (openai: OpenAI, id: string) =>
+  (await openai.conversations.items.list(id, { order: 'asc' })).data.map((item) =>
+    item.type === 'message'
+      ? `${item.role}: ${item.content.map((part) => ('text' in part ? part.text : '')).join('')}`
+      : item.type,
+  );
+
+// Each kind of step, with every storage call of a retry refused 409 (the lease ran out before one
+// of them, or after all of them) as the point where its clock passes the lease.
+const cases: [string, number][] = [];
+for (const [kind, step] of Object.entries(steps)) {
+  const store = new MemoryStore();
+  const { calls } = await retry(store, step, await deadStep(store, step), 0);
+  for (let at = 1; at <= calls + 1; at++) cases.push([kind, at]);
+}
+
+it.each(cases)(
+  'a retry of a step sent by %s whose clock passes the dead turn lease after its storage call %i stores its input once',
+  async (kind, at) => {
+    const step = steps[kind]!;
+    const store = new MemoryStore();
+    const first = await deadStep(store, step);
+    const retried = await retry(store, step, first, at);
+    let { answer } = retried;
+    if (answer instanceof OpenAI.APIError) {
+      expect(answer.status).toBe(409);
+      retried.expire();
+      answer = await step(retried.other, first);
+    }
+    expect(answer).toMatchObject({ status: 'completed', output_text: 'echo: slow two' });
+    // A resent history whose conversation runs a turn (its lease not run out when the retry
+    // looked) starts a conversation of its own, as a resend racing another step does.
+    const conversation = (answer as Response).conversation!;
+    if (kind !== 'a resent history') expect(conversation).toEqual(first.conversation);
+    expect(await texts(retried.other, conversation.id)).toEqual([
+      'user: one',
+      'assistant: echo: one',
+      'user: slow two',
+      'assistant: echo: slow two',
+    ]);
+  },
+);

@@ -25,9 +25,10 @@ export const ANTHROPIC_MAX_IMAGE_SIDE = 8000;
 
 /**
  * The Messages API holds every image of a request with more than 20 to 2000 pixels a side ("At
- * least one of the image dimensions exceed max allowed size for many-image requests: 2000 pixels").
+ * least one of the image dimensions exceed max allowed size for many-image requests: 2000
+ * pixels"), and takes at most 100 images in a request (its vision guide's limit).
  */
-export const ANTHROPIC_MANY_IMAGES = { over: 20, maxImageSide: 2000 } as const;
+export const ANTHROPIC_MANY_IMAGES = { over: 20, maxImageSide: 2000, most: 100 } as const;
 
 /** Anthropic's prompt-cache hint, placed on each breakpoint. */
 export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: 'ephemeral' } } } as const;

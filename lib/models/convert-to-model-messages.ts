@@ -3,7 +3,15 @@ import { md5Hex } from '../hash.ts';
 import { answeredCalls, type PromptItem, type ReasoningItem } from '../items.ts';
 import { makesBlock } from './cache-breakpoints.ts';
 import type { Model } from './model.ts';
-import { placeholderText, promptMedia, toolResultOutput, type UserPart, userParts } from './media-parts.ts';
+import {
+  placeholderText,
+  promptMedia,
+  sentAsText,
+  toolResultOutput,
+  type UserMedia,
+  type UserPart,
+  userParts,
+} from './media-parts.ts';
 import { toolResultAfter } from './tool-media.ts';
 import { loopReasoning, reasoningPart } from './reasoning-parts.ts';
 
@@ -112,7 +120,7 @@ export function convertToModelMessages(
     if (index !== undefined) marked.set(index, breakpoint.providerOptions);
   }
 
-  const { maxImageSide } = promptMedia(
+  const media = promptMedia(
     {
       toolResultMedia: options.toolResultMedia ?? true,
       fileUrls: options.fileUrls ?? true,
@@ -124,12 +132,17 @@ export function convertToModelMessages(
     items,
     (index) => outputCall.has(index),
   );
-  const media = {
+  const { maxImageSide } = media;
+  const userMedia: UserMedia = {
     fileUrls: options.fileUrls ?? true,
     imageBytesOnly: options.imageBytesOnly ?? false,
     ...(maxImageSide !== undefined ? { maxImageSide } : {}),
     ...(options.textOnly ? { textOnly: true } : {}),
   };
+  // In a request with many images, which of an item's go as text is the prompt's (`promptMedia`).
+  const manyImages = media.sizeKnown === true || media.oldestAsText !== undefined;
+  const mediaAt = (item: PromptItem, index: number): UserMedia =>
+    manyImages ? { ...userMedia, asText: sentAsText(media, item, () => outputCall.has(index), index) } : userMedia;
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
   let tool: ToolModelMessage | undefined;
@@ -191,7 +204,7 @@ export function convertToModelMessages(
       } else {
         messages.push({
           role: 'user',
-          content: userParts(item.content, item.seq, withOptions, media),
+          content: userParts(item.content, item.seq, withOptions, mediaAt(item, index)),
         });
       }
       return;
@@ -224,7 +237,7 @@ export function convertToModelMessages(
             : [{ type: 'input_text', text: `Output of tool call ${item.call_id}:` }, ...item.output],
           item.seq,
           withOptions,
-          media,
+          mediaAt(item, index),
         ),
       });
       return;
@@ -232,12 +245,12 @@ export function convertToModelMessages(
     const toolCallId = wireIds.get(call)!;
     let output: ToolResultPart['output'];
     if (options.toolResultMedia === 'after') {
-      const after = toolResultAfter(item.output, item.seq, toolCallId, media);
+      const after = toolResultAfter(item.output, item.seq, toolCallId, mediaAt(item, index));
       output = after.output;
       toolMedia.push(...after.parts);
     } else {
       const takesMedia = options.toolResultMedia !== false && !options.textOnly;
-      output = toolResultOutput(item.output, item.seq, takesMedia, maxImageSide);
+      output = toolResultOutput(item.output, item.seq, takesMedia, maxImageSide, mediaAt(item, index).asText);
     }
     const result: ToolResultPart = {
       type: 'tool-result',

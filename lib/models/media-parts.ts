@@ -35,6 +35,8 @@ export interface UserMedia {
   maxImageSide?: number;
   /** No image or file at all (`Model.textOnly`): each as its description. */
   textOnly?: boolean;
+  /** The parts that go as their description whatever the rules above (`sentAsText` of a prompt's media). */
+  asText?: (part: InputImagePart | InputFilePart) => boolean;
 }
 
 /** Whether `part` is an image whose known width or height is over `maxImageSide` (`Model.maxImageSide`). */
@@ -62,57 +64,113 @@ export function mediaSupport(model: MediaSupport): MediaSupport {
 }
 
 /**
- * Which images and files of `item` the model gets as text placeholders (`partText`): every
- * one where it takes none at all (`Model.textOnly`); every one of an assistant's or system
- * message where it takes none there (`Model.assistantMedia`), and of a tool output sent as a
- * tool result (`toolResult`, asked only then) where it takes no media there; else each file by
- * URL where it takes none, each image by URL and file where it takes images only as bytes, and
- * each image larger than it takes (`Model.maxImageSide`). A tool output sent as user text
- * (answered after other items) goes as a user message does.
+ * The media support of one prompt (`promptMedia`): `MediaSupport`, and what the prompt's
+ * number of images changes in it (`Model.manyImages`).
+ */
+export interface PromptMedia extends MediaSupport {
+  /** Whether an image of unknown size goes as a text placeholder too (a request with many images). */
+  readonly sizeKnown?: true;
+  /**
+   * The oldest images that go as text placeholders in a prompt over `manyImages.most`: every image
+   * the rules above send as such in the items before `index`, and the first `images` of them in
+   * the item at `index`.
+   */
+  readonly oldestAsText?: { readonly index: number; readonly images: number };
+}
+
+/**
+ * Which images and files of `item` (at `index` of its prompt, when the media is a prompt's) the
+ * model gets as text placeholders (`partText`): every one where it takes none at all
+ * (`Model.textOnly`); every one of an assistant's or system message where it takes none there
+ * (`Model.assistantMedia`), and of a tool output sent as a tool result (`toolResult`, asked only
+ * then) where it takes no media there; else each file by URL where it takes none, each image by
+ * URL and file where it takes images only as bytes, each image larger than it takes
+ * (`Model.maxImageSide`) or of unknown size where that must be known (`PromptMedia.sizeKnown`),
+ * and the oldest images of a prompt holding more than it takes (`PromptMedia.oldestAsText`). A
+ * tool output sent as user text (answered after other items) goes as a user message does.
  */
 export function sentAsText(
-  media: MediaSupport,
+  media: PromptMedia,
   item: PromptItem,
   toolResult: () => boolean,
+  index = -1,
 ): (part: InputImagePart | InputFilePart) => boolean {
   if (media.textOnly) return () => true;
   if (item.type === 'message' && item.role !== 'user' && !media.assistantMedia) return () => true;
   if (item.type === 'function_call_output' && !media.toolResultMedia && toolResult()) return () => true;
-  return (part) =>
+  const byRule = (part: InputImagePart | InputFilePart) =>
     overMaxImageSide(part, media.maxImageSide) ||
+    (media.sizeKnown === true &&
+      part.type === 'input_image' &&
+      (part.width === undefined || part.height === undefined)) ||
     (media.imageBytesOnly
       ? part.type === 'input_file' || part.image_url !== undefined
       : !media.fileUrls && part.type === 'input_file' && part.file_url !== undefined);
+  const cut = media.oldestAsText;
+  if (!cut || index < 0 || index > cut.index) return byRule;
+  if (index < cut.index) return (part) => part.type === 'input_image' || byRule(part);
+  const sent = mediaParts(
+    item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : '',
+  );
+  const oldest = new Set(sent.filter((part) => part.type === 'input_image' && !byRule(part)).slice(0, cut.images));
+  return (part) => oldest.has(part) || byRule(part);
 }
 
 /**
- * The media support of `media` for one prompt: with `manyImages` (`Model.manyImages`) and more
- * than its `over` images the prompt sends as such (`sentAsText`; `toolResult` says whether the
- * item at an index goes as a tool result), its `maxImageSide` lowered to the many-image one, so
- * that each larger image goes as a text placeholder; else `media` as it is. The adapter and the
- * receipt work it out alike from the prompt's structure, not from which blobs were read.
+ * The media support of `media` for one prompt (`Model.manyImages`; `toolResult` says whether the
+ * item at an index goes as a tool result). With more than `over` images the prompt sends as such
+ * (`sentAsText`), its `maxImageSide` is lowered to the many-image one and an image of unknown
+ * size (an https URL, a WebP) goes as a text placeholder too, as the provider could refuse it.
+ * With more than `most` images sent as such after that, the oldest of them go as text
+ * placeholders, as many as take it to `most` or under, rounded up to a multiple of a fifth of
+ * `most` (`oldestStep`): the placeholders then move only once every so many new images, not on
+ * every turn, so the prompt's prefix (and the provider's cache of it) holds between. The adapter
+ * and the receipt work it out alike from the prompt's structure, not from which blobs were read.
  */
 export function promptMedia(
   media: MediaSupport,
   manyImages: Model['manyImages'],
   prompt: readonly PromptItem[],
   toolResult: (index: number) => boolean,
-): MediaSupport {
+): PromptMedia {
   if (!manyImages) return media;
-  let images = 0;
-  for (let index = 0; index < prompt.length; index++) {
+  const over = sentImages(media, prompt, toolResult, manyImages.over + 1).length > manyImages.over;
+  if (!over) return media;
+  const maxImageSide = Math.min(media.maxImageSide ?? manyImages.maxImageSide, manyImages.maxImageSide);
+  const many: PromptMedia = { ...mediaSupport(media), maxImageSide, sizeKnown: true };
+  if (manyImages.most === undefined) return many;
+  const sent = sentImages(many, prompt, toolResult, Number.POSITIVE_INFINITY);
+  if (sent.length <= manyImages.most) return many;
+  const step = oldestStep(manyImages.most);
+  const asText = Math.min(sent.length, Math.ceil((sent.length - manyImages.most) / step) * step);
+  // The last image to go as text: its item, and how many of that item's go as text.
+  const index = sent[asText - 1]!;
+  const images = sent.slice(0, asText).filter((at) => at === index).length;
+  return { ...many, oldestAsText: { index, images } };
+}
+
+/** How many images at a time go as text placeholders in a prompt over `most` (`promptMedia`). */
+export function oldestStep(most: number): number {
+  return Math.max(1, Math.floor(most / 5));
+}
+
+/** The item index of each image `media` sends as such (`sentAsText`), in order, up to `enough` of them. */
+function sentImages(
+  media: PromptMedia,
+  prompt: readonly PromptItem[],
+  toolResult: (index: number) => boolean,
+  enough: number,
+): number[] {
+  const sent: number[] = [];
+  for (let index = 0; index < prompt.length && sent.length < enough; index++) {
     const item = prompt[index]!;
     if (item.type === 'function_call') continue;
     const parts = mediaParts(item.type === 'message' ? item.content : item.output);
     if (parts.length === 0) continue;
     const asText = sentAsText(media, item, () => toolResult(index));
-    for (const part of parts) if (part.type === 'input_image' && !asText(part)) images++;
-    if (images > manyImages.over) {
-      const maxImageSide = Math.min(media.maxImageSide ?? manyImages.maxImageSide, manyImages.maxImageSide);
-      return { ...mediaSupport(media), maxImageSide };
-    }
+    for (const part of parts) if (part.type === 'input_image' && !asText(part)) sent.push(index);
   }
-  return media;
+  return sent;
 }
 
 /**
@@ -173,6 +231,7 @@ export function userPart(part: ContentPart, seq: number | undefined, media: User
     !source ||
     media.textOnly ||
     overMaxImageSide(part, media.maxImageSide) ||
+    media.asText?.(part) ||
     (source instanceof URL && part.type === 'input_file' && !media.fileUrls) ||
     (media.imageBytesOnly && (part.type === 'input_file' || source instanceof URL))
   )
@@ -192,20 +251,23 @@ export function userPart(part: ContentPart, seq: number | undefined, media: User
  * A tool result's output (of the item numbered `seq`): a string as text; parts as `content` with
  * media inline when `media` (the provider takes images and files in tool results), without
  * blank text parts, else one text, `placeholderText` (also when every part is blank text). An
- * image over `maxImageSide` goes as `partText` too.
+ * image over `maxImageSide`, or one `asText` says (`sentAsText` of the prompt's media), goes as
+ * `partText` too.
  */
 export function toolResultOutput(
   content: Content,
   seq: number | undefined,
   media: boolean,
   maxImageSide?: number,
+  asText?: (part: InputImagePart | InputFilePart) => boolean,
 ): ToolResultPart['output'] {
   if (typeof content === 'string') return { type: 'text', value: content };
   // A blank text block is refused inside a tool result too ("text content blocks must be non-empty").
   const parts = content.filter((part) => part.type !== 'input_text' || part.text.trim() !== '');
   if (!media || parts.length === 0) return { type: 'text', value: placeholderText(content, seq) };
   const value = parts.map((part) => {
-    const source = part.type === 'input_text' || overMaxImageSide(part, maxImageSide) ? undefined : sourceOf(part);
+    const source =
+      part.type === 'input_text' || overMaxImageSide(part, maxImageSide) || asText?.(part) ? undefined : sourceOf(part);
     if (part.type === 'input_text' || !source) return { type: 'text' as const, text: partText(part, seq) };
     const data =
       source instanceof URL

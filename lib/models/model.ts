@@ -151,9 +151,12 @@ export interface Model {
    * (Anthropic: over 20, 2000 pixels, "max allowed size for many-image requests"): in such a
    * request each larger image goes as a text placeholder too, counted in `media_as_text`
    * (lib/models/media-parts.ts `promptMedia`). A token estimate counts such an image as the image
-   * it would be in a smaller request (an estimate over, never under, what is sent).
+   * it would be in a smaller request (an estimate over, never under, what is sent). An image of
+   * unknown size (an https URL, a WebP) goes as a text placeholder in such a request too: the
+   * provider could refuse it. `most`: the most images a request may hold (Anthropic: 100); past
+   * it, the oldest go as text placeholders, moved a fifth of `most` at a time (`promptMedia`).
    */
-  readonly manyImages?: { readonly over: number; readonly maxImageSide: number };
+  readonly manyImages?: { readonly over: number; readonly maxImageSide: number; readonly most?: number };
   /**
    * Whether images and files in an assistant or system message reach the model as such (the echo
    * model). Otherwise the message goes as its text, each image and file as a text placeholder

@@ -1,5 +1,5 @@
 import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
-import { type MediaSupport, promptMedia, sentAsText } from '../models/media-parts.ts';
+import { type PromptMedia, promptMedia, sentAsText } from '../models/media-parts.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { clientError, TailgateError } from '../errors.ts';
@@ -64,7 +64,8 @@ export interface TurnReceipt {
    * Images and files sent as text placeholders: those of tool results where the provider takes
    * none there (Workers AI), files by URL where it takes none, and images by URL and files where
    * it takes images only as bytes (Workers AI), images over the provider's side in a request
-   * with many images (`Model.manyImages`), and every one where it takes none at all (a
+   * with many images (`Model.manyImages`) and those of unknown size there, the oldest images of a
+   * request over the most it takes (`manyImages.most`), and every one where it takes none at all (a
    * text-only `openai-compatible:` backend, a Workers AI text model).
    */
   media_as_text?: number;
@@ -75,12 +76,12 @@ export interface TurnReceipt {
 /** The seq ranges of a receipt: what of the history the prompt held whole, compacted, or not at all. */
 export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' | 'unread_before'>;
 
-/** How many images and files of an item the model gets as text placeholders (`sentAsText`). */
-function mediaSentAsText(media: MediaSupport, item: PromptItem, toolResult: () => boolean): number {
+/** How many images and files of an item (`index` in its prompt) the model gets as text placeholders (`sentAsText`). */
+function mediaSentAsText(media: PromptMedia, item: PromptItem, toolResult: () => boolean, index: number): number {
   if (item.type === 'function_call') return 0;
   const parts = mediaParts(item.type === 'message' ? item.content : item.output);
   if (parts.length === 0) return 0;
-  return parts.filter(sentAsText(media, item, toolResult)).length;
+  return parts.filter(sentAsText(media, item, toolResult, index)).length;
 }
 
 /** The media support of `model` for `prompt` (`promptMedia`), worked out only when first asked. */
@@ -88,8 +89,8 @@ function mediaOf(
   model: TurnPlan['model'],
   prompt: readonly PromptItem[],
   toolResult: (index: number) => boolean,
-): () => MediaSupport {
-  let media: MediaSupport | undefined;
+): () => PromptMedia {
+  let media: PromptMedia | undefined;
   return () => (media ??= promptMedia(model, model.manyImages, prompt, toolResult));
 }
 
@@ -122,7 +123,8 @@ export function sendsMedia(model: TurnPlan['model'], prompt: readonly PromptItem
     const parts = mediaParts(contentOf(item)).length;
     if (parts === 0) return false;
     positions ??= new Map(prompt.map((entry, index) => [entry, index]));
-    return parts > mediaSentAsText(media(), item, () => toolResult(positions!.get(item) ?? -1));
+    const index = positions.get(item) ?? -1;
+    return parts > mediaSentAsText(media(), item, () => toolResult(index), index);
   };
 }
 
@@ -144,7 +146,7 @@ export function buildReceipt(
   for (let index = 0; index < prompt.length; index++) {
     const item = prompt[index]!;
     if (item.type === 'function_call' || mediaParts(contentOf(item)).length === 0) continue;
-    mediaAsText += mediaSentAsText(media(), item, askAt(toolResult, index));
+    mediaAsText += mediaSentAsText(media(), item, askAt(toolResult, index), index);
   }
   return {
     ...(mediaAsText > 0 ? { media_as_text: mediaAsText } : {}),

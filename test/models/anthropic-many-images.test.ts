@@ -105,3 +105,128 @@ describe('anthropic: a request with more than 20 images', () => {
     expect(turn.receipt?.media_as_text).toBe(3);
   });
 });
+
+/** A computer-use loop of `count` screenshots, one per tool result, each of 800x600. */
+function screenshotLoop(count: number): PromptItem[] {
+  const prompt: PromptItem[] = [{ type: 'message', role: 'user', content: 'Use the computer', seq: 1 }];
+  for (let n = 0; n < count; n++) {
+    const call_id = `toolu_${n}`;
+    prompt.push(
+      { type: 'function_call', call_id, name: 'computer', arguments: '{"action":"screenshot"}', seq: 2 + 2 * n },
+      { type: 'function_call_output', call_id, output: [image(800, 600, n)], seq: 3 + 2 * n },
+    );
+  }
+  return prompt;
+}
+
+/** The seqs named by the image placeholders of a Messages request body, in order. */
+function placeholderSeqs(body: any): number[] {
+  return [...JSON.stringify(body).matchAll(/\[image omitted: image\/png 800x600, 1 KB, item (\d+)\]/g)].map((match) =>
+    Number(match[1]),
+  );
+}
+
+/** A request body's messages without their cache breakpoints (placed on the last blocks of each request). */
+function withoutBreakpoints(body: any): unknown[] {
+  return JSON.parse(JSON.stringify(body.messages, (key, value) => (key === 'cache_control' ? undefined : value)));
+}
+
+describe('anthropic: a request over 100 images', () => {
+  it('gets the oldest as placeholders, twenty at a time, never more than 100 images', async () => {
+    const body = await sentBody(screenshotLoop(105));
+    expect(imageBlocks(body)).toHaveLength(85);
+    // The oldest twenty screenshots (items 3, 5, ..., 41) go as the placeholders shorten_images writes.
+    expect(placeholderSeqs(body)).toEqual(Array.from({ length: 20 }, (_, n) => 3 + 2 * n));
+  });
+
+  it('100 images all go as images', async () => {
+    const body = await sentBody(screenshotLoop(100));
+    expect(imageBlocks(body)).toHaveLength(100);
+    expect(placeholderSeqs(body)).toEqual([]);
+  });
+
+  it('the placeholders move only every twenty images: the prefix of 101 holds up to 120', async () => {
+    const first = await sentBody(screenshotLoop(101));
+    await provider!.close();
+    const later = await sentBody(screenshotLoop(120));
+    await provider!.close();
+    const next = await sentBody(screenshotLoop(121));
+    expect(imageBlocks(first)).toHaveLength(81);
+    expect(imageBlocks(later)).toHaveLength(100);
+    expect(imageBlocks(next)).toHaveLength(81);
+    expect(placeholderSeqs(next)).toHaveLength(40);
+    // The earlier request's messages, but its last two (its breakpoints' and the newest), open the later one's.
+    const shared = withoutBreakpoints(first).slice(0, -2);
+    expect(withoutBreakpoints(later).slice(0, shared.length)).toEqual(shared);
+  });
+
+  it("a turn's receipt counts the oldest images sent as placeholders", async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel('anthropic:claude-sonnet-4-5', env(provider.baseURL));
+    const store = new MemoryStore();
+    const sessions = new SessionLog(store);
+    const services = servicesFor(sessions, store, model);
+    await sessions.create({ id: 'most' });
+    const shots = Array.from({ length: 103 }, (_, n) => ({
+      type: 'input_image' as const,
+      image_url: dataUrl('image/png', pngBytes(800, 600, 8, n)),
+    }));
+    await runTurn(services, 'most', {
+      input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Compare' }, ...shots] }],
+      strategy_config: { full_images: 200 },
+    });
+    await services.settle();
+    expect(provider.requests).toHaveLength(1);
+    expect(imageBlocks(provider.requests[0]!.body)).toHaveLength(83);
+    const turn = await sessions.getTurn('most', 1);
+    expect(turn.receipt?.media_as_text).toBe(20);
+  });
+});
+
+describe('anthropic: an image of unknown size (an https URL)', () => {
+  const url = (n: number): ContentPart => ({ type: 'input_image', image_url: `https://example.com/shot-${n}.png` });
+
+  it('goes as a placeholder in a request over 20 images, as Anthropic could refuse it there', async () => {
+    const prompt: PromptItem[] = [
+      {
+        type: 'message',
+        role: 'user',
+        content: [...Array.from({ length: 20 }, (_, n) => image(800, 600, n)), url(1)],
+        seq: 1,
+      },
+    ];
+    const body = await sentBody(prompt);
+    expect(imageBlocks(body)).toHaveLength(20);
+    expect(JSON.stringify(body)).not.toContain('https://example.com/shot-1.png"');
+    expect(JSON.stringify(body)).toContain('[image omitted: image https://example.com/shot-1.png, item 1]');
+  });
+
+  it('so does a stored WebP, whose size is not read from its header', async () => {
+    const { width: _w, height: _h, ...webp } = image(800, 600, 20) as Extract<ContentPart, { type: 'input_image' }>;
+    const prompt: PromptItem[] = [
+      {
+        type: 'message',
+        role: 'user',
+        content: [...Array.from({ length: 20 }, (_, n) => image(800, 600, n)), { ...webp, media_type: 'image/webp' }],
+        seq: 1,
+      },
+    ];
+    const body = await sentBody(prompt);
+    expect(imageBlocks(body)).toHaveLength(20);
+    expect(JSON.stringify(body)).toContain('[image omitted: image/webp, 1 KB, item 1]');
+  });
+
+  it('goes by its URL in a request of 20 images', async () => {
+    const prompt: PromptItem[] = [
+      {
+        type: 'message',
+        role: 'user',
+        content: [...Array.from({ length: 19 }, (_, n) => image(800, 600, n)), url(1)],
+        seq: 1,
+      },
+    ];
+    const blocks = imageBlocks(await sentBody(prompt)) as any[];
+    expect(blocks).toHaveLength(20);
+    expect(blocks.at(-1).source).toEqual({ type: 'url', url: 'https://example.com/shot-1.png' });
+  });
+});

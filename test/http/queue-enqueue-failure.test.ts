@@ -180,3 +180,28 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
     ).toHaveLength(1);
   });
 });
+
+describe('the position an enqueue answers', () => {
+  it('leaves out an input whose turn runs though its pickup could not index its key', async () => {
+    const { store, api, drain, runNext, runAll } = setup();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const taken = await api.post(`/v1/sessions/${id}/turns`, { input: 'taken up' });
+    expect(taken.body.position).toBe(1);
+    // Turn 1 ends; its close's pickup claims 'taken up' as turn 2, whose put of `idem/` fails:
+    // its entry stays listed, marked, while turn 2 runs (its completion indexes the key).
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/idem/'));
+    await runNext();
+    store.heal();
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'waits' });
+    expect(next.status, JSON.stringify(next.body)).toBe(202);
+    expect(next.body.position).toBe(1);
+    await drain();
+    await runAll();
+    const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items.reverse();
+    const inputs = items.filter((item: any) => item.role === 'user').map((item: any) => item.content);
+    expect(inputs).toEqual(['first', 'taken up', 'waits']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+  });
+});

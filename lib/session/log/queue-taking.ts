@@ -44,10 +44,11 @@ export async function forgetTakingIfDeleted(log: LogContext, scope: LogScope): P
 
 /**
  * `ordered` (oldest first by upload time) with the entry each generation names as marked moved
- * to the front: a get of each generation's name when two entries or more are listed, and a read
- * (`read`) of an entry named behind another.
+ * to the front, `named` set on it: a get of each generation's name when two entries or more are
+ * listed, and a read (`read`) of an entry named behind another. One named at the front is not
+ * read: it may be unmarked (its pickup stopped before its mark), or marked and its turn running.
  */
-export async function takingFirst<Entry extends { keyHash: string; generation: string }>(
+export async function takingFirst<Entry extends { keyHash: string; generation: string; named?: boolean }>(
   log: LogContext,
   scope: LogScope,
   ordered: Entry[],
@@ -68,6 +69,6 @@ export async function takingFirst<Entry extends { keyHash: string; generation: s
       return input?.writer === taking.writer && input.taking_at !== undefined ? at : -1;
     }),
   );
-  const first = ordered.filter((_, at) => named.includes(at));
+  const first = ordered.filter((_, at) => named.includes(at)).map((entry) => ({ ...entry, named: true }));
   return first.length === 0 ? ordered : [...first, ...ordered.filter((_, at) => !named.includes(at))];
 }

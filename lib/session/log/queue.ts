@@ -25,6 +25,8 @@ export interface QueuedEntry {
   keyHash: string;
   uploaded: Date;
   generation: string;
+  /** Named as the one a pickup marks (log/queue-taking.ts): listed first, perhaps taken up already. */
+  named?: boolean;
 }
 
 /** What a caller queues; the log adds the format, the time and its writer id. */
@@ -74,10 +76,10 @@ export async function enqueueInput(
   // The queue's signal once the entry is there (also for an entry its key had queued: that
   // enqueue may have died before its own), before the 202: see raiseSignal. Each is tried again.
   const [listed, raised] = await Promise.allSettled([
-    retried(() => listQueued(log, scope)),
+    retried(async () => waitingPosition(log, scope, await listQueued(log, scope), input.key_sha256)),
     retried(() => raiseSignal(log, scope, writer)),
   ]);
-  const position = listed.status === 'fulfilled' ? positionIn(listed.value, input.key_sha256) : null;
+  const position = listed.status === 'fulfilled' ? listed.value : null;
   if (raised.status === 'fulfilled' && position !== null)
     return { queued_turn: input.key_sha256, position, replayed: !written };
   const failure: unknown = raised.status === 'rejected' ? raised.reason : (listed as PromiseRejectedResult).reason;
@@ -105,9 +107,21 @@ async function retried<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-/** 0: taken up already. */
-function positionIn(queued: QueuedEntry[], keyHash: string): number {
-  return queued.findIndex((other) => other.keyHash === keyHash) + 1;
+/**
+ * The place of the input `keyHash` among those still waiting (1: next; 0: taken up already). An
+ * entry listed before it that a pickup named is read (a get, only then): marked, its pickup began
+ * claiming it, so it is a turn (one whose key could not be indexed stays listed while it runs), or
+ * gone, it waits no more.
+ */
+async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedEntry[], keyHash: string) {
+  const at = queued.findIndex((other) => other.keyHash === keyHash);
+  let waiting = at;
+  for (const entry of queued.slice(0, Math.max(at, 0))) {
+    if (!entry.named) continue;
+    const read = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
+    if (read === null || read.taking_at !== undefined) waiting--;
+  }
+  return waiting + 1;
 }
 
 /**

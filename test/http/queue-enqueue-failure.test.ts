@@ -149,6 +149,43 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
     );
   });
 
+  it('answers 202 when its put landed unanswered and its withdraw, which read it, fails: it runs once', async () => {
+    // The put lands, its answer lost, and its read-back fails: the withdraw reads the entry, so it
+    // stands; its tombstone's put fails every try, so it runs, and a 503 would have it sent again.
+    const entryPut = ({ operation, key, options }: StoreCall) =>
+      operation === 'put' && key.includes('/queue/') && options?.onlyIfAbsent === true;
+    const entryGet = ({ operation, key }: StoreCall) => operation === 'get' && key.includes('/queue/');
+    const result = await enqueueUnder([
+      [entryPut, { times: 1, after: true }],
+      [entryGet, { times: 1 }],
+      [tombstonePut],
+    ]);
+    exact(result, 202);
+    expect(result.answer.body.position).toBeNull();
+    expect(result.logged.some((line) => line.includes('could not be withdrawn'))).toBe(true);
+  });
+
+  it('answers 202 when no withdraw could read whether its put landed, once its put again makes it stand', async () => {
+    // Every read of the entry fails (the read-back, each withdraw's): its put again, create-only
+    // under its writer, lands (or finds it landed), so it stands and runs once.
+    const entryGet = ({ operation, key }: StoreCall) => operation === 'get' && key.includes('/queue/');
+    for (const landed of [true, false]) {
+      const entryPut = ({ operation, key, options }: StoreCall) =>
+        operation === 'put' && key.includes('/queue/') && options?.onlyIfAbsent === true;
+      const result = await enqueueUnder([[entryPut, { times: 1, after: landed }], [entryGet]]);
+      exact(result, 202);
+      expect(result.answer.body.position).toBeNull();
+    }
+  });
+
+  it('answers 503 (logged) when every put and read of the entry fails: nothing tells it was stored', async () => {
+    // A 202 must not answer an input stored nowhere; the put that failed did not land here.
+    const entryCall = ({ operation, key }: StoreCall) => ['get', 'put'].includes(operation) && key.includes('/queue/');
+    const result = await enqueueUnder([[entryCall]]);
+    exact(result, 503);
+    expect(result.logged.some((line) => line.includes('answered 503, it runs if its put landed'))).toBe(true);
+  });
+
   it('answers 202 when the withdraw fails too (the entry stands), and the input runs once', async () => {
     const signalFailed = await enqueueUnder([[signalPut], [tombstonePut]]);
     exact(signalFailed, 202);

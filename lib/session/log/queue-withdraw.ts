@@ -160,8 +160,14 @@ export async function tombstoneCleared(
  * record landed): a pickup's, or a retry's under its Idempotency-Key that ran it itself (its
  * entry then waits for a pickup to replay and remove it). None queued: else NotFoundError. The
  * claims are read with the entries, and again when an entry was found gone (one more head each).
+ * `standing` is told when an entry was read, unmarked, before its tombstone's put.
  */
-export async function withdrawQueued(log: LogContext, id: string, keyHash: string): Promise<void> {
+export async function withdrawQueued(
+  log: LogContext,
+  id: string,
+  keyHash: string,
+  standing?: () => void,
+): Promise<void> {
   const scope = await sessionScope(log, id);
   const generations = [scope.generation, ...(scope.queuedIn ?? [])];
   // Read with the entry: a turn under the key ran the input, entry or not. An entry of the
@@ -190,6 +196,7 @@ export async function withdrawQueued(log: LogContext, id: string, keyHash: strin
       if (object.body.length === 0) break;
       const marked = parseStored(key, object.body, queuedInputSchema).taking_at !== undefined;
       if (marked || (await taken(generation === scope.generation))) throw new QueuedInputTakenError(id, keyHash);
+      standing?.();
       if (await log.store.put(key, '', { ifMatch: object.etag })) {
         await log.store.delete(key);
         return;

@@ -62,9 +62,13 @@ export async function enqueueInput(
     }
   } catch (error) {
     // A put whose answer was lost and whose read failed may have landed: an unkeyed entry is
-    // withdrawn before the 503 (its retry queues it once), unless a pickup took it up (202).
+    // withdrawn before the 503 (its retry queues it once), unless a pickup took it up (202), or
+    // it stands and cannot be withdrawn (202, its signal raised if the store lets it).
     if (input.request_sha256 !== undefined) throw error;
-    const position = await withdrawUnanswered(log, scope, input.key_sha256, error, null, false);
+    const putAgain = () =>
+      log.store.put(key, JSON.stringify(entry), { onlyIfAbsent: true, contentType: 'application/json' });
+    const position = await withdrawUnanswered(log, scope, input.key_sha256, error, null, putAgain);
+    if (position !== 0) await retried(() => raiseSignal(log, scope, writer)).catch(() => undefined);
     return { queued_turn: input.key_sha256, position, replayed: false };
   }
   if (!written) {
@@ -88,7 +92,7 @@ export async function enqueueInput(
   if (input.request_sha256 !== undefined || !written) throw failure;
   return {
     queued_turn: input.key_sha256,
-    position: await withdrawUnanswered(log, scope, input.key_sha256, failure, position, true),
+    position: await withdrawUnanswered(log, scope, input.key_sha256, failure, position),
     replayed: false,
   };
 }
@@ -125,13 +129,18 @@ async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedE
 }
 
 /**
- * For an unkeyed enqueue whose entry landed but whose signal or position could not be written or
- * read (`failure`): a 503 would have its client's retry queue the input twice, and a 202 without
- * the signal would let a later request run before it. So the entry is withdrawn (log/queue-withdraw.ts)
- * and `failure` thrown (503: it never runs), unless a pickup took it up meanwhile (position 0: it
- * runs). A withdraw that fails every try leaves the entry, which runs: answered 202, with its
- * `position` when the listing read it (else null); unless it is not known to have `landed` (its
- * put's answer lost): then `failure` is thrown (503), as before any withdraw.
+ * For an unkeyed enqueue whose entry landed, or may have (`putAgain`: its put's answer was lost
+ * and its read failed), and whose signal or position could not be written or read (`failure`): a
+ * 503 would have its client's retry queue the input twice, and a 202 without the signal would let
+ * a later request run before it. So the entry is withdrawn (log/queue-withdraw.ts) and `failure`
+ * thrown (503: it never runs), unless a pickup took it up meanwhile (position 0: it runs). A
+ * withdraw that fails every try leaves the entry, which runs: answered 202, with its `position`
+ * when the listing read it (else null). So is one whose put may have landed once it is known to
+ * stand: a withdraw read it, or else `putAgain` (create-only, never a second input: a pickup of
+ * it after its turn was claimed replays that turn) lands, or is refused, which only the entry
+ * itself can refuse (no withdraw read it, so none wrote a tombstone). When every put again fails
+ * too, the store failing every call, nothing tells whether it was stored: `failure` is thrown
+ * (503, logged), as a 202 must not answer an input stored nowhere; it runs if its put landed.
  */
 async function withdrawUnanswered(
   log: LogContext,
@@ -139,11 +148,14 @@ async function withdrawUnanswered(
   keyHash: string,
   failure: unknown,
   position: number | null,
-  landed: boolean,
+  putAgain?: () => Promise<unknown>,
 ): Promise<number | null> {
+  let read = putAgain === undefined;
   for (let tries = 1; tries <= ENQUEUE_TRIES; tries++) {
     try {
-      await withdrawQueued(log, scope.id, keyHash);
+      await withdrawQueued(log, scope.id, keyHash, () => {
+        read = true;
+      });
       throw failure;
     } catch (error) {
       if (error === failure) throw error;
@@ -155,13 +167,18 @@ async function withdrawUnanswered(
         throw failure;
       }
       if (tries < ENQUEUE_TRIES) await backoff(tries + 3);
-      else {
-        const runs = landed ? 'it runs' : 'it runs if its put landed';
-        log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: ${runs}`, error);
-      }
+      else if (read)
+        log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: it runs`, error);
     }
   }
-  if (!landed) throw failure;
+  if (read || !putAgain) return position;
+  const stands = await retried(putAgain).then(
+    () => true,
+    () => false,
+  );
+  const runs = stands ? 'it runs' : 'answered 503, it runs if its put landed';
+  log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: ${runs}`, failure);
+  if (!stands) throw failure;
   return position;
 }
 

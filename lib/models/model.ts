@@ -1,4 +1,7 @@
 import type { FunctionCallItem, MessageItem, PromptItem, ReasoningItem, Tool } from '../items.ts';
+import type { TokenLogprob } from './logprobs.ts';
+
+export type { TokenLogprob } from './logprobs.ts';
 
 /**
  * The one interface every provider adapter implements. Adapters translate `PromptItem[]`
@@ -63,6 +66,12 @@ export interface ModelSettings {
       };
   user?: string;
   safetyIdentifier?: string;
+  /**
+   * Set when the client asked for the output tokens' log probabilities: how many of the most
+   * likely tokens at each position it wants too (0 to 20). A model whose provider gives them
+   * (`Model.logprobs`) answers them (`ModelResult.logprobs`, `text_delta` events); others none.
+   */
+  logprobs?: number;
 }
 
 export interface ModelUsage {
@@ -86,6 +95,12 @@ export interface ModelResult {
   usage: ModelUsage;
   /** Why the answer stopped short: its output token limit, or the provider's content filter. */
   incomplete?: IncompleteReason;
+  /**
+   * With `settings.logprobs`, from a model that gives them: the log probabilities of each output
+   * item's text tokens, by its index in `output` (a call's, and a message's the provider gave
+   * none of, are empty).
+   */
+  logprobs?: TokenLogprob[][];
 }
 
 /** OpenAI's `incomplete_details.reason` (Chat Completions' `finish_reason` `length`, `content_filter`). */
@@ -108,7 +123,8 @@ export function markCut(
 }
 
 export type ModelStreamEvent =
-  | { type: 'text_delta'; delta: string }
+  /** `logprobs`: the delta's tokens', when they were asked for and the provider gives them. */
+  | { type: 'text_delta'; delta: string; logprobs?: TokenLogprob[] }
   /** A function call began: its `arguments_delta`s follow, then its `item_done`. */
   | { type: 'call_start'; call_id: string; name: string }
   /** A piece of an open call's arguments: their concatenation is the finished call's `arguments`. */
@@ -175,6 +191,8 @@ export interface Model {
    * `allowed_tools`, the echo model). Otherwise a call sends the allowed tools alone (`toolsSent`).
    */
   readonly allowsTools?: boolean;
+  /** Whether the model answers `settings.logprobs` with the provider's log probabilities. */
+  readonly logprobs?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
   /**
    * Yields deltas and finished items, and ends with exactly one `done` event. Items open and end

@@ -1,5 +1,6 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { ProviderOptions } from './convert-to-model-messages.ts';
+import { chatLogprobs, chatLogprobsFields } from './logprobs.ts';
 import type { Model, ModelRequest } from './model.ts';
 import { createSdkModel } from './sdk-model.ts';
 
@@ -87,13 +88,15 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     maxRetries: settings.maxRetries,
     providerOptions: (request) => openaiOptions(settings, request),
     ...(settings.allowedTools ? { allowedTools: true } : {}),
+    logprobs: chatLogprobs,
   });
 }
 
 /**
  * The body fields of a request's settings that the AI SDK's call settings do not carry:
- * `user`, `verbosity` (textVerbosity), `parallel_tool_calls`, `safety_identifier`, and
- * `prompt_cache_key` where the provider takes it. None: undefined.
+ * `user`, `verbosity` (textVerbosity), `parallel_tool_calls`, `safety_identifier`, `logprobs`
+ * and `top_logprobs` when the client asked for log probabilities, and `prompt_cache_key` where
+ * the provider takes it. None: undefined.
  */
 function openaiOptions(settings: OpenAICompatibleModelSettings, request: ModelRequest): ProviderOptions | undefined {
   const asked = request.settings ?? {};
@@ -105,6 +108,7 @@ function openaiOptions(settings: OpenAICompatibleModelSettings, request: ModelRe
     ...(asked.verbosity !== undefined ? { textVerbosity: asked.verbosity } : {}),
     ...(asked.parallelToolCalls !== undefined ? { parallel_tool_calls: asked.parallelToolCalls } : {}),
     ...(asked.safetyIdentifier !== undefined ? { safety_identifier: asked.safetyIdentifier } : {}),
+    ...chatLogprobsFields(asked.logprobs),
     ...(settings.allowedTools && asked.allowedTools ? { [ALLOWED_TOOLS]: asked.allowedTools } : {}),
   };
   return Object.keys(fields).length > 0 ? { [settings.providerName]: fields } : undefined;

@@ -1,13 +1,12 @@
 import {
   APICallError,
   generateText,
-  Output,
-  type JSONSchema7,
   streamText,
   type FinishReason,
   type LanguageModel,
   type LanguageModelUsage,
 } from 'ai';
+import { optional, settingsOf } from './call-settings.ts';
 import { TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError, providerFailure } from './errors.ts';
 import { functionCallItemSchema, type FunctionCallItem } from '../items.ts';
@@ -24,9 +23,9 @@ import {
   type Model,
   type ModelRequest,
   type ModelResult,
-  type ModelSettings,
   type ModelStreamEvent,
   type ModelUsage,
+  type TokenLogprob,
 } from './model.ts';
 
 export interface SdkModelOptions {
@@ -82,6 +81,11 @@ export interface SdkModelOptions {
    * `allowed_tools`), every tool still sent. Without it the call gets the allowed tools alone.
    */
   allowedTools?: boolean;
+  /**
+   * How the provider's log probabilities are read, when it gives them (the request fields that ask
+   * for them go through `providerOptions`): from its response body, and from each raw stream chunk.
+   */
+  logprobs?: (raw: unknown) => TokenLogprob[];
 }
 
 /**
@@ -141,6 +145,10 @@ export function createSdkModel(options: SdkModelOptions): Model {
     };
   };
 
+  /** How this call reads log probabilities: when the client asked and the provider gives them. */
+  const readLogprobs = (request: ModelRequest) =>
+    request.settings?.logprobs !== undefined ? options.logprobs : undefined;
+
   return {
     id,
     toolResultMedia: options.toolResultMedia ?? false,
@@ -150,6 +158,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     ...(options.textOnly ? { textOnly: true } : {}),
     ...optional('manyImages', options.manyImages),
     ...(options.allowedTools ? { allowsTools: true } : {}),
+    ...(options.logprobs ? { logprobs: true } : {}),
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);
@@ -157,13 +166,22 @@ export function createSdkModel(options: SdkModelOptions): Model {
       try {
         // Raced against the deadline: a provider (or binding) that ignores the abort signal
         // must not hold the turn forever.
-        const result = await untilAborted(generateText(callSettings(request, deadline.signal, reach)), deadline.signal);
+        const settings = callSettings(request, deadline.signal, reach);
+        const logprobs = readLogprobs(request);
+        const result = await untilAborted(
+          generateText({ ...settings, ...(logprobs ? { include: { responseBody: true } } : {}) }),
+          deadline.signal,
+        );
         checkFinish(result.finishReason, result.rawFinishReason, id);
+        // The answer's text tokens are its first message's: the provider answers one text.
+        let tokens = logprobs?.(result.response.body);
         // In the provider's order, as a stream of the same answer gives it (lib/models/stream-order.ts).
         const order = new StreamOrder();
         for (const part of result.content) {
-          if (part.type === 'text') order.text(part.text);
-          else if (part.type === 'reasoning') order.reasoning(reasoningItem(part));
+          if (part.type === 'text') {
+            order.text(part.text, tokens);
+            if (part.text !== '') tokens = undefined;
+          } else if (part.type === 'reasoning') order.reasoning(reasoningItem(part));
           else if (part.type === 'tool-call') order.call(toFunctionCall(part));
         }
         order.end();
@@ -172,6 +190,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
           output: markCut(order.output, incomplete.incomplete),
           usage: toUsage(result.usage),
           ...incomplete,
+          ...(logprobs ? { logprobs: order.logprobs } : {}),
         };
       } catch (error) {
         throw toModelFailure(error, deadline, id, timeoutMs, reach);
@@ -188,16 +207,27 @@ export function createSdkModel(options: SdkModelOptions): Model {
       const reasoning = new ReasoningParts();
       let usage: ModelUsage = { input_tokens: 0, output_tokens: 0 };
       let finish: FinishReason = 'stop';
+      const logprobs = readLogprobs(request);
       try {
-        const streamed = streamText({ ...callSettings(request, deadline.signal, reach), onError: () => {} });
+        // A raw chunk comes before the parts the SDK makes of it: its tokens go with its text.
+        let tokens: TokenLogprob[] | undefined;
+        const settings = callSettings(request, deadline.signal, reach);
+        const streamed = streamText({
+          ...settings,
+          ...(logprobs ? { includeRawChunks: true } : {}),
+          onError: () => {},
+        });
         const parts = streamed.fullStream[Symbol.asyncIterator]();
         stopParts = () => void parts.return?.().catch(() => {});
         while (true) {
           const next = await untilAborted(parts.next(), deadline.signal);
           if (next.done) break;
           const part = next.value;
-          if (part.type === 'text-delta') {
-            yield* order.text(part.text);
+          if (part.type === 'raw') {
+            if (logprobs) tokens = [...(tokens ?? []), ...logprobs(part.rawValue)];
+          } else if (part.type === 'text-delta') {
+            yield* order.text(part.text, logprobs ? (tokens ?? []) : undefined);
+            if (part.text !== '') tokens = undefined;
           } else if (part.type === 'reasoning-start' || part.type === 'reasoning-delta') {
             reasoning.add(part);
           } else if (part.type === 'reasoning-end') {
@@ -229,51 +259,9 @@ export function createSdkModel(options: SdkModelOptions): Model {
       yield* order.end();
       const incomplete = incompleteOf(finish);
       const output = markCut(order.output, incomplete.incomplete, order.endsInLeftOutCall);
-      const result: ModelResult = { output, usage, ...incomplete };
+      const result: ModelResult = { output, usage, ...incomplete, ...(logprobs ? { logprobs: order.logprobs } : {}) };
       yield { type: 'done', result };
     },
-  };
-}
-
-function optional<Key extends string, Value>(key: Key, value: Value | undefined): { [K in Key]?: Value } {
-  return (value === undefined ? {} : { [key]: value }) as { [K in Key]?: Value };
-}
-
-/** The AI SDK call settings of a request's `settings` (provider options aside). */
-function settingsOf(settings: ModelSettings | undefined) {
-  if (!settings) return {};
-  const choice = settings.toolChoice;
-  return {
-    ...optional('topP', settings.topP),
-    ...optional('presencePenalty', settings.presencePenalty),
-    ...optional('frequencyPenalty', settings.frequencyPenalty),
-    ...optional('stopSequences', settings.stopSequences),
-    ...optional('seed', settings.seed),
-    ...optional('reasoning', settings.reasoningEffort),
-    ...optional('toolChoice', typeof choice === 'object' ? { type: 'tool' as const, toolName: choice.name } : choice),
-    ...optional('output', settings.responseFormat ? jsonOutput(settings.responseFormat) : undefined),
-  };
-}
-
-/**
- * Structured output as the response format only: the text comes back as the model wrote it
- * (the client parses it), so a reply that does not parse is not turned into a failure here.
- */
-function jsonOutput(format: NonNullable<ModelSettings['responseFormat']>): Output.Output<string, string, never> {
-  const text = Output.text();
-  return {
-    ...text,
-    name: 'json',
-    responseFormat: Promise.resolve(
-      format.type === 'json_object'
-        ? { type: 'json' as const }
-        : {
-            type: 'json' as const,
-            schema: format.schema as JSONSchema7,
-            name: format.name,
-            ...optional('description', format.description),
-          },
-    ),
   };
 }
 

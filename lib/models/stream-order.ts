@@ -1,9 +1,9 @@
 import type { FunctionCallItem, ReasoningItem } from '../items.ts';
-import type { ModelOutputItem, ModelStreamEvent } from './model.ts';
+import type { ModelOutputItem, ModelStreamEvent, TokenLogprob } from './model.ts';
 
 /** An output item of a streamed answer, from its first event to its end. */
 type Entry =
-  | { kind: 'message'; text: string; closed: boolean; held: ModelStreamEvent[] }
+  | { kind: 'message'; text: string; logprobs: TokenLogprob[]; closed: boolean; held: ModelStreamEvent[] }
   | { kind: 'call'; callId: string; raw: string; item?: ModelOutputItem; held: ModelStreamEvent[] }
   | { kind: 'reasoning'; item: ReasoningItem; held: ModelStreamEvent[] };
 
@@ -24,6 +24,7 @@ type Entry =
 export class StreamOrder {
   readonly #entries: Entry[] = [];
   readonly #output: ModelOutputItem[] = [];
+  readonly #logprobs: TokenLogprob[][] = [];
   #reasoning: ReasoningItem[] = [];
 
   #leftOut = false;
@@ -38,15 +39,20 @@ export class StreamOrder {
     return this.#output;
   }
 
-  text(delta: string): ModelStreamEvent[] {
+  /** The log probabilities of each finished item's text tokens, by its index in `output` (a call's: none). */
+  get logprobs(): TokenLogprob[][] {
+    return this.#logprobs;
+  }
+
+  /** A piece of text, and the log probabilities of its tokens when the provider gave them. */
+  text(delta: string, logprobs?: TokenLogprob[]): ModelStreamEvent[] {
     if (delta === '') return [];
     const last = this.#entries.at(-1);
     const entry =
-      last?.kind === 'message' && !last.closed
-        ? last
-        : this.#open<Entry & { kind: 'message' }>({ kind: 'message', text: '', closed: false, held: [] });
+      last?.kind === 'message' && !last.closed ? last : this.#open<Entry & { kind: 'message' }>(openMessage(''));
     entry.text += delta;
-    return this.#route(entry, { type: 'text_delta', delta });
+    if (logprobs) entry.logprobs.push(...logprobs);
+    return this.#route(entry, { type: 'text_delta', delta, ...(logprobs ? { logprobs } : {}) });
   }
 
   callStart(callId: string, name: string): ModelStreamEvent[] {
@@ -107,7 +113,7 @@ export class StreamOrder {
     }
     const events = this.#drain();
     if (this.#reasoning.length === 0) return events;
-    this.#open({ kind: 'message', text: '', closed: true, held: [] });
+    this.#open({ ...openMessage(''), closed: true });
     return [...events, ...this.#drain()];
   }
 
@@ -158,9 +164,14 @@ export class StreamOrder {
         this.#reasoning = [];
       }
       this.#output.push(item);
+      this.#logprobs.push(head.kind === 'message' ? head.logprobs : []);
       events.push({ type: 'item_done', item });
     }
   }
+}
+
+function openMessage(text: string): Entry & { kind: 'message' } {
+  return { kind: 'message', text, logprobs: [], closed: false, held: [] };
 }
 
 function message(text: string): ModelOutputItem {

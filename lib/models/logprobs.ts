@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { ModelError } from './errors.ts';
+
+/**
+ * Log probabilities of output tokens, as a provider that gives them answers them: Chat
+ * Completions' `choices[].logprobs.content` entries (the `openai` package's
+ * `ChatCompletionTokenLogprob`). The facade answers them in OpenAI's shapes (lib/openai/logprobs.ts).
+ */
+const topLogprobSchema = z.object({
+  token: z.string(),
+  logprob: z.number(),
+  bytes: z.array(z.number().int()).nullable().optional(),
+});
+
+const tokenLogprobSchema = topLogprobSchema.extend({ top_logprobs: z.array(topLogprobSchema).optional() });
+
+/** One output token's log probability, and the most likely tokens at its position (`top_logprobs`). */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+  top_logprobs: { token: string; logprob: number; bytes: number[] | null }[];
+}
+
+/**
+ * What a Chat Completions body or stream chunk holds of log probabilities: its first choice's
+ * `logprobs.content` (null or absent: none). Only this is read of it; the rest is the SDK's.
+ */
+const chatBodySchema = z.looseObject({
+  choices: z
+    .array(
+      z.looseObject({
+        logprobs: z
+          .looseObject({ content: z.array(tokenLogprobSchema).nullable().optional() })
+          .nullable()
+          .optional(),
+      }),
+    )
+    .optional(),
+});
+
+/**
+ * The content token log probabilities of a Chat Completions response body or stream chunk
+ * (its first choice's; [] when it has none). A malformed `logprobs` is the provider's failure.
+ */
+export function chatLogprobs(body: unknown): TokenLogprob[] {
+  // An SDK error chunk or a non-object body carries none: the SDK reports it.
+  if (typeof body !== 'object' || body === null || 'error' in body) return [];
+  const parsed = chatBodySchema.safeParse(body);
+  if (!parsed.success) {
+    throw new ModelError('the provider returned malformed log probabilities', { issues: parsed.error.issues });
+  }
+  return (parsed.data.choices?.[0]?.logprobs?.content ?? []).map((entry) => ({
+    token: entry.token,
+    logprob: entry.logprob,
+    bytes: entry.bytes ?? null,
+    top_logprobs: (entry.top_logprobs ?? []).map((top) => ({
+      token: top.token,
+      logprob: top.logprob,
+      bytes: top.bytes ?? null,
+    })),
+  }));
+}
+
+/** Chat Completions' request fields that ask for `top` most likely tokens at each position too. */
+export function chatLogprobsFields(top: number | undefined): Record<string, unknown> {
+  return top === undefined ? {} : { logprobs: true, top_logprobs: top };
+}

@@ -1,0 +1,104 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ModelRequest, TokenLogprob } from '../../lib/models/model.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { collectStream } from '../support/fake-providers/collect-stream.ts';
+import {
+  fixture,
+  startFakeProvider,
+  type FakeProvider,
+  type FakeReply,
+  type RecordedRequest,
+} from '../support/fake-providers/fake-provider-server.ts';
+
+// The chat completions adapter's log probabilities: asked for only with `settings.logprobs`,
+// read from the answer (whole or streamed) and kept by output item.
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+async function start(reply: (request: RecordedRequest) => FakeReply) {
+  provider = await startFakeProvider(reply);
+  const model = resolveModel('openai:gpt-4.1', {
+    OPENAI_BASE_URL: provider.baseURL,
+    OPENAI_API_KEY: 'sk-test',
+    MODEL_MAX_RETRIES: '0',
+  });
+  return { model, requests: provider.requests };
+}
+
+const recorded = (request: RecordedRequest): FakeReply =>
+  request.body.stream
+    ? { sse: fixture('openai-chat-logprobs.sse') }
+    : { json: JSON.parse(fixture('openai-chat-logprobs.json')) };
+
+const tokens: TokenLogprob[] = JSON.parse(fixture('openai-chat-logprobs.json')).choices[0].logprobs.content;
+
+const asking = (logprobs?: number): ModelRequest => ({
+  prompt: [{ type: 'message', role: 'user', content: 'hi' }],
+  tools: [],
+  ...(logprobs !== undefined ? { settings: { logprobs } } : {}),
+});
+
+/** A streamed answer: text with its tokens' log probabilities, then a tool call (none). */
+function textThenCall(): string {
+  const chunk = (delta: unknown, logprobs: unknown, finish: string | null = null) =>
+    `data: ${JSON.stringify({
+      id: 'chatcmpl-1',
+      object: 'chat.completion.chunk',
+      created: 1746542142,
+      model: 'gpt-4.1',
+      choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
+    })}\n\n`;
+  const call = { index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{}' } };
+  return [
+    chunk({ role: 'assistant', content: '' }, { content: [], refusal: null }),
+    chunk({ content: 'Hello' }, { content: tokens.slice(0, 1), refusal: null }),
+    chunk({ tool_calls: [call] }, null),
+    chunk({}, null, 'tool_calls'),
+    'data: [DONE]\n\n',
+  ].join('');
+}
+
+describe('log probabilities of the chat completions adapter', () => {
+  it('asks for them with top_logprobs and keeps a generated answer’s on its message', async () => {
+    const { model, requests } = await start(recorded);
+    expect(model.logprobs).toBe(true);
+    const result = await model.generate(asking(3));
+    expect(requests[0]!.body).toMatchObject({ logprobs: true, top_logprobs: 3 });
+    expect(result.output).toEqual([{ type: 'message', role: 'assistant', content: 'Hello! How' }]);
+    expect(result.logprobs).toEqual([tokens]);
+  });
+
+  it('asks for none unless asked, and answers none', async () => {
+    const { model, requests } = await start(recorded);
+    const result = await model.generate(asking());
+    expect(requests[0]!.body).not.toHaveProperty('logprobs');
+    expect(requests[0]!.body).not.toHaveProperty('top_logprobs');
+    expect(result).not.toHaveProperty('logprobs');
+    const events = await collectStream(model.stream(asking()));
+    expect(events.filter((event) => event.type === 'text_delta').every((event) => !('logprobs' in event))).toBe(true);
+  });
+
+  it("streams each delta with its chunk's tokens, and keeps them by output item", async () => {
+    const { model } = await start(recorded);
+    const events = await collectStream(model.stream(asking(0)));
+    const deltas = events.flatMap((event) => (event.type === 'text_delta' ? [event] : []));
+    expect(deltas).toEqual([
+      { type: 'text_delta', delta: 'Hello', logprobs: tokens.slice(0, 1) },
+      { type: 'text_delta', delta: '!', logprobs: tokens.slice(1, 2) },
+      { type: 'text_delta', delta: ' How', logprobs: tokens.slice(2, 3) },
+    ]);
+    const done = events.at(-1);
+    expect(done?.type === 'done' && done.result.logprobs).toEqual([tokens]);
+  });
+
+  it("gives a call after the text none of the text's tokens", async () => {
+    const { model } = await start(() => ({ sse: textThenCall() }));
+    const events = await collectStream(model.stream(asking(0)));
+    const done = events.at(-1);
+    expect(done?.type === 'done' && done.result.output.map((item) => item.type)).toEqual(['message', 'function_call']);
+    expect(done?.type === 'done' && done.result.logprobs).toEqual([tokens.slice(0, 1), []]);
+  });
+});

@@ -177,6 +177,7 @@ export async function createChatCompletion(
       incomplete: result.incomplete,
       ...(body.service_tier ? { serviceTier: body.service_tier } : {}),
       logprobs: body.logprobs === true,
+      tokens: result.logprobs,
       tailgate: tailgate(result.context),
     });
   }

@@ -8,7 +8,7 @@ import type {
 import type { CompletionUsage } from 'openai/resources/completions';
 import { InvalidRequestError } from '../errors.ts';
 import type { Item } from '../items.ts';
-import type { IncompleteReason, ModelOutputItem, ModelSettings, ModelUsage } from '../models/model.ts';
+import type { IncompleteReason, ModelOutputItem, ModelSettings, ModelUsage, TokenLogprob } from '../models/model.ts';
 import type { ModelOutputEvent } from '../turn/model-call.ts';
 import { withoutUnset } from './request.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
@@ -198,11 +198,14 @@ function finishReason(
 export type TailgateChatCompletion = ChatCompletion & { tailgate?: Record<string, unknown> };
 
 /**
- * A choice's `logprobs`: null unless the request asked for them, then the provider's, none when
- * it gives none (no provider adapter gets them today), as the Responses API's `output_text` does.
+ * A choice's `logprobs`: null unless the request asked for them, then the provider's (`tokens`),
+ * none when it gives none, as the Responses API's `output_text` does.
  */
-function logprobsOf(asked: boolean | undefined): ChatCompletion.Choice['logprobs'] {
-  return asked ? { content: [], refusal: null } : null;
+function logprobsOf(
+  asked: boolean | undefined,
+  tokens: readonly TokenLogprob[] = [],
+): ChatCompletion.Choice['logprobs'] {
+  return asked ? { content: [...tokens], refusal: null } : null;
 }
 
 /** The completion object of a model's output: one choice, its text and tool calls. */
@@ -218,6 +221,8 @@ export function buildChatCompletion(fields: {
   serviceTier?: ChatCompletion['service_tier'];
   /** The request asked for log probabilities (`logprobs: true`). */
   logprobs?: boolean | undefined;
+  /** The provider's log probabilities of each output item's tokens (ModelResult.logprobs). */
+  tokens?: readonly (readonly TokenLogprob[])[] | undefined;
   tailgate?: Record<string, unknown>;
 }): TailgateChatCompletion {
   const text = fields.output.flatMap((item) => (item.type === 'message' ? [item.content] : [])).join('');
@@ -237,7 +242,7 @@ export function buildChatCompletion(fields: {
           ...(calls.length > 0 ? { tool_calls: calls } : {}),
         },
         finish_reason: finishReason(calls.length, fields.incomplete),
-        logprobs: logprobsOf(fields.logprobs),
+        logprobs: logprobsOf(fields.logprobs, fields.tokens?.flat()),
       },
     ],
     usage: chatUsageOf(fields.usage),
@@ -263,6 +268,7 @@ export function chatModelSettings(body: ChatCompletionCreateBody): ModelSettings
     parallelToolCalls: body.parallel_tool_calls,
     user: body.user,
     safetyIdentifier: body.safety_identifier,
+    logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : undefined,
     responseFormat:
       format?.type === 'json_object'
         ? { type: 'json_object' }
@@ -301,6 +307,7 @@ export class ChatChunkWriter {
   #chunk(
     delta: ChatCompletionChunk.Choice.Delta,
     finishReason: ChatCompletionChunk.Choice['finish_reason'] = null,
+    tokens?: readonly TokenLogprob[],
   ): void {
     const first = !this.#started;
     this.#started = true;
@@ -312,20 +319,21 @@ export class ChatChunkWriter {
           index: 0,
           delta: first ? { role: 'assistant', ...delta } : delta,
           finish_reason: finishReason,
-          logprobs: logprobsOf(this.#logprobs),
+          logprobs: logprobsOf(this.#logprobs, tokens),
         },
       ],
       ...(this.#includeUsage ? { usage: null } : {}),
     });
   }
 
-  delta(text: string): void {
-    this.#chunk({ content: text });
+  /** A piece of the text, and the provider's log probabilities of its tokens. */
+  delta(text: string, tokens?: readonly TokenLogprob[]): void {
+    this.#chunk({ content: text }, null, tokens);
   }
 
   /** A model's streamed output event: a call's pieces go as `tool_calls` deltas as they come. */
   modelEvent(event: ModelOutputEvent): void {
-    if (event.type === 'text_delta') this.delta(event.delta);
+    if (event.type === 'text_delta') this.delta(event.delta, event.logprobs);
     else if (event.type === 'call_start') {
       this.#call = { callId: event.call_id, index: this.#calls++ };
       const call = { id: event.call_id, type: 'function' as const, function: { name: event.name, arguments: '' } };

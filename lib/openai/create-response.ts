@@ -188,6 +188,8 @@ async function createStoredResponse(
       : {}),
   };
   const compaction = body.context_management?.[0];
+  // A stored turn keeps its items alone, not their tokens' log probabilities: not asked of the provider.
+  const { logprobs: _unanswered, ...modelSettings } = prepared.modelSettings;
   const request: TurnRequest = {
     input: items,
     ...(model !== undefined ? { model } : {}),
@@ -195,7 +197,7 @@ async function createStoredResponse(
     ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
-    ...(Object.keys(prepared.modelSettings).length > 0 ? { model_settings: prepared.modelSettings } : {}),
+    ...(Object.keys(modelSettings).length > 0 ? { model_settings: modelSettings } : {}),
     // OpenAI's default is "disabled": no overflow safety net behind a Responses client's back.
     truncation: body.truncation ?? 'disabled',
     ...(compaction

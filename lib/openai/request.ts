@@ -124,6 +124,7 @@ function modelSettingsOf(body: ResponseCreateBody): ModelSettings {
     parallelToolCalls: body.parallel_tool_calls,
     user: body.user,
     safetyIdentifier: body.safety_identifier,
+    logprobs: body.include?.includes('message.output_text.logprobs') ? (body.top_logprobs ?? 0) : undefined,
     responseFormat: format?.type === 'text' ? undefined : format,
   });
 }

@@ -1,12 +1,16 @@
 import type { ResponseOutputItem, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { contentText } from '../content.ts';
 import type { ReasoningItem } from '../items.ts';
-import type { ModelOutputItem } from '../models/model.ts';
+import type { ModelOutputItem, TokenLogprob } from '../models/model.ts';
+import { eventLogprobs, outputTextLogprobs } from './logprobs.ts';
 import type { ModelOutputEvent } from '../turn/model-call.ts';
 import type { TurnEvent } from '../turn/types.ts';
 import type { ItemKind } from './ids.ts';
 import { reasoningOutput } from './output-items.ts';
 import { functionCall, message, type TailgateResponse } from './responses.ts';
+
+/** The message whose text is streaming: its item id, text and its tokens' log probabilities so far. */
+type OpenText = { id: string; text: string; logprobs: TokenLogprob[] };
 
 /** A stream event without its sequence number (the writer numbers them). */
 type UnnumberedEvent = ResponseStreamEvent extends infer Event
@@ -37,12 +41,12 @@ export class ResponseEventWriter {
   #item = 0;
   /** The reasoning items before the next model item. */
   #reasoning = 0;
-  #open: { id: string; text: string } | undefined;
+  #open: OpenText | undefined;
   /**
    * The message or call the model ended, whose done events wait for what comes next: the last
    * item of a response that stopped short may be the one it stopped in, done `incomplete`.
    */
-  #ended: { id: string; text: string } | { id: string; call: ModelOutputItem & { type: 'function_call' } } | undefined;
+  #ended: OpenText | { id: string; call: ModelOutputItem & { type: 'function_call' } } | undefined;
   /** The call whose arguments are streaming: its call_id, item id, name and arguments so far. */
   #call: { callId: string; id: string; name: string; arguments: string } | undefined;
   readonly #itemId: (index: number, item: { type: ItemKind }) => string;
@@ -70,12 +74,12 @@ export class ResponseEventWriter {
     this.#emit({ type: 'response.in_progress', response: { ...response, status: 'in_progress' } });
   }
 
-  #openMessage(): { id: string; text: string } {
+  #openMessage(): OpenText {
     if (this.#open) return this.#open;
     this.#closeEnded();
     this.#closeCall();
     const id = this.#itemId(this.#item, { type: 'message' });
-    this.#open = { id, text: '' };
+    this.#open = { id, text: '', logprobs: [] };
     this.#emit({
       type: 'response.output_item.added',
       output_index: this.#index,
@@ -133,29 +137,32 @@ export class ResponseEventWriter {
     this.#emit({ type: 'response.function_call_arguments.delta', output_index: this.#index, item_id: call.id, delta });
   }
 
-  delta(delta: string): void {
+  /** A piece of the open message's text, and the provider's log probabilities of its tokens. */
+  delta(delta: string, logprobs?: readonly TokenLogprob[]): void {
     const open = this.#openMessage();
     open.text += delta;
+    if (logprobs) open.logprobs.push(...logprobs);
     this.#emit({
       type: 'response.output_text.delta',
       output_index: this.#index,
       item_id: open.id,
       content_index: 0,
       delta,
-      logprobs: [],
+      logprobs: eventLogprobs(logprobs),
     });
   }
 
   /** output_text.done, content_part.done and output_item.done of message `open`, as `text`. */
-  #closeMessage(open: { id: string }, text: string, status: 'completed' | 'incomplete'): void {
-    const part = { type: 'output_text' as const, text, annotations: [], logprobs: [] };
+  #closeMessage(open: OpenText, text: string, status: 'completed' | 'incomplete'): void {
+    const logprobs = outputTextLogprobs(open.logprobs);
+    const part = { type: 'output_text' as const, text, annotations: [], logprobs };
     this.#emit({
       type: 'response.output_text.done',
       output_index: this.#index,
       item_id: open.id,
       content_index: 0,
       text,
-      logprobs: [],
+      logprobs: eventLogprobs(open.logprobs),
     });
     this.#emit({
       type: 'response.content_part.done',
@@ -167,7 +174,7 @@ export class ResponseEventWriter {
     this.#emit({
       type: 'response.output_item.done',
       output_index: this.#index,
-      item: message(text, open.id, status),
+      item: message(text, open.id, status, open.logprobs),
     });
   }
 
@@ -210,7 +217,7 @@ export class ResponseEventWriter {
 
   /** A model's streamed output event (the routes without a session turn). */
   modelEvent(event: ModelOutputEvent): void {
-    if (event.type === 'text_delta') this.delta(event.delta);
+    if (event.type === 'text_delta') this.delta(event.delta, event.logprobs);
     else if (event.type === 'call_start') this.callStarted(event.call_id, event.name);
     else if (event.type === 'arguments_delta') this.argumentsDelta(event.call_id, event.delta);
     else if (event.type === 'reasoning_done') this.reasoningDone(event.item);
@@ -243,7 +250,8 @@ export class ResponseEventWriter {
     this.#closeEnded();
     if (item.type === 'message') {
       // Its done events wait for what comes next (#ended): the output index moves on then.
-      this.#ended = { id: this.#openMessage().id, text: contentText(item.content) };
+      const open = this.#openMessage();
+      this.#ended = { ...open, text: contentText(item.content) };
       this.#open = undefined;
       return;
     }

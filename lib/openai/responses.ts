@@ -11,7 +11,8 @@ import type {
 import { parseCompactionId } from './ids.ts';
 import type { SentCompaction } from './request-input.ts';
 import type { ClientItem, StoredItem } from '../items.ts';
-import type { IncompleteReason, ModelOutputItem, ModelUsage } from '../models/model.ts';
+import type { IncompleteReason, ModelOutputItem, ModelUsage, TokenLogprob } from '../models/model.ts';
+import { outputTextLogprobs } from './logprobs.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 
 /**
@@ -19,10 +20,13 @@ import type { TurnUsage } from '../ledger/usage.ts';
  * tailgate items and turns. No I/O: functions/routes/openai/ does the HTTP and storage.
  */
 
-/** A model's output item in OpenAI's shape, under the given id (its reasoning aside: outputItems). */
-export function outputItem(item: ModelOutputItem, id: string): ResponseOutputItem {
+/**
+ * A model's output item in OpenAI's shape, under the given id (its reasoning aside: outputItems);
+ * a message's text with the provider's log probabilities of its tokens (`logprobs`).
+ */
+export function outputItem(item: ModelOutputItem, id: string, logprobs?: readonly TokenLogprob[]): ResponseOutputItem {
   if (item.type === 'function_call') return functionCall(item, id, statusOf(item));
-  return message(contentText(item.content), id, statusOf(item));
+  return message(contentText(item.content), id, statusOf(item), logprobs);
 }
 
 /**
@@ -38,13 +42,14 @@ export function message(
   text: string,
   id: string,
   status: ResponseOutputMessage['status'] = 'completed',
+  logprobs?: readonly TokenLogprob[],
 ): ResponseOutputMessage {
   return {
     type: 'message',
     id,
     status,
     role: 'assistant',
-    content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+    content: [{ type: 'output_text', text, annotations: [], logprobs: outputTextLogprobs(logprobs) }],
   };
 }
 

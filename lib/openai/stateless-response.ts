@@ -103,7 +103,9 @@ export async function createStatelessResponse(
       completedAt: services.clock(),
       status: result.incomplete ? 'incomplete' : 'completed',
       ...(result.incomplete ? { incomplete: result.incomplete } : {}),
-      output: result.output.flatMap((item, index) => outputItems(item, (type) => idAt(index, { type }), encrypted)),
+      output: result.output.flatMap((item, index) =>
+        outputItems(item, (type) => idAt(index, { type }), encrypted, result.logprobs?.[index]),
+      ),
       usage: usageOf(result.usage),
       tailgate: { context: result.context },
     });

@@ -1,0 +1,24 @@
+import type { ResponseOutputText, ResponseTextDeltaEvent } from 'openai/resources/responses/responses';
+import type { TokenLogprob } from '../models/model.ts';
+
+/**
+ * The provider's log probabilities of an output text's tokens (lib/models/logprobs.ts) in the
+ * Responses API's shapes: an `output_text` part's (each token's UTF-8 `bytes`, [] when the
+ * provider gave none), and a `response.output_text.delta` or `.done` event's (token and logprob).
+ */
+export function outputTextLogprobs(tokens: readonly TokenLogprob[] = []): ResponseOutputText.Logprob[] {
+  return tokens.map((entry) => ({
+    token: entry.token,
+    bytes: entry.bytes ?? [],
+    logprob: entry.logprob,
+    top_logprobs: entry.top_logprobs.map((top) => ({ token: top.token, bytes: top.bytes ?? [], logprob: top.logprob })),
+  }));
+}
+
+export function eventLogprobs(tokens: readonly TokenLogprob[] = []): ResponseTextDeltaEvent.Logprob[] {
+  return tokens.map((entry) => ({
+    token: entry.token,
+    logprob: entry.logprob,
+    top_logprobs: entry.top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob })),
+  }));
+}

@@ -1,0 +1,186 @@
+import OpenAI from 'openai';
+import type { ChatCompletionTokenLogprob } from 'openai/resources/chat/completions';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  fixture,
+  startFakeProvider,
+  type FakeProvider,
+  type FakeReply,
+  type RecordedRequest,
+} from '../support/fake-providers/fake-provider-server.ts';
+import { startTailgate, TOKEN } from './server.ts';
+
+// The provider's log probabilities, asked for only when the client asks, answered through the
+// facade: Chat Completions' `choices[].logprobs.content`, and the Responses API's output_text
+// `logprobs` and its streamed text events' (a `store: false` response).
+let wire: FakeProvider;
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+let client: OpenAI;
+let answer: (request: RecordedRequest) => FakeReply;
+
+/** The recorded answer: with log probabilities when the request asked for them, as OpenAI answers. */
+function recorded(request: RecordedRequest): FakeReply {
+  const name = request.body?.logprobs === true ? 'openai-chat-logprobs' : 'openai-chat-text';
+  return request.body?.stream ? { sse: fixture(`${name}.sse`) } : { json: JSON.parse(fixture(`${name}.json`)) };
+}
+
+/** The content token log probabilities of the recorded answer. */
+const tokens: ChatCompletionTokenLogprob[] = JSON.parse(fixture('openai-chat-logprobs.json')).choices[0].logprobs
+  .content;
+
+beforeAll(async () => {
+  wire = await startFakeProvider((request) => answer(request));
+  tailgate = await startTailgate({
+    OPENAI_API_KEY: 'test-key',
+    OPENAI_BASE_URL: wire.baseURL,
+    MODEL_MAX_RETRIES: '0',
+    MODEL_ALIASES: 'gpt-wire=openai:gpt-4.1',
+  });
+  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+});
+beforeEach(() => {
+  answer = recorded;
+  wire.requests.length = 0;
+});
+afterAll(async () => {
+  await tailgate.close();
+  await wire.close();
+});
+
+const messages = [{ role: 'user' as const, content: 'hi' }];
+
+/** A Responses output_text's log probabilities of the recorded tokens: each token's bytes, and its top ones'. */
+const responseTokens = tokens.map(({ token, logprob, bytes, top_logprobs }) => ({
+  token,
+  logprob,
+  bytes,
+  top_logprobs: top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob, bytes: top.bytes })),
+}));
+/** A streamed text event's: token and logprob. */
+const eventTokens = (from: readonly ChatCompletionTokenLogprob[]) =>
+  from.map(({ token, logprob, top_logprobs }) => ({
+    token,
+    logprob,
+    top_logprobs: top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob })),
+  }));
+
+describe('chat completions', () => {
+  it("asks the provider for logprobs and top_logprobs, and answers the provider's tokens", async () => {
+    const completion = await client.chat.completions.create({
+      model: 'gpt-wire',
+      messages,
+      logprobs: true,
+      top_logprobs: 2,
+    });
+    expect(wire.requests[0]!.body).toMatchObject({ logprobs: true, top_logprobs: 2 });
+    expect(completion.choices[0]!.message.content).toBe('Hello! How');
+    expect(completion.choices[0]!.logprobs).toEqual({ content: tokens, refusal: null });
+  });
+
+  it('asks for none when the client does not, and answers null', async () => {
+    const completion = await client.chat.completions.create({ model: 'gpt-wire', messages });
+    expect(wire.requests[0]!.body).not.toHaveProperty('logprobs');
+    expect(wire.requests[0]!.body).not.toHaveProperty('top_logprobs');
+    expect(completion.choices[0]!.logprobs).toBeNull();
+  });
+
+  it('streams each text chunk with the tokens of its text', async () => {
+    const stream = await client.chat.completions.create({
+      model: 'gpt-wire',
+      messages,
+      logprobs: true,
+      top_logprobs: 2,
+      stream: true,
+    });
+    const texts: { content: string; tokens: ChatCompletionTokenLogprob[] }[] = [];
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      if (choice?.delta.content) texts.push({ content: choice.delta.content, tokens: choice.logprobs?.content ?? [] });
+    }
+    expect(wire.requests[0]!.body).toMatchObject({ stream: true, logprobs: true, top_logprobs: 2 });
+    expect(texts).toEqual([
+      { content: 'Hello', tokens: [tokens[0]] },
+      { content: '!', tokens: [tokens[1]] },
+      { content: ' How', tokens: [tokens[2]] },
+    ]);
+  });
+
+  it('answers a malformed logprobs from the provider as its failure', async () => {
+    answer = () => {
+      const body = JSON.parse(fixture('openai-chat-logprobs.json'));
+      body.choices[0].logprobs.content[0].logprob = 'high';
+      return { json: body };
+    };
+    const failure = await client.chat.completions
+      .create({ model: 'gpt-wire', messages, logprobs: true })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(OpenAI.APIError);
+    expect((failure as InstanceType<typeof OpenAI.APIError>).status).toBeGreaterThanOrEqual(500);
+  });
+});
+
+describe('responses', () => {
+  const include = ['message.output_text.logprobs' as const];
+
+  it("store: false with include asks for them and answers the output_text's logprobs", async () => {
+    const response = await client.responses.create({
+      model: 'gpt-wire',
+      input: 'hi',
+      store: false,
+      include,
+      top_logprobs: 2,
+    });
+    expect(wire.requests[0]!.body).toMatchObject({ logprobs: true, top_logprobs: 2 });
+    const message = response.output.find((item) => item.type === 'message');
+    expect(message?.type === 'message' && message.content[0]).toEqual({
+      type: 'output_text',
+      text: 'Hello! How',
+      annotations: [],
+      logprobs: responseTokens,
+    });
+  });
+
+  it('store: false without include asks for none', async () => {
+    const response = await client.responses.create({ model: 'gpt-wire', input: 'hi', store: false, top_logprobs: 2 });
+    expect(wire.requests[0]!.body).not.toHaveProperty('logprobs');
+    const message = response.output.find((item) => item.type === 'message');
+    expect(message?.type === 'message' && message.content[0]).toMatchObject({ logprobs: [] });
+  });
+
+  it('streams the tokens on each output_text.delta, and all of them on the done events', async () => {
+    const stream = await client.responses.create({
+      model: 'gpt-wire',
+      input: 'hi',
+      store: false,
+      include,
+      top_logprobs: 2,
+      stream: true,
+    });
+    const events: ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    const deltas = events.flatMap((event) => (event.type === 'response.output_text.delta' ? [event] : []));
+    expect(deltas.map(({ delta, logprobs }) => ({ delta, logprobs }))).toEqual([
+      { delta: 'Hello', logprobs: eventTokens(tokens.slice(0, 1)) },
+      { delta: '!', logprobs: eventTokens(tokens.slice(1, 2)) },
+      { delta: ' How', logprobs: eventTokens(tokens.slice(2, 3)) },
+    ]);
+    const done = events.find((event) => event.type === 'response.output_text.done');
+    expect(done?.type === 'response.output_text.done' && done.logprobs).toEqual(eventTokens(tokens));
+    const part = events.find((event) => event.type === 'response.content_part.done');
+    expect(part?.type === 'response.content_part.done' && part.part).toMatchObject({ logprobs: responseTokens });
+    const completed = events.at(-1);
+    expect(completed?.type).toBe('response.completed');
+    const message = completed?.type === 'response.completed' && completed.response.output[0];
+    expect(message && message.type === 'message' && message.content[0]).toMatchObject({ logprobs: responseTokens });
+  });
+
+  it('a stored response asks the provider for none: its turn keeps no log probabilities to answer again', async () => {
+    const response = await client.responses.create({ model: 'gpt-wire', input: 'hi', include, top_logprobs: 2 });
+    expect(wire.requests[0]!.body).not.toHaveProperty('logprobs');
+    const message = response.output.find((item) => item.type === 'message');
+    expect(message?.type === 'message' && message.content[0]).toMatchObject({ logprobs: [] });
+    const retrieved = await client.responses.retrieve(response.id, { include });
+    expect(retrieved.output).toEqual(response.output);
+  });
+});

@@ -133,8 +133,9 @@ export const chatCompletionCreateSchema = z
       .optional()
       .meta({
         description:
-          "Taken: a choice then carries `logprobs: {content: [], refusal: null}`, the provider's log " +
-          'probabilities, none when it gives none (all do today).',
+          'Taken: a choice, and each streamed chunk, then carries `logprobs: {content, refusal: null}`, ' +
+          "`content` the provider's log probabilities of its tokens (asked of OpenAI and OpenAI-compatible " +
+          'providers with `top_logprobs`), [] from a provider that gives none.',
       }),
     top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
     store: z

@@ -223,10 +223,19 @@ export const responseCreateSchema = z
     top_p: z.number().min(0).max(1).nullable().optional(),
     presence_penalty: penaltySchema,
     frequency_penalty: penaltySchema,
-    top_logprobs: z.number().int().min(0).max(20).nullable().optional().meta({
-      description:
-        "Echoed; an output_text's `logprobs` are the provider's, none (`[]`) when it gives none (all do today).",
-    }),
+    top_logprobs: z
+      .number()
+      .int()
+      .min(0)
+      .max(20)
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          'Echoed; with `include: ["message.output_text.logprobs"]` and `store: false`, how many of the most ' +
+          "likely tokens the provider is asked for at each position. An output_text's `logprobs` are the " +
+          "provider's, none (`[]`) when it gives none or the response is stored.",
+      }),
     reasoning: z
       .object({
         effort: effortSchema.nullable().optional(),

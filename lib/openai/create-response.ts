@@ -188,8 +188,9 @@ async function createStoredResponse(
       : {}),
   };
   const compaction = body.context_management?.[0];
-  // A stored turn keeps its items alone, not their tokens' log probabilities: not asked of the provider.
-  const { logprobs: _unanswered, ...modelSettings } = prepared.modelSettings;
+  // A background turn's answer is built from its stored items, which keep no log probabilities: none are asked.
+  const { logprobs: _unanswered, ...backgroundSettings } = prepared.modelSettings;
+  const modelSettings = body.background ? backgroundSettings : prepared.modelSettings;
   const request: TurnRequest = {
     input: items,
     ...(model !== undefined ? { model } : {}),

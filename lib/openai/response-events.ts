@@ -206,7 +206,7 @@ export class ResponseEventWriter {
    * function_call_arguments.delta, reasoning.done, output_item.done) as its events; false for any other.
    */
   turnOutput(event: TurnEvent): boolean {
-    if (event.event === 'output_text.delta') this.delta(event.data.delta);
+    if (event.event === 'output_text.delta') this.delta(event.data.delta, event.data.logprobs);
     else if (event.event === 'function_call.started') this.callStarted(event.data.call_id, event.data.name);
     else if (event.event === 'function_call_arguments.delta') this.argumentsDelta(event.data.call_id, event.data.delta);
     else if (event.event === 'output_item.done') this.itemDone(event.data.item);

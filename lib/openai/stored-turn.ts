@@ -14,6 +14,7 @@ import { deleteNewestTurn } from '../turn/fork.ts';
 import type { LogScope } from '../session/keys.ts';
 import { buildResponse, turnCost, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
 import { outputItems } from './output-items.ts';
+import type { TokenLogprob } from '../models/model.ts';
 import { responseEventStream } from './sse.ts';
 import { getResponse, saveResponse } from './stored-responses.ts';
 
@@ -67,6 +68,8 @@ function storedResponse(
   compacted: ResponseOutputItem[],
   scope: LogScope,
   completedAt: Date,
+  /** The model's log probabilities of each output item's tokens, when it gave them (TurnOptions.onLogprobs). */
+  logprobs: readonly TokenLogprob[][] | undefined,
 ): TailgateResponse {
   return buildResponse({
     ...context.fields,
@@ -75,7 +78,9 @@ function storedResponse(
     status: response.incomplete ? 'incomplete' : 'completed',
     ...(response.incomplete ? { incomplete: response.incomplete } : {}),
     output: [
-      ...response.output.flatMap((item) => outputItems(item, (type) => storedItemId(scope, type, item.seq))),
+      ...response.output.flatMap((item, index) =>
+        outputItems(item, (type) => storedItemId(scope, type, item.seq), false, logprobs?.[index]),
+      ),
       ...compacted,
     ],
     usage: usageOf(response.usage),
@@ -105,8 +110,14 @@ export async function runStoredTurn(
   const { services } = facade;
   const sessionId = context.session.id;
   let failed: Parameters<NonNullable<TurnOptions['onFailed']>>[0] | undefined;
+  let logprobs: TokenLogprob[][] | undefined;
   // Its record says so: a request that finds it left by a dead process takes it out (./dead-turn.ts).
-  const answered = { ...options, answeredAtEnd: true, onFailed: (turn: NonNullable<typeof failed>) => (failed = turn) };
+  const answered = {
+    ...options,
+    answeredAtEnd: true,
+    onFailed: (turn: NonNullable<typeof failed>) => (failed = turn),
+    onLogprobs: (got: TokenLogprob[][]) => (logprobs = got),
+  };
   const pending = runTurn(services, sessionId, request, answered);
   services.background(
     pending.then(
@@ -127,7 +138,7 @@ export async function runStoredTurn(
     response.output[0]?.seq ?? ((await services.sessions.getTurn(sessionId, response.turn)).input?.last_seq ?? 0) + 1;
   const scope = await services.sessions.scope(sessionId);
   const compacted = await compactionOutput(facade, response);
-  const answer = storedResponse(context, response, firstSeq, compacted, scope, services.clock());
+  const answer = storedResponse(context, response, firstSeq, compacted, scope, services.clock(), logprobs);
   return ended(facade, context, response, answer, scope);
 }
 
@@ -146,7 +157,12 @@ export async function streamStoredTurn(
 ): Promise<Response> {
   const { services } = facade;
   let failed: Parameters<NonNullable<TurnOptions['onFailed']>>[0] | undefined;
-  const turn = streamTurn(services, context.session.id, request, { ...options, onFailed: (turn) => (failed = turn) });
+  let logprobs: TokenLogprob[][] | undefined;
+  const turn = streamTurn(services, context.session.id, request, {
+    ...options,
+    onFailed: (turn) => (failed = turn),
+    onLogprobs: (got) => (logprobs = got),
+  });
   services.background(turn.done);
   const iterator = turn.events[Symbol.asyncIterator]();
   const first = await iterator.next();
@@ -187,7 +203,7 @@ export async function streamStoredTurn(
           services.log('tailgate: could not read the summary of a compacted response', error);
           return [];
         });
-        const answer = storedResponse(answered, event.data, firstSeq, compacted, scope, services.clock());
+        const answer = storedResponse(answered, event.data, firstSeq, compacted, scope, services.clock(), logprobs);
         writer.completed(await ended(facade, context, event.data, answer, scope));
       } else if (event.event === 'error') {
         const error = openaiFailure(event.data.error);

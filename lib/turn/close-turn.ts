@@ -1,6 +1,7 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import { providerMayHaveRun } from '../models/provider-reach.ts';
+import type { TokenLogprob } from '../models/model.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
@@ -53,6 +54,8 @@ export interface Attempt {
   closedFailed?: true;
   /** Its lease's renewals, once its claim landed (closeFailed stops them first). */
   renewal?: LeaseRenewal;
+  /** Told its model's log probabilities (TurnOptions.onLogprobs). */
+  onLogprobs?: (logprobs: TokenLogprob[][]) => void;
 }
 
 /**

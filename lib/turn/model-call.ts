@@ -94,8 +94,10 @@ function streamModel(
   let index = 0;
   return callModel(model, request, (event) => {
     meter?.saw(event);
-    if (event.type === 'text_delta') emit({ event: 'output_text.delta', data: { delta: event.delta } });
-    else if (event.type === 'call_start')
+    if (event.type === 'text_delta') {
+      const logprobs = event.logprobs ? { logprobs: event.logprobs } : {};
+      emit({ event: 'output_text.delta', data: { delta: event.delta, ...logprobs } });
+    } else if (event.type === 'call_start')
       emit({ event: 'function_call.started', data: { call_id: event.call_id, name: event.name } });
     else if (event.type === 'arguments_delta')
       emit({ event: 'function_call_arguments.delta', data: { call_id: event.call_id, delta: event.delta } });

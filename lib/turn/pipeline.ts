@@ -181,6 +181,7 @@ async function attemptTurn(
     stop: new AbortController(),
     meter,
     ...(options.background ? { background: true as const } : {}),
+    ...(options.onLogprobs ? { onLogprobs: options.onLogprobs } : {}),
   };
   // A background runner holds the lease before it moves a notice or calls a model (a second stops while it renews).
   const { background } = options;
@@ -295,6 +296,7 @@ async function turnSteps(
     result = await call;
   } while (!result);
   attempt.meter.answered(result.usage);
+  if (result.logprobs) attempt.onLogprobs?.(result.logprobs);
   // Held to MAX_ITEM_BYTES as an append and an import are: failed, nothing of it stored.
   checkItemSizes(result.output, services.config.maxItemBytes, 'output');
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };

@@ -2,7 +2,7 @@ import type { OnBusy } from '../session/fields.ts';
 import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
 import type { SessionConfig } from '../session/records.ts';
-import type { Model } from '../models/model.ts';
+import type { Model, TokenLogprob } from '../models/model.ts';
 import type { Inbox } from '../inbox/index.ts';
 import type { OpenTurn, SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
@@ -61,6 +61,12 @@ export interface TurnOptions {
    * takes such a turn out again: lib/openai/stored-turn.ts).
    */
   onFailed?: (failed: { turn: number; seq: number; generation: string | undefined }) => void;
+  /**
+   * Told the model's log probabilities of its output's tokens, by output item, when the request's
+   * `model_settings.logprobs` asked for them and the model gave them (the facade answers them in
+   * the response it keeps: lib/openai/stored-turn.ts); a turn answered again calls no model.
+   */
+  onLogprobs?: (logprobs: TokenLogprob[][]) => void;
   /**
    * The input is empty and takes the session's newest turn again: that turn must have failed
    * or been cancelled (its input stands unanswered in the history), else 400 invalid_request
@@ -263,7 +269,8 @@ export type TurnEvent =
    * again by its Idempotency-Key (its events are not the journal's: neither journaled nor numbered).
    */
   | { event: 'turn.started'; data: { turn: number; first_seq: number }; replay?: true }
-  | { event: 'output_text.delta'; data: { delta: string } }
+  /** `logprobs`: the delta's tokens', when the request asked for them and the model gave them. */
+  | { event: 'output_text.delta'; data: { delta: string; logprobs?: TokenLogprob[] } }
   /** A function call began; its argument pieces follow, then its output_item.done (the whole call). */
   | { event: 'function_call.started'; data: { call_id: string; name: string } }
   | { event: 'function_call_arguments.delta'; data: { call_id: string; delta: string } }

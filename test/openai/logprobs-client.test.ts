@@ -13,7 +13,7 @@ import { startTailgate, TOKEN } from './server.ts';
 
 // The provider's log probabilities, asked for only when the client asks, answered through the
 // facade: Chat Completions' `choices[].logprobs.content`, and the Responses API's output_text
-// `logprobs` and its streamed text events' (a `store: false` response).
+// `logprobs` and its streamed text events', kept with a stored response's object.
 let wire: FakeProvider;
 let tailgate: Awaited<ReturnType<typeof startTailgate>>;
 let client: OpenAI;
@@ -175,12 +175,47 @@ describe('responses', () => {
     expect(message && message.type === 'message' && message.content[0]).toMatchObject({ logprobs: responseTokens });
   });
 
-  it('a stored response asks the provider for none: its turn keeps no log probabilities to answer again', async () => {
-    const response = await client.responses.create({ model: 'gpt-wire', input: 'hi', include, top_logprobs: 2 });
-    expect(wire.requests[0]!.body).not.toHaveProperty('logprobs');
+  it('a stored response keeps them in its object: GET and a keyed retry answer them again', async () => {
+    const body = { model: 'gpt-wire', input: 'hi', include, top_logprobs: 2 };
+    const key = { headers: { 'Idempotency-Key': `logprobs-${Math.random()}` } };
+    const response = await client.responses.create(body, key);
+    expect(wire.requests[0]!.body).toMatchObject({ logprobs: true, top_logprobs: 2 });
     const message = response.output.find((item) => item.type === 'message');
-    expect(message?.type === 'message' && message.content[0]).toMatchObject({ logprobs: [] });
+    expect(message?.type === 'message' && message.content[0]).toMatchObject({ logprobs: responseTokens });
     const retrieved = await client.responses.retrieve(response.id, { include });
     expect(retrieved.output).toEqual(response.output);
+    const retried = await client.responses.create(body, key);
+    expect(wire.requests).toHaveLength(1);
+    expect(retried.output).toEqual(response.output);
+  });
+
+  it('a stored streamed response carries them on its events and in the response it keeps', async () => {
+    const stream = await client.responses.create({
+      model: 'gpt-wire',
+      input: 'hi',
+      include,
+      top_logprobs: 2,
+      stream: true,
+    });
+    const events: ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    const deltas = events.flatMap((event) => (event.type === 'response.output_text.delta' ? [event.logprobs] : []));
+    expect(deltas).toEqual(tokens.map((token) => eventTokens([token])));
+    const completed = events.at(-1);
+    if (completed?.type !== 'response.completed') throw new Error('the stream did not complete');
+    const message = completed.response.output.find((item) => item.type === 'message');
+    expect(message?.type === 'message' && message.content[0]).toMatchObject({ logprobs: responseTokens });
+    const retrieved = await client.responses.retrieve(completed.response.id);
+    expect(retrieved.output).toEqual(completed.response.output);
+  });
+
+  it('a background response asks for none: its answer is built from its stored items', async () => {
+    const queued = await client.responses.create({ model: 'gpt-wire', input: 'hi', include, background: true });
+    let response = queued;
+    while (response.status === 'queued' || response.status === 'in_progress') {
+      response = await client.responses.retrieve(queued.id);
+    }
+    expect(response.status).toBe('completed');
+    expect(wire.requests[0]!.body).not.toHaveProperty('logprobs');
   });
 });

@@ -14,8 +14,8 @@ const integerText = (name: string, negative = false) =>
 
 /**
  * `include` (extra item fields such as logprobs or image URLs): `message.output_text.logprobs`
- * alone, which every output_text carries anyway (`[]`: a stored response keeps no log
- * probabilities), as a create takes it; tailgate has no other field to add.
+ * alone, which every output_text carries anyway (a listed item's `[]`: the items keep no log
+ * probabilities, the response object does), as a create takes it; tailgate has no other field to add.
  */
 const onlyLogprobs = z
   .union([z.string(), z.array(z.string())])

@@ -232,9 +232,9 @@ export const responseCreateSchema = z
       .optional()
       .meta({
         description:
-          'Echoed; with `include: ["message.output_text.logprobs"]` and `store: false`, how many of the most ' +
-          "likely tokens the provider is asked for at each position. An output_text's `logprobs` are the " +
-          "provider's, none (`[]`) when it gives none or the response is stored.",
+          'Echoed; with `include: ["message.output_text.logprobs"]`, how many of the most likely tokens the ' +
+          "provider is asked for at each position. An output_text's `logprobs` are the provider's, none " +
+          '(`[]`) when it gives none or the response runs in the background.',
       }),
     reasoning: z
       .object({

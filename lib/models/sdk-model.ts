@@ -7,7 +7,7 @@ import {
   type LanguageModelUsage,
 } from 'ai';
 import { optional, settingsOf } from './call-settings.ts';
-import { TailgateError } from '../errors.ts';
+import { InvalidRequestError, TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError, providerFailure } from './errors.ts';
 import { functionCallItemSchema, type FunctionCallItem } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
@@ -122,6 +122,14 @@ export function createSdkModel(options: SdkModelOptions): Model {
       ...(options.textOnly ? { textOnly: true } : {}),
       ...optional('manyImages', options.manyImages),
     });
+    // Providers refuse a prompt without a message (the AI SDK before any call): the blank
+    // messages convertToModelMessages leaves out are the client's, not a failed model call.
+    if (!messages.some((message) => message.role !== 'system')) {
+      throw new InvalidRequestError(
+        'the prompt holds no message to send: a message with no text but whitespace (and no image or file) is not sent',
+        { field: 'input' },
+      );
+    }
     const settings = settingsOf(request.settings);
     const tools = toolsSent({ allowsTools: options.allowedTools === true }, request.tools, request.settings);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {

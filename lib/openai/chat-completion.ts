@@ -13,6 +13,7 @@ import {
 import { chatAbortRetry, keepChatAbort } from './aborted-retry.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
+import { makesBlock } from '../models/cache-breakpoints.ts';
 import { randomId } from './ids.ts';
 import { partInRequest } from './request.ts';
 import { callsNone, checkToolChoice, fromChatToolChoice } from './tool-choice.ts';
@@ -122,8 +123,14 @@ export async function createChatCompletion(
   const model = modelOf(facade, body.model);
   const { instructions, items, origins } = chatMessagesToItems(body.messages as ChatMessageBody[]);
   facade.checkItems(items);
-  if (items.length === 0)
-    throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
+  // A message with no text but whitespace is not sent (lib/models/convert-to-model-messages.ts).
+  if (!items.some(makesBlock))
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'messages hold no user, assistant or tool message with content (one with no text but whitespace is not sent)',
+      'messages',
+    );
   const choice = fromChatToolChoice(body.tool_choice);
   // A stateless call offers only the request's tools: a named or required choice needs them (as a response's).
   checkToolChoice(

@@ -1,0 +1,74 @@
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { clientOnFakeOpenAI, TOKEN, tailgateGet, tailgatePost } from './server.ts';
+
+// A message with no text but whitespace is not sent (providers refuse a blank text block). A
+// prompt left with nothing to send but its instructions is the client's mistake: a 400 naming
+// it, before any provider is called, never the 502 of a failed model call.
+const world = clientOnFakeOpenAI(() => ({ json: JSON.parse(fixture('openai-chat-text.json')) }));
+
+describe('a prompt of blank messages alone', () => {
+  it('is a 400 for a chat completion, streamed or not, and no model is called', async () => {
+    for (const stream of [false, true]) {
+      for (const messages of [
+        [{ role: 'assistant' as const, content: null }],
+        [{ role: 'user' as const, content: '  ' }],
+        [
+          { role: 'system' as const, content: 'be brief' },
+          { role: 'user' as const, content: '' },
+        ],
+      ]) {
+        const failure = await world.client.chat.completions.create({ model: 'gpt-4o-mini', messages, stream }).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(failure, JSON.stringify({ messages, stream })).toBeInstanceOf(OpenAI.BadRequestError);
+        expect((failure as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+          type: 'invalid_request_error',
+          code: 'invalid_request',
+          param: 'messages',
+        });
+      }
+    }
+    expect(world.provider.requests).toHaveLength(0);
+  });
+
+  it('is a 400 for a response without a history, stored or not, and no model is called', async () => {
+    for (const store of [true, false]) {
+      const failure = await world.client.responses
+        .create({ model: 'gpt-4o-mini', store, input: [{ type: 'message', role: 'user', content: ' ' }] })
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+      expect(failure, `store: ${store}`).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((failure as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'invalid_request',
+        param: 'input',
+      });
+    }
+    expect(world.provider.requests).toHaveLength(0);
+  });
+
+  it('is a 400 for a native turn of an empty session, which then takes its next turn', async () => {
+    const base = world.tailgate.baseURL;
+    expect((await tailgatePost(base, '/sessions', { id: 'blank', model: 'openai:gpt-4o-mini' })).status).toBe(201);
+    const refused = await tailgatePost(base, '/sessions/blank/turns', { input: ' \n ' });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: unknown }).error).toMatchObject({
+      code: 'invalid_request',
+      details: { field: 'input' },
+    });
+    expect(world.provider.requests).toHaveLength(0);
+    const answered = await fetch(`${base}/sessions/blank/turns`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'hello' }),
+    });
+    expect(answered.status).toBe(200);
+    expect(world.provider.requests).toHaveLength(1);
+    expect((await tailgateGet(base, '/sessions/blank')).usage.turns).toBe(1);
+  });
+});

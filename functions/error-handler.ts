@@ -171,8 +171,15 @@ function innermostIssue(issue: Issue): Issue {
     if (first && (!best || first.path.length > best[0]!.path.length)) best = branch;
   }
   const first = best?.[0];
-  if (!best || !first || first.path.length === 0)
+  if (!best || !first || first.path.length === 0) {
+    // One branch took the value's type and refused the value itself (a list over its limit): its issue.
+    const typed = errors.filter((branch) => branch[0] !== undefined && branch[0].code !== 'invalid_type');
+    if (typed.length === 1) {
+      const chosen = relevantIssue(typed[0]!)!;
+      return { ...chosen, path: [...issue.path, ...chosen.path] } as Issue;
+    }
     return { ...union, errors: [], message: rootTypeMessage(errors) ?? issue.message } as Issue;
+  }
   const values = candidates === errors ? sameFieldValues(errors, first.path) : undefined;
   if (values)
     return {

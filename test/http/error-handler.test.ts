@@ -209,6 +209,23 @@ describe('validationError', () => {
     if (!parsed.success) expect(validationError(parsed.error, 'json').message).toBe(expected);
   });
 
+  it("answers the branch that took the value's type when it refused the value itself: a list over its limit", () => {
+    const union = z.object({ input: z.union([z.string().min(1), z.array(z.string()).min(1).max(2)]) }).strict();
+    const parsed = union.safeParse({ input: ['a', 'b', 'c'] });
+    expect(parsed.success).toBe(false);
+    if (parsed.success) return;
+    const error = validationError(parsed.error, 'json');
+    expect(error.message).toBe('body.input: Too big: expected array to have <=2 items');
+    expect(error.details).toMatchObject({ field: 'input', issues: [{ code: 'too_big', path: ['input'] }] });
+    const input = Array.from({ length: 10_001 }, () => ({ type: 'message', role: 'user', content: 'x' }));
+    const response = responseCreateSchema.safeParse({ model: 'echo', input });
+    expect(response.success).toBe(false);
+    if (!response.success)
+      expect(validationError(response.error, 'json').message).toBe(
+        'body.input: Too big: expected array to have <=10000 items',
+      );
+  });
+
   it('names the values when every branch refused the same field, and keeps no branch beside the answer', () => {
     const item = (type: string) => z.object({ type: z.literal(type), id: z.string() }).strict();
     const union = z.object({ items: z.array(z.union([item('a'), item('b')])) }).strict();

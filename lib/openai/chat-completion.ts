@@ -1,4 +1,4 @@
-import { AbortedError, NotFoundError, UnknownStrategyError } from '../errors.ts';
+import { AbortedError, NotFoundError, TailgateError, UnknownStrategyError } from '../errors.ts';
 import { consumeForModelCall, type DeliveredNotice } from '../inbox/index.ts';
 import { idSchema, type Tool } from '../items.ts';
 import { resolveStrategyNames } from '../turn/index.ts';
@@ -123,8 +123,9 @@ export async function createChatCompletion(
   const model = modelOf(facade, body.model);
   const { instructions, items, origins } = chatMessagesToItems(body.messages as ChatMessageBody[]);
   facade.checkItems(items);
-  // A message with no text but whitespace is not sent (lib/models/convert-to-model-messages.ts).
-  if (!items.some(makesBlock))
+  // A message with no text but whitespace is not sent (lib/models/convert-to-model-messages.ts):
+  // messages of nothing else leave the model nothing to answer, but a session's notices.
+  if (items.length === 0 || (sessionId === null && !items.some(makesBlock)))
     throw new OpenAIApiError(
       400,
       'invalid_request',
@@ -167,7 +168,15 @@ export async function createChatCompletion(
         0,
         createdAt === undefined ? undefined : { created_at: createdAt },
       );
-    throw partInRequest(error, origins, 'messages') ?? error;
+    const named = partInRequest(error, origins, 'messages');
+    if (named) throw named;
+    // A refusal of the prompt as a whole (lib/models/sdk-model.ts) names the request's messages.
+    if (error instanceof TailgateError && error.code === 'invalid_request') {
+      const details = (error.details ?? {}) as { field?: unknown };
+      if (details.field === 'input')
+        throw new TailgateError(error.code, error.message, { ...details, field: 'messages' });
+    }
+    throw error;
   };
   const id = randomId('chatcmpl');
   const created = services.clock();

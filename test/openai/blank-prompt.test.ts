@@ -34,6 +34,31 @@ describe('a prompt of blank messages alone', () => {
     expect(world.provider.requests).toHaveLength(0);
   });
 
+  it("is answered when a chat completion delivers a session's notice, else a 400 naming messages", async () => {
+    const base = world.tailgate.baseURL;
+    expect((await tailgatePost(base, '/sessions', { id: 'noticed' })).status).toBe(201);
+    expect(
+      (await tailgatePost(base, '/sessions/noticed/inbox', { name: 'n1', content: 'Budget left: 2 USD' })).status,
+    ).toBe(201);
+    const headers = { 'x-tailgate-session': 'noticed' };
+    const messages = [{ role: 'user' as const, content: ' ' }];
+    const answered = await world.client.chat.completions.create({ model: 'gpt-4o-mini', messages }, { headers });
+    expect(answered.choices[0]!.message.content).toEqual(expect.any(String));
+    const sent = world.provider.requests.at(-1)!.body.messages;
+    expect(sent.at(-1)).toMatchObject({ role: 'user', content: 'Budget left: 2 USD' });
+    const requests = world.provider.requests.length;
+    const failure = await world.client.chat.completions.create({ model: 'gpt-4o-mini', messages }, { headers }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((failure as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+      code: 'invalid_request',
+      param: 'messages',
+    });
+    expect(world.provider.requests).toHaveLength(requests);
+  });
+
   it('is a 400 for a response without a history, stored or not, and no model is called', async () => {
     for (const store of [true, false]) {
       const failure = await world.client.responses
@@ -49,7 +74,7 @@ describe('a prompt of blank messages alone', () => {
         param: 'input',
       });
     }
-    expect(world.provider.requests).toHaveLength(0);
+    expect(world.provider.requests).toHaveLength(1);
   });
 
   it('is a 400 for a native turn of an empty session, which then takes its next turn', async () => {
@@ -61,14 +86,14 @@ describe('a prompt of blank messages alone', () => {
       code: 'invalid_request',
       details: { field: 'input' },
     });
-    expect(world.provider.requests).toHaveLength(0);
+    expect(world.provider.requests).toHaveLength(1);
     const answered = await fetch(`${base}/sessions/blank/turns`, {
       method: 'POST',
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ input: 'hello' }),
     });
     expect(answered.status).toBe(200);
-    expect(world.provider.requests).toHaveLength(1);
+    expect(world.provider.requests).toHaveLength(2);
     expect((await tailgateGet(base, '/sessions/blank')).usage.turns).toBe(1);
   });
 });

@@ -13,6 +13,9 @@ import {
 import type { CompactionPlan } from './plan-compaction.ts';
 import { clipText, DEFAULT_SUMMARY_PROMPT, renderTranscript } from './summary-transcript.ts';
 
+/** The transcript of a context whose items all make no line (renderTranscript). */
+const EMPTY_TRANSCRIPT = '(the transcript is empty: nothing was said)';
+
 export interface SummarizeOptions {
   /** The summary model's instructions; DEFAULT_SUMMARY_PROMPT when absent. */
   prompt?: string;
@@ -71,7 +74,9 @@ export async function summarizeContext(
   const transcript = renderTranscript(previous?.summary ?? null, plan.summarized, new Set(plan.interrupted));
   const prompt: PromptItem[] = [
     { type: 'message', role: 'system', content: options.prompt ?? DEFAULT_SUMMARY_PROMPT },
-    { type: 'message', role: 'user', content: transcript },
+    // Items the model was never sent (blank messages) make no line: a transcript of those alone
+    // still gives the model a message to answer (providers refuse a prompt of instructions only).
+    { type: 'message', role: 'user', content: transcript || EMPTY_TRANSCRIPT },
   ];
   const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
   const result = await withDeadline(options, (signal) =>

@@ -96,4 +96,18 @@ describe('a prompt of blank messages alone', () => {
     expect(world.provider.requests).toHaveLength(2);
     expect((await tailgateGet(base, '/sessions/blank')).usage.turns).toBe(1);
   });
+
+  it('is summarized by a compaction of a conversation that holds nothing else, not refused', async () => {
+    const base = world.tailgate.baseURL;
+    expect((await tailgatePost(base, '/sessions', { id: 'blanks', model: 'openai:gpt-4o-mini' })).status).toBe(201);
+    const blank = (role: string) => ({ type: 'message', role, content: ' ' });
+    expect(
+      (await tailgatePost(base, '/sessions/blanks/items', { items: [blank('user'), blank('assistant')] })).status,
+    ).toBe(201);
+    const requests = world.provider.requests.length;
+    const compacted = await tailgatePost(base, '/sessions/blanks/compact', { keep_tokens: 0 });
+    expect(compacted.status).toBe(200);
+    expect(world.provider.requests).toHaveLength(requests + 1);
+    expect(world.provider.requests.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'user' });
+  });
 });

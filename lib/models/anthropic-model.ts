@@ -1,4 +1,4 @@
-import { createAnthropic } from '@ai-sdk/anthropic';
+import { anthropicMessagesModel } from './anthropic-messages.ts';
 import { anthropicCacheBreakpoints } from './cache-breakpoints.ts';
 import type { ProviderOptions } from './convert-to-model-messages.ts';
 import type { Model, ModelRequest } from './model.ts';
@@ -46,13 +46,6 @@ export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: '
  * reasoning) is sent once more without its thinking blocks and without thinking (lib/models/thinking-refusal.ts).
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {
-  // Built for each call, with the fetch that notes what its requests came to.
-  const provider = (fetch: typeof globalThis.fetch) =>
-    createAnthropic({
-      apiKey: settings.apiKey,
-      ...(settings.baseURL !== undefined ? { baseURL: settings.baseURL } : {}),
-      fetch,
-    });
   return createSdkModel({
     toolResultMedia: true,
     fileUrls: true,
@@ -60,7 +53,16 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
     manyImages: ANTHROPIC_MANY_IMAGES,
     id: settings.id,
-    languageModel: (fetch) => retryingWithoutThinking(provider(fetch).messages(settings.modelName)),
+    // Built for each call, with the fetch that notes what its requests came to.
+    languageModel: (fetch) =>
+      retryingWithoutThinking(
+        anthropicMessagesModel({
+          modelName: settings.modelName,
+          apiKey: settings.apiKey,
+          ...(settings.baseURL !== undefined ? { baseURL: settings.baseURL } : {}),
+          fetch,
+        }),
+      ),
     fetch: settings.fetch,
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,

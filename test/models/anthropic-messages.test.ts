@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ANTHROPIC_SDK_VERSION, anthropicMessagesModel } from '../../lib/models/anthropic-messages.ts';
+import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+
+type MessagesModel = ReturnType<typeof anthropicMessagesModel>;
+type CallOptions = Parameters<MessagesModel['doGenerate']>[0];
+
+interface Sent {
+  url: string;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** A fetch that notes each request and answers it with a recorded text message, streamed or not. */
+function recording(): { fetch: typeof globalThis.fetch; sent: Sent[] } {
+  const sent: Sent[] = [];
+  const fetch = async (input: string | URL | Request, init?: RequestInit) => {
+    const body = JSON.parse(String(init?.body)) as { stream?: boolean };
+    sent.push({ url: String(input), headers: Object.fromEntries(new Headers(init?.headers)), body });
+    return body.stream
+      ? new Response(fixture('anthropic-message-text.sse'), { headers: { 'content-type': 'text/event-stream' } })
+      : new Response(fixture('anthropic-message-text.json'), { headers: { 'content-type': 'application/json' } });
+  };
+  return { fetch, sent };
+}
+
+const call: CallOptions = {
+  prompt: [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: [{ type: 'text', text: 'What is the weather in Paris?' }] },
+  ],
+  maxOutputTokens: 256,
+  tools: [
+    {
+      type: 'function',
+      name: 'weather',
+      description: 'The weather in a city',
+      inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  ],
+  providerOptions: { anthropic: { disableParallelToolUse: true, metadata: { userId: 'user-1' } } },
+};
+
+/** What the model sends and answers for `call`, generated and streamed. */
+async function exchange(make: (fetch: typeof globalThis.fetch) => MessagesModel) {
+  const { fetch, sent } = recording();
+  const model = make(fetch);
+  const generated = await model.doGenerate(call);
+  const streamed = await model.doStream(call);
+  const parts: unknown[] = [];
+  for await (const part of streamed.stream) parts.push(part);
+  return {
+    model: { provider: model.provider, modelId: model.modelId, supportedUrls: await model.supportedUrls },
+    sent,
+    generated: { content: generated.content, finishReason: generated.finishReason, usage: generated.usage },
+    parts,
+  };
+}
+
+const sdk = (settings: { apiKey: string; baseURL?: string }) => (fetch: typeof globalThis.fetch) =>
+  createAnthropic({ ...settings, fetch }).messages('claude-sonnet-4-5') as unknown as MessagesModel;
+const ours = (settings: { apiKey: string; baseURL?: string }) => (fetch: typeof globalThis.fetch) =>
+  anthropicMessagesModel({ modelName: 'claude-sonnet-4-5', ...settings, fetch });
+
+const savedBaseURL = process.env.ANTHROPIC_BASE_URL;
+afterEach(() => {
+  if (savedBaseURL === undefined) delete process.env.ANTHROPIC_BASE_URL;
+  else process.env.ANTHROPIC_BASE_URL = savedBaseURL;
+});
+
+describe('anthropicMessagesModel', () => {
+  it('names the installed @ai-sdk/anthropic version in its user agent', () => {
+    const installed = JSON.parse(
+      readFileSync(new URL('../../node_modules/@ai-sdk/anthropic/package.json', import.meta.url), 'utf8'),
+    ) as { version: string };
+    expect(ANTHROPIC_SDK_VERSION).toBe(installed.version);
+  });
+
+  it.each([
+    ['no base URL', undefined],
+    ["Anthropic's host without the version", 'https://api.anthropic.com'],
+    ["Anthropic's host with a trailing slash", 'https://api.anthropic.com/'],
+    ['a proxy with a trailing slash', 'http://proxy.example/anthropic/v1/'],
+  ])('sends and answers as createAnthropic(...).messages does, with %s', async (_, baseURL) => {
+    delete process.env.ANTHROPIC_BASE_URL;
+    const settings = { apiKey: 'sk-ant-test', ...(baseURL !== undefined ? { baseURL } : {}) };
+    const expected = await exchange(sdk(settings));
+    expect(await exchange(ours(settings))).toEqual(expected);
+    expect(expected.sent.map((request) => request.headers['x-api-key'])).toEqual(['sk-ant-test', 'sk-ant-test']);
+  });
+
+  it('takes ANTHROPIC_BASE_URL from the environment without a base URL, as createAnthropic does', async () => {
+    process.env.ANTHROPIC_BASE_URL = 'http://from-env.example/v1';
+    const expected = await exchange(sdk({ apiKey: 'sk-ant-test' }));
+    expect(expected.sent[0]!.url).toBe('http://from-env.example/v1/messages');
+    expect(await exchange(ours({ apiKey: 'sk-ant-test' }))).toEqual(expected);
+  });
+
+  it('refuses a blank base URL, as createAnthropic does', () => {
+    const { fetch } = recording();
+    expect(() => sdk({ apiKey: 'sk-ant-test', baseURL: ' ' })(fetch)).toThrow('baseURL must be a non-empty string');
+    expect(() => ours({ apiKey: 'sk-ant-test', baseURL: ' ' })(fetch)).toThrow('baseURL must be a non-empty string');
+  });
+});

@@ -1,4 +1,6 @@
-import { verify, sign } from 'hono/jwt';
+// hono's JWT functions themselves: `hono/jwt` adds its middleware, whose `Jwt` object keeps
+// `verifyWithJwks` and `decode` in the Worker bundle as well.
+import { verify, sign } from 'hono/utils/jwt/jwt';
 import { JwtTokenSignatureMismatched } from 'hono/utils/jwt/types';
 import { z } from 'zod';
 import { TailgateError } from '../lib/errors.ts';
@@ -8,7 +10,7 @@ import { budgetSchema, type Budget } from '../lib/ledger/usage.ts';
 import type { TokenBudget } from '../lib/ledger/token-spend.ts';
 
 /**
- * Scoped, expiring bearer tokens: HS256 JWTs (hono/jwt) verified without storage. A token
+ * Scoped, expiring bearer tokens: HS256 JWTs (hono's JWT helpers) verified without storage. A token
  * names its scopes, optionally the one session it is bound to, and for a bound token the
  * session's token generation at minting (revocation bumps the session's generation) and its
  * incarnation. The threat model and key rotation are in docs/SECURITY.md.

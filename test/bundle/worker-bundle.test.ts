@@ -116,6 +116,13 @@ describe('the built Worker', () => {
       .toBe(1);
   });
 
+  it('leaves out the modules only Node and Deno or no caller use', async () => {
+    const paths = Object.keys(await bundledModules()).map((path) => path.replace(/.*node_modules\//, ''));
+    // hono/jwt's middleware, whose `Jwt` object would keep verifyWithJwks and decode
+    // (functions/tokens.ts imports hono's JWT functions themselves).
+    expect(paths.filter((path) => path.startsWith('hono/dist/middleware/'))).toEqual([]);
+  });
+
   it('answers a turn of an anthropic: model without the modules wrangler.toml [alias] leaves out', async () => {
     const modules = await bundledModules();
     const paths = Object.keys(modules);

@@ -1,7 +1,7 @@
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { ProviderOptions } from './convert-to-model-messages.ts';
 import { chatLogprobs, chatLogprobsFields } from './logprobs.ts';
 import type { Model, ModelRequest } from './model.ts';
+import { openaiCompatibleChatModel } from './openai-compatible-chat.ts';
 import { createSdkModel } from './sdk-model.ts';
 
 export interface OpenAICompatibleModelSettings {
@@ -67,14 +67,14 @@ export function openaiTakesImages(name: string): boolean {
  */
 export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSettings): Model {
   // Built for each call, with the fetch that notes what its requests came to.
-  const provider = (fetch: typeof globalThis.fetch) =>
-    createOpenAICompatible({
-      name: settings.providerName,
+  const chatModel = (fetch: typeof globalThis.fetch) =>
+    openaiCompatibleChatModel({
+      providerName: settings.providerName,
+      modelName: settings.modelName,
       baseURL: settings.baseURL,
       ...(settings.apiKey !== undefined ? { apiKey: settings.apiKey } : {}),
       fetch,
-      includeUsage: true,
-      ...(settings.structuredOutputs ? { supportsStructuredOutputs: true } : {}),
+      ...(settings.structuredOutputs ? { structuredOutputs: true } : {}),
       transformRequestBody: (body) =>
         allowedToolChoice(nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body)),
     });
@@ -82,7 +82,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     toolResultMedia: 'after',
     ...(settings.images ? {} : { textOnly: true }),
     id: settings.id,
-    languageModel: (fetch) => provider(fetch).chatModel(settings.modelName),
+    languageModel: chatModel,
     fetch: settings.fetch,
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,

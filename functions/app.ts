@@ -27,7 +27,6 @@ import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
 import type { Metrics } from './metrics.ts';
-import { metricsRoutes, metricsTokenRoute } from './routes/metrics.ts';
 import { compactionObserver, countedStore, noStorageOps, turnObserver } from './turn-log.ts';
 import { tracingFor } from './tracing.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
@@ -68,7 +67,10 @@ export interface AppOptions {
   docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
   /** The inspector's script, .assets/ui/app.js (Node and Deno entries); Workers serve it as a static asset. */
   inspectorScript?: () => Promise<Uint8Array<ArrayBuffer>>;
-  /** The process's metrics, served at GET /metrics (Node and Deno); Workers keep none. */
+  /**
+   * The process's metrics, served at GET /metrics by the routes they bring (Node and Deno);
+   * Workers keep none, and their bundle leaves the routes out.
+   */
   metrics?: Metrics;
   /** Where each turn's JSON log line goes (default: stdout). */
   logLine?: (line: string) => void;
@@ -135,7 +137,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.
   app.route('/', inspectorRoutes(options.inspectorScript));
   // GET /metrics with METRICS_TOKEN; with an admin token it is the authenticated route below.
-  if (options.metrics) app.route('/', metricsTokenRoute(options.metrics, readEnvironment));
+  if (options.metrics) app.route('/', options.metrics.tokenRoute(readEnvironment));
 
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.set('config', parseServiceConfig(readEnvironment(c)));
@@ -197,7 +199,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', queueAndForkRoutes());
   app.route('/', tokenRoutes(clock));
   app.route('/', openaiRoutes());
-  if (options.metrics) app.route('/', metricsRoutes(options.metrics));
+  if (options.metrics) app.route('/', options.metrics.routes());
   registerOpenApi(app);
   scopes = declaredScopes(app);
   return app;

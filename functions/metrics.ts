@@ -3,6 +3,9 @@
  * Node and Deno servers and served at GET /metrics (functions/routes/metrics.ts). Each process
  * counts its own; a restart starts from zero, as Prometheus counters may.
  */
+import type { Context } from 'hono';
+import type { RuntimeEnvironment } from './router.ts';
+import { metricsRoutes, metricsTokenRoute } from './routes/metrics.ts';
 
 /** Seconds: a turn's duration and its time to first output. */
 const SECONDS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -101,6 +104,20 @@ export class Metrics {
     });
     histogram.sum += value;
     histogram.count += 1;
+  }
+
+  /**
+   * GET /metrics for an admin token, the route of /openapi.json (functions/routes/metrics.ts).
+   * createApp registers these routes from the metrics it is given, so that the Workers entry,
+   * which keeps none, leaves them out of its bundle.
+   */
+  routes(): ReturnType<typeof metricsRoutes> {
+    return metricsRoutes(this);
+  }
+
+  /** GET /metrics for the METRICS_TOKEN, answered before auth (functions/routes/metrics.ts). */
+  tokenRoute(readEnvironment: (c: Context) => RuntimeEnvironment): ReturnType<typeof metricsTokenRoute> {
+    return metricsTokenRoute(this, readEnvironment);
   }
 
   /** Every family counted so far, as Prometheus text. */

@@ -3,12 +3,16 @@ import type { Context } from 'hono';
 import { z } from 'zod';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { constantTimeEqual } from '../auth.ts';
-import type { Metrics } from '../metrics.ts';
 import { errorResponses } from '../openapi-helpers.ts';
 import { createRouter, type RuntimeEnvironment } from '../router.ts';
 import { requires } from '../tokens.ts';
 
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
+
+/** What the routes serve: the process's metrics (functions/metrics.ts) as Prometheus text. */
+interface RenderedMetrics {
+  render(): string;
+}
 
 const metricsRoute = createRoute({
   method: 'get',
@@ -26,7 +30,7 @@ const metricsRoute = createRoute({
 });
 
 /** GET /metrics for an admin token (the route of /openapi.json). */
-export function metricsRoutes(metrics: Metrics) {
+export function metricsRoutes(metrics: RenderedMetrics) {
   return createRouter().openapi(metricsRoute, (c) =>
     c.text(metrics.render(), 200, { 'content-type': PROMETHEUS_TEXT }),
   );
@@ -36,7 +40,7 @@ export function metricsRoutes(metrics: Metrics) {
  * GET /metrics for the METRICS_TOKEN, answered before auth (a scraper holds no admin token);
  * any other request goes on to the authenticated route.
  */
-export function metricsTokenRoute(metrics: Metrics, readEnvironment: (c: Context) => RuntimeEnvironment) {
+export function metricsTokenRoute(metrics: RenderedMetrics, readEnvironment: (c: Context) => RuntimeEnvironment) {
   return createRouter().get('/metrics', async (c, next) => {
     let token: string | undefined;
     try {

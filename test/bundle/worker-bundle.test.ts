@@ -121,6 +121,8 @@ describe('the built Worker', () => {
     // hono/jwt's middleware, whose `Jwt` object would keep verifyWithJwks and decode
     // (functions/tokens.ts imports hono's JWT functions themselves).
     expect(paths.filter((path) => path.startsWith('hono/dist/middleware/'))).toEqual([]);
+    // GET /metrics, which the Node and Deno servers' metrics (functions/metrics.ts) bring.
+    expect(paths.filter((path) => /^functions\/(routes\/)?metrics\.ts$/.test(path))).toEqual([]);
   });
 
   it('answers a turn of an anthropic: model without the modules wrangler.toml [alias] leaves out', async () => {

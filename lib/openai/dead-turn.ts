@@ -1,6 +1,7 @@
 import { LEASE_EXPIRED, TurnInProgressError } from '../errors.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { idGeneration } from '../session/log/rewind.ts';
+import { LapsedTurnRefused } from '../session/log/claim.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import type { IndexFacade } from './facade.ts';
 
@@ -22,7 +23,7 @@ import type { IndexFacade } from './facade.ts';
  * before the claim closed the turn (TurnOptions.onLapsed): the request starts again, and takes
  * that turn out first instead of storing its input after it.
  */
-export class LapsedDeadTurn extends Error {}
+export class LapsedDeadTurn extends LapsedTurnRefused {}
 
 /** TurnOptions.onLapsed of a stored response: refuses to close the dead turn of a response answered at its end. */
 export function refuseLapsedDead(lapsed: { turn: number; request: unknown }): void {

@@ -1,5 +1,6 @@
 import { LeaseHeldError, NotNewestTurnError, TailgateError, TurnNotOpenError } from '../errors.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
+import { LapsedTurnRefused } from '../session/log/claim.ts';
 import { TurnTrace } from './trace.ts';
 import type { CompactionSpend, TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
@@ -99,16 +100,18 @@ export async function observedClaim<T>(
 }
 
 /**
- * Ends the turn's span with how it ended, and tells `services.observeTurn`. Two errors are of
+ * Ends the turn's span with how it ended, and tells `services.observeTurn`. Three errors are of
  * attempts that ran no turn, whose span ends untold: a claim refused for not following
  * `afterTurn` (NotNewestTurnError: the facade takes the request in a branch, whose turn is told;
- * its span ends without an error), and a background turn's runner that found its lease another
- * runner's (LeaseHeldError: the runner that runs the turn tells it) or its turn closed already
- * (TurnNotOpenError, which only such a runner meets here: a message delivered again after the
- * turn ended, whose run told it, or a turn closed before any runner came).
+ * its span ends without an error), one whose `onLapsed` refused to close an expired turn
+ * (LapsedTurnRefused: the request starts again, and its turn is told; so too), and a background
+ * turn's runner that found its lease another runner's (LeaseHeldError: the runner that runs the
+ * turn tells it) or its turn closed already (TurnNotOpenError, which only such a runner meets
+ * here: a message delivered again after the turn ended, whose run told it, or a turn closed
+ * before any runner came).
  */
 function tell(services: TurnServices, seen: Seen, ended: TurnObservation, error?: unknown): void {
-  if (error instanceof NotNewestTurnError) {
+  if (error instanceof NotNewestTurnError || error instanceof LapsedTurnRefused) {
     seen.trace.end({ ...ended, error_code: null });
     return;
   }

@@ -64,9 +64,10 @@ async function retry(store: MemoryStore, step: Step, first: Response, at: number
     if (calls === at) now += 3_600_000;
     return false;
   });
-  const other = client(faulty, { clock: () => new Date(now) });
+  const lines: string[] = [];
+  const other = client(faulty, { clock: () => new Date(now), logLine: (line) => lines.push(line) });
   const answer = await step(other, first).catch((error: unknown) => error);
-  return { answer, calls, other, expire: () => (now += 3_600_000) };
+  return { answer, calls, other, lines, expire: () => (now += 3_600_000) };
 }
 
 const texts = async (openai: OpenAI, id: string) =>
@@ -109,5 +110,9 @@ it.each(cases)(
       'user: slow two',
       'assistant: echo: slow two',
     ]);
+    // Its turn log tells the dead turn's close (when this process closed it), a 409 and the retry's
+    // own turn, not the claim the lapse refused (which ran no turn) as a turn failed `internal_error`.
+    const told = retried.lines.map((line) => JSON.parse(line)).filter((line) => line.event === 'turn');
+    expect(told.filter((line) => line.error_code === 'internal_error')).toEqual([]);
   },
 );

@@ -63,6 +63,13 @@ export interface ClaimOptions {
 }
 
 /**
+ * What a claim's `onLapsed` throws to refuse closing an expired open turn so that its caller
+ * takes the request up again: the claim ran no turn, so no turn is told failed for it
+ * (lib/turn/observe.ts), as none is for a claim refused for not following `afterTurn`.
+ */
+export class LapsedTurnRefused extends Error {}
+
+/**
  * One attempt of a claim: the turn as it will be once its record lands, and that put, already
  * started. `landed` is false when another writer took the number (read again: `next`).
  */

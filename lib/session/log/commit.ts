@@ -135,7 +135,8 @@ export interface CommitOptions {
   onBusy?: OnBusy;
   /**
    * Told an open turn whose lease ran out before this commit closes it (its number and its
-   * record's request settings): what it throws refuses the commit, nothing written.
+   * record's request settings): what it throws refuses the commit, nothing written (a refusal
+   * its caller answers by starting again: LapsedTurnRefused, log/claim.ts).
    */
   onLapsed?: (lapsed: { turn: number; request: unknown }) => void;
 }

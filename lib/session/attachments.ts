@@ -121,19 +121,29 @@ export function inlineAttachments(items: readonly Item[], limits: AttachmentLimi
   return blobs.size === 0 ? result : withBytes(result, (sha256) => blobs.get(sha256)?.bytes);
 }
 
-/** The items (those `needsBytes` names) with each referenced part's bytes in `data`. */
+/**
+ * Which referenced parts of an item a prompt sends as such, so whose blobs are read: none
+ * (false), all (true), or those the predicate it answers names (the others go as their description).
+ */
+export type NeedsBytes = (
+  item: PromptItem,
+) => boolean | ((part: Exclude<ContentPart, { type: 'input_text' }>) => boolean);
+
+/** The items with each referenced part's bytes in `data` (the parts `needsBytes` names). */
 function withBytes(
   items: PromptItem[],
   bytesOf: (sha256: string) => Uint8Array | undefined,
-  needsBytes: (item: PromptItem) => boolean = () => true,
+  needsBytes: NeedsBytes = () => true,
 ): PromptItem[] {
-  return items.map((item) =>
-    needsBytes(item)
-      ? mapParts(item, (part) =>
-          part.type !== 'input_text' && part.blob ? { ...part, data: bytesOf(part.blob) } : part,
-        )
-      : item,
-  );
+  return items.map((item) => {
+    const needs = needsBytes(item);
+    if (!needs) return item;
+    return mapParts(item, (part) =>
+      part.type !== 'input_text' && part.blob && (needs === true || needs(part))
+        ? { ...part, data: bytesOf(part.blob) }
+        : part,
+    );
+  });
 }
 
 /** The item with each part of its content (or output) mapped by `map`. */
@@ -218,24 +228,25 @@ function blobRef(
 
 /**
  * Reads the blob of every referenced image and file part in `items` (a prompt about to be
- * sent) and puts its bytes in `data`, checked against its SHA-256; only in the items
- * `needsBytes` names (the others' parts go as their description).
+ * sent) and puts its bytes in `data`, checked against its SHA-256; only the parts `needsBytes`
+ * names (the others go as their description).
  */
 export async function hydrateMedia(
   store: ObjectStore,
   items: PromptItem[],
   blobKeyOf: (sha256: string) => string | Promise<string>,
   parallel: number,
-  needsBytes: (item: PromptItem) => boolean = () => true,
+  needsBytes: NeedsBytes = () => true,
 ): Promise<PromptItem[]> {
   const wanted = new Set<string>();
   for (const item of items) {
     const parts = mediaParts(contentOf(item));
     // Indexed: a loop of every item of a prompt, most without media, makes no iterator.
-    if (parts.length === 0 || !needsBytes(item)) continue;
+    const needs = parts.length === 0 ? false : needsBytes(item);
+    if (!needs) continue;
     for (let index = 0; index < parts.length; index++) {
       const part = parts[index]!;
-      if (part.blob && !part.data) wanted.add(part.blob);
+      if (part.blob && !part.data && (needs === true || needs(part))) wanted.add(part.blob);
     }
   }
   if (wanted.size === 0) return items;

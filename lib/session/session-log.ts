@@ -1,6 +1,6 @@
 import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../history.ts';
-import { hydrateMedia } from './attachments.ts';
+import { hydrateMedia, type NeedsBytes } from './attachments.ts';
 import type { LogScope } from './keys.ts';
 import { appendItems } from './log/append.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/claim.ts';
@@ -241,11 +241,7 @@ export class SessionLog extends SessionLogRunning {
    * 6 gets at a time, each blob once). Call it with the prompt a turn sends, once it is final:
    * token counts need only the references.
    */
-  async readMedia(
-    scope: LogScope,
-    items: PromptItem[],
-    needsBytes?: (item: PromptItem) => boolean,
-  ): Promise<PromptItem[]> {
+  async readMedia(scope: LogScope, items: PromptItem[], needsBytes?: NeedsBytes): Promise<PromptItem[]> {
     // A fork's inherited images are where its ancestors stored them.
     const keyOf = (sha256: string) => payloadKey(this.log, scope, sha256);
     return hydrateMedia(this.log.store, items, keyOf, PARALLEL_GETS, needsBytes);

@@ -3,7 +3,7 @@ import { type PromptMedia, promptMedia, sentAsText } from '../models/media-parts
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { clientError, TailgateError } from '../errors.ts';
-import { contentOf } from '../session/attachments.ts';
+import { contentOf, type NeedsBytes } from '../session/attachments.ts';
 import type { PromptItem, Tool } from '../items.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { DeliveredNotice } from '../inbox/index.ts';
@@ -109,22 +109,27 @@ function askAt(ask: (index: number) => boolean, index: number): () => boolean {
 }
 
 /**
- * Whether an item of `prompt` sends an image or file of its own to the model as such, so its
- * blobs are read: not one whose every image and file goes as a text placeholder
- * (mediaSentAsText: an assistant's message, a tool result where the model takes no media there).
- * Asked item by item (a turn's media read asks of each): an item without media costs its parts'
- * walk alone, and the prompt's positions are indexed only once an item with media is asked of.
+ * Which images and files of an item of `prompt` go to the model as such, so whose blobs are
+ * read: none of an item whose every image and file goes as a text placeholder (`sentAsText`: an
+ * assistant's message, a tool result where the model takes no media there), and not those of
+ * an item that go so (an image over the provider's side, the oldest of a request over the most
+ * images it takes). Asked item by item (a turn's media read asks of each): an item without media
+ * costs its parts' walk alone, and the prompt's positions are indexed only once an item with
+ * media is asked of.
  */
-export function sendsMedia(model: TurnPlan['model'], prompt: readonly PromptItem[]): (item: PromptItem) => boolean {
+export function sendsMedia(model: TurnPlan['model'], prompt: readonly PromptItem[]): NeedsBytes {
   const toolResult = toolResultsOf(prompt);
   const media = mediaOf(model, prompt, toolResult);
   let positions: Map<PromptItem, number> | undefined;
   return (item) => {
-    const parts = mediaParts(contentOf(item)).length;
-    if (parts === 0) return false;
+    if (item.type === 'function_call') return false;
+    const parts = mediaParts(contentOf(item));
+    if (parts.length === 0) return false;
     positions ??= new Map(prompt.map((entry, index) => [entry, index]));
     const index = positions.get(item) ?? -1;
-    return parts > mediaSentAsText(media(), item, () => toolResult(index), index);
+    const asText = sentAsText(media(), item, () => toolResult(index), index);
+    const sent = (part: (typeof parts)[number]) => !asText(part);
+    return parts.some(sent) && sent;
   };
 }
 

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ContentPart } from '../../lib/content.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -180,6 +181,38 @@ describe('anthropic: a request over 100 images', () => {
     expect(imageBlocks(provider.requests[0]!.body)).toHaveLength(83);
     const turn = await sessions.getTurn('most', 1);
     expect(turn.receipt?.media_as_text).toBe(20);
+  });
+});
+
+describe('anthropic: the oldest images of a message over 100 images', () => {
+  it('are not read from storage: only the images sent are', async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel('anthropic:claude-sonnet-4-5', env(provider.baseURL));
+    const store = new MemoryStore();
+    const sessions = new SessionLog(store);
+    const services = servicesFor(sessions, store, model);
+    await sessions.create({ id: 'unread' });
+    const shots = Array.from({ length: 103 }, (_, n) => pngBytes(800, 600, 8, n));
+    const content: ContentPart[] = [
+      { type: 'input_text', text: 'Compare' },
+      ...shots.map((bytes) => ({ type: 'input_image' as const, image_url: dataUrl('image/png', bytes) })),
+    ];
+    const blobs = new Set(shots.map((bytes) => sha256Hex(bytes)));
+    const read: string[] = [];
+    const get = store.get.bind(store);
+    store.get = (key, options) => {
+      const sha256 = key.slice(-64);
+      if (blobs.has(sha256)) read.push(sha256);
+      return get(key, options);
+    };
+    await runTurn(services, 'unread', {
+      input: [{ type: 'message', role: 'user', content }],
+      strategy_config: { full_images: 200 },
+    });
+    await services.settle();
+    expect(imageBlocks(provider.requests[0]!.body)).toHaveLength(83);
+    // The 20 oldest go as placeholders: their blobs are not read.
+    expect(new Set(read)).toEqual(new Set(shots.slice(20).map((bytes) => sha256Hex(bytes))));
   });
 });
 

@@ -23,14 +23,15 @@ export function sniffMediaType(bytes: Uint8Array): string | undefined {
 }
 
 /**
- * Width and height from a PNG (IHDR), GIF (logical screen) or JPEG (first SOFn marker)
- * header, or undefined when the header does not say.
+ * Width and height from a PNG (IHDR), GIF (logical screen), JPEG (first SOFn marker) or WebP
+ * (`webpSize`) header, or undefined when the header does not say.
  */
 export function imageSize(bytes: Uint8Array): { width: number; height: number } | undefined {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const type = sniffMediaType(bytes);
   if (type === 'image/png' && bytes.length >= 24) return sized(view.getUint32(16), view.getUint32(20));
   if (type === 'image/gif' && bytes.length >= 10) return sized(view.getUint16(6, true), view.getUint16(8, true));
+  if (type === 'image/webp') return webpSize(bytes, view);
   if (type !== 'image/jpeg') return undefined;
   let offset = 2;
   while (offset + 9 <= bytes.length && bytes[offset] === 0xff) {
@@ -38,6 +39,40 @@ export function imageSize(bytes: Uint8Array): { width: number; height: number } 
     const isFrame = marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc;
     if (isFrame) return sized(view.getUint16(offset + 7), view.getUint16(offset + 5));
     offset += 2 + view.getUint16(offset + 2);
+  }
+  return undefined;
+}
+
+/**
+ * A WebP's size (RFC 9649), from the first chunk after its RIFF header (its FourCC and little-
+ * endian size at 12, its data from 20): a simple lossy file's `VP8 ` key frame header (RFC 6386
+ * 9.1: a frame tag whose first bit is 0, the start code 9d 01 2a, then the width and height in
+ * the low 14 bits of a 16-bit word each, the top 2 bits their scaling); a simple lossless one's
+ * `VP8L` header (the signature 0x2f, then in 32 bits the width minus one and the height minus
+ * one in 14 bits each, the alpha hint, and a version that must be 0); an extended one's `VP8X`
+ * canvas (after 4 bytes of flags and reserved bits, the width minus one and the height minus
+ * one in 24 bits each, whose product must fit in 32 bits). Any other first chunk, or one too
+ * short for what is read, says no size.
+ */
+function webpSize(bytes: Uint8Array, view: DataView): { width: number; height: number } | undefined {
+  if (bytes.length < 20) return undefined;
+  const chunk = String.fromCharCode(...bytes.subarray(12, 16));
+  const size = view.getUint32(16, true);
+  if (chunk === 'VP8 ' && size >= 10 && bytes.length >= 30) {
+    const keyFrame = (bytes[20]! & 1) === 0;
+    if (!keyFrame || !startsWith(bytes, [0x9d, 0x01, 0x2a], 23)) return undefined;
+    return sized(view.getUint16(26, true) & 0x3fff, view.getUint16(28, true) & 0x3fff);
+  }
+  if (chunk === 'VP8L' && size >= 5 && bytes.length >= 25) {
+    if (bytes[20] !== 0x2f) return undefined;
+    const bits = view.getUint32(21, true);
+    if (bits >>> 29 !== 0) return undefined;
+    return sized((bits & 0x3fff) + 1, ((bits >>> 14) & 0x3fff) + 1);
+  }
+  if (chunk === 'VP8X' && size >= 10 && bytes.length >= 30) {
+    const width = (view.getUint32(24, true) & 0xffffff) + 1;
+    const height = (view.getUint32(26, true) >>> 8) + 1;
+    return width * height <= 0xffffffff ? { width, height } : undefined;
   }
   return undefined;
 }

@@ -120,12 +120,13 @@ export function sentAsText(
  * The media support of `media` for one prompt (`Model.manyImages`; `toolResult` says whether the
  * item at an index goes as a tool result). With more than `over` images the prompt sends as such
  * (`sentAsText`), its `maxImageSide` is lowered to the many-image one and an image of unknown
- * size (an https URL, a WebP) goes as a text placeholder too, as the provider could refuse it.
- * With more than `most` images sent as such after that, the oldest of them go as text
- * placeholders, as many as take it to `most` or under, rounded up to a multiple of a fifth of
- * `most` (`oldestStep`): the placeholders then move only once every so many new images, not on
- * every turn, so the prompt's prefix (and the provider's cache of it) holds between. The adapter
- * and the receipt work it out alike from the prompt's structure, not from which blobs were read.
+ * size (an https URL, one stored without it) goes as a text placeholder too, as the provider
+ * could refuse it. With more than `most` images sent as such after that, the oldest of them go
+ * as text placeholders, as many as take it to `most` or under, rounded up to a multiple of a
+ * fifth of `most` (`oldestStep`): the placeholders then move only once every so many new
+ * images, not on every turn, so the prompt's prefix (and the provider's cache of it) holds
+ * between. The adapter and the receipt work it out alike from the prompt's structure, not from
+ * which blobs were read.
  */
 export function promptMedia(
   media: MediaSupport,

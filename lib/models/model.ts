@@ -168,9 +168,10 @@ export interface Model {
    * request each larger image goes as a text placeholder too, counted in `media_as_text`
    * (lib/models/media-parts.ts `promptMedia`). A token estimate counts such an image as the image
    * it would be in a smaller request (an estimate over, never under, what is sent). An image of
-   * unknown size (an https URL, a WebP) goes as a text placeholder in such a request too: the
-   * provider could refuse it. `most`: the most images a request may hold (Anthropic: 100); past
-   * it, the oldest go as text placeholders, moved a fifth of `most` at a time (`promptMedia`).
+   * unknown size (an https URL, one stored before its header was read) goes as a text
+   * placeholder in such a request too: the provider could refuse it. `most`: the most images a
+   * request may hold (Anthropic: 100); past it, the oldest go as text placeholders, moved a
+   * fifth of `most` at a time (`promptMedia`).
    */
   readonly manyImages?: { readonly over: number; readonly maxImageSide: number; readonly most?: number };
   /**

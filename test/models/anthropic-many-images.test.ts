@@ -234,7 +234,7 @@ describe('anthropic: an image of unknown size (an https URL)', () => {
     expect(JSON.stringify(body)).toContain('[image omitted: image https://example.com/shot-1.png, item 1]');
   });
 
-  it('so does a stored WebP, whose size is not read from its header', async () => {
+  it('so does a WebP stored without its size (before its header was read)', async () => {
     const { width: _w, height: _h, ...webp } = image(800, 600, 20) as Extract<ContentPart, { type: 'input_image' }>;
     const prompt: PromptItem[] = [
       {

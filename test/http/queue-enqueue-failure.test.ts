@@ -186,6 +186,30 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
     expect(result.logged.some((line) => line.includes('answered 503, it runs if its put landed'))).toBe(true);
   });
 
+  it.each([
+    ['its answer lost, every later read of the entry failing', 'get', true],
+    ["its answer lost, every later read of its key's turn failing", 'head', true],
+    ['and its delete failing, every later read of the entry failing', 'get', false],
+  ] as const)("answers 503 when its withdraw's tombstone landed, %s: the input never runs", async (_, read, lost) => {
+    // The tombstone stands (no pickup runs an emptied entry), so a 202 would answer an input lost.
+    let tombstoned = false;
+    const tombstone = (call: StoreCall) => {
+      if (!tombstonePut(call)) return false;
+      tombstoned = true;
+      return lost;
+    };
+    const after = ({ operation, key }: StoreCall) =>
+      tombstoned &&
+      ((read === 'get' && operation === 'get' && key.includes('/queue/')) ||
+        (read === 'head' && operation === 'head' && key.includes('/idem/')) ||
+        (!lost && operation === 'delete' && key.includes('/queue/')));
+    const result = await enqueueUnder([[tombstone, { times: 1, after: true }], [signalPut], [after]]);
+    expect(result.answer.status, JSON.stringify(result.answer.body)).toBe(503);
+    expect(result.runs).toBe(0);
+    // What is left under the key is its tombstone, passed over by every pickup until it goes stale.
+    expect(result.left.every((object) => object.size === 0)).toBe(true);
+  });
+
   it('answers 202 when the withdraw fails too (the entry stands), and the input runs once', async () => {
     const signalFailed = await enqueueUnder([[signalPut], [tombstonePut]]);
     exact(signalFailed, 202);

@@ -155,18 +155,41 @@ export async function tombstoneCleared(
 }
 
 /**
+ * What a withdraw found of an entry: `standing`, read unmarked (before its tombstone's put);
+ * `withdrawn`, its tombstone read, or put and answered (no pickup runs an emptied entry: a mark
+ * and a tombstone are both put if-match on the entry as read, so one of them is refused);
+ * `maybe`, its tombstone's put failed, so it may have landed.
+ */
+export type WithdrawSight = 'standing' | 'withdrawn' | 'maybe';
+
+/**
+ * What stands under `keyHash` in session `id` now (its generation, then those in `queued_in`),
+ * read only: for an enqueue whose withdraw's last tombstone put failed. `withdrawn`: a tombstone;
+ * `gone`: nothing (a pickup took the entry up: none takes up an emptied one, and only a stale
+ * tombstone is deleted by others). NotFoundError when the session is gone.
+ */
+export async function queuedSight(log: LogContext, id: string, keyHash: string): Promise<WithdrawSight | 'gone'> {
+  const scope = await sessionScope(log, id);
+  for (const generation of [scope.generation, ...(scope.queuedIn ?? [])]) {
+    const object = await log.store.get(queuedKey({ ...scope, generation }, keyHash));
+    if (object) return object.body.length === 0 ? 'withdrawn' : 'standing';
+  }
+  return 'gone';
+}
+
+/**
  * Withdraws the input queued in session `id` under `keyHash` (its own generation or one in
  * `queued_in`). QueuedInputTakenError when a turn holds its key (`idem/`, written once a claim's
  * record landed): a pickup's, or a retry's under its Idempotency-Key that ran it itself (its
  * entry then waits for a pickup to replay and remove it). None queued: else NotFoundError. The
  * claims are read with the entries, and again when an entry was found gone (one more head each).
- * `standing` is told when an entry was read, unmarked, before its tombstone's put.
+ * `told` hears what each read and put found (WithdrawSight), for a key only its caller queues under.
  */
 export async function withdrawQueued(
   log: LogContext,
   id: string,
   keyHash: string,
-  standing?: () => void,
+  told?: (sight: WithdrawSight) => void,
 ): Promise<void> {
   const scope = await sessionScope(log, id);
   const generations = [scope.generation, ...(scope.queuedIn ?? [])];
@@ -193,11 +216,19 @@ export async function withdrawQueued(
         break;
       }
       // Withdrawn already (its withdraw deletes it, or a pickup once it is stale).
-      if (object.body.length === 0) break;
+      if (object.body.length === 0) {
+        told?.('withdrawn');
+        break;
+      }
       const marked = parseStored(key, object.body, queuedInputSchema).taking_at !== undefined;
       if (marked || (await taken(generation === scope.generation))) throw new QueuedInputTakenError(id, keyHash);
-      standing?.();
-      if (await log.store.put(key, '', { ifMatch: object.etag })) {
+      told?.('standing');
+      const put = await log.store.put(key, '', { ifMatch: object.etag }).catch((error: unknown) => {
+        told?.('maybe');
+        throw error;
+      });
+      if (put) {
+        told?.('withdrawn');
         await log.store.delete(key);
         return;
       }

@@ -6,7 +6,13 @@ import { sessionScope } from './config-object.ts';
 import { backoff, type LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';
 import { takingFirst } from './queue-taking.ts';
-import { QueuedInputTakenError, tombstoneCleared, withdrawQueued } from './queue-withdraw.ts';
+import {
+  QueuedInputTakenError,
+  queuedSight,
+  tombstoneCleared,
+  withdrawQueued,
+  type WithdrawSight,
+} from './queue-withdraw.ts';
 
 /**
  * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued
@@ -141,6 +147,11 @@ async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedE
  * itself can refuse (no withdraw read it, so none wrote a tombstone). When every put again fails
  * too, the store failing every call, nothing tells whether it was stored: `failure` is thrown
  * (503, logged), as a 202 must not answer an input stored nowhere; it runs if its put landed.
+ * A withdraw whose tombstone landed (a later try read it, or its put was answered and its delete
+ * failed) withdrew the input, though no try finished: 503, it never runs. One whose last
+ * tombstone put failed reads what stands (read only, tried again): the entry (202, it runs),
+ * nothing (a pickup took it up: position 0), or the tombstone (503); when that read fails too,
+ * nothing tells whether it runs: 503, logged, as a 202 must not answer an input that never runs.
  */
 async function withdrawUnanswered(
   log: LogContext,
@@ -150,11 +161,12 @@ async function withdrawUnanswered(
   position: number | null,
   putAgain?: () => Promise<unknown>,
 ): Promise<number | null> {
-  let read = putAgain === undefined;
+  // The last thing a withdraw found of the entry: a landed entry stands until one found otherwise.
+  let sight = (putAgain === undefined ? 'standing' : undefined) as WithdrawSight | undefined;
   for (let tries = 1; tries <= ENQUEUE_TRIES; tries++) {
     try {
-      await withdrawQueued(log, scope.id, keyHash, () => {
-        read = true;
+      await withdrawQueued(log, scope.id, keyHash, (seen) => {
+        sight = seen;
       });
       throw failure;
     } catch (error) {
@@ -167,17 +179,36 @@ async function withdrawUnanswered(
         throw failure;
       }
       if (tries < ENQUEUE_TRIES) await backoff(tries + 3);
-      else if (read)
-        log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: it runs`, error);
     }
   }
-  if (read || !putAgain) return position;
+  const unwithdrawn = `tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn`;
+  // The last tombstone's put failed: what stands tells whether it landed (a read, tried again).
+  if (sight === 'maybe') {
+    const found = await retried(() => queuedSight(log, scope.id, keyHash)).catch((error: unknown) =>
+      error instanceof NotFoundError ? ('withdrawn' as const) : ('maybe' as const),
+    );
+    if (found === 'gone') return 0;
+    sight = found;
+  }
+  // Its tombstone landed, though no try could finish the withdraw: no pickup runs it.
+  if (sight === 'withdrawn') {
+    await removeQueued(log, scope, keyHash).catch(() => undefined);
+    throw failure;
+  }
+  // Nothing tells whether that tombstone landed: a 202 could answer an input that never runs.
+  if (sight === 'maybe') {
+    log.log(`${unwithdrawn}: answered 503, it runs if its tombstone did not land`, failure);
+    throw failure;
+  }
+  if (sight === 'standing' || !putAgain) {
+    log.log(`${unwithdrawn}: it runs`, failure);
+    return position;
+  }
   const stands = await retried(putAgain).then(
     () => true,
     () => false,
   );
-  const runs = stands ? 'it runs' : 'answered 503, it runs if its put landed';
-  log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: ${runs}`, failure);
+  log.log(`${unwithdrawn}: ${stands ? 'it runs' : 'answered 503, it runs if its put landed'}`, failure);
   if (!stands) throw failure;
   return position;
 }

@@ -178,6 +178,33 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
     }
   });
 
+  it('answers 202 when its put again lands after a pickup ran and removed the first copy: it runs once', async () => {
+    // The put lands, its answer lost; right then turn 1 ends and its close's pickup takes the
+    // input up (its claim indexes the input's random key under `idem/`) and removes the entry.
+    // Every read of the entry by the enqueue fails, so its put again lands a second copy, which
+    // the next pickup's claim replays: the unkeyed input runs once.
+    let picking = false;
+    const entryPut = ({ operation, key, options }: StoreCall) =>
+      operation === 'put' && key.includes('/queue/') && options?.onlyIfAbsent === true;
+    const entryGet = ({ operation, key }: StoreCall) => !picking && operation === 'get' && key.includes('/queue/');
+    const result = await enqueueUnder([[entryPut, { times: 1, after: true }], [entryGet]], ({ store, runNext }) => {
+      store.beforeGet = {
+        matches: (key) => key.includes('/queue/'),
+        run: async () => {
+          picking = true;
+          await runNext();
+          picking = false;
+        },
+      };
+    });
+    exact(result, 202);
+    expect(result.answer.body.position).toBeNull();
+    const keyed = await listAll(result.store.inner, '');
+    const indexed = keyed.filter(({ key }) => key.includes('/idem/') && key.endsWith(result.answer.body.queued_turn));
+    expect(indexed).toHaveLength(1);
+    expect(result.logged.some((line) => line.includes('could not be withdrawn: it runs'))).toBe(true);
+  });
+
   it('answers 503 (logged) when every put and read of the entry fails: nothing tells it was stored', async () => {
     // A 202 must not answer an input stored nowhere; the put that failed did not land here.
     const entryCall = ({ operation, key }: StoreCall) => ['get', 'put'].includes(operation) && key.includes('/queue/');

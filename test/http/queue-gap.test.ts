@@ -155,13 +155,13 @@ describe('a request that takes the queue up first, crashed at each storage call'
   const leased = { ...environment, TURN_LEASE_MS: '3000' };
 
   /** A process on `store`, whose background turns go to `sent` and its work after its answers to `tasks`. */
-  function processOn(store: ObjectStore, clock: () => Date) {
+  function processOn(store: ObjectStore, clock: () => Date, logged: string[] = []) {
     const sent: BackgroundTurn[] = [];
     const tasks: Promise<unknown>[] = [];
     const options: Omit<AppOptions, 'store'> = {
       readEnvironment: (c) => c.env ?? leased,
       clock,
-      log: () => undefined,
+      log: (line) => void logged.push(line),
       queueTurn: () => async (run) => void sent.push(run),
       afterResponse: (task) => void tasks.push(task),
     };
@@ -218,8 +218,14 @@ describe('a request that takes the queue up first, crashed at each storage call'
   }
 
   /** The request in the gap, with the work after its answer. */
-  async function late(store: ObjectStore, clock: () => Date, id: string, policy: 'enqueue' | 'reject') {
-    const process = processOn(store, clock);
+  async function late(
+    store: ObjectStore,
+    clock: () => Date,
+    id: string,
+    policy: 'enqueue' | 'reject',
+    logged: string[] = [],
+  ) {
+    const process = processOn(store, clock, logged);
     const answer = await process.api.post(`/v1/sessions/${id}/turns`, { input: 'late', on_busy: policy });
     await process.drain();
     return answer;
@@ -243,56 +249,113 @@ describe('a request that takes the queue up first, crashed at each storage call'
     },
   );
 
+  /** The calls the request in the gap makes on a store that never fails (each numbered once). */
+  async function callsOfLate(policy: 'enqueue' | 'reject') {
+    const clean = await deadCloser();
+    const numbered = sequence();
+    let calls = 0;
+    clean.store.failWhen((call) => {
+      calls = Math.max(calls, numbered(call));
+      return false;
+    });
+    const answered = await late(clean.store, clean.clock, clean.id, policy);
+    expect(answered.status).toBe(policy === 'enqueue' ? 202 : 409);
+    expect(calls).toBeGreaterThan(5);
+    return calls;
+  }
+
+  /**
+   * A survivor on the healed store, once any lease the dead process left ran out, sends a turn
+   * and takes the queue up until it ran dry: each acknowledged input ran once, in order, and
+   * `late` (answered `status`) once when answered 202, else at most once, and then only when
+   * `mayRun` (its answer could not tell whether it runs).
+   */
+  async function survives(
+    { store, id, clock, advance }: Awaited<ReturnType<typeof deadCloser>>,
+    status: number,
+    where: string,
+    mayRun: boolean,
+  ) {
+    advance(4000);
+    const survivor = processOn(store.inner, clock);
+    const final = await survivor.api.post(`/v1/sessions/${id}/turns`, { input: 'F' });
+    expect([200, 202], where).toContain(final.status);
+    for (let round = 0; round < 20; round++) {
+      await survivor.drain();
+      await survivor.runSent();
+      // A listing of the queue takes it up, as a close would.
+      const { total } = (await survivor.api.get(`/v1/sessions/${id}/queue`)).body;
+      await survivor.drain();
+      await survivor.runSent();
+      const turns = (await survivor.api.get(`/v1/sessions/${id}/turns`)).body.turns;
+      const open = turns.some((turn: { status: string }) => ['queued', 'in_progress'].includes(turn.status));
+      if (total === 0 && !open) break;
+      advance(4000);
+    }
+    const inputs = await userInputs(survivor.api, id);
+    // Each acknowledged input once, in order; `late`, unanswered, at most once, behind q1.
+    expect(
+      inputs.filter((input) => input !== 'late'),
+      where,
+    ).toEqual(['bg', 'q0', 'q1', 'F']);
+    const lates = inputs.filter((input) => input === 'late').length;
+    expect(lates, where).toBe(status === 202 ? 1 : Math.min(lates, 1));
+    if (lates === 1) expect(inputs.indexOf('late'), where).toBeGreaterThan(inputs.indexOf('q1'));
+    // Answered 503, it runs only when its answer could not tell whether it would.
+    if (status !== 202 && lates === 1) expect(mayRun, `${where}: answered ${status}, it ran`).toBe(true);
+    expect((await survivor.api.get(`/v1/sessions/${id}/queue`)).body.total, where).toBe(0);
+  }
+
   it.each(['enqueue', 'reject'] as const)(
     'nothing acknowledged is lost or run twice, in order (%s)',
     async (policy) => {
-      const clean = await deadCloser();
-      const numbered = sequence();
-      let calls = 0;
-      clean.store.failWhen((call) => {
-        calls = Math.max(calls, numbered(call));
-        return false;
-      });
-      const answered = await late(clean.store, clean.clock, clean.id, policy);
-      expect(answered.status).toBe(policy === 'enqueue' ? 202 : 409);
-      expect(calls).toBeGreaterThan(5);
+      const calls = await callsOfLate(policy);
       for (let at = 1; at <= calls; at++) {
         for (const after of [false, true]) {
-          const { store, id, clock, advance } = await deadCloser();
+          const world = await deadCloser();
           const seq = sequence();
-          store.failWhen((call) => seq(call) === at, { after, times: 1 });
-          store.failWhen((call) => seq(call) > at);
-          const answer = await late(store, clock, id, policy);
+          world.store.failWhen((call) => seq(call) === at, { after, times: 1 });
+          world.store.failWhen((call) => seq(call) > at);
+          const logged: string[] = [];
+          const answer = await late(world.store, world.clock, world.id, policy, logged);
           const where = `crashed at call ${at} ${after ? 'after' : 'before'} it: ${answer.status}`;
-          // The survivor, once any lease the dead process left ran out: a turn, then the queue run dry.
-          advance(4000);
-          const survivor = processOn(store.inner, clock);
-          const final = await survivor.api.post(`/v1/sessions/${id}/turns`, { input: 'F' });
-          expect([200, 202], where).toContain(final.status);
-          for (let round = 0; round < 20; round++) {
-            await survivor.drain();
-            await survivor.runSent();
-            // A listing of the queue takes it up, as a close would.
-            const { total } = (await survivor.api.get(`/v1/sessions/${id}/queue`)).body;
-            await survivor.drain();
-            await survivor.runSent();
-            const turns = (await survivor.api.get(`/v1/sessions/${id}/turns`)).body.turns;
-            const open = turns.some((turn: { status: string }) => ['queued', 'in_progress'].includes(turn.status));
-            if (total === 0 && !open) break;
-            advance(4000);
-          }
-          const inputs = await userInputs(survivor.api, id);
-          // Each acknowledged input once, in order; `late`, unanswered, at most once, behind q1.
-          expect(
-            inputs.filter((input) => input !== 'late'),
+          await survives(
+            world,
+            answer.status,
             where,
-          ).toEqual(['bg', 'q0', 'q1', 'F']);
-          const lates = inputs.filter((input) => input === 'late').length;
-          expect(lates, where).toBe(answer.status === 202 ? 1 : Math.min(lates, 1));
-          if (lates === 1) expect(inputs.indexOf('late'), where).toBeGreaterThan(inputs.indexOf('q1'));
-          expect((await survivor.api.get(`/v1/sessions/${id}/queue`)).body.total, where).toBe(0);
+            logged.some((line) => line.includes('it runs if')),
+          );
         }
       }
     },
   );
+
+  it('nothing acknowledged is lost or run twice, nor any input answered 503 run, through an outage', async () => {
+    // The store fails every call from one on for a while (the first of them after it did the
+    // work, or before), then answers again: the enqueue's withdraw, its put again and its look
+    // at a tombstone whose answer was lost meet a store that came back. A 503 whose input runs
+    // must say so in its log ("it runs if").
+    const calls = await callsOfLate('enqueue');
+    for (const length of [2, 5, 10]) {
+      for (let at = 1; at <= calls; at++) {
+        for (const after of [false, true]) {
+          const world = await deadCloser();
+          const seq = sequence();
+          world.store.failWhen((call) => seq(call) === at, { after, times: 1 });
+          world.store.failWhen((call) => seq(call) > at && seq(call) < at + length);
+          const logged: string[] = [];
+          const answer = await late(world.store, world.clock, world.id, 'enqueue', logged);
+          const first = after ? 'after' : 'before';
+          const where = `calls ${at} to ${at + length - 1} failed (the first ${first} it): ${answer.status}`;
+          expect([202, 503], where).toContain(answer.status);
+          await survives(
+            world,
+            answer.status,
+            where,
+            logged.some((line) => line.includes('it runs if')),
+          );
+        }
+      }
+    }
+  });
 });

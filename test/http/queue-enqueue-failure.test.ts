@@ -237,6 +237,17 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
     expect(result.left.every((object) => object.size === 0)).toBe(true);
   });
 
+  it('answers 202 at position 0 when its last tombstone put failed and a pickup took it up since', async () => {
+    // Every tombstone put fails; the read of what stands after the last one finds nothing: a
+    // pickup took the input up (none takes an emptied entry up), so it runs once.
+    let reads = 0;
+    const result = await enqueueUnder([[signalPut], [tombstonePut]], ({ store, runNext }) => {
+      store.beforeGet = { matches: (key) => key.includes('/queue/') && ++reads === 4, run: runNext };
+    });
+    exact(result, 202);
+    expect(result.answer.body.position).toBe(0);
+  });
+
   it('answers 202 when the withdraw fails too (the entry stands), and the input runs once', async () => {
     const signalFailed = await enqueueUnder([[signalPut], [tombstonePut]]);
     exact(signalFailed, 202);

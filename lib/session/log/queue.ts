@@ -163,6 +163,7 @@ async function withdrawUnanswered(
 ): Promise<number | null> {
   // The last thing a withdraw found of the entry: a landed entry stands until one found otherwise.
   let sight = (putAgain === undefined ? 'standing' : undefined) as WithdrawSight | undefined;
+  let withdrawError: unknown = failure;
   for (let tries = 1; tries <= ENQUEUE_TRIES; tries++) {
     try {
       await withdrawQueued(log, scope.id, keyHash, (seen) => {
@@ -178,6 +179,7 @@ async function withdrawUnanswered(
         await removeQueued(log, scope, keyHash).catch(() => undefined);
         throw failure;
       }
+      withdrawError = error;
       if (tries < ENQUEUE_TRIES) await backoff(tries + 3);
     }
   }
@@ -197,11 +199,11 @@ async function withdrawUnanswered(
   }
   // Nothing tells whether that tombstone landed: a 202 could answer an input that never runs.
   if (sight === 'maybe') {
-    log.log(`${unwithdrawn}: answered 503, it runs if its tombstone did not land`, failure);
+    log.log(`${unwithdrawn}: answered 503, it runs if its tombstone did not land`, withdrawError);
     throw failure;
   }
   if (sight === 'standing' || !putAgain) {
-    log.log(`${unwithdrawn}: it runs`, failure);
+    log.log(`${unwithdrawn}: it runs`, withdrawError);
     return position;
   }
   const stands = await retried(putAgain).then(

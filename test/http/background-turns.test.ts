@@ -248,7 +248,13 @@ describe('background turns on Node', () => {
     const streamed = await harness.fetch(`/v1/responses/${created.body.id}?stream=true`, {
       headers: { authorization: `Bearer ${TOKEN}` },
     });
+    // As every stream opens (docs/OPENAI.md, "Background responses"): created and in_progress, then its end.
     const events = parseSse(await streamed.text());
+    expect(events.map((event) => [event.event, event.data.sequence_number])).toEqual([
+      ['response.created', 0],
+      ['response.in_progress', 1],
+      ['response.failed', 2],
+    ]);
     expect(events.at(-1)).toMatchObject({ event: 'response.failed', data: { response: { status: 'cancelled' } } });
   });
 

@@ -231,6 +231,14 @@ export function createSdkModel(options: SdkModelOptions): Model {
           const next = await untilAborted(parts.next(), deadline.signal);
           if (next.done) break;
           const part = next.value;
+          // Tokens of a chunk with no text, when no text follows them in it: the text's before them.
+          if (tokens?.length && part.type !== 'raw' && part.type !== 'text-start' && part.type !== 'text-delta') {
+            const given = order.tokens(tokens);
+            if (given) {
+              tokens = undefined;
+              yield* given;
+            }
+          }
           if (part.type === 'raw') {
             if (logprobs) tokens = [...(tokens ?? []), ...logprobs(part.rawValue)];
           } else if (part.type === 'text-delta') {

@@ -55,6 +55,18 @@ export class StreamOrder {
     return this.#route(entry, { type: 'text_delta', delta, ...(logprobs ? { logprobs } : {}) });
   }
 
+  /**
+   * Log probabilities a chunk gave without text: its tokens are the text's before them, so they go
+   * on the message last begun (a `text_delta` of no text), undefined when the answer's last item
+   * begun is not a message (the caller keeps them for the text to come).
+   */
+  tokens(logprobs: TokenLogprob[]): ModelStreamEvent[] | undefined {
+    const last = this.#entries.at(-1);
+    if (last?.kind !== 'message') return undefined;
+    last.logprobs.push(...logprobs);
+    return this.#route(last, { type: 'text_delta', delta: '', logprobs });
+  }
+
   callStart(callId: string, name: string): ModelStreamEvent[] {
     const entry = this.#open<Entry & { kind: 'call' }>({ kind: 'call', callId, raw: '', held: [] });
     return this.#route(entry, { type: 'call_start', call_id: callId, name });

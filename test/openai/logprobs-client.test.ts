@@ -219,3 +219,63 @@ describe('responses', () => {
     expect(wire.requests[0]!.body).not.toHaveProperty('logprobs');
   });
 });
+
+describe('a stream whose tokens come in a chunk without text', () => {
+  /** The recorded stream with each chunk's tokens moved to a chunk of no text after it. */
+  function tokensAfterText(): FakeReply {
+    const chunks = fixture('openai-chat-logprobs.sse')
+      .split('\n\n')
+      .filter((line) => line.startsWith('data: {'))
+      .map((line) => JSON.parse(line.slice('data: '.length)));
+    const moved = chunks.flatMap((chunk) => {
+      const choice = chunk.choices[0];
+      if (!choice?.logprobs?.content?.length) return [chunk];
+      return [
+        { ...chunk, choices: [{ ...choice, logprobs: null }] },
+        { ...chunk, choices: [{ ...choice, delta: {} }] },
+      ];
+    });
+    return { sse: `${moved.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join('')}data: [DONE]\n\n` };
+  }
+
+  it('gives them to the text before them, in a chat completion stream', async () => {
+    answer = tokensAfterText;
+    const stream = await client.chat.completions.create({
+      model: 'gpt-wire',
+      messages,
+      logprobs: true,
+      top_logprobs: 2,
+      stream: true,
+    });
+    let text = '';
+    const got: ChatCompletionTokenLogprob[] = [];
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      got.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    }
+    expect(text).toBe('Hello! How');
+    expect(got).toEqual(tokens);
+  });
+
+  it("gives them to the output_text's done events and the completed response", async () => {
+    answer = tokensAfterText;
+    const stream = await client.responses.create({
+      model: 'gpt-wire',
+      input: 'hi',
+      store: false,
+      include: ['message.output_text.logprobs'],
+      top_logprobs: 2,
+      stream: true,
+    });
+    const events: ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    const done = events.find((event) => event.type === 'response.output_text.done');
+    expect(done?.type === 'response.output_text.done' && done.logprobs).toEqual(eventTokens(tokens));
+    const completed = events.at(-1);
+    const message = completed?.type === 'response.completed' && completed.response.output[0];
+    expect(message && message.type === 'message' && message.content[0]).toMatchObject({
+      text: 'Hello! How',
+      logprobs: responseTokens,
+    });
+  });
+});

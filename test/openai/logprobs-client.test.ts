@@ -209,6 +209,15 @@ describe('responses', () => {
     expect(retrieved.output).toEqual(completed.response.output);
   });
 
+  it("refuses a Responses request's logprobs by name: the Responses API asks with include", async () => {
+    const failure = await client.responses
+      .create({ model: 'gpt-wire', input: 'hi', store: false, logprobs: true } as OpenAI.Responses.ResponseCreateParams)
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((failure as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ param: 'logprobs' });
+    expect(wire.requests).toHaveLength(0);
+  });
+
   it('a background response asks for none: its answer is built from its stored items', async () => {
     const queued = await client.responses.create({ model: 'gpt-wire', input: 'hi', include, background: true });
     let response = queued;

@@ -24,14 +24,17 @@ export interface TokenLogprob {
 
 /**
  * What a Chat Completions body or stream chunk holds of log probabilities: its first choice's
- * `logprobs.content` (null or absent: none). Only this is read of it; the rest is the SDK's.
+ * `logprobs.content` and `logprobs.refusal` (null or absent: none). Only this is read of it; the rest is the SDK's.
  */
 const chatBodySchema = z.looseObject({
   choices: z
     .array(
       z.looseObject({
         logprobs: z
-          .looseObject({ content: z.array(tokenLogprobSchema).nullable().optional() })
+          .looseObject({
+            content: z.array(tokenLogprobSchema).nullable().optional(),
+            refusal: z.array(tokenLogprobSchema).nullable().optional(),
+          })
           .nullable()
           .optional(),
       }),
@@ -40,8 +43,8 @@ const chatBodySchema = z.looseObject({
 });
 
 /**
- * The content token log probabilities of a Chat Completions response body or stream chunk
- * (its first choice's; [] when it has none). A malformed `logprobs` is the provider's failure.
+ * The text token log probabilities of a Chat Completions response body or stream chunk (its first
+ * choice's content's, then its refusal's; [] when it has none). A malformed `logprobs` is the provider's failure.
  */
 export function chatLogprobs(body: unknown): TokenLogprob[] {
   // An SDK error chunk or a non-object body carries none: the SDK reports it.
@@ -50,7 +53,9 @@ export function chatLogprobs(body: unknown): TokenLogprob[] {
   if (!parsed.success) {
     throw new ModelError('the provider returned malformed log probabilities', { issues: parsed.error.issues });
   }
-  return (parsed.data.choices?.[0]?.logprobs?.content ?? []).map((entry) => ({
+  // The AI SDK answers a refusal as the message's text: its tokens are the refusal's.
+  const given = parsed.data.choices?.[0]?.logprobs;
+  return [...(given?.content ?? []), ...(given?.refusal ?? [])].map((entry) => ({
     token: entry.token,
     logprob: entry.logprob,
     bytes: entry.bytes ?? null,

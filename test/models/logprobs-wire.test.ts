@@ -102,3 +102,44 @@ describe('log probabilities of the chat completions adapter', () => {
     expect(done?.type === 'done' && done.result.logprobs).toEqual([tokens.slice(0, 1), []]);
   });
 });
+
+describe('a refusal', () => {
+  // The AI SDK answers a refusal as the message's text: its tokens are those of logprobs.refusal.
+  const refusal = (stream: boolean): FakeReply => {
+    const refusalTokens = tokens.slice(0, 2);
+    if (!stream) {
+      const body = JSON.parse(fixture('openai-chat-logprobs.json'));
+      body.choices[0].message = { role: 'assistant', content: null, refusal: 'Hello!' };
+      body.choices[0].logprobs = { content: null, refusal: refusalTokens };
+      return { json: body };
+    }
+    const chunk = (delta: unknown, logprobs: unknown, finish: string | null = null) =>
+      `data: ${JSON.stringify({
+        id: 'chatcmpl-1',
+        object: 'chat.completion.chunk',
+        created: 1746542142,
+        model: 'gpt-4.1',
+        choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
+      })}\n\n`;
+    return {
+      sse: [
+        chunk({ role: 'assistant', content: null, refusal: '' }, { content: null, refusal: [] }),
+        chunk({ refusal: 'Hello' }, { content: null, refusal: refusalTokens.slice(0, 1) }),
+        chunk({ refusal: '!' }, { content: null, refusal: refusalTokens.slice(1, 2) }),
+        chunk({}, null, 'stop'),
+        'data: [DONE]\n\n',
+      ].join(''),
+    };
+  };
+
+  it("keeps the refusal's tokens on the message its text is, generated or streamed", async () => {
+    const { model } = await start((request) => refusal(request.body.stream === true));
+    const result = await model.generate(asking(2));
+    expect(result.output).toMatchObject([{ type: 'message', role: 'assistant', content: 'Hello!' }]);
+    expect(result.logprobs).toEqual([tokens.slice(0, 2)]);
+    const events = await collectStream(model.stream(asking(2)));
+    const done = events.at(-1);
+    expect(done?.type === 'done' && done.result.output).toEqual(result.output);
+    expect(done?.type === 'done' && done.result.logprobs).toEqual([tokens.slice(0, 2)]);
+  });
+});

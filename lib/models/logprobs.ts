@@ -12,7 +12,8 @@ const topLogprobSchema = z.object({
   bytes: z.array(z.number().int()).nullable().optional(),
 });
 
-const tokenLogprobSchema = topLogprobSchema.extend({ top_logprobs: z.array(topLogprobSchema).optional() });
+// null is none, as some OpenAI-compatible providers answer it.
+const tokenLogprobSchema = topLogprobSchema.extend({ top_logprobs: z.array(topLogprobSchema).nullable().optional() });
 
 /** One output token's log probability, and the most likely tokens at its position (`top_logprobs`). */
 export interface TokenLogprob {

@@ -143,3 +143,15 @@ describe('a refusal', () => {
     expect(done?.type === 'done' && done.result.logprobs).toEqual([tokens.slice(0, 2)]);
   });
 });
+
+describe('a provider that answers top_logprobs: null', () => {
+  it('gives the token no top tokens, not a failed call', async () => {
+    const { model } = await start(() => {
+      const body = JSON.parse(fixture('openai-chat-logprobs.json'));
+      for (const entry of body.choices[0].logprobs.content) entry.top_logprobs = null;
+      return { json: body };
+    });
+    const result = await model.generate(asking(0));
+    expect(result.logprobs).toEqual([tokens.map((entry) => ({ ...entry, top_logprobs: [] }))]);
+  });
+});

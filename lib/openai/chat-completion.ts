@@ -124,8 +124,9 @@ export async function createChatCompletion(
   const { instructions, items, origins } = chatMessagesToItems(body.messages as ChatMessageBody[]);
   facade.checkItems(items);
   // A message with no text but whitespace is not sent (lib/models/convert-to-model-messages.ts):
-  // messages of nothing else leave the model nothing to answer, but a session's notices.
-  if (items.length === 0 || (sessionId === null && !items.some(makesBlock)))
+  // messages of nothing else (or of instructions alone) leave the model nothing to answer but a
+  // session's notices; without one the model's refusal of the prompt names messages (giveBack).
+  if (sessionId === null && !items.some(makesBlock))
     throw new OpenAIApiError(
       400,
       'invalid_request',

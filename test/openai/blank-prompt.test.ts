@@ -110,4 +110,32 @@ describe('a prompt of blank messages alone', () => {
     expect(world.provider.requests).toHaveLength(requests + 1);
     expect(world.provider.requests.at(-1)!.body.messages.at(-1)).toMatchObject({ role: 'user' });
   });
+
+  it("is answered when instructions alone deliver a session's notice, else a 400 naming messages", async () => {
+    const base = world.tailgate.baseURL;
+    expect((await tailgatePost(base, '/sessions', { id: 'instructed' })).status).toBe(201);
+    expect(
+      (await tailgatePost(base, '/sessions/instructed/inbox', { name: 'n1', content: 'Budget left: 2 USD' })).status,
+    ).toBe(201);
+    const headers = { 'x-tailgate-session': 'instructed' };
+    const messages = [{ role: 'system' as const, content: 'be brief' }];
+    const answered = await world.client.chat.completions.create({ model: 'gpt-4o-mini', messages }, { headers });
+    expect(answered.choices[0]!.message.content).toEqual(expect.any(String));
+    const sent = world.provider.requests.at(-1)!.body.messages;
+    expect(sent).toMatchObject([
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'Budget left: 2 USD' },
+    ]);
+    const requests = world.provider.requests.length;
+    const failure = await world.client.chat.completions.create({ model: 'gpt-4o-mini', messages }, { headers }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((failure as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+      code: 'invalid_request',
+      param: 'messages',
+    });
+    expect(world.provider.requests).toHaveLength(requests);
+  });
 });

@@ -6,19 +6,17 @@ import {
   CLOCK_TOLERANCE_MS,
   CONCURRENCY,
   decodeName,
-  generateName,
-  isClaimedOriginal,
   markMetadata,
   markOf,
   META,
   namesOther,
   postedAtOf,
-  randomId,
   turnSchema,
   withMetadata,
 } from './delivery-records.ts';
 import type { InboxContext } from './move.ts';
-import { after, decide, keyName, takerOf } from './decision-chain.ts';
+import { after, decide, keyName, RETURNED, takerOf } from './decision-chain.ts';
+import { finishGiveBack, type Reposted } from './give-back.ts';
 
 /**
  * Notices a turn consumed but no model saw: taken over by a later turn, given back to the
@@ -40,6 +38,8 @@ import { after, decide, keyName, takerOf } from './decision-chain.ts';
  * records it takes over name beside `turn`, so the earlier run's give-back leaves them alone).
  * Given `held`, adds the `stored_as` of each notice returned that another run of `turn` held
  * before this one took it over (see `takeOver`): that run may still close the turn showing it.
+ * A notice a give-back of a closed turn has that it did not finish (its process died) goes back to
+ * the inbox (lib/inbox/give-back.ts), naming `session` as a post does.
  */
 export async function recover(
   ctx: InboxContext,
@@ -48,16 +48,24 @@ export async function recover(
   turn: number,
   runner?: string,
   held?: Set<string>,
+  session?: SessionMark,
 ): Promise<DeliveredNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const lostTurns = new Set(lost.map((entry) => String(entry.turn)));
   const found = await mapLimit(await lostDeliveries(ctx, sessionId, lost), CONCURRENCY, async (info) => {
     const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
     if (name === ABORT_NOTICE_NAME) return null;
-    const taken = await takeOver(ctx, info.key, { turn: String(turn), runner }, lostTurns);
+    const storedAs = info.key.slice(removedPrefix.length);
+    // A give-back of the closed turn has it, and may have died before it was done: finished here.
+    const givenBack = async (object: StoredObject, decision: string) => {
+      const notice = { name, storedAs, object, decision, found: true };
+      await finishGiveBack(ctx, sessionId, notice, session).catch((error: unknown) => {
+        ctx.log({ level: 'warn', message: 'notice a closed turn gave back not posted again', key: info.key, error });
+      });
+    };
+    const taken = await takeOver(ctx, info.key, { turn: String(turn), runner }, lostTurns, givenBack);
     if (!taken) return null;
     const { object, heldBefore } = taken;
-    const storedAs = info.key.slice(removedPrefix.length);
     if (heldBefore) held?.add(storedAs);
     return {
       name,
@@ -73,7 +81,8 @@ export async function recover(
 
 /**
  * Takes the delivery record at `key`, as it names a closed turn (among `lost`), over for turn
- * `ours`: the record as read when it is ours, or null. Once `decide` gave it to this turn, the
+ * `ours`: the record as read when it is ours, or null (a give-back's key on its chain: `givenBack`
+ * finishes that give-back). Once `decide` gave it to this turn, the
  * record is rewritten if-match to name `ours` and the decision key taken through, then `ours`
  * confirms it holds the notice by creating `<that key>-after-<ours>`: a successor that finds
  * this turn closed creates that key too, and of the two the first to create it has the notice.
@@ -88,6 +97,7 @@ async function takeOver(
   key: string,
   taker: { turn: string; runner: string | undefined },
   lost: ReadonlySet<string>,
+  givenBack: (object: StoredObject, decision: string) => Promise<void>,
 ): Promise<{ object: StoredObject; heldBefore: boolean } | null> {
   const ours = taker.turn;
   const object = await ctx.store.get(key);
@@ -95,6 +105,10 @@ async function takeOver(
   if (!object || from === undefined || !lost.has(from)) return null;
   const decided = await decide(ctx, key, decisionOf(object), taker, lost);
   if (decided === undefined) return null;
+  if ('givenBack' in decided) {
+    await givenBack(object, decided.givenBack);
+    return null;
+  }
   const { decision } = decided;
   // Moved by another run of this turn (the chain begins at its move: `taken-<ours>-<ms>`, even when a
   // run took it over since, which may not have confirmed), or held by one on the chain.
@@ -233,11 +247,13 @@ export async function tookNothing(ctx: InboxContext, sessionId: string, lost: re
 /**
  * Gives notices back to the inbox: turn `turn` consumed them but was closed by someone else
  * (its lease expired, it was cancelled) before a model's answer was stored. Each delivery
- * record still naming `turn` is rewritten with If-Match (so a later turn that took it over
- * keeps it), the notice is posted again under its name (or a generated one when the name
- * is taken), and the record is deleted. Given `session` (the incarnation the turn ran in: its
- * creation time and `incarnation`), a notice posted again names it as a post does, so a session
- * created or imported again under the id drops it (lib/inbox/move.ts `take`); and when, once they are posted, the
+ * record still naming `turn` that the give-back's decision key gives it (`returned`: a later turn
+ * that took it over keeps it) goes back: the notice is posted again under its name (or a generated
+ * one when the name is taken), then the record is marked returned and deleted, crash-safe at each
+ * call (lib/inbox/give-back.ts `finishGiveBack`; one a give-back that died left is finished).
+ * Given `session` (the incarnation the turn ran in: its creation time and `incarnation`), a
+ * notice posted again names it as a post does, so a session created or imported again under the
+ * id drops it (lib/inbox/move.ts `take`); and when, once they are posted, the
  * id names another incarnation or none (a delete ran meanwhile, its sweep perhaps past the
  * inbox already), they are removed again: nothing lands in a deleted session. Given `runner`
  * (the random `writer` of the turn's run), a record another run of the same turn took over
@@ -258,34 +274,16 @@ export async function giveBack(
 ): Promise<void> {
   const notices = 'accounted' in toGive ? await unaccountedNotices(ctx, sessionId, turn, toGive) : toGive;
   const removedPrefix = ctx.removedPrefix(sessionId);
-  const inboxPrefix = ctx.inboxPrefix(sessionId);
   const anyRun = typeof runner === 'object';
-  const given: { key: string; noticeId: string }[] = [];
+  const given: Reposted[] = [];
   await mapLimit(notices, CONCURRENCY, async ({ name, stored_as: storedAs }) => {
     const key = removedPrefix + storedAs;
     try {
       const object = await ctx.store.get(key);
       if (!object || !namesUs(object, String(turn), anyRun ? undefined : runner)) return;
-      if (!(await returned(ctx, key, object, String(turn), anyRun))) return;
-      const metadata = { ...object.metadata, [META.turn]: 'returned' };
-      // Decided on the chain, given any run's: a rewrite of a run that took it over may land after the read.
-      if (!(await ctx.store.put(key, object.body, anyRun ? { metadata } : { ifMatch: object.etag, metadata }))) return;
-      const noticeId = randomId();
-      const posted = {
-        [META.postedAt]: postedAtOf(object),
-        [META.noticeId]: noticeId,
-        ...markMetadata(session),
-      };
-      const post = async (at: string) => {
-        // Before the put: a removal after a delete must know it even when the put's answer is lost.
-        given.push({ key: at, noticeId });
-        return ctx.store.put(at, object.body, { onlyIfAbsent: true, metadata: posted });
-      };
-      if (!(await post(inboxPrefix + name))) {
-        await post(inboxPrefix + generateName(ctx.clock()));
-        await removeOriginal(ctx, inboxPrefix + name, object);
-      }
-      await ctx.store.delete(key);
+      const decided = await returned(ctx, key, object, String(turn), anyRun);
+      if (decided === undefined) return;
+      await finishGiveBack(ctx, sessionId, { name, storedAs, object, ...decided }, session, given);
     } catch (error) {
       ctx.log({ level: 'warn', message: `notice consumed by closed turn ${turn} not given back`, key, error });
     }
@@ -301,19 +299,11 @@ export async function giveBack(
 }
 
 /**
- * Removes `key` when it is still the original notice delivery record `object` claims: the delete
- * of the run that moved it did not land (yet; it may never, its process gone). Once the give-back
- * deletes the claim, no later consume would know that original as claimed, and would deliver it again.
- */
-async function removeOriginal(ctx: InboxContext, key: string, object: StoredObject): Promise<void> {
-  const current = await ctx.store.head(key);
-  if (current && isClaimedOriginal(current, object)) await ctx.store.delete(key);
-}
-
-/**
  * Whether the give-back of delivery record `object` (at `key`, naming `turn`) has the notice on
  * its chain of decision keys: a notice the turn took over is given back past the key it confirmed
  * its hold through, as a successor's walk; given `anyRun`, past every key runs of the turn created.
+ * The decision key, and whether it was `found` created by a give-back (this one again, or another
+ * run's, which may have died before it was done: this one finishes it, lib/inbox/give-back.ts).
  */
 async function returned(
   ctx: InboxContext,
@@ -321,15 +311,20 @@ async function returned(
   object: StoredObject,
   turn: string,
   anyRun: boolean,
-): Promise<boolean> {
-  if (anyRun)
-    return (
-      (await decide(ctx, key, decisionOf(object), { turn: 'returned', runner: undefined }, new Set([turn]))) !==
-      undefined
-    );
+): Promise<{ decision: string; found: boolean } | undefined> {
+  if (anyRun) {
+    const decided = await decide(ctx, key, decisionOf(object), { turn: RETURNED, runner: undefined }, new Set([turn]));
+    if (decided === undefined) return undefined;
+    return 'givenBack' in decided
+      ? { decision: decided.givenBack, found: true }
+      : { decision: decided.decision, found: false };
+  }
   const taken = takenAs(object);
   const decision = taken === undefined ? decisionOf(object) : after(after(taken, turn), turn);
-  return (await firstToCreate(ctx.store, `${key}/${decision}`, 'returned')).first;
+  const decided = await firstToCreate(ctx.store, `${key}/${decision}`, RETURNED);
+  if (decided.first) return { decision, found: false };
+  // A give-back of the turn (this one again, or another run's) that may have died before it was done.
+  return takerOf(decided.found) === RETURNED ? { decision, found: true } : undefined;
 }
 
 /**

@@ -21,7 +21,9 @@ import type { InboxContext } from './move.ts';
  * someone else (among `lost`), the chain goes on at `<key>-after-<that turn>`: the key that
  * turn confirms its hold through once its rewrite landed (lib/inbox/carry.ts `takeOver`), or a successor
  * takes the notice over through when that turn died or stalled before; found confirmed, the
- * key after it again is where a successor and that turn's give-back decide who has it.
+ * key after it again is where a successor and that turn's give-back decide who has it. A key a
+ * give-back created (`givenBack`: the key) ends the chain: the notice goes back to the inbox, by
+ * that give-back or, when it died before it was done, by whoever finds it (lib/inbox/give-back.ts).
  */
 export async function decide(
   ctx: InboxContext,
@@ -29,7 +31,7 @@ export async function decide(
   decision: string,
   taker: { turn: string; runner: string | undefined },
   lost: ReadonlySet<string>,
-): Promise<{ decision: string; heldBefore: boolean } | undefined> {
+): Promise<{ decision: string; heldBefore: boolean } | { givenBack: string } | undefined> {
   // The creators of the last two keys found taken: a run's decision and its confirmation are
   // two keys in a row, so when both are one run of this turn, that run has the notice.
   let last: Creator | undefined;
@@ -38,11 +40,15 @@ export async function decide(
     const decided = await firstToCreate(ctx.store, `${key}/${decision}`, keyName(taker));
     if (decided.first) return { decision, heldBefore: heldBy(taker.turn, last, before) };
     const holder = takerOf(decided.found);
+    if (holder === RETURNED) return { givenBack: decision };
     if (holder === undefined || !lost.has(holder)) return undefined;
     [before, last] = [last, { turn: holder, runner: runnerOf(decided.found) }];
     decision = after(decision, holder);
   }
 }
+
+/** The taker a give-back's decision key names (`returned:<random>`): the chain ends there. */
+export const RETURNED = 'returned';
 
 /** Who created a decision key: its taker's turn and, when it wrote one, its run's random `writer`. */
 type Creator = { turn: string; runner: string | undefined };

@@ -36,6 +36,12 @@ export const META = {
   runner: 'runner',
   /** On a notice set aside in `inbox_unreadable/`: why it cannot be delivered (`UnreadableReason`). */
   unreadable: 'unreadable',
+  /**
+   * On a notice a give-back posted again: the key (after `inbox_removed/`, URI-encoded) that the
+   * consume delivering it creates first, so that it is delivered once however often it was posted
+   * (lib/inbox/give-back.ts).
+   */
+  returnedAs: 'returned-as',
 } as const;
 
 /** Why a notice is set aside: larger than `MAX_NOTICE_BYTES`, or content that is not UTF-8. */

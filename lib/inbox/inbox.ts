@@ -15,7 +15,6 @@ import { dropStale, holdsAtLeast, inNameOrder, listWindow, splitAtAbort } from '
 import { deliveredPage, everyPage, pendingPage, unreadablePage, type PageRequest } from './pages.ts';
 import { exportDelivered, importDelivered } from './transfer.ts';
 import type { ExportNotice } from '../session/export-format.ts';
-
 import type {
   ConsumeOptions,
   ConsumeResult,
@@ -335,8 +334,9 @@ export class Inbox {
     turn: number,
     runner?: string,
     held?: Set<string>,
+    session?: SessionMark,
   ): Promise<DeliveredNotice[]> {
-    return recover(this.#context, id, lost, turn, runner, held);
+    return recover(this.#context, id, lost, turn, runner, held, session);
   }
 
   /** Whether turns closed by someone else consumed no notice (lib/inbox/carry.ts `tookNothing`). */

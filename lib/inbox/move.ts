@@ -14,6 +14,7 @@ import {
   type SlotClaim,
   type TakeContext,
 } from './delivery-records.ts';
+import { firstPostBack } from './post-back.ts';
 import { setAside } from './set-aside.ts';
 import { claimSlot, removeStaleOriginal } from './slots.ts';
 
@@ -122,6 +123,8 @@ export async function take(
   if (context.runner !== undefined) metadata[META.runner] = context.runner;
   let claim: SlotClaim;
   try {
+    // Posted back by a give-back that may have posted it more than once: one post is delivered.
+    if (!(await firstPostBack(ctx, context.removedPrefix, key, object, identity))) return { kind: 'taken' };
     claim = await claimSlot(ctx, context.removedPrefix, notice.name, object.body, metadata, identity, object.uploaded);
   } catch (error) {
     ctx.log({ level: 'warn', message: 'notice left in place: move failed', key, error });

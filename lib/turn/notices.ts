@@ -163,8 +163,9 @@ export class TurnNotices {
         lost_turns: [...turn.undelivered.lost_turns, { turn: turn.turn, since }],
       };
     const held = new Set<string>();
+    const session = { created_at: turn.session.created_at, incarnation: turn.scope.incarnation };
     const recovered =
-      lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn, turn.writer, held) : [];
+      lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn, turn.writer, held, session) : [];
     this.heldBefore = held;
     this.carried = [...turn.undelivered.notices, ...recovered];
     this.undelivered = { notices: this.carried, lost_turns: [] };

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { Inbox } from '../../lib/inbox/index.ts';
+import type { DeliveredNotice } from '../../lib/inbox/types.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { HeldStore } from '../support/held-store.ts';
+
+const keyPrefix = 'p/';
+const since = new Date(Date.now() - 60_000).toISOString();
+const inboxOn = (store: ObjectStore) =>
+  new Inbox(store, { keyPrefix, log: () => {}, sessionExists: sessionExistsIn(store, keyPrefix) });
+
+/**
+ * A memory store where turn 8 consumed `note.md` ('once'), then was closed by someone else;
+ * given `nameTaken`, another notice was posted under its name since (the give-back takes
+ * another name).
+ */
+async function consumedByTurn8(nameTaken: boolean) {
+  const memory = new MemoryStore();
+  await memory.put(sessionConfigKey(keyPrefix, 's1'), '{}');
+  const inbox = inboxOn(memory);
+  await inbox.post('s1', { name: 'note.md', content: 'once' });
+  const { delivered } = await inbox.consume('s1', { turn: 8 });
+  if (nameTaken) await inbox.post('s1', { name: 'note.md', content: 'other' });
+  return { memory, inbox, delivered };
+}
+
+/** A store on which the process dies at its `k`th call: it fails (after it landed when `after`), and every later. */
+function diesAtCall(store: ObjectStore, k: number, after: boolean) {
+  const faulty = new FaultyStore(store);
+  let calls = 0;
+  faulty.failWhen(() => ++calls === k, { after, times: 1 });
+  faulty.failWhen(() => calls >= k);
+  return { store: faulty, died: () => faulty.injected > 0 };
+}
+
+/**
+ * Turn 9, which carries turn 8 as closed by someone else (it takes over what turn 8 still
+ * holds, then consumes), then turns 10 to 13: what each shows.
+ */
+async function laterTurns(inbox: Inbox): Promise<DeliveredNotice[][]> {
+  const shown = [
+    [...(await inbox.recover('s1', [{ turn: 8, since }], 9)), ...(await inbox.consume('s1', { turn: 9 })).delivered],
+  ];
+  for (let turn = 10; turn < 14; turn++) shown.push((await inbox.consume('s1', { turn })).delivered);
+  return shown;
+}
+
+describe('a give-back that dies at any storage call', () => {
+  it.each([
+    [false, false],
+    [true, false],
+    [false, true],
+    [true, true],
+  ])(
+    'leaves the notice to exactly one later turn (the call landed: %s, its name taken: %s)',
+    async (after, nameTaken) => {
+      for (let k = 1; ; k++) {
+        const { memory, inbox, delivered } = await consumedByTurn8(nameTaken);
+        const dying = diesAtCall(memory, k, after);
+        await inboxOn(dying.store).giveBack('s1', delivered, 8);
+        const shown = (await laterTurns(inbox)).flat().map((notice) => notice.content);
+        expect(
+          shown.filter((content) => content === 'once'),
+          `dies at call ${k}`,
+        ).toEqual(['once']);
+        expect(shown.filter((content) => content === 'other')).toEqual(nameTaken ? ['other'] : []);
+        expect(await inbox.listPending('s1'), `dies at call ${k}`).toEqual([]);
+        if (!dying.died()) return;
+      }
+    },
+  );
+
+  it.each([false, true])(
+    'gives it to one turn when the next turn finishes it while the give-back stalls (its name taken: %s)',
+    async (nameTaken) => {
+      const { memory, inbox, delivered } = await consumedByTurn8(nameTaken);
+      // The give-back stalls right after its decision key, before it posts the notice back.
+      const held = new HeldStore(memory);
+      const post = held.hold(({ operation, keys }) => operation === 'put' && /\/inbox\/[^/]+$/.test(keys[0]!));
+      const giving = inboxOn(held).giveBack('s1', delivered, 8);
+      await post.reached;
+      // Turn 9 finds it given back but not posted, posts it and shows it; then the give-back goes on.
+      const ninth = await laterTurns(inbox);
+      post.release();
+      await giving;
+      const later = await laterTurns(inbox);
+      const shown = [...ninth, ...later].flat().map((notice) => notice.content);
+      expect(shown.filter((content) => content === 'once')).toEqual(['once']);
+      expect(await inbox.listPending('s1')).toEqual([]);
+    },
+  );
+});

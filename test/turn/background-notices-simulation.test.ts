@@ -20,13 +20,14 @@ import { hookedEcho } from '../support/turn-world.ts';
  * Then later turns run until the inbox is drained. Every acknowledged notice must then be shown
  * by exactly one completed turn (its receipt's `notices`, which a model was sent), none twice,
  * and none be left pending (one given back under another name, its own taken, counts as the
- * notice it carries). Left out (docs/STORAGE.md, "Notices"): a run that dies once told someone
- * else closed its turn or took its lease; and a notice a run that failed to read the close kept
- * (one another run moved: that run, stopped by its takeover of the lease, could not give it
- * back). A run that died before it was told it stopped is not left out (the run that closed the
- * turn gives back what it still held, seed 3581 of NOTICES_SEEDS=4000), nor is a close packed
- * before the stopped runs read it. A failure names its seed: NOTICES_SEED=<seed> runs that one
- * alone; NOTICES_SEEDS=<count> runs that many.
+ * notice it carries). Left out (docs/STORAGE.md, "Notices"): a notice a run that failed to read
+ * the close kept (one another run moved: that run, stopped by its takeover of the lease, could not
+ * give it back). A run that died before it was told it stopped is not left out (the run that closed
+ * the turn gives back what it still held), nor is one that dies once told someone else closed its
+ * turn or took its lease, at any call of its reading the close and giving notices back (whoever
+ * finds a give-back it did not finish finishes it), nor a close packed before the stopped runs
+ * read it. A failure names its seed: NOTICES_SEED=<seed> runs that one alone; NOTICES_SEEDS=<count>
+ * runs that many.
  */
 
 const S = 's';
@@ -52,12 +53,17 @@ type Told = {
  * `store` as one run's process sees it: its reads of the turn's completion, once its own was
  * refused, fail (`doneRead`), all but the first; and, given `crash`, its process dies at that call
  * (every call after fails), unless it was told before that someone else closed the turn (a
- * completion found) or took its lease (a renewal refused).
+ * completion found) or took its lease (a renewal refused); given `crash.told`, it dies at that call
+ * of those after it was told (reading the close, giving notices back), unless it moved a notice
+ * since (a move under way when it was told: then dying is the double fault docs/STORAGE.md leaves out).
  */
-function runView(store: ObjectStore, doneRead: DoneRead, crash?: number, told: Told = {}): ObjectStore {
+function runView(store: ObjectStore, doneRead: DoneRead, crash: Crash = {}, told: Told = {}): ObjectStore {
   let refused = false;
   let readsAfter = 0;
   let calls = 0;
+  let callsTold = 0;
+  // It moved a notice once told (a move under way): dying after that is left out.
+  let tookAfter = false;
   let dead = false;
   let stopped = false;
   return new Proxy(store, {
@@ -66,9 +72,7 @@ function runView(store: ObjectStore, doneRead: DoneRead, crash?: number, told: T
       if (typeof value !== 'function') return value;
       return async (...args: unknown[]) => {
         const key = typeof args[0] === 'string' ? args[0] : '';
-        if (!stopped && ++calls === crash) {
-          dead = true;
-        }
+        if (stopped ? !tookAfter && ++callsTold === crash.told : ++calls === crash.before) dead = true;
         if (dead) throw new CrashError();
         const done = property === 'get' && key.endsWith('.done') && refused && readsAfter++ > 0 ? doneRead : undefined;
         if (done === 'fail') throw new Error('the store failed to read');
@@ -84,6 +88,9 @@ function runView(store: ObjectStore, doneRead: DoneRead, crash?: number, told: T
         const content = typeof raw === 'string' ? raw : new TextDecoder().decode(raw as Uint8Array);
         if (posted !== undefined && content.startsWith('notice ') && content !== `notice ${posted}`)
           told.renamed?.(posted, content.slice('notice '.length));
+        const options = property === 'put' ? (args[2] as PutOptions | undefined) : undefined;
+        if (stopped && options?.onlyIfAbsent && result !== null && /\/inbox_removed\/[^/]+$/.test(key))
+          tookAfter = true;
         if (property === 'put' && key.endsWith('.done') && result === null) refused = true;
         if (key.endsWith('.done') && (property === 'get' ? result !== null : result === null)) stopped = true;
         if (property === 'put' && key.endsWith('.lease') && result === null) stopped = true;
@@ -92,6 +99,9 @@ function runView(store: ObjectStore, doneRead: DoneRead, crash?: number, told: T
     },
   });
 }
+
+/** Where a run's process dies: at its `before`th call, unless told it stopped first; at its `told`th call after. */
+type Crash = { before?: number | undefined; told?: number | undefined };
 
 /** An echo model whose answers wait a few of the scheduler's steps, recording the notices each prompt shows. */
 function gatedModel(world: World, choose: (choices: number) => number, seen: string[][], names: string[]): Model {
@@ -109,7 +119,7 @@ function runner(
   model: Model,
   told: (line: string) => void,
   doneRead?: DoneRead,
-  crash?: number,
+  crash?: Crash,
   hooks?: Told,
 ) {
   const base = world.actor();
@@ -178,7 +188,7 @@ async function simulate(seed: number, told: (line: string) => void, buried: () =
   // The random `writer` of each run that failed to read the close.
   const excused = new Set<string>();
   const start = () => {
-    const crash = chance(10) ? 5 + choose(40) : undefined;
+    const crash = { before: chance(10) ? 5 + choose(40) : undefined, told: chance(15) ? 1 + choose(20) : undefined };
     const faulty = started++ === unreading;
     let writer: string | undefined;
     const fault = () => {

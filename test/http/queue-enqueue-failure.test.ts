@@ -304,3 +304,29 @@ describe('the position an enqueue answers', () => {
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
   });
 });
+
+describe('the position an enqueue answers, behind a withdrawn input', () => {
+  it('leaves out an input whose withdraw left its tombstone standing', async () => {
+    const { store, api, drain, runAll } = setup();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const withdrawn = await api.post(`/v1/sessions/${id}/turns`, { input: 'withdrawn' });
+    expect(withdrawn.body.position).toBe(1);
+    // The withdraw's tombstone lands; its delete fails, so the tombstone stands (until it is stale).
+    store.failWhen(({ operation, key }) => operation === 'delete' && key.includes('/queue/'), { times: 1 });
+    await api.delete(`/v1/sessions/${id}/queue/${withdrawn.body.queued_turn}`);
+    store.heal();
+    const tombstones = (await listAll(store.inner, '')).filter((object) => object.key.includes('/queue/'));
+    expect(tombstones.map((object) => object.size)).toEqual([0]);
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'waits' });
+    expect(next.status, JSON.stringify(next.body)).toBe(202);
+    expect(next.body.position).toBe(1);
+    await drain();
+    await runAll();
+    const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items.reverse();
+    expect(items.filter((item: any) => item.role === 'user').map((item: any) => item.content)).toEqual([
+      'first',
+      'waits',
+    ]);
+  });
+});

@@ -33,6 +33,8 @@ export interface QueuedEntry {
   generation: string;
   /** Named as the one a pickup marks (log/queue-taking.ts): listed first, perhaps taken up already. */
   named?: boolean;
+  /** Listed empty: a withdraw's tombstone (log/queue-withdraw.ts), no input. */
+  withdrawn?: boolean;
 }
 
 /** What a caller queues; the log adds the format, the time and its writer id. */
@@ -118,20 +120,24 @@ async function retried<T>(call: () => Promise<T>): Promise<T> {
 }
 
 /**
- * The place of the input `keyHash` among those still waiting (1: next; 0: taken up already). An
- * entry listed before it that a pickup named is read (a get, only then): marked, its pickup began
- * claiming it, so it is a turn (one whose key could not be indexed stays listed while it runs), or
- * gone, it waits no more.
+ * The place of the input `keyHash` among those still waiting (1: next; 0: taken up already). A
+ * withdraw's tombstone listed before it (empty) waits for nothing. An entry listed before it that
+ * a pickup named is read (a get, only then): marked, its pickup began claiming it, so it is a turn
+ * (one whose key could not be indexed stays listed while it runs), or gone, it waits no more.
  */
 async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedEntry[], keyHash: string) {
   const at = queued.findIndex((other) => other.keyHash === keyHash);
-  let waiting = at;
-  for (const entry of queued.slice(0, Math.max(at, 0))) {
-    if (!entry.named) continue;
-    const read = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
-    if (read === null || read.taking_at !== undefined) waiting--;
+  if (at < 0) return 0;
+  let position = 1;
+  for (const entry of queued.slice(0, at)) {
+    if (entry.withdrawn) continue;
+    if (entry.named) {
+      const read = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
+      if (read === null || read.taking_at !== undefined) continue;
+    }
+    position++;
   }
-  return waiting + 1;
+  return position;
 }
 
 /**
@@ -289,6 +295,7 @@ async function listGeneration(log: LogContext, scope: LogScope): Promise<QueuedE
         keyHash: object.key.slice(prefix.length),
         uploaded: object.uploaded,
         generation: scope.generation,
+        ...(object.size === 0 ? { withdrawn: true } : {}),
       });
     cursor = page.truncated ? page.cursor : undefined;
   } while (cursor);

@@ -25,8 +25,9 @@ export interface QueuedRow {
  * The session's queued inputs (busy policy `enqueue`, log/queue.ts), oldest first: one listing
  * of `queue/<g>/` (and of each generation in `queued_in`), then a read of each of the first
  * `limit` entries (with two or more, a get of the one a pickup marked, listed first:
- * log/queue-taking.ts). An entry taken up between the listing and its read is left out. `total` is
- * how many the listing found.
+ * log/queue-taking.ts). A withdraw's tombstone is not read, nor an entry before the rows' positions;
+ * an entry taken up between the listing and its read is left out. `total` is how many the listing
+ * found, tombstones with them (a listing that found any runs a pickup, which deletes a stale one).
  */
 export async function queuedInputs(
   log: LogContext,
@@ -35,7 +36,9 @@ export async function queuedInputs(
 ): Promise<{ queued: QueuedRow[]; total: number }> {
   const scope = await sessionScope(log, id);
   const entries = await listQueued(log, scope);
-  const rows = await mapLimit(entries.slice(0, limit), PARALLEL_GETS, async (entry, index) => {
+  // A withdraw's tombstone (listed empty) is no input: neither read nor given a position.
+  const inputs = entries.filter((entry) => !entry.withdrawn);
+  const rows = await mapLimit(inputs.slice(0, limit), PARALLEL_GETS, async (entry, index) => {
     const input = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
     if (!input) return null;
     const text = previewText(input.input);

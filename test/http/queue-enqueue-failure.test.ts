@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
-import type { GetOptions } from '../../lib/store/object-store.ts';
+import type { Body, GetOptions, PutOptions } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore, type FaultOptions, type StoreCall } from '../support/faulty-store.ts';
@@ -14,9 +14,18 @@ import { createClient, TOKEN } from './http-suite.ts';
 
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 
-/** A FaultyStore that runs `beforeGet` once, before the first get whose key `matches`. */
+/** A FaultyStore that runs `beforeGet` (`beforePut`) once, before the first get (put) its hook `matches`. */
 class HookedStore extends FaultyStore {
   beforeGet: { matches: (key: string) => boolean; run: () => Promise<unknown> } | null = null;
+  beforePut: { matches: (key: string, options?: PutOptions) => boolean; run: () => Promise<unknown> } | null = null;
+  override async put(key: string, body: Body, options?: PutOptions) {
+    const before = this.beforePut;
+    if (before?.matches(key, options)) {
+      this.beforePut = null;
+      await before.run();
+    }
+    return super.put(key, body, options);
+  }
   override async get(key: string, options?: GetOptions) {
     const before = this.beforeGet;
     if (before?.matches(key)) {
@@ -331,5 +340,92 @@ describe('the position an enqueue answers, behind a withdrawn input', () => {
       'first',
       'waits',
     ]);
+  });
+});
+
+describe('an unkeyed enqueue whose put answer was lost, against the turns around it', () => {
+  const entryPut = ({ operation, key, options }: StoreCall) =>
+    operation === 'put' && key.includes('/queue/') && options?.onlyIfAbsent === true;
+
+  async function userInputs(api: ReturnType<typeof createClient>, id: string) {
+    const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items.reverse();
+    return items.filter((item: any) => item.role === 'user').map((item: any) => item.content);
+  }
+
+  it.each([
+    ['another turn ran after its turn', 'other'],
+    ['a delete took its turn out', 'delete'],
+  ] as const)('runs once when its put again lands after a pickup ran it and %s', async (_, then) => {
+    // Every read of the entry by the enqueue fails; before the first, turn 1 ends, its close's
+    // pickup takes the input up as turn 2, which runs; then another turn runs (or a delete of
+    // turn 2 moves the session to a new generation, the old one left in `queued_in`). The put
+    // again lands a copy, which a pickup replays under its key's `idem/` (or passes over as
+    // taken up before): it does not run again.
+    const { store, api, drain, runNext, runAll, logged } = setup();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    let picking = false;
+    store.failWhen(entryPut, { times: 1, after: true });
+    store.failWhen(({ operation, key }) => !picking && operation === 'get' && key.includes('/queue/'));
+    store.beforeGet = {
+      matches: (key) => key.includes('/queue/'),
+      run: async () => {
+        picking = true;
+        await runNext();
+        await runNext();
+        const between =
+          then === 'other'
+            ? await api.post(`/v1/sessions/${id}/turns`, { input: 'other' })
+            : await api.delete(`/v1/sessions/${id}/turns/2`);
+        expect(between.status, JSON.stringify(between.body)).toBe(200);
+        picking = false;
+      },
+    };
+    const answer = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' });
+    store.heal();
+    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+    expect(answer.body.position).toBeNull();
+    expect(logged.some((line) => line.includes('could not be withdrawn: it runs'))).toBe(true);
+    await drain();
+    await runAll();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'last' })).status).toBe(200);
+    await drain();
+    await runAll();
+    expect(await userInputs(api, id)).toEqual(
+      then === 'other' ? ['first', 'queued', 'other', 'last'] : ['first', 'last'],
+    );
+    expect((await listAll(store.inner, '')).filter((object) => object.key.includes('/queue/'))).toEqual([]);
+  });
+
+  it('answers 202 at position 0 when a pickup marks it between its withdraw read and its tombstone', async () => {
+    // The signal keeps failing, so the enqueue withdraws its entry; right before the tombstone's
+    // put, turn 1 ends and its close's pickup marks the entry, its claim's record put then
+    // failing (it stores nothing). The tombstone is refused; the withdraw reads the mark: the
+    // input runs, taken up by the next pickup.
+    const { store, api, drain, runNext, runAll } = setup();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    store.failWhen(signalPut);
+    let claiming = false;
+    const recordPut = ({ operation, key, options }: StoreCall) =>
+      claiming && operation === 'put' && /\/turn\/[^/]+\/\d{12}$/.test(key) && options?.onlyIfAbsent === true;
+    store.failWhen(recordPut, { times: 1 });
+    store.beforePut = {
+      matches: (key, options) => tombstonePut({ operation: 'put', key, index: 0, ...(options ? { options } : {}) }),
+      run: async () => {
+        claiming = true;
+        await runNext();
+        claiming = false;
+      },
+    };
+    const answer = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' });
+    store.heal();
+    expect(store.beforePut).toBeNull();
+    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+    expect(answer.body.position).toBe(0);
+    await drain();
+    await runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'queued']);
+    expect((await listAll(store.inner, '')).filter((object) => object.key.includes('/queue/'))).toEqual([]);
   });
 });

@@ -330,32 +330,34 @@ describe('a request that takes the queue up first, crashed at each storage call'
     },
   );
 
-  it('nothing acknowledged is lost or run twice, nor any input answered 503 run, through an outage', async () => {
-    // The store fails every call from one on for a while (the first of them after it did the
-    // work, or before), then answers again: the enqueue's withdraw, its put again and its look
-    // at a tombstone whose answer was lost meet a store that came back. A 503 whose input runs
-    // must say so in its log ("it runs if").
-    const calls = await callsOfLate('enqueue');
-    for (const length of [2, 5, 10]) {
+  // Each outage's length and first failure apart: one test would outlast a loaded machine's timeout.
+  const outages = [2, 5, 10].flatMap((length) => [false, true].map((after) => [length, after] as const));
+  it.each(outages)(
+    'nothing acknowledged is lost or run twice, nor any input answered 503 run, through an outage of %i calls ' +
+      '(the first after it did the work: %s)',
+    async (length, after) => {
+      // The store fails every call from one on for a while (the first of them after it did the
+      // work, or before), then answers again: the enqueue's withdraw, its put again and its look
+      // at a tombstone whose answer was lost meet a store that came back. A 503 whose input runs
+      // must say so in its log ("it runs if").
+      const calls = await callsOfLate('enqueue');
       for (let at = 1; at <= calls; at++) {
-        for (const after of [false, true]) {
-          const world = await deadCloser();
-          const seq = sequence();
-          world.store.failWhen((call) => seq(call) === at, { after, times: 1 });
-          world.store.failWhen((call) => seq(call) > at && seq(call) < at + length);
-          const logged: string[] = [];
-          const answer = await late(world.store, world.clock, world.id, 'enqueue', logged);
-          const first = after ? 'after' : 'before';
-          const where = `calls ${at} to ${at + length - 1} failed (the first ${first} it): ${answer.status}`;
-          expect([202, 503], where).toContain(answer.status);
-          await survives(
-            world,
-            answer.status,
-            where,
-            logged.some((line) => line.includes('it runs if')),
-          );
-        }
+        const world = await deadCloser();
+        const seq = sequence();
+        world.store.failWhen((call) => seq(call) === at, { after, times: 1 });
+        world.store.failWhen((call) => seq(call) > at && seq(call) < at + length);
+        const logged: string[] = [];
+        const answer = await late(world.store, world.clock, world.id, 'enqueue', logged);
+        const first = after ? 'after' : 'before';
+        const where = `calls ${at} to ${at + length - 1} failed (the first ${first} it): ${answer.status}`;
+        expect([202, 503], where).toContain(answer.status);
+        await survives(
+          world,
+          answer.status,
+          where,
+          logged.some((line) => line.includes('it runs if')),
+        );
       }
-    }
-  });
+    },
+  );
 });

@@ -1,4 +1,8 @@
-import type { ResponseOutputText, ResponseTextDeltaEvent } from 'openai/resources/responses/responses';
+import type {
+  ResponseOutputItem,
+  ResponseOutputText,
+  ResponseTextDeltaEvent,
+} from 'openai/resources/responses/responses';
 import type { TokenLogprob } from '../models/model.ts';
 
 /**
@@ -21,4 +25,32 @@ export function eventLogprobs(tokens: readonly TokenLogprob[] = []): ResponseTex
     logprob: entry.logprob,
     top_logprobs: entry.top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob })),
   }));
+}
+
+/**
+ * The log probabilities a kept response object holds of its turn's output items, by their index
+ * in the turn's output (its messages and calls, in order; a call's: none): what a replayed turn's
+ * text events carry again, as the object it answers holds them.
+ */
+export function keptLogprobs(response: { output: readonly ResponseOutputItem[] }): TokenLogprob[][] {
+  return response.output.flatMap((item) => {
+    if (item.type === 'function_call') return [[]];
+    if (item.type !== 'message') return [];
+    return [
+      item.content.flatMap((part) =>
+        part.type === 'output_text'
+          ? (part.logprobs ?? []).map((entry) => ({
+              token: entry.token,
+              logprob: entry.logprob,
+              bytes: entry.bytes,
+              top_logprobs: (entry.top_logprobs ?? []).map((top) => ({
+                token: top.token,
+                logprob: top.logprob,
+                bytes: top.bytes,
+              })),
+            }))
+          : [],
+      ),
+    ];
+  });
 }

@@ -13,6 +13,7 @@ import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import type { LogScope } from '../session/keys.ts';
 import { buildResponse, turnCost, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
+import { keptLogprobs } from './logprobs.ts';
 import { outputItems } from './output-items.ts';
 import type { TokenLogprob } from '../models/model.ts';
 import { responseEventStream } from './sse.ts';
@@ -180,13 +181,13 @@ export async function streamStoredTurn(
     throw error;
   });
   const id = responseId(refOf(context, number, firstSeq, scope));
-  // A replayed turn is answered as its first response was: created when that one was.
-  const createdAt = first.value.replay
-    ? await getResponse(facade, id).then(
-        (kept) => new Date(kept.created_at * 1000),
-        () => context.fields.createdAt,
-      )
-    : context.fields.createdAt;
+  // A replayed turn is answered as its first response was: created when that one was, its text
+  // events carrying the tokens' log probabilities that response's object keeps (none when rebuilt).
+  const kept = first.value.replay ? await getResponse(facade, id).catch(() => undefined) : undefined;
+  const createdAt = kept ? new Date(kept.created_at * 1000) : context.fields.createdAt;
+  const replayed = kept && keptLogprobs(kept);
+  if (replayed) logprobs = replayed;
+  let replayedItem = 0;
   const answered = { ...context, fields: { ...context.fields, createdAt } };
   const base = { ...answered.fields, id, output: [] as ResponseOutputItem[] };
   const stream = responseEventStream((index, item) => storedItemId(scope, item.type, firstSeq + index));
@@ -197,6 +198,11 @@ export async function streamStoredTurn(
       const next = await iterator.next();
       if (next.done) break;
       const event = next.value;
+      if (replayed && event.event === 'output_text.delta') {
+        writer.delta(event.data.delta, replayed[replayedItem] ?? []);
+        continue;
+      }
+      if (replayed && event.event === 'output_item.done') replayedItem += 1;
       if (writer.turnOutput(event)) continue;
       if (event.event === 'turn.completed') {
         const compacted = await compactionOutput(facade, event.data).catch((error: unknown) => {

@@ -209,6 +209,31 @@ describe('responses', () => {
     expect(retrieved.output).toEqual(completed.response.output);
   });
 
+  it('a keyed retry of a streamed response streams the tokens its completed response answers', async () => {
+    const body = { model: 'gpt-wire', input: 'hi', include, top_logprobs: 2, stream: true as const };
+    const key = { headers: { 'Idempotency-Key': `logprobs-stream-${Math.random()}` } };
+    const run = async () => {
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.create(body, key)) events.push(event);
+      return events;
+    };
+    const first = await run();
+    const again = await run();
+    expect(wire.requests).toHaveLength(1);
+    for (const events of [first, again]) {
+      const completed = events.at(-1);
+      if (completed?.type !== 'response.completed') throw new Error('the stream did not complete');
+      const message = completed.response.output.find((item) => item.type === 'message');
+      expect(message?.type === 'message' && message.content[0]).toMatchObject({ logprobs: responseTokens });
+      const deltas = events.flatMap((event) => (event.type === 'response.output_text.delta' ? event.logprobs : []));
+      expect(deltas).toEqual(eventTokens(tokens));
+      const done = events.find((event) => event.type === 'response.output_text.done');
+      expect(done?.type === 'response.output_text.done' && done.logprobs).toEqual(eventTokens(tokens));
+      const item = events.find((event) => event.type === 'response.output_item.done');
+      expect(item?.type === 'response.output_item.done' && item.item).toEqual(message);
+    }
+  });
+
   it("refuses a Responses request's logprobs by name: the Responses API asks with include", async () => {
     const failure = await client.responses
       .create({ model: 'gpt-wire', input: 'hi', store: false, logprobs: true } as OpenAI.Responses.ResponseCreateParams)

@@ -72,3 +72,11 @@ export function chatLogprobs(body: unknown): TokenLogprob[] {
 export function chatLogprobsFields(top: number | undefined): Record<string, unknown> {
   return top === undefined ? {} : { logprobs: true, top_logprobs: top };
 }
+
+/**
+ * Appends `tokens` to `to` one at a time: a long answer's are more than a call's arguments may
+ * hold (`push(...tokens)` overflows the stack past about 100,000).
+ */
+export function appendTokens(to: TokenLogprob[], tokens: readonly TokenLogprob[]): void {
+  for (const token of tokens) to.push(token);
+}

@@ -1,4 +1,5 @@
 import type { FunctionCallItem, ReasoningItem } from '../items.ts';
+import { appendTokens } from './logprobs.ts';
 import type { ModelOutputItem, ModelStreamEvent, TokenLogprob } from './model.ts';
 
 /** An output item of a streamed answer, from its first event to its end. */
@@ -51,7 +52,7 @@ export class StreamOrder {
     const entry =
       last?.kind === 'message' && !last.closed ? last : this.#open<Entry & { kind: 'message' }>(openMessage(''));
     entry.text += delta;
-    if (logprobs) entry.logprobs.push(...logprobs);
+    if (logprobs) appendTokens(entry.logprobs, logprobs);
     return this.#route(entry, { type: 'text_delta', delta, ...(logprobs ? { logprobs } : {}) });
   }
 
@@ -63,7 +64,7 @@ export class StreamOrder {
   tokens(logprobs: TokenLogprob[]): ModelStreamEvent[] | undefined {
     const last = this.#entries.at(-1);
     if (last?.kind !== 'message') return undefined;
-    last.logprobs.push(...logprobs);
+    appendTokens(last.logprobs, logprobs);
     return this.#route(last, { type: 'text_delta', delta: '', logprobs });
   }
 

@@ -1,6 +1,7 @@
 import type { ResponseOutputItem, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { contentText } from '../content.ts';
 import type { ReasoningItem } from '../items.ts';
+import { appendTokens } from '../models/logprobs.ts';
 import type { ModelOutputItem, TokenLogprob } from '../models/model.ts';
 import { eventLogprobs, outputTextLogprobs } from './logprobs.ts';
 import type { ModelOutputEvent } from '../turn/model-call.ts';
@@ -141,7 +142,7 @@ export class ResponseEventWriter {
   delta(delta: string, logprobs?: readonly TokenLogprob[]): void {
     const open = this.#openMessage();
     open.text += delta;
-    if (logprobs) open.logprobs.push(...logprobs);
+    if (logprobs) appendTokens(open.logprobs, logprobs);
     this.#emit({
       type: 'response.output_text.delta',
       output_index: this.#index,

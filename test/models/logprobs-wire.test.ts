@@ -1,6 +1,9 @@
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ModelRequest, TokenLogprob } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { ResponseEventWriter } from '../../lib/openai/response-events.ts';
+import type { TailgateResponse } from '../../lib/openai/responses.ts';
 import { collectStream } from '../support/fake-providers/collect-stream.ts';
 import {
   fixture,
@@ -153,5 +156,41 @@ describe('a provider that answers top_logprobs: null', () => {
     });
     const result = await model.generate(asking(0));
     expect(result.logprobs).toEqual([tokens.map((entry) => ({ ...entry, top_logprobs: [] }))]);
+  });
+});
+
+describe('a long answer', () => {
+  // More tokens than a call's arguments may hold (a spread push of them overflows the stack).
+  const many = 150_000;
+  const long = Array.from({ length: many }, (_, index) => ({
+    token: 'a',
+    logprob: -index / many,
+    bytes: [97],
+    top_logprobs: [],
+  }));
+
+  it('keeps every token of a generated answer on its message', async () => {
+    const { model } = await start(() => {
+      const body = JSON.parse(fixture('openai-chat-logprobs.json'));
+      body.choices[0].message.content = 'a'.repeat(many);
+      body.choices[0].logprobs.content = long;
+      return { json: body };
+    });
+    const result = await model.generate(asking(0));
+    expect(result.logprobs?.[0]).toHaveLength(many);
+    expect(result.logprobs?.[0]?.at(-1)).toEqual(long.at(-1));
+  });
+
+  it('gives every token to the done events of a text that comes in one delta', () => {
+    const events: ResponseStreamEvent[] = [];
+    const writer = new ResponseEventWriter(
+      (index) => `msg_${index}`,
+      (event) => events.push(event),
+    );
+    writer.delta('a'.repeat(many), long);
+    writer.itemDone({ type: 'message', role: 'assistant', content: 'a'.repeat(many) });
+    writer.failed({} as TailgateResponse);
+    const done = events.find((event) => event.type === 'response.output_text.done');
+    expect(done?.type === 'response.output_text.done' && done.logprobs).toHaveLength(many);
   });
 });

@@ -43,12 +43,41 @@ const call: CallOptions = {
   providerOptions: { anthropic: { disableParallelToolUse: true, metadata: { userId: 'user-1' } } },
 };
 
+/**
+ * A call with what tailgate sends beyond text (lib/models/anthropic-model.ts): a PDF, an image
+ * by URL, a prompt-cache breakpoint and thinking, each of which may add to the request's headers.
+ */
+const richCall: CallOptions = {
+  ...call,
+  prompt: [
+    { role: 'system', content: 'Be brief.' },
+    {
+      role: 'user',
+      content: [
+        {
+          type: 'file',
+          mediaType: 'application/pdf',
+          data: { type: 'data', data: new Uint8Array([37, 80, 68, 70]) },
+          filename: 'a.pdf',
+        },
+        { type: 'file', mediaType: 'image/png', data: { type: 'url', url: new URL('https://example.com/a.png') } },
+        {
+          type: 'text',
+          text: 'What does it say?',
+          providerOptions: { anthropic: { cacheControl: { type: 'ephemeral' } } },
+        },
+      ],
+    },
+  ],
+  reasoning: 'high',
+};
+
 /** What the model sends and answers for `call`, generated and streamed. */
-async function exchange(make: (fetch: typeof globalThis.fetch) => MessagesModel) {
+async function exchange(make: (fetch: typeof globalThis.fetch) => MessagesModel, asked: CallOptions = call) {
   const { fetch, sent } = recording();
   const model = make(fetch);
-  const generated = await model.doGenerate(call);
-  const streamed = await model.doStream(call);
+  const generated = await model.doGenerate(asked);
+  const streamed = await model.doStream(asked);
   const parts: unknown[] = [];
   for await (const part of streamed.stream) parts.push(part);
   return {
@@ -89,6 +118,19 @@ describe('anthropicMessagesModel', () => {
     const expected = await exchange(sdk(settings));
     expect(await exchange(ours(settings))).toEqual(expected);
     expect(expected.sent.map((request) => request.headers['x-api-key'])).toEqual(['sk-ant-test', 'sk-ant-test']);
+  });
+
+  it('sends a PDF, an image URL, a cache breakpoint and thinking as createAnthropic(...).messages does', async () => {
+    delete process.env.ANTHROPIC_BASE_URL;
+    const settings = { apiKey: 'sk-ant-test' };
+    const expected = await exchange(sdk(settings), richCall);
+    expect(await exchange(ours(settings), richCall)).toEqual(expected);
+    const body = JSON.stringify(expected.sent[0]!.body);
+    expect(body).toContain('"thinking"');
+    expect(body).toContain('"cache_control"');
+    expect(body).toContain('"document"');
+    const usage = expected.parts.find((part) => (part as { type?: string }).type === 'finish');
+    expect(usage).toMatchObject({ usage: { outputTokens: { total: expect.any(Number) } } });
   });
 
   it('takes ANTHROPIC_BASE_URL from the environment without a base URL, as createAnthropic does', async () => {

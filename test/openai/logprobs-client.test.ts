@@ -313,3 +313,89 @@ describe('a stream whose tokens come in a chunk without text', () => {
     });
   });
 });
+
+describe('an answer of text, a call and text again', () => {
+  /** The recorded tokens' chunks: the first token's text, a call, then the other tokens' text. */
+  function textCallText(): FakeReply {
+    const chunk = (delta: unknown, logprobs: unknown, finish: string | null = null) =>
+      `data: ${JSON.stringify({
+        id: 'chatcmpl-1',
+        object: 'chat.completion.chunk',
+        created: 1746542142,
+        model: 'gpt-4.1',
+        choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
+      })}\n\n`;
+    const call = { index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{}' } };
+    return {
+      sse: [
+        chunk({ role: 'assistant', content: 'Hello' }, { content: tokens.slice(0, 1), refusal: null }),
+        chunk({ tool_calls: [call] }, null),
+        chunk({ content: '! How' }, { content: tokens.slice(1), refusal: null }),
+        chunk({}, null, 'tool_calls'),
+        'data: [DONE]\n\n',
+      ].join(''),
+    };
+  }
+
+  it.each([false, true])(
+    'gives each message its tokens, on its events as in the completed response (store: %s)',
+    async (store) => {
+      answer = textCallText;
+      const stream = await client.responses.create({
+        model: 'gpt-wire',
+        input: 'hi',
+        store,
+        include: ['message.output_text.logprobs'],
+        top_logprobs: 2,
+        tools: [
+          { type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} }, strict: false },
+        ],
+        stream: true,
+      });
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      const completed = events.at(-1);
+      if (completed?.type !== 'response.completed') throw new Error('the stream did not complete');
+      const output = completed.response.output;
+      expect(output.map((item) => item.type)).toEqual(['message', 'function_call', 'message']);
+      const texts = output.flatMap((item) => (item.type === 'message' ? [item.content[0]] : []));
+      expect(texts).toMatchObject([
+        { text: 'Hello', logprobs: responseTokens.slice(0, 1) },
+        { text: '! How', logprobs: responseTokens.slice(1) },
+      ]);
+      const done = events.flatMap((event) => (event.type === 'response.output_item.done' ? [event.item] : []));
+      expect(done).toEqual(output);
+      const textDone = events.flatMap((event) => (event.type === 'response.output_text.done' ? [event.logprobs] : []));
+      expect(textDone).toEqual([eventTokens(tokens.slice(0, 1)), eventTokens(tokens.slice(1))]);
+    },
+  );
+});
+
+describe('an answer cut at max_output_tokens', () => {
+  it.each([false, true])(
+    'keeps its tokens on the incomplete message, streamed and completed (store: %s)',
+    async (store) => {
+      answer = (request) => {
+        const reply = recorded(request);
+        return { sse: (reply as { sse: string }).sse.replace('"finish_reason":"stop"', '"finish_reason":"length"') };
+      };
+      const stream = await client.responses.create({
+        model: 'gpt-wire',
+        input: 'hi',
+        store,
+        include: ['message.output_text.logprobs'],
+        top_logprobs: 2,
+        max_output_tokens: 16,
+        stream: true,
+      });
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      const ended = events.at(-1);
+      if (ended?.type !== 'response.incomplete') throw new Error('the stream did not end incomplete');
+      const message = ended.response.output[0];
+      expect(message).toMatchObject({ status: 'incomplete', content: [{ logprobs: responseTokens }] });
+      const done = events.find((event) => event.type === 'response.output_item.done');
+      expect(done?.type === 'response.output_item.done' && done.item).toEqual(message);
+    },
+  );
+});

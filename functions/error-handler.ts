@@ -144,11 +144,18 @@ export function validationError(error: ZodError, target: string): InvalidRequest
 type Issue = ZodError['issues'][number];
 
 /**
- * The issue an answer names of an object's: a field the object does not take first (an
- * unsupported `file_id` says more than the `image_url` missing beside it), else the first.
+ * The issue an answer names of an object's: a `type` it does not take first (a built-in tool,
+ * `{type: "computer_use_preview", display_width}`, is refused for its type, not for the fields
+ * of its kind), then a field the object does not take (an unsupported `file_id` says more than
+ * the `image_url` missing beside it), else the first.
  */
 function relevantIssue(issues: readonly Issue[]): Issue | undefined {
-  return issues.find((issue) => issue.code === 'unrecognized_keys') ?? issues[0];
+  return issues.find(typeRefused) ?? issues.find((issue) => issue.code === 'unrecognized_keys') ?? issues[0];
+}
+
+/** An object's `type` refused: it is another kind of object than the one taken there. */
+function typeRefused(issue: Issue): boolean {
+  return issue.code === 'invalid_value' && issue.path.at(-1) === 'type';
 }
 
 /**

@@ -214,6 +214,17 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
     const cases: [Record<string, unknown>, string][] = [
       [{ background: true, store: false }, 'background'],
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+      // A built-in tool with fields of its own is refused for its type, not for a field of it.
+      [
+        { tools: [{ type: 'computer_use_preview', display_width: 1024, display_height: 768, environment: 'browser' }] },
+        'tools[0].type',
+      ],
+      [{ tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[0].type'],
+      [{ tools: [{ type: 'mcp', server_label: 'docs', server_url: 'https://example.com/mcp' }] }, 'tools[0].type'],
+      [
+        { tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [{ type: 'mcp', server_label: 'docs' }] } },
+        'tool_choice.tools[0].type',
+      ],
       [{ include: ['file_search_call.results'] }, 'include[0]'],
       [{ reasoning: { effort: 'extreme' } }, 'reasoning.effort'],
       [{ text: { format: { type: 'json_schema', name: 'bad name', schema: {} } } }, 'text.format.name'],
@@ -242,6 +253,17 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
       })
       .catch((caught: unknown) => caught);
     expect(chat).toMatchObject({ status: 400, param: 'tools[1].function.name' });
+  });
+
+  it('refuses a Chat Completions tool that is not a function for its type', async () => {
+    const chat = await client.chat.completions
+      .create({
+        model: 'echo',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: [{ type: 'custom', custom: { name: 'grammar' } }],
+      } as never)
+      .catch((caught: unknown) => caught);
+    expect(chat).toMatchObject({ status: 400, param: 'tools[0].type' });
   });
 });
 

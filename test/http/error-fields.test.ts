@@ -27,6 +27,11 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(api.post(`/v1/sessions/${id}/turns`, { input }))).toBe('input.0.content.0.text');
   });
 
+  it('in a built-in tool, its type, not a field of its kind', async () => {
+    const tools = [{ type: 'file_search', vector_store_ids: ['vs_1'] }];
+    expect(await fieldOf(api.post('/v1/sessions', { tools }))).toBe('tools.0.type');
+  });
+
   it('in a strategy threshold, the same path, whether a schema or the thresholds refuse it', async () => {
     const id = await api.session();
     const turns = `/v1/sessions/${id}/turns`;

@@ -183,66 +183,90 @@ export async function queuedSight(log: LogContext, id: string, keyHash: string):
  * record landed): a pickup's, or a retry's under its Idempotency-Key that ran it itself (its
  * entry then waits for a pickup to replay and remove it). None queued: else NotFoundError. The
  * claims are read with the entries, and again when an entry was found gone (one more head each).
- * `told` hears what each read and put found (WithdrawSight), for a key only its caller queues under.
  */
-export async function withdrawQueued(
-  log: LogContext,
-  id: string,
-  keyHash: string,
-  told?: (sight: WithdrawSight) => void,
-): Promise<void> {
-  const scope = await sessionScope(log, id);
-  const generations = [scope.generation, ...(scope.queuedIn ?? [])];
-  // Read with the entry: a turn under the key ran the input, entry or not. An entry of the
-  // session's own generation is taken only by one there (a key of a turn a delete took out is
-  // free again); one a delete left in `queued_in` by one in any (its pickup's replay, or
-  // log/queue.ts takenBefore).
-  const readClaims = () => {
-    const read = Promise.all(
-      generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
-    );
-    read.catch(() => undefined);
-    return read;
-  };
-  let claims = readClaims();
-  const taken = async (own?: boolean) => (await claims).some((claim, index) => claim !== null && (!own || index === 0));
-  let gone = false;
-  for (const generation of generations) {
-    const key = queuedKey({ ...scope, generation }, keyHash);
-    for (let tries = 0; tries < MAX_REWRITES; tries++) {
-      const object = await log.store.get(key);
-      if (!object) {
-        gone = true;
-        break;
-      }
-      // Withdrawn already (its withdraw deletes it, or a pickup once it is stale).
-      if (object.body.length === 0) {
-        told?.('withdrawn');
-        break;
-      }
-      const marked = parseStored(key, object.body, queuedInputSchema).taking_at !== undefined;
-      if (marked || (await taken(generation === scope.generation))) throw new QueuedInputTakenError(id, keyHash);
-      told?.('standing');
-      const put = await log.store.put(key, '', { ifMatch: object.etag }).catch((error: unknown) => {
-        told?.('maybe');
-        throw error;
-      });
-      if (put) {
-        told?.('withdrawn');
-        await log.store.delete(key);
-        return;
+export async function withdrawQueued(log: LogContext, id: string, keyHash: string): Promise<void> {
+  const outcome = await attemptWithdraw(log, id, keyHash);
+  if (outcome.kind !== 'withdrawn') throw outcome.error;
+}
+
+/**
+ * How one withdraw ended (withdrawQueued throws the `error` of each but `withdrawn`):
+ * - `withdrawn`: its tombstone's put was answered and the entry deleted;
+ * - `taken`: QueuedInputTakenError;
+ * - `absent`: NotFoundError (none queued, or the session is gone);
+ * - `failed`: any other error, with what it last saw of the entry (`sight`; undefined: nothing).
+ */
+export type WithdrawOutcome =
+  | { kind: 'withdrawn' }
+  | { kind: 'taken'; error: QueuedInputTakenError }
+  | { kind: 'absent'; error: NotFoundError }
+  | { kind: 'failed'; error: unknown; sight: WithdrawSight | undefined };
+
+/**
+ * withdrawQueued's withdraw, its ending returned (WithdrawOutcome) rather than thrown. A `sight`
+ * tells what stands only for a key its caller alone queues under.
+ */
+export async function attemptWithdraw(log: LogContext, id: string, keyHash: string): Promise<WithdrawOutcome> {
+  let sight: WithdrawSight | undefined;
+  try {
+    const scope = await sessionScope(log, id);
+    const generations = [scope.generation, ...(scope.queuedIn ?? [])];
+    // Read with the entry: a turn under the key ran the input, entry or not. An entry of the
+    // session's own generation is taken only by one there (a key of a turn a delete took out is
+    // free again); one a delete left in `queued_in` by one in any (its pickup's replay, or
+    // log/queue.ts takenBefore).
+    const readClaims = () => {
+      const read = Promise.all(
+        generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
+      );
+      read.catch(() => undefined);
+      return read;
+    };
+    let claims = readClaims();
+    const taken = async (own?: boolean) =>
+      (await claims).some((claim, index) => claim !== null && (!own || index === 0));
+    const takenUp = () => ({ kind: 'taken', error: new QueuedInputTakenError(id, keyHash) }) as const;
+    let gone = false;
+    for (const generation of generations) {
+      const key = queuedKey({ ...scope, generation }, keyHash);
+      for (let tries = 0; tries < MAX_REWRITES; tries++) {
+        const object = await log.store.get(key);
+        if (!object) {
+          gone = true;
+          break;
+        }
+        // Withdrawn already (its withdraw deletes it, or a pickup once it is stale).
+        if (object.body.length === 0) {
+          sight = 'withdrawn';
+          break;
+        }
+        const marked = parseStored(key, object.body, queuedInputSchema).taking_at !== undefined;
+        if (marked || (await taken(generation === scope.generation))) return takenUp();
+        // Read unmarked: a tombstone put that fails may have landed.
+        sight = 'maybe';
+        const put = await log.store.put(key, '', { ifMatch: object.etag });
+        sight = put ? 'withdrawn' : 'standing';
+        if (put) {
+          await log.store.delete(key);
+          return { kind: 'withdrawn' };
+        }
       }
     }
+    if (await taken()) return takenUp();
+    // An entry found gone may have been removed by a pickup whose claim landed after those reads.
+    if (gone) {
+      claims = readClaims();
+      if (await taken()) return takenUp();
+    }
+    const error = new NotFoundError(`no input is queued as ${keyHash} in session ${id}`, {
+      id,
+      session_id: id,
+      queued_turn: keyHash,
+    });
+    return { kind: 'absent', error };
+  } catch (error) {
+    if (error instanceof QueuedInputTakenError) return { kind: 'taken', error };
+    if (error instanceof NotFoundError) return { kind: 'absent', error };
+    return { kind: 'failed', error, sight };
   }
-  if (await taken()) throw new QueuedInputTakenError(id, keyHash);
-  // An entry found gone may have been removed by a pickup whose claim landed after those reads.
-  if (gone) {
-    claims = readClaims();
-    if (await taken()) throw new QueuedInputTakenError(id, keyHash);
-  }
-  throw new NotFoundError(`no input is queued as ${keyHash} in session ${id}`, {
-    id,
-    session_id: id,
-    queued_turn: keyHash,
-  });
 }

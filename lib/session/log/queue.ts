@@ -7,10 +7,10 @@ import { backoff, type LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';
 import { takingFirst } from './queue-taking.ts';
 import {
-  QueuedInputTakenError,
+  attemptWithdraw,
   queuedSight,
   tombstoneCleared,
-  withdrawQueued,
+  type WithdrawOutcome,
   type WithdrawSight,
 } from './queue-withdraw.ts';
 
@@ -73,9 +73,9 @@ export async function enqueueInput(
     // withdrawn before the 503 (its retry queues it once), unless a pickup took it up (202), or
     // it stands and cannot be withdrawn (202, its signal raised if the store lets it).
     if (input.request_sha256 !== undefined) throw error;
-    const putAgain = () =>
+    const again = () =>
       log.store.put(key, JSON.stringify(entry), { onlyIfAbsent: true, contentType: 'application/json' });
-    const position = await withdrawUnanswered(log, scope, input.key_sha256, error, null, putAgain);
+    const position = await withdrawUnanswered(log, scope, input.key_sha256, error, { landed: false, again });
     if (position !== 0) await retried(() => raiseSignal(log, scope, writer)).catch(() => undefined);
     return { queued_turn: input.key_sha256, position, replayed: false };
   }
@@ -94,13 +94,15 @@ export async function enqueueInput(
   const position = listed.status === 'fulfilled' ? listed.value : null;
   if (raised.status === 'fulfilled' && position !== null)
     return { queued_turn: input.key_sha256, position, replayed: !written };
-  const failure: unknown = raised.status === 'rejected' ? raised.reason : (listed as PromiseRejectedResult).reason;
+  const failure: unknown = [raised, listed].find(
+    (result): result is PromiseRejectedResult => result.status === 'rejected',
+  )?.reason;
   // A keyed input: a retry under its key finds the entry and queues nothing new, so the failure
   // is answered (503). Its entry is not withdrawn: a retry racing this one may have been answered 202 for it.
   if (input.request_sha256 !== undefined || !written) throw failure;
   return {
     queued_turn: input.key_sha256,
-    position: await withdrawUnanswered(log, scope, input.key_sha256, failure, position),
+    position: await withdrawUnanswered(log, scope, input.key_sha256, failure, { landed: true, position }),
     replayed: false,
   };
 }
@@ -141,84 +143,109 @@ async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedE
 }
 
 /**
- * For an unkeyed enqueue whose entry landed, or may have (`putAgain`: its put's answer was lost
- * and its read failed), and whose signal or position could not be written or read (`failure`): a
- * 503 would have its client's retry queue the input twice, and a 202 without the signal would let
- * a later request run before it. So the entry is withdrawn (log/queue-withdraw.ts) and `failure`
- * thrown (503: it never runs), unless a pickup took it up meanwhile (position 0: it runs). A
- * withdraw that fails every try leaves the entry, which runs: answered 202, with its `position`
- * when the listing read it (else null). So is one whose put may have landed once it is known to
- * stand: a withdraw read it, or else `putAgain` (create-only, never a second input: a pickup of
- * it after its turn was claimed replays that turn) lands, or is refused, which only the entry
- * itself can refuse (no withdraw read it, so none wrote a tombstone). When every put again fails
- * too, the store failing every call, nothing tells whether it was stored: `failure` is thrown
- * (503, logged), as a 202 must not answer an input stored nowhere; it runs if its put landed.
- * A withdraw whose tombstone landed (a later try read it, or its put was answered and its delete
- * failed) withdrew the input, though no try finished: 503, it never runs. One whose last
- * tombstone put failed reads what stands (read only, tried again): the entry (202, it runs),
- * nothing (a pickup took it up: position 0), or the tombstone (503); when that read fails too,
- * nothing tells whether it runs: 503, logged, as a 202 must not answer an input that never runs.
+ * For an unkeyed enqueue whose entry landed (`put.landed`), or may have (its put's answer was
+ * lost and its read failed: `put.again` puts it again, create-only, never a second input: a
+ * pickup of it after its turn was claimed replays that turn), and whose signal or position
+ * could not be written or read (`failure`). A 503 would have its client's retry queue the input
+ * twice, a 202 without the signal would let a later request run before it: so the entry is
+ * withdrawn (log/queue-withdraw.ts) and `failure` thrown (503: it never runs). How the withdraws
+ * end (see AfterWithdraw, answerFor) tells the answer otherwise.
  */
 async function withdrawUnanswered(
   log: LogContext,
   scope: LogScope,
   keyHash: string,
   failure: unknown,
-  position: number | null,
-  putAgain?: () => Promise<unknown>,
+  put: { landed: true; position: number | null } | { landed: false; again: () => Promise<unknown> },
 ): Promise<number | null> {
-  // The last thing a withdraw found of the entry: a landed entry stands until one found otherwise.
-  let sight = (putAgain === undefined ? 'standing' : undefined) as WithdrawSight | undefined;
-  let withdrawError: unknown = failure;
-  for (let tries = 1; tries <= ENQUEUE_TRIES; tries++) {
-    try {
-      await withdrawQueued(log, scope.id, keyHash, (seen) => {
-        sight = seen;
-      });
-      throw failure;
-    } catch (error) {
-      if (error === failure) throw error;
-      if (error instanceof QueuedInputTakenError) return 0;
-      // Withdrawn by an earlier try whose answer was lost: its tombstone stands, deleted here (no
-      // other input is queued under the random key of an unkeyed one), or left to a pickup.
-      if (error instanceof NotFoundError) {
-        await removeQueued(log, scope, keyHash).catch(() => undefined);
-        throw failure;
-      }
-      withdrawError = error;
-      if (tries < ENQUEUE_TRIES) await backoff(tries + 3);
-    }
+  const { left, cause } = await withdrawTried(log, scope, keyHash, failure, put);
+  if (left === 'tombstone') await removeQueued(log, scope, keyHash).catch(() => undefined);
+  const answer = answerFor(left, put.landed ? put.position : null);
+  if (answer.note !== undefined)
+    log.log(`tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn: ${answer.note}`, cause);
+  if (answer.position === undefined) throw failure;
+  return answer.position;
+}
+
+/**
+ * What an enqueue's withdraws left of its entry:
+ * - `withdrawn`: a withdraw finished;
+ * - `tombstone`: its tombstone landed (a try read it, or its put was answered and its delete
+ *   failed; or a try found none: an earlier one's answer was lost), though no try finished: no
+ *   pickup runs it; deleted here (no other input is queued under the random key of an unkeyed
+ *   one), else left to a pickup;
+ * - `taken`: a pickup took it up (marked it, or a turn holds its key; or it is gone after a failed
+ *   tombstone put);
+ * - `standing`: it stands unwithdrawn (a withdraw read it, or its put again landed or was refused,
+ *   which only the entry itself can refuse: no withdraw read it, so none wrote a tombstone);
+ * - `tombstone-unknown`: its last tombstone put failed and what stands could not be read;
+ * - `put-unknown`: no withdraw read it and every put again failed too.
+ */
+type AfterWithdraw = 'withdrawn' | 'tombstone' | 'taken' | 'standing' | 'tombstone-unknown' | 'put-unknown';
+
+/**
+ * The answer by what is left (pure): a 202 with the `position` (0 once taken up), or a 503 (no
+ * position); `note`, logged, when the input runs though its withdraw failed, or may run though
+ * answered 503 (a 202 must not answer an input stored nowhere, or that never runs).
+ */
+function answerFor(left: AfterWithdraw, position: number | null): { position?: number | null; note?: string } {
+  switch (left) {
+    case 'withdrawn':
+    case 'tombstone':
+      return {};
+    case 'taken':
+      return { position: 0 };
+    case 'standing':
+      return { position, note: 'it runs' };
+    case 'tombstone-unknown':
+      return { note: 'answered 503, it runs if its tombstone did not land' };
+    case 'put-unknown':
+      return { note: 'answered 503, it runs if its put landed' };
   }
-  const unwithdrawn = `tailgate: session ${scope.id}: input ${keyHash}, queued, could not be withdrawn`;
-  // The last tombstone's put failed: what stands tells whether it landed (a read, tried again).
+}
+
+/** Withdraws the entry (tried again), then finds out what is left of it; `cause`: the error to log. */
+async function withdrawTried(
+  log: LogContext,
+  scope: LogScope,
+  keyHash: string,
+  failure: unknown,
+  put: { landed: true } | { landed: false; again: () => Promise<unknown> },
+): Promise<{ left: AfterWithdraw; cause: unknown }> {
+  const outcome = await withdrawRetried(log, scope.id, keyHash);
+  if (outcome.kind !== 'failed') {
+    const left = outcome.kind === 'absent' ? 'tombstone' : outcome.kind;
+    return { left, cause: failure };
+  }
+  const { error: cause, sight } = outcome;
+  if (sight === 'withdrawn') return { left: 'tombstone', cause };
   if (sight === 'maybe') {
+    // The last tombstone's put failed: what stands tells whether it landed (a read, tried again).
     const found = await retried(() => queuedSight(log, scope.id, keyHash)).catch((error: unknown) =>
       error instanceof NotFoundError ? ('withdrawn' as const) : ('maybe' as const),
     );
-    if (found === 'gone') return 0;
-    sight = found;
+    const left = { gone: 'taken', withdrawn: 'tombstone', standing: 'standing', maybe: 'tombstone-unknown' } as const;
+    return { left: left[found], cause };
   }
-  // Its tombstone landed, though no try could finish the withdraw: no pickup runs it.
-  if (sight === 'withdrawn') {
-    await removeQueued(log, scope, keyHash).catch(() => undefined);
-    throw failure;
-  }
-  // Nothing tells whether that tombstone landed: a 202 could answer an input that never runs.
-  if (sight === 'maybe') {
-    log.log(`${unwithdrawn}: answered 503, it runs if its tombstone did not land`, withdrawError);
-    throw failure;
-  }
-  if (sight === 'standing' || !putAgain) {
-    log.log(`${unwithdrawn}: it runs`, withdrawError);
-    return position;
-  }
-  const stands = await retried(putAgain).then(
+  // Read standing, or never read: a landed entry stands, else its put again tells whether it does.
+  if (sight === 'standing' || put.landed) return { left: 'standing', cause };
+  const stands = await retried(put.again).then(
     () => true,
     () => false,
   );
-  log.log(`${unwithdrawn}: ${stands ? 'it runs' : 'answered 503, it runs if its put landed'}`, failure);
-  if (!stands) throw failure;
-  return position;
+  return { left: stands ? 'standing' : 'put-unknown', cause: failure };
+}
+
+/** attemptWithdraw, tried again while it fails; a failure's sight is the last any try had. */
+async function withdrawRetried(log: LogContext, id: string, keyHash: string): Promise<WithdrawOutcome> {
+  let sight: WithdrawSight | undefined;
+  for (let tries = 1; ; tries++) {
+    const outcome = await attemptWithdraw(log, id, keyHash);
+    if (outcome.kind !== 'failed') return outcome;
+    sight = outcome.sight ?? sight;
+    if (tries >= ENQUEUE_TRIES) return { ...outcome, sight };
+    await backoff(tries + 3);
+  }
 }
 
 /**

@@ -249,7 +249,7 @@ export async function tookNothing(ctx: InboxContext, sessionId: string, lost: re
  * (its lease expired, it was cancelled) before a model's answer was stored. Each delivery
  * record still naming `turn` that the give-back's decision key gives it (`returned`: a later turn
  * that took it over keeps it) goes back: the notice is posted again under its name (or a generated
- * one when the name is taken), then the record is marked returned and deleted, crash-safe at each
+ * one when the name is taken), then the record is deleted (still the claim read), crash-safe at each
  * call (lib/inbox/give-back.ts `finishGiveBack`; one a give-back that died left is finished).
  * Given `session` (the incarnation the turn ran in: its creation time and `incarnation`), a
  * notice posted again names it as a post does, so a session created or imported again under the

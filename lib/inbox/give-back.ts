@@ -1,7 +1,7 @@
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import { putCreateOnly } from '../store/create-only.ts';
-import type { StoredObject } from '../store/object-store.ts';
+import type { ObjectInfo, StoredObject } from '../store/object-store.ts';
 import { after, RETURNED } from './decision-chain.ts';
 import { isClaimedOriginal, markMetadata, META, postedAtOf, randomId } from './delivery-records.ts';
 import type { InboxContext } from './move.ts';
@@ -11,8 +11,8 @@ import type { SessionMark } from './types.ts';
  * A notice given back to the inbox, crash-safe at every storage call (docs/STORAGE.md, "Notices").
  * The give-back's decision key (`returned:<random>`, lib/inbox/decision-chain.ts) says the notice
  * goes back; then it is posted back (create-only, with a notice id that begins with one derived from the
- * record and that key, so a repeat meets its own post), and only then the record is marked returned and deleted. A
- * process that dies in between leaves the record naming its turn, not marked: whoever finds it
+ * record and that key, so a repeat meets its own post), and only then the record is deleted, while it is
+ * still the claim read. A process that dies in between leaves the record naming its turn: whoever finds it
  * (the next turn taking over that turn's notices, another run of the turn giving back, the give-back
  * again) walks the chain to the give-back's key and finishes the give-back, posting the notice
  * again. A notice found posted still is its own (create-only, same id); one posted and delivered
@@ -28,7 +28,8 @@ export type Reposted = { key: string; noticeId: string };
  * Finishes the give-back of delivery record `object` (`storedAs`, of notice `name`) that decision key
  * `decision` (after `<record key>/`) holds for a give-back: posts the notice back under its name
  * (under a name derived from the record when its name is taken, then removes the record's original
- * if it is still there: `removeOriginal`), then marks the record returned and deletes it. `found`:
+ * if it is still there: `removeOriginal`), then deletes the record when a head finds it still the
+ * claim read (a consume of the post may have claimed its key again once another finisher deleted it). `found`:
  * the caller found the give-back's key, not created it: the post may have been delivered already
  * (a head of the key its consume created tells it). Given `session`, the post names it as a post
  * does; `reposted` hears each post before it is put. Throws on storage failures, the record left
@@ -67,9 +68,17 @@ export async function finishGiveBack(
       await removeOriginal(ctx, inboxPrefix + name, object);
     }
   }
-  const marked = { ...object.metadata, [META.turn]: RETURNED };
-  await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata: marked });
-  await ctx.store.delete(key);
+  // Only the claim read: once another finished this give-back and deleted the record, a consume of
+  // the post may have claimed the key again, with the same bytes (the same etag on S3 and R2).
+  const current = await ctx.store.head(key);
+  if (current && sameClaim(current, object)) await ctx.store.delete(key);
+}
+
+/** Whether delivery record `current` is the claim `object` was: its claim id and the original it moved. */
+function sameClaim(current: ObjectInfo, object: StoredObject): boolean {
+  return [META.claimId, META.sourceEtag, META.sourceUploaded].every(
+    (field) => current.metadata[field] === object.metadata[field],
+  );
 }
 
 /**

@@ -94,3 +94,35 @@ describe('a give-back that dies at any storage call', () => {
     },
   );
 });
+
+describe('a give-back that stalls before its mark while the next turn finishes it', () => {
+  it('leaves the record of the turn that then consumed the notice under the same name alone', async () => {
+    const { memory, inbox, delivered } = await consumedByTurn8(false);
+    // The give-back stalls once it posted the notice back, at its next call on the record.
+    const held = new HeldStore(memory);
+    const mark = held.hold(
+      ({ operation, keys, options }) =>
+        /\/inbox_removed\/note\.md$/.test(keys[0]!) &&
+        (operation === 'head' || (operation === 'put' && options?.ifMatch !== undefined)),
+    );
+    const giving = inboxOn(held).giveBack('s1', delivered, 8);
+    await mark.reached;
+    // Turn 9 finds it given back, finishes the give-back (the record deleted), then consumes the
+    // post: its claim takes the record's key again, the same bytes.
+    const ninth = [
+      ...(await inbox.recover('s1', [{ turn: 8, since }], 9)),
+      ...(await inbox.consume('s1', { turn: 9 })).delivered,
+    ];
+    expect(ninth.map((notice) => notice.content)).toEqual(['once']);
+    mark.release();
+    await giving;
+    // Turn 9 is closed by someone else before a model saw it: turn 10 takes it over.
+    const records = await inbox.listDelivered('s1');
+    expect(records.map((record) => record.stored_as)).toEqual([ninth[0]!.stored_as]);
+    const tenth = [
+      ...(await inbox.recover('s1', [{ turn: 9, since }], 10)),
+      ...(await inbox.consume('s1', { turn: 10 })).delivered,
+    ];
+    expect(tenth.map((notice) => notice.content)).toEqual(['once']);
+  });
+});

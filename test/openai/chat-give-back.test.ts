@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import { startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 
 // A chat completion under x-tailgate-session gives the notices it consumed back when no model
@@ -9,18 +8,17 @@ import { startFakeProvider } from '../support/fake-providers/fake-provider-serve
 // deleted and created again under its id meanwhile does not get them.
 const TOKEN = 'chat-give-back-token';
 
-/** A store that runs `between` once a delivery record of session `s` is marked given back. */
+/** A store that runs `between` once a delivery record of session `s` is deleted, given back. */
 class GivingBackStore extends MemoryStore {
   between: (() => Promise<void>) | undefined;
 
-  override async put(key: string, body: Body, options?: PutOptions) {
-    const landed = await super.put(key, body, options);
+  override async delete(keys: string | string[]) {
+    await super.delete(keys);
     const between = this.between;
-    if (between && key.startsWith('sessions/s/inbox_removed/') && options?.metadata?.turn === 'returned') {
+    if (between && typeof keys === 'string' && keys.startsWith('sessions/s/inbox_removed/')) {
       this.between = undefined;
       await between();
     }
-    return landed;
   }
 }
 
@@ -52,8 +50,8 @@ describe('a chat completion whose model call fails gives its notices back', () =
     try {
       expect((await call('POST', '/sessions', { id: 's' })).status).toBe(201);
       expect((await call('POST', '/sessions/s/inbox', { name: 'note', content: 'for the first' })).status).toBe(201);
-      // Once the call failed, its notice's record is marked given back; then the id is deleted and
-      // created again, before the notice is posted back.
+      // Once the call failed, its notice is posted back and its record deleted; then the id is
+      // deleted and created again, before the give-back checks the incarnation.
       store.between = async () => {
         expect((await call('DELETE', '/sessions/s')).status).toBe(204);
         expect((await call('POST', '/sessions', { id: 's' })).status).toBe(201);

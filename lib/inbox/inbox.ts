@@ -30,8 +30,9 @@ import type {
   UnreadableNotice,
 } from './types.ts';
 import { generateName, markMetadata, markOf, META, randomId, type ListedNotice } from './delivery-records.ts';
-import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
+import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
+import { withdrawNotice } from './post-back.ts';
 import { passOverOversized, setAsideLimit } from './set-aside.ts';
 import { forget, giveBack, type LostTurn, recordCarrier, recover, type Runner, tookNothing } from './carry.ts';
 
@@ -193,17 +194,15 @@ export class Inbox {
   /**
    * Withdraws a pending notice (docs/API.md, `DELETE .../inbox/:name`). A notice a concurrent
    * consume has already fetched may still be delivered: object stores have no conditional
-   * delete.
+   * delete. A post of a give-back is withdrawn with its other posts (lib/inbox/post-back.ts).
    *
    * @throws NotFoundError when the session is missing or no such notice is pending.
    */
   async withdraw(sessionId: string, name: string): Promise<void> {
-    const inboxPrefix = this.#inboxPrefix(sessionId);
     await this.#requireSession(sessionId);
-    if (!isNoticeName(name) || !(await this.#store.head(inboxPrefix + name))) {
+    const key = this.#inboxPrefix(sessionId) + name;
+    if (!isNoticeName(name) || !(await withdrawNotice(this.#store, key, this.#removedPrefix(sessionId))))
       throw new NotFoundError(`no pending notice named ${name}`, { name });
-    }
-    await this.#store.delete(inboxPrefix + name);
   }
 
   /**

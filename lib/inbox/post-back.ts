@@ -1,5 +1,5 @@
 import { firstToCreate } from '../store/create-only.ts';
-import { decodeUtf8, type ObjectStore, type StoredObject } from '../store/object-store.ts';
+import { decodeUtf8, type ObjectInfo, type ObjectStore, type StoredObject } from '../store/object-store.ts';
 import { decodeName, type Identity, META, plainEtag } from './delivery-records.ts';
 import type { InboxLogEvent } from './types.ts';
 
@@ -22,8 +22,8 @@ export async function firstPostBack(
   object: StoredObject,
   identity: Identity,
 ): Promise<boolean> {
-  const returnedAs = decodeName(object.metadata[META.returnedAs]);
-  if (returnedAs === undefined || !/^[^/]+\/taken-[^/]+$/.test(returnedAs)) return true;
+  const returnedAs = returnedAsOf(object);
+  if (returnedAs === undefined) return true;
   // Two posts of one give-back may share their bytes and upload second: the notice id tells them apart.
   const self = identity.noticeId || `${identity.etag}-${Date.parse(identity.uploaded)}`;
   const decided = await firstToCreate(ctx.store, removedPrefix + returnedAs, self);
@@ -34,4 +34,26 @@ export async function firstPostBack(
     ctx.log({ level: 'info', message: 'removed a notice a give-back posted again, delivered already', key });
   }
   return false;
+}
+
+/** The key (after `inbox_removed/`) a post of a give-back names in its metadata `returned-as`, if it is one. */
+function returnedAsOf(object: ObjectInfo): string | undefined {
+  const returnedAs = decodeName(object.metadata[META.returnedAs]);
+  return returnedAs !== undefined && /^[^/]+\/taken-[^/]+$/.test(returnedAs) ? returnedAs : undefined;
+}
+
+/**
+ * Withdraws the pending notice at `key` (`Inbox.withdraw`): false when none is there. A post of a
+ * give-back first creates the key its `returned-as` names (body `withdrawn:<random>`), so that no post
+ * of that give-back is delivered since: one another finished later (it finds the key there) or one
+ * pending under another name (a consume refused there removes it). A consume that created the key
+ * first has fetched it, and may still deliver it, as any notice a consume fetched.
+ */
+export async function withdrawNotice(store: ObjectStore, key: string, removedPrefix: string): Promise<boolean> {
+  const pending = await store.head(key);
+  if (!pending) return false;
+  const returnedAs = returnedAsOf(pending);
+  if (returnedAs !== undefined) await firstToCreate(store, removedPrefix + returnedAs, 'withdrawn');
+  await store.delete(key);
+  return true;
 }

@@ -126,3 +126,47 @@ describe('a give-back that stalls before its mark while the next turn finishes i
     expect(tenth.map((notice) => notice.content)).toEqual(['once']);
   });
 });
+
+describe('a notice given back and withdrawn', () => {
+  it('is not posted back again by the turn that finishes the give-back once it stalled', async () => {
+    const { memory, inbox, delivered } = await consumedByTurn8(false);
+    // The give-back stalls once it posted the notice back, before its record is deleted.
+    const held = new HeldStore(memory);
+    const stalled = held.hold(
+      ({ operation, keys, options }) =>
+        /\/inbox_removed\/note\.md$/.test(keys[0]!) &&
+        (operation === 'head' || (operation === 'put' && options?.ifMatch !== undefined)),
+    );
+    const giving = inboxOn(held).giveBack('s1', delivered, 8);
+    await stalled.reached;
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['note.md']);
+    await inbox.withdraw('s1', 'note.md');
+    // Turn 9 finds the give-back unfinished and finishes it: the notice withdrawn stays withdrawn.
+    const shown = await laterTurns(inbox);
+    stalled.release();
+    await giving;
+    shown.push(...(await laterTurns(inbox)));
+    expect(shown.flat()).toEqual([]);
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+
+  it('withdraws the other post of its give-back too', async () => {
+    const { memory, inbox, delivered } = await consumedByTurn8(false);
+    // The give-back stalls before it posts the notice back; turn 9 finishes it (posts it), then
+    // the notice is delivered by no turn until the give-back posted it again, under its name.
+    const held = new HeldStore(memory);
+    const post = held.hold(({ operation, keys }) => operation === 'put' && /\/inbox\/[^/]+$/.test(keys[0]!));
+    const giving = inboxOn(held).giveBack('s1', delivered, 8);
+    await post.reached;
+    expect(await inbox.recover('s1', [{ turn: 8, since }], 9)).toEqual([]);
+    const first = await inbox.listPending('s1');
+    expect(first.map((notice) => notice.name)).toEqual(['note.md']);
+    // Withdrawn, then the stalled give-back posts its own (the name free again).
+    await inbox.withdraw('s1', 'note.md');
+    post.release();
+    await giving;
+    const shown = await laterTurns(inbox);
+    expect(shown.flat()).toEqual([]);
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+});

@@ -289,9 +289,9 @@ export async function giveBack(
     }
   });
   if (session === undefined || given.length === 0 || (await sameIncarnation(ctx, sessionId, session))) return;
-  await mapLimit(given, CONCURRENCY, async ({ key, noticeId }) => {
+  await mapLimit(given, CONCURRENCY, async ({ key, noticeIdPrefix }) => {
     try {
-      if ((await ctx.store.head(key))?.metadata[META.noticeId] === noticeId) await ctx.store.delete(key);
+      if ((await ctx.store.head(key))?.metadata[META.noticeId]?.startsWith(noticeIdPrefix)) await ctx.store.delete(key);
     } catch (error) {
       ctx.log({ level: 'warn', message: 'notice given back to a deleted session not removed', key, error });
     }

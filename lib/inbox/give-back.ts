@@ -21,8 +21,11 @@ import type { SessionMark } from './types.ts';
  * consume refused there removes the post, delivering nothing (lib/inbox/post-back.ts).
  */
 
-/** A notice posted back: its key, and the notice id it carries (to remove it from a deleted session). */
-export type Reposted = { key: string; noticeId: string };
+/**
+ * A notice posted back: its key, and what the notice id of every post of its give-back begins with
+ * (to remove it from a deleted session, whichever post of the give-back is there).
+ */
+export type Reposted = { key: string; noticeIdPrefix: string };
 
 /**
  * Finishes the give-back of delivery record `object` (`storedAs`, of notice `name`) that decision key
@@ -59,7 +62,7 @@ export async function finishGiveBack(
     const ours = (found: StoredObject) => found.metadata[META.noticeId]?.startsWith(seed.slice(0, 24)) === true;
     const post = async (at: string) => {
       // Before the put: a removal after a delete must know it even when the put's answer is lost.
-      reposted?.push({ key: at, noticeId });
+      reposted?.push({ key: at, noticeIdPrefix: seed.slice(0, 24) });
       return putCreateOnly(ctx.store, at, object.body, { metadata }, ours);
     };
     if (!(await post(inboxPrefix + name))) {

@@ -2,29 +2,12 @@ import { readFileSync } from 'node:fs';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ANTHROPIC_SDK_VERSION, anthropicMessagesModel } from '../../lib/models/anthropic-messages.ts';
-import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { recordingFetch } from '../support/fake-providers/recording-fetch.ts';
 
 type MessagesModel = ReturnType<typeof anthropicMessagesModel>;
 type CallOptions = Parameters<MessagesModel['doGenerate']>[0];
 
-interface Sent {
-  url: string;
-  headers: Record<string, string>;
-  body: unknown;
-}
-
-/** A fetch that notes each request and answers it with a recorded text message, streamed or not. */
-function recording(): { fetch: typeof globalThis.fetch; sent: Sent[] } {
-  const sent: Sent[] = [];
-  const fetch = async (input: string | URL | Request, init?: RequestInit) => {
-    const body = JSON.parse(String(init?.body)) as { stream?: boolean };
-    sent.push({ url: String(input), headers: Object.fromEntries(new Headers(init?.headers)), body });
-    return body.stream
-      ? new Response(fixture('anthropic-message-text.sse'), { headers: { 'content-type': 'text/event-stream' } })
-      : new Response(fixture('anthropic-message-text.json'), { headers: { 'content-type': 'application/json' } });
-  };
-  return { fetch, sent };
-}
+const recording = () => recordingFetch('anthropic-message-text');
 
 const call: CallOptions = {
   prompt: [

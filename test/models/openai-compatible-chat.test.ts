@@ -1,29 +1,12 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { describe, expect, it } from 'vitest';
 import { openaiCompatibleChatModel } from '../../lib/models/openai-compatible-chat.ts';
-import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { recordingFetch } from '../support/fake-providers/recording-fetch.ts';
 
 type ChatModel = ReturnType<typeof openaiCompatibleChatModel>;
 type CallOptions = Parameters<ChatModel['doGenerate']>[0];
 
-interface Sent {
-  url: string;
-  headers: Record<string, string>;
-  body: unknown;
-}
-
-/** A fetch that notes each request and answers it with a recorded chat completion, streamed or not. */
-function recording(): { fetch: typeof globalThis.fetch; sent: Sent[] } {
-  const sent: Sent[] = [];
-  const fetch = async (input: string | URL | Request, init?: RequestInit) => {
-    const body = JSON.parse(String(init?.body)) as { stream?: boolean };
-    sent.push({ url: String(input), headers: Object.fromEntries(new Headers(init?.headers)), body });
-    return body.stream
-      ? new Response(fixture('openai-chat-text.sse'), { headers: { 'content-type': 'text/event-stream' } })
-      : new Response(fixture('openai-chat-text.json'), { headers: { 'content-type': 'application/json' } });
-  };
-  return { fetch, sent };
-}
+const recording = () => recordingFetch('openai-chat-text');
 
 const call: CallOptions = {
   prompt: [

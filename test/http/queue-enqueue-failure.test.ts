@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { StorageError } from '../../lib/errors.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
 import type { Body, GetOptions, PutOptions } from '../../lib/store/object-store.ts';
@@ -124,6 +125,22 @@ describe('an enqueue whose entry landed and whose signal or listing failed', () 
 
   it('answers 503 when the withdraw landed but its answer was lost: the input never runs', async () => {
     exact(await enqueueUnder([[signalPut], [tombstonePut, { times: 1, after: true }]]), 503);
+  });
+
+  it('withdraws the entry when its store throws one error value for every failure: 503, it never runs', async () => {
+    // The withdraw's first read fails with the very error the signal's put failed with: a try that
+    // failed, tried again (the next one withdraws), not the enqueue's own failure answered as is.
+    const shared = new StorageError('the store is unavailable');
+    const error = () => shared;
+    const entryGet = ({ operation, key }: StoreCall) =>
+      operation === 'get' && key.includes('/queue/') && !key.endsWith('/-queued');
+    exact(
+      await enqueueUnder([
+        [signalPut, { error }],
+        [entryGet, { times: 1, error }],
+      ]),
+      503,
+    );
   });
 
   it('answers 202 at position 0 when a pickup took the input up before its withdraw: it runs once', async () => {

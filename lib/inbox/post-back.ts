@@ -12,8 +12,8 @@ import type { InboxLogEvent } from './types.ts';
  * Whether notice `object` (at `key`, read as `identity`), when a give-back posted it, is the post of
  * that give-back to deliver: the first to create the key its metadata `returned-as` names, or the one
  * that created it (a consume of it that died before its claim). Another post of the same give-back is
- * removed while it is still the object read, and false. A notice no give-back posted is delivered as
- * any: true, no call.
+ * removed while it is still the object read (its etag, upload time and notice id), and false. A
+ * notice no give-back posted is delivered as any: true, no call.
  */
 export async function firstPostBack(
   ctx: { store: ObjectStore; log: (event: InboxLogEvent) => void },
@@ -28,8 +28,14 @@ export async function firstPostBack(
   const self = identity.noticeId || `${identity.etag}-${Date.parse(identity.uploaded)}`;
   const decided = await firstToCreate(ctx.store, removedPrefix + returnedAs, self);
   if (decided.first || (decided.found && decodeUtf8(decided.found.body).split(':')[0] === self)) return true;
+  // Its notice id too: a notice posted under the name since may have its bytes and upload second.
   const current = await ctx.store.head(key);
-  if (current && plainEtag(current.etag) === identity.etag && current.uploaded.toISOString() === identity.uploaded) {
+  if (
+    current &&
+    plainEtag(current.etag) === identity.etag &&
+    current.uploaded.toISOString() === identity.uploaded &&
+    (current.metadata[META.noticeId] ?? '') === identity.noticeId
+  ) {
     await ctx.store.delete(key);
     ctx.log({ level: 'info', message: 'removed a notice a give-back posted again, delivered already', key });
   }

@@ -170,3 +170,37 @@ describe('a notice given back and withdrawn', () => {
     expect(await inbox.listPending('s1')).toEqual([]);
   });
 });
+
+describe('a second post of a give-back that a consume drops', () => {
+  it('is told from a notice posted under its name since with the same bytes in the same second', async () => {
+    // S3 and R2 stamp uploads in seconds and make the etag of the body: the store's clock stands still.
+    const second = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const memory = new MemoryStore({ clock: () => second });
+    await memory.put(sessionConfigKey(keyPrefix, 's1'), '{}');
+    const inbox = inboxOn(memory);
+    await inbox.post('s1', { name: 'note.md', content: 'once' });
+    const { delivered } = await inbox.consume('s1', { turn: 8 });
+    // The give-back stalls before its post; turn 9 finishes it and consumes its post; then the
+    // stalled give-back posts the notice again, under its name (free again).
+    const held = new HeldStore(memory);
+    const post = held.hold(({ operation, keys }) => operation === 'put' && /\/inbox\/[^/]+$/.test(keys[0]!));
+    const giving = inboxOn(held).giveBack('s1', delivered, 8);
+    await post.reached;
+    expect(await inbox.recover('s1', [{ turn: 8, since }], 9)).toEqual([]);
+    expect((await inbox.consume('s1', { turn: 9 })).delivered.map((notice) => notice.content)).toEqual(['once']);
+    post.release();
+    await giving;
+    // Turn 10's consume of that second post stalls before its check of the post it drops; meanwhile
+    // the post is withdrawn and a client posts the same text under the name.
+    const dropping = new HeldStore(memory);
+    const check = dropping.hold(({ operation, keys }) => operation === 'head' && /\/inbox\/note\.md$/.test(keys[0]!));
+    const tenth = inboxOn(dropping).consume('s1', { turn: 10 });
+    await check.reached;
+    await inbox.withdraw('s1', 'note.md');
+    await inbox.post('s1', { name: 'note.md', content: 'once' });
+    check.release();
+    expect((await tenth).delivered).toEqual([]);
+    const later = (await laterTurns(inbox)).flat().map((notice) => notice.content);
+    expect(later).toEqual(['once']);
+  });
+});

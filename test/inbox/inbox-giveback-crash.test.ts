@@ -204,3 +204,24 @@ describe('a second post of a give-back that a consume drops', () => {
     expect(later).toEqual(['once']);
   });
 });
+
+describe('a withdrawal of a notice given back that dies at any storage call', () => {
+  it.each([false, true])('is finished by its retry: no turn shows it (the call landed: %s)', async (after) => {
+    for (let k = 1; ; k++) {
+      const { memory, inbox, delivered } = await consumedByTurn8(false);
+      await inbox.giveBack('s1', delivered, 8);
+      expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['note.md']);
+      const dying = diesAtCall(memory, k, after);
+      await inboxOn(dying.store)
+        .withdraw('s1', 'note.md')
+        .catch(() => {});
+      await inbox.withdraw('s1', 'note.md').catch((error: unknown) => {
+        if (!(error instanceof Error && error.name === 'NotFoundError')) throw error;
+      });
+      const shown = (await laterTurns(inbox)).flat();
+      expect(shown, `dies at call ${k}`).toEqual([]);
+      expect(await inbox.listPending('s1'), `dies at call ${k}`).toEqual([]);
+      if (!dying.died()) return;
+    }
+  });
+});

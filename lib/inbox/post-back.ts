@@ -37,7 +37,10 @@ export async function firstPostBack(
     (current.metadata[META.noticeId] ?? '') === identity.noticeId
   ) {
     await ctx.store.delete(key);
-    ctx.log({ level: 'info', message: 'removed a notice a give-back posted again, delivered already', key });
+    const withdrawn =
+      'found' in decided && decided.found !== null && decodeUtf8(decided.found.body).startsWith('withdrawn:');
+    const why = withdrawn ? 'withdrawn' : 'delivered already';
+    ctx.log({ level: 'info', message: `removed a notice a give-back posted again, ${why}`, key });
   }
   return false;
 }

@@ -165,9 +165,17 @@ describe('a notice given back and withdrawn', () => {
     await inbox.withdraw('s1', 'note.md');
     post.release();
     await giving;
-    const shown = await laterTurns(inbox);
+    // The later turns' consume drops that post, and says why.
+    const logged: string[] = [];
+    const watched = new Inbox(memory, {
+      keyPrefix,
+      log: (event) => logged.push(event.message),
+      sessionExists: sessionExistsIn(memory, keyPrefix),
+    });
+    const shown = await laterTurns(watched);
     expect(shown.flat()).toEqual([]);
     expect(await inbox.listPending('s1')).toEqual([]);
+    expect(logged).toContain('removed a notice a give-back posted again, withdrawn');
   });
 });
 

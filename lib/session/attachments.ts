@@ -93,13 +93,18 @@ export async function storeAttachments(
 
 /**
  * {@link storeAttachments} in two steps: the items checked now (throws a 4xx naming the part),
- * with references in place of the payloads, and `store`, which writes the payloads later.
+ * with references in place of the payloads, `store`, which writes the payloads later, and
+ * `bytesOf`, the decoded bytes of each payload by its SHA-256 (a turn's prompt reads none back).
  */
 export function checkAttachments(
   items: readonly Item[],
   limits: AttachmentLimits,
   where: (index: number) => string = (index) => `items[${index}]`,
-): { items: Item[]; store: (store: ObjectStore, blobKeyOf: (sha256: string) => string) => Promise<void> } {
+): {
+  items: Item[];
+  store: (store: ObjectStore, blobKeyOf: (sha256: string) => string) => Promise<void>;
+  bytesOf: (sha256: string) => Uint8Array | undefined;
+} {
   const { result, blobs } = decodeAttachments(items, limits, where);
   const store = async (to: ObjectStore, blobKeyOf: (sha256: string) => string) => {
     await Promise.all(
@@ -108,7 +113,7 @@ export function checkAttachments(
       ),
     );
   };
-  return { items: result, store };
+  return { items: result, store, bytesOf: (sha256) => blobs.get(sha256)?.bytes };
 }
 
 /**
@@ -229,7 +234,8 @@ function blobRef(
 /**
  * Reads the blob of every referenced image and file part in `items` (a prompt about to be
  * sent) and puts its bytes in `data`, checked against its SHA-256; only the parts `needsBytes`
- * names (the others go as their description).
+ * names (the others go as their description). A blob whose bytes `known` holds (a turn's own
+ * input, decoded and hashed from its request) is not read.
  */
 export async function hydrateMedia(
   store: ObjectStore,
@@ -237,8 +243,10 @@ export async function hydrateMedia(
   blobKeyOf: (sha256: string) => string | Promise<string>,
   parallel: number,
   needsBytes: NeedsBytes = () => true,
+  known: (sha256: string) => Uint8Array | undefined = () => undefined,
 ): Promise<PromptItem[]> {
   const wanted = new Set<string>();
+  const read = new Map<string, Uint8Array>();
   for (const item of items) {
     const parts = mediaParts(contentOf(item));
     // Indexed: a loop of every item of a prompt, most without media, makes no iterator.
@@ -246,11 +254,13 @@ export async function hydrateMedia(
     if (!needs) continue;
     for (let index = 0; index < parts.length; index++) {
       const part = parts[index]!;
-      if (part.blob && !part.data && (needs === true || needs(part))) wanted.add(part.blob);
+      if (!part.blob || part.data || (needs !== true && !needs(part))) continue;
+      const bytes = known(part.blob);
+      if (bytes) read.set(part.blob, bytes);
+      else wanted.add(part.blob);
     }
   }
-  if (wanted.size === 0) return items;
-  const read = new Map<string, Uint8Array>();
+  if (wanted.size === 0 && read.size === 0) return items;
   await mapLimit([...wanted], parallel, async (sha256) => {
     const key = await blobKeyOf(sha256);
     const object = await store.get(key);

@@ -67,14 +67,19 @@ export class SessionLogBase {
    * nothing): the items checked now (a refused part named by its place in the turn's `input`,
    * `input[1].output[0]`), with references in place of their payloads, and `store`,
    * which writes the blobs under the `scope` the claim read, after its checks (no storage call
-   * when there are none).
+   * when there are none), and `bytesOf`, each payload's decoded bytes by its SHA-256.
    */
-  checkAttachments(items: Item[]): { items: Item[]; store: (scope: LogScope) => Promise<void> } {
-    if (!hasInlineMedia(items)) return { items, store: async () => undefined };
+  checkAttachments(items: Item[]): {
+    items: Item[];
+    store: (scope: LogScope) => Promise<void>;
+    bytesOf: (sha256: string) => Uint8Array | undefined;
+  } {
+    if (!hasInlineMedia(items)) return { items, store: async () => undefined, bytesOf: () => undefined };
     const checked = checkAttachments(items, this.limits, (index) => `input[${index}]`);
     return {
       items: checked.items,
       store: (scope) => checked.store(this.log.store, (sha256) => blobKey(scope, sha256)),
+      bytesOf: checked.bytesOf,
     };
   }
 

@@ -239,12 +239,18 @@ export class SessionLog extends SessionLogRunning {
   /**
    * Reads the blob of each image and file the items reference into its part's `data` (at most
    * 6 gets at a time, each blob once). Call it with the prompt a turn sends, once it is final:
-   * token counts need only the references.
+   * token counts need only the references. `known`: bytes the caller holds already (the
+   * turn's own input's), read from no blob.
    */
-  async readMedia(scope: LogScope, items: PromptItem[], needsBytes?: NeedsBytes): Promise<PromptItem[]> {
+  async readMedia(
+    scope: LogScope,
+    items: PromptItem[],
+    needsBytes?: NeedsBytes,
+    known?: (sha256: string) => Uint8Array | undefined,
+  ): Promise<PromptItem[]> {
     // A fork's inherited images are where its ancestors stored them.
     const keyOf = (sha256: string) => payloadKey(this.log, scope, sha256);
-    return hydrateMedia(this.log.store, items, keyOf, PARALLEL_GETS, needsBytes);
+    return hydrateMedia(this.log.store, items, keyOf, PARALLEL_GETS, needsBytes, known);
   }
 
   /**

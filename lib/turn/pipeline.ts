@@ -139,7 +139,9 @@ async function takeTurn(
     }
     const asked = background ? storedRequest(attempt.turn) : request;
     if (background) seen.ran = asked;
-    const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen, meter);
+    const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen, meter, {
+      ...(attachments ? { inputBytes: attachments.bytesOf } : {}),
+    });
     if (!response) {
       meter = meter.next();
       continue;
@@ -174,6 +176,7 @@ async function attemptTurn(
   options: TurnOptions,
   seen: Seen,
   meter: CallMeter,
+  media: Pick<PromptInputs, 'inputBytes'>,
 ): Promise<TurnResponse | null> {
   const attempt: Attempt = {
     turn: claimed.turn,
@@ -200,7 +203,7 @@ async function attemptTurn(
   // A close written in this process stops it at once (lib/turn/running.ts); removed below.
   const unregister = services.running?.add(claimed.turn, attempt.stop);
   try {
-    const response = await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
+    const response = await turnSteps(services, sessionId, request, attempt, landed, fetched, emit, media);
     // Closed by its own completion: the next queued input, if any, goes next.
     afterResponse(services, () => pickUp(services, sessionId, claimed.turn.scope, closedBefore(claimed.turn)));
     return response;
@@ -237,6 +240,7 @@ async function turnSteps(
   landed: Promise<boolean>,
   fetched: Promise<FetchedNotice[]> | undefined,
   emit: ((event: TurnEvent) => void) | undefined,
+  media: Pick<PromptInputs, 'inputBytes'>,
 ): Promise<TurnResponse> {
   const { sessions } = services;
   const { turn, trace } = attempt;
@@ -269,6 +273,7 @@ async function turnSteps(
     readFrom: async (startSeq) => (await sessions.readContext(turn, CONTEXT_REQUIREMENT, null, startSeq)).items,
     notices,
     stop: attempt.stop.signal,
+    ...media,
   };
   attempt.prompt = inputs;
   let result: ModelResult | null = null;

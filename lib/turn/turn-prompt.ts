@@ -84,6 +84,8 @@ export interface PromptInputs extends PromptSource {
   notices: TurnNotices;
   /** Aborts the summary's model call of the compaction this turn makes (the turn's `stop`). */
   stop?: AbortSignal;
+  /** The bytes of the images and files the turn's request brought, by SHA-256: not read back. */
+  inputBytes?: (sha256: string) => Uint8Array | undefined;
 }
 
 /**
@@ -191,7 +193,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     // Images and files are read last, for the items the fitted prompt kept; not those that go as
     // text placeholders only (an assistant's or system message's, `Model.assistantMedia`, a tool
     // result's where the model takes none there, `Model.toolResultMedia`).
-    await services.sessions.readMedia(turn.scope, hydrated, sendsMedia(plan.model, hydrated)),
+    await services.sessions.readMedia(turn.scope, hydrated, sendsMedia(plan.model, hydrated), inputs.inputBytes),
     plan.tools,
     cacheBreakpoint,
     turnCallOptions(request),

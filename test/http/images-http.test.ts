@@ -335,6 +335,12 @@ describe('images over HTTP', () => {
     expect(sent).toMatch(/"text":"\[image omitted: image\/png 1280x9000, [^\]]*, item 1\]"/);
     expect(sent).toMatch(/"text":"\[image omitted: image\/png 8001x600, [^\]]*, item 3\]"/);
     expect(sent.match(/"type":"image"/g)).toHaveLength(1);
+    // The turn's own images go from the bytes its request brought: none is read back.
+    expect(store.blobReads).toBe(0);
+    const again = await json('POST', '/v1/sessions/full-page/turns', { input: 'again' });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(JSON.stringify((provider!.requests[1]!.body as any).messages).match(/"type":"image"/g)).toHaveLength(1);
+    // Read from the history: only the image sent.
     expect(store.blobReads).toBe(1);
     const detail = await json('GET', '/v1/sessions/full-page/turns/1');
     expect(detail.body.receipt.media_as_text).toBe(2);

@@ -211,7 +211,12 @@ describe('anthropic: the oldest images of a message over 100 images', () => {
     });
     await services.settle();
     expect(imageBlocks(provider.requests[0]!.body)).toHaveLength(83);
-    // The 20 oldest go as placeholders: their blobs are not read.
+    // The turn's own images go from the bytes its request brought: none is read back.
+    expect(read).toEqual([]);
+    await runTurn(services, 'unread', { input: 'again', strategy_config: { full_images: 200 } });
+    await services.settle();
+    expect(imageBlocks(provider.requests[1]!.body)).toHaveLength(83);
+    // Read from the history, the 20 oldest go as placeholders: their blobs are not read.
     expect(new Set(read)).toEqual(new Set(shots.slice(20).map((bytes) => sha256Hex(bytes))));
   });
 });

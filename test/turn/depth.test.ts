@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DepthStore } from '../support/depth-store.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn, streamTurn, type TurnEvent } from '../../lib/turn/index.ts';
@@ -136,6 +137,25 @@ describe('round trips of a turn', () => {
       expect(w.store.calls.filter((read) => read.key.includes('/keys/'))).toEqual([]);
       await w.store.idle();
     }
+  });
+
+  it('a turn whose input holds a new image: at most 3 rounds before the model, its blob not read back', async () => {
+    const w = world();
+    await history(w, 6);
+    w.store.mark();
+    const image = { type: 'input_image' as const, image_url: dataUrl('image/png', pngBytes(64, 48, 2_000)) };
+    const content = [{ type: 'input_text' as const, text: 'look' }, image];
+    const response = await runTurn(w.services, 's', { input: [{ type: 'message', role: 'user', content }] });
+    // The model got the bytes the request brought.
+    expect(response.output[0]).toMatchObject({ content: expect.stringContaining('[image/png 64x48') });
+    const written = w.store.calls.filter((call) => call.op === 'put' && call.key.includes('/blob/'));
+    expect(written).toHaveLength(1);
+    expect(w.store.calls.filter((call) => call.op === 'get' && call.key.includes('/blob/'))).toEqual([]);
+    // Written after the claim's reads, before the record that references it.
+    const record = w.store.calls.find((call) => call.op === 'put' && /\/turn\/.*\/\d+$/.test(call.key));
+    expect(record!.depth).toBeGreaterThan(written[0]!.depth);
+    expect(w.seen.before).toBeLessThanOrEqual(3);
+    expect(w.after()).toBe(1);
   });
 
   it('a streamed turn: at most 2 rounds before the model, 1 after, turn.started first', async () => {

@@ -123,8 +123,9 @@ async function takeTurn(
       options.checkConfig?.(config);
       if (spend && spent) spend.check(await spent);
     },
-    // Once nothing refuses the turn (a busy session neither), before its record.
-    ...(attachments ? { beforeRecord: attachments.store } : {}),
+    // Once nothing refuses the turn (a busy session neither), before its record; the turn's
+    // prompt takes their bytes from the request meanwhile.
+    ...(attachments ? { beforePut: attachments.store } : {}),
     ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });
   // Carried from an attempt whose claim was lost to the next: the call it aborted is billed too.

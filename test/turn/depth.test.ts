@@ -139,7 +139,7 @@ describe('round trips of a turn', () => {
     }
   });
 
-  it('a turn whose input holds a new image: at most 3 rounds before the model, its blob not read back', async () => {
+  it('a turn whose input holds a new image: 2 rounds before the model, its blob not read back', async () => {
     const w = world();
     await history(w, 6);
     w.store.mark();
@@ -151,9 +151,32 @@ describe('round trips of a turn', () => {
     const written = w.store.calls.filter((call) => call.op === 'put' && call.key.includes('/blob/'));
     expect(written).toHaveLength(1);
     expect(w.store.calls.filter((call) => call.op === 'get' && call.key.includes('/blob/'))).toEqual([]);
-    // Written after the claim's reads, before the record that references it.
+    // Written after the claim's reads, while the model is called, before the record that references it.
     const record = w.store.calls.find((call) => call.op === 'put' && /\/turn\/.*\/\d+$/.test(call.key));
     expect(record!.depth).toBeGreaterThan(written[0]!.depth);
+    expect(w.seen.before).toBeLessThanOrEqual(2);
+    expect(w.after()).toBe(1);
+  });
+
+  it('a turn with a new image and an older one: the older one read alongside the write of the new', async () => {
+    const w = world();
+    await history(w, 3);
+    const message = (text: string, bytes: Uint8Array) => ({
+      type: 'message' as const,
+      role: 'user' as const,
+      content: [
+        { type: 'input_text' as const, text },
+        { type: 'input_image' as const, image_url: dataUrl('image/png', bytes) },
+      ],
+    });
+    await runTurn(w.services, 's', { input: [message('older', pngBytes(32, 24, 500))] });
+    await w.sessions.pack('s', { refresh: true });
+    await w.store.idle();
+    w.store.mark();
+    const response = await runTurn(w.services, 's', { input: [message('newer', pngBytes(64, 48, 500))] });
+    expect(response.output[0]).toMatchObject({ content: expect.stringMatching(/32x24[\s\S]*64x48/) });
+    const blobs = w.store.calls.filter((call) => call.key.includes('/blob/'));
+    expect(blobs.map((call) => `${call.op} ${call.depth}`)).toEqual(['put 3', 'get 3']);
     expect(w.seen.before).toBeLessThanOrEqual(3);
     expect(w.after()).toBe(1);
   });

@@ -116,3 +116,28 @@ describe('GET .../prompt with pruned screenshots', () => {
     expect(seen(sent)).toEqual(seen(preview.items));
   });
 });
+
+describe('a turn whose image write fails', () => {
+  it('fails with that error, and no record naming the image lands', async () => {
+    const store = new FaultyStore(new MemoryStore()).failWhen(
+      ({ operation, key }) => operation === 'put' && key.includes('/blob/'),
+    );
+    const records: string[] = [];
+    store.failWhen(({ operation, key }) => {
+      if (operation === 'put' && /\/turn\/.*\/\d+$/.test(key)) records.push(key);
+      return false;
+    });
+    const { sessions, services } = turnWorld(
+      store,
+      hookedEcho('echo', async () => undefined),
+    );
+    await sessions.create({ id: 's' });
+    await runTurn(services, 's', { input: 'first' });
+    records.length = 0;
+    const image = { type: 'input_image' as const, image_url: dataUrl('image/png', pngBytes(64, 48)) };
+    const input = [{ type: 'message' as const, role: 'user' as const, content: [image] }];
+    await expect(runTurn(services, 's', { input })).rejects.toMatchObject({ name: 'StorageError' });
+    expect(records).toEqual([]);
+    expect((await sessions.get('s')).counts).toMatchObject({ turns: 1, items: 2 });
+  });
+});

@@ -48,6 +48,12 @@ export interface ClaimOptions {
   check?: CommitOptions['check'];
   /** Writes what the record references, once nothing refuses the claim (see CommitOptions.beforeRecord). */
   beforeRecord?: CommitOptions['beforeRecord'];
+  /**
+   * Writes what the record references without holding the attempt back (so it refuses
+   * nothing): started once nothing refuses the claim, its record's put waits for it, and the
+   * turn goes on meanwhile (a failed write fails `landed`).
+   */
+  beforePut?: CommitOptions['beforeRecord'];
   /** The random id the record carries (a background turn's runner takes it over by it). */
   writer?: string;
   /** Take over this claimed turn instead of claiming one (see CommitOptions.adopt). */
@@ -158,7 +164,12 @@ export class TurnClaim {
       });
       const turn = this.#openTurn(prepared, landing);
       const { onClaimed } = this.#log;
-      const claim = 'key' in prepared ? landCommit(this.#log, prepared, this.#state) : Promise.resolve(true);
+      const claim =
+        'key' in prepared
+          ? Promise.resolve(this.#options.beforePut?.(prepared.scope)).then(() =>
+              landCommit(this.#log, prepared, this.#state),
+            )
+          : Promise.resolve(true);
       // The webhook intent goes with a new claim's put, in its round (an adopted record's claim
       // put it); when it fails, the completion writes it before its `.done`.
       const hooked = 'key' in prepared && onClaimed ? succeeded(onClaimed(turn)) : undefined;

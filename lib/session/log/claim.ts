@@ -6,7 +6,15 @@ import { doneKey } from '../keys.ts';
 import type { OnBusy } from '../fields.ts';
 import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
-import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions, type CommitState } from './commit.ts';
+import {
+  commitState,
+  landCommit,
+  prepareCommit,
+  type Commit,
+  type CommitOptions,
+  type CommitState,
+  type PreparedCommit,
+} from './commit.ts';
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
@@ -51,7 +59,7 @@ export interface ClaimOptions {
   /**
    * Writes what the record references without holding the attempt back (so it refuses
    * nothing): started once nothing refuses the claim, its record's put waits for it, and the
-   * turn goes on meanwhile (a failed write fails `landed`).
+   * turn goes on meanwhile (a failed write fails `landed`); the record's lease runs from its put.
    */
   beforePut?: CommitOptions['beforeRecord'];
   /** The random id the record carries (a background turn's runner takes it over by it). */
@@ -164,12 +172,13 @@ export class TurnClaim {
       });
       const turn = this.#openTurn(prepared, landing);
       const { onClaimed } = this.#log;
-      const claim =
-        'key' in prepared
-          ? Promise.resolve(this.#options.beforePut?.(prepared.scope)).then(() =>
-              landCommit(this.#log, prepared, this.#state),
-            )
-          : Promise.resolve(true);
+      const { beforePut } = this.#options;
+      // After a write beside it, the record's lease runs from its put, as it would have without.
+      const claim = !('key' in prepared)
+        ? Promise.resolve(true)
+        : beforePut
+          ? beforePut(prepared.scope).then(() => landCommit(this.#log, leasedFromNow(this.#log, prepared), this.#state))
+          : landCommit(this.#log, prepared, this.#state);
       // The webhook intent goes with a new claim's put, in its round (an adopted record's claim
       // put it); when it fails, the completion writes it before its `.done`.
       const hooked = 'key' in prepared && onClaimed ? succeeded(onClaimed(turn)) : undefined;
@@ -359,6 +368,14 @@ async function packedAsWritten(log: LogContext, turn: OpenTurn, done: DoneRecord
     packed.completed_at === done.completed_at &&
     JSON.stringify(packed.response) === JSON.stringify(done.response)
   );
+}
+
+/** The prepared record with its lease run from now (never shortened). */
+function leasedFromNow(log: LogContext, prepared: PreparedCommit): PreparedCommit {
+  const { lease_expires_at: lease } = prepared.record;
+  if (lease === undefined) return prepared;
+  const expires = new Date(Math.max(Date.parse(lease), log.clock().getTime() + log.leaseMs)).toISOString();
+  return { ...prepared, record: { ...prepared.record, lease_expires_at: expires } };
 }
 
 /** Whether `work` succeeded (a failure is left to the completion, which does it again). */

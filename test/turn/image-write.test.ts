@@ -45,3 +45,24 @@ describe('a turn whose image write is slow', () => {
     expect(landed[0]!.lease).toBeGreaterThan(landed[0]!.at);
   });
 });
+
+describe('a keyed turn with an image, asked again', () => {
+  it('replays without writing its blob again', async () => {
+    const blobPuts: string[] = [];
+    class CountedBlobs extends MemoryStore {
+      override async put(key: string, body: Body, options?: PutOptions) {
+        if (key.includes('/blob/')) blobPuts.push(key);
+        return super.put(key, body, options);
+      }
+    }
+    const { sessions, services } = turnWorld(new CountedBlobs(), echoModel);
+    await sessions.create({ id: 's' });
+    const image = { type: 'input_image' as const, image_url: dataUrl('image/png', pngBytes(64, 48)) };
+    const request = { input: [{ type: 'message' as const, role: 'user' as const, content: [image] }] };
+    const first = await runTurn(services, 's', request, { idempotencyKey: 'k' });
+    expect(blobPuts).toHaveLength(1);
+    const again = await runTurn(services, 's', request, { idempotencyKey: 'k' });
+    expect(again.output).toEqual(first.output);
+    expect(blobPuts).toHaveLength(1);
+  });
+});

@@ -71,10 +71,11 @@ export class SessionLogBase {
    */
   checkAttachments(items: Item[]): {
     items: Item[];
-    store: (scope: LogScope) => Promise<void>;
+    /** Writes the payloads under `scope`; undefined when the items carry none. */
+    store: ((scope: LogScope) => Promise<void>) | undefined;
     bytesOf: (sha256: string) => Uint8Array | undefined;
   } {
-    if (!hasInlineMedia(items)) return { items, store: async () => undefined, bytesOf: () => undefined };
+    if (!hasInlineMedia(items)) return { items, store: undefined, bytesOf: () => undefined };
     const checked = checkAttachments(items, this.limits, (index) => `input[${index}]`);
     return {
       items: checked.items,

@@ -85,7 +85,7 @@ async function checkedClaim(
       options.checkConfig?.(config);
       if (spend && spent) spend.check(await spent);
     },
-    beforeRecord: attachments.store,
+    ...(attachments.store ? { beforeRecord: attachments.store } : {}),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
     ...(options.onBusy ? { onBusy: options.onBusy } : {}),

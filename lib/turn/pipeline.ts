@@ -125,7 +125,7 @@ async function takeTurn(
     },
     // Once nothing refuses the turn (a busy session neither), before its record; the turn's
     // prompt takes their bytes from the request meanwhile.
-    ...(attachments ? { beforePut: attachments.store } : {}),
+    ...(attachments?.store ? { beforePut: attachments.store } : {}),
     ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });
   // Carried from an attempt whose claim was lost to the next: the call it aborted is billed too.

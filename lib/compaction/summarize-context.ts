@@ -98,7 +98,7 @@ export async function summarizeContext(
     .flatMap((item) => (item.type === 'message' ? [item.content] : []))
     .join('\n')
     .trim();
-  if (text === '') throw new ModelError('the summary model answered without text');
+  if (text === '') throw new ModelError('the summary model answered without text', { model: model.id });
   const summary = clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN);
   return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage: result.usage };
 }

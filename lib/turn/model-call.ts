@@ -80,7 +80,7 @@ export async function callModel(
     if (event.type === 'done') return event.result;
     emit(event);
   }
-  throw new ModelError('the model stream ended without a result');
+  throw new ModelError('the model stream ended without a result', { model: model.id });
 }
 
 /** A streamed model call as turn events: each output item numbered from `firstSeq`. */

@@ -190,7 +190,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
             order.text(part.text, tokens);
             if (part.text !== '') tokens = undefined;
           } else if (part.type === 'reasoning') order.reasoning(reasoningItem(part));
-          else if (part.type === 'tool-call') order.call(toFunctionCall(part));
+          else if (part.type === 'tool-call') order.call(toFunctionCall(part, id));
         }
         order.end();
         const incomplete = incompleteOf(result.finishReason);
@@ -253,7 +253,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
           } else if (part.type === 'tool-input-delta') {
             yield* order.argumentsDelta(part.id, part.delta);
           } else if (part.type === 'tool-call') {
-            yield* order.call(toFunctionCall(part));
+            yield* order.call(toFunctionCall(part, id));
           } else if (part.type === 'error') {
             throw part.error;
           } else if (part.type === 'abort') {
@@ -307,7 +307,7 @@ interface SdkToolCall {
   invalid?: boolean | undefined;
 }
 
-function toFunctionCall(call: SdkToolCall): FunctionCallItem {
+function toFunctionCall(call: SdkToolCall, id: string): FunctionCallItem {
   // An unparseable call keeps the model's raw text as its input; a valid one is the parsed object.
   const argumentsText = call.invalid && typeof call.input === 'string' ? call.input : JSON.stringify(call.input ?? {});
   const parsed = functionCallItemSchema.safeParse({
@@ -317,7 +317,7 @@ function toFunctionCall(call: SdkToolCall): FunctionCallItem {
     arguments: argumentsText,
   });
   if (!parsed.success) {
-    throw new ModelError('the provider returned an invalid tool call', { issues: parsed.error.issues });
+    throw new ModelError('the provider returned an invalid tool call', { model: id, issues: parsed.error.issues });
   }
   return parsed.data;
 }

@@ -152,5 +152,14 @@ export const chatCompletionCreateSchema = z
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
   })
   .strict()
+  .superRefine((body, context) => {
+    // As OpenAI: options of a stream need one (null stands for the field not given).
+    if (body.stream_options != null && body.stream !== true)
+      context.addIssue({
+        code: 'custom',
+        path: ['stream_options'],
+        message: "only allowed when 'stream' is enabled",
+      });
+  })
   .meta({ id: 'OpenAIChatCompletionCreate' });
 export type ChatCompletionCreateBody = z.infer<typeof chatCompletionCreateSchema>;

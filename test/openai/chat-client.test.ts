@@ -335,6 +335,37 @@ describe('the official openai client: chat completions', () => {
       expect(unknown).toMatchObject({ status: 400, param: 'tool_choice' });
     }
   });
+
+  it('refuses stream_options without stream: true, as OpenAI does', async () => {
+    const message = [{ role: 'user' as const, content: 'x' }];
+    for (const stream of [undefined, false, null]) {
+      const options = await post('/chat/completions', {
+        model: 'echo',
+        messages: message,
+        ...(stream !== undefined ? { stream } : {}),
+        stream_options: { include_usage: true },
+      });
+      expect(options.status).toBe(400);
+      expect(((await options.json()) as { error: unknown }).error).toMatchObject({
+        type: 'invalid_request_error',
+        param: 'stream_options',
+        message: expect.stringContaining("only allowed when 'stream' is enabled"),
+      });
+    }
+    // Null stands for a field not given.
+    expect((await post('/chat/completions', { model: 'echo', messages: message, stream_options: null })).status).toBe(
+      200,
+    );
+    const streamed = await world.client.chat.completions.create({
+      model: 'echo',
+      messages: message,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const chunks: ChatCompletionChunk[] = [];
+    for await (const chunk of streamed) chunks.push(chunk);
+    expect(chunks.at(-1)?.usage).toBeTruthy();
+  });
 });
 
 describe('chat messages and tailgate items', () => {

@@ -120,7 +120,6 @@ function chatBody(): Json {
       { type: 'function', function: { name: 'get', description: 'd', parameters: { type: 'object' }, strict: false } },
     ],
     tool_choice: 'auto',
-    stream_options: { include_usage: true },
     max_tokens: 100,
     max_completion_tokens: 100,
     temperature: 1,
@@ -195,7 +194,7 @@ describe('nulls in every optional field', () => {
     await run('POST', '/responses', { ...(responseBody() as object), conversation: first.conversation.id });
     await run('POST', '/responses', { ...(responseBody() as object), conversation: { id: first.conversation.id } });
     await run('POST', '/chat/completions', chatBody());
-    await run('POST', '/chat/completions', chatBody(), { stream: true });
+    await run('POST', '/chat/completions', chatBody(), { stream: true, stream_options: { include_usage: true } });
     await run('POST', '/responses/compact', {
       model: 'echo',
       input: responseInput(),

@@ -153,13 +153,16 @@ export const chatCompletionCreateSchema = z
   })
   .strict()
   .superRefine((body, context) => {
-    // As OpenAI: options of a stream need one (null stands for the field not given).
+    // As OpenAI answers (null stands for a field not given): options of a stream need one.
     if (body.stream_options != null && body.stream !== true)
       context.addIssue({
         code: 'custom',
         path: ['stream_options'],
         message: "only allowed when 'stream' is enabled",
       });
+    // The number of most likely tokens is asked with the log probabilities themselves.
+    if (body.top_logprobs != null && body.logprobs !== true)
+      context.addIssue({ code: 'custom', path: ['top_logprobs'], message: "needs 'logprobs' to be true" });
   })
   .meta({ id: 'OpenAIChatCompletionCreate' });
 export type ChatCompletionCreateBody = z.infer<typeof chatCompletionCreateSchema>;

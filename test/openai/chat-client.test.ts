@@ -366,6 +366,35 @@ describe('the official openai client: chat completions', () => {
     for await (const chunk of streamed) chunks.push(chunk);
     expect(chunks.at(-1)?.usage).toBeTruthy();
   });
+
+  it('refuses top_logprobs without logprobs: true, as OpenAI does', async () => {
+    const message = [{ role: 'user' as const, content: 'x' }];
+    for (const logprobs of [undefined, false, null]) {
+      const top = await post('/chat/completions', {
+        model: 'echo',
+        messages: message,
+        ...(logprobs !== undefined ? { logprobs } : {}),
+        top_logprobs: 2,
+      });
+      expect(top.status).toBe(400);
+      expect(((await top.json()) as { error: unknown }).error).toMatchObject({
+        type: 'invalid_request_error',
+        param: 'top_logprobs',
+        message: expect.stringContaining("needs 'logprobs' to be true"),
+      });
+    }
+    // Null stands for a field not given.
+    expect((await post('/chat/completions', { model: 'echo', messages: message, top_logprobs: null })).status).toBe(
+      200,
+    );
+    const asked = await world.client.chat.completions.create({
+      model: 'echo',
+      messages: message,
+      logprobs: true,
+      top_logprobs: 2,
+    });
+    expect(asked.choices[0]?.logprobs).toEqual({ content: [], refusal: null });
+  });
 });
 
 describe('chat messages and tailgate items', () => {

@@ -1,4 +1,5 @@
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { LEASE_EXPIRED } from '../errors.ts';
 import { ResponseEventWriter } from './response-events.ts';
 
 /**
@@ -65,11 +66,22 @@ export function sseResponse(messages: AsyncIterable<SseMessage>, onCancel?: () =
 const TERMINAL_EVENTS = new Set<string>(['response.completed', 'response.incomplete', 'response.failed']);
 
 /**
+ * Whether `event` ends a response whose turn's lease ran out: its stream's process died, so no
+ * client got a terminal event live, and one past every event its journal gives (events streamed
+ * live but never journaled) still needs it.
+ */
+function ownerDied(event: ResponseStreamEvent): boolean {
+  return event.type === 'response.failed' && (event.response.error?.code as string | undefined) === LEASE_EXPIRED;
+}
+
+/**
  * Responses events as server-sent events: a writer and the response that streams what it
  * writes, from the event after sequence number `after` (a resumed stream writes every event
- * again, and the client gets those it has not seen). A client past every event written (its
- * stream's process died after events it streamed live but never journaled) still gets the
- * terminal one, numbered as the journal numbers it. While `mute`d, what it writes is numbered
+ * again, and the client gets those it has not seen). A client past every event written gets
+ * nothing more, the stream ends empty (it had the terminal event, or `after` is not one of the
+ * stream's numbers), but for one whose stream's process died after events it streamed live but
+ * never journaled: that one still gets the terminal response.failed (`lease_expired`),
+ * numbered as the journal numbers it. While `mute`d, what it writes is numbered
  * but not sent, but for the terminal event (a background turn's run its reader does not follow:
  * lib/openai/journaled-response.ts); `shown` counts the output items added while not muted, sent
  * or before `after` (those the client holds). `encryptedReasoning`:
@@ -91,7 +103,7 @@ export function responseEventStream(
       const terminal = TERMINAL_EVENTS.has(event.type);
       if (muted && !terminal) return;
       if (event.type === 'response.output_item.added') shown += 1;
-      const past = event.sequence_number > after || (event.sequence_number < after && terminal);
+      const past = event.sequence_number > after || (event.sequence_number < after && ownerDied(event));
       if (!past) return;
       queue.push({ event: event.type, data: JSON.stringify(event) });
       if (terminal) queue.push({ data: '[DONE]' });

@@ -195,6 +195,34 @@ describe('the official openai client: resuming a streamed foreground response', 
     expect(await readUntil(await client.responses.retrieve(id, { stream: true }))).toEqual(whole);
   });
 
+  it('sends nothing more to a client at or past the terminal event of a response that ended', async () => {
+    const completed = await readUntil(await client.responses.create({ model: 'echo', input: 'ended', stream: true }));
+    const { first, id: failedId, open } = await cutStream('gate-e', 'break', 2);
+    open();
+    const failed = [
+      ...first,
+      ...(await readUntil(
+        await client.responses.retrieve(failedId, { stream: true, starting_after: first.at(-1)!.sequence_number }),
+      )),
+    ];
+    for (const whole of [completed, failed]) {
+      const id = whole[0]?.type === 'response.created' ? whole[0].response.id : '';
+      const last = whole.at(-1)!.sequence_number;
+      expect(whole.at(-1)?.type).toMatch(/^response\.(completed|failed)$/);
+      for (const after of [last, last + 1, last + 100]) {
+        const raw = await fetch(`${tailgate.baseURL}/responses/${id}?stream=true&starting_after=${after}`, {
+          headers: { authorization: `Bearer ${TOKEN}` },
+        });
+        expect(raw.status).toBe(200);
+        // The stream ends with nothing in it: the client has had every event, its terminal one too.
+        expect(await raw.text()).toBe('');
+        expect(await readUntil(await client.responses.retrieve(id, { stream: true, starting_after: after }))).toEqual(
+          [],
+        );
+      }
+    }
+  });
+
   it('still refuses stream=true for a foreground response that was not streamed', async () => {
     const plain = await client.responses.create({ model: 'echo', input: 'not streamed' });
     const refused = await client.responses.retrieve(plain.id, { stream: true }).catch((error: unknown) => error);

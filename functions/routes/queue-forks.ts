@@ -25,7 +25,10 @@ const queuedListSchema = z.object({
       preview_truncated: z.boolean().meta({ description: 'true when the text is longer than the preview.' }),
     }),
   ),
-  total: z.number().int().meta({ description: 'How many inputs are queued (the listing found), shown or not.' }),
+  total: z.number().int().meta({
+    description:
+      'How many queued inputs will still run, shown or not (neither a withdrawn one nor one taken up as a turn).',
+  }),
 });
 
 const listQueueRoute = createRoute({

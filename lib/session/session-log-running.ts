@@ -81,7 +81,7 @@ export class SessionLogRunning extends SessionLogBase {
   }
 
   /** GET /v1/sessions/{id}/queue: the first `limit` queued inputs, previewed (log/queue-listing.ts). */
-  async listQueuedInputs(id: string, limit: number): Promise<{ queued: QueuedRow[]; total: number }> {
+  async listQueuedInputs(id: string, limit: number): Promise<{ queued: QueuedRow[]; total: number; listed: number }> {
     return queuedInputs(this.log, id, limit);
   }
 

@@ -301,8 +301,9 @@ function queuedInput(sessionId: string, keyHash: string): string {
 }
 
 /**
- * GET .../queue: the session's queued inputs (log/queue-listing.ts), then, when it lists any, a
- * pickup after the response. So inputs that no closer takes up (their turn's process died and
+ * GET .../queue: the session's queued inputs (log/queue-listing.ts), then, when it lists any (a
+ * withdraw's tombstone too: a stale one is the pickup's to delete), a pickup after the
+ * response. So inputs that no closer takes up (their turn's process died and
  * no writer came to close it once its lease ran out, or its closer died before its pickup) go on
  * once their client looks at the queue, as after a close. While a turn runs, the pickup's claim
  * is refused (busy) before it writes anything.
@@ -311,10 +312,10 @@ export async function listQueue(
   services: TurnServices,
   sessionId: string,
   limit: number,
-): ReturnType<TurnServices['sessions']['listQueuedInputs']> {
-  const listed = await services.sessions.listQueuedInputs(sessionId, limit);
-  if (listed.total > 0) afterResponse(services, () => pickUp(services, sessionId));
-  return listed;
+): Promise<Omit<Awaited<ReturnType<TurnServices['sessions']['listQueuedInputs']>>, 'listed'>> {
+  const { listed, ...page } = await services.sessions.listQueuedInputs(sessionId, limit);
+  if (listed > 0) afterResponse(services, () => pickUp(services, sessionId));
+  return page;
 }
 
 /**

@@ -347,9 +347,9 @@ describe('the position an enqueue answers, behind a withdrawn input', () => {
     const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'waits' });
     expect(next.status, JSON.stringify(next.body)).toBe(202);
     expect(next.body.position).toBe(1);
-    // The listing shows it next too; its total counts what it listed, the tombstone with it.
+    // The listing shows it next too; its total counts the inputs that run, not the tombstone.
     const listed = (await api.get(`/v1/sessions/${id}/queue`)).body;
-    expect(listed).toMatchObject({ queued: [{ queued_turn: next.body.queued_turn, position: 1 }], total: 2 });
+    expect(listed).toMatchObject({ queued: [{ queued_turn: next.body.queued_turn, position: 1 }], total: 1 });
     await drain();
     await runAll();
     const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items.reverse();

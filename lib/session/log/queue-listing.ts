@@ -4,6 +4,7 @@ import type { Item } from '../../items.ts';
 import { sessionScope } from './config-object.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { listQueued, readQueued } from './queue.ts';
+import { takenUp } from './queue-taking.ts';
 
 /** The characters of a queued input's text that a listing shows (GET /v1/sessions/{id}/queue). */
 export const QUEUE_PREVIEW_CHARS = 280;
@@ -25,22 +26,28 @@ export interface QueuedRow {
  * The session's queued inputs (busy policy `enqueue`, log/queue.ts), oldest first: one listing
  * of `queue/<g>/` (and of each generation in `queued_in`), then a read of each of the first
  * `limit` entries (with two or more, a get of the one a pickup marked, listed first:
- * log/queue-taking.ts). A withdraw's tombstone is not read, nor an entry before the rows' positions;
- * an entry taken up between the listing and its read is left out. `total` is how many the listing
- * found, tombstones with them (a listing that found any runs a pickup, which deletes a stale one).
+ * log/queue-taking.ts). A withdraw's tombstone is not read, nor an entry past the rows. Left out,
+ * of the rows, their positions and `total`, as they will not run: a tombstone, an entry taken up
+ * between the listing and its read, and one marked whose turn is stored (a head more: `takenUp`;
+ * one whose pickup stored nothing runs at the next pickup, so it is counted). `total` counts the
+ * entries past the rows as listed; `listed`, the entries the listing found, tombstones with them
+ * (a listing that found any runs a pickup, which deletes a stale one: lib/turn/busy.ts listQueue).
  */
 export async function queuedInputs(
   log: LogContext,
   id: string,
   limit: number,
-): Promise<{ queued: QueuedRow[]; total: number }> {
+): Promise<{ queued: QueuedRow[]; total: number; listed: number }> {
   const scope = await sessionScope(log, id);
   const entries = await listQueued(log, scope);
   // A withdraw's tombstone (listed empty) is no input: neither read nor given a position.
   const inputs = entries.filter((entry) => !entry.withdrawn);
-  const rows = await mapLimit(inputs.slice(0, limit), PARALLEL_GETS, async (entry, index) => {
+  const read = await mapLimit(inputs.slice(0, limit), PARALLEL_GETS, async (entry) => {
     const input = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
-    if (!input) return null;
+    return input && !(await takenUp(log, scope, entry, input)) ? { entry, input } : null;
+  });
+  const waiting = read.filter((found) => found !== null);
+  const queued = waiting.map(({ entry, input }, index) => {
     const text = previewText(input.input);
     return {
       queued_turn: entry.keyHash,
@@ -51,7 +58,7 @@ export async function queuedInputs(
       preview_truncated: text.length > QUEUE_PREVIEW_CHARS,
     };
   });
-  return { queued: rows.filter((row) => row !== null), total: entries.length };
+  return { queued, total: inputs.length - (read.length - waiting.length), listed: entries.length };
 }
 
 function previewText(items: readonly Item[]): string {

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../errors.ts';
-import { queueTakingKey, type LogScope } from '../keys.ts';
+import { idempotencyKey, queueTakingKey, type LogScope } from '../keys.ts';
 import { parseStoredOrUndefined, type QueuedInput } from '../records.ts';
 import { sessionScope } from './config-object.ts';
+import { readNewest } from './head.ts';
 import type { LogContext } from './context.ts';
 
 /**
@@ -71,4 +72,29 @@ export async function takingFirst<Entry extends { keyHash: string; generation: s
   );
   const first = ordered.filter((_, at) => named.includes(at)).map((entry) => ({ ...entry, named: true }));
   return first.length === 0 ? ordered : [...first, ...ordered.filter((_, at) => !named.includes(at))];
+}
+
+/**
+ * Whether the queued input `input` (listed as `entry`) is taken up: marked by a pickup
+ * (`taking_at`) whose turn is stored, its key indexed (`idem/`, in the session's generation or
+ * the entry's), or, where its claim could not index it, the session's newest record (the turn
+ * runs, and its completion indexes the key). A mark whose claim stored nothing (its record's put
+ * lost to another writer's, its process died) leaves the input to the next pickup, which runs it
+ * first: it still waits. For a marked input only: a head of each generation, and when they find
+ * no key, the newest record read.
+ */
+export async function takenUp(
+  log: LogContext,
+  scope: LogScope,
+  entry: { keyHash: string; generation: string },
+  input: QueuedInput,
+): Promise<boolean> {
+  if (input.taking_at === undefined) return false;
+  const generations = [...new Set([scope.generation, entry.generation])];
+  const claims = await Promise.all(
+    generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, entry.keyHash))),
+  );
+  if (claims.some((claim) => claim !== null)) return true;
+  const { newest } = await readNewest(log, scope);
+  return newest?.record.idempotency_key_sha256 === entry.keyHash;
 }

@@ -5,7 +5,7 @@ import { idempotencyClaimSchema, parseStored, queuedInputSchema, type QueuedInpu
 import { sessionScope } from './config-object.ts';
 import { backoff, type LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';
-import { takingFirst } from './queue-taking.ts';
+import { takenUp, takingFirst } from './queue-taking.ts';
 import {
   attemptWithdraw,
   queuedSight,
@@ -124,8 +124,8 @@ async function retried<T>(call: () => Promise<T>): Promise<T> {
 /**
  * The place of the input `keyHash` among those still waiting (1: next; 0: taken up already). A
  * withdraw's tombstone listed before it (empty) waits for nothing. An entry listed before it that
- * a pickup named is read (a get, only then): marked, its pickup began claiming it, so it is a turn
- * (one whose key could not be indexed stays listed while it runs), or gone, it waits no more.
+ * a pickup named is read (a get, only then): gone, or marked with its turn stored (log/queue-taking.ts
+ * `takenUp`, a head more), it waits no more; marked with nothing stored, it runs at the next pickup.
  */
 async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedEntry[], keyHash: string) {
   const at = queued.findIndex((other) => other.keyHash === keyHash);
@@ -135,7 +135,7 @@ async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedE
     if (entry.withdrawn) continue;
     if (entry.named) {
       const read = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
-      if (read === null || read.taking_at !== undefined) continue;
+      if (read === null || (await takenUp(log, scope, entry, read))) continue;
     }
     position++;
   }

@@ -30,7 +30,7 @@ export interface Claimed {
 
 type BackgroundClaimOptions = Pick<
   TurnOptions,
-  'idempotencyKey' | 'afterTurn' | 'checkConfig' | 'retake' | 'onBusy'
+  'idempotencyKey' | 'afterTurn' | 'checkConfig' | 'retake' | 'onBusy' | 'onLapsed'
 > & {
   answerRunning?: boolean;
 };
@@ -89,6 +89,7 @@ async function checkedClaim(
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
     ...(options.onBusy ? { onBusy: options.onBusy } : {}),
+    ...(options.onLapsed ? { onLapsed: options.onLapsed } : {}),
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
       : {}),
@@ -117,6 +118,7 @@ export async function claimInput(
     | 'retake'
     | 'fromQueue'
     | 'onBusy'
+    | 'onLapsed'
   > & {
     request: Record<string, unknown>;
   },

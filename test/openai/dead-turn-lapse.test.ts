@@ -11,7 +11,8 @@ import { clientInProcess, TOKEN } from './server.ts';
 // retry (the same input) takes that turn out once its lease ran out (lib/openai/dead-turn.ts),
 // and is refused 409 while it runs. The lease may run out between the two: after the retry read
 // it running, before its own claim read it. The claim then must not close the dead turn and
-// store the input after it: the input would be in the conversation twice.
+// store the input after it: the input would be in the conversation twice. So too for a retry
+// sent in the background (`background: true`), whose claim is the background turn's.
 
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 const heldEcho = releasedAfterEach();
@@ -21,14 +22,24 @@ function client(store: FaultyStore | MemoryStore, options: Partial<AppOptions>) 
   return clientInProcess(app, TOKEN);
 }
 
-type Step = (openai: OpenAI, first: Response) => Promise<Response>;
+type Step = (openai: OpenAI, first: Response, background?: true) => Promise<Response>;
 
-/** The second step ('slow two') of a conversation, as each kind of client sends it. */
+/** Step two ('slow two') of a conversation, as each kind of client sends it (`background`: in the background). */
 const steps: Record<string, Step> = {
-  conversation: (openai, first) => openai.responses.create({ input: 'slow two', conversation: first.conversation!.id }),
-  previous_response_id: (openai, first) =>
-    openai.responses.create({ input: 'slow two', previous_response_id: first.id, store: true }),
-  'a resent history': (openai, first) =>
+  conversation: (openai, first, background) =>
+    openai.responses.create({
+      input: 'slow two',
+      conversation: first.conversation!.id,
+      ...(background && { background }),
+    }),
+  previous_response_id: (openai, first, background) =>
+    openai.responses.create({
+      input: 'slow two',
+      previous_response_id: first.id,
+      store: true,
+      ...(background && { background }),
+    }),
+  'a resent history': (openai, first, background) =>
     openai.responses.create({
       input: [
         { role: 'user', content: 'one' },
@@ -36,6 +47,7 @@ const steps: Record<string, Step> = {
         { role: 'user', content: 'slow two' },
       ],
       store: true,
+      ...(background && { background }),
     }),
 };
 
@@ -53,10 +65,12 @@ async function deadStep(store: MemoryStore, step: Step): Promise<Response> {
 }
 
 /**
- * The retry from another process whose clock passes the dead turn's lease once its `at`-th
- * storage call was made: its answer (409 when the lease still ran), and how many calls it made.
+ * The retry (in the background with `background`) from another process whose clock passes the
+ * dead turn's lease once its `at`-th storage call was made: its answer (409 when the lease still
+ * ran), how many calls it made until it was answered, and `settled`, the answer once the work
+ * the process left after it (a background turn's run) ended.
  */
-async function retry(store: MemoryStore, step: Step, first: Response, at: number) {
+async function retry(store: MemoryStore, step: Step, first: Response, at: number, background?: true) {
   let now = Date.now();
   let calls = 0;
   const faulty = new FaultyStore(store).failWhen(() => {
@@ -65,9 +79,20 @@ async function retry(store: MemoryStore, step: Step, first: Response, at: number
     return false;
   });
   const lines: string[] = [];
-  const other = client(faulty, { clock: () => new Date(now), logLine: (line) => lines.push(line) });
-  const answer = await step(other, first).catch((error: unknown) => error);
-  return { answer, calls, other, lines, expire: () => (now += 3_600_000) };
+  const tasks: Promise<unknown>[] = [];
+  const other = client(faulty, {
+    clock: () => new Date(now),
+    logLine: (line) => lines.push(line),
+    afterResponse: (task) => void tasks.push(task),
+  });
+  const send = () => step(other, first, background);
+  const answer = await send().catch((error: unknown) => error);
+  const answered = calls;
+  const settled = async (response: Response) => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+    return background ? other.responses.retrieve(response.id) : response;
+  };
+  return { answer, calls: answered, other, lines, send, settled, expire: () => (now += 3_600_000) };
 }
 
 const texts = async (openai: OpenAI, id: string) =>
@@ -77,28 +102,32 @@ const texts = async (openai: OpenAI, id: string) =>
       : item.type,
   );
 
-// Each kind of step, with every storage call of a retry refused 409 (the lease ran out before one
-// of them, or after all of them) as the point where its clock passes the lease.
-const cases: [string, number][] = [];
-for (const [kind, step] of Object.entries(steps)) {
-  const store = new MemoryStore();
-  const { calls } = await retry(store, step, await deadStep(store, step), 0);
-  for (let at = 1; at <= calls + 1; at++) cases.push([kind, at]);
-}
+// Each kind of step, retried in the foreground and in the background, with every storage call of
+// a retry refused 409 (the lease ran out before one of them, or after all of them) as the point
+// where its clock passes the lease.
+const cases: [string, string, number][] = [];
+for (const [kind, step] of Object.entries(steps))
+  for (const background of [undefined, true] as const) {
+    const store = new MemoryStore();
+    const { calls } = await retry(store, step, await deadStep(store, step), 0, background);
+    const how = background ? 'in the background' : 'in the foreground';
+    for (let at = 1; at <= calls + 1; at++) cases.push([kind, how, at]);
+  }
 
 it.each(cases)(
-  'a retry of a step sent by %s whose clock passes the dead turn lease after its storage call %i stores its input once',
-  async (kind, at) => {
+  'a retry of a step sent by %s, %s, whose clock passes the dead turn lease after call %i stores its input once',
+  async (kind, how, at) => {
     const step = steps[kind]!;
     const store = new MemoryStore();
     const first = await deadStep(store, step);
-    const retried = await retry(store, step, first, at);
+    const retried = await retry(store, step, first, at, how === 'in the background' || undefined);
     let { answer } = retried;
     if (answer instanceof OpenAI.APIError) {
       expect(answer.status).toBe(409);
       retried.expire();
-      answer = await step(retried.other, first);
+      answer = await retried.send();
     }
+    answer = await retried.settled(answer as Response);
     expect(answer).toMatchObject({ status: 'completed', output_text: 'echo: slow two' });
     // A resent history whose conversation runs a turn (its lease not run out when the retry
     // looked) starts a conversation of its own, as a resend racing another step does.

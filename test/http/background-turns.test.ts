@@ -64,12 +64,22 @@ function logInto(logs: { message: string; details?: unknown; level?: 'info' }[])
   };
 }
 
-function harnessFor(options: Partial<AppOptions>): HttpHarness & { options: AppOptions } {
+/** A harness whose app's work after its responses (a runner in this process) `drain` awaits. */
+function harnessFor(options: Partial<AppOptions>): HttpHarness & { options: AppOptions; drain: () => Promise<void> } {
   const store = new MemoryStore();
-  const full: AppOptions = { store: () => store, readEnvironment: (c) => c.env ?? {}, ...options };
+  const tasks: Promise<unknown>[] = [];
+  const full: AppOptions = {
+    store: () => store,
+    readEnvironment: (c) => c.env ?? {},
+    afterResponse: (task) => void tasks.push(task),
+    ...options,
+  };
   const app = createApp(full);
   return {
     options: full,
+    drain: async () => {
+      while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+    },
     fetch: async (path, init) => app.request(path, init, environment()),
     fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
     store,
@@ -141,14 +151,16 @@ describe('background turns on Node', () => {
 
   it('a running turn cancelled before any of its events was journaled ends them a lease after the cancel', async () => {
     const store = new FaultyStore(new MemoryStore());
-    const api = createClient(harnessFor({ store: () => store, log: () => undefined }));
+    const harness = harnessFor({ store: () => store, log: () => undefined });
+    const api = createClient(harness);
     const id = await api.session({ model: 'openai-compatible:fake' });
     // Its runner's journal writes fail: the turn runs, and writes no batch.
     store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/events/'));
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id}`, background: true })).status).toBe(202);
     await calledWith(`hang ${id}`);
     expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Its runner stopped (its journal's last batch failed too).
+    await harness.drain();
     store.heal();
     // A runner took it over: its events wait for that runner's end, a lease (3 s), then end.
     const events = await api.get(`/v1/sessions/${id}/turns/1/events`);
@@ -164,14 +176,17 @@ describe('background turns on Node', () => {
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `delete ${id}`, background: true });
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
     // Running: it has called the model (its journal has turn.started written).
-    for (let polls = 0; polls < 600 && !hanging.size; polls++) await new Promise((resolve) => setTimeout(resolve, 20));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await calledWith(`delete ${id}`);
+    const journaled = async () =>
+      (await harness.store.list(`sessions/${id}/`)).objects.some(({ key }) => key.includes('/events/'));
+    await expect.poll(journaled, { timeout: 10_000 }).toBe(true);
     expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
     // The delete, in the runner's process, aborts the model call once its fence landed.
     for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`delete ${id}`)); polls++)
       await new Promise((resolve) => setTimeout(resolve, 20));
     expect(closedEarly.some((body) => body.includes(`delete ${id}`))).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Its runner ended.
+    await harness.drain();
     const lines = logs.map((log) => log.message);
     expect(lines.filter((line) => line.includes('journal'))).toEqual([]);
     expect(lines).toEqual([`tailgate: background turn 1 of session ${id} stopped: the session was deleted`]);
@@ -328,14 +343,15 @@ describe('background turns on Node', () => {
 
   it('a turn whose runner never came is failed by its lease, and the session goes on', async () => {
     const sent: BackgroundTurn[] = [];
-    const api = createClient(harnessFor({ queueTurn: () => async (run) => void sent.push(run) }));
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    const clock = () => new Date(now);
+    const api = createClient(harnessFor({ clock, queueTurn: () => async (run) => void sent.push(run) }));
     const id = await api.session();
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'lost', background: true })).status).toBe(202);
-    let next = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
-    for (let polls = 0; polls < 600 && next.status === 409; polls++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      next = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
-    }
+    // Its lease (TURN_LEASE_MS 3000) holds the session, then runs out by the service clock.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'later' })).status).toBe(409);
+    now += 3200;
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
     expect(next.status, JSON.stringify(next.body)).toBe(200);
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({
       status: 'failed',

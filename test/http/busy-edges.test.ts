@@ -46,10 +46,10 @@ function harnessFor(
   return { harness, api: createClient(harness), options: full };
 }
 
-/** A session whose background turns go to `sent`, run only when `runAll` is called. */
-function queuedRunner(store: MemoryStore | FaultyStore = new MemoryStore()) {
+/** A session whose background turns go to `sent`, run only when `runAll` is called (`options`: the app's, a clock). */
+function queuedRunner(store: MemoryStore | FaultyStore = new MemoryStore(), options: Partial<AppOptions> = {}) {
   const sent: BackgroundTurn[] = [];
-  const built = harnessFor(store, { queueTurn: () => async (run) => void sent.push(run) });
+  const built = harnessFor(store, { ...options, queueTurn: () => async (run) => void sent.push(run) });
   const runner = createTurnRunner(built.options);
   const runAll = async () => {
     const background: Promise<unknown>[] = [];
@@ -109,17 +109,16 @@ describe('the busy policies at their edges', () => {
     expect((await userInputs(api, id)).at(-1)).toBe('good');
   });
 
-  it("keeps a queued input's Idempotency-Key to it: another body under the key is 422, the input stays", {
-    timeout: 20_000,
-  }, async () => {
-    const { api, harness, runAll, sent } = queuedRunner();
+  it("keeps a queued input's Idempotency-Key to it: another body under the key is 422, the input stays", async () => {
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    const { api, harness, runAll, sent } = queuedRunner(new MemoryStore(), { clock: () => new Date(now) });
     const id = await api.session({ on_busy: 'enqueue' });
     // Turn 1's runner never comes (a backlog, a process that died): it holds the session for its lease.
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
     const key = { 'idempotency-key': `k-${id}` };
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first' }, key)).status).toBe(202);
-    // The lease (TURN_LEASE_MS 3000) runs out; the queued input waits for the next turn.
-    await new Promise((resolve) => setTimeout(resolve, 3200));
+    // The lease (TURN_LEASE_MS 3000) runs out by the service clock; the queued input waits for the next turn.
+    now += 3200;
     const other = await api.post(`/v1/sessions/${id}/turns`, { input: 'another body', on_busy: 'reject' }, key);
     expect(other.status, JSON.stringify(other.body)).toBe(422);
     expect(other.body.error.code).toBe('idempotency_key_reused');
@@ -275,7 +274,9 @@ async function queuedBehindDeadTurn(
   let now = Date.parse('2030-01-01T00:00:00Z');
   const sent: BackgroundTurn[] = [];
   const queueTurn = () => async (run: BackgroundTurn) => void sent.push(run);
-  const built = harnessFor(store, { clock: () => new Date(now), queueTurn }, settings);
+  const tasks: Promise<unknown>[] = [];
+  const afterResponse = (task: Promise<unknown>) => void tasks.push(task);
+  const built = harnessFor(store, { clock: () => new Date(now), queueTurn, afterResponse }, settings);
   const { api } = built;
   const id = await api.session({ on_busy: 'enqueue' });
   expect((await api.post(`/v1/sessions/${id}/turns`, first.body, first.headers)).status).toBe(202);
@@ -284,7 +285,11 @@ async function queuedBehindDeadTurn(
   const expire = () => {
     now += 4000;
   };
-  return { ...built, id, sent, expire };
+  /** Awaits the work the app left after its responses (a listing's pickup). */
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  return { ...built, id, sent, expire, drain };
 }
 
 describe('the event journal of a background turn that failed', () => {
@@ -392,13 +397,14 @@ describe('the inputs queued behind a dead turn that no writer comes to', () => {
     ],
   ])('are taken up once their client lists the queue (%s)', async (_name, close) => {
     const store = new MemoryStore();
-    const { api, id, sent, expire } = await queuedBehindDeadTurn(store);
+    const { api, id, sent, expire, drain } = await queuedBehindDeadTurn(store);
     expire();
     await close(store, id);
     const listed = await api.get(`/v1/sessions/${id}/queue`);
     expect(listed.body).toMatchObject({ total: 1, queued: [{ position: 1 }] });
     // The listing's pickup, after its answer: the session is idle by the clock, its input goes on as turn 2.
-    await expect.poll(() => sent.length).toBe(2);
+    await drain();
+    expect(sent).toHaveLength(2);
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ error: { code: 'lease_expired' } });
     expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ total: 0, queued: [] });
@@ -406,10 +412,10 @@ describe('the inputs queued behind a dead turn that no writer comes to', () => {
 
   it('are left alone while the turn holding the session runs: the listing stores nothing', async () => {
     const store = new MemoryStore();
-    const { api, id, sent } = await queuedBehindDeadTurn(store);
+    const { api, id, sent, drain } = await queuedBehindDeadTurn(store);
     const before = (await store.list('')).objects.map((object) => object.key);
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ total: 1 });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await drain();
     expect(sent).toHaveLength(1);
     expect((await store.list('')).objects.map((object) => object.key)).toEqual(before);
   });

@@ -11,6 +11,11 @@ import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts
 let provider: FakeProvider;
 let harness: HttpHarness;
 const logs: { message: string; details: unknown }[] = [];
+// The work the app leaves after its responses (a streamed turn's last journal batch).
+const tasks: Promise<unknown>[] = [];
+const drain = async () => {
+  while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+};
 
 beforeAll(async () => {
   provider = await startFakeProvider(() => ({ sse: fixture('openai-chat-text.sse'), gapMs: 250 }));
@@ -23,6 +28,7 @@ beforeAll(async () => {
   harness = appHarness(new MemoryStore(), environment, {
     log: (message, details) => logs.push({ message, details }),
     info: (message) => logs.push({ message, details: 'info' }),
+    afterResponse: (task) => void tasks.push(task),
   });
 });
 
@@ -46,7 +52,7 @@ describe('a streamed turn whose session is deleted', () => {
     const text = await reader.rest();
     expect(parseSse(text).at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'not_found' } } });
     // The journal's last batch is written after the response.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await drain();
     expect(logs.map((log) => log.message)).toEqual([
       `tailgate: a streamed turn of session ${id} stopped: the session was deleted`,
     ]);

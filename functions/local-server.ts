@@ -36,6 +36,8 @@ export interface LocalServerOptions {
   requestTimeoutMs: number;
   /** SHUTDOWN_GRACE_MS: how long running requests may finish after SIGINT or SIGTERM. */
   shutdownGraceMs: number;
+  /** REPEATED_SIGNAL_MS: a second signal this soon after the first is that one delivered twice. */
+  repeatedSignalMs: number;
 }
 
 export function localServerOptions(args: string[], env: Record<string, string | undefined>): LocalServerOptions {
@@ -58,6 +60,7 @@ export function localServerOptions(args: string[], env: Record<string, string | 
     headersTimeoutMs,
     requestTimeoutMs,
     shutdownGraceMs: milliseconds(env, 'SHUTDOWN_GRACE_MS', 30_000),
+    repeatedSignalMs: milliseconds(env, 'REPEATED_SIGNAL_MS', REPEATED_SIGNAL_MS),
   };
 }
 
@@ -119,9 +122,10 @@ export function shutdownNotice(signal: string, graceMs: number, connections: num
 }
 
 /**
- * A second signal this soon after the first is the same one delivered twice, not an operator's
- * second: a terminal's Ctrl-C (SIGINT) and a supervisor stopping a process group (SIGTERM) reach
- * every process of the group, and `npm run` passes what it receives on to the server as well.
+ * A second signal this soon after the first (by default; the REPEATED_SIGNAL_MS setting) is the
+ * same one delivered twice, not an operator's second: a terminal's Ctrl-C (SIGINT) and a
+ * supervisor stopping a process group (SIGTERM) reach every process of the group, and `npm run`
+ * passes what it receives on to the server as well.
  */
 export const REPEATED_SIGNAL_MS = 1000;
 
@@ -136,7 +140,7 @@ export const REPEATED_SIGNAL_MS = 1000;
  * they left running (trackAfterResponse: a background turn, a charge) finish for up to
  * SHUTDOWN_GRACE_MS (with the turns they take up from a session's queue as they close), then
  * closes what is left and exits; a second signal stops at once, unless it came within
- * REPEATED_SIGNAL_MS of the first (the same signal delivered twice), which is ignored. Turns
+ * `repeatedSignalMs` of the first (the same signal delivered twice), which is ignored. Turns
  * cut off are left to their lease, as after a crash.
  */
 export function serveLocal(
@@ -179,8 +183,11 @@ export function serveLocal(
   let stopping = false;
   let stoppingSince = 0;
   const stop = (signal: string) => {
-    if (stopping && performance.now() - stoppingSince < REPEATED_SIGNAL_MS) {
-      console.error(`tailgate: ${signal} again within a second: taken as the same one (send it again to stop at once)`);
+    if (stopping && performance.now() - stoppingSince < options.repeatedSignalMs) {
+      const within = options.repeatedSignalMs === 1000 ? 'a second' : `${options.repeatedSignalMs} ms`;
+      console.error(
+        `tailgate: ${signal} again within ${within}: taken as the same one (send it again to stop at once)`,
+      );
       return;
     }
     if (stopping) {

@@ -314,3 +314,9 @@ it('refuses a SHUTDOWN_GRACE_MS over 2^31 - 1 ms (a timer fires at once); a blan
   // A blank host would listen on every interface, a blank port on a random one.
   expect(localServerOptions([], { HOST: '', PORT: ' ' })).toMatchObject({ hostname: '127.0.0.1', port: 8787 });
 });
+
+it('reads REPEATED_SIGNAL_MS (default a second), refusing a bad one by name', () => {
+  expect(localServerOptions([], {}).repeatedSignalMs).toBe(1000);
+  expect(localServerOptions([], { REPEATED_SIGNAL_MS: ' 250 ' }).repeatedSignalMs).toBe(250);
+  expect(() => localServerOptions([], { REPEATED_SIGNAL_MS: '0' })).toThrow('invalid REPEATED_SIGNAL_MS');
+});

@@ -129,7 +129,8 @@ describe('S3Store: a conditional put whose first attempt landed but was answered
     const first = await store.put(key, 'version 1');
     holdFirst.set(key, {});
     const ours = store.put(key, 'version 2', { ifMatch: first!.etag });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Ours is held by the proxy (the first conditional put to come): the next is another writer's.
+    await expect.poll(() => holdFirst.get(key)?.held !== undefined).toBe(true);
     expect(await store.put(key, 'version 2', { ifMatch: first!.etag })).not.toBeNull();
     expect(await ours).toBeNull();
     // The mark a conditional put carries is not the caller's metadata.

@@ -54,8 +54,11 @@ const steps: Record<string, Step> = {
 /** A conversation's answered first step, and its second step running in a process that died. */
 async function deadStep(store: MemoryStore, step: Step): Promise<Response> {
   const slow = heldEcho();
-  const dead = client(store, heldOptions(slow.model).options);
+  const { options, drain } = heldOptions(slow.model);
+  const dead = client(store, options);
   const first = await dead.responses.create({ input: 'one', store: true });
+  // The work its answer left (its history index entry) is done before the second step.
+  await drain();
   void step(dead, first).catch(() => undefined);
   for (let i = 0; slow.signals.length === 0; i++) {
     if (i > 1000) throw new Error('the dead step never reached its model');
@@ -67,8 +70,8 @@ async function deadStep(store: MemoryStore, step: Step): Promise<Response> {
 /**
  * The retry (in the background with `background`) from another process whose clock passes the
  * dead turn's lease once its `at`-th storage call was made: its answer (409 when the lease still
- * ran), how many calls it made until it was answered, and `settled`, the answer once the work
- * the process left after it (a background turn's run) ended.
+ * ran), `settled`, the answer once the work the process left after it (a background turn's run)
+ * ended, and `drained`, how many calls it made once that work ended.
  */
 async function retry(store: MemoryStore, step: Step, first: Response, at: number, background?: true) {
   let now = Date.now();
@@ -87,12 +90,15 @@ async function retry(store: MemoryStore, step: Step, first: Response, at: number
   });
   const send = () => step(other, first, background);
   const answer = await send().catch((error: unknown) => error);
-  const answered = calls;
-  const settled = async (response: Response) => {
+  const drained = async () => {
     while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+    return calls;
+  };
+  const settled = async (response: Response) => {
+    await drained();
     return background ? other.responses.retrieve(response.id) : response;
   };
-  return { answer, calls: answered, other, lines, send, settled, expire: () => (now += 3_600_000) };
+  return { answer, other, lines, send, settled, drained, expire: () => (now += 3_600_000) };
 }
 
 const texts = async (openai: OpenAI, id: string) =>
@@ -103,13 +109,13 @@ const texts = async (openai: OpenAI, id: string) =>
   );
 
 // Each kind of step, retried in the foreground and in the background, with every storage call of
-// a retry refused 409 (the lease ran out before one of them, or after all of them) as the point
-// where its clock passes the lease.
+// a retry refused 409 (the lease ran out before one of them, or after all of them), or of a resent
+// history's (with the work it left after its answer), as the point where its clock passes the lease.
 const cases: [string, string, number][] = [];
 for (const [kind, step] of Object.entries(steps))
   for (const background of [undefined, true] as const) {
     const store = new MemoryStore();
-    const { calls } = await retry(store, step, await deadStep(store, step), 0, background);
+    const calls = await (await retry(store, step, await deadStep(store, step), 0, background)).drained();
     const how = background ? 'in the background' : 'in the foreground';
     for (let at = 1; at <= calls + 1; at++) cases.push([kind, how, at]);
   }

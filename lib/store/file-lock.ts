@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { Buffer } from 'node:buffer';
 import {
   closeSync,
   fstatSync,
@@ -7,6 +8,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  readSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -116,7 +118,7 @@ export async function withKeyLock<T>(
       // and leaves the new holder's lock alone; one that commits releases its own.
       let lost = false;
       const stillHeld = async () => {
-        if (readLock(lockPath)?.content === token) return;
+        if (holds(lockPath, token)) return;
         lost = true;
         throw new StorageError(`file store: the lock of ${key} was taken over while held (older than staleLockMs)`, {
           key,
@@ -127,7 +129,7 @@ export async function withKeyLock<T>(
       } finally {
         // Only its own: a holder stalled past staleLockMs after its check (in its directory's
         // fsync, say) may find its lock broken and another holder's in its place.
-        if (!lost && readLock(lockPath)?.content === token) unlinkQuietly(lockPath);
+        if (!lost && holds(lockPath, token)) unlinkQuietly(lockPath);
       }
     } finally {
       heldTokens.delete(token);
@@ -262,6 +264,32 @@ export function readLock(path: string): LockFile | null {
     return { content: readFileSync(fd, 'utf8'), modified: info.mtimeMs };
   } catch {
     return null;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Where `holds` reads a lock: a token is a few dozen bytes. */
+const tokenScratch = Buffer.allocUnsafe(256);
+
+/**
+ * Whether the lock file at `path` holds `token`: its content only, one open, read and close, where
+ * `readLock` also takes the file's age (two fstats), which a holder's check of its own lock does
+ * not need. A read shorter than asked for is the file's end (a regular file that never changes
+ * once in place); one that fills the buffer is of a longer content than any token.
+ */
+function holds(path: string, token: string): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return false; // Released or broken meanwhile.
+  }
+  try {
+    const length = readSync(fd, tokenScratch, 0, tokenScratch.length, 0);
+    return length < tokenScratch.length && tokenScratch.toString('utf8', 0, length) === token;
+  } catch {
+    return false;
   } finally {
     closeSync(fd);
   }

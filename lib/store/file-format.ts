@@ -263,10 +263,10 @@ export function infoOf(key: string, header: Header, size: number): ObjectInfo {
   return { key, size, etag: header.e, uploaded: new Date(header.u), metadata: { ...header.m } };
 }
 
+/** Whether `path` exists: a missing file answers without an exception (an error's stack costs more than the stat). */
 export function exists(path: string): boolean {
   try {
-    statSync(path);
-    return true;
+    return statSync(path, { throwIfNoEntry: false }) !== undefined;
   } catch (error) {
     const code = codeOf(error);
     if (code === 'ENOENT' || code === 'ENOTDIR') return false;

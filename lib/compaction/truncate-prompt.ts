@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { answeredCalls, loopStart, type PromptItem, type Tool } from '../items.ts';
+import { loopStart, type PromptItem, type Tool } from '../items.ts';
 import type { TokenBudget } from '../tokens/model-limits.ts';
 import { countToolTokens, promptItemTokens } from '../tokens/token-counter.ts';
 import { checkPromptFits } from './check-prompt-fits.ts';
@@ -89,15 +89,26 @@ export function truncatePrompt(
       ? -1
       : prompt.findIndex((item) => item.seq !== undefined && item.seq >= options.keepFromSeq!);
   const end = Math.max(lastUser, inputStart, first);
-  // The outputs of each call, by place (answeredCalls), so a call never goes without its
-  // outputs or they without it.
-  const outputsOf = new Map<number, number[]>();
-  for (const [at, call] of answeredCalls(prompt)) {
-    const outputs = outputsOf.get(call);
-    if (outputs) outputs.push(at);
-    else outputsOf.set(call, [at]);
+  // The outputs of each call, by place (as answeredCalls pairs them: the latest call before an
+  // output with its call_id), so a call never goes without its outputs or they without it. In
+  // typed arrays, a chain per call: a warm turn's prompt under a boundary has thousands of items.
+  const firstOutput = new Int32Array(prompt.length).fill(-1);
+  const nextOutput = new Int32Array(prompt.length).fill(-1);
+  const lastOutput = new Int32Array(prompt.length);
+  const latestCall = new Map<string, number>();
+  for (let index = 0; index < prompt.length; index++) {
+    const item = prompt[index]!;
+    if (item.type === 'function_call') latestCall.set(item.call_id, index);
+    else if (item.type === 'function_call_output') {
+      const call = latestCall.get(item.call_id);
+      if (call === undefined) continue;
+      if (firstOutput[call] === -1) firstOutput[call] = index;
+      else nextOutput[lastOutput[call]!] = index;
+      lastOutput[call] = index;
+    }
   }
-  const dropped = new Set<number>();
+  const dropped = new Uint8Array(prompt.length);
+  let droppedCount = 0;
   let tokens = before;
   let pairs = 0;
   let messages = 0;
@@ -106,15 +117,16 @@ export function truncatePrompt(
   /** Drops the item at `index` (a call with its outputs); false when it must stay. */
   const drop = (index: number): boolean => {
     const item = prompt[index]!;
-    if (dropped.has(index) || (persistent && item.seq === undefined)) return false;
+    if (dropped[index] === 1 || (persistent && item.seq === undefined)) return false;
     if (item.type === 'function_call_output') return false;
-    const outputs = outputsOf.get(index) ?? [];
     // A call whose output is in the newest turn stays with it.
-    if (outputs.some((at) => at >= end)) return false;
-    dropped.add(index);
+    for (let at = firstOutput[index]!; at !== -1; at = nextOutput[at]!) if (at >= end) return false;
+    dropped[index] = 1;
+    droppedCount += 1;
     tokens -= itemTokens[index]!;
-    for (const at of outputs) {
-      dropped.add(at);
+    for (let at = firstOutput[index]!; at !== -1; at = nextOutput[at]!) {
+      dropped[at] = 1;
+      droppedCount += 1;
       tokens -= itemTokens[at]!;
     }
     if (item.type === 'function_call') {
@@ -144,17 +156,25 @@ export function truncatePrompt(
   for (let index = first; index < end && tokens > goal; index += 1) {
     if (prompt[index]!.type === 'message') drop(index);
   }
-  if (dropped.size === 0) {
+  if (droppedCount === 0) {
     if (before > budget.promptLimit) checkPromptFits(prompt, tools, budget);
     return kept();
   }
-  const result = prompt.filter((_, index) => !dropped.has(index));
+  // The items kept, the seqs dropped (in place order) and the places dropped up to the breakpoint.
+  const result: PromptItem[] = [];
+  const droppedSeqs: number[] = [];
+  let droppedBefore = 0;
+  for (let index = 0; index < prompt.length; index++) {
+    const item = prompt[index]!;
+    if (dropped[index] === 0) result.push(item);
+    else {
+      if (item.seq !== undefined) droppedSeqs.push(item.seq);
+      if (cacheBreakpoint !== undefined && index <= cacheBreakpoint) droppedBefore += 1;
+    }
+  }
   // `tokens` is what counting `result` gives; counting again finds the largest item to name.
   if (tokens > budget.promptLimit) checkPromptFits(result, tools, budget);
-  const shifted =
-    cacheBreakpoint === undefined
-      ? undefined
-      : cacheBreakpoint - [...dropped].filter((index) => index <= cacheBreakpoint).length;
+  const shifted = cacheBreakpoint === undefined ? undefined : cacheBreakpoint - droppedBefore;
   const messageStart = Math.max(stored?.message_start_seq ?? 1, lastMessage + 1);
   // Once messages go, every older pair went before them.
   const toolStart = Math.max(stored?.tool_start_seq ?? 1, lastCall + 1, messages > 0 ? messageStart : 1);
@@ -165,9 +185,7 @@ export function truncatePrompt(
     truncation: {
       tool_pairs: pairs,
       messages,
-      dropped_seqs: [...dropped]
-        .sort((a, b) => a - b)
-        .flatMap((index) => (prompt[index]!.seq !== undefined ? [prompt[index]!.seq!] : [])),
+      dropped_seqs: droppedSeqs,
       prompt_tokens_before: before,
       prompt_tokens: tokens,
     },

@@ -3,9 +3,12 @@ import { TailgateError } from '../errors.ts';
 
 /** The errors of model providers (lib/errors.ts has every other error of lib/ and the codes). */
 
-/** The provider failed or answered something invalid (502). */
+/**
+ * The provider failed or answered something invalid (502): its details name the model (docs/API.md),
+ * with whatever else tells the failure.
+ */
 export class ModelError extends TailgateError {
-  constructor(message: string, details?: unknown) {
+  constructor(message: string, details: { model: string; [detail: string]: unknown }) {
     super('model_error', message, details);
     this.name = 'ModelError';
   }

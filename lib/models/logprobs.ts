@@ -45,14 +45,18 @@ const chatBodySchema = z.looseObject({
 
 /**
  * The text token log probabilities of a Chat Completions response body or stream chunk (its first
- * choice's content's, then its refusal's; [] when it has none). A malformed `logprobs` is the provider's failure.
+ * choice's content's, then its refusal's; [] when it has none). A malformed `logprobs` is the provider's
+ * failure (a `ModelError` naming `model`).
  */
-export function chatLogprobs(body: unknown): TokenLogprob[] {
+export function chatLogprobs(body: unknown, model: string): TokenLogprob[] {
   // An SDK error chunk or a non-object body carries none: the SDK reports it.
   if (typeof body !== 'object' || body === null || 'error' in body) return [];
   const parsed = chatBodySchema.safeParse(body);
   if (!parsed.success) {
-    throw new ModelError('the provider returned malformed log probabilities', { issues: parsed.error.issues });
+    throw new ModelError('the provider returned malformed log probabilities', {
+      model,
+      issues: parsed.error.issues,
+    });
   }
   // The AI SDK answers a refusal as the message's text: its tokens are the refusal's.
   const given = parsed.data.choices?.[0]?.logprobs;

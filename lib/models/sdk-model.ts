@@ -85,7 +85,7 @@ export interface SdkModelOptions {
    * How the provider's log probabilities are read, when it gives them (the request fields that ask
    * for them go through `providerOptions`): from its response body, and from each raw stream chunk.
    */
-  logprobs?: (raw: unknown) => TokenLogprob[];
+  logprobs?: (raw: unknown, model: string) => TokenLogprob[];
 }
 
 /**
@@ -182,7 +182,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         );
         checkFinish(result.finishReason, result.rawFinishReason, id);
         // The answer's text tokens are its first message's: the provider answers one text.
-        let tokens = logprobs?.(result.response.body);
+        let tokens = logprobs?.(result.response.body, id);
         // In the provider's order, as a stream of the same answer gives it (lib/models/stream-order.ts).
         const order = new StreamOrder();
         for (const part of result.content) {
@@ -240,7 +240,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
             }
           }
           if (part.type === 'raw') {
-            if (logprobs) tokens = [...(tokens ?? []), ...logprobs(part.rawValue)];
+            if (logprobs) tokens = [...(tokens ?? []), ...logprobs(part.rawValue, id)];
           } else if (part.type === 'text-delta') {
             yield* order.text(part.text, logprobs ? (tokens ?? []) : undefined);
             if (part.text !== '') tokens = undefined;

@@ -378,7 +378,7 @@ describe('compaction is durable and idempotent', () => {
   it("with input: the session's listing row is written once, for the input and the summary", async () => {
     let failing = false;
     const broken = hookedEcho('broken', async () => {
-      if (failing) throw new ModelError('provider down');
+      if (failing) throw new ModelError('provider down', { model: 'broken' });
     });
     const store = new CountingStore(new MemoryStore());
     const service = services(store, { model: broken });

@@ -144,7 +144,7 @@ describe('a summary model that throws before its call starts', () => {
     const throwing = {
       ...model,
       generate: () => {
-        throw new ModelError('refused before the call');
+        throw new ModelError('refused before the call', { model: model.id });
       },
     } as typeof model;
     const error = await failure(summarizeContext(throwing, null, plan, { maxSummaryTokens: 100, timeoutMs: 600000 }));

@@ -56,7 +56,7 @@ const note = { name: 'note.md', content: 'slow note' };
 
 /** `model`, but each call, once `model` answered it, fails as a provider's would. */
 function failed(model: Model): Model {
-  const down = () => new ModelError('the provider failed');
+  const down = () => new ModelError('the provider failed', { model: model.id });
   return {
     ...model,
     async generate(request) {

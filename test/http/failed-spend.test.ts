@@ -25,7 +25,7 @@ const failing: Model = {
       throw new ModelTimeoutError('the summary model did not answer in time');
     const said = lastText(request);
     if (said.includes('times out')) throw new ModelTimeoutError('the model did not answer in time');
-    if (said.includes('breaks')) throw new ModelError('the model call failed', { status: 500 });
+    if (said.includes('breaks')) throw new ModelError('the model call failed', { model: 'echo', status: 500 });
     return echoModel.generate(request);
   },
   async *stream(request): AsyncIterable<ModelStreamEvent> {
@@ -33,7 +33,7 @@ const failing: Model = {
     if (said.includes('times out') || said.includes('breaks')) {
       yield { type: 'text_delta', delta: 'partial ' };
       throw said.includes('breaks')
-        ? new ModelError('the model stream broke off')
+        ? new ModelError('the model stream broke off', { model: 'echo' })
         : new ModelTimeoutError('the model did not answer in time');
     }
     yield* echoModel.stream(request);

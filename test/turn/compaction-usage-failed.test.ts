@@ -16,7 +16,7 @@ async function compactingWorld(failure: 'call' | 'summary timeout' = 'call') {
   let failing = false;
   const model = hookedEcho('echo', async () => {
     calls++;
-    if (failing && failure === 'call' && calls === 2) throw new ModelError('provider down');
+    if (failing && failure === 'call' && calls === 2) throw new ModelError('provider down', { model: 'echo' });
     if (failing && failure === 'summary timeout' && calls === 1) throw new ModelTimeoutError('no answer in time');
   });
   const store = new MemoryStore();

@@ -14,7 +14,7 @@ async function failedThenCompacted() {
   const model = hookedEcho('echo', async () => {
     if (failing.next) {
       failing.next = false;
-      throw new ModelError('provider down');
+      throw new ModelError('provider down', { model: 'echo' });
     }
   });
   const world = turnWorld(new MemoryStore(), model);

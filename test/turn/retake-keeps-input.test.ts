@@ -16,7 +16,7 @@ async function failedFourth(input: string) {
   const model = hookedEcho('echo', async (request) => {
     if (failing) {
       failing = false;
-      throw new ModelError('provider down');
+      throw new ModelError('provider down', { model: 'echo' });
     }
     prompts.push(request.prompt);
   });

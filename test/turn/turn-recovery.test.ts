@@ -289,7 +289,7 @@ describe('notices a failed turn consumed', () => {
     await owner.inbox.post('s', { name: '0001-budget.md', content: 'Budget left: 2 USD' });
     const failing = runTurn(owner, 's', { input: 'fails' }).catch((error: unknown) => error);
     await model.started;
-    model.fail(new ModelError('provider down'));
+    model.fail(new ModelError('provider down', { model: 'held' }));
     expect(answer(await failing).status).toBe(502);
     expect(await owner.inbox.listPending('s')).toEqual([]);
     const next = await runTurn(services(), 's', { input: 'next', model: 'echo' });

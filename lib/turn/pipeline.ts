@@ -136,7 +136,7 @@ async function takeTurn(
     const attempt = await seen.trace.step(TURN_STEPS.claim, () => claim.next());
     if (attempt.kind === 'replay') {
       seen.replayed = true;
-      return replay(attempt, emit);
+      return replay(services, sessionId, request, attempt, emit);
     }
     const asked = background ? storedRequest(attempt.turn) : request;
     if (background) seen.ran = asked;

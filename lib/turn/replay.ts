@@ -2,18 +2,25 @@ import { contentText } from '../content.ts';
 import { ReplayedError } from '../errors.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import { doneItem } from './model-call.ts';
-import type { TurnEvent, TurnResponse } from './types.ts';
+import type { TurnEvent, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
 /**
  * The answer to a request its turn's claim found already taken (its Idempotency-Key's turn): the
- * stored response, emitted as a stream would have been (`replay: true`), or the original error.
+ * stored response, emitted as a stream would have been (`replay: true`), or the original error. A
+ * failure stored without its error is a `model_error` naming the model the request runs with (one
+ * more read, of the session, when the request names none).
  */
-export function replay(
+export async function replay(
+  services: TurnServices,
+  sessionId: string,
+  request: Pick<TurnRequest, 'model'>,
   begun: Extract<ClaimAttempt, { kind: 'replay' }>,
   emit?: (event: TurnEvent) => void,
-): TurnResponse {
+): Promise<TurnResponse> {
   if (begun.status !== 'completed' || begun.response === undefined) {
-    throw new ReplayedError(begun.error ?? { code: 'model_error', message: `the original turn ${begun.status}` });
+    if (begun.error) throw new ReplayedError(begun.error);
+    const model = request.model ?? (await services.sessions.get(sessionId)).model ?? services.config.defaultModel;
+    throw new ReplayedError({ code: 'model_error', message: `the original turn ${begun.status}`, details: { model } });
   }
   const response = begun.response as TurnResponse;
   if (emit) {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  countsText,
   durationText,
   imagePruned,
   itemText,
@@ -23,6 +24,25 @@ describe("the inspector's formatting", () => {
     expect(ago(86_400 * 45)).toBe('1 mo ago');
     expect(ago(86_400 * 800)).toBe('2 y ago');
     expect(ago(-120)).toBe('in 2 min');
+  });
+
+  it("labels a session's token totals as what was billed, failed turns' estimates included", () => {
+    // One completed turn (10 input tokens) and a failed one billed its estimate (5): the totals are 15.
+    const usage = {
+      turns: 1,
+      input_tokens: 15,
+      cached_input_tokens: 0,
+      cache_write_tokens: 0,
+      output_tokens: 4,
+      reasoning_tokens: 0,
+      cost_usd: null,
+    };
+    const text = countsText({ counts: { items: 4, turns: 2, tool_calls: 0 }, model: 'echo', usage });
+    expect(text).not.toContain('1 completed turns: 15 input tokens');
+    expect(text).toContain(
+      "billed (1 completed turns, failed turns' estimates, summaries): 15 input tokens " +
+        '(0 cached, 0 written to cache), 4 output (0 reasoning)',
+    );
   });
 
   it('writes durations in ms, s, or min and s', () => {

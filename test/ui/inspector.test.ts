@@ -212,10 +212,11 @@ describe('the inspector at /ui in Chromium', () => {
     const session = await call('GET', `/v1/sessions/${sessionId}`);
     const counts = await page.locator('#session-counts').textContent();
     expect(counts).toContain(`$${session.usage.cost_usd.toFixed(6)}`);
-    // Every token kind of the session's totals, and the completed turns they count.
+    // Every token kind of the session's totals, billed: the completed turns', failed turns' estimates, summaries'.
     const { usage } = session;
     expect(counts).toContain(
-      `${usage.turns} completed turns: ${usage.input_tokens} input tokens ` +
+      `billed (${usage.turns} completed turns, failed turns' estimates, summaries): ` +
+        `${usage.input_tokens} input tokens ` +
         `(${usage.cached_input_tokens} cached, ${usage.cache_write_tokens} written to cache), ` +
         `${usage.output_tokens} output (${usage.reasoning_tokens} reasoning)`,
     );

@@ -79,11 +79,15 @@ export function countsText(session: any): string {
   );
 }
 
-/** A session's totals by token kind, with the completed turns they count. */
+/**
+ * A session's totals by token kind: what its model calls were billed, the completed turns' usage
+ * and the estimates of failed turns whose model may have run, and compactions' summaries.
+ */
 function tokensText(usage: any): string {
   if (!usage) return '';
   return (
-    ` · ${usage.turns} completed turns: ${usage.input_tokens} input tokens ` +
+    ` · billed (${usage.turns} completed turns, failed turns' estimates, summaries): ` +
+    `${usage.input_tokens} input tokens ` +
     `(${usage.cached_input_tokens} cached, ${usage.cache_write_tokens} written to cache), ` +
     `${usage.output_tokens} output (${usage.reasoning_tokens} reasoning)`
   );

@@ -28,3 +28,23 @@ describe("the inspector's documentation", () => {
     expect(match && decodeURIComponent(match[1]!)).toBe('my session');
   });
 });
+
+describe('the guides to a model of your own', () => {
+  // resolve-model.ts reads these: `openai-compatible:<model>` at OPENAI_COMPATIBLE_BASE_URL,
+  // `openai:<model>` at OPENAI_BASE_URL.
+  const resolver = read('lib/models/resolve-model.ts');
+  it.each([
+    ['README.md', '(docs/CONFIGURATION.md#configuration)'],
+    ['docs/OPENAI.md', '(CONFIGURATION.md#configuration)'],
+  ])('%s says how to point tailgate at a local or self-hosted OpenAI-style provider', (path, link) => {
+    const text = read(path);
+    for (const variable of ['OPENAI_COMPATIBLE_BASE_URL', 'OPENAI_BASE_URL']) {
+      expect(resolver).toContain(`'${variable}'`);
+      expect(text).toContain(`\`${variable}`);
+    }
+    expect(text).toContain('openai-compatible:');
+    expect(text).toMatch(/local or self-hosted/);
+    expect(text).toContain(link);
+    expect(read('docs/CONFIGURATION.md')).toMatch(/^## Configuration$/m);
+  });
+});

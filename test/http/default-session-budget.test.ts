@@ -35,6 +35,11 @@ describe('DEFAULT_SESSION_BUDGET', () => {
     expect((await api.get(`/v1/sessions/${own}`)).body.budget).toEqual({ max_turns: 5 });
     const nulled = await api.session({ budget: null });
     expect((await api.get(`/v1/sessions/${nulled}`)).body.budget).toEqual(DEFAULT);
+    // A budget naming no limit is a budget of its own: the session has no limit.
+    const empty = await api.session({ budget: {} });
+    expect((await api.get(`/v1/sessions/${empty}`)).body.budget).toEqual({});
+    for (const input of ['one', 'two'])
+      expect((await api.post(`/v1/sessions/${empty}/turns`, { input })).status).toBe(200);
   });
 
   it('caps a conversation /v1/responses starts, and one /v1/conversations creates', async () => {

@@ -111,12 +111,18 @@ describe('the busy policies at their edges', () => {
 
   it("keeps a queued input's Idempotency-Key to it: another body under the key is 422, the input stays", async () => {
     let now = Date.parse('2030-01-01T00:00:00Z');
-    const { api, harness, runAll, sent } = queuedRunner(new MemoryStore(), { clock: () => new Date(now) });
+    const tasks: Promise<unknown>[] = [];
+    const { api, harness, runAll, sent } = queuedRunner(new MemoryStore(), {
+      clock: () => new Date(now),
+      afterResponse: (task) => void tasks.push(task),
+    });
     const id = await api.session({ on_busy: 'enqueue' });
     // Turn 1's runner never comes (a backlog, a process that died): it holds the session for its lease.
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
     const key = { 'idempotency-key': `k-${id}` };
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first' }, key)).status).toBe(202);
+    // The enqueue's own pickup, refused while the lease holds the session, ends before it runs out.
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
     // The lease (TURN_LEASE_MS 3000) runs out by the service clock; the queued input waits for the next turn.
     now += 3200;
     const other = await api.post(`/v1/sessions/${id}/turns`, { input: 'another body', on_busy: 'reject' }, key);

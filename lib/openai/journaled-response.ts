@@ -54,7 +54,7 @@ export function journaledResponseEvents(
   opening: TailgateResponse,
   scope: LogScope,
   after: number,
-  end: (writer: ResponseEventWriter, last: TurnEvent | undefined) => Promise<void>,
+  end: (writer: ResponseEventWriter, last: TurnEvent | undefined, unkept: () => void) => Promise<void>,
 ): Response {
   const ref = parseResponseId(opening.id)!;
   const stop = new AbortController();
@@ -117,7 +117,7 @@ export function journaledResponseEvents(
     }
     if (stop.signal.aborted) return;
     try {
-      await end(writer, last);
+      await end(writer, last, stream.unkept);
     } catch (error) {
       // The session's reads (NotFoundError) or the response's (a 404 as GET answers it).
       const gone = error instanceof OpenAIApiError && error.status === 404;

@@ -49,8 +49,8 @@ export async function streamedForeground(
       'stream',
     );
   const scope = await facade.services.sessions.scope(parseResponseId(response.id)!.sessionId);
-  return journaledResponseEvents(facade, runningForm(response), scope, after, (writer, last) =>
-    ended(facade, response.id, writer, last),
+  return journaledResponseEvents(facade, runningForm(response), scope, after, (writer, last, unkept) =>
+    ended(facade, response.id, writer, last, unkept),
   );
 }
 
@@ -111,6 +111,7 @@ async function ended(
   id: string,
   writer: ResponseEventWriter,
   last: TurnEvent | undefined,
+  unkept: () => void,
 ): Promise<void> {
   const expired = last === undefined || (last.event === 'error' && last.data.error.code === LEASE_EXPIRED);
   let response = await keptObject(facade, id);
@@ -121,6 +122,9 @@ async function ended(
       await new Promise((resolve) => setTimeout(resolve, KEPT_POLL_MS));
       response = await keptObject(facade, id);
     }
+    // Its owner sends the end live only after its put of the object: with none kept, a client
+    // past every event the journal gives (its owner streamed more live, then died) has not had it.
+    if (!response) unkept();
     response ??= rebuilt;
   }
   if (response.status === 'completed' || response.status === 'incomplete') {

@@ -68,7 +68,8 @@ const TERMINAL_EVENTS = new Set<string>(['response.completed', 'response.incompl
 /**
  * Whether `event` ends a response whose turn's lease ran out: its stream's process died, so no
  * client got a terminal event live, and one past every event its journal gives (events streamed
- * live but never journaled) still needs it.
+ * live but never journaled) still needs it. So does one whose end its stream's process never
+ * kept (`unkept`: lib/openai/resumed-response.ts), which it sends only after keeping it.
  */
 function ownerDied(event: ResponseStreamEvent): boolean {
   return event.type === 'response.failed' && (event.response.error?.code as string | undefined) === LEASE_EXPIRED;
@@ -80,8 +81,9 @@ function ownerDied(event: ResponseStreamEvent): boolean {
  * again, and the client gets those it has not seen). A client past every event written gets
  * nothing more, the stream ends empty (it had the terminal event, or `after` is not one of the
  * stream's numbers), but for one whose stream's process died after events it streamed live but
- * never journaled: that one still gets the terminal response.failed (`lease_expired`),
- * numbered as the journal numbers it. While `mute`d, what it writes is numbered
+ * never journaled: that one still gets the terminal response.failed (`lease_expired`), or
+ * any end written once `unkept` was called (its process never kept the response, so never sent
+ * its end live), numbered as the journal numbers it. While `mute`d, what it writes is numbered
  * but not sent, but for the terminal event (a background turn's run its reader does not follow:
  * lib/openai/journaled-response.ts); `shown` counts the output items added while not muted, sent
  * or before `after` (those the client holds). `encryptedReasoning`:
@@ -97,13 +99,15 @@ export function responseEventStream(
   const after = options.after ?? -1;
   let muted = false;
   let shown = 0;
+  let unkept = false;
   const writer = new ResponseEventWriter(
     itemIdAt,
     (event: ResponseStreamEvent) => {
       const terminal = TERMINAL_EVENTS.has(event.type);
       if (muted && !terminal) return;
       if (event.type === 'response.output_item.added') shown += 1;
-      const past = event.sequence_number > after || (event.sequence_number < after && ownerDied(event));
+      const past =
+        event.sequence_number > after || (event.sequence_number < after && terminal && (unkept || ownerDied(event)));
       if (!past) return;
       queue.push({ event: event.type, data: JSON.stringify(event) });
       if (terminal) queue.push({ data: '[DONE]' });
@@ -116,6 +120,9 @@ export function responseEventStream(
       muted = on;
     },
     shown: () => shown,
+    unkept: () => {
+      unkept = true;
+    },
     close: () => queue.close(),
     response: () => sseResponse(queue, options.onCancel),
   };

@@ -389,3 +389,39 @@ describe('a resumed foreground stream whose owner died after events it never jou
     expect(rest[0]!.sequence_number).toBeLessThan(after);
   });
 });
+
+describe('a resumed foreground stream whose owner died after its completion, before its last batch', () => {
+  it('ends with response.completed for a client past every event its journal gives', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const owner = localApp(store);
+    const opened = gate('gate-c');
+    const stream = await owner.local.responses.create({ model: 'slow', input: 'gate-c live only', stream: true });
+    const seen: ResponseStreamEvent[] = [];
+    const events = stream[Symbol.asyncIterator]();
+    const readDeltas = async (count: number) => {
+      while (deltas(seen).length < count) seen.push((await events.next()).value as ResponseStreamEvent);
+    };
+    await readDeltas(3);
+    // Its first batch lands, then no batch of its journal and no response object is written: its
+    // completion lands, and its client sees every word live, then loses its stream before its end.
+    const journaled = async () =>
+      (await store.inner.list('')).objects.some((object) => object.key.includes('/events/'));
+    while (!(await journaled())) await new Promise((resolve) => setTimeout(resolve, 50));
+    store.failWhen(({ operation, key }) => operation === 'put' && /\/(events|openai)\//.test(key));
+    opened.open();
+    await readDeltas(WORDS);
+    await events.return?.();
+    const id = seen[0]?.type === 'response.created' ? seen[0].response.id : '';
+    while ((await owner.local.responses.retrieve(id)).status === 'in_progress')
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const { local } = localApp(store.inner, {}, () => new Date(Date.now() + 3_600_000));
+    // A process an hour later ends its journal as its owner would have: the client resumes after
+    // the last event it saw, past every event the journal gives, and still learns how it ended.
+    const after = seen.at(-1)!.sequence_number;
+    const rest = await readUntil(await local.responses.retrieve(id, { stream: true, starting_after: after }));
+    const ended = await local.responses.retrieve(id);
+    expect(ended).toMatchObject({ status: 'completed' });
+    expect(rest).toEqual([{ type: 'response.completed', sequence_number: expect.any(Number), response: ended }]);
+    expect(rest[0]!.sequence_number).toBeLessThan(after);
+  });
+});

@@ -16,6 +16,12 @@ import { startTailgate, TOKEN } from './server.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const run = promisify(execFile);
+/**
+ * How long a program may run (it takes about a second; a loaded machine may take many), killed
+ * past it; the test waits longer than that, so a slow program fails with its output and no
+ * process outlives the test, the server and the folder it runs from.
+ */
+const PROGRAM_MS = 60_000;
 
 const GUARD = `
 const origin = process.env.EXAMPLES_ORIGIN;
@@ -85,11 +91,13 @@ describe('docs/OPENAI.md examples', () => {
             OPENAI_API_KEY: TOKEN,
             EXAMPLES_ORIGIN: new URL(base).origin,
           },
-          timeout: 60_000,
+          timeout: PROGRAM_MS,
+          killSignal: 'SIGKILL',
         },
       );
       expect(stderr).not.toContain('request outside the server');
       expect(stdout).toContain('example done');
     },
+    PROGRAM_MS + 30_000,
   );
 });

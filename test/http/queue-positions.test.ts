@@ -85,4 +85,18 @@ describe("GET /v1/sessions/{id}/queue and an enqueue's position", () => {
     ]);
     expect(after.body.total).toBe(3);
   });
+
+  it('fill a page with the inputs after one taken up, as the page asked', async () => {
+    const { store, client } = world();
+    const { id, queued } = await busySession(client, ['older', 'newer', 'newest']);
+    // A pickup took the older input up: its turn is stored, its entry not deleted yet.
+    const key = await entryKey(store, queued[0]!);
+    await markStoringNothing(store, key, queued[0]!);
+    await store.put(key.replace('/queue/', '/idem/'), '{}');
+    const page = await client.get(`/v1/sessions/${id}/queue?limit=1`);
+    expect(page.body.queued.map((row: any) => [row.queued_turn, row.position])).toEqual([[queued[1], 1]]);
+    expect(page.body.total).toBe(2);
+    const two = await client.get(`/v1/sessions/${id}/queue?limit=2`);
+    expect(two.body.queued.map((row: any) => row.queued_turn)).toEqual([queued[1], queued[2]]);
+  });
 });

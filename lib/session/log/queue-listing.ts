@@ -1,10 +1,11 @@
 import { mapLimit } from '../../store/object-store.ts';
 import { itemText } from '../../tokens/token-counter.ts';
 import type { Item } from '../../items.ts';
+import type { QueuedInput } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { listQueued, readQueued } from './queue.ts';
-import { takenUp } from './queue-taking.ts';
+import { listQueued, readQueued, type QueuedEntry } from './queue.ts';
+import { newestKeyHash, takenUp } from './queue-taking.ts';
 
 /** The characters of a queued input's text that a listing shows (GET /v1/sessions/{id}/queue). */
 export const QUEUE_PREVIEW_CHARS = 280;
@@ -26,10 +27,12 @@ export interface QueuedRow {
  * The session's queued inputs (busy policy `enqueue`, log/queue.ts), oldest first: one listing
  * of `queue/<g>/` (and of each generation in `queued_in`), then a read of each of the first
  * `limit` entries (with two or more, a get of the one a pickup marked, listed first:
- * log/queue-taking.ts). A withdraw's tombstone is not read, nor an entry past the rows. Left out,
+ * log/queue-taking.ts), and of as many after them as were left out, so the rows fill the page.
+ * A withdraw's tombstone is not read, nor an entry past the rows. Left out,
  * of the rows, their positions and `total`, as they will not run: a tombstone, an entry taken up
- * between the listing and its read, and one marked whose turn is stored (a head more: `takenUp`;
- * one whose pickup stored nothing runs at the next pickup, so it is counted). `total` counts the
+ * between the listing and its read, and one marked whose turn is stored (a head more: `takenUp`,
+ * and one read of the session's newest record for all of them; one whose pickup stored nothing
+ * runs at the next pickup, so it is counted). `total` counts the
  * entries past the rows as listed; `listed`, the entries the listing found, tombstones with them
  * (a listing that found any runs a pickup, which deletes a stale one: lib/turn/busy.ts listQueue).
  */
@@ -42,11 +45,21 @@ export async function queuedInputs(
   const entries = await listQueued(log, scope);
   // A withdraw's tombstone (listed empty) is no input: neither read nor given a position.
   const inputs = entries.filter((entry) => !entry.withdrawn);
-  const read = await mapLimit(inputs.slice(0, limit), PARALLEL_GETS, async (entry) => {
-    const input = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
-    return input && !(await takenUp(log, scope, entry, input)) ? { entry, input } : null;
-  });
-  const waiting = read.filter((found) => found !== null);
+  // The session's newest record, read once for every marked entry that needs it (takenUp).
+  let newest: Promise<string | undefined> | undefined;
+  const newestKey = () => (newest ??= newestKeyHash(log, scope));
+  const waiting: { entry: QueuedEntry; input: QueuedInput }[] = [];
+  let dropped = 0;
+  // The first `limit` entries, and as many more as were left out, so the page is full while inputs wait.
+  for (let next = 0; waiting.length < limit && next < inputs.length; ) {
+    const batch = inputs.slice(next, next + limit - waiting.length);
+    next += batch.length;
+    const read = await mapLimit(batch, PARALLEL_GETS, async (entry) => {
+      const input = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
+      return input && !(await takenUp(log, scope, entry, input, newestKey)) ? { entry, input } : null;
+    });
+    for (const found of read) found ? waiting.push(found) : dropped++;
+  }
   const queued = waiting.map(({ entry, input }, index) => {
     const text = previewText(input.input);
     return {
@@ -58,7 +71,7 @@ export async function queuedInputs(
       preview_truncated: text.length > QUEUE_PREVIEW_CHARS,
     };
   });
-  return { queued, total: inputs.length - (read.length - waiting.length), listed: entries.length };
+  return { queued, total: inputs.length - dropped, listed: entries.length };
 }
 
 function previewText(items: readonly Item[]): string {

@@ -81,13 +81,14 @@ export async function takingFirst<Entry extends { keyHash: string; generation: s
  * runs, and its completion indexes the key). A mark whose claim stored nothing (its record's put
  * lost to another writer's, its process died) leaves the input to the next pickup, which runs it
  * first: it still waits. For a marked input only: a head of each generation, and when they find
- * no key, the newest record read.
+ * no key, the newest record read (`newestKey`: a caller asking for several reads it once).
  */
 export async function takenUp(
   log: LogContext,
   scope: LogScope,
   entry: { keyHash: string; generation: string },
   input: QueuedInput,
+  newestKey: () => Promise<string | undefined> = () => newestKeyHash(log, scope),
 ): Promise<boolean> {
   if (input.taking_at === undefined) return false;
   const generations = [...new Set([scope.generation, entry.generation])];
@@ -95,6 +96,11 @@ export async function takenUp(
     generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, entry.keyHash))),
   );
   if (claims.some((claim) => claim !== null)) return true;
+  return (await newestKey()) === entry.keyHash;
+}
+
+/** The key hash of the session's newest record (a listing of its head, a get), when keyed. */
+export async function newestKeyHash(log: LogContext, scope: LogScope): Promise<string | undefined> {
   const { newest } = await readNewest(log, scope);
-  return newest?.record.idempotency_key_sha256 === entry.keyHash;
+  return newest?.record.idempotency_key_sha256;
 }

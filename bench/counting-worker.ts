@@ -16,8 +16,11 @@ import { promptByteLength } from './turn-driver.ts';
 
 /** The response header holding the JSON of the request's storage counts (read by bench/workerd-driver.ts). */
 const STORAGE_HEADER = 'x-bench-storage';
-/** The response header holding the UTF-8 bytes of the JSON of the request's last prompt handed to a model. */
-const PROMPT_HEADER = 'x-bench-prompt-bytes';
+/**
+ * The path answering, after a request, the UTF-8 bytes of the JSON of the last prompt that
+ * request handed a model (read by bench/workerd-driver.ts; never routed to the app).
+ */
+const PROMPT_PATH = '/__bench/prompt-bytes';
 
 const NO_STORAGE: StoreCounts = { get: 0, head: 0, put: 0, list: 0, delete: 0, bytesRead: 0, bytesWritten: 0 };
 
@@ -82,19 +85,24 @@ function takeStore(): RunAwareCountingStore | undefined {
 // the write probe's verdict is the R2Store's, shared by the wrappers, so only the first
 // request pays for the probe. The app may ask for the store more than once a request (its
 // services, the facade's history index): each gets the request's one counting store.
-// The prompt of the request being served, measured as the memory store's driver measures it.
-let promptBytes: number | undefined;
+// The last prompt handed to a model during the request being served, kept by reference: it
+// is measured only when the driver asks for it at PROMPT_PATH, after the request's response,
+// so the request's time does not include serializing it.
+let prompt: { value: unknown } | undefined;
+// The last prompt of the last request answered, as it stood when the app returned the response
+// (a model call of background work after it does not replace it).
+let answeredPrompt: { value: unknown } | undefined;
 
-/** `model`, measuring each prompt handed to it. */
+/** `model`, keeping each prompt handed to it. */
 function measured(model: Model): Model {
   return {
     ...model,
     generate: (request) => {
-      promptBytes = promptByteLength(request.prompt);
+      prompt = { value: request.prompt };
       return model.generate(request);
     },
     stream: (request) => {
-      promptBytes = promptByteLength(request.prompt);
+      prompt = { value: request.prompt };
       return model.stream(request);
     },
   };
@@ -119,11 +127,21 @@ const app = createApp({
  * route that hands over background work only once, like POST /items, keeps its first call
  * in the counts.) A request that never built a store reports zeros. Not meaningful for
  * streamed responses, whose turn runs on after the response.
+ *
+ * GET PROMPT_PATH answers `{ promptBytes }`: the UTF-8 bytes of the JSON of the last prompt
+ * the previous request handed a model before its response (measured as the memory store's
+ * driver measures it, bench/turn-driver.ts `promptByteLength`), or null when it handed none.
+ * It is measured then, not during that request, so the request's time is the app's alone.
  */
 export default {
   fetch: async (request, environment, context) => {
+    if (new URL(request.url).pathname === PROMPT_PATH)
+      return Response.json({
+        promptBytes: answeredPrompt === undefined ? null : promptByteLength(answeredPrompt.value),
+      });
     takeStore();
-    promptBytes = undefined;
+    prompt = undefined;
+    answeredPrompt = undefined;
     let handovers = 0;
     let beforeBackground: StoreCounts | undefined;
     const observed = new Proxy(context, {
@@ -139,11 +157,11 @@ export default {
       },
     });
     const response = await app.fetch(request, environment, observed);
+    answeredPrompt = prompt;
     const store = takeStore();
     const counts = beforeBackground ?? store?.counts ?? NO_STORAGE;
     const counted = new Response(response.body, response);
     counted.headers.set(STORAGE_HEADER, JSON.stringify(counts));
-    if (promptBytes !== undefined) counted.headers.set(PROMPT_HEADER, String(promptBytes));
     return counted;
   },
 } satisfies ExportedHandler<Env>;

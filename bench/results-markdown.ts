@@ -548,7 +548,9 @@ function overheadSection(results: BenchResults): string[] {
         'bucket. ' +
         'The prompt bytes are those of the prompt the worker handed its echo model (UTF-8 of its JSON, as ' +
         "the memory store's rows measure them: bench/counting-worker.ts wraps the app's models), and the read " +
-        'budget is taken against them.' +
+        'budget is taken against them. The worker keeps that prompt and measures it only when the driver asks, ' +
+        "in a request of its own after the turn's response was read, so the turn's time does not include " +
+        'measuring it.' +
         sameAsMemory(workerd, results.overheadMemory);
     }
     lines.push('');

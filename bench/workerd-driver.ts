@@ -11,7 +11,8 @@ import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 const TOKEN = 'bench';
 /** Set by bench/counting-worker.ts on every response. */
 const STORAGE_HEADER = 'x-bench-storage';
-const PROMPT_HEADER = 'x-bench-prompt-bytes';
+/** Answered by bench/counting-worker.ts: the prompt bytes of the request before. */
+const PROMPT_PATH = '/__bench/prompt-bytes';
 
 /**
  * The worker in workerd with a local R2 bucket (miniflare, persisted to a temporary
@@ -20,8 +21,10 @@ const PROMPT_HEADER = 'x-bench-prompt-bytes';
  * snapshot of the sources taken at start. Times are the client's: request sent to response
  * body read. Storage counts are the worker's, from the `x-bench-storage` header: the
  * request's own operations until the app returned the response (packing, run in waitUntil
- * after it, is not in them); the prompt's bytes, from `x-bench-prompt-bytes`: what the worker
- * handed its model, measured as the memory store's driver measures it.
+ * after it, is not in them). The prompt's bytes are what the worker handed its model, measured
+ * as the memory store's driver measures it, but outside the timed request: the worker keeps
+ * the prompt and measures it when the driver asks for it (GET /__bench/prompt-bytes) after
+ * the turn's response was read.
  */
 export class WorkerdTurnDriver implements TurnDriver {
   readonly runtime = 'workerd';
@@ -81,7 +84,7 @@ export class WorkerdTurnDriver implements TurnDriver {
     method: string,
     path: string,
     body?: unknown,
-  ): Promise<{ result: Result; storage?: StoreCounts; promptBytes?: number }> {
+  ): Promise<{ result: Result; storage?: StoreCounts }> {
     const response = await fetch(`${this.#base}${path}`, {
       method,
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
@@ -90,12 +93,16 @@ export class WorkerdTurnDriver implements TurnDriver {
     const text = await response.text();
     if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 300)}`);
     const header = response.headers.get(STORAGE_HEADER);
-    const prompt = response.headers.get(PROMPT_HEADER);
     return {
       result: JSON.parse(text) as Result,
       ...(header ? { storage: JSON.parse(header) as StoreCounts } : {}),
-      ...(prompt ? { promptBytes: Number(prompt) } : {}),
     };
+  }
+
+  /** The bytes of the last prompt the previous request handed a model, measured in the worker now. */
+  async #promptBytes(): Promise<number | undefined> {
+    const { promptBytes } = await this.#request<{ promptBytes: number | null }>('GET', PROMPT_PATH);
+    return promptBytes ?? undefined;
   }
 
   async createSession(id: string, instructions: string): Promise<void> {
@@ -108,12 +115,13 @@ export class WorkerdTurnDriver implements TurnDriver {
 
   async turn(id: string, request: TurnRequest): Promise<DrivenTurn> {
     const start = performance.now();
-    const {
-      result: response,
-      storage,
-      promptBytes,
-    } = await this.#exchange<TurnResponse>('POST', `/v1/sessions/${id}/turns`, request);
+    const { result: response, storage } = await this.#exchange<TurnResponse>(
+      'POST',
+      `/v1/sessions/${id}/turns`,
+      request,
+    );
     const ms = performance.now() - start;
+    const promptBytes = await this.#promptBytes();
     return { ms, response, ...(storage ? { storage } : {}), ...(promptBytes !== undefined ? { promptBytes } : {}) };
   }
 

@@ -1,24 +1,9 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
- * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
- *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
- *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
- *                                                 inspector, transfer, fork, tracing, resume, append-load,
- *                                                 file-small-prompt, cold-turn, realistic-window; prints
- *                                                 the markdown and leaves RESULTS.md alone
- *   --quick                                       small sizes, to try the harness (no files); exits 1
- *                                                 when a section that ran has no sound figures
- *                                                 (bench/quick-check.ts; CI runs it)
- *   --append-items=<n>                            items the append-load section loads per store
- *                                                 (default 100,000; 1,000,000 is the target size)
- *   --cold-sizes=<n,...>                          sizes of the cold-turn section (default 100,10000,100000;
- *                                                 1000000 loads for many minutes)
- *   --window-items=<n,...>                        session sizes of the realistic-window section
- *                                                 (default 100,100000,1000000)
- *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
- *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
- *                                                 (default 240; a size that would not load in
- *                                                 time is reported with its projected load time)
+ * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg).
+ * Its options (--only=<sections>, --quick, the sizes of some sections, workerd's settings) are
+ * bench/options.ts `USAGE`, which `npm run bench -- --help` prints; an argument it does not
+ * know prints what is wrong and the usage, and exits 2, before anything runs.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -51,15 +36,18 @@ import { measureAppendLoad, type LoadStore } from './append-load.ts';
 import { measureColdTurns } from './cold-turn.ts';
 import { measureForks } from './fork.ts';
 import { measureFileSmallPrompt } from './file-small-prompt.ts';
-import { SECTIONS, type Section } from './sections.ts';
+import type { Section } from './sections.ts';
+import { benchArgumentsExit } from './options.ts';
 import { measureRealisticWindow } from './realistic-window.ts';
 
 const argv = process.argv.slice(2);
+const stop = benchArgumentsExit(argv);
+if (stop) {
+  (stop.code === 0 ? process.stdout : process.stderr).write(stop.text);
+  process.exit(stop.code);
+}
 const onlyArgument = argv.find((argument) => argument.startsWith('--only='));
 const only = onlyArgument ? new Set(onlyArgument.slice('--only='.length).split(',')) : undefined;
-for (const name of only ?? [])
-  if (!(SECTIONS as readonly string[]).includes(name))
-    throw new Error(`unknown section ${name}; known: ${SECTIONS.join(', ')}`);
 const quick = argv.includes('--quick');
 const budgetArgument = argv.find((argument) => argument.startsWith('--workerd-load-budget='));
 const workerdLoadBudgetMs = budgetArgument

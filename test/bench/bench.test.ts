@@ -7,7 +7,8 @@ import { commonPrefixLength, serializePrompt, simulatePromptCache } from '../../
 import { promptCacheChart } from '../../bench/prompt-cache-chart.ts';
 import { SeededRandom } from '../../bench/random.ts';
 import { resultsMarkdown } from '../../bench/results-markdown.ts';
-import { notRunExcept } from '../../bench/sections.ts';
+import { notRunExcept, SECTIONS } from '../../bench/sections.ts';
+import { benchArgumentsExit, USAGE } from '../../bench/options.ts';
 import { quickCheckFailures } from '../../bench/quick-check.ts';
 import { percentile } from '../../bench/stats.ts';
 import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
@@ -545,6 +546,46 @@ describe('bench', () => {
     expect(realisticWindowGoals(both.slice(0, 2))[1]).toMatchObject({ measured: '1.40 (2.8 / 2.0 ms)', met: 'yes' });
     const section = realisticWindowSection(both, 200_000, undefined, '').join('\n');
     expect(section).toContain('| 3.2 | 1.0 | 1.60 | 0.0 KiB | 3 |');
+  });
+
+  it('stops before running on --help (the usage, 0) and on an argument it does not know (2)', () => {
+    expect(benchArgumentsExit(['--help'])).toEqual({ code: 0, text: USAGE });
+    expect(benchArgumentsExit(['--quick', '-h'])).toEqual({ code: 0, text: USAGE });
+    for (const option of [
+      '--only=',
+      '--quick',
+      '--append-items=',
+      '--cold-sizes=',
+      '--window-items=',
+      '--workerd-log=',
+    ])
+      expect(USAGE).toContain(option);
+    expect(USAGE).toContain('--workerd-load-budget=');
+    for (const section of SECTIONS) expect(USAGE).toContain(section);
+    for (const [argv, problem] of [
+      [['--bogus'], 'unknown option --bogus'],
+      [['--quick', 'memory'], 'unknown argument memory'],
+      [['--quick=yes'], '--quick takes no value'],
+      [['--only'], '--only needs a value'],
+      [['--only=memory,nope'], 'unknown section nope'],
+    ] as const) {
+      const stop = benchArgumentsExit(argv);
+      expect(stop?.code, argv.join(' ')).toBe(2);
+      expect(stop?.text).toContain(problem);
+      expect(stop?.text).toContain(USAGE);
+    }
+    expect(benchArgumentsExit([])).toBeUndefined();
+    expect(
+      benchArgumentsExit([
+        '--only=workerd,memory',
+        '--quick',
+        '--append-items=5000',
+        '--cold-sizes=100,2000',
+        '--window-items=100',
+        '--workerd-log=debug',
+        '--workerd-load-budget=60',
+      ]),
+    ).toBeUndefined();
   });
 });
 

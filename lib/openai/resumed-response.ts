@@ -124,6 +124,7 @@ async function ended(
     }
     // Its owner sends the end live only after its put of the object: with none kept, a client
     // past every event the journal gives (its owner streamed more live, then died) has not had it.
+    // An owner whose put failed sent it all the same: its client, resumed at it, gets it again.
     if (!response) unkept();
     response ??= rebuilt;
   }

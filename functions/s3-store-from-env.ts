@@ -12,6 +12,12 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
   return (config) => {
     const { endpoint, bucket, region, accessKeyId, secretAccessKey, sessionToken } = config.s3;
     if (bucket === undefined) throw new NotConfiguredError('S3_BUCKET is not set', { variable: 'S3_BUCKET' });
+    // Without an endpoint the SDK builds AWS's from the region: `auto` (R2's, the default) names no host.
+    if (endpoint === undefined && region === 'auto')
+      throw new NotConfiguredError(
+        "S3_REGION must name the bucket's AWS region when S3_ENDPOINT is not set (e.g. S3_REGION=us-east-1)",
+        { variable: 'S3_REGION' },
+      );
     const key = JSON.stringify([endpoint, bucket, region, accessKeyId, secretAccessKey, sessionToken]);
     let store = stores.get(key);
     if (!store) {

@@ -1,0 +1,27 @@
+import { expect, it } from 'vitest';
+import { s3StoreFromConfig } from '../../functions/s3-store-from-env.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { NotConfiguredError } from '../../lib/errors.ts';
+
+// Without S3_ENDPOINT the store is AWS S3, whose endpoint names the bucket's region: the default
+// `auto` (R2's) would send every request to `<bucket>.s3.auto.amazonaws.com`, a host that does not
+// exist, so each request would fail as a storage error. It is refused as a setting instead.
+it.each([{}, { S3_REGION: 'auto' }])('refuses AWS S3 without its region (%o), naming S3_REGION', (region) => {
+  const storeFor = s3StoreFromConfig();
+  const config = parseServiceConfig({ S3_BUCKET: 'tailgate', ...region });
+  expect(() => storeFor(config)).toThrow(NotConfiguredError);
+  expect(() => storeFor(config)).toThrow(/^S3_REGION must name the bucket's AWS region when S3_ENDPOINT is not set/);
+  try {
+    storeFor(config);
+  } catch (error) {
+    expect((error as NotConfiguredError).details).toEqual({ variable: 'S3_REGION' });
+  }
+});
+
+it('takes AWS S3 with its region, and an S3_ENDPOINT with the default region', () => {
+  const storeFor = s3StoreFromConfig();
+  expect(() => storeFor(parseServiceConfig({ S3_BUCKET: 'tailgate', S3_REGION: 'eu-west-1' }))).not.toThrow();
+  expect(() =>
+    storeFor(parseServiceConfig({ S3_BUCKET: 'tailgate', S3_ENDPOINT: 'https://example.r2.cloudflarestorage.com' })),
+  ).not.toThrow();
+});

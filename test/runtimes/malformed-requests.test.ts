@@ -2,30 +2,35 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { freePort, type RunningServer, startNodeServer } from './runtime-process.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, type RunningServer, startDenoServer, startNodeServer } from './runtime-process.ts';
 
 /**
- * Bytes node:http's parser refuses never reach the service; the Node server answers them in
- * the API's error JSON all the same (functions/client-error.ts), not with Node's bare 400.
+ * Bytes node:http's parser refuses never reach the service; the Node and Deno servers answer
+ * them in the API's error JSON all the same (functions/client-error.ts), not with a bare 400.
+ * Deno's node:http names no parser reason: every refusal but a header overflow is `HPE_ERROR`.
  */
 
 const TOKEN = 'malformed-requests-token';
 let dataDir: string;
-let server: RunningServer;
+const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: undefined, Deno: undefined };
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'tailgate-malformed-'));
-  server = await startNodeServer(await freePort(), { API_TOKEN: TOKEN, DATA_DIR: dataDir });
-}, 60_000);
+  const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir };
+  [servers.Node, servers.Deno] = await Promise.all([
+    startNodeServer(await freePort(), environment),
+    startDenoServer(await freePort(), environment),
+  ]);
+}, 120_000);
 
 afterAll(async () => {
-  await server?.stop();
+  await Promise.all([servers.Node?.stop(), servers.Deno?.stop()]);
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 /** Writes `bytes` on a new connection; everything the server wrote until it closed it (10 s at most). */
-function rawExchange(bytes: string): Promise<string> {
+function rawExchange(server: RunningServer, bytes: string): Promise<string> {
   const { hostname, port } = new URL(server.origin);
   return new Promise((resolve) => {
     const socket = connect(Number(port), hostname, () => socket.write(bytes));
@@ -47,42 +52,52 @@ function parsed(answer: string): { status: string; headers: string; body: unknow
   return { status: statusLine, headers: headers.join('\n').toLowerCase(), body: JSON.parse(rest.join('\r\n\r\n')) };
 }
 
-it('a body longer than its Content-Length is a 400 invalid_request in error JSON; nothing is stored', async () => {
-  const body = JSON.stringify({ id: 'cut-short' });
-  const answer = await rawExchange(
-    `POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: 5\r\n\r\n${body}`,
-  );
-  const { status, headers, body: error } = parsed(answer);
-  expect(status).toBe('HTTP/1.1 400 Bad Request');
-  expect(headers).toContain('content-type: application/json');
-  expect(headers).toContain('connection: close');
-  expect(error).toEqual({
-    error: {
-      code: 'invalid_request',
-      message: expect.stringMatching(/^malformed HTTP request \(.+\); a body longer than its Content-Length/),
-      details: { reason: expect.stringMatching(/^HPE_/) },
-    },
+describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
+  let server: RunningServer;
+  beforeAll(() => {
+    server = servers[runtime]!;
   });
-  const session = await fetch(`${server.origin}/v1/sessions/cut-short`, {
-    headers: { authorization: `Bearer ${TOKEN}` },
-  });
-  expect(session.status).toBe(404);
-});
 
-it('bytes that are no HTTP request are a 400 invalid_request, headers over the limit a 431, as JSON', async () => {
-  const garbage = parsed(await rawExchange('NOT AN HTTP REQUEST\r\n\r\n'));
-  expect(garbage.status).toBe('HTTP/1.1 400 Bad Request');
-  expect((garbage.body as { error: { code: string } }).error.code).toBe('invalid_request');
-  const huge = parsed(await rawExchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
-  expect(huge.status).toBe('HTTP/1.1 431 Request Header Fields Too Large');
-  expect(huge.body).toEqual({
-    error: {
-      code: 'headers_too_large',
-      message: expect.stringMatching(/^the request's headers are too large/),
-      details: { reason: 'HPE_HEADER_OVERFLOW' },
-    },
+  it('a body longer than its Content-Length is a 400 invalid_request in error JSON; nothing is stored', async () => {
+    const body = JSON.stringify({ id: 'cut-short' });
+    const answer = await rawExchange(
+      server,
+      `POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: 5\r\n\r\n${body}`,
+    );
+    const { status, headers, body: error } = parsed(answer);
+    expect(status).toBe('HTTP/1.1 400 Bad Request');
+    expect(headers).toContain('content-type: application/json');
+    expect(headers).toContain('connection: close');
+    expect(error).toEqual({
+      error: {
+        code: 'invalid_request',
+        message: expect.stringMatching(/^malformed HTTP request \(.+\); a body longer than its Content-Length/),
+        details: { reason: runtime === 'Deno' ? 'HPE_ERROR' : 'HPE_INVALID_METHOD' },
+      },
+    });
+    const session = await fetch(`${server.origin}/v1/sessions/cut-short`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(session.status).toBe(404);
   });
-  // The server goes on serving.
-  expect((await fetch(`${server.origin}/healthz`)).status).toBe(200);
+
+  it('bytes that are no HTTP request are a 400 invalid_request, headers over the limit a 431, as JSON', async () => {
+    const garbage = parsed(await rawExchange(server, 'NOT AN HTTP REQUEST\r\n\r\n'));
+    expect(garbage.status).toBe('HTTP/1.1 400 Bad Request');
+    expect((garbage.body as { error: { code: string } }).error.code).toBe('invalid_request');
+    const huge = parsed(
+      await rawExchange(server, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`),
+    );
+    expect(huge.status).toBe('HTTP/1.1 431 Request Header Fields Too Large');
+    expect(huge.body).toEqual({
+      error: {
+        code: 'headers_too_large',
+        message: expect.stringMatching(/^the request's headers are too large/),
+        details: { reason: 'HPE_HEADER_OVERFLOW' },
+      },
+    });
+    // The server goes on serving.
+    expect((await fetch(`${server.origin}/healthz`)).status).toBe(200);
+  });
 });

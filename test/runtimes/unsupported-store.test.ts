@@ -1,51 +1,57 @@
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestS3Store } from '../support/s3-store.ts';
-import { freePort, startServer, type RunningServer } from './runtime-process.ts';
+import { freePort, startDenoServer, startServer, type RunningServer } from './runtime-process.ts';
 import { serverEnvironment, TOKEN } from './s3-environment.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const keyPrefix = `unsupported-${Date.now().toString(36)}/`;
-let server: RunningServer;
+const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: undefined, Deno: undefined };
 
 beforeAll(async () => {
-  const port = await freePort();
-  // functions/node.ts on fauxqs itself, without the gateway that adds conditional writes.
-  server = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
-    cwd: root,
-    port,
-    env: serverEnvironment(port, keyPrefix, inject('fauxqsEndpoint')),
-  });
-}, 60_000);
+  const [nodePort, denoPort] = [await freePort(), await freePort()];
+  // functions/node.ts and functions/deno.ts on fauxqs itself, without the gateway that adds
+  // conditional writes.
+  [servers.Node, servers.Deno] = await Promise.all([
+    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
+      cwd: root,
+      port: nodePort,
+      env: serverEnvironment(nodePort, keyPrefix, inject('fauxqsEndpoint')),
+    }),
+    startDenoServer(denoPort, serverEnvironment(denoPort, keyPrefix, inject('fauxqsEndpoint'))),
+  ]);
+}, 120_000);
 
 afterAll(async () => {
-  await server?.stop();
+  await Promise.all([servers.Node?.stop(), servers.Deno?.stop()]);
 });
 
-it(
-  'a Node server on a store that ignores conditional writes answers 503 storage_unsupported, stores nothing, and ' +
-    'stays healthy',
-  async () => {
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const response = await fetch(`${server.origin}/v1/sessions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ id: 'never-stored' }),
-      });
-      expect(response.status).toBe(503);
-      const { error } = (await response.json()) as { error: { code: string; message: string } };
-      expect(error.code).toBe('storage_unsupported');
-      expect(error.message).toMatch(
-        new RegExp(
-          '^the store ignores If-None-Match: a create-only put overwrote an existing object; ' +
-            '.*tailgate needs conditional writes \\(R2, AWS S3, MinIO, Ceph RGW\\)$',
-        ),
-      );
-    }
-    const health = await fetch(`${server.origin}/healthz`);
-    expect(health.status).toBe(200);
-    expect(await health.json()).toEqual({ ok: true });
-    const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
-    expect((await store.list(keyPrefix)).objects).toEqual([]);
-  },
-);
+describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
+  it(
+    'a server on a store that ignores conditional writes answers 503 storage_unsupported, stores nothing, and ' +
+      'stays healthy',
+    async () => {
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const response = await fetch(`${servers[runtime]!.origin}/v1/sessions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ id: 'never-stored' }),
+        });
+        expect(response.status).toBe(503);
+        const { error } = (await response.json()) as { error: { code: string; message: string } };
+        expect(error.code).toBe('storage_unsupported');
+        expect(error.message).toMatch(
+          new RegExp(
+            '^the store ignores If-None-Match: a create-only put overwrote an existing object; ' +
+              '.*tailgate needs conditional writes \\(R2, AWS S3, MinIO, Ceph RGW\\)$',
+          ),
+        );
+      }
+      const health = await fetch(`${servers[runtime]!.origin}/healthz`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toEqual({ ok: true });
+      const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
+      expect((await store.list(keyPrefix)).objects).toEqual([]);
+    },
+  );
+});

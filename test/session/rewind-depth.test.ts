@@ -39,4 +39,22 @@ describe('SessionLog.deleteTurn, again and again', () => {
     const items = await log.listItems('fresh', { limit: 10 });
     expect(items.items.map((item) => item.seq)).toEqual([2, 1]);
   });
+
+  it('refuses a delete past the ancestry a config may name before its fence: the next turn runs at once', async () => {
+    const store = new MemoryStore();
+    const log = new SessionLog(store, { packMinRecords: 100, keepRecords: 100 });
+    await log.create({ id: 'deep' });
+    // Each delete after a turn that stays forks one generation deeper.
+    for (let n = 1; n <= 8; n++) {
+      await turnOf(log, 'deep', `kept ${n}`);
+      await turnOf(log, 'deep', `gone ${n}`);
+      await log.deleteTurn('deep', n + 1);
+    }
+    await turnOf(log, 'deep', 'kept 9');
+    await turnOf(log, 'deep', 'stays');
+    await expect(log.deleteTurn('deep', 10)).rejects.toMatchObject({ code: 'delete_refused' });
+    // No fence holds the session for a lease.
+    await turnOf(log, 'deep', 'next');
+    await expect(log.get('deep')).resolves.toMatchObject({ counts: { turns: 11 } });
+  });
 });

@@ -5,6 +5,7 @@ import {
   recordKey,
   responseObjectKey,
   sessionConfigKey,
+  type ForkPoint,
   type LogScope,
 } from '../keys.ts';
 import type { ContextStart, DoneRecord, LogRecord, SessionConfig, Undelivered } from '../records.ts';
@@ -116,6 +117,8 @@ export async function deleteNewestTurn(
     if (named && idGeneration(head.scope, named.seq) !== named.generation)
       throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
     const previous = await pointBefore(log, head, turn, options);
+    // Refused before the fence: a refusal leaves nothing that holds the session.
+    forkChainBack(head, previous);
     const started = log.clock().getTime();
     const fence: LogRecord = {
       ...withTotals(forkRecord(stateAt(head.newest), new Date(started).toISOString()), head.newest),
@@ -225,12 +228,7 @@ async function moveBack(
   started: number,
 ): Promise<SessionRecord | null> {
   const point = forkPoint(head, previous);
-  const chain = point ? forkChain(head.scope, point.record, point.counts.items) : [];
-  if (chain.length > MAX_FORK_DEPTH)
-    throw new DeleteRefusedError(
-      `the session would read ${chain.length} generations' histories, past the ${MAX_FORK_DEPTH} a config names`,
-      { id: head.config.id },
-    );
+  const chain = forkChainBack(head, previous);
   const generation = newGeneration(log.clock());
   const scope = scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
   const markers = forkMarkers(log, chain, head.config.id, generation);
@@ -284,6 +282,21 @@ async function moveBack(
     // Listed again from its next turn, append or PATCH.
   }
   return toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
+}
+
+/**
+ * The generations the session reads once it went back to `previous` (its `fork_of`); a
+ * DeleteRefusedError past MAX_FORK_DEPTH.
+ */
+function forkChainBack(head: Head, previous: Point | null): ForkPoint[] {
+  const point = forkPoint(head, previous);
+  const chain = point ? forkChain(head.scope, point.record, point.counts.items) : [];
+  if (chain.length > MAX_FORK_DEPTH)
+    throw new DeleteRefusedError(
+      `the session would read ${chain.length} generations' histories, past the ${MAX_FORK_DEPTH} a config names`,
+      { id: head.config.id },
+    );
+  return chain;
 }
 
 /** Whether two context starts are the same compaction's (none: both none). */

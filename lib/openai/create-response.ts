@@ -135,6 +135,11 @@ async function createStoredResponse(
   const known = match?.known ?? after?.known ?? resentUnder;
   const resend = match ? 'history' : whole || branch ? 'items' : await storedList(facade, sessionId, prepared, known);
   const sent = prepared[resend].slice(known);
+  // An unkeyed retry of a step whose dead turn stored its outputs, that turn's lease still running,
+  // is answered 409 as any request while it runs (the client retries it), not refused for calls
+  // answered already: once the lease ran out the attempt is failed, and its outputs are taken.
+  const running = read?.running;
+  if (running && !keyed && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
   // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
   // (Not in the background: a response id names its first input seq, which a retake has not.)
   // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts),
@@ -312,4 +317,9 @@ async function continuation(
 function runningTurn(error: TurnInProgressError): number | undefined {
   const turn = (error.details as { turn?: unknown } | undefined)?.turn;
   return typeof turn === 'number' ? turn : undefined;
+}
+
+/** Whether `item` is an output its conversation's newest turn answered its call with already. */
+function answeredBy(turn: { answered: readonly string[] } | null, item: { type?: string }): boolean {
+  return item.type === 'function_call_output' && turn!.answered.includes((item as { call_id: string }).call_id);
 }

@@ -15,7 +15,10 @@ import type { IndexFacade } from './facade.ts';
  * under `conversation`, branch under `previous_response_id` and start a new conversation as a
  * resent history. The next request on the conversation takes such a turn out instead: its
  * newest turn, its record saying `answered_at_end`, failed `lease_expired` with no output (or
- * open, its lease run out: closed so first). One that took inbox notices stays (deleteNewestTurn).
+ * open, its lease run out: closed so first). One that took inbox notices stays (deleteNewestTurn),
+ * and so does one whose conversation would read more generations than a config names (a delete
+ * of the newest turn forks it one deeper unless the turn before is the fork's first): the retry
+ * then goes on after it, as after a streamed response's dead turn.
  */
 
 /**
@@ -31,13 +34,32 @@ export function refuseLapsedDead(lapsed: { turn: number; request: unknown }): vo
     throw new LapsedDeadTurn(`turn ${lapsed.turn}, whose process died, is taken out first`);
 }
 
-/** The session and its newest turn (SessionLog.getWithNewestTurn), read again when a dead turn was taken out. */
+type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;
+
+/**
+ * The session and its newest turn (SessionLog.getWithNewestTurn), read again when a dead turn was
+ * closed or taken out. A newest turn left open whose lease ran out is closed first (failed
+ * `lease_expired`, as the claim would close it), whatever answered it: so a retry of a streamed or
+ * background step under `conversation` sees the attempt failed, and the outputs it stored are not
+ * stored again (./failed-steps.ts). One whose lease still runs is named as `running` (the 409 its
+ * claim answers).
+ */
 export async function readWithoutDeadTurn(
   facade: IndexFacade,
   sessionId: string,
-): ReturnType<SessionLog['getWithNewestTurn']> {
+): Promise<NewestRead & { running?: TurnInProgressError }> {
   const { sessions } = facade.services;
-  const read = await sessions.getWithNewestTurn(sessionId);
+  let read = await sessions.getWithNewestTurn(sessionId);
+  const open = read.newestTurn;
+  if (open?.status === null && open.output === null) {
+    const closed = await sessions.closeIfExpired(sessionId, open.turn).catch((error: unknown) => {
+      if (error instanceof TurnInProgressError) return error;
+      throw error;
+    });
+    if (closed instanceof TurnInProgressError) return { ...read, running: closed };
+    // Closed now, by this read or by someone else since: read again.
+    read = await sessions.getWithNewestTurn(sessionId);
+  }
   return (await withdrawDead(facade, sessionId, read)) ? sessions.getWithNewestTurn(sessionId) : read;
 }
 
@@ -45,11 +67,7 @@ export async function readWithoutDeadTurn(
  * Takes `read`'s newest turn out of session `sessionId` when it is the dead turn of a response
  * answered at its end (above): whether it did.
  */
-export async function withdrawDead(
-  facade: IndexFacade,
-  sessionId: string,
-  read?: Awaited<ReturnType<SessionLog['getWithNewestTurn']>>,
-): Promise<boolean> {
+export async function withdrawDead(facade: IndexFacade, sessionId: string, read?: NewestRead): Promise<boolean> {
   const { sessions, log } = facade.services;
   const { newestTurn: turn, scope } = read ?? (await sessions.getWithNewestTurn(sessionId));
   if (!turn?.answered_at_end || turn.output !== null) return false;

@@ -99,6 +99,7 @@ export async function getSessionWithNewestTurn(
   const outputs = done?.items.length ?? 0;
   const output = outputs > 0 ? { first_seq: first, last_seq: first + outputs - 1 } : null;
   const calls = (done?.items ?? []).flatMap((item) => (item.type === 'function_call' ? [item.call_id] : []));
+  const answered = record.items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : []));
   const error = done?.error?.code;
   const answeredAtEnd = (record.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true;
   return {
@@ -108,6 +109,7 @@ export async function getSessionWithNewestTurn(
       status: done?.status ?? null,
       output,
       calls,
+      answered,
       first_seq: record.first_seq,
       ...(error !== undefined ? { error } : {}),
       ...(answeredAtEnd ? { answered_at_end: true } : {}),
@@ -124,6 +126,8 @@ export interface NewestTurn {
   output: { first_seq: number; last_seq: number } | null;
   /** The call ids of the function calls among its output. */
   calls: string[];
+  /** The call ids its input answers (its `function_call_output` items). */
+  answered: string[];
   /** Where its input begins (its output, when it has none). */
   first_seq: number;
   /** A closed turn's error code, when it failed. */

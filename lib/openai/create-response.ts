@@ -138,8 +138,10 @@ async function createStoredResponse(
   // An unkeyed retry of a step whose dead turn stored its outputs, that turn's lease still running,
   // is answered 409 as any request while it runs (the client retries it), not refused for calls
   // answered already: once the lease ran out the attempt is failed, and its outputs are taken.
+  // (Not a step naming a response older than the one the running turn follows: it branches.)
   const running = read?.running;
-  if (running && !keyed && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
+  const retries = running && (afterTurn === undefined || read.newestTurn!.turn <= afterTurn + 1);
+  if (retries && !keyed && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
   // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
   // (Not in the background: a response id names its first input seq, which a retake has not.)
   // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts),

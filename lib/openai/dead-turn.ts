@@ -48,9 +48,13 @@ export async function readWithoutDeadTurn(
   facade: IndexFacade,
   sessionId: string,
 ): Promise<NewestRead & { running?: TurnInProgressError }> {
-  const { sessions } = facade.services;
+  const { sessions, clock } = facade.services;
   let read = await sessions.getWithNewestTurn(sessionId);
   const open = read.newestTurn;
+  // Within the lease its claim took it runs, whatever was renewed beside it: nothing more to read.
+  const claimed = open?.status === null ? open.lease_expires_at : undefined;
+  if (open && claimed && Date.parse(claimed) > clock().getTime())
+    return { ...read, running: new TurnInProgressError(sessionId, open.turn, claimed) };
   if (open?.status === null && open.output === null) {
     const closed = await sessions.closeIfExpired(sessionId, open.turn).catch((error: unknown) => {
       if (error instanceof TurnInProgressError) return error;

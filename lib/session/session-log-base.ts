@@ -11,7 +11,6 @@ import {
   createSession,
   deleteSession,
   getSession,
-  getSessionWithNewestTurn,
   revokeTokens,
   sessionConfig,
   sessionExists,
@@ -19,6 +18,7 @@ import {
   tokenBinding,
   updateSession,
 } from './log/config-object.ts';
+import { getSessionWithNewestTurn } from './log/newest-turn.ts';
 import { logContext, type LogContext } from './log/context.ts';
 import { exportSession } from './log/export.ts';
 import { forkSession, type ForkOptions } from './log/fork.ts';

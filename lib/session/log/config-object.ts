@@ -11,14 +11,7 @@ import {
   validateId,
   type LogScope,
 } from '../keys.ts';
-import {
-  parseStored,
-  sessionConfigSchema,
-  sessionCounts,
-  type SessionConfig,
-  type SessionCounts,
-  type TurnStatus,
-} from '../records.ts';
+import { parseStored, sessionConfigSchema, sessionCounts, type SessionConfig, type SessionCounts } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
@@ -81,59 +74,9 @@ export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
 
 /** See SessionLog.get. */
 export async function getSession(log: LogContext, id: string): Promise<SessionRecord> {
-  return (await getSessionWithNewestTurn(log, id)).session;
-}
-
-/** See SessionLog.getWithNewestTurn. */
-export async function getSessionWithNewestTurn(
-  log: LogContext,
-  id: string,
-): Promise<{ session: SessionRecord; newestTurn: NewestTurn | null; scope: LogScope }> {
   const { config, newest, scope } = await readHead(log, id);
   // With what stopped turns stored spent: a claim's budget check counts it already (log/unbilled.ts).
-  const session = toSessionRecord(config, countsOf(newest), await shownLedger(log, scope, newest));
-  const turn = newest?.record.kind === 'turn' ? newest.record.turn : undefined;
-  if (turn === undefined) return { session, newestTurn: null, scope };
-  const { record, done } = newest!;
-  const first = record.first_seq + record.items.length;
-  const outputs = done?.items.length ?? 0;
-  const output = outputs > 0 ? { first_seq: first, last_seq: first + outputs - 1 } : null;
-  const calls = (done?.items ?? []).flatMap((item) => (item.type === 'function_call' ? [item.call_id] : []));
-  const answered = record.items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : []));
-  const error = done?.error?.code;
-  const answeredAtEnd = (record.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true;
-  return {
-    session,
-    newestTurn: {
-      turn,
-      status: done?.status ?? null,
-      output,
-      calls,
-      answered,
-      first_seq: record.first_seq,
-      ...(error !== undefined ? { error } : {}),
-      ...(answeredAtEnd ? { answered_at_end: true } : {}),
-    },
-    scope,
-  };
-}
-
-/** The model turn of a session's newest record, as its head holds it (no read more). */
-export interface NewestTurn {
-  turn: number;
-  /** Null: still open. */
-  status: TurnStatus | null;
-  output: { first_seq: number; last_seq: number } | null;
-  /** The call ids of the function calls among its output. */
-  calls: string[];
-  /** The call ids its input answers (its `function_call_output` items). */
-  answered: string[];
-  /** Where its input begins (its output, when it has none). */
-  first_seq: number;
-  /** A closed turn's error code, when it failed. */
-  error?: string;
-  /** Its record's settings say its answer was sent only once it ended (TurnOptions.answeredAtEnd). */
-  answered_at_end?: true;
+  return toSessionRecord(config, countsOf(newest), await shownLedger(log, scope, newest));
 }
 
 /** See SessionLog.config. */

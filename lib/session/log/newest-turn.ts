@@ -1,0 +1,62 @@
+import type { LogScope } from '../keys.ts';
+import type { TurnStatus } from '../records.ts';
+import { toSessionRecord } from './config-object.ts';
+import type { LogContext } from './context.ts';
+import { countsOf, readHead } from './head.ts';
+import type { SessionRecord } from './types.ts';
+import { shownLedger } from './unbilled.ts';
+
+/** See SessionLog.getWithNewestTurn. */
+export async function getSessionWithNewestTurn(
+  log: LogContext,
+  id: string,
+): Promise<{ session: SessionRecord; newestTurn: NewestTurn | null; scope: LogScope }> {
+  const { config, newest, scope } = await readHead(log, id);
+  // With what stopped turns stored spent: a claim's budget check counts it already (log/unbilled.ts).
+  const session = toSessionRecord(config, countsOf(newest), await shownLedger(log, scope, newest));
+  const turn = newest?.record.kind === 'turn' ? newest.record.turn : undefined;
+  if (turn === undefined) return { session, newestTurn: null, scope };
+  const { record, done } = newest!;
+  const first = record.first_seq + record.items.length;
+  const outputs = done?.items.length ?? 0;
+  const output = outputs > 0 ? { first_seq: first, last_seq: first + outputs - 1 } : null;
+  const calls = (done?.items ?? []).flatMap((item) => (item.type === 'function_call' ? [item.call_id] : []));
+  const answered = record.items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : []));
+  const error = done?.error?.code;
+  const answeredAtEnd = (record.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true;
+  return {
+    session,
+    newestTurn: {
+      turn,
+      status: done?.status ?? null,
+      output,
+      calls,
+      answered,
+      first_seq: record.first_seq,
+      ...(!done && record.lease_expires_at ? { lease_expires_at: record.lease_expires_at } : {}),
+      ...(error !== undefined ? { error } : {}),
+      ...(answeredAtEnd ? { answered_at_end: true } : {}),
+    },
+    scope,
+  };
+}
+
+/** The model turn of a session's newest record, as its head holds it (no read more). */
+export interface NewestTurn {
+  turn: number;
+  /** Null: still open. */
+  status: TurnStatus | null;
+  output: { first_seq: number; last_seq: number } | null;
+  /** The call ids of the function calls among its output. */
+  calls: string[];
+  /** The call ids its input answers (its `function_call_output` items). */
+  answered: string[];
+  /** Where its input begins (its output, when it has none). */
+  first_seq: number;
+  /** An open turn's lease as its claim took it (one renewed beside its record may run longer: ./lease.ts leaseOf). */
+  lease_expires_at?: string;
+  /** A closed turn's error code, when it failed. */
+  error?: string;
+  /** Its record's settings say its answer was sent only once it ended (TurnOptions.answeredAtEnd). */
+  answered_at_end?: true;
+}

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { heldBodyBytes } from '../../functions/body-budget.ts';
 import { freshId, TOKEN, type HttpHarness } from './http-suite.ts';
 
@@ -65,6 +65,14 @@ export function defineBodyBudgetSuite(label: string, harness: HttpHarness): void
       await untilHeld(body.length >> 1);
       return { id, body, response };
     };
+
+    // Each case starts from no body held: a request of an earlier test of the file may still be
+    // read on a loaded machine. One whose bytes are never released fails here.
+    beforeEach(async () => {
+      for (let waited = 0; heldBodyBytes() > 0 && waited < 10_000; waited += 5)
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(heldBodyBytes()).toBe(0);
+    });
 
     for (const declared of [true, false]) {
       const how = declared ? 'Content-Length' : 'streamed';

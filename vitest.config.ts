@@ -41,6 +41,9 @@ const unitFiles = [
   ),
 ].filter((file) => file.endsWith('.test.ts') && !NOT_UNIT.test(file));
 
+/** Node-project files that run with modules of their own (the `node-own-modules` project). */
+const ownModuleFiles = ['test/http/http.test.ts'];
+
 // wrangler/miniflare and Node's SQLite print an ExperimentalWarning in every process that
 // loads them; child processes inherit NODE_OPTIONS from here.
 if (!process.env.NODE_OPTIONS?.includes('--disable-warning=ExperimentalWarning'))
@@ -70,7 +73,7 @@ export default defineConfig({
         test: {
           name: 'node',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/workers/**', 'test/bundle/**', ...unitFiles],
+          exclude: ['test/workers/**', 'test/bundle/**', ...unitFiles, ...ownModuleFiles],
           globalSetup: ['test/support/global-setup.ts'],
           setupFiles: ['test/support/equality.ts'],
           // As in `unit`: the files a worker runs share functions/app.ts and lib/ instead of loading
@@ -82,6 +85,21 @@ export default defineConfig({
           hookTimeout: 60_000,
           // expect.poll waits 1 s by default: a page in Chromium or a background write on a
           // loaded 2-core machine can take longer (the test's own timeout still bounds it).
+          expect: { poll: { timeout: 15_000 } },
+        },
+      },
+      {
+        test: {
+          name: 'node-own-modules',
+          // A file whose assertions read module state of the whole process (functions/body-budget.ts
+          // counts the request bodies held): it loads its own modules, so a body another file's test
+          // left unfinished in the same worker cannot count in it.
+          include: ownModuleFiles,
+          globalSetup: ['test/support/global-setup.ts'],
+          setupFiles: ['test/support/equality.ts'],
+          isolate: true,
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
           expect: { poll: { timeout: 15_000 } },
         },
       },

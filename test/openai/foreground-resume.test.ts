@@ -353,31 +353,38 @@ describe('a resumed foreground stream whose response object was not kept, resume
   });
 });
 
+/**
+ * A streamed response of the slow model whose first journal batch lands; then the store refuses
+ * the puts `fails` names, and its client reads every word live before it lets its stream go.
+ */
+async function liveOnlyStream(name: string, fails: (call: { operation: string; key: string }) => boolean) {
+  const store = new FaultyStore(new MemoryStore());
+  const owner = localApp(store);
+  const opened = gate(name);
+  const stream = await owner.local.responses.create({ model: 'slow', input: `${name} live only`, stream: true });
+  const seen: ResponseStreamEvent[] = [];
+  const events = stream[Symbol.asyncIterator]();
+  const readDeltas = async (count: number) => {
+    while (deltas(seen).length < count) seen.push((await events.next()).value as ResponseStreamEvent);
+  };
+  await readDeltas(3);
+  const journaled = async () => (await store.inner.list('')).objects.some((object) => object.key.includes('/events/'));
+  while (!(await journaled())) await new Promise((resolve) => setTimeout(resolve, 50));
+  store.failWhen(fails);
+  opened.open();
+  await readDeltas(WORDS);
+  await events.return?.();
+  const id = seen[0]?.type === 'response.created' ? seen[0].response.id : '';
+  return { store, owner, id, after: seen.at(-1)!.sequence_number };
+}
+
 describe('a resumed foreground stream whose owner died after events it never journaled', () => {
   it('ends with response.failed for a client past every event its journal gives', async () => {
-    const store = new FaultyStore(new MemoryStore());
-    const owner = localApp(store);
-    const opened = gate('gate-d');
-    const stream = await owner.local.responses.create({ model: 'slow', input: 'gate-d live only', stream: true });
-    const seen: ResponseStreamEvent[] = [];
-    const events = stream[Symbol.asyncIterator]();
-    const readDeltas = async (count: number) => {
-      while (deltas(seen).length < count) seen.push((await events.next()).value as ResponseStreamEvent);
-    };
-    await readDeltas(3);
     // Its first batch lands (the events so far), then its process loses the store: nothing more of
     // it is written, neither a batch nor a renewal nor its completion. Its client sees more, live.
-    const journaled = async () =>
-      (await store.inner.list('')).objects.some((object) => object.key.includes('/events/'));
-    while (!(await journaled())) await new Promise((resolve) => setTimeout(resolve, 50));
-    store.failWhen(({ operation }) => operation === 'put');
-    opened.open();
-    await readDeltas(WORDS);
-    await events.return?.();
-    const id = seen[0]?.type === 'response.created' ? seen[0].response.id : '';
+    const { store, id, after } = await liveOnlyStream('gate-d', ({ operation }) => operation === 'put');
     // A process an hour later finds its lease run out: the client resumes after the last event it saw.
     const { local } = localApp(store.inner, {}, () => new Date(Date.now() + 3_600_000));
-    const after = seen.at(-1)!.sequence_number;
     const rest = await readUntil(await local.responses.retrieve(id, { stream: true, starting_after: after }));
     const ended = await local.responses.retrieve(id);
     expect(ended).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
@@ -392,32 +399,17 @@ describe('a resumed foreground stream whose owner died after events it never jou
 
 describe('a resumed foreground stream whose owner died after its completion, before its last batch', () => {
   it('ends with response.completed for a client past every event its journal gives', async () => {
-    const store = new FaultyStore(new MemoryStore());
-    const owner = localApp(store);
-    const opened = gate('gate-c');
-    const stream = await owner.local.responses.create({ model: 'slow', input: 'gate-c live only', stream: true });
-    const seen: ResponseStreamEvent[] = [];
-    const events = stream[Symbol.asyncIterator]();
-    const readDeltas = async (count: number) => {
-      while (deltas(seen).length < count) seen.push((await events.next()).value as ResponseStreamEvent);
-    };
-    await readDeltas(3);
     // Its first batch lands, then no batch of its journal and no response object is written: its
     // completion lands, and its client sees every word live, then loses its stream before its end.
-    const journaled = async () =>
-      (await store.inner.list('')).objects.some((object) => object.key.includes('/events/'));
-    while (!(await journaled())) await new Promise((resolve) => setTimeout(resolve, 50));
-    store.failWhen(({ operation, key }) => operation === 'put' && /\/(events|openai)\//.test(key));
-    opened.open();
-    await readDeltas(WORDS);
-    await events.return?.();
-    const id = seen[0]?.type === 'response.created' ? seen[0].response.id : '';
+    const { store, owner, id, after } = await liveOnlyStream(
+      'gate-c',
+      ({ operation, key }) => operation === 'put' && /\/(events|openai)\//.test(key),
+    );
     while ((await owner.local.responses.retrieve(id)).status === 'in_progress')
       await new Promise((resolve) => setTimeout(resolve, 20));
     const { local } = localApp(store.inner, {}, () => new Date(Date.now() + 3_600_000));
     // A process an hour later ends its journal as its owner would have: the client resumes after
     // the last event it saw, past every event the journal gives, and still learns how it ended.
-    const after = seen.at(-1)!.sequence_number;
     const rest = await readUntil(await local.responses.retrieve(id, { stream: true, starting_after: after }));
     const ended = await local.responses.retrieve(id);
     expect(ended).toMatchObject({ status: 'completed' });

@@ -68,6 +68,10 @@ export async function findKey(
     response: outcome.response ?? null,
     status: outcome.status,
     ...(outcome.error ? { error: outcome.error } : {}),
+    // Stored with neither its response nor its error: the receipt names the model its replay names.
+    ...(!outcome.error && outcome.response === undefined && outcome.receipt !== undefined
+      ? { receipt: outcome.receipt }
+      : {}),
     ...(outputSeq !== undefined ? { outputSeq } : {}),
   };
 }

@@ -207,19 +207,19 @@ export interface StoredOutcome {
   status: TurnStatus;
   response?: unknown;
   error?: { code: string; message: string; details?: unknown } | undefined;
+  /** Its receipt (lib/turn/receipt.ts): a replay kept without its error names the model it names. */
+  receipt?: unknown;
 }
 
 export type BeginTurnResult =
-  | {
+  | ({
       kind: 'replay';
       /** The key's turn. */
       turn: number;
       response: unknown;
-      status: TurnStatus;
-      error?: { code: string; message: string; details?: unknown } | undefined;
       /** The seq the turn's output starts at (absent: not known, a turn packed before segments kept it). */
       outputSeq?: number | undefined;
-    }
+    } & Pick<StoredOutcome, 'status' | 'error' | 'receipt'>)
   | { kind: 'claimed'; turn: OpenTurn };
 
 /**

@@ -137,7 +137,7 @@ export const serviceEnvSchema = z.object({
   WEBHOOK_URL: optionalText(),
   WEBHOOK_SECRET: webhookSecretText(),
   WEBHOOK_ALLOW_PRIVATE: booleanText,
-  // JSON: the budget of sessions created without one (lib/ledger/usage.ts budgetSchema).
+  // JSON: the budget of sessions created without one (lib/ledger/usage.ts limitingBudgetSchema).
   DEFAULT_SESSION_BUDGET: budgetText(),
 });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { budgetSchema, type Budget } from './ledger/usage.ts';
+import { limitingBudgetSchema, type Budget } from './ledger/usage.ts';
 
 /**
  * How lib/config.ts reads a variable's text: blank is unset, secrets are trimmed, numbers and
@@ -144,7 +144,8 @@ const BUDGET_EXAMPLE = 'JSON like {"max_cost_usd": 5, "max_turns": 100, "max_tot
 
 /**
  * A session budget as JSON (DEFAULT_SESSION_BUDGET): the create field's shape, at least one
- * limit. Unset or blank: none. The problem named says which key is wrong and why.
+ * limit (limitingBudgetSchema). Unset or blank: none. The problem named says which key is wrong
+ * and why.
  */
 export function budgetText() {
   return optionalText().transform((text, context): Budget | undefined => {
@@ -156,15 +157,11 @@ export function budgetText() {
       context.addIssue({ code: 'custom', message: `must be ${BUDGET_EXAMPLE}; this is not JSON` });
       return z.NEVER;
     }
-    const parsed = budgetSchema.safeParse(json);
-    const problem = parsed.success
-      ? Object.keys(parsed.data).length === 0
-        ? 'it names no limit'
-        : null
-      : parsed.error.issues
-          .map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')}: ${issue.message}` : issue.message))
-          .join('; ');
-    if (problem === null) return parsed.data;
+    const parsed = limitingBudgetSchema.safeParse(json);
+    if (parsed.success) return parsed.data;
+    const problem = parsed.error.issues
+      .map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')}: ${issue.message}` : issue.message))
+      .join('; ');
     context.addIssue({ code: 'custom', message: `must be ${BUDGET_EXAMPLE}; ${problem}` });
     return z.NEVER;
   });

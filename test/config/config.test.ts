@@ -245,8 +245,9 @@ describe('parseServiceConfig', () => {
     for (const [text, problem] of [
       ['max_cost_usd=5', 'this is not JSON'],
       ['{"max_cost": 5}', 'Unrecognized key: "max_cost"'],
-      ['{"max_turns": 0}', 'max_turns: Too small'],
-      ['{"max_total_tokens": 1.5}', 'max_total_tokens: Invalid input: expected int'],
+      ['{"max_turns": 0}', 'max_turns: Too small: expected number to be >0'],
+      ['{"max_total_tokens": 1.5}', 'max_total_tokens: Invalid input: expected int, received number'],
+      ['null', 'Invalid input: expected object, received null'],
       ['{}', 'it names no limit'],
     ] as const) {
       const error = (() => {
@@ -257,7 +258,8 @@ describe('parseServiceConfig', () => {
         }
       })();
       expect(error, text).toBeInstanceOf(NotConfiguredError);
-      expect((error as NotConfiguredError).message).toContain(
+      // The whole problem: a budget of the wrong shape is not also said to name no limit.
+      expect((error as NotConfiguredError).message).toBe(
         `invalid setting DEFAULT_SESSION_BUDGET: ${shape}; ${problem}`,
       );
       expect((error as NotConfiguredError).details).toEqual({ variable: 'DEFAULT_SESSION_BUDGET' });

@@ -272,12 +272,13 @@ async function closeFailedTurn(
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
     chargeToken(services, turn, answered, 0, summary);
   } catch (closeError) {
-    // Closed by someone else meanwhile, whose completion names the turn: what its own failed
-    // completion would have counted (its answer, its summary) is charged and stored, as any stopped turn's.
-    if (closeError instanceof TurnClosedError) {
-      // Its notices go back as any stopped turn's: a background turn's other run that closed it
-      // carries on only those it showed, not those this run moved itself.
-      await giveBackTaken(services, sessionId, attempt, closeError);
+    // Its notices go back as any stopped turn's: a background turn's other run that closed it
+    // carries on only those it showed, not those this run moved itself.
+    if (closeError instanceof TurnClosedError) await giveBackTaken(services, sessionId, attempt, closeError);
+    // Closed by someone else meanwhile, whose completion names the turn, or left open (its store
+    // failing), for a closer to name once its lease ran out: what its own failed completion would
+    // have counted (its answer, its summary) is charged and stored, as any stopped turn's.
+    if (closeError instanceof TurnClosedError || leftOpen(attempt, closeError)) {
       chargeToken(services, turn, answered, 0, summary);
       storeSpent(services, turn, {
         ...(called && { usage: called.usage, estimated: called.estimated }),
@@ -301,6 +302,11 @@ async function closeFailedTurn(
       throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
   }
   throw error;
+}
+
+/** Whether a failed completion that threw `error` left the turn open: not stored, nor refused by another close. */
+function leftOpen(attempt: Attempt, error: unknown): boolean {
+  return !attempt.closedFailed && !(error instanceof NotFoundError) && !(error instanceof ClosedByItsCompletionError);
 }
 
 /**

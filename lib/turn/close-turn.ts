@@ -336,7 +336,7 @@ function storeSpent(services: TurnServices, turn: OpenTurn, spent: Omit<StoppedS
 }
 
 /** Charges the turn's token `usage` (as `turns` turns) and `summary` (as none), in the background. */
-function chargeToken(
+export function chargeToken(
   services: TurnServices,
   turn: OpenTurn,
   usage: TurnUsage | undefined,

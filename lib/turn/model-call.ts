@@ -148,7 +148,8 @@ export async function gatedModelCall(
     : callModel(model, { ...request, signal: controller.signal });
   // Settled either way: an aborted call's failure is nobody's but its meter's, which charges
   // nothing for a call its provider never got.
-  call.catch(meter?.failing() ?? (() => undefined));
+  if (meter) meter.track(call);
+  else call.catch(() => undefined);
   let outcome: GateOutcome;
   try {
     outcome = await gate;

@@ -41,6 +41,7 @@ import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
 import { TURN_STEPS } from './trace.ts';
 import { renewLease } from './renewal.ts';
 import { CallMeter } from './stopped-spend.ts';
+import { unlanded } from './unlanded.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md,
@@ -210,8 +211,8 @@ async function attemptTurn(
     return response;
   } catch (error) {
     // Nothing of an attempt whose record did not land was stored: start again (a failed
-    // put throws its own error).
-    if (error instanceof ClaimLost || !(await landed)) return null;
+    // put throws its own error, the call it started charged to its token).
+    if (error instanceof ClaimLost || !(await landed.catch(unlanded(services, attempt)))) return null;
     // Stopped because someone else closed it: answered as its completion would have been.
     const cause: unknown = attempt.stop.signal.aborted ? attempt.stop.signal.reason : error;
     return await closeFailed(services, sessionId, attempt, cause).finally(() => {

@@ -32,6 +32,7 @@ interface MeteredCall {
 export class CallMeter {
   #call: MeteredCall | undefined;
   #reported: ModelUsage | undefined;
+  #settled: Promise<void> = Promise.resolve();
   /** The calls of the attempt (and of attempts before it) aborted before this one. */
   #earlier: MeteredCall[] = [];
 
@@ -67,6 +68,19 @@ export class CallMeter {
     return (error) => {
       if (call && providerUnreached(error)) call.unreached = true;
     };
+  }
+
+  /**
+   * Takes the call made now (`call`), started: its failure as `failing` takes it, and its
+   * settling, which `settled` waits for.
+   */
+  track(call: Promise<unknown>): void {
+    this.#settled = call.then(() => undefined, this.failing());
+  }
+
+  /** Resolves once the call made now settled (answered or failed, its failure taken): `spent` then knows it. */
+  settled(): Promise<void> {
+    return this.#settled;
   }
 
   /** What the aborted calls spent, estimated (none counts the calls their provider never got). */

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { StorageError } from '../../lib/errors.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
+import { heldOptions } from '../support/slow-echo.ts';
+import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+// A turn calls its model while its claim's record is put (lib/turn/pipeline.ts). When that put
+// fails, nothing of the turn is stored and it is answered 503, but the call it started was billed
+// by the provider all the same: it is charged to the turn's token (as no turn), estimated as a call
+// aborted so is (its prompt's tokens, none of its output: not streamed). Else a runaway agent
+// whose turns keep failing so would never meet its token's budget.
+
+const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
+const recordPut = ({ operation, key, options }: StoreCall) =>
+  operation === 'put' && !!options?.onlyIfAbsent && /\/turn\/[^/]+\/\d{12}$/.test(key);
+
+/** `store`, whose record puts wait until `called` (the model was called) before they go on. */
+function putsAfter(store: ObjectStore, called: Promise<void>): ObjectStore {
+  return {
+    get: (key, options) => store.get(key, options),
+    head: (key) => store.head(key),
+    list: (prefix, options) => store.list(prefix, options),
+    delete: (keys) => store.delete(keys),
+    put: async (key, body, options) => {
+      if (recordPut({ operation: 'put', key, index: 0, ...(options ? { options } : {}) })) await called;
+      return store.put(key, body, options);
+    },
+  };
+}
+
+describe('a turn whose record put failed after its model call started', () => {
+  it('charges the call to its token, and its budget counts it', async () => {
+    let tell: () => void = () => undefined;
+    const called = new Promise<void>((resolve) => {
+      tell = resolve;
+    });
+    const model: Model = {
+      ...echoModel,
+      async generate(request) {
+        tell();
+        return echoModel.generate(request);
+      },
+    };
+    const faulty = new FaultyStore(new MemoryStore());
+    const { options, drain } = heldOptions(model);
+    const api = createClient(appHarness(putsAfter(faulty, called), environment, options));
+    const prompt = approximateTokenCounter.count('hello there') + 4;
+    const minted = await api.post('/v1/tokens', {
+      scopes: ['session:turn', 'session:read'],
+      budget: { max_total_tokens: prompt },
+    });
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    const auth = { authorization: `Bearer ${minted.body.token as string}` };
+    const id = await api.session();
+
+    faulty.failWhen(recordPut, { times: 1, error: () => new StorageError('the record put failed') });
+    const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' }, auth);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(503);
+    await drain();
+    expect((await api.get(`/v1/sessions/${id}/turns`)).body.turns).toEqual([]);
+    expect((await api.get('/v1/tokens/current', auth)).body.usage).toMatchObject({
+      turns: 0,
+      input_tokens: prompt,
+      output_tokens: 0,
+    });
+    // Its budget is spent: the next turn is refused.
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' }, auth);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+  });
+});

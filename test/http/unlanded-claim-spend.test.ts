@@ -8,17 +8,20 @@ import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
 import { heldOptions } from '../support/slow-echo.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
-// A turn calls its model while its claim's record is put (lib/turn/pipeline.ts). When that put
-// fails, nothing of the turn is stored and it is answered 503, but the call it started was billed
-// by the provider all the same: it is charged to the turn's token (as no turn), estimated as a call
-// aborted so is (its prompt's tokens, none of its output: not streamed). Else a runaway agent
-// whose turns keep failing so would never meet its token's budget.
+// A turn calls its model while its claim's record is put (lib/turn/pipeline.ts), and the images
+// of its input before it. When such a put fails, nothing of the turn is stored and it is answered
+// 503, but the call it started was billed by the provider all the same: it is charged to the
+// turn's token (as no turn), estimated as a call aborted so is (its prompt's tokens, none of its
+// output: not streamed). Else a runaway agent whose turns keep failing so would never meet its
+// token's budget.
 
 const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 const recordPut = ({ operation, key, options }: StoreCall) =>
   operation === 'put' && !!options?.onlyIfAbsent && /\/turn\/[^/]+\/\d{12}$/.test(key);
+const blobPut = ({ operation, key }: StoreCall) => operation === 'put' && key.includes('/blob/');
 
 /** `store`, whose record puts wait until `called` (the model was called) before they go on. */
 function putsAfter(store: ObjectStore, called: Promise<void>): ObjectStore {
@@ -28,28 +31,35 @@ function putsAfter(store: ObjectStore, called: Promise<void>): ObjectStore {
     list: (prefix, options) => store.list(prefix, options),
     delete: (keys) => store.delete(keys),
     put: async (key, body, options) => {
-      if (recordPut({ operation: 'put', key, index: 0, ...(options ? { options } : {}) })) await called;
+      const call: StoreCall = { operation: 'put', key, index: 0, ...(options ? { options } : {}) };
+      if (recordPut(call) || blobPut(call)) await called;
       return store.put(key, body, options);
     },
   };
 }
 
-describe('a turn whose record put failed after its model call started', () => {
-  it('charges the call to its token, and its budget counts it', async () => {
-    let tell: () => void = () => undefined;
-    const called = new Promise<void>((resolve) => {
-      tell = resolve;
-    });
-    const model: Model = {
-      ...echoModel,
-      async generate(request) {
-        tell();
-        return echoModel.generate(request);
-      },
-    };
-    const faulty = new FaultyStore(new MemoryStore());
-    const { options, drain } = heldOptions(model);
-    const api = createClient(appHarness(putsAfter(faulty, called), environment, options));
+/** A process whose model tells when it is called, on a store whose record and blob puts wait for that. */
+function world() {
+  let tell: () => void = () => undefined;
+  const called = new Promise<void>((resolve) => {
+    tell = resolve;
+  });
+  const model: Model = {
+    ...echoModel,
+    async generate(request) {
+      tell();
+      return echoModel.generate(request);
+    },
+  };
+  const faulty = new FaultyStore(new MemoryStore());
+  const { options, drain } = heldOptions(model);
+  const api = createClient(appHarness(putsAfter(faulty, called), environment, options));
+  return { faulty, drain, api };
+}
+
+describe('a turn whose claim could not be stored after its model call started', () => {
+  it('its record put failed: charges the call to its token, and its budget counts it', async () => {
+    const { faulty, drain, api } = world();
     const prompt = approximateTokenCounter.count('hello there') + 4;
     const minted = await api.post('/v1/tokens', {
       scopes: ['session:turn', 'session:read'],
@@ -72,5 +82,25 @@ describe('a turn whose record put failed after its model call started', () => {
     // Its budget is spent: the next turn is refused.
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' }, auth);
     expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+  });
+
+  it("a screenshot's blob put failed: charges the call to its token", async () => {
+    const { faulty, drain, api } = world();
+    const minted = await api.post('/v1/tokens', {
+      scopes: ['session:turn', 'session:read'],
+      budget: { max_total_tokens: 1_000_000 },
+    });
+    const auth = { authorization: `Bearer ${minted.body.token as string}` };
+    const id = await api.session();
+    const image = { type: 'input_image', image_url: dataUrl('image/png', pngBytes(320, 200, 20_000, 7)) };
+    faulty.failWhen(blobPut, { error: () => new StorageError('the blob put failed') });
+    const input = [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image] }];
+    const failed = await api.post(`/v1/sessions/${id}/turns`, { input }, auth);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(503);
+    await drain();
+    expect((await api.get(`/v1/sessions/${id}/turns`)).body.turns).toEqual([]);
+    const usage = (await api.get('/v1/tokens/current', auth)).body.usage;
+    expect(usage).toMatchObject({ turns: 0, output_tokens: 0 });
+    expect(usage.input_tokens).toBeGreaterThan(approximateTokenCounter.count('look'));
   });
 });

@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
-import { expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { heldBodyBytes } from '../../functions/body-budget.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -16,20 +17,27 @@ import { clientInProcess, TOKEN } from './server.ts';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 const HOUR = 3_600_000;
 
-/** Never answers: its call ends only when aborted. */
-async function hang(request: ModelRequest): Promise<never> {
-  return new Promise((_, reject) => request.signal?.addEventListener('abort', () => reject(new Error('aborted'))));
-}
-
 /**
  * A process whose clock is `offset` ms ahead (an hour more once it made `passAt` storage calls);
- * `dying`: it dies once its model is called (`died`).
+ * `dying`: it dies once its model is called (`died`), its call never answering until `kill` ends
+ * it (as the kill ends the process). `drained` waits for the work its requests left running.
  */
 function processOf(store: MemoryStore, offset: number, dying = false, passAt = 0) {
   let calls = 0;
   let dead = false;
+  let killed = false;
   let die = () => {};
   const died = new Promise<void>((resolve) => (die = resolve));
+  const ends = new Set<() => void>();
+  const left: Promise<unknown>[] = [];
+  /** Never answers: its call ends only when aborted, or once the process is killed. */
+  const hang = (request: ModelRequest) =>
+    new Promise<never>((_, reject) => {
+      const end = () => reject(new Error('the process was killed'));
+      if (killed) return end();
+      ends.add(end);
+      request.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+    });
   const model: Model = !dying
     ? echoModel
     : {
@@ -58,9 +66,16 @@ function processOf(store: MemoryStore, offset: number, dying = false, passAt = 0
     logLine: () => {},
     clock: () => new Date(Date.now() + offset),
     wrapModel: () => model,
-    afterResponse: () => {},
+    afterResponse: (task) => left.push(task),
   });
-  return { openai: clientInProcess(app, TOKEN), died };
+  const kill = () => {
+    killed = true;
+    for (const end of ends) end();
+  };
+  const drained = async () => {
+    while (left.length > 0) await Promise.allSettled(left.splice(0));
+  };
+  return { openai: clientInProcess(app, TOKEN), died, kill, drained };
 }
 
 type Kind = 'plain' | 'stream' | 'background';
@@ -80,10 +95,25 @@ function send(openai: OpenAI, body: object, kind: Kind, key?: string): Promise<u
   })().catch((error: unknown) => error);
 }
 
+/** The dying processes of the test running, killed after it (their requests answered then). */
+const dying: (() => Promise<unknown>)[] = [];
+
+afterEach(async () => {
+  await Promise.all(dying.splice(0).map((kill) => kill()));
+  // No request of the test is left in the app (its body would count in the next file's budget).
+  expect(heldBodyBytes()).toBe(0);
+});
+
 /** Sends `body` from a process that dies during its turn (or, in the background, once it answered). */
 async function dies(store: MemoryStore, offset: number, body: object, kind: Kind, key?: string): Promise<void> {
-  const dying = processOf(store, offset, true);
-  await Promise.race([dying.died, send(dying.openai, body, kind, key)]);
+  const dead = processOf(store, offset, true);
+  const sent = send(dead.openai, body, kind, key);
+  dying.push(async () => {
+    dead.kill();
+    await sent;
+    await dead.drained();
+  });
+  await Promise.race([dead.died, sent]);
 }
 
 const texts = async (openai: OpenAI, id: string) =>

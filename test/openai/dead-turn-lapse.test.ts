@@ -1,7 +1,8 @@
 import OpenAI from 'openai';
 import type { Response } from 'openai/resources/responses/responses';
-import { expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { type AppOptions, createApp } from '../../functions/app.ts';
+import { heldBodyBytes } from '../../functions/body-budget.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
@@ -16,6 +17,18 @@ import { clientInProcess, TOKEN } from './server.ts';
 
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 const heldEcho = releasedAfterEach();
+
+/** The dead steps' requests: each answered once its held call is released after its test. */
+const deadSteps: { release(): void; sent: Promise<unknown> }[] = [];
+
+afterEach(async () => {
+  for (const { release, sent } of deadSteps.splice(0)) {
+    release();
+    await sent;
+  }
+  // No request of the test is left in the app (its body would count in the next file's budget).
+  expect(heldBodyBytes()).toBe(0);
+});
 
 function client(store: FaultyStore | MemoryStore, options: Partial<AppOptions>) {
   const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {}, ...options });
@@ -59,7 +72,7 @@ async function deadStep(store: MemoryStore, step: Step): Promise<Response> {
   const first = await dead.responses.create({ input: 'one', store: true });
   // The work its answer left (its history index entry) is done before the second step.
   await drain();
-  void step(dead, first).catch(() => undefined);
+  deadSteps.push({ release: slow.release, sent: step(dead, first).catch(() => undefined) });
   for (let i = 0; slow.signals.length === 0; i++) {
     if (i > 1000) throw new Error('the dead step never reached its model');
     await new Promise((resolve) => setTimeout(resolve, 5));

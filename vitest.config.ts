@@ -75,11 +75,12 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: ['test/workers/**', 'test/bundle/**', ...unitFiles, ...ownModuleFiles],
           globalSetup: ['test/support/global-setup.ts'],
-          setupFiles: ['test/support/equality.ts'],
+          setupFiles: ['test/support/equality.ts', 'test/support/held-bodies.ts'],
           // As in `unit`: the files a worker runs share functions/app.ts and lib/ instead of loading
           // them again for each file (most of these files' CPU time). Each file closes the servers,
           // stores and fake timers it opens and stops the background loops it starts (the
-          // @openai/agents trace exporter: test/openai/agents-tracing.ts), and none mocks a module.
+          // @openai/agents trace exporter: test/openai/agents-tracing.ts), and ends with no request
+          // body held by the app (test/support/held-bodies.ts); none mocks a module.
           isolate: false,
           testTimeout: 30_000,
           hookTimeout: 60_000,

@@ -247,8 +247,7 @@ async function closeFailedTurn(
   const answered = called?.usage;
   const estimated = called?.estimated ? ({ usage_estimated: true } as const) : {};
   try {
-    // Failed before its prompt was built: the receipt names its model all the same (what a replay
-    // of a failure stored without its error names, lib/turn/replay.ts).
+    // Failed before its prompt was built: the receipt names its model all the same (lib/turn/replay.ts).
     const { plan } = attempt;
     const receipt = (await attempt.receipt?.()) ?? {
       ...(plan && { model: plan.model.id }),

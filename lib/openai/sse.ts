@@ -83,7 +83,8 @@ function ownerDied(event: ResponseStreamEvent): boolean {
  * stream's numbers), but for one whose stream's process died after events it streamed live but
  * never journaled: that one still gets the terminal response.failed (`lease_expired`), or
  * any end written once `unkept` was called (its process never kept the response, so never sent
- * its end live), numbered as the journal numbers it. While `mute`d, what it writes is numbered
+ * its end live), numbered as the journal numbers it, also when that is the number it resumes at
+ * (the event it had there was one streamed live past the journal). While `mute`d, what it writes is numbered
  * but not sent, but for the terminal event (a background turn's run its reader does not follow:
  * lib/openai/journaled-response.ts); `shown` counts the output items added while not muted, sent
  * or before `after` (those the client holds). `encryptedReasoning`:
@@ -106,8 +107,9 @@ export function responseEventStream(
       const terminal = TERMINAL_EVENTS.has(event.type);
       if (muted && !terminal) return;
       if (event.type === 'response.output_item.added') shown += 1;
-      const past =
-        event.sequence_number > after || (event.sequence_number < after && terminal && (unkept || ownerDied(event)));
+      // An end no stream sent live goes to a client at its number too: the event it had there
+      // was one its stream's process sent live past its journal.
+      const past = event.sequence_number > after || (terminal && (unkept || ownerDied(event)));
       if (!past) return;
       queue.push({ event: event.type, data: JSON.stringify(event) });
       if (terminal) queue.push({ data: '[DONE]' });

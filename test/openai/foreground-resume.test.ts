@@ -395,6 +395,20 @@ describe('a resumed foreground stream whose owner died after events it never jou
     expect(whole.filter((event) => event.type === 'response.failed')).toHaveLength(1);
     expect(rest[0]!.sequence_number).toBeLessThan(after);
   });
+
+  it('ends with response.failed for a client whose last event has the number its journal gives that end', async () => {
+    const { store, id } = await liveOnlyStream('gate-f', ({ operation }) => operation === 'put');
+    const { local } = localApp(store.inner, {}, () => new Date(Date.now() + 3_600_000));
+    const whole = await readUntil(await local.responses.retrieve(id, { stream: true }));
+    const end = whole.at(-1)!;
+    expect(end).toMatchObject({ type: 'response.failed', response: { error: { code: 'lease_expired' } } });
+    // Its owner streamed live past its journal: the event a client saw last may bear the number
+    // the journal gives the end. No stream sent that end live before its owner died.
+    const rest = await readUntil(
+      await local.responses.retrieve(id, { stream: true, starting_after: end.sequence_number }),
+    );
+    expect(rest).toEqual([end]);
+  });
 });
 
 describe('a resumed foreground stream whose owner died after its completion, before its last batch', () => {

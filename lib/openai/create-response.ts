@@ -146,10 +146,15 @@ async function createStoredResponse(
   // (Not in the background: a response id names its first input seq, which a retake has not.)
   // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts),
   // compared as that attempt stored them (without its own compaction item sent back).
+  // (A fence left by a delete of that turn cut short by its process's death, an append of no
+  // items, may stand after it: a step answering calls looks past it.)
+  const failedBefore =
+    read?.newestTurn?.status === 'failed' ||
+    (read?.newestTurn === null &&
+      session.counts.turns > 0 &&
+      sent.some((item) => item.type === 'function_call_output'));
   const under =
-    body.conversation && !body.background && read?.newestTurn?.status === 'failed'
-      ? await takenUnder(facade, session, sent)
-      : undefined;
+    body.conversation && !body.background && failedBefore ? await takenUnder(facade, session, sent) : undefined;
   const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
   const items = sent.slice(taken);
   const positions = prepared.positions[resend].slice(known).slice(taken);

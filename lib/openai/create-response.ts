@@ -326,7 +326,11 @@ function runningTurn(error: TurnInProgressError): number | undefined {
   return typeof turn === 'number' ? turn : undefined;
 }
 
-/** Whether `item` is an output its conversation's newest turn answered its call with already. */
-function answeredBy(turn: { answered: readonly string[] } | null, item: { type?: string }): boolean {
-  return item.type === 'function_call_output' && turn!.answered.includes((item as { call_id: string }).call_id);
+/**
+ * Whether `item` is an output its conversation's newest turn answered its call with already (a
+ * retake, storing no input, answers what the failed attempt it takes again answered).
+ */
+function answeredBy(turn: { answered: readonly string[]; retake?: true } | null, item: { type?: string }): boolean {
+  if (item.type !== 'function_call_output') return false;
+  return turn!.retake === true || turn!.answered.includes((item as { call_id: string }).call_id);
 }

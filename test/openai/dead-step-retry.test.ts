@@ -224,3 +224,23 @@ it('a dead turn past the generations a conversation may read stays, holding noth
     'assistant: echo: step 10',
   ]);
 });
+
+// (Not in the background, whose retry of such a step is refused 400 once it failed: docs/OPENAI.md.)
+it.each(['stream'] as const)(
+  'an unkeyed %s step answering a call, retried while the dead retake of it runs, is answered 409, then goes on',
+  async (kind) => {
+    const store = new MemoryStore();
+    const { conversation, callId } = await called(store);
+    const body = { input: [{ type: 'function_call_output', call_id: callId, output: '18C' }], conversation, tools };
+    await dies(store, HOUR, body, kind);
+    // Its retry takes the step again (its outputs stored by the first attempt) and dies too.
+    await dies(store, 2 * HOUR, body, kind);
+    // That retake's lease runs: 409 turn_in_progress, not a 400 for a call answered already.
+    const early = await send(processOf(store, 2 * HOUR + 1000).openai, body, kind);
+    expect(early).toMatchObject({ status: 409, code: 'turn_in_progress' });
+    const late = await send(processOf(store, 3 * HOUR).openai, body, kind);
+    expect(late).not.toBeInstanceOf(Error);
+    const items = await texts(processOf(store, 3 * HOUR).openai, conversation);
+    expect(items).toEqual([...LOOP, 'assistant: echo: call get_weather {"city":"x"}']);
+  },
+);

@@ -19,6 +19,7 @@ import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
 import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
 import { LapsedDeadTurn, readWithoutDeadTurn, refuseLapsedDead } from './dead-turn.ts';
+import type { NewestTurn } from '../session/log/newest-turn.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { keptObject, openaiTools } from './stored-responses.ts';
@@ -328,9 +329,11 @@ function runningTurn(error: TurnInProgressError): number | undefined {
 
 /**
  * Whether `item` is an output its conversation's newest turn answered its call with already (a
- * retake, storing no input, answers what the failed attempt it takes again answered).
+ * retake, storing no input, answers what the failed attempt it takes again answered: the calls
+ * not open after it).
  */
-function answeredBy(turn: { answered: readonly string[]; retake?: true } | null, item: { type?: string }): boolean {
+function answeredBy(turn: NewestTurn | null, item: { type?: string }): boolean {
   if (item.type !== 'function_call_output') return false;
-  return turn!.retake === true || turn!.answered.includes((item as { call_id: string }).call_id);
+  const call = (item as { call_id: string }).call_id;
+  return turn!.answered.includes(call) || (turn!.retake !== undefined && !turn!.retake.open?.includes(call));
 }

@@ -32,7 +32,7 @@ export async function getSessionWithNewestTurn(
       output,
       calls,
       answered,
-      ...(record.items.length === 0 ? { retake: true } : {}),
+      ...(record.items.length === 0 ? { retake: { open: record.open_calls ?? null } } : {}),
       first_seq: record.first_seq,
       ...(!done && record.lease_expires_at ? { lease_expires_at: record.lease_expires_at } : {}),
       ...(error !== undefined ? { error } : {}),
@@ -52,8 +52,11 @@ export interface NewestTurn {
   calls: string[];
   /** The call ids its input answers (its `function_call_output` items). */
   answered: string[];
-  /** It stored no input: it takes the failed turn before it again, answering what that one's input answered. */
-  retake?: true;
+  /**
+   * It stored no input: it takes the failed turn before it again, whose input answered the calls
+   * not `open` after it (null: its record does not track them).
+   */
+  retake?: { open: string[] | null };
   /** Where its input begins (its output, when it has none). */
   first_seq: number;
   /** An open turn's lease as its claim took it (one renewed beside its record may run longer: ./lease.ts leaseOf). */

@@ -101,3 +101,39 @@ it.each(['conversation', 'previous_response_id'] as const)(
     ]);
   },
 );
+
+it('a keyed step whose dead turn a retry began taking out, then died, is answered as that turn ended', async () => {
+  const store = new MemoryStore();
+  const { openai } = processOf(store, 0);
+  const { id: conversation } = await openai.conversations.create({});
+  const first = await openai.responses.create({ input: 'call get_weather {"city":"x"}', conversation, tools });
+  const callId = first.output.find((item) => item.type === 'function_call')!.call_id;
+  const body = {
+    input: [{ type: 'function_call_output' as const, call_id: callId, output: '18C' }],
+    conversation,
+    tools,
+  };
+  const options = { headers: { 'Idempotency-Key': 'cut-step' } };
+  const dying = processOf(store, HOUR, () => false, true);
+  await Promise.race([dying.died, dying.openai.responses.create(body, options).catch(() => undefined)]);
+  let closed = false;
+  let fenced = false;
+  const cut = processOf(store, 2 * HOUR, ({ operation, key }) => {
+    if (fenced) return true;
+    if (operation === 'put' && key.endsWith('.done')) closed = true;
+    else if (operation === 'put' && closed && /\/turn\/[^/]+\/\d+$/.test(key)) fenced = true;
+    return false;
+  });
+  await cut.openai.responses.create(body, options).catch((error: unknown) => error);
+  expect(fenced).toBe(true);
+  const retry = await processOf(store, 3 * HOUR)
+    .openai.responses.create(body, options)
+    .catch((error: unknown) => error);
+  // As docs/OPENAI.md says: 409 lease_expired, its input stored once.
+  expect(retry).toMatchObject({ status: 409, code: 'lease_expired' });
+  expect(await texts(processOf(store, 3 * HOUR).openai, conversation)).toEqual([
+    'user: call get_weather {"city":"x"}',
+    'function_call',
+    'function_call_output',
+  ]);
+});

@@ -366,8 +366,9 @@ export const conversationCreateSchema = z
   .meta({ id: 'OpenAIConversationCreate' });
 export type ConversationCreateBody = z.infer<typeof conversationCreateSchema>;
 
+/** `metadata: null` (the `openai` client's type allows it) clears them, as `{}` does. */
 export const conversationUpdateSchema = z
-  .object({ metadata: metadataSchema })
+  .object({ metadata: metadataSchema.nullable().transform((metadata) => metadata ?? {}) })
   .strict()
   .meta({ id: 'OpenAIConversationUpdate' });
 

@@ -100,6 +100,9 @@ describe('the official openai client: conversations', () => {
     const updated = await world.client.conversations.update(conversation.id, { metadata: { owner: 'ci' } });
     expect(updated).toMatchObject({ id: conversation.id, metadata: { owner: 'ci' } });
     expect((await world.client.conversations.retrieve(conversation.id)).metadata).toEqual({ owner: 'ci' });
+    // The client's type lets the update's metadata be null: it clears them.
+    expect((await world.client.conversations.update(conversation.id, { metadata: null })).metadata).toEqual({});
+    expect((await world.client.conversations.retrieve(conversation.id)).metadata).toEqual({});
     expect(await world.client.conversations.delete(conversation.id)).toEqual({
       id: conversation.id,
       object: 'conversation.deleted',

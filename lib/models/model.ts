@@ -52,7 +52,7 @@ export interface ModelSettings {
    */
   allowedTools?: string[];
   /** Reasoning effort: OpenAI's `reasoning_effort`, Anthropic's thinking budget (the AI SDK maps it). */
-  reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';
+  reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh' | 'max';
   verbosity?: 'low' | 'medium' | 'high';
   parallelToolCalls?: boolean;
   responseFormat?:

@@ -7,7 +7,7 @@ import {
   jsonSchemaFormat,
   modelSchema,
   penaltySchema,
-  serviceTierSchema,
+  chatServiceTierSchema,
   verbositySchema,
 } from './schemas.ts';
 
@@ -126,7 +126,7 @@ export const chatCompletionCreateSchema = z
     verbosity: verbositySchema.nullable().optional(),
     user: endUserSchema,
     safety_identifier: endUserSchema,
-    service_tier: serviceTierSchema,
+    service_tier: chatServiceTierSchema,
     logprobs: z
       .boolean()
       .nullable()

@@ -9,15 +9,16 @@ import { toolChoiceSchema } from './tool-choice.ts';
  * accepted either takes effect or is echoed as advisory (docs/OPENAI.md has the table).
  */
 
-export const effortSchema = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']);
+export const effortSchema = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']);
 export const verbositySchema = z.enum(['low', 'medium', 'high']);
 export const penaltySchema = z.number().min(-2).max(2).nullable().optional();
 export const endUserSchema = z.string().min(1).max(256).nullable().optional();
-export const serviceTierSchema = z
-  .enum(['auto', 'default', 'flex', 'scale', 'priority'])
-  .nullable()
-  .optional()
-  .meta({ description: 'Advisory: echoed, the provider picks its tier.' });
+/** The tiers the `openai` client's types name (Chat Completions: no `ultrafast`); advisory, echoed. */
+const serviceTiers = ['auto', 'default', 'flex', 'scale', 'priority', 'fast'] as const;
+const tierSchema = <const T extends readonly [string, ...string[]]>(tiers: T) =>
+  z.enum(tiers).nullable().optional().meta({ description: 'Advisory: echoed, the provider picks its tier.' });
+export const serviceTierSchema = tierSchema([...serviceTiers, 'ultrafast']);
+export const chatServiceTierSchema = tierSchema(serviceTiers);
 /** OpenAI's metadata: at most 16 pairs, keys up to 64 characters, values up to 512. */
 const metadataSchema = z
   .record(z.string().max(64), z.string().max(512))

@@ -267,6 +267,34 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
   });
 });
 
+describe("the values the openai client's types take beyond the first ones", () => {
+  it('reasoning effort max reaches the provider, and the fast service tiers are echoed', async () => {
+    const response = await client.responses.create({
+      model: 'gpt-wire',
+      input: 'hi',
+      reasoning: { effort: 'max' },
+      service_tier: 'ultrafast',
+    });
+    expect(openaiWire.requests.at(-1)!.body).toMatchObject({ reasoning_effort: 'max' });
+    expect(response).toMatchObject({ reasoning: { effort: 'max' }, service_tier: 'ultrafast' });
+    await client.responses.create({
+      model: 'claude-wire',
+      input: 'hi',
+      reasoning: { effort: 'max' },
+      max_output_tokens: 4096,
+    });
+    expect(anthropicWire.requests.at(-1)!.body.thinking).toMatchObject({ type: 'enabled' });
+    const completion = await client.chat.completions.create({
+      model: 'gpt-wire',
+      messages: [{ role: 'user', content: 'hi' }],
+      reasoning_effort: 'max',
+      service_tier: 'fast',
+    });
+    expect(openaiWire.requests.at(-1)!.body).toMatchObject({ reasoning_effort: 'max' });
+    expect(completion.service_tier).toBe('fast');
+  });
+});
+
 describe('Chat Completions settings on the wire', () => {
   it('passes stop, seed, top_p, tool_choice, response_format, reasoning_effort...; echoes service_tier', async () => {
     // Each sent as the provider's Chat Completions body takes it.

@@ -1,7 +1,9 @@
+import { createHash } from 'node:crypto';
 import { createOpenAI } from '@ai-sdk/openai';
 import { Agent, OpenAIProvider, Runner, tool as agentTool } from '@openai/agents';
 import { generateText, stepCountIs, tool } from 'ai';
 import OpenAI from 'openai';
+import { ResponsesToolRunner } from 'openai/helpers/responses-tool-runner';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -147,6 +149,61 @@ describe('a client tool loop is one conversation', () => {
       'function_call_output',
       'message',
     ]);
+  });
+
+  it.each([false, true])("the openai client's ResponsesToolRunner (stream: %s): one session", async (stream) => {
+    const before = await sessionIds();
+    const runner = new ResponsesToolRunner({
+      functions: [
+        {
+          tool: { type: 'function', name: 'get_weather', strict: false, parameters: { type: 'object' } },
+          execute: async () => '18C',
+        },
+      ],
+    });
+    const prompt = `call get_weather {"city":"${stream ? 'Oslo' : 'Bergen'}"}`;
+    const response = await runner.run(client, { model: 'echo', input: prompt }, { stream });
+    expect(response.output_text).toBe(`echo: ${prompt}`);
+    const sessions = await sessionsSince(before);
+    expect(sessions).toHaveLength(1);
+    expect(shapeOf(sessions[0]!.items).map(([type]) => type)).toEqual([
+      'message',
+      'function_call',
+      'function_call_output',
+      'message',
+    ]);
+  });
+
+  it("the AI SDK's loop with an Idempotency-Key per request body: one session, a retried step replayed", async () => {
+    const before = await sessionIds();
+    const sent: string[] = [];
+    // The call's `headers` go with every step (the second would be 422 idempotency_key_reused):
+    // a key made of the run and the body tells the steps apart and gives a retry its step's key.
+    const keyed = async (url: RequestInfo | URL, init?: RequestInit) => {
+      const body = String(init?.body);
+      sent.push(body);
+      const key = `run-7-${createHash('sha256').update(body).digest('hex')}`;
+      return fetch(url, { ...init, headers: { ...(init?.headers as Record<string, string>), 'idempotency-key': key } });
+    };
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, fetch: keyed });
+    const loop = {
+      model: openai('echo'),
+      prompt: 'call get_weather {"city":"Turku"}',
+      tools: { get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => '18C' }) },
+      stopWhen: stepCountIs(4),
+    };
+    const result = await generateText(loop);
+    expect(result.steps).toHaveLength(2);
+    // The second step sent again (a retry after its answer was lost) is answered as it was.
+    const retried = await keyed(`${tailgate.baseURL}/responses`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: sent[1]!,
+    });
+    expect(((await retried.json()) as { id: string }).id).toBe(result.steps[1]!.response.id);
+    const sessions = await sessionsSince(before);
+    expect(sessions).toHaveLength(1);
+    expect(sessions[0]!.items).toHaveLength(4);
   });
 
   it('an input that edits the history, or resends an older one, starts a new conversation', async () => {

@@ -261,7 +261,17 @@ describe('the inspector at /ui in Chromium', () => {
     expect(await axeViolations(page)).toEqual([]);
   });
 
-  it('posts a notice and sees it delivered by a turn taken from the chat box', { timeout: 60_000 }, async () => {
+  it('posts a notice and sees it delivered by a turn taken from the chat box, which keeps expanded turns', {
+    timeout: 60_000,
+  }, async () => {
+    // Turn TURNS is expanded (the test before), its compacted item showing the stored original.
+    const expanded = page.locator(`#timeline details.turn[data-turn="${TURNS}"]`);
+    expect(await expanded.getAttribute('open')).toBe('');
+    await expanded.evaluate((element) => ((element as any).shownBeforeTheTurn = true));
+    await page.locator('#chat-section').evaluate((element) => element.scrollIntoView());
+    const scrolled = await page.evaluate(() => window.scrollY);
+    expect(scrolled).toBeGreaterThan(0);
+    const itemsBefore = Number(await page.locator('dd[data-count="Items in prompt"]').textContent());
     await page.getByLabel('Name', { exact: true }).fill('0001-budget.md');
     await page.getByLabel('Notice', { exact: true }).fill('Budget left: 2 USD');
     await page.getByRole('button', { name: 'Post notice' }).click();
@@ -274,7 +284,22 @@ describe('the inspector at /ui in Chromium', () => {
       .poll(() => page.locator('#inbox-delivered').textContent())
       .toContain(`0001-budget.md → turn ${TURNS + 1}`);
     expect(await page.locator('#inbox-pending li').count()).toBe(0);
-    await page.locator(`#timeline details.turn[data-turn="${TURNS + 1}"]`).waitFor();
+    const added = page.locator(`#timeline details.turn[data-turn="${TURNS + 1}"]`);
+    await added.waitFor();
+    // The view was not drawn again: the expanded turn is the same element, still open, still
+    // showing the stored original; the new turn shows on top, in view, and the page did not move.
+    expect(await expanded.evaluate((element) => (element as any).shownBeforeTheTurn)).toBe(true);
+    expect(await expanded.getAttribute('open')).toBe('');
+    expect(await expanded.getByRole('button', { name: 'Show what the model got' }).count()).toBe(1);
+    expect(await page.locator('#timeline details.turn').first().getAttribute('data-turn')).toBe(String(TURNS + 1));
+    const box = (await added.boundingBox())!;
+    expect(box.y).toBeGreaterThanOrEqual(0);
+    expect(box.y + box.height).toBeLessThanOrEqual(page.viewportSize()!.height);
+    expect(await page.evaluate(() => window.scrollY)).toBe(scrolled);
+    // The prompt preview counts the new turn's items.
+    await expect
+      .poll(async () => Number(await page.locator('dd[data-count="Items in prompt"]').textContent()))
+      .toBeGreaterThan(itemsBefore);
   });
 
   it('the abort button stops the next turn before the model is called', { timeout: 60_000 }, async () => {

@@ -40,22 +40,30 @@ function showState(message: string | null): void {
 
 /**
  * Runs `step` on the schedule above until the view changes (the view's loaders stop it), and
- * returns a function that runs it at once. `step` passes `signal` to its API calls: a step
- * under way when the view changes is aborted, and draws nothing into the next view.
+ * returns a function that runs it at once (again once the step under way ended, which may have
+ * read too early). `step` passes `signal` to its API calls: a step under way when the view
+ * changes is aborted, and draws nothing into the next view.
  */
 export function poll(step: (signal: AbortSignal) => Promise<void>): () => void {
   const stop = new AbortController();
   let failures = 0;
   let stopped = false;
   let running = false;
+  /** Asked to run at once while a step ran: the step under way may have read too early. */
+  let again = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const schedule = () => {
     clearTimeout(timer);
     if (!stopped) timer = setTimeout(() => void run(), pollDelay(document.hidden, failures));
   };
   const run = async () => {
-    if (stopped || running) return;
+    if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
     running = true;
+    again = false;
     clearTimeout(timer);
     try {
       await step(stop.signal);
@@ -69,7 +77,8 @@ export function poll(step: (signal: AbortSignal) => Promise<void>): () => void {
     } finally {
       running = false;
     }
-    schedule();
+    if (again) void run();
+    else schedule();
   };
   const onVisibility = () => {
     if (!document.hidden) void run();

@@ -1,7 +1,7 @@
 /** The session view: counts, config, inbox and timeline of the session in the URL's hash. */
 import { api, sessionPath } from './api.ts';
 import { takeTurn } from './chat.ts';
-import { renderConfig } from './config.ts';
+import { preview, renderConfig } from './config.ts';
 import { $ } from './dom.ts';
 import { countsText } from './format.ts';
 import { refreshInbox } from './inbox.ts';
@@ -31,9 +31,12 @@ const FILLED = [
 
 /**
  * The session the view last opened, and with which token: while both stay, the view stays shown
- * as it loads again (after a chat turn), with the chat box's answer.
+ * as it loads again, with the chat box's answer.
  */
 let opened = '';
+
+/** Runs the open view's live update at once (poll.ts), as after a turn taken from the chat box. */
+let updateNow: () => void = () => undefined;
 
 /** The session id of `#/s/{id}`, or null on the sessions list. */
 export function currentSession(): string | null {
@@ -42,7 +45,7 @@ export function currentSession(): string | null {
 }
 
 /**
- * Opens (or opens again, after a chat turn) the view: whatever the view before left loading
+ * Opens (or opens again) the view: whatever the view before left loading
  * stops first, and what it showed goes, so a session the token may not read (or that does not
  * exist) shows its title and the API's answer only, never another session's contents. The
  * actions the token may not take are not offered.
@@ -81,7 +84,7 @@ export async function openSession(id: string): Promise<void> {
 function followSession(id: string, session: any, timeline: Timeline): void {
   const mark = (now: any) => JSON.stringify([now.counts, now.usage]);
   let seen = mark(session);
-  poll(async (signal) => {
+  updateNow = poll(async (signal) => {
     const now = await api(sessionPath(id), { signal });
     if (mark(now) === seen || !timeline.ready()) return;
     const counts = countsText(now);
@@ -91,7 +94,11 @@ function followSession(id: string, session: any, timeline: Timeline): void {
   });
 }
 
-/** Wires the chat box: a turn, then the session view again. */
+/**
+ * Wires the chat box: a turn, then what it changed in the view, which stays as the reader left
+ * it (expanded turns, the scroll position, the config form): the live update at once (counts,
+ * the new turn on top, the queue), the inbox (notices it delivered) and the prompt preview.
+ */
 export function wireChat(): void {
   $('chat-form').addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -101,7 +108,10 @@ export function wireChat(): void {
     try {
       await takeTurn(id, input);
       $<HTMLTextAreaElement>('chat-input').value = '';
-      await openSession(id);
+      if (currentSession() !== id) return;
+      updateNow();
+      void refreshInbox(id).catch(report);
+      void preview(id).catch(report);
     } catch (error) {
       report(error);
     }

@@ -5,8 +5,8 @@ import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
- * more than one page of input, a chat turn on a long timeline, an inbox and a fork list of more
- * than a page, a session whose newest turn was deleted, and scoped tokens: bound to one session
+ * more than one page of input, a chat turn on a long timeline and one sent twice, an inbox and a
+ * fork list of more than a page, a session whose newest turn was deleted, and scoped tokens: bound to one session
  * with `session:read` alone, with `session:turn` and `inbox:write`, unbound without `admin`, and a
  * token changed in the tab.
  */
@@ -79,6 +79,39 @@ describe('the inspector on session states', () => {
       .locator('#timeline details.turn')
       .evaluateAll((rows) => rows.map((row) => Number(row.getAttribute('data-turn'))));
     expect(turns).toEqual(Array.from({ length: 41 }, (_, index) => 41 - index));
+    await page.context().close();
+  });
+
+  it('Send pressed twice takes one turn, its answer shown whole', { timeout: 60_000 }, async () => {
+    await sessionWithTurn('chat-twice', 'first');
+    const page = await open('#/s/chat-twice');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await page.locator('#chat-input').fill('twice');
+    const send = page.getByRole('button', { name: 'Send (streamed)' });
+    // The first turn's request held until both presses were made, as on a slow connection.
+    const posts: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'POST') posts.push(new URL(request.url()).pathname);
+    });
+    let pressed!: () => void;
+    const bothPressed = new Promise<void>((resolve) => (pressed = resolve));
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/chat-twice/turns',
+      async (route) => {
+        await bothPressed;
+        await route.continue();
+      },
+      { times: 1 },
+    );
+    await send.dblclick();
+    pressed();
+    await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 2 completed]');
+    expect(await page.locator('#chat-output').textContent()).toBe('echo: twice\n[turn 2 completed]');
+    await page.locator('details.turn[data-turn="2"]').waitFor();
+    expect((await call('GET', '/v1/sessions/chat-twice')).counts.turns).toBe(2);
+    expect(posts).toEqual(['/v1/sessions/chat-twice/turns']);
+    // Once the turn ended, the box takes the next one.
+    expect(await send.isEnabled()).toBe(true);
     await page.context().close();
   });
 

@@ -95,16 +95,19 @@ function followSession(id: string, session: any, timeline: Timeline): void {
 }
 
 /**
- * Wires the chat box: a turn, then what it changed in the view, which stays as the reader left
- * it (expanded turns, the scroll position, the config form): the live update at once (counts,
- * the new turn on top, the queue), the inbox (notices it delivered) and the prompt preview.
+ * Wires the chat box: a turn (Send disabled until it ended: a second one would be refused, and
+ * would take the box's answer), then what it changed in the view, which stays as the reader
+ * left it (expanded turns, the scroll position, the config form): the live update at once
+ * (counts, the new turn on top, the queue), the inbox (notices it delivered) and the preview.
  */
 export function wireChat(): void {
+  const send = $('chat-form').querySelector<HTMLButtonElement>('button[type="submit"]')!;
   $('chat-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     const id = currentSession();
     const input = $<HTMLTextAreaElement>('chat-input').value;
-    if (!id || !input.trim()) return;
+    if (!id || !input.trim() || send.disabled) return;
+    send.disabled = true;
     try {
       await takeTurn(id, input);
       $<HTMLTextAreaElement>('chat-input').value = '';
@@ -114,6 +117,8 @@ export function wireChat(): void {
       void preview(id).catch(report);
     } catch (error) {
       report(error);
+    } finally {
+      send.disabled = false;
     }
   });
 }

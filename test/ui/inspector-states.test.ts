@@ -5,7 +5,7 @@ import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
- * more than one page of input, a chat turn on a long timeline and one sent twice, an inbox and a
+ * more than one page of input, a chat turn on a long timeline, one sent twice and one refused, an inbox and a
  * fork list of more than a page, a session whose newest turn was deleted, and scoped tokens: bound to one session
  * with `session:read` alone, with `session:turn` and `inbox:write`, unbound without `admin`, and a
  * token changed in the tab.
@@ -112,6 +112,19 @@ describe('the inspector on session states', () => {
     expect(posts).toEqual(['/v1/sessions/chat-twice/turns']);
     // Once the turn ended, the box takes the next one.
     expect(await send.isEnabled()).toBe(true);
+    await page.context().close();
+  });
+
+  it('a turn the API refuses leaves its input in the chat box, to send again', { timeout: 60_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'chat-refused', budget: { max_turns: 1 } });
+    await call('POST', '/v1/sessions/chat-refused/turns', { input: 'first' });
+    const page = await open('#/s/chat-refused');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await page.locator('#chat-input').fill('keep me');
+    await page.getByRole('button', { name: 'Send (streamed)' }).click();
+    await expect.poll(() => page.locator('#chat-output').textContent()).toMatch(/^Refused: budget_exhausted /);
+    expect(await page.locator('#chat-input').inputValue()).toBe('keep me');
+    expect(await page.getByRole('button', { name: 'Send (streamed)' }).isEnabled()).toBe(true);
     await page.context().close();
   });
 

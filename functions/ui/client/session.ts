@@ -109,8 +109,8 @@ export function wireChat(): void {
     if (!id || !input.trim() || send.disabled) return;
     send.disabled = true;
     try {
-      await takeTurn(id, input);
-      $<HTMLTextAreaElement>('chat-input').value = '';
+      // A refused turn stored nothing: its input stays, to send again.
+      if (await takeTurn(id, input)) $<HTMLTextAreaElement>('chat-input').value = '';
       if (currentSession() !== id) return;
       updateNow();
       void refreshInbox(id).catch(report);

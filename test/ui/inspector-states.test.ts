@@ -5,10 +5,10 @@ import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
- * more than one page of input, a chat turn on a long timeline, one sent twice and one refused, an inbox and a
- * fork list of more than a page, a session whose newest turn was deleted, and scoped tokens: bound to one session
- * with `session:read` alone, with `session:turn` and `inbox:write`, unbound without `admin`, and a
- * token changed in the tab.
+ * more than one page of input, a chat turn on a long timeline, one sent twice and one refused, a
+ * turn that failed to load, an inbox and a fork list of more than a page, a session whose newest
+ * turn was deleted, and scoped tokens: bound to one session with `session:read` alone, with
+ * `session:turn` and `inbox:write`, unbound without `admin`, and a token changed in the tab.
  */
 const TOKEN = 'ui-states-token';
 let node: InspectorNode;
@@ -125,6 +125,33 @@ describe('the inspector on session states', () => {
     await expect.poll(() => page.locator('#chat-output').textContent()).toMatch(/^Refused: budget_exhausted /);
     expect(await page.locator('#chat-input').inputValue()).toBe('keep me');
     expect(await page.getByRole('button', { name: 'Send (streamed)' }).isEnabled()).toBe(true);
+    await page.context().close();
+  });
+
+  it('a turn that failed to load when expanded says so in its row, and loads when opened again', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurn('expand-retry', 'hello');
+    const page = await open('#/s/expand-retry');
+    const turn = page.locator('details.turn[data-turn="1"]');
+    await turn.waitFor();
+    // The turn's receipt cannot be read once (the network down).
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/expand-retry/turns/1',
+      (route) => route.abort(),
+      {
+        times: 1,
+      },
+    );
+    await turn.locator('summary').click();
+    await expect
+      .poll(() => turn.locator('.turn-error').textContent())
+      .toBe('This turn could not be loaded (Failed to fetch): close it and open it again to try again.');
+    await turn.locator('summary').click();
+    await turn.locator('summary').click();
+    await expect.poll(() => turn.locator('.turn-input li pre').first().textContent()).toBe('user: hello');
+    expect(await turn.locator('.turn-error').count()).toBe(0);
+    expect(await turn.locator('.turn-body').count()).toBe(1);
     await page.context().close();
   });
 

@@ -11,7 +11,7 @@ import { paged, recount } from './paging.ts';
 import { followTurn, isOpen } from './live.ts';
 import { refreshQueue } from './queue.ts';
 import { expandTurn } from './turn.ts';
-import { report } from './view.ts';
+import { report, Unauthorized } from './view.ts';
 
 /** What the live updates ask of the timeline. */
 export interface Timeline {
@@ -174,11 +174,25 @@ function turnRow(id: string, turn: any): HTMLElement {
       turn.error && turn.status !== 'aborted' ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
     ),
   );
+  // Loaded on the first open; one that failed says so in the row, and is tried again on the next open.
   let loaded = false;
   details.addEventListener('toggle', () => {
     if (!details.hasAttribute('open') || loaded) return;
     loaded = true;
-    void expandTurn(id, turn, details).catch(report);
+    details.querySelector(':scope > .turn-error')?.remove();
+    void expandTurn(id, turn, details).catch((error) => {
+      loaded = false;
+      details.querySelector(':scope > .turn-body')?.remove();
+      if (error instanceof Unauthorized) return;
+      const reason = error instanceof Error ? error.message : String(error);
+      details.appendChild(
+        el(
+          'p',
+          { class: 'error turn-error', role: 'alert' },
+          `This turn could not be loaded (${reason}): close it and open it again to try again.`,
+        ),
+      );
+    });
   });
   return details;
 }

@@ -103,7 +103,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
                 <form id="chat-form">
                   <label for="chat-input">Input</label>
                   <textarea id="chat-input" rows="3" required></textarea>
-                  <button type="submit">Send (streamed)</button>
+                  <button type="submit" id="chat-send">Send (streamed)</button>
                 </form>
                 <pre id="chat-output" aria-live="polite"></pre>
               </section>

@@ -5,10 +5,11 @@ import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
- * more than one page of input, a chat turn on a long timeline, one sent twice and one refused, a
- * turn that failed to load, an inbox and a fork list of more than a page, a session whose newest
- * turn was deleted, and scoped tokens: bound to one session with `session:read` alone, with
- * `session:turn` and `inbox:write`, unbound without `admin`, and a token changed in the tab.
+ * more than one page of input, a chat turn on a long timeline, one sent twice, one refused and one
+ * left running for another session, a turn that failed to load, an inbox and a fork list of more
+ * than a page, a session whose newest turn was deleted, and scoped tokens: bound to one session
+ * with `session:read` alone, with `session:turn` and `inbox:write`, unbound without `admin`, and
+ * a token changed in the tab.
  */
 const TOKEN = 'ui-states-token';
 let node: InspectorNode;
@@ -125,6 +126,58 @@ describe('the inspector on session states', () => {
     await expect.poll(() => page.locator('#chat-output').textContent()).toMatch(/^Refused: budget_exhausted /);
     expect(await page.locator('#chat-input').inputValue()).toBe('keep me');
     expect(await page.getByRole('button', { name: 'Send (streamed)' }).isEnabled()).toBe(true);
+    await page.context().close();
+  });
+
+  it('a chat turn still running when another session opens writes nothing into that view', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurn('chat-left', 'first');
+    await sessionWithTurn('chat-next', 'first');
+    const page = await open('#/s/chat-left');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    // Every text the chat box shows from here on.
+    await page.evaluate(() => {
+      const box = document.getElementById('chat-output')!;
+      (window as any).chatTexts = [];
+      new MutationObserver(() => (window as any).chatTexts.push(box.textContent)).observe(box, {
+        childList: true,
+        characterData: true,
+        subtree: true,
+      });
+    });
+    // The turn's request held until the other session is open.
+    let asked!: () => void;
+    const held = new Promise<void>((resolve) => (asked = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/chat-left/turns',
+      async (route) => {
+        asked();
+        await released;
+        await route.continue();
+      },
+      { times: 1 },
+    );
+    await page.locator('#chat-input').fill('left behind');
+    await page.getByRole('button', { name: 'Send (streamed)' }).click();
+    await held;
+    await page.evaluate(() => (location.hash = '#/s/chat-next'));
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    expect(await page.locator('#session-title').textContent()).toBe('Session chat-next');
+    // The other session's chat box takes its own turns meanwhile.
+    const send = page.getByRole('button', { name: 'Send (streamed)' });
+    expect(await send.isEnabled()).toBe(true);
+    const answered = page.waitForResponse((response) => response.url().endsWith('/v1/sessions/chat-left/turns'));
+    release();
+    await (await answered).finished();
+    await page.locator('#chat-input').fill('mine');
+    await send.click();
+    await expect.poll(() => page.locator('#chat-output').textContent()).toBe('echo: mine\n[turn 2 completed]');
+    expect((await call('GET', '/v1/sessions/chat-left')).counts.turns).toBe(2);
+    const texts: string[] = await page.evaluate(() => (window as any).chatTexts);
+    expect(texts.filter((text) => text.includes('left behind'))).toEqual([]);
     await page.context().close();
   });
 

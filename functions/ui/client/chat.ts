@@ -3,10 +3,30 @@ import { authorization, sessionPath, unauthorized } from './api.ts';
 import { $ } from './dom.ts';
 import { readEvents } from './sse.ts';
 
-/** Takes a turn of `input`; returns whether the API took it (false: refused, and why shows). */
+/** The chat box's view: counted up each time it is emptied for another session (or token). */
+let view = 0;
+
+/** The chat box's current view, to tell whether a turn's caller still shows it. */
+export const chatView = (): number => view;
+
+/** Empties the chat box for another view: a turn under way writes nothing more into it. */
+export function clearChat(): void {
+  view++;
+  $('chat-output').replaceChildren();
+}
+
+/**
+ * Takes a turn of `input`, its text shown while the chat box shows the view it was sent from;
+ * returns whether the API took it (false: refused, and why shows).
+ */
 export async function takeTurn(id: string, input: string): Promise<boolean> {
-  const out = $('chat-output');
-  out.textContent = '';
+  const sentFrom = view;
+  const write = (text: string, append = true) => {
+    if (view !== sentFrom) return;
+    const out = $('chat-output');
+    out.textContent = append ? out.textContent + text : text;
+  };
+  write('', false);
   const response = await fetch(sessionPath(id, '/turns'), {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...authorization() },
@@ -18,15 +38,15 @@ export async function takeTurn(id: string, input: string): Promise<boolean> {
   }
   if (!response.ok || !response.body) {
     const body: any = await response.json().catch(() => null);
-    out.textContent = `Refused: ${body?.error?.code ?? response.status} ${body?.error?.message ?? ''}`;
+    write(`Refused: ${body?.error?.code ?? response.status} ${body?.error?.message ?? ''}`, false);
     return false;
   }
   await readEvents(response.body, (event, data) => {
-    if (event === 'output_text.delta') out.textContent += data.delta;
+    if (event === 'output_text.delta') write(data.delta);
     else if (event === 'output_item.done' && data.item.type === 'function_call')
-      out.textContent += `\ncall ${data.item.name}(${data.item.arguments})`;
-    else if (event === 'turn.completed') out.textContent += `\n[turn ${data.turn} completed]`;
-    else if (event === 'error') out.textContent += `\n[error ${data.error.code}: ${data.error.message}]`;
+      write(`\ncall ${data.item.name}(${data.item.arguments})`);
+    else if (event === 'turn.completed') write(`\n[turn ${data.turn} completed]`);
+    else if (event === 'error') write(`\n[error ${data.error.code}: ${data.error.message}]`);
   });
   return true;
 }

@@ -1,6 +1,6 @@
 /** The session view: counts, config, inbox and timeline of the session in the URL's hash. */
 import { api, sessionPath } from './api.ts';
-import { takeTurn } from './chat.ts';
+import { chatView, clearChat, takeTurn } from './chat.ts';
 import { preview, renderConfig } from './config.ts';
 import { $ } from './dom.ts';
 import { countsText } from './format.ts';
@@ -58,7 +58,8 @@ export async function openSession(id: string): Promise<void> {
   const now = JSON.stringify([sessionStorage.getItem(TOKEN_KEY), id]);
   if (now !== opened) {
     $('session-body').hidden = true;
-    $('chat-output').replaceChildren();
+    clearChat();
+    $<HTMLButtonElement>('chat-send').disabled = false;
   }
   opened = now;
   const session = await api(sessionPath(id));
@@ -99,26 +100,29 @@ function followSession(id: string, session: any, timeline: Timeline): void {
  * would take the box's answer), then what it changed in the view, which stays as the reader
  * left it (expanded turns, the scroll position, the config form): the live update at once
  * (counts, the new turn on top, the queue), the inbox (notices it delivered) and the preview.
+ * Once another session's view shows, the turn changes nothing more in the page.
  */
 export function wireChat(): void {
-  const send = $('chat-form').querySelector<HTMLButtonElement>('button[type="submit"]')!;
+  const send = $<HTMLButtonElement>('chat-send');
   $('chat-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     const id = currentSession();
     const input = $<HTMLTextAreaElement>('chat-input').value;
     if (!id || !input.trim() || send.disabled) return;
+    const view = chatView();
     send.disabled = true;
     try {
+      const taken = await takeTurn(id, input);
+      if (chatView() !== view) return;
       // A refused turn stored nothing: its input stays, to send again.
-      if (await takeTurn(id, input)) $<HTMLTextAreaElement>('chat-input').value = '';
-      if (currentSession() !== id) return;
+      if (taken) $<HTMLTextAreaElement>('chat-input').value = '';
       updateNow();
       void refreshInbox(id).catch(report);
       void preview(id).catch(report);
     } catch (error) {
       report(error);
     } finally {
-      send.disabled = false;
+      if (chatView() === view) send.disabled = false;
     }
   });
 }

@@ -5,11 +5,11 @@ import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
- * more than one page of input, a chat turn on a long timeline, one sent twice, one refused and one
- * left running for another session, a turn that failed to load, an inbox and a fork list of more
- * than a page, a session whose newest turn was deleted, and scoped tokens: bound to one session
- * with `session:read` alone, with `session:turn` and `inbox:write`, unbound without `admin`, and
- * a token changed in the tab.
+ * more than one page of input, a chat turn on a long timeline, one sent twice, one refused, one
+ * whose request failed and one left running for another session, a turn that failed to load, an
+ * inbox and a fork list of more than a page, a session whose newest turn was deleted, and scoped
+ * tokens: bound to one session with `session:read` alone, with `session:turn` and `inbox:write`,
+ * unbound without `admin`, and a token changed in the tab.
  */
 const TOKEN = 'ui-states-token';
 let node: InspectorNode;
@@ -125,6 +125,27 @@ describe('the inspector on session states', () => {
     await page.getByRole('button', { name: 'Send (streamed)' }).click();
     await expect.poll(() => page.locator('#chat-output').textContent()).toMatch(/^Refused: budget_exhausted /);
     expect(await page.locator('#chat-input').inputValue()).toBe('keep me');
+    expect(await page.getByRole('button', { name: 'Send (streamed)' }).isEnabled()).toBe(true);
+    await page.context().close();
+  });
+
+  it('a chat turn whose request fails says so in the chat box and keeps its input', { timeout: 60_000 }, async () => {
+    await sessionWithTurn('chat-offline', 'first');
+    const page = await open('#/s/chat-offline');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/chat-offline/turns',
+      (route) => route.abort(),
+      {
+        times: 1,
+      },
+    );
+    await page.locator('#chat-input').fill('not sent');
+    await page.getByRole('button', { name: 'Send (streamed)' }).click();
+    await expect
+      .poll(() => page.locator('#chat-output').textContent())
+      .toBe('[no answer: the API could not be reached (Failed to fetch); the timeline shows whether the turn ran]');
+    expect(await page.locator('#chat-input').inputValue()).toBe('not sent');
     expect(await page.getByRole('button', { name: 'Send (streamed)' }).isEnabled()).toBe(true);
     await page.context().close();
   });

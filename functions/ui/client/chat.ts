@@ -17,7 +17,7 @@ export function clearChat(): void {
 
 /**
  * Takes a turn of `input`, its text shown while the chat box shows the view it was sent from;
- * returns whether the API took it (false: refused, and why shows).
+ * returns whether the API took it (false: refused, or the connection failed, and the box says so).
  */
 export async function takeTurn(id: string, input: string): Promise<boolean> {
   const sentFrom = view;
@@ -27,6 +27,18 @@ export async function takeTurn(id: string, input: string): Promise<boolean> {
     out.textContent = append ? out.textContent + text : text;
   };
   write('', false);
+  try {
+    return await streamTurn(id, input, write);
+  } catch (error) {
+    // The network, before the answer or during it: whether the turn ran, the timeline tells.
+    if (!(error instanceof TypeError)) throw error;
+    if (view === sentFrom && $('chat-output').textContent) write('\n');
+    write(`[no answer: the API could not be reached (${error.message}); the timeline shows whether the turn ran]`);
+    return false;
+  }
+}
+
+async function streamTurn(id: string, input: string, write: (text: string, append?: boolean) => void) {
   const response = await fetch(sessionPath(id, '/turns'), {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...authorization() },

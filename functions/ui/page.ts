@@ -123,6 +123,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
                     Abort next turn
                   </button>
                 </form>
+                <p id="inbox-status" aria-live="polite"></p>
                 <h4>Pending</h4>
                 <ul id="inbox-pending"></ul>
                 <p id="inbox-pending-more"></p>

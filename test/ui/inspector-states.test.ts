@@ -6,10 +6,10 @@ import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
  * more than one page of input, a chat turn on a long timeline, one sent twice, one refused, one
- * whose request failed and one left running for another session, a turn that failed to load, an
- * inbox and a fork list of more than a page, a session whose newest turn was deleted, and scoped
- * tokens: bound to one session with `session:read` alone, with `session:turn` and `inbox:write`,
- * unbound without `admin`, and a token changed in the tab.
+ * whose request failed and one left running for another session, a turn that failed to load, a
+ * notice refused, an inbox and a fork list of more than a page, a session whose newest turn was
+ * deleted, and scoped tokens: bound to one session with `session:read` alone, with
+ * `session:turn` and `inbox:write`, unbound without `admin`, and a token changed in the tab.
  */
 const TOKEN = 'ui-states-token';
 let node: InspectorNode;
@@ -226,6 +226,29 @@ describe('the inspector on session states', () => {
     await expect.poll(() => turn.locator('.turn-input li pre').first().textContent()).toBe('user: hello');
     expect(await turn.locator('.turn-error').count()).toBe(0);
     expect(await turn.locator('.turn-body').count()).toBe(1);
+    await page.context().close();
+  });
+
+  it('a notice the API refuses says why beside the inbox forms, and keeps what was typed', {
+    timeout: 60_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'notice-refused', strategies: ['inbox'] });
+    const page = await open('#/s/notice-refused');
+    await page.locator('#timeline-more').filter({ hasText: '0 turns' }).waitFor();
+    await page.getByLabel('Name', { exact: true }).fill('../bad');
+    await page.getByLabel('Notice', { exact: true }).fill('kept');
+    await page.getByRole('button', { name: 'Post notice' }).click();
+    const said = page.locator('#inbox-status');
+    await expect.poll(() => said.textContent()).toMatch(/^Notice refused: body\.name: must be /);
+    expect(await page.getByLabel('Notice', { exact: true }).inputValue()).toBe('kept');
+    // Posted once the name is right: the line says so.
+    await page.getByLabel('Name', { exact: true }).fill('0001-good.md');
+    await page.getByRole('button', { name: 'Post notice' }).click();
+    await expect.poll(() => said.textContent()).toBe('Notice 0001-good.md posted.');
+    await expect.poll(() => page.locator('#inbox-pending').textContent()).toContain('0001-good.md');
+    await page.getByRole('button', { name: 'Abort next turn' }).click();
+    await expect.poll(() => said.textContent()).toBe('Abort posted: the next turn stops before calling the model.');
+    expect(await axeViolations(page)).toEqual([]);
     await page.context().close();
   });
 

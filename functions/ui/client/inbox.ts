@@ -4,7 +4,7 @@ import { $, el } from './dom.ts';
 import { preview } from './config.ts';
 import { pagedByButton, pagesAfter } from './paging.ts';
 import { may } from './token.ts';
-import { ApiError, report, status } from './view.ts';
+import { ApiError, report, Unauthorized } from './view.ts';
 
 const LISTS = ['inbox-pending', 'inbox-delivered'];
 
@@ -56,20 +56,44 @@ export async function refreshInbox(id: string): Promise<void> {
   }
 }
 
-/** Wires the notice and abort forms to the session `currentSession()` names. */
+/** What the inbox forms did, beside them: `text`, as a refusal (red) when `refused`. */
+function say(text: string, refused = false): void {
+  $('inbox-status').textContent = text;
+  $('inbox-status').className = refused ? 'error' : '';
+}
+
+/** A refusal's reason for `say`, or null for a 401 (the token form shows). */
+function refusal(error: unknown): string | null {
+  if (error instanceof Unauthorized) return null;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Wires the notice and abort forms to the session `currentSession()` names; what they did (or
+ * why the API refused it, what was typed kept) shows beside them.
+ */
 export function wireInbox(currentSession: () => string | null): void {
   $('notice-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     const id = currentSession();
     if (!id) return;
     const name = $<HTMLInputElement>('notice-name').value.trim();
+    say('');
+    let posted: any;
     try {
-      await api(sessionPath(id, '/inbox'), {
+      posted = await api(sessionPath(id, '/inbox'), {
         method: 'POST',
         body: JSON.stringify({ content: $<HTMLTextAreaElement>('notice-content').value, ...(name ? { name } : {}) }),
       });
-      $<HTMLTextAreaElement>('notice-content').value = '';
-      $<HTMLInputElement>('notice-name').value = '';
+    } catch (error) {
+      const reason = refusal(error);
+      if (reason !== null) say(`Notice refused: ${reason}`, true);
+      return;
+    }
+    $<HTMLTextAreaElement>('notice-content').value = '';
+    $<HTMLInputElement>('notice-name').value = '';
+    say(`Notice ${posted?.name ?? name} posted.`);
+    try {
       await refreshInbox(id);
       await preview(id);
     } catch (error) {
@@ -80,15 +104,18 @@ export function wireInbox(currentSession: () => string | null): void {
     event.preventDefault();
     const id = currentSession();
     if (!id) return;
+    say('');
     try {
       await api(sessionPath(id, '/inbox'), {
         method: 'POST',
         body: JSON.stringify({ name: 'abort', content: $<HTMLInputElement>('abort-reason').value || 'aborted' }),
       });
-      await refreshInbox(id);
-      status('Abort posted: the next turn stops before calling the model.');
     } catch (error) {
-      report(error);
+      const reason = refusal(error);
+      if (reason !== null) say(`Abort refused: ${reason}`, true);
+      return;
     }
+    say('Abort posted: the next turn stops before calling the model.');
+    await refreshInbox(id).catch(report);
   });
 }

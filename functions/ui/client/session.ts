@@ -21,6 +21,7 @@ const FILLED = [
   'timeline-more',
   'queue-list',
   'queue-empty',
+  'inbox-status',
   'inbox-pending',
   'inbox-pending-more',
   'inbox-delivered',

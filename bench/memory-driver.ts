@@ -110,6 +110,8 @@ export class MemoryTurnDriver implements TurnDriver {
       completedResponse: (id, turn) => log.completedResponse(id, turn),
       scope: (id) => log.scope(id),
       exists: (scope) => log.exists(scope),
+      getWithNewestTurn: (id) => log.getWithNewestTurn(id),
+      deleteTurn: (id, turn, options) => log.deleteTurn(id, turn, options),
       // Held back: run by runBackground() after the turn is measured.
       pack: async (id, options) => {
         this.#pendingPacks.push({ id, options });

@@ -18,7 +18,8 @@ import { resentHistory, type StoredContext, type TailgateResponse } from './resp
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
 import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
-import { LapsedDeadTurn, readWithoutDeadTurn, refuseLapsedDead } from './dead-turn.ts';
+import { readWithoutDeadTurn } from './dead-turn.ts';
+import { LapsedDeadTurn, refuseLapsedDead } from '../turn/dead-turn.ts';
 import type { NewestTurn } from '../session/log/newest-turn.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';

@@ -1,8 +1,6 @@
-import { LEASE_EXPIRED, TurnInProgressError } from '../errors.ts';
+import { TurnInProgressError } from '../errors.ts';
 import type { SessionLog } from '../session/session-log.ts';
-import { idGeneration } from '../session/log/rewind.ts';
-import { LapsedTurnRefused } from '../session/log/claim.ts';
-import { deleteNewestTurn } from '../turn/fork.ts';
+import { takeOutDead } from '../turn/dead-turn.ts';
 import type { IndexFacade } from './facade.ts';
 
 /**
@@ -13,26 +11,14 @@ import type { IndexFacade } from './facade.ts';
  * claim, or here), its input stored though its client never got its id, and the client's retry
  * (the `openai` client retries a dropped connection by itself) would store that input twice
  * under `conversation`, branch under `previous_response_id` and start a new conversation as a
- * resent history. The next request on the conversation takes such a turn out instead: its
- * newest turn, its record saying `answered_at_end`, failed `lease_expired` with no output (or
- * open, its lease run out: closed so first). One that took inbox notices stays (deleteNewestTurn),
+ * resent history. The next request on the conversation (or the pickup of an input queued behind
+ * it: lib/turn/dead-turn.ts) takes such a turn out instead: its newest turn, its record saying
+ * `answered_at_end`, failed `lease_expired` with no output (or open, its lease run out: closed so
+ * first). One that took inbox notices stays (deleteNewestTurn),
  * and so does one whose conversation would read more generations than a config names (a delete
  * of the newest turn forks it one deeper unless the turn before is the fork's first): the retry
  * then goes on after it, as after a streamed response's dead turn.
  */
-
-/**
- * Thrown by the claim of a request that found the dead turn's lease running, once it ran out
- * before the claim closed the turn (TurnOptions.onLapsed): the request starts again, and takes
- * that turn out first instead of storing its input after it.
- */
-export class LapsedDeadTurn extends LapsedTurnRefused {}
-
-/** TurnOptions.onLapsed of a stored response: refuses to close the dead turn of a response answered at its end. */
-export function refuseLapsedDead(lapsed: { turn: number; request: unknown }): void {
-  if ((lapsed.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true)
-    throw new LapsedDeadTurn(`turn ${lapsed.turn}, whose process died, is taken out first`);
-}
 
 type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;
 
@@ -69,26 +55,8 @@ export async function readWithoutDeadTurn(
 
 /**
  * Takes `read`'s newest turn out of session `sessionId` when it is the dead turn of a response
- * answered at its end (above): whether it did.
+ * answered at its end (above, lib/turn/dead-turn.ts): whether it did.
  */
 export async function withdrawDead(facade: IndexFacade, sessionId: string, read?: NewestRead): Promise<boolean> {
-  const { sessions, log } = facade.services;
-  const { newestTurn: turn, scope } = read ?? (await sessions.getWithNewestTurn(sessionId));
-  if (!turn?.answered_at_end || turn.output !== null) return false;
-  if (turn.status === null) {
-    // Open: closed failed when its lease ran out; while the lease runs its claim answers 409.
-    const closed = await sessions.closeIfExpired(sessionId, turn.turn).catch((error: unknown) => {
-      if (error instanceof TurnInProgressError) return null;
-      throw error;
-    });
-    if (closed?.status !== 'failed' || closed.error?.code !== LEASE_EXPIRED) return false;
-  } else if (turn.status !== 'failed' || turn.error !== LEASE_EXPIRED) return false;
-  const names = { seq: turn.first_seq, generation: idGeneration(scope, turn.first_seq) };
-  return deleteNewestTurn(facade.services, sessionId, turn.turn, { names }).then(
-    () => true,
-    (error: unknown) => {
-      log(`tailgate: turn ${turn.turn} of ${sessionId}, whose process died, stays in its conversation`, error);
-      return false;
-    },
-  );
+  return takeOutDead(facade.services, sessionId, read);
 }

@@ -19,6 +19,7 @@ import type { TurnObservation, TurnRequest, TurnServices } from './types.ts';
 import { observedClaim } from './observe.ts';
 import { idleEntry } from '../webhooks/events.ts';
 import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
+import { LapsedDeadTurn, refuseLapsedDead, takeOutDead } from './dead-turn.ts';
 
 /**
  * The busy policy (docs/API.md, "Busy sessions"): what a turn does when another holds the
@@ -189,6 +190,9 @@ export async function pickUp(
   // Withdrawn inputs met on the way: passed over, their tombstones left to their withdraws. Each
   // is met once and counts as no try, so no number of them keeps the inputs behind from a pickup.
   const withdrawn = new Set<string>();
+  // A dead turn answered at its end is taken out before an input is stored after it (./dead-turn.ts),
+  // once: one that stays is followed.
+  let deadTurn: 'refused' | 'followed' = 'refused';
   for (let tries = 0; tries < 8 + withdrawn.size; tries++) {
     const next = (await sessions.queued(scope)).find((queued) => !withdrawn.has(queued.keyHash));
     if (!next) {
@@ -215,6 +219,7 @@ export async function pickUp(
         keyHash: entry.key_sha256,
         fromQueue: true,
         ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
+        ...(deadTurn === 'refused' ? { onLapsed: refuseLapsedDead } : {}),
         // Once nothing else refuses the claim: a withdraw that lands first refuses it.
         beforeRecord: () => sessions.markQueued(queue, entry.key_sha256, entry.writer),
         // Under a generation the session left (whatever `scope` says): its key may name a turn
@@ -230,6 +235,11 @@ export async function pickUp(
       });
     } catch (error) {
       if (error instanceof TurnInProgressError) return;
+      // The client of the dead turn retries it: stored after this input, its own would be stored twice.
+      if (error instanceof LapsedDeadTurn) {
+        if (!(await takeOutDead(services, sessionId))) deadTurn = 'followed';
+        continue;
+      }
       // The session's budget is spent: the input waits, listed, until a PATCH raises it (whose
       // pickup takes it up), or its client withdraws it (DELETE .../queue/{queued_turn}).
       if (error instanceof BudgetExhaustedError) {

@@ -4,10 +4,13 @@ import { afterResponse } from './append.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
 
-type ForkServices = Pick<TurnServices, 'env' | 'background'> & {
-  sessions: Pick<SessionLog, 'fork' | 'deleteTurn' | 'pack'>;
+/** What a delete of the newest turn works with. */
+export type RewindServices = Pick<TurnServices, 'env' | 'background'> & {
+  sessions: Pick<SessionLog, 'deleteTurn' | 'pack'>;
   inbox: Pick<TurnServices['inbox'], 'tookNothing'>;
 };
+
+type ForkServices = RewindServices & { sessions: Pick<SessionLog, 'fork'> };
 
 /**
  * Forks a session (POST /v1/sessions/{id}/fork) and, after the response, writes the fork's
@@ -28,7 +31,7 @@ export async function forkSession(
  * someone else refuse it only when the inbox says they consumed notices.
  */
 export async function deleteNewestTurn(
-  services: ForkServices,
+  services: RewindServices,
   id: string,
   turn: number,
   options: RewindOptions = {},
@@ -37,7 +40,7 @@ export async function deleteNewestTurn(
   return withFirstView(services, await services.sessions.deleteTurn(id, turn, { ...options, tookNothing }));
 }
 
-function withFirstView(services: ForkServices, session: SessionRecord): SessionRecord {
+function withFirstView(services: RewindServices, session: SessionRecord): SessionRecord {
   afterResponse(services, async () =>
     services.sessions
       .pack(session.id, { ...packOptions(sessionStrategyPlan(services.env, session)), refresh: true })

@@ -46,12 +46,14 @@ export interface TurnOptions {
    * Its answer is sent only once it ended (a stored response that is neither streamed nor in the
    * background): its record's settings say `answered_at_end: true`, so a request that finds it
    * failed by a lapsed lease (its process died) knows its client never got its id, and takes it
-   * out of its conversation as its own process would have (lib/openai/dead-turn.ts).
+   * out of its conversation as its own process would have (lib/openai/dead-turn.ts; so does the
+   * pickup of an input queued behind it, ./dead-turn.ts).
    */
   answeredAtEnd?: boolean;
   /**
    * Judges the session's open turn whose lease ran out before the claim closes it (its number
-   * and its record's request settings): what it throws refuses the turn, nothing written.
+   * and its record's request settings), or its newest turn closed so with no output before the
+   * claim follows it: what it throws refuses the turn, nothing written.
    */
   onLapsed?: (lapsed: { turn: number; request: unknown }) => void;
   /**
@@ -150,6 +152,8 @@ export type TurnSessionLog = Pick<
   | 'scope'
   | 'exists'
   | 'refreshIndex'
+  | 'getWithNewestTurn'
+  | 'deleteTurn'
 >;
 
 /** The part of the inbox the pipeline uses. */

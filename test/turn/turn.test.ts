@@ -378,6 +378,8 @@ describe('storage operations per turn', () => {
         completedResponse: log.completedResponse.bind(log),
         scope: log.scope.bind(log),
         exists: log.exists.bind(log),
+        getWithNewestTurn: log.getWithNewestTurn.bind(log),
+        deleteTurn: log.deleteTurn.bind(log),
         pack: async (id: string, options?: PackOptions) => {
           packRequests.push({ id, options });
           return { packed: false, deleted: 0 };

@@ -305,3 +305,19 @@ export async function closeIfOpenExpired(
   if (!open || open.turn !== turnNumber) return null;
   return closeIfExpired(log, scope, open);
 }
+
+/**
+ * Tells `onLapsed` (CommitOptions) of the newest record when it is a turn closed failed by its
+ * lapsed lease (`lease_expired`, its process died) with no output stored, as a claim tells it of
+ * one still open whose lease ran out: so the caller that would not close such a turn to follow
+ * it does not follow it closed either (lib/turn/dead-turn.ts).
+ */
+export function tellClosedLapsed(
+  newest: { record: LogRecord; done: DoneRecord | null } | null,
+  onLapsed: ((lapsed: { turn: number; request: unknown }) => void) | undefined,
+): void {
+  const done = newest?.done;
+  if (!onLapsed || !done || newest.record.kind !== 'turn' || done.items.length > 0) return;
+  if (done.status === 'failed' && done.error?.code === LEASE_EXPIRED)
+    onLapsed({ turn: newest.record.turn ?? 0, request: newest.record.request });
+}

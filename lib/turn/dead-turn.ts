@@ -1,0 +1,63 @@
+import { LEASE_EXPIRED, TurnInProgressError } from '../errors.ts';
+import { LapsedTurnRefused } from '../session/log/claim.ts';
+import { idGeneration } from '../session/log/rewind.ts';
+import type { SessionLog } from '../session/session-log.ts';
+import { deleteNewestTurn, type RewindServices } from './fork.ts';
+import type { TurnServices } from './types.ts';
+
+/**
+ * The dead turn of a turn answered only once it ended (TurnOptions.answeredAtEnd: a stored
+ * response neither streamed nor in the background), whose process died: its client never got its
+ * id, and retries it (the `openai` client retries a dropped connection by itself). Such a turn,
+ * failed `lease_expired` with no output (or open, its lease run out: closed so first), is taken
+ * out of its session by whoever meets it as the session's newest turn before storing after it:
+ * the next request on its conversation (lib/openai/dead-turn.ts), and the pickup of an input
+ * queued behind it (./busy.ts), so that the retry, coming after either, stores its input once.
+ * One that took inbox notices stays (deleteNewestTurn), and so does one whose session would read
+ * more generations than a config names: the claim then follows it.
+ */
+
+/**
+ * Thrown by a claim (TurnOptions.onLapsed) that found such a dead turn the session's newest, open
+ * with its lease run out or closed so: its caller takes that turn out first (takeOutDead), then
+ * claims again, instead of storing its input after it.
+ */
+export class LapsedDeadTurn extends LapsedTurnRefused {}
+
+/** TurnOptions.onLapsed refusing to close, or to follow, the dead turn of a turn answered at its end. */
+export function refuseLapsedDead(lapsed: { turn: number; request: unknown }): void {
+  if ((lapsed.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true)
+    throw new LapsedDeadTurn(`turn ${lapsed.turn}, whose process died, is taken out first`);
+}
+
+/** What taking a dead turn out works with. */
+export type DeadTurnServices = RewindServices &
+  Pick<TurnServices, 'log'> & { sessions: Pick<SessionLog, 'getWithNewestTurn' | 'closeIfExpired'> };
+
+type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;
+
+/**
+ * Takes `read`'s newest turn (read now when not given) out of session `sessionId` when it is the
+ * dead turn of a turn answered at its end (above): whether it did.
+ */
+export async function takeOutDead(services: DeadTurnServices, sessionId: string, read?: NewestRead): Promise<boolean> {
+  const { sessions, log } = services;
+  const { newestTurn: turn, scope } = read ?? (await sessions.getWithNewestTurn(sessionId));
+  if (!turn?.answered_at_end || turn.output !== null) return false;
+  if (turn.status === null) {
+    // Open: closed failed when its lease ran out; while the lease runs its claim answers 409.
+    const closed = await sessions.closeIfExpired(sessionId, turn.turn).catch((error: unknown) => {
+      if (error instanceof TurnInProgressError) return null;
+      throw error;
+    });
+    if (closed?.status !== 'failed' || closed.error?.code !== LEASE_EXPIRED) return false;
+  } else if (turn.status !== 'failed' || turn.error !== LEASE_EXPIRED) return false;
+  const names = { seq: turn.first_seq, generation: idGeneration(scope, turn.first_seq) };
+  return deleteNewestTurn(services, sessionId, turn.turn, { names }).then(
+    () => true,
+    (error: unknown) => {
+      log(`tailgate: turn ${turn.turn} of ${sessionId}, whose process died, stays in its session`, error);
+      return false;
+    },
+  );
+}

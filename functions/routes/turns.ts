@@ -6,6 +6,7 @@ import {
   runTurn,
   streamTurn,
   takeUnderPolicy,
+  type TurnOptions,
   type TurnServices,
 } from '../../lib/turn/index.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
@@ -115,7 +116,7 @@ export function turnRoutes() {
       );
       // An empty input takes the newest turn again, which must have failed (lib/turn/types.ts, `retake`).
       const retake = Array.isArray(request.input) && request.input.length === 0;
-      const options = {
+      const policy = {
         ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
         ...(retake ? { retake } : {}),
         ...(onBusy ? { onBusy } : {}),
@@ -124,7 +125,9 @@ export function turnRoutes() {
       if (background && stream) throw new InvalidRequestError('background turns are not streamed', { field: 'stream' });
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
       // `observed`: the services whose observer the busy policy holds a refusal back from (lib/turn/busy.ts).
-      const take = async (observed: TurnServices): Promise<Response> => {
+      // `lapsed`: how its claim judges a dead turn answered at its end (takeUnderPolicy).
+      const take = async (observed: TurnServices, lapsed: Pick<TurnOptions, 'onLapsed'>): Promise<Response> => {
+        const options = { ...policy, ...lapsed };
         if (background) {
           const claimed = await claimBackgroundTurn(observed, id, request, options);
           if (claimed.run) await services.startBackground(claimed.run);
@@ -145,7 +148,7 @@ export function turnRoutes() {
         );
         return c.json(await pending, 200);
       };
-      const taken = await takeUnderPolicy(services, id, request, options, take);
+      const taken = await takeUnderPolicy(services, id, request, policy, take);
       if (taken.kind === 'queued')
         return c.json({ session_id: id, queued_turn: taken.queued_turn, position: taken.position }, 202);
       return taken.value;

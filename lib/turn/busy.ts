@@ -15,7 +15,7 @@ import { afterResponse } from './append.ts';
 import { claimInput } from './background.ts';
 import { inputItems, requestHash } from './plan.ts';
 import { requestRecord } from './receipt.ts';
-import type { TurnObservation, TurnRequest, TurnServices } from './types.ts';
+import type { TurnObservation, TurnOptions, TurnRequest, TurnServices } from './types.ts';
 import { observedClaim } from './observe.ts';
 import { idleEntry } from '../webhooks/events.ts';
 import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
@@ -46,16 +46,24 @@ export async function takeUnderPolicy<T>(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: { idempotencyKey?: string; onBusy?: OnBusy | undefined },
-  take: (services: TurnServices) => Promise<T>,
+  options: { idempotencyKey?: string; onBusy?: OnBusy | undefined; retake?: boolean },
+  take: (services: TurnServices, lapsed: Pick<TurnOptions, 'onLapsed'>) => Promise<T>,
 ): Promise<Taken<T>> {
   const started = Date.now();
   const refusals = heldRefusals(services);
+  // A dead turn answered at its end is taken out before the turn is stored after it, once: one
+  // that stays is followed (./dead-turn.ts). A retake takes the newest failed turn again as it is.
+  let deadTurn: 'refused' | 'followed' = options.retake ? 'followed' : 'refused';
   try {
-    for (let interrupts = 0; ; interrupts++) {
+    for (let interrupts = 0; ; ) {
       try {
-        return { kind: 'taken', value: await take(refusals.services) };
+        const lapsed = deadTurn === 'refused' ? { onLapsed: refuseLapsedDead } : {};
+        return { kind: 'taken', value: await take(refusals.services, lapsed) };
       } catch (error) {
+        if (error instanceof LapsedDeadTurn) {
+          if (!(await takeOutDead(services, sessionId))) deadTurn = 'followed';
+          continue;
+        }
         // A retry of the request whose own turn runs is answered 409 whatever the policy.
         if (!(error instanceof TurnInProgressError) || error.ownKey) throw error;
         const policy = options.onBusy ?? (await services.sessions.get(sessionId)).on_busy;
@@ -80,6 +88,7 @@ export async function takeUnderPolicy<T>(
           // Closed meanwhile: take the turn again all the same.
           if (!(cancelError instanceof TurnNotOpenError)) throw cancelError;
         });
+        interrupts++;
         refusals.drop();
       }
     }

@@ -10,11 +10,12 @@ import type { TurnServices } from './types.ts';
  * response neither streamed nor in the background), whose process died: its client never got its
  * id, and retries it (the `openai` client retries a dropped connection by itself). Such a turn,
  * failed `lease_expired` with no output (or open, its lease run out: closed so first), is taken
- * out of its session by whoever meets it as the session's newest turn before storing after it:
- * the next request on its conversation (lib/openai/dead-turn.ts), and the pickup of an input
- * queued behind it (./busy.ts), so that the retry, coming after either, stores its input once.
- * One that took inbox notices stays (deleteNewestTurn), and so does one whose session would read
- * more generations than a config names: the claim then follows it.
+ * out of its session, its newest turn, before a turn is stored after it: by the next request on
+ * its conversation (lib/openai/dead-turn.ts), a native turn, or the pickup of an input queued
+ * behind it (./busy.ts), so that the retry, coming after any of them, stores its input once. An
+ * append or a manual compaction that closes it does not take it out (it stays behind them). One
+ * that took inbox notices stays (deleteNewestTurn), and so does one whose session would read more
+ * generations than a config names: the claim then follows it.
  */
 
 /**

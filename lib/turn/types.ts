@@ -46,8 +46,8 @@ export interface TurnOptions {
    * Its answer is sent only once it ended (a stored response that is neither streamed nor in the
    * background): its record's settings say `answered_at_end: true`, so a request that finds it
    * failed by a lapsed lease (its process died) knows its client never got its id, and takes it
-   * out of its conversation as its own process would have (lib/openai/dead-turn.ts; so does the
-   * pickup of an input queued behind it, ./dead-turn.ts).
+   * out of its conversation as its own process would have (lib/openai/dead-turn.ts; so do a
+   * native turn and the pickup of an input queued behind it, ./dead-turn.ts).
    */
   answeredAtEnd?: boolean;
   /**

@@ -155,3 +155,41 @@ it('a queued native input behind a dead response that cannot be taken out runs a
     'assistant: echo: queued',
   ]);
 });
+
+const direct: ['foreground' | 'background' | 'streamed', 'unkeyed' | 'keyed'][] = [];
+for (const how of ['foreground', 'background', 'streamed'] as const)
+  for (const sent of ['unkeyed', 'keyed'] as const) direct.push([how, sent]);
+
+it.each(direct)(
+  'a dead response that a %s native turn came after, once its lease ran out, is retried %s, its input stored once',
+  async (how, sent) => {
+    const store = new MemoryStore();
+    const { openai } = processOf(store, 0);
+    const { id } = await openai.conversations.create({});
+    await openai.responses.create({ input: 'step 1', conversation: id });
+    const body = { input: 'step 2', conversation: id };
+    const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
+    const dying = processOf(store, HOUR, true);
+    await Promise.race([dying.died, dying.openai.responses.create(body, options).catch(() => undefined)]);
+    // A native turn on the session once the dead turn's lease ran out.
+    const later = processOf(store, 2 * HOUR);
+    const turn = await later.native('POST', `/v1/sessions/${id}/turns`, {
+      input: 'native',
+      ...(how === 'background' && { background: true }),
+      ...(how === 'streamed' && { stream: true }),
+    });
+    expect(turn.status, turn.body).toBeLessThan(300);
+    await later.drain();
+    const retry = processOf(store, 3 * HOUR);
+    expect((await retry.openai.responses.create(body, options)).status).toBe('completed');
+    await retry.drain();
+    expect(await texts(retry.openai, id)).toEqual([
+      'user: step 1',
+      'assistant: echo: step 1',
+      'user: native',
+      'assistant: echo: native',
+      'user: step 2',
+      'assistant: echo: step 2',
+    ]);
+  },
+);

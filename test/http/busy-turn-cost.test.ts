@@ -80,6 +80,23 @@ describe('the storage operations of a request on a busy session', () => {
     expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
     expect(lines.find((entry) => entry.turn === 2)!.storage_ops).toEqual(QUEUED_TURN);
   });
+
+  it('an input queued behind another queued input: 13, its listing of two reads which pickup is taking', async () => {
+    const { api, drain, calling, lines, release } = world();
+    const id = await api.session({ on_busy: 'enqueue' });
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling(id);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'later' })).body.position).toBe(1);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'later still' })).body.position).toBe(2);
+    const queued = lines.filter((entry) => entry.status === 'queued').map((entry) => entry.storage_ops);
+    expect(queued).toEqual([
+      { get: 5, head: 0, put: 3, list: 4, delete: 0, total: 12 },
+      { get: 6, head: 0, put: 3, list: 4, delete: 0, total: 13 },
+    ]);
+    release();
+    expect((await pending).status).toBe(200);
+    await drain();
+  });
 });
 
 describe('the storage operations of a turn run in process (no queue of background turns)', () => {

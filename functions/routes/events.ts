@@ -37,6 +37,7 @@ const turnEventsRoute = createRoute({
         'function_call_arguments.delta, output_item.done, turn.completed or error',
       content: { 'text/event-stream': { schema: z.string() } },
     },
+    204: { description: 'The turn ended and the reader has its last event already (`after` is its number)' },
     ...errorResponses(400, 401, 403, 404, 503),
   },
 });
@@ -59,10 +60,17 @@ export function eventRoutes() {
     // The first event is awaited before the response starts: a missing turn or journal is a 404.
     const first = await events.next();
     if (first.done && stop.signal.aborted) return new Response(null, { status: 499 });
+    // Nothing after `after` and the turn ended: the reader has its end already. 204, as an empty
+    // stream would have an EventSource reconnect every few seconds for as long as it stays open.
+    if (first.done) return new Response(null, { status: 204 });
     return streamSSE(c, async (stream) => {
       stream.onAbort(() => stop.abort());
       try {
-        for (let next = first; !next.done && !stop.signal.aborted; next = await events.next()) {
+        for (
+          let next: Awaited<ReturnType<typeof events.next>> = first;
+          !next.done && !stop.signal.aborted;
+          next = await events.next()
+        ) {
           const { n, event, data } = next.value;
           const shown = event === 'error' ? { error: clientError((data as { error: never }).error) } : data;
           await stream.writeSSE({ id: String(n), event, data: JSON.stringify(shown) });

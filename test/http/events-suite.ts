@@ -69,6 +69,27 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
       expect(reconnected.events.map((event) => event.id)).toEqual(live.slice(5).map((_, index) => index + 6));
     });
 
+    it('answers 204 to a reader that has the end of an ended turn, so an EventSource stops reconnecting', async () => {
+      const id = await api.session();
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: words(4), background: true })).status).toBe(202);
+      expect((await settled(api, id, 1)).status).toBe('completed');
+      const all = await readEvents(`/v1/sessions/${id}/turns/1/events`);
+      const end = all.events.at(-1)!;
+      expect(end.event).toBe('turn.completed');
+      // What an EventSource sends when the stream it read to the end closes: the last id it saw.
+      for (const headers of [{ 'last-event-id': String(end.id) }, { 'last-event-id': String(end.id - 1) }]) {
+        const response = await harness.fetch(`/v1/sessions/${id}/turns/1/events?after=${end.id}`, {
+          headers: { ...auth, ...headers },
+        });
+        expect(response.status).toBe(204);
+        expect(await response.text()).toBe('');
+      }
+      // One before the end still gets the end.
+      const last = await readEvents(`/v1/sessions/${id}/turns/1/events`, { 'last-event-id': String(end.id - 1) });
+      expect(last.status).toBe(200);
+      expect(last.events).toEqual([end]);
+    });
+
     it('follows a background turn live and, reconnecting at random points, gets every event once', async () => {
       const id = await api.session();
       const input = words(40);

@@ -123,16 +123,16 @@ export class CallMeter {
 
   /**
    * What the call spent at `price`, with what the calls aborted before it spent: null when no call
-   * was made. Estimated when the provider reported none for any of them. A call stopped from
-   * outside (a turn closed by someone else) that its provider never got counts nothing.
+   * was made, nor aborted before (an attempt stopped before its own call still counts the call its
+   * lost claim aborted). Estimated when the provider reported none for any of them. A call stopped
+   * from outside (a turn closed by someone else) that its provider never got counts nothing.
    */
   spent(price: ModelPrice | undefined): StoppedSpend | null {
     const aborted = this.#aborted();
     const estimated = !this.#reported || aborted !== undefined;
     if (this.#reported) return { usage: turnUsage(added(aborted, this.#reported), price), estimated };
     const call = this.#call;
-    if (!call) return null;
-    if (skipped(call)) return this.#abortedOnly(price);
+    if (!call || skipped(call)) return this.#abortedOnly(price);
     return { usage: turnUsage(added(aborted, estimate(call)), price), estimated };
   }
 

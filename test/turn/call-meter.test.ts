@@ -63,4 +63,12 @@ describe('CallMeter', () => {
       estimated: true,
     });
   });
+
+  it("a lost claim's aborted call, carried to an attempt stopped before its own call: its estimate", () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    meter.failing()(aborted(true));
+    const next = meter.next();
+    expect(next.spent(undefined)).toMatchObject({ usage: { input_tokens: 10, output_tokens: 0 }, estimated: true });
+  });
 });

@@ -71,11 +71,16 @@ export class CallMeter {
   }
 
   /**
-   * Takes the call made now (`call`), started: its failure as `failing` takes it, and its
-   * settling, which `settled` waits for.
+   * Takes the call made now (`call`), started: its failure as `failing` takes it, its answer as
+   * `answered` does (also one the turn then drops: its claim's put failed meanwhile, and the
+   * provider billed what it reported), while it is still the call made now; and its settling,
+   * which `settled` waits for.
    */
-  track(call: Promise<unknown>): void {
-    this.#settled = call.then(() => undefined, this.failing());
+  track(call: Promise<{ usage: ModelUsage } | null>): void {
+    const tracked = this.#call;
+    this.#settled = call.then((result) => {
+      if (result && tracked && tracked === this.#call) this.#reported ??= result.usage;
+    }, this.failing());
   }
 
   /** Resolves once the call made now settled (answered or failed, its failure taken): `spent` then knows it. */

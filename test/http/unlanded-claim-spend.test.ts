@@ -14,9 +14,9 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // A turn calls its model while its claim's record is put (lib/turn/pipeline.ts), and the images
 // of its input before it. When such a put fails, nothing of the turn is stored and it is answered
 // 503, but the call it started was billed by the provider all the same: it is charged to the
-// turn's token (as no turn), estimated as a call aborted so is (its prompt's tokens, none of its
-// output: not streamed). Else a runaway agent whose turns keep failing so would never meet its
-// token's budget.
+// turn's token (as no turn): the usage its provider reported when it answered before the put
+// failed, else estimated as a call aborted so is (its prompt's tokens, none of its output: not
+// streamed). Else a runaway agent whose turns keep failing so would never meet its token's budget.
 
 const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 const recordPut = ({ operation, key, options }: StoreCall) =>
@@ -38,8 +38,11 @@ function putsAfter(store: ObjectStore, called: Promise<void>): ObjectStore {
   };
 }
 
-/** A process whose model tells when it is called, on a store whose record and blob puts wait for that. */
-function world() {
+/**
+ * A process whose model tells when it is called, then answers only once its call is aborted (with
+ * the abort; `answered`: answers, then tells), on a store whose record and blob puts wait for that.
+ */
+function world(answered = false) {
   let tell: () => void = () => undefined;
   const called = new Promise<void>((resolve) => {
     tell = resolve;
@@ -47,8 +50,17 @@ function world() {
   const model: Model = {
     ...echoModel,
     async generate(request) {
+      if (answered) {
+        const result = await echoModel.generate(request);
+        tell();
+        return result;
+      }
+      const { signal } = request;
+      const aborted = new Promise((_, reject) => {
+        signal?.addEventListener('abort', () => reject(new Error('the call was aborted')), { once: true });
+      });
       tell();
-      return echoModel.generate(request);
+      return (await aborted) as never;
     },
   };
   const faulty = new FaultyStore(new MemoryStore());
@@ -82,6 +94,26 @@ describe('a turn whose claim could not be stored after its model call started', 
     // Its budget is spent: the next turn is refused.
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' }, auth);
     expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+  });
+
+  it('its record put failed once the model answered: charges the usage its provider reported', async () => {
+    const { faulty, drain, api } = world(true);
+    const minted = await api.post('/v1/tokens', {
+      scopes: ['session:turn', 'session:read'],
+      budget: { max_total_tokens: 1_000_000 },
+    });
+    const auth = { authorization: `Bearer ${minted.body.token as string}` };
+    const id = await api.session();
+    faulty.failWhen(recordPut, { times: 1, error: () => new StorageError('the record put failed') });
+    const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' }, auth);
+    expect(failed.status, JSON.stringify(failed.body)).toBe(503);
+    await drain();
+    // What the echo model reports for `hello there`: its output too, which the provider billed.
+    expect((await api.get('/v1/tokens/current', auth)).body.usage).toMatchObject({
+      turns: 0,
+      input_tokens: 3,
+      output_tokens: 5,
+    });
   });
 
   it("a screenshot's blob put failed: charges the call to its token", async () => {

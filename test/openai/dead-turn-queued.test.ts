@@ -1,6 +1,7 @@
 import type OpenAI from 'openai';
-import { expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { heldBodyBytes } from '../../functions/body-budget.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -15,19 +16,25 @@ import { clientInProcess, TOKEN } from './server.ts';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 const HOUR = 3_600_000;
 
-/** Never answers: its call ends only when aborted. */
-async function hang(request: ModelRequest): Promise<never> {
-  return new Promise((_, reject) => request.signal?.addEventListener('abort', () => reject(new Error('aborted'))));
-}
-
 /**
  * A process on `store` whose clock is `offset` ms ahead; `dying`: it dies once its model is called
- * (`died`), its store refusing everything from then on. `drain` awaits the work its answers left.
+ * (`died`), its store refusing everything from then on and its call never answering until `kill`
+ * ends it (as the kill ends the process). `drain` awaits the work its answers left.
  */
 function processOf(store: MemoryStore, offset: number, dying = false) {
   let dead = false;
+  let killed = false;
   let die = () => {};
   const died = new Promise<void>((resolve) => (die = resolve));
+  const ends = new Set<() => void>();
+  /** Never answers: its call ends only when aborted, or once the process is killed. */
+  const hang = (request: ModelRequest) =>
+    new Promise<never>((_, reject) => {
+      const end = () => reject(new Error('the process was killed'));
+      if (killed) return end();
+      ends.add(end);
+      request.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+    });
   const model: Model = !dying
     ? echoModel
     : {
@@ -59,7 +66,32 @@ function processOf(store: MemoryStore, offset: number, dying = false) {
   const drain = async () => {
     while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
   };
-  return { openai: clientInProcess(app, TOKEN), native, died, drain };
+  const kill = () => {
+    killed = true;
+    for (const end of ends) end();
+  };
+  return { openai: clientInProcess(app, TOKEN), native, died, drain, kill };
+}
+
+/** The dying processes of the test running, killed after it (their requests answered then). */
+const dying: (() => Promise<unknown>)[] = [];
+
+afterEach(async () => {
+  await Promise.all(dying.splice(0).map((kill) => kill()));
+  // No request of the test is left in the app (its body would count in the next file's budget).
+  expect(heldBodyBytes()).toBe(0);
+});
+
+/** Sends `body` from a process that dies during its turn, once it died (or was answered). */
+async function dies(store: MemoryStore, offset: number, body: object, options: object = {}): Promise<void> {
+  const dead = processOf(store, offset, true);
+  const sent = dead.openai.responses.create(body as never, options).catch(() => undefined);
+  dying.push(async () => {
+    dead.kill();
+    await sent;
+    await dead.drain();
+  });
+  await Promise.race([dead.died, sent]);
 }
 
 const texts = async (openai: OpenAI, id: string) =>
@@ -91,8 +123,7 @@ it.each(cases)(
     const body = { input: 'step 2', conversation: id };
     const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
     // Step 2 dies mid-turn; a native input is queued behind it while its lease runs.
-    const dying = processOf(store, HOUR, true);
-    await Promise.race([dying.died, dying.openai.responses.create(body, options).catch(() => undefined)]);
+    await dies(store, HOUR, body, options);
     const queuing = processOf(store, HOUR + 1000);
     const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
     expect(queued.status, queued.body).toBe(202);
@@ -128,17 +159,13 @@ it('a queued native input behind a dead response that cannot be taken out runs a
   // Each step dies once, then its retry completes: each take-out forks one generation deeper,
   // until the conversation reads as many as a config names (test/openai/dead-step-retry.test.ts).
   let hours = 0;
-  const dies = async (input: string) => {
-    const dying = processOf(store, ++hours * HOUR, true);
-    await Promise.race([dying.died, dying.openai.responses.create({ input, conversation: id }).catch(() => undefined)]);
-  };
   for (let step = 1; step <= 9; step++) {
-    await dies(`step ${step}`);
+    await dies(store, ++hours * HOUR, { input: `step ${step}`, conversation: id });
     const retry = processOf(store, ++hours * HOUR);
     await retry.openai.responses.create({ input: `step ${step}`, conversation: id });
     await retry.drain();
   }
-  await dies('step 10');
+  await dies(store, ++hours * HOUR, { input: 'step 10', conversation: id });
   const queuing = processOf(store, hours * HOUR + 1000);
   const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
   expect(queued.status, queued.body).toBe(202);
@@ -169,8 +196,7 @@ it.each(direct)(
     await openai.responses.create({ input: 'step 1', conversation: id });
     const body = { input: 'step 2', conversation: id };
     const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
-    const dying = processOf(store, HOUR, true);
-    await Promise.race([dying.died, dying.openai.responses.create(body, options).catch(() => undefined)]);
+    await dies(store, HOUR, body, options);
     // A native turn on the session once the dead turn's lease ran out.
     const later = processOf(store, 2 * HOUR);
     const turn = await later.native('POST', `/v1/sessions/${id}/turns`, {

@@ -1,6 +1,7 @@
 import type OpenAI from 'openai';
-import { expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { heldBodyBytes } from '../../functions/body-budget.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -15,10 +16,11 @@ import { clientInProcess, TOKEN } from './server.ts';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
 const HOUR = 3_600_000;
 
-function hang(request: ModelRequest): Promise<never> {
-  return new Promise((_, reject) => request.signal?.addEventListener('abort', () => reject(new Error('aborted'))));
-}
-
+/**
+ * A process on `store` whose clock is `offset` ms ahead, its store refusing the calls `fails`
+ * names; `dying`: it dies once its model is called (`died`), its store refusing everything from
+ * then on and its call never answering until `kill` ends it (as the kill ends the process).
+ */
 function processOf(
   store: MemoryStore,
   offset: number,
@@ -27,7 +29,17 @@ function processOf(
 ) {
   let die = () => {};
   let dead = false;
+  let killed = false;
   const died = new Promise<void>((resolve) => (die = resolve));
+  const ends = new Set<() => void>();
+  /** Never answers: its call ends only when aborted, or once the process is killed. */
+  const hang = (request: ModelRequest) =>
+    new Promise<never>((_, reject) => {
+      const end = () => reject(new Error('the process was killed'));
+      if (killed) return end();
+      ends.add(end);
+      request.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+    });
   const model: Model = dying
     ? {
         ...echoModel,
@@ -47,7 +59,31 @@ function processOf(
     wrapModel: () => model,
     afterResponse: () => {},
   });
-  return { openai: clientInProcess(app, TOKEN), died };
+  const kill = () => {
+    killed = true;
+    for (const end of ends) end();
+  };
+  return { openai: clientInProcess(app, TOKEN), died, kill };
+}
+
+/** The dying processes of the test running, killed after it (their requests answered then). */
+const dying: (() => Promise<unknown>)[] = [];
+
+afterEach(async () => {
+  await Promise.all(dying.splice(0).map((kill) => kill()));
+  // No request of the test is left in the app (its body would count in the next file's budget).
+  expect(heldBodyBytes()).toBe(0);
+});
+
+/** Sends `body` from a process that dies during its turn, once it died (or was answered). */
+async function dies(store: MemoryStore, offset: number, body: object, options: object = {}): Promise<void> {
+  const dead = processOf(store, offset, () => false, true);
+  const sent = dead.openai.responses.create(body as never, options).catch(() => undefined);
+  dying.push(async () => {
+    dead.kill();
+    await sent;
+  });
+  await Promise.race([dead.died, sent]);
 }
 
 const texts = async (openai: OpenAI, id: string) =>
@@ -73,8 +109,7 @@ it.each(['conversation', 'previous_response_id'] as const)(
       tools,
       ...(under === 'conversation' ? { conversation } : { previous_response_id: first.id }),
     };
-    const dying = processOf(store, HOUR, () => false, true);
-    await Promise.race([dying.died, dying.openai.responses.create(body).catch(() => undefined)]);
+    await dies(store, HOUR, body);
     // A retry once its lease ran out: it closes the dead turn and lands the fence of its take-out,
     // then dies (every call after that fence put fails).
     let closed = false;
@@ -114,8 +149,7 @@ it('a keyed step whose dead turn a retry began taking out, then died, is answere
     tools,
   };
   const options = { headers: { 'Idempotency-Key': 'cut-step' } };
-  const dying = processOf(store, HOUR, () => false, true);
-  await Promise.race([dying.died, dying.openai.responses.create(body, options).catch(() => undefined)]);
+  await dies(store, HOUR, body, options);
   let closed = false;
   let fenced = false;
   const cut = processOf(store, 2 * HOUR, ({ operation, key }) => {

@@ -27,6 +27,43 @@ function recordCommands(store: S3Store): string[] {
   return names;
 }
 
+/**
+ * Orders the store's requests. `hold(name, key, until)`: a send of that command (for that key, or
+ * any when undefined) goes out only once `until` settles. `settled(name, count)`: settles once
+ * that many sends of the command have been answered or failed. A caller's own steps after its
+ * answer are promise continuations, run before any held request (sent later) can be answered.
+ */
+function orderCommands(store: S3Store) {
+  const holds: { name: string; key: string | undefined; until: Promise<unknown> }[] = [];
+  const counts = new Map<string, number>();
+  const waiting: { name: string; count: number; resolve: () => void }[] = [];
+  store.client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const name = String(context.commandName);
+      const { Key } = args.input as { Key?: string };
+      for (const hold of holds)
+        if (hold.name === name && (hold.key === undefined || hold.key === Key)) await hold.until.catch(() => {});
+      try {
+        return await next(args);
+      } finally {
+        const count = (counts.get(name) ?? 0) + 1;
+        counts.set(name, count);
+        for (const waiter of waiting) if (waiter.name === name && waiter.count <= count) waiter.resolve();
+      }
+    },
+    { step: 'initialize' },
+  );
+  return {
+    hold(name: string, key: string | undefined, until: Promise<unknown>): void {
+      holds.push({ name, key, until });
+    },
+    settled(name: string, count: number): Promise<void> {
+      if ((counts.get(name) ?? 0) >= count) return Promise.resolve();
+      return new Promise((resolve) => waiting.push({ name, count, resolve }));
+    },
+  };
+}
+
 describe('S3Store', () => {
   const fresh = () => `s3-store/${crypto.randomUUID()}/`;
 
@@ -189,6 +226,9 @@ describe('S3Store', () => {
     const heads = 6;
     const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     const commands = recordCommands(store);
+    // The HeadBucket goes out once every HEAD has had its 404: all of them wait for its answer.
+    const order = orderCommands(store);
+    order.hold('HeadBucketCommand', undefined, order.settled('HeadObjectCommand', heads));
     const prefix = fresh();
     const found = await Promise.all(
       Array.from({ length: heads }, (_, index) => store.head(`${prefix}absent-${index}`)),
@@ -199,6 +239,8 @@ describe('S3Store', () => {
     // A missing bucket: the callers in flight share its answer, and the next caller asks again.
     const missing = createTestS3Store(gateway().endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
     const asked = recordCommands(missing);
+    const missingOrder = orderCommands(missing);
+    missingOrder.hold('HeadBucketCommand', undefined, missingOrder.settled('HeadObjectCommand', heads));
     const refused = await Promise.all(
       Array.from({ length: heads }, (_, index) => missing.head(`some/key-${index}`).catch((error: unknown) => error)),
     );
@@ -210,5 +252,29 @@ describe('S3Store', () => {
     expect(asked.filter((name) => name === 'HeadBucketCommand')).toHaveLength(1);
     await expect(missing.head('some/key')).rejects.toMatchObject({ details: { name: 'NoSuchBucket' } });
     expect(asked.filter((name) => name === 'HeadBucketCommand')).toHaveLength(2);
+  });
+
+  it('asks HeadBucket again for a HEAD answered after a failed one, not after the bucket was found', async () => {
+    const missing = createTestS3Store(gateway().endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
+    const asked = recordCommands(missing);
+    const order = orderCommands(missing);
+    // Two HEADs have their 404 and share a HeadBucket; the third goes out once that has failed.
+    order.hold('HeadBucketCommand', undefined, order.settled('HeadObjectCommand', 2));
+    order.hold('HeadObjectCommand', 'some/late', order.settled('HeadBucketCommand', 1));
+    const refused = await Promise.all(
+      ['some/early-0', 'some/early-1', 'some/late'].map((key) => missing.head(key).catch((error: unknown) => error)),
+    );
+    for (const error of refused) expect(error).toMatchObject({ details: { name: 'NoSuchBucket' } });
+    expect(asked.filter((name) => name === 'HeadBucketCommand')).toHaveLength(2);
+
+    const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
+    const commands = recordCommands(store);
+    const found = orderCommands(store);
+    found.hold('HeadBucketCommand', undefined, found.settled('HeadObjectCommand', 2));
+    const prefix = fresh();
+    found.hold('HeadObjectCommand', `${prefix}late`, found.settled('HeadBucketCommand', 1));
+    const absent = await Promise.all(['early-0', 'early-1', 'late'].map((name) => store.head(`${prefix}${name}`)));
+    expect(absent).toEqual([null, null, null]);
+    expect(commands.filter((name) => name === 'HeadBucketCommand')).toHaveLength(1);
   });
 });

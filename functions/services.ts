@@ -7,7 +7,7 @@ import { sessionCreatedIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
 import type { ClosedTurn } from '../lib/session/log/types.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
-import { afterResponse } from '../lib/turn/append.ts';
+import { afterResponse } from '../lib/turn/after-response.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';

@@ -13,7 +13,7 @@ import {
 } from '../schemas.ts';
 import { normalizeSessionFields } from '../session-fields.ts';
 import { deleteNewestTurn, forkSession } from '../../lib/turn/fork.ts';
-import { afterResponse } from '../../lib/turn/append.ts';
+import { afterResponse } from '../../lib/turn/after-response.ts';
 import { pickUp } from '../../lib/turn/index.ts';
 
 const createSessionRoute = createRoute({

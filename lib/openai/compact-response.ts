@@ -2,7 +2,7 @@ import type { ResponseCompactionItem } from 'openai/resources/responses/response
 import { SummaryTimeoutError } from '../compaction/summarize-context.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { ModelUsage } from '../models/model.ts';
-import { afterResponse } from '../turn/append.ts';
+import { afterResponse } from '../turn/after-response.ts';
 import { compactSessionFrom } from '../turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';

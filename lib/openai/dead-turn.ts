@@ -11,13 +11,13 @@ import type { IndexFacade } from './facade.ts';
  * claim, or here), its input stored though its client never got its id, and the client's retry
  * (the `openai` client retries a dropped connection by itself) would store that input twice
  * under `conversation`, branch under `previous_response_id` and start a new conversation as a
- * resent history. The next request on the conversation (or a native turn, or the pickup of an
- * input queued behind it: lib/turn/dead-turn.ts) takes such a turn out instead: its newest turn,
- * its record saying `answered_at_end`, failed `lease_expired` with no output (or open, its lease
- * run out: closed so first). One that took inbox notices stays (deleteNewestTurn), and so does
- * one whose conversation would read more generations than a config names (a delete of the newest
- * turn forks it one deeper unless the turn before is the fork's first): the retry then goes on
- * after it, as after a streamed response's dead turn.
+ * resent history. The next request on the conversation (or a native turn, the pickup of an input
+ * queued behind it, an append or a manual compaction: lib/turn/dead-turn.ts) takes such a turn out
+ * instead: its newest turn, its record saying `answered_at_end`, failed `lease_expired` with no
+ * output (or open, its lease run out: closed so first). One that took inbox notices stays
+ * (deleteNewestTurn), and so does one whose conversation would read more generations than a config
+ * names (a delete of the newest turn forks it one deeper unless the turn before is the fork's
+ * first): the retry then goes on after it, as after a streamed response's dead turn.
  */
 
 type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;

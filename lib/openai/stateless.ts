@@ -4,7 +4,7 @@ import type { ModelResult, ModelSettings } from '../models/model.ts';
 import { fitPrompt } from '../compaction/index.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
 import { turnUsage } from '../ledger/usage.ts';
-import { afterResponse } from '../turn/append.ts';
+import { afterResponse } from '../turn/after-response.ts';
 import { resolveStrategyNames, type TurnContext, type TurnServices } from '../turn/index.ts';
 import { assemblePrompt, promptContext } from '../turn/assemble-prompt.ts';
 import { buildModelRequest, callModel, promptBudget, type ModelOutputEvent } from '../turn/model-call.ts';

@@ -2,7 +2,7 @@ import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../history.ts';
 import { hydrateMedia, type NeedsBytes } from './attachments.ts';
 import type { LogScope } from './keys.ts';
-import { appendItems } from './log/append.ts';
+import { appendItems, type AppendOptions } from './log/append.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/claim.ts';
 import {
   commitTurnContext,
@@ -12,6 +12,7 @@ import {
   currentContext,
   turnContext,
   type Compacted,
+  type CompactOptions,
   type Summarize,
 } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
@@ -81,10 +82,12 @@ export class SessionLog extends SessionLogRunning {
    * it answers when the result's `overdue` says so (lib/turn/append.ts), so the record need not
    * carry the records that view covers. `onlyFirst`: the items go in as the session's first record
    * or not at all (a keyed create's items, lib/openai/conversations.ts): with a record there,
-   * nothing is written and the result is that record's.
+   * nothing is written and the result is that record's. `onLapsed`: told a turn whose lease ran
+   * out that the append would close or follow, what it throws refusing the append
+   * (CommitOptions.onLapsed).
    */
-  async append(id: string, items: Item[], packsOverdue = false, onlyFirst = false): ReturnType<typeof appendItems> {
-    return appendItems(this.log, id, items, packsOverdue, onlyFirst);
+  async append(id: string, items: Item[], options: AppendOptions = {}): ReturnType<typeof appendItems> {
+    return appendItems(this.log, id, items, options);
   }
 
   /**
@@ -179,10 +182,12 @@ export class SessionLog extends SessionLogRunning {
    * it). The summary is stored create-only under `context/<inverted record read>`, then a `compact`
    * record carrying it and the session's totals with that usage commits the move and ends the
    * claim (every summary made is charged in a record: one overtaken carries the newer context).
-   * An open turn: TurnInProgressError.
+   * An open turn: TurnInProgressError. `onLapsed`: told a turn whose lease ran out that the
+   * compaction's claim would close or follow, what it throws refusing the claim (nothing written;
+   * CommitOptions.onLapsed).
    */
-  async compact(id: string, summarize: Summarize): Promise<Compacted> {
-    return compact(this.log, id, summarize);
+  async compact(id: string, summarize: Summarize, options: CompactOptions = {}): Promise<Compacted> {
+    return compact(this.log, id, summarize, options);
   }
 
   /** The current context start of a session (null: never compacted). */

@@ -1,6 +1,8 @@
 import type { Item } from '../items.ts';
 import { MAX_PACK_DEBT_RECORDS, type OverdueView } from '../session/log/pack-schedule.ts';
 import type { SessionLog } from '../session/session-log.ts';
+import { afterResponse } from './after-response.ts';
+import { type DeadTurnServices, writeWithoutDead } from './dead-turn.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
 
@@ -15,15 +17,17 @@ export const PACK_EVERY_RECORDS = 4;
  * than afterViewBytes of that view, packs before it answers instead
  * (with a view), so packing keeps up with any append rate (lib/session/log/pack-schedule.ts);
  * when its own items are more than that, a record of no items follows it, so the newest record
- * stays small (lib/session/log/state-record.ts).
+ * stays small (lib/session/log/state-record.ts). The dead turn of a turn answered at its end, whose
+ * process died, is taken out before the items are stored after it (./dead-turn.ts).
  */
 export async function appendItems(
-  services: Pick<TurnServices, 'env' | 'background' | 'log'> & {
-    sessions: Pick<
-      SessionLog,
-      'append' | 'config' | 'pack' | 'packSchedule' | 'putStateAfter' | 'refreshIndex' | 'storeAttachments'
-    >;
-  },
+  services: Pick<TurnServices, 'env' | 'background' | 'log'> &
+    DeadTurnServices & {
+      sessions: Pick<
+        SessionLog,
+        'append' | 'config' | 'pack' | 'packSchedule' | 'putStateAfter' | 'refreshIndex' | 'storeAttachments'
+      >;
+    },
   sessionId: string,
   items: Item[],
   options: {
@@ -35,7 +39,9 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const appended = await sessions.append(sessionId, stored, true, options.onlyFirst ?? false);
+  const appended = await writeWithoutDead(services, sessionId, (lapsed) =>
+    sessions.append(sessionId, stored, { packsOverdue: true, onlyFirst: options.onlyFirst ?? false, ...lapsed }),
+  );
   const { first_seq, last_seq, record, generation, overdue, indexed } = appended;
   // The listing row from the record just written: no head to read again.
   if (options.refreshIndex !== false) afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
@@ -75,12 +81,4 @@ export async function appendItems(
   }
   if (!indebted && record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
-}
-
-/**
- * Hands `task` to `background` (waitUntil on Workers) to start on a timer, so its storage
- * calls come after the response has been produced, not among the request's own.
- */
-export function afterResponse(services: Pick<TurnServices, 'background'>, task: () => Promise<unknown>): void {
-  services.background(new Promise((resolve) => setTimeout(resolve, 0)).then(task));
 }

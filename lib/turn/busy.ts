@@ -11,7 +11,7 @@ import { BoundedCache } from '../session/log/bounded-cache.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { ClosedTurn } from '../session/log/types.ts';
 import type { OnBusy } from '../session/fields.ts';
-import { afterResponse } from './append.ts';
+import { afterResponse } from './after-response.ts';
 import { claimInput } from './background.ts';
 import { inputItems, requestHash } from './plan.ts';
 import { requestRecord } from './receipt.ts';

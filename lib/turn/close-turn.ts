@@ -9,7 +9,7 @@ import type { StoppedSpendRecord, Undelivered } from '../session/records.ts';
 import type { InboxAbort } from '../inbox/index.ts';
 import type { StoredItem } from '../items.ts';
 import { logUnlessGone } from '../log-unless-gone.ts';
-import { afterResponse } from './append.ts';
+import { afterResponse } from './after-response.ts';
 import { afterOwnClose } from './own-close.ts';
 import { pickUp } from './busy.ts';
 import type { TurnNotices } from './notices.ts';

@@ -11,8 +11,10 @@ import { compactionSizes } from '../compaction/summary-budget.ts';
 import { SummaryTimeoutError, summarizeContext } from '../compaction/summarize-context.ts';
 import { ChargedFailure } from '../session/log/compaction.ts';
 import type { Item } from '../items.ts';
-import { afterResponse, appendItems } from './append.ts';
+import { afterResponse } from './after-response.ts';
+import { appendItems } from './append.ts';
 import { pickUp } from './busy.ts';
+import { writeWithoutDead } from './dead-turn.ts';
 import type { TurnServices } from './types.ts';
 
 /** The body of POST /v1/sessions/:id/compact, validated. */
@@ -122,7 +124,8 @@ export async function compactSessionFrom(
   try {
     // The listing row is written once, below, for the input and the compaction together.
     if (input.length > 0) await appendItems(services, sessionId, input, { refreshIndex: false });
-    result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }, claim) => {
+    // Its claim takes the dead turn of a turn answered at its end out first (./dead-turn.ts).
+    const summarize: Parameters<SessionLog['compact']>[1] = async ({ items, context, carriedFromSeq }, claim) => {
       const cut = planCompaction(items, {
         keepTokens: request.keep_tokens ?? sizes.keepTokens,
         counter: budget.counter,
@@ -169,7 +172,10 @@ export async function compactSessionFrom(
           lost.removeEventListener('abort', stopWith);
         });
       return { context: summary.context, usage: turnUsage(summary.usage, price) };
-    });
+    };
+    result = await writeWithoutDead(services, sessionId, (lapsed) =>
+      services.sessions.compact(sessionId, summarize, lapsed),
+    );
   } finally {
     if (unmade) chargeUnmade(unmade);
     // The listing row takes the input's items and the compaction's usage and time, after the

@@ -10,10 +10,10 @@ import type { TurnServices } from './types.ts';
  * response neither streamed nor in the background), whose process died: its client never got its
  * id, and retries it (the `openai` client retries a dropped connection by itself). Such a turn,
  * failed `lease_expired` with no output (or open, its lease run out: closed so first), is taken
- * out of its session, its newest turn, before a turn is stored after it: by the next request on
- * its conversation (lib/openai/dead-turn.ts), a native turn, or the pickup of an input queued
- * behind it (./busy.ts), so that the retry, coming after any of them, stores its input once. An
- * append or a manual compaction that closes it does not take it out (it stays behind them). One
+ * out of its session, its newest turn, before anything is stored after it: by the next request on
+ * its conversation (lib/openai/dead-turn.ts), a native turn, the pickup of an input queued
+ * behind it (./busy.ts), an append (./append.ts) or a manual compaction's claim
+ * (./compact-session.ts), so that the retry, coming after any of them, stores its input once. One
  * that took inbox notices stays (deleteNewestTurn), and so does one whose session would read more
  * generations than a config names: the claim then follows it.
  */
@@ -29,6 +29,26 @@ export class LapsedDeadTurn extends LapsedTurnRefused {}
 export function refuseLapsedDead(lapsed: { turn: number; request: unknown }): void {
   if ((lapsed.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true)
     throw new LapsedDeadTurn(`turn ${lapsed.turn}, whose process died, is taken out first`);
+}
+
+/**
+ * Runs `write` (a commit after the session's newest turn: an append, a compaction's claim) refusing
+ * the dead turn of a turn answered at its end (refuseLapsedDead); refused, takes that turn out of
+ * session `sessionId` and writes again, or, the turn staying, writes after it (`onLapsed` not given).
+ */
+export async function writeWithoutDead<T>(
+  services: DeadTurnServices,
+  sessionId: string,
+  write: (lapsed: { onLapsed?: typeof refuseLapsedDead }) => Promise<T>,
+): Promise<T> {
+  for (let refused = true; ; ) {
+    try {
+      return await write(refused ? { onLapsed: refuseLapsedDead } : {});
+    } catch (error) {
+      if (!refused || !(error instanceof LapsedDeadTurn)) throw error;
+      if (!(await takeOutDead(services, sessionId))) refused = false;
+    }
+  }
 }
 
 /** What taking a dead turn out works with. */

@@ -1,6 +1,6 @@
 import { NotFoundError } from '../errors.ts';
 import type { ForkOptions, RewindOptions, SessionLog, SessionRecord } from '../session/session-log.ts';
-import { afterResponse } from './append.ts';
+import { afterResponse } from './after-response.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
 

@@ -4,7 +4,7 @@ import { RecordMissingError } from '../session/log/head.ts';
 import { holderScope } from '../session/log/rewind.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import type { StoredOutcome } from '../session/log/types.ts';
-import { afterResponse } from './append.ts';
+import { afterResponse } from './after-response.ts';
 import { doneItem } from './model-call.ts';
 import type { OutputItem, TurnEvent, TurnResponse, TurnServices } from './types.ts';
 

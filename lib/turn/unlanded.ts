@@ -1,4 +1,4 @@
-import { afterResponse } from './append.ts';
+import { afterResponse } from './after-response.ts';
 import { chargeToken, type Attempt } from './close-turn.ts';
 import type { TurnServices } from './types.ts';
 

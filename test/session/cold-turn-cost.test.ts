@@ -14,7 +14,7 @@ import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import type { LogRecord } from '../../lib/session/records.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { SessionLog, type ViewPolicy } from '../support/session-log.ts';
+import { inbox, SessionLog, type ViewPolicy } from '../support/session-log.ts';
 
 /**
  * The first turn of a process new to a session whose packing lags (a fast load leaves records
@@ -251,7 +251,7 @@ describe('appends that outrun their background packs', () => {
     const store = new KindCountingStore(new MemoryStore());
     const sessions = new SessionLog(store, { ...options, ...logOptions });
     await sessions.create({ id: 's' });
-    const services = { env: {}, background: () => undefined, log: () => undefined, sessions };
+    const services = { env: {}, background: () => undefined, log: () => undefined, inbox, sessions };
     for (let record = 1; record <= records; record++) {
       await appendItems(services, 's', items(record));
       await after(store);

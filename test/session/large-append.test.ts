@@ -8,7 +8,7 @@ import { listAll } from '../../lib/store/object-store.ts';
 import { appendItems } from '../../lib/turn/append.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { SessionLog, summarized } from '../support/session-log.ts';
+import { inbox, SessionLog, summarized } from '../support/session-log.ts';
 import { turnOf } from './rewind-simulation-suite.ts';
 
 // An append whose own items are more than afterViewBytes of the newest view packs with a view of
@@ -27,7 +27,13 @@ function calls(record: number, count: number, bytes: number, open = false): Item
   }).flat();
   return open ? items.slice(0, -1) : items;
 }
-const services = (sessions: SessionLog) => ({ env: {}, background: () => undefined, log: () => undefined, sessions });
+const services = (sessions: SessionLog) => ({
+  env: {},
+  background: () => undefined,
+  log: () => undefined,
+  inbox,
+  sessions,
+});
 const upTo = (last: number, first = 1) => Array.from({ length: last - first + 1 }, (_, index) => first + index);
 const decode = (body: Uint8Array) => JSON.parse(new TextDecoder().decode(body));
 

@@ -7,7 +7,7 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appendItems, PACK_EVERY_RECORDS } from '../../lib/turn/append.ts';
 import { copyObjects } from '../support/copy-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { SessionLog, summarized } from '../support/session-log.ts';
+import { inbox, SessionLog, summarized } from '../support/session-log.ts';
 
 // An append is overdue once the records after the newest view hold more item bytes than a tenth
 // of that view and 64 KiB (lib/session/log/pack-schedule.ts): it packs with a view before it
@@ -31,7 +31,13 @@ const huge = (record: number): Item[] =>
  */
 const appends = { large, huge };
 const user = (text: string): Item => ({ type: 'message', role: 'user', content: text });
-const services = (sessions: SessionLog) => ({ env: {}, background: () => undefined, log: () => undefined, sessions });
+const services = (sessions: SessionLog) => ({
+  env: {},
+  background: () => undefined,
+  log: () => undefined,
+  inbox,
+  sessions,
+});
 const upTo = (last: number, first = 1) => Array.from({ length: last - first + 1 }, (_, index) => first + index);
 
 afterEach(() => vi.useRealTimers());

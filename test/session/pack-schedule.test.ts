@@ -13,7 +13,7 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appendItems } from '../../lib/turn/append.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { inbox, SessionLog } from '../support/session-log.ts';
 
 const items = (record: number): Item[] =>
   Array.from({ length: 5 }, (_, index) => ({ type: 'message', role: 'user', content: `r${record} i${index}` }));
@@ -31,6 +31,7 @@ function appender(store: ObjectStore) {
     env: {},
     background: () => undefined,
     log: (message: string, details?: unknown) => lines.push({ message, details }),
+    inbox,
     sessions: log,
   };
   return { log, lines, append: (record: number) => appendItems(services, 's', items(record)) };
@@ -93,7 +94,7 @@ describe('an append that packs with a view', () => {
       return false;
     });
     const log = new SessionLog(store, {});
-    const services = { env: {}, background: () => undefined, log: () => undefined, sessions: log };
+    const services = { env: {}, background: () => undefined, log: () => undefined, inbox, sessions: log };
     await log.create({ id: 's' });
     let packed = 0;
     for (let record = 1; record <= 12; record++) {
@@ -131,12 +132,12 @@ describe('an append that packs with a view', () => {
           raced = true;
           await log.delete('s');
           await log.create({ id: 's' });
-          for (let n = 1; n <= 9; n++) await log.append('s', [user(`new ${n}`)], true);
+          for (let n = 1; n <= 9; n++) await log.append('s', [user(`new ${n}`)], { packsOverdue: true });
         }
         return log.config(id);
       },
     });
-    const services = { env: {}, background: () => undefined, log: () => undefined, sessions };
+    const services = { env: {}, background: () => undefined, log: () => undefined, inbox, sessions };
     // The 9th append has no view to go on from: its record carries none of the 8 before it, and
     // its pack was handed their items.
     for (let n = 1; n <= 9; n++) await appendItems(services, 's', [user(`old ${n}`)]);
@@ -152,7 +153,7 @@ describe('an append that packs with a view', () => {
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     const store = new FaultyStore(new MemoryStore());
     const log = new SessionLog(store, {});
-    const services = { env: {}, background: () => undefined, log: () => undefined, sessions: log };
+    const services = { env: {}, background: () => undefined, log: () => undefined, inbox, sessions: log };
     await log.create({ id: 's' });
     for (let record = 1; record <= 6; record++) await appendItems(services, 's', large(record));
     // From here every view put fails: the first overdue append's pack fails, and the packs back off.

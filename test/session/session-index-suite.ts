@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { indexEntryKey, indexPrefix } from '../../lib/session/log/session-index.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { inbox, SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
@@ -114,7 +114,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       });
       expect(Date.parse(afterTurn!.last_activity_at!)).toBeGreaterThan(Date.parse(created.created_at));
       // An append through the pipeline writes the row after its response.
-      const services = { env: {}, background, log: () => undefined, sessions: log };
+      const services = { env: {}, background, log: () => undefined, inbox, sessions: log };
       await appendItems(services, 'x', [user('more'), user('again')]);
       await settle();
       expect((await row())?.counts).toEqual({ items: 6, turns: 2, tool_calls: 2 });
@@ -253,7 +253,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
           return typeof value === 'function' ? value.bind(target) : value;
         },
       });
-      await appendItems({ env: {}, background, log: () => undefined, sessions }, 'a', [user('four')]);
+      await appendItems({ env: {}, background, log: () => undefined, inbox, sessions }, 'a', [user('four')]);
       await settle();
       expect(known).toEqual([expect.objectContaining({ newest: expect.objectContaining({ done: null }) })]);
       const handed = (known[0] as { newest: { record: { record: number; items: unknown[]; recent?: unknown } } })

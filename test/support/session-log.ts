@@ -27,3 +27,9 @@ export function summarized(context: NewContext): Summarized {
   };
   return { context, usage: { ...usage, cost_usd: 0 } };
 }
+
+/**
+ * The inbox of services that have none (appendItems' `inbox`): a dead turn taken out of a session
+ * (lib/turn/dead-turn.ts) consumed no notices.
+ */
+export const inbox = { tookNothing: async () => true };

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { itemSchema, type Item } from '../../items.ts';
-import { commit, type Commit, type Replay } from './commit.ts';
+import { commit, type Commit, type CommitOptions, type Replay } from './commit.ts';
 import { checkInvariant, type LogContext } from './context.ts';
 import type { OverdueAppend } from './pack-schedule.ts';
 import type { IndexState } from './session-index.ts';
@@ -9,13 +9,15 @@ import type { IndexState } from './session-index.ts';
 
 const itemsSchema = z.array(itemSchema).min(1);
 
+/** How an append commits (SessionLog.append): see CommitOptions. */
+export type AppendOptions = Pick<CommitOptions, 'packsOverdue' | 'onlyFirst' | 'onLapsed'>;
+
 /** See SessionLog.append. */
 export async function appendItems(
   log: LogContext,
   id: string,
   items: Item[],
-  packsOverdue = false,
-  onlyFirst = false,
+  options: AppendOptions = {},
 ): Promise<{
   first_seq: number;
   last_seq: number;
@@ -25,9 +27,7 @@ export async function appendItems(
   indexed: IndexState;
 }> {
   const input = checkInvariant(itemsSchema, items);
-  const { record, config, overdue, scope } = written(
-    await commit(log, id, input, { kind: 'append', packsOverdue, onlyFirst }),
-  );
+  const { record, config, overdue, scope } = written(await commit(log, id, input, { ...options, kind: 'append' }));
   const last_seq = record.first_seq + input.length - 1;
   // The listing row needs the record's counts, totals and time: its items are not held for a task that runs late.
   const indexed = { config, newest: { record: { ...record, items: [], recent: undefined }, done: null } };

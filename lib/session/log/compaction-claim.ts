@@ -55,14 +55,18 @@ export class ClaimMoved extends Error {}
  * `check` throws of the session's config), and renews its lease until `stop`. ClaimMoved when
  * another record came after `after`. `check` tells the incarnation read: a delete of the newest
  * turn starts the next one with a record numbered as that turn's, which a claim must not follow.
+ * `onLapsed` judges a turn whose lease ran out that the claim would close or follow
+ * (CommitOptions.onLapsed).
  */
 export async function claimCompaction(
   log: LogContext,
   id: string,
   after: number,
   check: (config: SessionConfig) => void,
+  onLapsed?: CommitOptions['onLapsed'],
 ): Promise<CompactionClaim> {
-  const claimed = await commitAfter(log, id, after, { kind: 'compact', hold: true, check });
+  const options: CommitOptions = { kind: 'compact', hold: true, check, ...(onLapsed ? { onLapsed } : {}) };
+  const claimed = await commitAfter(log, id, after, options);
   if (!claimed) throw new ClaimMoved();
   const { scope } = claimed;
   const holder = { scope, record: claimed.record.record, writer: claimed.record.writer ?? '' };

@@ -2,7 +2,7 @@ import { StorageError, TailgateError, TurnInProgressError } from '../../errors.t
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope } from '../keys.ts';
 import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
-import { commit } from './commit.ts';
+import { commit, type CommitOptions } from './commit.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from './head.ts';
 import { claimCompaction, ClaimMoved, type CompactionClaim } from './compaction-claim.ts';
@@ -22,10 +22,18 @@ export function commitTurnContext(log: LogContext, turn: OpenTurn, next: NewCont
 /** Compactions of a session that moved to another incarnation while each summarized it. */
 const MAX_COMPACT_ATTEMPTS = 3;
 
+/** How a manual compaction claims the session (SessionLog.compact): see CommitOptions. */
+export type CompactOptions = Pick<CommitOptions, 'onLapsed'>;
+
 /** See SessionLog.compact. */
-export async function compact(log: LogContext, id: string, summarize: Summarize): Promise<Compacted> {
+export async function compact(
+  log: LogContext,
+  id: string,
+  summarize: Summarize,
+  options: CompactOptions = {},
+): Promise<Compacted> {
   for (let attempt = 0; attempt < MAX_COMPACT_ATTEMPTS; attempt++) {
-    const compacted = await compactOnce(log, id, summarize);
+    const compacted = await compactOnce(log, id, summarize, options);
     if (compacted) return compacted;
   }
   // Other writers kept landing between each head read and its claim (turns, appends, deletes of
@@ -90,7 +98,12 @@ class Moved extends Error {}
  * made (a delete of its newest turn, or a delete and a create): its summary holds a history the
  * session no longer has, and is not stored.
  */
-async function compactOnce(log: LogContext, id: string, summarize: Summarize): Promise<Compacted | null> {
+async function compactOnce(
+  log: LogContext,
+  id: string,
+  summarize: Summarize,
+  options: CompactOptions,
+): Promise<Compacted | null> {
   const { newest, cursor, scope, config } = await readHead(log, id, 100);
   if (!newest) return { compacted: false, context: null };
   if (newest.record.kind === 'turn' && !newest.done) {
@@ -115,7 +128,7 @@ async function compactOnce(log: LogContext, id: string, summarize: Summarize): P
   };
   let claim: CompactionClaim | undefined;
   const claimSession = async () => {
-    claim = await claimCompaction(log, id, newest.record.record, check);
+    claim = await claimCompaction(log, id, newest.record.record, check, options.onLapsed);
     return { signal: claim.signal, scope: claim.scope };
   };
   let summary: Summarized | null;

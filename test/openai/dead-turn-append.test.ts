@@ -1,0 +1,64 @@
+import { expect, it } from 'vitest';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { type DeadProcess, HOUR, processOf, texts } from '../support/dead-process.ts';
+
+// A response answered at its end dies mid-turn (a kill -9). Once its lease ran out, an append
+// (native or the facade's) or a manual compaction comes on its conversation, closing the dead
+// turn (or finding it closed); the `openai` client's retry of the response then must not store its
+// input a second time: the append or the compaction takes the dead turn out first, as a turn does.
+
+/** What comes on the conversation once the dead turn's lease ran out: whether it wrote items. */
+const writers = {
+  'a native append': async (later: DeadProcess, id: string) => {
+    const appended = await later.native('POST', `/v1/sessions/${id}/items`, {
+      items: [{ type: 'message', role: 'user', content: 'appended' }],
+    });
+    expect(appended.status, appended.body).toBe(201);
+    return ['user: appended'];
+  },
+  "the facade's append": async (later: DeadProcess, id: string) => {
+    await later.openai.conversations.items.create(id, {
+      items: [{ type: 'message', role: 'user', content: 'appended' }],
+    });
+    return ['user: appended'];
+  },
+  'a manual compaction': async (later: DeadProcess, id: string) => {
+    const compacted = await later.native('POST', `/v1/sessions/${id}/compact`, { keep_tokens: 0 });
+    expect(compacted.status, compacted.body).toBe(200);
+    expect(JSON.parse(compacted.body)).toMatchObject({ compacted: true });
+    return ['compaction'];
+  },
+};
+
+const cases: [keyof typeof writers, 'open' | 'closed', 'unkeyed' | 'keyed'][] = [];
+for (const writer of Object.keys(writers) as (keyof typeof writers)[])
+  for (const found of ['open', 'closed'] as const)
+    for (const sent of ['unkeyed', 'keyed'] as const) cases.push([writer, found, sent]);
+
+it.each(cases)('a dead response that %s found %s is retried %s, its input stored once', async (writer, found, sent) => {
+  const store = new MemoryStore();
+  const { openai } = processOf(store, 0);
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ input: 'step 1', conversation: id });
+  const body = { input: 'step 2', conversation: id };
+  const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
+  const dying = processOf(store, HOUR, true);
+  await dying.dies(() => dying.openai.responses.create(body, options));
+  const later = processOf(store, 2 * HOUR);
+  // Closed before by a reader of its events, or left open for the writer's claim to close.
+  if (found === 'closed') await later.native('GET', `/v1/sessions/${id}/turns/2/events`);
+  const written = await writers[writer](later, id);
+  await later.drain();
+  // The `openai` client's retry of step 2, by another process.
+  const retry = processOf(store, 3 * HOUR);
+  expect((await retry.openai.responses.create(body, options)).status).toBe('completed');
+  await retry.drain();
+  expect(await texts(retry.openai, id)).toEqual([
+    'user: step 1',
+    'assistant: echo: step 1',
+    ...written,
+    'user: step 2',
+    'assistant: echo: step 2',
+  ]);
+  expect([...later.logged, ...retry.logged].filter((line) => line.includes('stays in its session'))).toEqual([]);
+});

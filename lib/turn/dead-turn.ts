@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, TurnInProgressError } from '../errors.ts';
+import { LEASE_EXPIRED, NotFoundError, TurnInProgressError } from '../errors.ts';
 import { LapsedTurnRefused } from '../session/log/claim.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import type { SessionLog } from '../session/session-log.ts';
@@ -59,7 +59,8 @@ type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;
 
 /**
  * Takes `read`'s newest turn (read now when not given) out of session `sessionId` when it is the
- * dead turn of a turn answered at its end (above): whether it did.
+ * dead turn of a turn answered at its end (above): whether it did, or found it taken out by another
+ * since that read (a delete of the newest turn answering not_found: its generation was left).
  */
 export async function takeOutDead(services: DeadTurnServices, sessionId: string, read?: NewestRead): Promise<boolean> {
   const { sessions, log } = services;
@@ -77,6 +78,9 @@ export async function takeOutDead(services: DeadTurnServices, sessionId: string,
   return deleteNewestTurn(services, sessionId, turn.turn, { names }).then(
     () => true,
     (error: unknown) => {
+      // Gone: taken out by another meanwhile (the pickup that closing it started, ./busy.ts,
+      // whose claim it refused), the session moved to the generation before it.
+      if (error instanceof NotFoundError) return true;
       log(`tailgate: turn ${turn.turn} of ${sessionId}, whose process died, stays in its session`, error);
       return false;
     },

@@ -66,6 +66,10 @@ export interface ModelSettings {
       };
   user?: string;
   safetyIdentifier?: string;
+  /** How long the provider keeps the prompt cached (OpenAI's `prompt_cache_retention`), where it takes it. */
+  promptCacheRetention?: 'in_memory' | '24h';
+  /** The prompt cache's minimum lifetime (OpenAI's `prompt_cache_options.ttl`), where the provider takes it. */
+  promptCacheTtl?: '30m' | '12h';
   /**
    * Set when the client asked for the output tokens' log probabilities: how many of the most
    * likely tokens at each position it wants too (0 to 20). A model whose provider gives them

@@ -95,14 +95,20 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
 /**
  * The body fields of a request's settings that the AI SDK's call settings do not carry:
  * `user`, `verbosity` (textVerbosity), `parallel_tool_calls`, `safety_identifier`, `logprobs`
- * and `top_logprobs` when the client asked for log probabilities, and `prompt_cache_key` where
- * the provider takes it. None: undefined.
+ * and `top_logprobs` when the client asked for log probabilities, and `prompt_cache_key`,
+ * `prompt_cache_retention` and `prompt_cache_options.ttl` where the provider takes them. None: undefined.
  */
 function openaiOptions(settings: OpenAICompatibleModelSettings, request: ModelRequest): ProviderOptions | undefined {
   const asked = request.settings ?? {};
   const fields = {
     ...(settings.promptCacheKey && request.promptCacheKey !== undefined
       ? { prompt_cache_key: request.promptCacheKey }
+      : {}),
+    ...(settings.promptCacheKey && asked.promptCacheRetention !== undefined
+      ? { prompt_cache_retention: asked.promptCacheRetention }
+      : {}),
+    ...(settings.promptCacheKey && asked.promptCacheTtl !== undefined
+      ? { prompt_cache_options: { ttl: asked.promptCacheTtl } }
       : {}),
     ...(asked.user !== undefined ? { user: asked.user } : {}),
     ...(asked.verbosity !== undefined ? { textVerbosity: asked.verbosity } : {}),

@@ -5,14 +5,30 @@ import { z } from 'zod';
  * a conversation's `items`): the official shapes, restricted to what tailgate does.
  */
 
+/**
+ * A part's `prompt_cache_breakpoint` (the end of a reusable prompt prefix): advisory, not kept.
+ * tailgate places its provider's cache breakpoint itself, at the end of the stable prefix
+ * (lib/models/cache-breakpoints.ts), and OpenAI's caching of a Chat Completions prompt is automatic.
+ */
+const cacheBreakpoint = z
+  .object({ mode: z.literal('explicit'), ttl: z.enum(['30m', '12h']).optional() })
+  .strict()
+  .nullable()
+  .optional()
+  .meta({ description: 'Advisory: tailgate places its cache breakpoint itself.' });
+
 const textPart = z
   .object({
     type: z.enum(['input_text', 'output_text']),
     text: z.string(),
     annotations: z.array(z.unknown()).optional(),
     logprobs: z.array(z.unknown()).optional(),
+    prompt_cache_breakpoint: cacheBreakpoint,
   })
   .strict();
+
+/** A refusal of the model's in an assistant message sent back (history from OpenAI): its text. */
+const refusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() }).strict();
 
 /**
  * A part's `file_id`: an upload of OpenAI's Files API, which tailgate has not, refused as a field
@@ -32,10 +48,14 @@ const imagePart = z
     file_id: noFileId,
     image_url: z.string().min(1, 'an input_image needs `image_url` (https or data: URL); `file_id` is not supported'),
     detail: z.enum(['auto', 'low', 'high', 'original']).nullable().optional(),
+    prompt_cache_breakpoint: cacheBreakpoint,
   })
   .strict();
 
-/** A file: `file_data` (base64) with `filename`, or `file_url`. */
+/**
+ * A file: `file_data` (base64) with `filename`, or `file_url`. Its `detail` (how OpenAI renders
+ * a file's pages) is advisory, not kept: the provider gets the file as it takes files.
+ */
 const filePart = z
   .object({
     type: z.literal('input_file'),
@@ -43,13 +63,15 @@ const filePart = z
     file_data: z.string().optional(),
     filename: z.string().min(1).max(256).optional(),
     file_url: z.string().optional(),
+    detail: z.enum(['auto', 'low', 'high']).nullable().optional().meta({ description: 'Advisory: not kept.' }),
+    prompt_cache_breakpoint: cacheBreakpoint,
   })
   .strict()
   .refine((part) => (part.file_data === undefined) !== (part.file_url === undefined), {
     message: 'an input_file needs `file_data` (with `filename`) or `file_url`; `file_id` is not supported',
   });
 
-const inputPart = z.discriminatedUnion('type', [textPart, imagePart, filePart]);
+const inputPart = z.discriminatedUnion('type', [textPart, imagePart, filePart, refusalPart]);
 
 /** An input item's `id` and `status`: not kept (null, as the Open Responses spec allows, is none). */
 const itemFields = {
@@ -62,7 +84,7 @@ const messageInput = z
     type: z.literal('message').optional(),
     role: z.enum(['user', 'assistant', 'system', 'developer']),
     content: z.union([z.string(), z.array(inputPart).min(1)], {
-      error: 'must be a string or content parts (input_text, output_text, input_image, input_file)',
+      error: 'must be a string or content parts (input_text, output_text, input_image, input_file, refusal)',
     }),
     ...itemFields,
   })

@@ -126,7 +126,7 @@ export async function resolveItemReferences(
         `item_reference '${entry.id}' names an item with images or files; send the item itself`,
         `input[${index}].id`,
       );
-    const text = content as string | InputPartBody[];
+    const text = content as string | Exclude<InputPartBody, { type: 'refusal' }>[];
     return [
       item.type === 'message'
         ? { type: 'message', role: item.role, content: text }

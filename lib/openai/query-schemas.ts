@@ -13,15 +13,19 @@ const integerText = (name: string, negative = false) =>
     .transform(Number);
 
 /**
- * `include` (extra item fields such as logprobs or image URLs): `message.output_text.logprobs`
- * alone, which every output_text carries anyway (a listed item's `[]`: the items keep no log
- * probabilities, the response object does), as a create takes it; tailgate has no other field to add.
+ * `include` (extra item fields such as logprobs or image URLs): the values a create takes.
+ * `message.output_text.logprobs`, which every output_text carries anyway (a listed item's `[]`:
+ * the items keep no log probabilities, the response object does), and
+ * `reasoning.encrypted_content`, which a stored response's reasoning items carry none of, as its
+ * create answers them (its conversation keeps the payload and sends it back itself); tailgate has
+ * no other field to add.
  */
+const INCLUDABLE = ['message.output_text.logprobs', 'reasoning.encrypted_content'];
 const onlyLogprobs = z
   .union([z.string(), z.array(z.string())])
   .optional()
-  .refine((value) => [value ?? []].flat().every((entry) => entry === 'message.output_text.logprobs'), {
-    error: 'only "message.output_text.logprobs" is supported',
+  .refine((value) => [value ?? []].flat().every((entry) => INCLUDABLE.includes(entry)), {
+    error: 'only "message.output_text.logprobs" and "reasoning.encrypted_content" are supported',
   });
 export const includeQuerySchema = z.object({ include: onlyLogprobs, 'include[]': onlyLogprobs });
 

@@ -16,7 +16,11 @@ export type InputItemBody =
       content: string | InputPartBody[];
     }
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
-  | { type: 'function_call_output'; call_id: string; output: string | InputPartBody[] }
+  | {
+      type: 'function_call_output';
+      call_id: string;
+      output: string | Exclude<InputPartBody, { type: 'refusal' }>[];
+    }
   | { type: 'compaction'; encrypted_content: string; id?: string | null | undefined }
   /** The model's reasoning sent back: the `reasoning` of the assistant message or function_call after it. */
   | {
@@ -125,10 +129,24 @@ export function inputToItems(input: string | InputItemBody[], field = 'input'): 
           { field: `${field}.${index}.role` },
         );
       }
+      refuseRefusal(entry.content, `${field}[${index}]`, `${field}.${index}`);
       instructions.push(contentText(contentOf(entry.content)));
-    } else push({ type: 'message', role: entry.role, content: contentOf(entry.content) }, index);
+    } else {
+      if (entry.role !== 'assistant') refuseRefusal(entry.content, `${field}[${index}]`, `${field}.${index}`);
+      push({ type: 'message', role: entry.role, content: contentOf(entry.content) }, index);
+    }
   });
   return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}), compactions, positions };
+}
+
+/** A `refusal` part is the model's: only an assistant message holds one. */
+function refuseRefusal(content: string | InputPartBody[], name: string, field: string): void {
+  if (typeof content === 'string') return;
+  const at = content.findIndex((part) => part.type === 'refusal');
+  if (at >= 0)
+    throw new InvalidRequestError(`${name}.content[${at}]: a refusal part goes in an assistant message alone`, {
+      field: `${field}.content.${at}`,
+    });
 }
 
 /** Most reasoning items an item carries (lib/items.ts). */

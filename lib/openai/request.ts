@@ -124,6 +124,8 @@ function modelSettingsOf(body: ResponseCreateBody): ModelSettings {
     parallelToolCalls: body.parallel_tool_calls,
     user: body.user,
     safetyIdentifier: body.safety_identifier,
+    promptCacheRetention: body.prompt_cache_retention,
+    promptCacheTtl: body.prompt_cache_options?.ttl as ModelSettings['promptCacheTtl'],
     logprobs: body.include?.includes('message.output_text.logprobs') ? (body.top_logprobs ?? 0) : undefined,
     responseFormat: format?.type === 'text' ? undefined : format,
   });
@@ -158,15 +160,28 @@ function echoedSettings(body: ResponseCreateBody): ResponseSettings {
       format: echoedFormat(body.text?.format),
       verbosity: body.text?.verbosity ?? DEFAULT_SETTINGS.text.verbosity!,
     },
-    reasoning: reasoning
-      ? { effort: reasoning.effort ?? null, summary: reasoning.summary ?? reasoning.generate_summary ?? null }
-      : DEFAULT_SETTINGS.reasoning,
+    reasoning: reasoning ? echoedReasoning(reasoning) : DEFAULT_SETTINGS.reasoning,
     service_tier: pick('service_tier', body.service_tier),
     user: pick('user', body.user),
     safety_identifier: pick('safety_identifier', body.safety_identifier),
     prompt_cache_key: pick('prompt_cache_key', body.prompt_cache_key),
     truncation: pick('truncation', body.truncation),
     metadata: pick('metadata', body.metadata),
+  };
+}
+
+/**
+ * The `reasoning` a response echoes: the effort and summary sent, and the mode and context the
+ * call ran with, as OpenAI answers them (the effective ones), when they were sent: every call
+ * runs in the standard mode, and gets the reasoning of its current tool loop alone
+ * (lib/models/convert-to-model-messages.ts), whatever was asked.
+ */
+function echoedReasoning(reasoning: NonNullable<ResponseCreateBody['reasoning']>): ResponseSettings['reasoning'] {
+  return {
+    effort: reasoning.effort ?? null,
+    summary: reasoning.summary ?? reasoning.generate_summary ?? null,
+    ...(typeof reasoning.mode === 'string' ? { mode: 'standard' } : {}),
+    ...(typeof reasoning.context === 'string' ? { context: 'current_turn' as const } : {}),
   };
 }
 

@@ -25,6 +25,29 @@ const metadataSchema = z
   .record(z.string().max(64), z.string().max(512))
   .refine((value) => Object.keys(value).length <= 16, { error: 'at most 16 metadata pairs' });
 
+/** How long the provider keeps the prompt cached: passed to OpenAI models (`openai:`), advisory elsewhere. */
+const promptCacheRetentionSchema = z.enum(['in_memory', '24h']).nullable().optional();
+
+/**
+ * `prompt_cache_options`: its `ttl` goes to OpenAI models as `prompt_cache_retention` does; `mode`
+ * and `comparison_response_id` are advisory (tailgate places its cache breakpoint itself, and
+ * OpenAI's implicit one stays). `prewarm: true` asks for no answer, which a turn always gives: a 400.
+ */
+const promptCacheOptionsSchema = (ttls: readonly [string, ...string[]]) =>
+  z
+    .object({
+      mode: z.enum(['implicit', 'explicit']).optional(),
+      ttl: z.enum(ttls).optional(),
+      prewarm: z
+        .boolean()
+        .refine((prewarm) => !prewarm, { error: 'prewarming the prompt cache is not supported: a response answers' })
+        .optional(),
+      comparison_response_id: z.string().max(256).nullable().optional(),
+    })
+    .strict()
+    .nullable()
+    .optional();
+
 export const jsonSchemaFormat = {
   name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
   description: z.string().max(4096).optional(),
@@ -105,6 +128,13 @@ export const responseCreateSchema = z
         effort: effortSchema.nullable().optional(),
         summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
         generate_summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
+        mode: z.string().min(1).max(64).nullable().optional().meta({
+          description: 'Advisory: every call runs in the standard mode, which the response echoes.',
+        }),
+        context: z.enum(['auto', 'current_turn', 'all_turns']).nullable().optional().meta({
+          description:
+            "A call gets the current tool loop's reasoning alone (`current_turn`), which the response echoes.",
+        }),
       })
       .strict()
       .nullable()
@@ -145,6 +175,12 @@ export const responseCreateSchema = z
           '(docs/OPENAI.md, "Background responses").',
       }),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
+    prompt_cache_retention: promptCacheRetentionSchema,
+    prompt_cache_options: promptCacheOptionsSchema(['30m', '12h']),
+    prompt: z
+      .null({ error: 'reusable prompts (`prompt`) are not supported: send `instructions` and `input`' })
+      .optional(),
+    moderation: z.null({ error: 'moderation is not supported: tailgate runs no moderation model' }).optional(),
     context_management: z
       .array(
         z
@@ -178,10 +214,13 @@ export const responseCompactSchema = z
     instructions: z.string().nullable().optional(),
     previous_response_id: z.string().min(1).max(200).nullable().optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
+    prompt_cache_retention: promptCacheRetentionSchema,
+    prompt_cache_options: promptCacheOptionsSchema(['30m']),
     service_tier: z
-      .enum(['auto', 'default'], { error: 'only "auto" and "default" are supported' })
+      .enum(['auto', 'default', 'fast', 'flex', 'priority'])
       .nullable()
-      .optional(),
+      .optional()
+      .meta({ description: 'Advisory: the provider picks its tier.' }),
   })
   .strict()
   .meta({ id: 'OpenAIResponseCompact' });

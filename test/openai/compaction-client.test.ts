@@ -507,7 +507,7 @@ describe('the official openai client: context_management compaction', () => {
     const compactCases: [Record<string, unknown>, string][] = [
       [{ model: 'echo' }, 'input'],
       [{ model: 'echo', input: 'hi', reasoning: { effort: 'low' } }, 'reasoning'],
-      [{ model: 'echo', input: 'hi', service_tier: 'flex' }, 'service_tier'],
+      [{ model: 'echo', input: 'hi', service_tier: 'scale' }, 'service_tier'],
       [{ model: 'echo', input: [{ type: 'compaction' }] }, 'input[0].encrypted_content'],
     ];
     for (const [body, param] of compactCases) {

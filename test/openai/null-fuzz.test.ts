@@ -29,12 +29,20 @@ function nulled(body: Json, path: (string | number)[] = []): { path: string; bod
 }
 
 const image = () => ({ type: 'input_image', image_url: dataUrl('image/png', pngBytes(2, 2)), detail: 'low' });
-const file = { type: 'input_file', filename: 'a.pdf', file_data: PDF };
+const file = { type: 'input_file', filename: 'a.pdf', file_data: PDF, detail: 'low' };
 
 function responseInput(): Json {
   return [
     { type: 'message', role: 'developer', content: 'be brief', id: 'msg_x', status: 'completed' },
-    { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image(), file] },
+    {
+      type: 'message',
+      role: 'user',
+      content: [
+        { type: 'input_text', text: 'look', prompt_cache_breakpoint: { mode: 'explicit', ttl: '30m' } },
+        image(),
+        file,
+      ],
+    },
     {
       type: 'reasoning',
       id: 'rs_1',
@@ -81,7 +89,7 @@ function responseBody(): Json {
     presence_penalty: 0,
     frequency_penalty: 0,
     top_logprobs: 0,
-    reasoning: { effort: 'low', summary: 'auto', generate_summary: 'auto' },
+    reasoning: { effort: 'low', summary: 'auto', generate_summary: 'auto', mode: 'standard', context: 'auto' },
     user: 'u1',
     safety_identifier: 's1',
     service_tier: 'auto',
@@ -89,6 +97,8 @@ function responseBody(): Json {
     text: { format: { type: 'json_schema', name: 'out', schema: { type: 'object' }, strict: false }, verbosity: 'low' },
     include: ['reasoning.encrypted_content'],
     prompt_cache_key: 'k1',
+    prompt_cache_retention: '24h',
+    prompt_cache_options: { mode: 'implicit', ttl: '30m', comparison_response_id: 'resp_x' },
     context_management: [{ type: 'compaction', compact_threshold: 100000 }],
   };
 }
@@ -200,7 +210,9 @@ describe('nulls in every optional field', () => {
       input: responseInput(),
       instructions: 'x',
       prompt_cache_key: 'k',
-      service_tier: 'auto',
+      prompt_cache_retention: 'in_memory',
+      prompt_cache_options: { mode: 'implicit', ttl: '30m' },
+      service_tier: 'flex',
     });
     const newest = (await (
       await app.request('http://tailgate.test/v1/responses', {

@@ -1,0 +1,183 @@
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText } from 'ai';
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { fixture, type RecordedRequest } from '../support/fake-providers/fake-provider-server.ts';
+import { clientOnFakeProvider, TOKEN } from './server.ts';
+
+// Fields the `openai` client's types allow and the AI SDK sends: honoured where tailgate can,
+// taken as advisory where they mean nothing to its providers, refused only where accepting
+// would do the wrong thing. `gpt-4o-mini` is an OpenAI model on a loopback fake provider, whose
+// wire shows what reached it; `gpt-5` (a name the AI SDK takes for a reasoning model) is echo.
+const world = clientOnFakeProvider(
+  (request: RecordedRequest) =>
+    request.body?.stream
+      ? { sse: fixture('openai-chat-text.sse') }
+      : { json: JSON.parse(fixture('openai-chat-text.json')) },
+  (baseURL) => ({
+    OPENAI_API_KEY: 'test-key',
+    OPENAI_BASE_URL: baseURL,
+    MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini,gpt-5=echo',
+  }),
+);
+const PDF = 'data:application/pdf;base64,JVBERi0xLjQKJSVFT0YK';
+const refused = (promise: Promise<unknown>) => promise.catch((error: unknown) => error);
+
+describe('request fields of the openai client and the AI SDK', () => {
+  it('the AI SDK sends reasoningMode, reasoningContext, prompt cache options and breakpoints', async () => {
+    const bodies: Record<string, unknown>[] = [];
+    const openai = createOpenAI({
+      apiKey: TOKEN,
+      baseURL: world.tailgate.baseURL,
+      fetch: (url, init) => {
+        bodies.push(JSON.parse(String(init?.body)) as Record<string, unknown>);
+        return fetch(url, init);
+      },
+    });
+    const breakpoint = { openai: { promptCacheBreakpoint: { mode: 'explicit' as const } } };
+    const result = await generateText({
+      model: openai('gpt-5'),
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hello', providerOptions: breakpoint }] }],
+      providerOptions: {
+        openai: {
+          reasoningEffort: 'low',
+          reasoningMode: 'pro',
+          reasoningContext: 'all_turns',
+          promptCacheRetention: '24h',
+          promptCacheOptions: { mode: 'explicit', ttl: '12h' },
+        },
+      },
+    });
+    expect(result.text).toBe('echo: hello');
+    // The mode and context the call ran with, as OpenAI answers the effective ones.
+    expect(result.providerMetadata?.openai).toMatchObject({ reasoningContext: 'current_turn' });
+    expect(bodies[0]).toMatchObject({
+      reasoning: { mode: 'pro', context: 'all_turns' },
+      prompt_cache_retention: '24h',
+      prompt_cache_options: { mode: 'explicit', ttl: '12h' },
+      input: [{ content: [{ prompt_cache_breakpoint: { mode: 'explicit' } }] }],
+    });
+    const stored = await world.client.responses.retrieve(result.response.id);
+    expect(stored.reasoning).toMatchObject({ effort: 'low', mode: 'standard', context: 'current_turn' });
+  });
+
+  it('passes prompt_cache_retention and prompt_cache_options.ttl to an OpenAI model', async () => {
+    const before = world.provider.requests.length;
+    const created = await world.client.responses.create({
+      model: 'gpt-4o-mini',
+      input: 'hi',
+      prompt_cache_key: 'k1',
+      prompt_cache_retention: '24h',
+      prompt_cache_options: { mode: 'implicit', ttl: '12h', comparison_response_id: 'resp_elsewhere' },
+      reasoning: { mode: 'standard', context: 'auto' },
+    });
+    expect(created.status).toBe('completed');
+    expect(created.reasoning).toMatchObject({ mode: 'standard', context: 'current_turn' });
+    const wire = world.provider.requests.slice(before).map((request) => request.body);
+    expect(wire).toHaveLength(1);
+    expect(wire[0]).toMatchObject({
+      prompt_cache_key: 'k1',
+      prompt_cache_retention: '24h',
+      prompt_cache_options: { ttl: '12h' },
+    });
+  });
+
+  it('takes null as not sent for prompt, prompt_cache_retention and moderation', async () => {
+    const created = await world.client.responses.create({
+      model: 'gpt-5',
+      input: 'hi',
+      prompt: null,
+      prompt_cache_retention: null,
+      moderation: null,
+    });
+    expect(created.output_text).toBe('echo: hi');
+    // A prompt template or a moderation policy is one tailgate would not apply: named, not ignored.
+    const prompt = await refused(world.client.responses.create({ model: 'gpt-5', input: 'hi', prompt: { id: 'p' } }));
+    expect(prompt).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(prompt).toMatchObject({ status: 400, param: 'prompt' });
+    const moderation = await refused(
+      world.client.responses.create({ model: 'gpt-5', input: 'hi', moderation: { model: 'omni-moderation-latest' } }),
+    );
+    expect(moderation).toMatchObject({ status: 400, param: 'moderation' });
+    const prewarm = await refused(
+      world.client.responses.create({ model: 'gpt-5', input: 'hi', prompt_cache_options: { prewarm: true } }),
+    );
+    expect(prewarm).toMatchObject({ status: 400, param: 'prompt_cache_options.prewarm' });
+  });
+
+  it("takes an input_file's detail and a part's prompt_cache_breakpoint, keeping neither", async () => {
+    const created = await world.client.responses.create({
+      model: 'gpt-5',
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_file', filename: 'a.pdf', file_data: PDF, detail: 'low' },
+            { type: 'input_text', text: 'read it', prompt_cache_breakpoint: { mode: 'explicit', ttl: '30m' } },
+          ],
+        },
+      ],
+    });
+    expect(created.status).toBe('completed');
+    const items = await world.client.conversations.items.list(created.conversation!.id);
+    const user = items.data.find((item) => item.type === 'message' && item.role === 'user');
+    const parts = user?.type === 'message' ? (user.content as unknown as Record<string, unknown>[]) : [];
+    expect(parts.map((part) => part.type)).toEqual(['input_file', 'input_text']);
+    expect(parts[0]).not.toHaveProperty('detail');
+    expect(parts[1]).toEqual({ type: 'input_text', text: 'read it' });
+  });
+
+  it("takes a refusal part of a resent assistant message as that message's text", async () => {
+    const created = await world.client.responses.create({
+      model: 'gpt-5',
+      input: [
+        { role: 'user', content: 'help me' },
+        {
+          type: 'message',
+          role: 'assistant',
+          id: 'msg_from_openai',
+          status: 'completed',
+          content: [{ type: 'refusal', refusal: 'I cannot help with that.' }],
+        },
+        { role: 'user', content: 'fine' },
+      ],
+    });
+    expect(created.output_text).toBe('echo: fine');
+    const items = await world.client.conversations.items.list(created.conversation!.id, { order: 'asc' });
+    const assistant = items.data.find((item) => item.type === 'message' && item.role === 'assistant');
+    expect(assistant?.type === 'message' && assistant.content).toMatchObject([
+      { type: 'output_text', text: 'I cannot help with that.' },
+    ]);
+    // A refusal is the model's: in a user message it is a 400 naming the part.
+    const user = await refused(
+      world.client.responses.create({
+        model: 'gpt-5',
+        input: [{ role: 'user', content: [{ type: 'refusal', refusal: 'no' }] } as never],
+      }),
+    );
+    expect(user).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(user).toMatchObject({ status: 400, param: 'input[0].content[0]' });
+  });
+
+  it('compacts with any service_tier of the compact type, advisory', async () => {
+    const compacted = await world.client.responses.compact({
+      model: 'gpt-5',
+      input: 'summarize me',
+      service_tier: 'flex',
+    });
+    expect(compacted.object).toBe('response.compaction');
+    const scale = await refused(
+      world.client.responses.compact({ model: 'gpt-5', input: 'hi', service_tier: 'scale' as never }),
+    );
+    expect(scale).toMatchObject({ status: 400, param: 'service_tier' });
+  });
+
+  it('retrieves with include reasoning.encrypted_content, as a create takes it', async () => {
+    const include = ['reasoning.encrypted_content' as const];
+    const created = await world.client.responses.create({ model: 'gpt-5', input: 'hi', include });
+    const retrieved = await world.client.responses.retrieve(created.id, { include });
+    expect(retrieved.output).toEqual(created.output);
+    const items = await world.client.conversations.items.list(created.conversation!.id, { include });
+    expect(items.data.length).toBeGreaterThan(0);
+  });
+});

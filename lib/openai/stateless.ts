@@ -54,10 +54,36 @@ export async function prepareStateless(
   services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background'>,
   request: StatelessRequest,
 ): Promise<PreparedStateless> {
-  const model = services.model(request.model);
-  // A budgeted token's spend: with no session read to overlap, its read comes first.
+  // The model first (an unknown one is a 404 whatever the spend), then a budgeted token's spend.
+  const { model, assembled, budget, notices } = assembleStateless(services, request);
   const spend = services.tokenSpend;
   if (spend) spend.check(await spend.read());
+  const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {
+    truncation: request.truncation ?? 'disabled',
+    compacting: false,
+    boundary: null,
+    turn: 0,
+    keepFromSeq: undefined,
+  });
+  const prompt = fit.built.hydrated;
+  const modelRequest = buildModelRequest(prompt, request.tools, undefined, request);
+  const context: TurnContext = {
+    ...promptContext(assembled.prepared, prompt),
+    notices_delivered: notices.map((notice) => notice.name),
+    ...fit.context,
+  };
+  return { model, modelRequest, context, counter: budget.counter };
+}
+
+/**
+ * The prompt a stateless call's strategies build from its items and instructions, before it is
+ * fitted to the model's window, with that window's budget (its counter counts the prompt).
+ */
+export function assembleStateless(
+  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config'>,
+  request: StatelessRequest,
+) {
+  const model = services.model(request.model);
   const strategies = resolveStrategyNames(request.strategies, services.env);
   // Numbered like a history, so the strategies can tell calls and outputs apart by position.
   const items = inlineAttachments(request.items, services.config);
@@ -75,21 +101,7 @@ export async function prepareStateless(
   });
   // As a stored turn: a model with a known window never gets a prompt that must fail.
   const budget = promptBudget(model, config, request, services.tokenEncoders);
-  const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {
-    truncation: request.truncation ?? 'disabled',
-    compacting: false,
-    boundary: null,
-    turn: 0,
-    keepFromSeq: undefined,
-  });
-  const prompt = fit.built.hydrated;
-  const modelRequest = buildModelRequest(prompt, request.tools, undefined, request);
-  const context: TurnContext = {
-    ...promptContext(assembled.prepared, prompt),
-    notices_delivered: notices.map((notice) => notice.name),
-    ...fit.context,
-  };
-  return { model, modelRequest, context, counter: budget.counter };
+  return { model, assembled, config, budget, notices };
 }
 
 /** The model call of a prepared stateless call, and the token's charge after it. */

@@ -53,6 +53,7 @@ const EXPECTED_SCOPES: Record<string, Scope | 'any'> = {
   'GET /v1/sessions/{id}/turns/{turn}/events': 'session:read',
   'POST /v1/responses': 'session:turn',
   'POST /v1/responses/compact': 'session:turn',
+  'POST /v1/responses/input_tokens': 'session:turn',
   'GET /v1/responses/{id}': 'session:read',
   'GET /v1/responses/{id}/input_items': 'session:read',
   'DELETE /v1/responses/{id}': 'admin',

@@ -222,6 +222,20 @@ describe('nulls in every optional field', () => {
       })
     ).json()) as { id: string };
     await run('POST', '/responses/compact', { model: 'echo', previous_response_id: newest.id });
+    // The fields of a count (InputTokenCountParams) a create takes too.
+    const created = responseBody() as Record<string, Json>;
+    const counted = [
+      'model',
+      'input',
+      'instructions',
+      'tools',
+      'tool_choice',
+      'parallel_tool_calls',
+      'reasoning',
+      'text',
+      'truncation',
+    ];
+    await run('POST', '/responses/input_tokens', Object.fromEntries(counted.map((key) => [key, created[key]!])));
     await run('POST', '/conversations', { items: (responseInput() as Json[]).slice(1), metadata: { a: 'b' } });
     await run('POST', `/conversations/${first.conversation.id}`, { metadata: { a: 'c' } });
     await run('POST', `/conversations/${first.conversation.id}/items`, { items: (responseInput() as Json[]).slice(1) });

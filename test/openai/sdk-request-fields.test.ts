@@ -181,3 +181,26 @@ describe('request fields of the openai client and the AI SDK', () => {
     expect(items.data.length).toBeGreaterThan(0);
   });
 });
+
+describe('responses.inputTokens.count', () => {
+  it("counts the prompt of an input by tailgate's estimate, the tools with it", async () => {
+    const counted = await world.client.responses.inputTokens.count({ model: 'gpt-5', input: 'hello world!' });
+    // A user message of 12 characters: 3 tokens of text and 4 of overhead (lib/tokens/token-counter.ts).
+    expect(counted).toEqual({ object: 'response.input_tokens', input_tokens: 7 });
+    const tool = { type: 'function' as const, name: 'get', parameters: { type: 'object' }, strict: false };
+    const withTools = await world.client.responses.inputTokens.count({
+      model: 'gpt-5',
+      instructions: 'be brief',
+      input: [{ role: 'user', content: 'hello world!' }],
+      tools: [tool],
+    });
+    expect(withTools.input_tokens).toBeGreaterThan(7);
+    const conversation = await refused(
+      world.client.responses.inputTokens.count({ model: 'gpt-5', input: 'hi', conversation: 'conv_x' }),
+    );
+    expect(conversation).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(conversation).toMatchObject({ status: 400, param: 'conversation' });
+    const model = await refused(world.client.responses.inputTokens.count({ model: 'gpt-unknown', input: 'hi' }));
+    expect(model).toMatchObject({ status: 404, code: 'model_not_found' });
+  });
+});

@@ -2,6 +2,7 @@ import { createRouter } from '../../router.ts';
 import { chatRoutes } from './chat.ts';
 import { compactResponseRoutes } from './compact.ts';
 import { conversationRoutes } from './conversations.ts';
+import { inputTokensRoutes } from './input-tokens.ts';
 import { modelRoutes } from './models.ts';
 import { responseRoutes } from './responses.ts';
 
@@ -12,6 +13,7 @@ import { responseRoutes } from './responses.ts';
 export function openaiRoutes() {
   return createRouter()
     .route('/', compactResponseRoutes())
+    .route('/', inputTokensRoutes())
     .route('/', responseRoutes())
     .route('/', conversationRoutes())
     .route('/', chatRoutes())

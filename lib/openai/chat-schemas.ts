@@ -8,6 +8,8 @@ import {
   modelSchema,
   penaltySchema,
   chatServiceTierSchema,
+  promptCacheOptionsSchema,
+  promptCacheRetentionSchema,
   verbositySchema,
 } from './schemas.ts';
 
@@ -150,6 +152,8 @@ export const chatCompletionCreateSchema = z
       ])
       .optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
+    prompt_cache_retention: promptCacheRetentionSchema,
+    prompt_cache_options: promptCacheOptionsSchema(['30m']),
   })
   .strict()
   .superRefine((body, context) => {

@@ -268,6 +268,8 @@ export function chatModelSettings(body: ChatCompletionCreateBody): ModelSettings
     parallelToolCalls: body.parallel_tool_calls,
     user: body.user,
     safetyIdentifier: body.safety_identifier,
+    promptCacheRetention: body.prompt_cache_retention,
+    promptCacheTtl: body.prompt_cache_options?.ttl as ModelSettings['promptCacheTtl'],
     logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : undefined,
     responseFormat:
       format?.type === 'json_object'

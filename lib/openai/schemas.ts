@@ -26,14 +26,14 @@ const metadataSchema = z
   .refine((value) => Object.keys(value).length <= 16, { error: 'at most 16 metadata pairs' });
 
 /** How long the provider keeps the prompt cached: passed to OpenAI models (`openai:`), advisory elsewhere. */
-const promptCacheRetentionSchema = z.enum(['in_memory', '24h']).nullable().optional();
+export const promptCacheRetentionSchema = z.enum(['in_memory', '24h']).nullable().optional();
 
 /**
  * `prompt_cache_options`: its `ttl` goes to OpenAI models as `prompt_cache_retention` does; `mode`
  * and `comparison_response_id` are advisory (tailgate places its cache breakpoint itself, and
  * OpenAI's implicit one stays). `prewarm: true` asks for no answer, which a turn always gives: a 400.
  */
-const promptCacheOptionsSchema = (ttls: readonly [string, ...string[]]) =>
+export const promptCacheOptionsSchema = (ttls: readonly [string, ...string[]]) =>
   z
     .object({
       mode: z.enum(['implicit', 'explicit']).optional(),

@@ -82,6 +82,19 @@ describe('request fields of the openai client and the AI SDK', () => {
     });
   });
 
+  it("passes a chat completion's prompt_cache_retention and prompt_cache_options.ttl to an OpenAI model", async () => {
+    const before = world.provider.requests.length;
+    await world.client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'hi' }],
+      prompt_cache_retention: 'in_memory',
+      prompt_cache_options: { mode: 'implicit', ttl: '30m' },
+    });
+    const wire = world.provider.requests.slice(before).map((request) => request.body);
+    expect(wire).toHaveLength(1);
+    expect(wire[0]).toMatchObject({ prompt_cache_retention: 'in_memory', prompt_cache_options: { ttl: '30m' } });
+  });
+
   it('takes null as not sent for prompt, prompt_cache_retention and moderation', async () => {
     const created = await world.client.responses.create({
       model: 'gpt-5',

@@ -131,3 +131,34 @@ it.each(direct)(
     ]);
   },
 );
+
+it("a native turn racing a dead response's retry and its events' reader runs after the queued input", async () => {
+  for (let round = 0; round < 3; round++) {
+    const store = new MemoryStore();
+    const { openai } = processOf(store, 0);
+    const { id } = await openai.conversations.create({});
+    await openai.responses.create({ input: 'step 1', conversation: id });
+    const body = { input: 'step 2', conversation: id };
+    const dying = processOf(store, HOUR, true);
+    await diedDuring(dying, dying.openai.responses.create(body));
+    const queuing = processOf(store, HOUR + 1000);
+    const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
+    expect(queued.status, queued.body).toBe(202);
+    await queuing.drain();
+    // Once the lease ran out, at once: a native turn, the response's retry (which takes the dead
+    // turn out, its delete holding the session meanwhile) and a reader that closes the dead turn.
+    const [native, retry, reader] = [0, 1, 2].map(() => processOf(store, 2 * HOUR));
+    const [turn] = await Promise.all([
+      native!.native('POST', `/v1/sessions/${id}/turns`, { input: 'native', on_busy: 'enqueue' }),
+      retry!.openai.responses.create(body, { maxRetries: 0 }).catch(() => undefined),
+      reader!.native('GET', `/v1/sessions/${id}/turns/2/events`),
+    ]);
+    expect(turn!.status, turn!.body).toBeLessThan(300);
+    await Promise.all([native!.drain(), retry!.drain(), reader!.drain()]);
+    const later = processOf(store, 3 * HOUR);
+    await later.native('GET', `/v1/sessions/${id}/queue`);
+    await later.drain();
+    const items = (await texts(later.openai, id)).filter((item) => item === 'user: queued' || item === 'user: native');
+    expect(items).toEqual(['user: queued', 'user: native']);
+  }
+});

@@ -78,8 +78,8 @@ export interface CommitState {
   attempt: number;
   /** A dead turn (its lease ran out) a turn's claim closed: told to `onLeaseClosed` if it stores nothing (claim.ts). */
   lapsed?: ClosedTurn | undefined;
-  /** The claim took the queued inputs up first already (`onQueueWaiting`): once a claim. */
-  queueTaken?: boolean;
+  /** The generation whose queue the claim took up first (`onQueueWaiting`): once each (a delete moves its signal). */
+  queueTaken?: string;
 }
 
 export function commitState(writer: string = crypto.randomUUID()): CommitState {
@@ -272,8 +272,8 @@ export async function prepareCommit(
   // An `interrupt` runs at once, the queued inputs waiting for it (as behind the turn it cancels).
   const interrupts = (options.onBusy ?? head.config.on_busy) === 'interrupt';
   const newTurn = options.kind === 'turn' && !options.fromQueue && options.adopt === undefined && !interrupts;
-  if (waiting && newTurn && log.onQueueWaiting && !state.queueTaken) {
-    state.queueTaken = true;
+  if (waiting && newTurn && log.onQueueWaiting && state.queueTaken !== scope.generation) {
+    state.queueTaken = scope.generation;
     await log.onQueueWaiting(scope, waiting);
     return null;
   }

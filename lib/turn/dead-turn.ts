@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, NotFoundError, TurnInProgressError } from '../errors.ts';
+import { LEASE_EXPIRED, NotFoundError, StorageError, TurnInProgressError } from '../errors.ts';
 import { LapsedTurnRefused } from '../session/log/claim.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import type { SessionLog } from '../session/session-log.ts';
@@ -15,7 +15,8 @@ import type { TurnServices } from './types.ts';
  * behind it (./busy.ts), an append (./append.ts) or a manual compaction's claim
  * (./compact-session.ts), so that the retry, coming after any of them, stores its input once. One
  * that took inbox notices stays (deleteNewestTurn), and so does one whose session would read more
- * generations than a config names: the claim then follows it.
+ * generations than a config names: the claim then follows it. A store failing meanwhile is no such
+ * refusal: the request (or the pickup) fails with it, and the next one takes the turn out.
  */
 
 /**
@@ -81,6 +82,8 @@ export async function takeOutDead(services: DeadTurnServices, sessionId: string,
       // Gone: taken out by another meanwhile (the pickup that closing it started, ./busy.ts,
       // whose claim it refused), the session moved to the generation before it.
       if (error instanceof NotFoundError) return true;
+      // A store failing is no refusal: the request fails, and its retry takes the turn out.
+      if (error instanceof StorageError) throw error;
       log(`tailgate: turn ${turn.turn} of ${sessionId}, whose process died, stays in its session`, error);
       return false;
     },

@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { StoreCall } from '../support/faulty-store.ts';
 import { type DeadProcess, HOUR, processOf, texts } from '../support/dead-process.ts';
 
 // A conversation used through both APIs: a response answered at its end dies mid-turn (a kill -9)
@@ -140,7 +141,7 @@ it("a native turn racing a dead response's retry and its events' reader runs aft
     await openai.responses.create({ input: 'step 1', conversation: id });
     const body = { input: 'step 2', conversation: id };
     const dying = processOf(store, HOUR, true);
-    await diedDuring(dying, dying.openai.responses.create(body));
+    await dying.dies(() => dying.openai.responses.create(body));
     const queuing = processOf(store, HOUR + 1000);
     const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
     expect(queued.status, queued.body).toBe(202);
@@ -161,4 +162,43 @@ it("a native turn racing a dead response's retry and its events' reader runs aft
     const items = (await texts(later.openai, id)).filter((item) => item === 'user: queued' || item === 'user: native');
     expect(items).toEqual(['user: queued', 'user: native']);
   }
+});
+
+it('a native turn whose take-out of a dead turn met a failing store fails; its retry takes it out', async () => {
+  const store = new MemoryStore();
+  const { openai } = processOf(store, 0);
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ input: 'step 1', conversation: id });
+  const body = { input: 'step 2', conversation: id };
+  const dying = processOf(store, HOUR, true);
+  await dying.dies(() => dying.openai.responses.create(body));
+  // The first create-only record put, the fence of the delete that takes the dead turn out, fails.
+  let failed = false;
+  const fenceFails = (call: StoreCall) => {
+    const fence =
+      call.operation === 'put' && call.options?.onlyIfAbsent === true && /\/turn\/[^/]+\/\d+$/.test(call.key);
+    if (!fence || failed) return false;
+    failed = true;
+    return true;
+  };
+  const later = processOf(store, 2 * HOUR, false, fenceFails);
+  const turn = await later.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });
+  await later.drain();
+  expect(failed).toBe(true);
+  // Not followed: the request failed as the store did, its input not stored.
+  expect(turn.status, turn.body).toBe(503);
+  const again = processOf(store, 3 * HOUR);
+  const retried = await again.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });
+  expect(retried.status, retried.body).toBe(200);
+  await again.drain();
+  expect((await again.openai.responses.create(body)).status).toBe('completed');
+  await again.drain();
+  expect(await texts(again.openai, id)).toEqual([
+    'user: step 1',
+    'assistant: echo: step 1',
+    'user: native',
+    'assistant: echo: native',
+    'user: step 2',
+    'assistant: echo: step 2',
+  ]);
 });

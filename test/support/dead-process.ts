@@ -4,7 +4,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import type { MemoryStore } from '../../lib/store/memory.ts';
 import { clientInProcess, TOKEN } from '../openai/server.ts';
-import { FaultyStore } from './faulty-store.ts';
+import { FaultyStore, type StoreCall } from './faulty-store.ts';
 
 /**
  * Processes of the app sharing one store, one of which dies mid-turn (a kill -9): the tests of
@@ -28,9 +28,15 @@ async function hang(request: ModelRequest, killed: AbortSignal): Promise<never> 
  * A process on `store` whose clock is `offset` ms ahead; `dying`: it dies once its model is called
  * (`died`), its store refusing everything from then on, and `dies` sends a request that dies so
  * and ends it (its model call given up, with nothing left to write), so no request is left
- * unanswered. `drain` awaits the work its answers left; what it logs goes to `logged`.
+ * unanswered. `drain` awaits the work its answers left; what it logs goes to `logged`. Its store
+ * also fails the calls `fails` names.
  */
-export function processOf(store: MemoryStore, offset: number, dying = false) {
+export function processOf(
+  store: MemoryStore,
+  offset: number,
+  dying = false,
+  fails: (call: StoreCall) => boolean = () => false,
+) {
   let dead = false;
   let die = () => {};
   const died = new Promise<void>((resolve) => (die = resolve));
@@ -48,7 +54,7 @@ export function processOf(store: MemoryStore, offset: number, dying = false) {
   const tasks: Promise<unknown>[] = [];
   const logged: string[] = [];
   const app = createApp({
-    store: () => new FaultyStore(store).failWhen(() => dead),
+    store: () => new FaultyStore(store).failWhen((call) => dead || fails(call)),
     readEnvironment: () => environment,
     log: (line) => void logged.push(line),
     logLine: () => {},

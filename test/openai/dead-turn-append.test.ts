@@ -1,11 +1,12 @@
 import { expect, it } from 'vitest';
-import { MemoryStore } from '../../lib/store/memory.ts';
-import { type DeadProcess, HOUR, processOf, texts } from '../support/dead-process.ts';
+import { type DeadProcess, deadSecondStep, HOUR, noBodyHeldAfterEach, processOf } from '../support/dead-process.ts';
 
 // A response answered at its end dies mid-turn (a kill -9). Once its lease ran out, an append
 // (native or the facade's) or a manual compaction comes on its conversation, closing the dead
 // turn (or finding it closed); the `openai` client's retry of the response then must not store its
 // input a second time: the append or the compaction takes the dead turn out first, as a turn does.
+
+noBodyHeldAfterEach();
 
 /** What comes on the conversation once the dead turn's lease ran out: whether it wrote items. */
 const writers = {
@@ -36,29 +37,13 @@ for (const writer of Object.keys(writers) as (keyof typeof writers)[])
     for (const sent of ['unkeyed', 'keyed'] as const) cases.push([writer, found, sent]);
 
 it.each(cases)('a dead response that %s found %s is retried %s, its input stored once', async (writer, found, sent) => {
-  const store = new MemoryStore();
-  const { openai } = processOf(store, 0);
-  const { id } = await openai.conversations.create({});
-  await openai.responses.create({ input: 'step 1', conversation: id });
-  const body = { input: 'step 2', conversation: id };
-  const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
-  const dying = processOf(store, HOUR, true);
-  await dying.dies(() => dying.openai.responses.create(body, options));
-  const later = processOf(store, 2 * HOUR);
+  const dead = await deadSecondStep(sent);
+  const later = processOf(dead.store, 2 * HOUR);
   // Closed before by a reader of its events, or left open for the writer's claim to close.
-  if (found === 'closed') await later.native('GET', `/v1/sessions/${id}/turns/2/events`);
-  const written = await writers[writer](later, id);
+  if (found === 'closed') await later.native('GET', `/v1/sessions/${dead.id}/turns/2/events`);
+  const written = await writers[writer](later, dead.id);
   await later.drain();
   // The `openai` client's retry of step 2, by another process.
-  const retry = processOf(store, 3 * HOUR);
-  expect((await retry.openai.responses.create(body, options)).status).toBe('completed');
-  await retry.drain();
-  expect(await texts(retry.openai, id)).toEqual([
-    'user: step 1',
-    'assistant: echo: step 1',
-    ...written,
-    'user: step 2',
-    'assistant: echo: step 2',
-  ]);
+  const { retry } = await dead.retried(written);
   expect([...later.logged, ...retry.logged].filter((line) => line.includes('stays in its session'))).toEqual([]);
 });

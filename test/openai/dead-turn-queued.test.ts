@@ -1,12 +1,31 @@
 import { expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { StoreCall } from '../support/faulty-store.ts';
-import { type DeadProcess, HOUR, processOf, texts } from '../support/dead-process.ts';
+import {
+  type DeadProcess,
+  deadSecondStep,
+  diedOnceEach,
+  diesSending,
+  HOUR,
+  noBodyHeldAfterEach,
+  processOf,
+  texts,
+} from '../support/dead-process.ts';
 
 // A conversation used through both APIs: a response answered at its end dies mid-turn (a kill -9)
 // while a native input waits queued behind it. Once the dead turn's lease ran out, the pickup of
 // that input takes the session; the `openai` client's retry of the response then must not store
 // its input a second time, whichever closed the dead turn and however the retry is sent.
+
+noBodyHeldAfterEach();
+
+/** Queues a native input on session `id` from a process `offset` ms ahead, while a dead turn's lease runs. */
+async function queue(store: MemoryStore, offset: number, id: string): Promise<void> {
+  const queuing = processOf(store, offset);
+  const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
+  expect(queued.status, queued.body).toBe(202);
+  await queuing.drain();
+}
 
 /** What closes the dead turn before the retry: the pickup's own claim, or a reader of its events. */
 const closers = {
@@ -23,67 +42,30 @@ for (const closer of Object.keys(closers) as (keyof typeof closers)[])
 it.each(cases)(
   'a dead response whose queued native input %s took up is retried %s, its input stored once',
   async (closer, sent) => {
-    const store = new MemoryStore();
-    const { openai } = processOf(store, 0);
-    const { id } = await openai.conversations.create({});
-    await openai.responses.create({ input: 'step 1', conversation: id });
-    const body = { input: 'step 2', conversation: id };
-    const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
     // Step 2 dies mid-turn; a native input is queued behind it while its lease runs.
-    const dying = processOf(store, HOUR, true);
-    await dying.dies(() => dying.openai.responses.create(body, options));
-    const queuing = processOf(store, HOUR + 1000);
-    const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
-    expect(queued.status, queued.body).toBe(202);
-    await queuing.drain();
+    const dead = await deadSecondStep(sent);
+    await queue(dead.store, HOUR + 1000, dead.id);
     // Once the lease ran out, the queued input is taken up and runs to its end.
-    const later = processOf(store, 2 * HOUR);
-    await closers[closer](later.native, id);
+    const later = processOf(dead.store, 2 * HOUR);
+    await closers[closer](later.native, dead.id);
     await later.drain();
-    expect(await texts(later.openai, id)).toContain('assistant: echo: queued');
-    // The `openai` client's retry of step 2, by another process.
-    const retry = processOf(store, 3 * HOUR);
-    const answer = await retry.openai.responses.create(body, options);
-    expect(answer.status).toBe('completed');
-    await retry.drain();
-    const items = await texts(retry.openai, id);
+    expect(await texts(later.openai, dead.id)).toContain('assistant: echo: queued');
+    // The `openai` client's retry of step 2, by another process. The dead turn was taken out: the
+    // queued input ran where it stood, the retry after it.
+    const { items } = await dead.retried(['user: queued', 'assistant: echo: queued']);
     expect(items.filter((item) => item === 'user: step 2')).toHaveLength(1);
-    // The dead turn was taken out: the queued input ran where it stood, the retry after it.
-    expect(items).toEqual([
-      'user: step 1',
-      'assistant: echo: step 1',
-      'user: queued',
-      'assistant: echo: queued',
-      'user: step 2',
-      'assistant: echo: step 2',
-    ]);
   },
 );
 
 it('a queued native input behind a dead response that cannot be taken out runs after it', async () => {
-  const store = new MemoryStore();
-  const { openai } = processOf(store, 0);
-  const { id } = await openai.conversations.create({});
-  // Each step dies once, then its retry completes: each take-out forks one generation deeper,
-  // until the conversation reads as many as a config names (test/openai/dead-step-retry.test.ts).
-  let hours = 0;
-  const dies = async (input: string) => {
-    const dying = processOf(store, ++hours * HOUR, true);
-    await dying.dies(() => dying.openai.responses.create({ input, conversation: id }));
-  };
-  for (let step = 1; step <= 9; step++) {
-    await dies(`step ${step}`);
-    const retry = processOf(store, ++hours * HOUR);
-    await retry.openai.responses.create({ input: `step ${step}`, conversation: id });
-    await retry.drain();
-  }
-  await dies('step 10');
-  const queuing = processOf(store, hours * HOUR + 1000);
-  const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
-  expect(queued.status, queued.body).toBe(202);
-  await queuing.drain();
+  // Each step dies once, then its retry completes, until the conversation reads as many
+  // generations as a config names (test/openai/dead-step-retry.test.ts).
+  const { store, id, hours, statuses } = await diedOnceEach(9);
+  expect(statuses).toEqual(Array(9).fill('completed'));
+  await diesSending(store, hours * HOUR + HOUR, { input: 'step 10', conversation: id });
+  await queue(store, hours * HOUR + HOUR + 1000, id);
   // The pickup's take-out is refused: the input runs after the dead turn, not held back by it.
-  const later = processOf(store, ++hours * HOUR);
+  const later = processOf(store, hours * HOUR + 2 * HOUR);
   await later.native('GET', `/v1/sessions/${id}/queue`);
   await later.drain();
   const items = await texts(later.openai, id);
@@ -102,34 +84,17 @@ for (const how of ['foreground', 'background', 'streamed'] as const)
 it.each(direct)(
   'a dead response that a %s native turn came after, once its lease ran out, is retried %s, its input stored once',
   async (how, sent) => {
-    const store = new MemoryStore();
-    const { openai } = processOf(store, 0);
-    const { id } = await openai.conversations.create({});
-    await openai.responses.create({ input: 'step 1', conversation: id });
-    const body = { input: 'step 2', conversation: id };
-    const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
-    const dying = processOf(store, HOUR, true);
-    await dying.dies(() => dying.openai.responses.create(body, options));
+    const dead = await deadSecondStep(sent);
     // A native turn on the session once the dead turn's lease ran out.
-    const later = processOf(store, 2 * HOUR);
-    const turn = await later.native('POST', `/v1/sessions/${id}/turns`, {
+    const later = processOf(dead.store, 2 * HOUR);
+    const turn = await later.native('POST', `/v1/sessions/${dead.id}/turns`, {
       input: 'native',
       ...(how === 'background' && { background: true }),
       ...(how === 'streamed' && { stream: true }),
     });
     expect(turn.status, turn.body).toBeLessThan(300);
     await later.drain();
-    const retry = processOf(store, 3 * HOUR);
-    expect((await retry.openai.responses.create(body, options)).status).toBe('completed');
-    await retry.drain();
-    expect(await texts(retry.openai, id)).toEqual([
-      'user: step 1',
-      'assistant: echo: step 1',
-      'user: native',
-      'assistant: echo: native',
-      'user: step 2',
-      'assistant: echo: step 2',
-    ]);
+    await dead.retried(['user: native', 'assistant: echo: native']);
   },
 );
 
@@ -140,7 +105,7 @@ it("a native turn racing a dead response's retry and its events' reader runs aft
     const { id } = await openai.conversations.create({});
     await openai.responses.create({ input: 'step 1', conversation: id });
     const body = { input: 'step 2', conversation: id };
-    const dying = processOf(store, HOUR, true);
+    const dying = processOf(store, HOUR, { dying: true });
     await dying.dies(() => dying.openai.responses.create(body));
     const queuing = processOf(store, HOUR + 1000);
     const queued = await queuing.native('POST', `/v1/sessions/${id}/turns`, { input: 'queued', on_busy: 'enqueue' });
@@ -170,7 +135,7 @@ it('a native turn whose take-out of a dead turn met a failing store fails; its r
   const { id } = await openai.conversations.create({});
   await openai.responses.create({ input: 'step 1', conversation: id });
   const body = { input: 'step 2', conversation: id };
-  const dying = processOf(store, HOUR, true);
+  const dying = processOf(store, HOUR, { dying: true });
   await dying.dies(() => dying.openai.responses.create(body));
   // The first create-only record put, the fence of the delete that takes the dead turn out, fails.
   let failed = false;
@@ -181,7 +146,7 @@ it('a native turn whose take-out of a dead turn met a failing store fails; its r
     failed = true;
     return true;
   };
-  const later = processOf(store, 2 * HOUR, false, fenceFails);
+  const later = processOf(store, 2 * HOUR, { fails: fenceFails });
   const turn = await later.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });
   await later.drain();
   expect(failed).toBe(true);

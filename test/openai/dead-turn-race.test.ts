@@ -1,20 +1,16 @@
 import { expect, it } from 'vitest';
-import { MemoryStore } from '../../lib/store/memory.ts';
 import { takeOutDead } from '../../lib/turn/dead-turn.ts';
-import { HOUR, processOf, texts } from '../support/dead-process.ts';
+import { deadSecondStep, HOUR, noBodyHeldAfterEach, processOf, texts } from '../support/dead-process.ts';
 import { inbox, SessionLog } from '../support/session-log.ts';
 
 // Two take-outs of one dead turn race: one that closes it starts a pickup (the session log's
 // onLeaseClosed), whose claim, refused, takes it out too. The one that finds it gone by then
 // took nothing out, and logs nothing: the turn does not stay.
 
+noBodyHeldAfterEach();
+
 it('a take-out of a dead turn that another took out first logs no failure', async () => {
-  const store = new MemoryStore();
-  const { openai } = processOf(store, 0);
-  const { id } = await openai.conversations.create({});
-  await openai.responses.create({ input: 'step 1', conversation: id });
-  const dying = processOf(store, HOUR, true);
-  await dying.dies(() => dying.openai.responses.create({ input: 'step 2', conversation: id }));
+  const { store, id } = await deadSecondStep();
   // A reader of its events closes it once its lease ran out.
   const later = processOf(store, 2 * HOUR);
   await later.native('GET', `/v1/sessions/${id}/turns/2/events`);

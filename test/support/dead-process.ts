@@ -1,8 +1,10 @@
-import type OpenAI from 'openai';
+import OpenAI from 'openai';
+import { afterEach, expect } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { heldBodyBytes } from '../../functions/body-budget.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
-import type { MemoryStore } from '../../lib/store/memory.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
 import { clientInProcess, TOKEN } from '../openai/server.ts';
 import { FaultyStore, type StoreCall } from './faulty-store.ts';
 
@@ -24,19 +26,24 @@ async function hang(request: ModelRequest, killed: AbortSignal): Promise<never> 
   });
 }
 
+export interface ProcessOptions {
+  /** It dies once its model is called (a stream, once it streamed a first delta). */
+  dying?: boolean;
+  /** The calls its store refuses while it lives. */
+  fails?: (call: StoreCall) => boolean;
+  /** Its clock goes an hour further once it made this many storage calls. */
+  passAt?: number;
+}
+
 /**
  * A process on `store` whose clock is `offset` ms ahead; `dying`: it dies once its model is called
  * (`died`), its store refusing everything from then on, and `dies` sends a request that dies so
  * and ends it (its model call given up, with nothing left to write), so no request is left
- * unanswered. `drain` awaits the work its answers left; what it logs goes to `logged`. Its store
- * also fails the calls `fails` names.
+ * unanswered. `drain` awaits the work its answers left; what it logs goes to `logged`.
  */
-export function processOf(
-  store: MemoryStore,
-  offset: number,
-  dying = false,
-  fails: (call: StoreCall) => boolean = () => false,
-) {
+export function processOf(store: MemoryStore, offset: number, options: ProcessOptions = {}) {
+  const { dying = false, fails = () => false, passAt = 0 } = options;
+  let calls = 0;
   let dead = false;
   let die = () => {};
   const died = new Promise<void>((resolve) => (die = resolve));
@@ -50,11 +57,22 @@ export function processOf(
           die();
           return hang(request, killed.signal);
         },
+        async *stream(request) {
+          yield { type: 'text_delta', delta: 'thinking ' };
+          dead = true;
+          die();
+          await hang(request, killed.signal);
+        },
       };
   const tasks: Promise<unknown>[] = [];
   const logged: string[] = [];
   const app = createApp({
-    store: () => new FaultyStore(store).failWhen((call) => dead || fails(call)),
+    store: () =>
+      new FaultyStore(store).failWhen((call) => {
+        calls += 1;
+        if (calls === passAt) offset += HOUR;
+        return dead || fails(call);
+      }),
     readEnvironment: () => environment,
     log: (line) => void logged.push(line),
     logLine: () => {},
@@ -85,6 +103,13 @@ export function processOf(
 
 export type DeadProcess = ReturnType<typeof processOf>;
 
+/** After each test: no request of it is left in the app (its body would count in the next file's budget). */
+export function noBodyHeldAfterEach(): void {
+  afterEach(() => {
+    expect(heldBodyBytes()).toBe(0);
+  });
+}
+
 /** The conversation's items, oldest first, a message as `role: text`. */
 export const texts = async (openai: OpenAI, id: string) =>
   (await openai.conversations.items.list(id, { order: 'asc', limit: 100 })).data.map((item) =>
@@ -92,3 +117,92 @@ export const texts = async (openai: OpenAI, id: string) =>
       ? `${item.role}: ${item.content.map((part) => ('text' in part ? part.text : '')).join('')}`
       : item.type,
   );
+
+export const tools = [
+  { type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } },
+];
+
+/**
+ * A conversation whose newest response called get_weather, on a store of its own: its id, that
+ * response's, the input of a step answering the call and that step's body under the conversation.
+ */
+export async function answeringCall() {
+  const store = new MemoryStore();
+  const { openai } = processOf(store, 0);
+  const { id: conversation } = await openai.conversations.create({});
+  const first = await openai.responses.create({ input: 'call get_weather {"city":"x"}', conversation, tools });
+  const callId = first.output.find((item) => item.type === 'function_call')!.call_id;
+  const input = [{ type: 'function_call_output' as const, call_id: callId, output: '18C' }];
+  return { store, conversation, response: first.id, input, body: { input, conversation, tools } };
+}
+
+/** The items of a conversation whose step answering that call was stored once, its answer not yet. */
+export const LOOP = ['user: call get_weather {"city":"x"}', 'function_call', 'function_call_output'];
+
+/** A response's status, or the HTTP status of the error its request threw. */
+export const status = (answer: unknown) =>
+  answer instanceof OpenAI.APIError ? answer.status : (answer as { status?: string }).status;
+
+/** Sends `body` (with request `options`) from a process `offset` ms ahead that dies during its turn. */
+export async function diesSending(
+  store: MemoryStore,
+  offset: number,
+  body: object,
+  options: object = {},
+): Promise<void> {
+  const dying = processOf(store, offset, { dying: true });
+  await dying.dies(() => dying.openai.responses.create(body as never, options));
+}
+
+/**
+ * A conversation on a store of its own whose steps 1 to `steps` each died once mid-turn, then were
+ * retried by a process an hour further on: each take-out forks one generation deeper. Its store
+ * and id, the hours the clocks came to, and each retry's status (its error's, where it was refused).
+ */
+export async function diedOnceEach(steps: number) {
+  const store = new MemoryStore();
+  const { id } = await processOf(store, 0).openai.conversations.create({});
+  let hours = 0;
+  const statuses: unknown[] = [];
+  for (let step = 1; step <= steps; step++) {
+    const body = { input: `step ${step}`, conversation: id };
+    await diesSending(store, ++hours * HOUR, body);
+    const retry = processOf(store, ++hours * HOUR);
+    const answer = await retry.openai.responses.create(body).catch((error: unknown) => error);
+    statuses.push(status(answer));
+    await retry.drain();
+  }
+  return { store, id, hours, statuses };
+}
+
+/**
+ * A conversation whose step 1 completed and whose step 2 (`sent` under an Idempotency-Key or not)
+ * died mid-turn in a process an hour ahead: its store and id, step 2's body and request options,
+ * and `retried`: the `openai` client's retry of that step 2, by a process three hours ahead, which
+ * completes, the conversation then reading step 1, the items `between` and step 2 once (the
+ * retrying process and those items).
+ */
+export async function deadSecondStep(sent: 'unkeyed' | 'keyed' = 'unkeyed') {
+  const store = new MemoryStore();
+  const { openai } = processOf(store, 0);
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ input: 'step 1', conversation: id });
+  const body = { input: 'step 2', conversation: id };
+  const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
+  await diesSending(store, HOUR, body, options);
+  const retried = async (between: string[]) => {
+    const retry = processOf(store, 3 * HOUR);
+    expect((await retry.openai.responses.create(body, options)).status).toBe('completed');
+    await retry.drain();
+    const items = await texts(retry.openai, id);
+    expect(items).toEqual([
+      'user: step 1',
+      'assistant: echo: step 1',
+      ...between,
+      'user: step 2',
+      'assistant: echo: step 2',
+    ]);
+    return { retry, items };
+  };
+  return { store, id, body, options, retried };
+}

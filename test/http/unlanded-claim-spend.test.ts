@@ -69,18 +69,21 @@ function world(answered = false) {
   return { faulty, drain, api };
 }
 
+/** A token minted on `api` to run and read turns within a budget of `tokens`, as headers, and a new session. */
+async function minted(api: ReturnType<typeof world>['api'], tokens: number) {
+  const minted = await api.post('/v1/tokens', {
+    scopes: ['session:turn', 'session:read'],
+    budget: { max_total_tokens: tokens },
+  });
+  expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+  return { auth: { authorization: `Bearer ${minted.body.token as string}` }, id: await api.session() };
+}
+
 describe('a turn whose claim could not be stored after its model call started', () => {
   it('its record put failed: charges the call to its token, and its budget counts it', async () => {
     const { faulty, drain, api } = world();
     const prompt = approximateTokenCounter.count('hello there') + 4;
-    const minted = await api.post('/v1/tokens', {
-      scopes: ['session:turn', 'session:read'],
-      budget: { max_total_tokens: prompt },
-    });
-    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
-    const auth = { authorization: `Bearer ${minted.body.token as string}` };
-    const id = await api.session();
-
+    const { auth, id } = await minted(api, prompt);
     faulty.failWhen(recordPut, { times: 1, error: () => new StorageError('the record put failed') });
     const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' }, auth);
     expect(failed.status, JSON.stringify(failed.body)).toBe(503);
@@ -98,12 +101,7 @@ describe('a turn whose claim could not be stored after its model call started', 
 
   it('its record put failed once the model answered: charges the usage its provider reported', async () => {
     const { faulty, drain, api } = world(true);
-    const minted = await api.post('/v1/tokens', {
-      scopes: ['session:turn', 'session:read'],
-      budget: { max_total_tokens: 1_000_000 },
-    });
-    const auth = { authorization: `Bearer ${minted.body.token as string}` };
-    const id = await api.session();
+    const { auth, id } = await minted(api, 1_000_000);
     faulty.failWhen(recordPut, { times: 1, error: () => new StorageError('the record put failed') });
     const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' }, auth);
     expect(failed.status, JSON.stringify(failed.body)).toBe(503);
@@ -118,12 +116,7 @@ describe('a turn whose claim could not be stored after its model call started', 
 
   it("a screenshot's blob put failed: charges the call to its token", async () => {
     const { faulty, drain, api } = world();
-    const minted = await api.post('/v1/tokens', {
-      scopes: ['session:turn', 'session:read'],
-      budget: { max_total_tokens: 1_000_000 },
-    });
-    const auth = { authorization: `Bearer ${minted.body.token as string}` };
-    const id = await api.session();
+    const { auth, id } = await minted(api, 1_000_000);
     const image = { type: 'input_image', image_url: dataUrl('image/png', pngBytes(320, 200, 20_000, 7)) };
     faulty.failWhen(blobPut, { error: () => new StorageError('the blob put failed') });
     const input = [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image] }];

@@ -80,7 +80,8 @@ function ownerDied(event: ResponseStreamEvent): boolean {
  * writes, from the event after sequence number `after` (a resumed stream writes every event
  * again, and the client gets those it has not seen). A client past every event written gets
  * nothing more, the stream ends empty (it had the terminal event, or `after` is not one of the
- * stream's numbers), but for one whose stream's process died after events it streamed live but
+ * stream's numbers; a 200, as the `openai` client refuses a 204's stream without a body), but
+ * for one whose stream's process died after events it streamed live but
  * never journaled: that one still gets the terminal response.failed (`lease_expired`), or
  * any end written once `unkept` was called (its process never kept the response, so never sent
  * its end live), numbered as the journal numbers it, also when that is the number it resumes at

@@ -221,6 +221,19 @@ describe('the official openai client: resuming a streamed foreground response', 
         );
       }
     }
+    // A 200, not the 204 the native events route answers a reader that has its turn's end: the
+    // official client refuses a stream without a body, where it ends the empty one above.
+    const noContent = new OpenAI({
+      apiKey: TOKEN,
+      baseURL: tailgate.baseURL,
+      maxRetries: 0,
+      fetch: async () => new Response(null, { status: 204 }),
+    });
+    const refused = await readUntil(await noContent.responses.retrieve('resp_x', { stream: true, starting_after: 1 }))
+      .then(() => undefined)
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.OpenAIError);
+    expect(refused).toMatchObject({ message: 'Attempted to iterate over a response with no body' });
   });
 
   it('still refuses stream=true for a foreground response that was not streamed', async () => {

@@ -1,4 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
+import { z } from 'zod';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
@@ -18,10 +19,25 @@ const appendItemsRoute = createRoute({
   tags: ['items'],
   summary: 'Append items without calling the model or touching the inbox',
   security: requires('session:turn'),
-  request: { params: sessionIdParamsSchema, body: jsonBody(appendItemsSchema) },
+  request: {
+    params: sessionIdParamsSchema,
+    body: jsonBody(appendItemsSchema),
+    headers: z.object({
+      'idempotency-key': z
+        .string()
+        .min(1)
+        .max(256)
+        .optional()
+        .meta({
+          description:
+            'A retried append with the same key and items answers the first one (201, the same seqs), storing ' +
+            'nothing; the key sent again with other items is 422 idempotency_key_reused.',
+        }),
+    }),
+  },
   responses: {
     201: jsonResponse(appendResultSchema, 'The seqs of the appended items'),
-    ...errorResponses(400, 401, 403, 404, 409, 413, 503),
+    ...errorResponses(400, 401, 403, 404, 409, 413, 422, 503),
   },
 });
 
@@ -45,7 +61,9 @@ export function itemRoutes() {
       const { id } = c.req.valid('param');
       const { items } = c.req.valid('json');
       checkItemSizes(items, c.var.config.maxItemBytes);
-      return c.json(await appendItems(c.var.services, id, items), 201);
+      const key = c.req.valid('header')['idempotency-key'];
+      const keyed = key === undefined ? {} : { idempotencyKey: key };
+      return c.json(await appendItems(c.var.services, id, items, keyed), 201);
     })
     .openapi(listItemsRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -335,6 +335,9 @@ export const idempotencyClaimSchema = z
       .string()
       .regex(/^[0-9a-f]{64}$/)
       .optional(),
+    /** A keyed append's (no turn): the seqs of the items it stored, which its key replays. */
+    first_seq: z.number().int().positive().optional(),
+    last_seq: z.number().int().positive().optional(),
   })
   .strict();
 

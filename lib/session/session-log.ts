@@ -2,7 +2,7 @@ import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../history.ts';
 import { hydrateMedia, type NeedsBytes } from './attachments.ts';
 import type { LogScope } from './keys.ts';
-import { appendItems, type AppendOptions } from './log/append.ts';
+import { appendItems, type AppendOptions, type Appended, type AppendedAgain } from './log/append.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/claim.ts';
 import {
   commitTurnContext,
@@ -84,9 +84,13 @@ export class SessionLog extends SessionLogRunning {
    * or not at all (a keyed create's items, lib/openai/conversations.ts): with a record there,
    * nothing is written and the result is that record's. `onLapsed`: told a turn whose lease ran
    * out that the append would close or follow, what it throws refusing the append
-   * (CommitOptions.onLapsed).
+   * (CommitOptions.onLapsed). `key`: an Idempotency-Key's SHA-256 and the request's
+   * (log/append-key.ts): a retry is answered `replayed` with the seqs the first one stored,
+   * nothing written, and the key of another request is IdempotencyKeyReusedError (422).
    */
-  async append(id: string, items: Item[], options: AppendOptions = {}): ReturnType<typeof appendItems> {
+  append(id: string, items: Item[], options?: AppendOptions & { key?: undefined }): Promise<Appended>;
+  append(id: string, items: Item[], options: AppendOptions): Promise<Appended | AppendedAgain>;
+  async append(id: string, items: Item[], options: AppendOptions = {}): Promise<Appended | AppendedAgain> {
     return appendItems(this.log, id, items, options);
   }
 

@@ -1,10 +1,16 @@
+import { z } from 'zod';
+import { sha256Hex } from '../hash.ts';
 import type { Item } from '../items.ts';
+import type { AppendKey } from '../session/log/append.ts';
+import { checkInvariant } from '../session/log/context.ts';
 import { MAX_PACK_DEBT_RECORDS, type OverdueView } from '../session/log/pack-schedule.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { afterResponse } from './after-response.ts';
 import { type DeadTurnServices, writeWithoutDead } from './dead-turn.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
+
+const idempotencyKeySchema = z.string().min(1).max(256);
 
 /** How often (in log records) a completed turn or append starts packing in the background. */
 export const PACK_EVERY_RECORDS = 4;
@@ -35,13 +41,21 @@ export async function appendItems(
     onlyFirst?: boolean;
     /** False: the caller writes the session's listing row itself, once, after what it writes next. */
     refreshIndex?: boolean;
+    /**
+     * The request's Idempotency-Key: a retry (the same items) is answered with the first one's
+     * seqs, nothing stored again; the key of another request is 422 `idempotency_key_reused`.
+     */
+    idempotencyKey?: string;
   } = {},
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
+  const key = options.idempotencyKey === undefined ? undefined : appendKey(options.idempotencyKey, items);
   const stored = await sessions.storeAttachments(sessionId, items);
+  // Keyed or not, the append takes a dead turn out first; its retry replays before any such refusal.
   const appended = await writeWithoutDead(services, sessionId, (lapsed) =>
-    sessions.append(sessionId, stored, { packsOverdue: true, onlyFirst: options.onlyFirst ?? false, ...lapsed }),
+    sessions.append(sessionId, stored, { packsOverdue: true, onlyFirst: options.onlyFirst ?? false, ...lapsed, key }),
   );
+  if ('replayed' in appended) return { first_seq: appended.first_seq, last_seq: appended.last_seq };
   const { first_seq, last_seq, record, generation, overdue, indexed } = appended;
   // The listing row from the record just written: no head to read again.
   if (options.refreshIndex !== false) afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
@@ -81,4 +95,10 @@ export async function appendItems(
   }
   if (!indebted && record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
+}
+
+/** An append's `key`: the request it stands for is its items as sent (before their attachments were stored). */
+function appendKey(key: string, items: Item[]): AppendKey {
+  const keyHash = sha256Hex(checkInvariant(idempotencyKeySchema, key));
+  return { keyHash, requestHash: sha256Hex(JSON.stringify({ append: items })) };
 }

@@ -17,6 +17,16 @@ const writers = {
     expect(appended.status, appended.body).toBe(201);
     return ['user: appended'];
   },
+  'a keyed native append, retried': async (later: DeadProcess, id: string) => {
+    const body = { items: [{ type: 'message', role: 'user', content: 'appended' }] };
+    const key = { 'Idempotency-Key': 'append-after-dead' };
+    const appended = await later.native('POST', `/v1/sessions/${id}/items`, body, key);
+    expect(appended.status, appended.body).toBe(201);
+    const again = await later.native('POST', `/v1/sessions/${id}/items`, body, key);
+    expect(again.status, again.body).toBe(201);
+    expect(JSON.parse(again.body)).toEqual(JSON.parse(appended.body));
+    return ['user: appended'];
+  },
   "the facade's append": async (later: DeadProcess, id: string) => {
     await later.openai.conversations.items.create(id, {
       items: [{ type: 'message', role: 'user', content: 'appended' }],

@@ -80,10 +80,10 @@ export function processOf(store: MemoryStore, offset: number, options: ProcessOp
     wrapModel: () => model,
     afterResponse: (task) => void tasks.push(task),
   });
-  const native = async (method: string, path: string, body?: object) => {
+  const native = async (method: string, path: string, body?: object, headers: Record<string, string> = {}) => {
     const response = await app.request(`http://tailgate.test${path}`, {
       method,
-      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...headers },
       ...(body ? { body: JSON.stringify(body) } : {}),
     });
     return { status: response.status, body: await response.text() };

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { itemSchema, type Item } from '../../items.ts';
 import { commit, type Commit, type CommitOptions, type Replay } from './commit.ts';
+import { indexAppend, type AppendReplay } from './append-key.ts';
 import { checkInvariant, type LogContext } from './context.ts';
 import type { OverdueAppend } from './pack-schedule.ts';
 import type { IndexState } from './session-index.ts';
@@ -9,8 +10,30 @@ import type { IndexState } from './session-index.ts';
 
 const itemsSchema = z.array(itemSchema).min(1);
 
+/** An append's key (log/append-key.ts): the SHA-256 of the Idempotency-Key and of the request. */
+export interface AppendKey {
+  keyHash: string;
+  requestHash: string;
+}
+
 /** How an append commits (SessionLog.append): see CommitOptions. */
-export type AppendOptions = Pick<CommitOptions, 'packsOverdue' | 'onlyFirst' | 'onLapsed'>;
+export interface AppendOptions extends Pick<CommitOptions, 'packsOverdue' | 'onlyFirst' | 'onLapsed'> {
+  /** Its Idempotency-Key: a retry answers AppendedAgain, storing nothing (log/append-key.ts). */
+  key?: AppendKey | undefined;
+}
+
+/** What an append wrote. */
+export interface Appended {
+  first_seq: number;
+  last_seq: number;
+  record: number;
+  generation: string;
+  overdue?: OverdueAppend;
+  indexed: IndexState;
+}
+
+/** A keyed append's retry: the seqs the first one stored, nothing stored again. */
+export type AppendedAgain = AppendReplay['appended'] & { replayed: true };
 
 /** See SessionLog.append. */
 export async function appendItems(
@@ -18,16 +41,15 @@ export async function appendItems(
   id: string,
   items: Item[],
   options: AppendOptions = {},
-): Promise<{
-  first_seq: number;
-  last_seq: number;
-  record: number;
-  generation: string;
-  overdue?: OverdueAppend;
-  indexed: IndexState;
-}> {
+): Promise<Appended | AppendedAgain> {
+  const { key, ...rest } = options;
   const input = checkInvariant(itemsSchema, items);
-  const { record, config, overdue, scope } = written(await commit(log, id, input, { ...options, kind: 'append' }));
+  const committed = await commit(log, id, input, { ...rest, ...key, kind: 'append' });
+  // The key used already: its append's seqs, nothing stored.
+  if ('appended' in committed) return { ...committed.appended, replayed: true };
+  const { record, config, overdue, scope } = written(committed);
+  // Indexed before the answer (and before a record of no items follows it, log/state-record.ts).
+  if (key) await indexAppend(log, scope, record);
   const last_seq = record.first_seq + input.length - 1;
   // The listing row needs the record's counts, totals and time: its items are not held for a task that runs late.
   const indexed = { config, newest: { record: { ...record, items: [], recent: undefined }, done: null } };
@@ -42,8 +64,8 @@ export async function appendItems(
   };
 }
 
-/** A commit without an idempotency key always writes (or throws). */
+/** A commit of an append always writes (or throws), but for a used key (above). */
 function written(committed: Commit | Replay): Commit {
-  if ('replay' in committed) throw new Error('a commit without an idempotency key replayed');
+  if ('replay' in committed) throw new Error('an append replayed a turn');
   return committed;
 }

@@ -166,6 +166,7 @@ export class TurnClaim {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);
       if (!prepared) continue;
       if ('replay' in prepared) return prepared.replay;
+      if ('appended' in prepared) throw new Error('a turn was answered with an append');
       let land: (landing: ClaimLanding) => void = () => undefined;
       const landing = new Promise<ClaimLanding>((resolve) => {
         land = resolve;

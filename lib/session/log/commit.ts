@@ -1,18 +1,9 @@
 import { NotNewestTurnError, StorageError, TurnInProgressError, TurnNotOpenError } from '../../errors.ts';
 import type { Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
-import {
-  parseStored,
-  recordSchema,
-  type ContextStart,
-  type LogItem,
-  type LogRecord,
-  type QueuedInput,
-  type SessionConfig,
-  type Unbilled,
-} from '../records.ts';
+import type { ContextStart, LogItem, LogRecord, QueuedInput, SessionConfig, Unbilled } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
-import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
+import { MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import {
   contextOf,
   countsOf,
@@ -25,6 +16,7 @@ import {
   undeliveredOf,
 } from './head.ts';
 import { findKey } from './idempotency.ts';
+import { findAppendKey, indexAppend, type AppendReplay } from './append-key.ts';
 import { checkQueuedKey, queuedUnder } from './queue.ts';
 import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkRetake, retakenBefore } from './retake.ts';
@@ -36,7 +28,7 @@ import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
 import type { OnBusy } from '../fields.ts';
 import { baseBefore, EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
-import { recordBody } from './record-cache.ts';
+import { landCommit } from './land-commit.ts';
 import { carry } from './record-carry.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
@@ -157,7 +149,7 @@ export async function commit(
   id: string,
   input: Item[],
   options: CommitOptions,
-): Promise<Commit | Replay> {
+): Promise<Commit | Replay | AppendReplay> {
   const state = commitState();
   for (; state.attempt < MAX_CLAIM_ATTEMPTS; state.attempt++) {
     const prepared = await prepareCommit(log, id, input, options, state);
@@ -180,7 +172,7 @@ export async function prepareCommit(
   input: Item[],
   options: CommitOptions,
   state: CommitState,
-): Promise<Commit | Replay | PreparedCommit | null> {
+): Promise<Commit | Replay | AppendReplay | PreparedCommit | null> {
   const { writer } = state;
   let view: PrefetchedView | undefined;
   let idem: Promise<StoredObject | null> | undefined;
@@ -215,7 +207,11 @@ export async function prepareCommit(
   if (state.failure) throw state.failure.error;
   if (options.onlyFirst && newest)
     return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], base: null, scope };
-  if (options.keyHash) {
+  if (options.keyHash && options.kind === 'append') {
+    // A keyed append older than the newest record was indexed before that record (indexAppend).
+    const appended = await findAppendKey(log, scope, newest, options.keyHash, options.requestHash, idem);
+    if (appended) return appended;
+  } else if (options.keyHash) {
     // The head is read before the index: a keyed turn older than the newest record was
     // closed, so indexed, before that record was written.
     let replay: Awaited<ReturnType<typeof findKey>>;
@@ -297,6 +293,7 @@ export async function prepareCommit(
       throw error;
     }
   }
+  await indexAppend(log, scope, newest?.record);
   await options.beforeRecord?.(scope);
   const now = log.clock();
   const createdAt = now.toISOString();
@@ -362,39 +359,4 @@ export async function prepareCommit(
   return { ...prepared, sinceKeys, retaken, queueSignal: waiting };
 }
 
-/**
- * Puts a prepared record create-only: true when it landed (also when the answer was lost but
- * the key holds our record); false to read again (refused: after a backoff). A failed put
- * whose record is not there throws.
- */
-export async function landCommit(log: LogContext, prepared: PreparedCommit, state: CommitState): Promise<boolean> {
-  const { key, record } = prepared;
-  const body = recordBody(record);
-  try {
-    const put = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
-    if (put !== null) {
-      log.recordCache?.remember(key, body, record);
-      return true;
-    }
-  } catch (error) {
-    state.failure = { error };
-  }
-  // Refused or failed, the put may still have landed (a lost answer, an adapter's retry
-  // meeting its own write): the key itself says whose record it is.
-  const ours = await log.store.get(key).then(
-    (object) =>
-      object && object.body.length > 0 ? parseStored(key, object.body, recordSchema).writer === state.writer : false,
-    () => undefined,
-  );
-  if (ours) {
-    state.failure = null;
-    return true;
-  }
-  if (state.failure) {
-    // Not there: nothing was stored. Unknown: the next head read tells (prepareCommit).
-    if (ours === false) throw state.failure.error;
-    return false;
-  }
-  await backoff(state.attempt);
-  return false;
-}
+export { landCommit };

@@ -146,7 +146,7 @@ async function commitAfter(log: LogContext, id: string, after: number, options: 
   for (; state.attempt < MAX_CLAIM_ATTEMPTS; state.attempt++) {
     const prepared = await prepareCommit(log, id, [], options, state);
     if (!prepared) continue;
-    if (!('key' in prepared)) return 'replay' in prepared ? null : prepared;
+    if (!('key' in prepared)) return 'replay' in prepared || 'appended' in prepared ? null : prepared;
     if (prepared.record.record !== after + 1) return null;
     if (await landCommit(log, prepared, state)) return prepared;
   }

@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { CorruptObjectError, IdempotencyKeyReusedError, TurnInProgressError } from '../../errors.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import {
@@ -55,6 +56,8 @@ export async function findKey(
     const claimed = await findClaim(log, scope, keyHash, prefetched);
     if (!claimed) return null;
     const { claimKey, holder, claim } = claimed;
+    // The key of an append (log/append-key.ts): another request.
+    if (claim.first_seq !== undefined) throw new IdempotencyKeyReusedError(0);
     const { record: number, request_sha256: stored } = claim;
     const found = await withFreshListing(() => readOutcome(log, holder, number, claimKey, keyHash));
     checkRequest(stored, requestHash, found.turn);
@@ -82,7 +85,7 @@ export async function findKey(
  * lib/session/log/rewind.ts), for a turn up to the point it went back to: that turn is still
  * the session's, and a retry of it is replayed, not taken again.
  */
-async function findClaim(
+export async function findClaim(
   log: LogContext,
   scope: LogScope,
   keyHash: string,
@@ -90,7 +93,7 @@ async function findClaim(
 ): Promise<{
   claimKey: string;
   holder: LogScope;
-  claim: { record: number; request_sha256?: string | undefined };
+  claim: z.infer<typeof idempotencyClaimSchema>;
 } | null> {
   const own = (scope.ancestors ?? []).filter((point) => point.id === scope.id);
   const holders: { holder: LogScope; upTo: number }[] = [

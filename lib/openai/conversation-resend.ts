@@ -89,6 +89,8 @@ export async function resentByKey(
   scope: string,
 ): Promise<number> {
   const { history } = input;
+  // The key's request is no turn (an append's, a queued input's): nothing was resent.
+  if (keyTurn < 1) return 0;
   const [kept, turn] = await Promise.all([
     keptOfTurn(facade, sessionId, keyTurn),
     facade.services.sessions.getTurn(sessionId, keyTurn),

@@ -82,7 +82,7 @@ async function appendNamed(
   id: string,
   items: Item[],
   positions: readonly number[],
-  options?: { onlyFirst: true },
+  options?: { onlyFirst: true } | { idempotencyKey: string },
 ): Promise<{ first_seq: number }> {
   try {
     return await appendItems(facade.services, id, items, options);
@@ -155,18 +155,24 @@ export async function createConversation(
   return conversationObject(session);
 }
 
-/** POST /v1/conversations/:id/items: the items appended (a reasoning item on the one after it, inputToItems). */
+/**
+ * POST /v1/conversations/:id/items: the items appended (a reasoning item on the one after it,
+ * inputToItems). Under an Idempotency-Key (`key`), the native append's (lib/session/log/
+ * append-key.ts): a retry is answered as the first, its items stored once.
+ */
 export async function addConversationItems(
   facade: Facade,
   id: string,
   input: InputItemBody[],
+  key?: string,
 ): Promise<ConversationItemList> {
   const { items, positions } = conversationItems(input, false);
   facade.checkItems(items);
   await readConversation(facade, id);
   // Reasoning items alone go with no item: nothing appended.
   if (items.length === 0) return listOf([], false);
-  const { first_seq } = await appendNamed(facade, id, items, positions);
+  const keyed = key === undefined ? undefined : { idempotencyKey: key };
+  const { first_seq } = await appendNamed(facade, id, items, positions, keyed);
   const scope = await facade.services.sessions.scope(id);
   const data = items.flatMap((item, index) => listedItems({ ...item, seq: first_seq + index } as StoredItem, scope));
   return listOf(data, false);

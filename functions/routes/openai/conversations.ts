@@ -86,8 +86,16 @@ const createItemsRoute = createRoute({
     params: conversationIdParamsSchema,
     query: includeQuerySchema,
     body: jsonBody(conversationItemsCreateSchema),
+    headers: z.object({
+      'idempotency-key': z
+        .string()
+        .min(1)
+        .max(256)
+        .optional()
+        .meta({ description: 'A retried append with the same key and body answers the first one, storing nothing.' }),
+    }),
   },
-  responses: { ...objectResponse('The appended items'), ...openaiErrors(400, 401, 403, 404, 409, 413) },
+  responses: { ...objectResponse('The appended items'), ...openaiErrors(400, 401, 403, 404, 409, 413, 422) },
 });
 
 const listItemsRoute = createRoute({
@@ -153,7 +161,8 @@ export function conversationRoutes() {
     })
     .openapi(createItemsRoute, async (c) => {
       const items = c.req.valid('json').items as InputItemBody[];
-      return c.json(await addConversationItems(facadeOf(c), c.req.valid('param').id, items), 200);
+      const key = c.req.valid('header')['idempotency-key'];
+      return c.json(await addConversationItems(facadeOf(c), c.req.valid('param').id, items, key), 200);
     })
     .openapi(listItemsRoute, async (c) =>
       c.json(await listConversationItems(facadeOf(c), c.req.valid('param').id, c.req.valid('query')), 200),

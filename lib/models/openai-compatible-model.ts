@@ -96,7 +96,8 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
  * The body fields of a request's settings that the AI SDK's call settings do not carry:
  * `user`, `verbosity` (textVerbosity), `parallel_tool_calls`, `safety_identifier`, `logprobs`
  * and `top_logprobs` when the client asked for log probabilities, and `prompt_cache_key`,
- * `prompt_cache_retention` and `prompt_cache_options.ttl` where the provider takes them. None: undefined.
+ * `prompt_cache_retention` and `prompt_cache_options.ttl` (`30m`, the one Chat Completions takes)
+ * where the provider takes them. None: undefined.
  */
 function openaiOptions(settings: OpenAICompatibleModelSettings, request: ModelRequest): ProviderOptions | undefined {
   const asked = request.settings ?? {};
@@ -107,9 +108,8 @@ function openaiOptions(settings: OpenAICompatibleModelSettings, request: ModelRe
     ...(settings.promptCacheKey && asked.promptCacheRetention !== undefined
       ? { prompt_cache_retention: asked.promptCacheRetention }
       : {}),
-    ...(settings.promptCacheKey && asked.promptCacheTtl !== undefined
-      ? { prompt_cache_options: { ttl: asked.promptCacheTtl } }
-      : {}),
+    // Chat Completions takes `30m` alone (a Responses request may ask `12h`, which it refuses).
+    ...(settings.promptCacheKey && asked.promptCacheTtl === '30m' ? { prompt_cache_options: { ttl: '30m' } } : {}),
     ...(asked.user !== undefined ? { user: asked.user } : {}),
     ...(asked.verbosity !== undefined ? { textVerbosity: asked.verbosity } : {}),
     ...(asked.parallelToolCalls !== undefined ? { parallel_tool_calls: asked.parallelToolCalls } : {}),

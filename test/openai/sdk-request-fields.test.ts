@@ -11,15 +11,21 @@ import { clientOnFakeProvider, TOKEN } from './server.ts';
 // wire shows what reached it; `gpt-5` (a name the AI SDK takes for a reasoning model) is echo.
 const world = clientOnFakeProvider(
   (request: RecordedRequest) =>
-    request.body?.stream
-      ? { sse: fixture('openai-chat-text.sse') }
-      : { json: JSON.parse(fixture('openai-chat-text.json')) },
+    // Chat Completions takes `30m` alone as `prompt_cache_options.ttl` (a response may ask `12h`).
+    ttlOf(request) !== undefined && ttlOf(request) !== '30m'
+      ? { status: 400, json: { error: { message: 'unsupported ttl', type: 'invalid_request_error', code: null } } }
+      : request.body?.stream
+        ? { sse: fixture('openai-chat-text.sse') }
+        : { json: JSON.parse(fixture('openai-chat-text.json')) },
   (baseURL) => ({
     OPENAI_API_KEY: 'test-key',
     OPENAI_BASE_URL: baseURL,
     MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini,gpt-5=echo',
   }),
 );
+function ttlOf(request: RecordedRequest): unknown {
+  return (request.body?.prompt_cache_options as { ttl?: unknown } | undefined)?.ttl;
+}
 const PDF = 'data:application/pdf;base64,JVBERi0xLjQKJSVFT0YK';
 const refused = (promise: Promise<unknown>) => promise.catch((error: unknown) => error);
 
@@ -61,7 +67,7 @@ describe('request fields of the openai client and the AI SDK', () => {
     expect(stored.reasoning).toMatchObject({ effort: 'low', mode: 'standard', context: 'current_turn' });
   });
 
-  it('passes prompt_cache_retention and prompt_cache_options.ttl to an OpenAI model', async () => {
+  it('passes prompt_cache_retention to an OpenAI model, a ttl Chat Completions refuses advisory', async () => {
     const before = world.provider.requests.length;
     const created = await world.client.responses.create({
       model: 'gpt-4o-mini',
@@ -75,11 +81,8 @@ describe('request fields of the openai client and the AI SDK', () => {
     expect(created.reasoning).toMatchObject({ mode: 'standard', context: 'current_turn' });
     const wire = world.provider.requests.slice(before).map((request) => request.body);
     expect(wire).toHaveLength(1);
-    expect(wire[0]).toMatchObject({
-      prompt_cache_key: 'k1',
-      prompt_cache_retention: '24h',
-      prompt_cache_options: { ttl: '12h' },
-    });
+    expect(wire[0]).toMatchObject({ prompt_cache_key: 'k1', prompt_cache_retention: '24h' });
+    expect(wire[0]).not.toHaveProperty('prompt_cache_options');
   });
 
   it("passes a chat completion's prompt_cache_retention and prompt_cache_options.ttl to an OpenAI model", async () => {

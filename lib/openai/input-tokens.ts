@@ -6,13 +6,15 @@ import { responseInputItemSchema } from './input-schemas.ts';
 import { prepareResponseRequest } from './request.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
+import { checkInputCalls } from './stateless-response.ts';
 
 /**
  * POST /v1/responses/input_tokens (`client.responses.inputTokens.count`): how many tokens the
  * prompt of a response to `input` would hold, by tailgate's own estimate: the counter that
  * sizes a model's window (`CONTEXT_LIMIT`, a budget's reserve), over the prompt the strategies
  * build from the instructions and the input, with the tools offered, as a `store: false`
- * response's prompt before it is fitted to the window. Nothing is read, called or stored.
+ * response's prompt before it is fitted to the window, of an input such a response takes (its
+ * checks refuse the same inputs). Nothing is read, called or stored.
  */
 
 export const inputTokensSchema = responseCreateSchema
@@ -54,6 +56,8 @@ export function countInputTokens(
   }
   if (!body.input) throw new OpenAIApiError(400, 'invalid_request', 'give the input to count', 'input');
   const prepared = prepareResponseRequest(facade, { ...body, input: body.input, store: false });
+  // An input a `store: false` create refuses (an output answering no call before it) is not counted.
+  checkInputCalls(prepared);
   const tools = prepared.turnTools ?? [];
   const { assembled, budget } = assembleStateless(facade.services, {
     items: prepared.items,

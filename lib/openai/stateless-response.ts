@@ -26,7 +26,7 @@ const RANDOM_ID_PREFIX: Record<ItemKind, string> = {
  * `input[i].call_id`, `i` its position in the request's input). A call may go unanswered (the
  * prompt gives it a placeholder output, as to a stored call still open).
  */
-function checkInputCalls({ body: { input }, origins }: PreparedRequest): void {
+export function checkInputCalls({ body: { input }, origins }: PreparedRequest): void {
   if (typeof input === 'string') return;
   const pending = new Set<string>();
   input.forEach((entry, index) => {

@@ -219,4 +219,17 @@ describe('responses.inputTokens.count', () => {
     const model = await refused(world.client.responses.inputTokens.count({ model: 'gpt-unknown', input: 'hi' }));
     expect(model).toMatchObject({ status: 404, code: 'model_not_found' });
   });
+
+  it('refuses to count an input a create refuses: an output answering no call before it', async () => {
+    const call = { type: 'function_call' as const, call_id: 'c1', name: 'get', arguments: '{}' };
+    const output = { type: 'function_call_output' as const, call_id: 'c1', output: 'the weather' };
+    const answered = await world.client.responses.inputTokens.count({ model: 'gpt-5', input: [call, output] });
+    expect(answered.input_tokens).toBeGreaterThan(0);
+    for (const input of [[output], [{ role: 'user' as const, content: 'hi' }, output], [call, output, output]]) {
+      const count = await refused(world.client.responses.inputTokens.count({ model: 'gpt-5', input }));
+      const create = await refused(world.client.responses.create({ model: 'gpt-5', input, store: false }));
+      expect(create).toMatchObject({ status: 400, param: `input[${input.length - 1}].call_id` });
+      expect(count).toMatchObject({ status: 400, param: `input[${input.length - 1}].call_id` });
+    }
+  });
 });

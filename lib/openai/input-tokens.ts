@@ -3,7 +3,7 @@ import { countPromptTokens } from '../tokens/token-counter.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { responseInputItemSchema } from './input-schemas.ts';
-import { prepareResponseRequest } from './request.ts';
+import { partInRequest, prepareResponseRequest } from './request.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
 import { checkInputCalls } from './stateless-response.ts';
@@ -59,11 +59,19 @@ export function countInputTokens(
   // An input a `store: false` create refuses (an output answering no call before it) is not counted.
   checkInputCalls(prepared);
   const tools = prepared.turnTools ?? [];
-  const { assembled, budget } = assembleStateless(facade.services, {
+  const request = {
     items: prepared.items,
     instructions: prepared.instructions,
     tools,
     model: prepared.model ?? facade.config.defaultModel,
-  });
+  };
+  let stateless: ReturnType<typeof assembleStateless>;
+  try {
+    stateless = assembleStateless(facade.services, request);
+  } catch (error) {
+    // A refused image or file is named by its position in the request's input, as a create names it.
+    throw partInRequest(error, prepared.positions.items) ?? error;
+  }
+  const { assembled, budget } = stateless;
   return { object: 'response.input_tokens', input_tokens: countPromptTokens(assembled.prompt, tools, budget.counter) };
 }

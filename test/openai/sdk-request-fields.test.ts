@@ -220,6 +220,20 @@ describe('responses.inputTokens.count', () => {
     expect(model).toMatchObject({ status: 404, code: 'model_not_found' });
   });
 
+  it('names a refused image in the input to count as a create names it', async () => {
+    const image = { type: 'input_image' as const, image_url: 'data:image/png;base64,!!!!', detail: 'auto' as const };
+    const input = [
+      { role: 'system' as const, content: 'be brief' },
+      { role: 'user' as const, content: 'hi' },
+      { role: 'user' as const, content: [image] },
+    ];
+    const create = await refused(world.client.responses.create({ model: 'gpt-5', input, store: false }));
+    expect(create).toMatchObject({ status: 400, param: 'input[2].content[0]' });
+    const count = await refused(world.client.responses.inputTokens.count({ model: 'gpt-5', input }));
+    expect(count).toMatchObject({ status: 400, param: 'input[2].content[0]' });
+    expect((count as Error).message).toContain('input[2].content[0]');
+  });
+
   it('refuses to count an input a create refuses: an output answering no call before it', async () => {
     const call = { type: 'function_call' as const, call_id: 'c1', name: 'get', arguments: '{}' };
     const output = { type: 'function_call_output' as const, call_id: 'c1', output: 'the weather' };

@@ -50,11 +50,14 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const key = options.idempotencyKey === undefined ? undefined : appendKey(options.idempotencyKey, items);
-  const stored = await sessions.storeAttachments(sessionId, items);
   // Keyed or not, the append takes a dead turn out first; its retry replays before any such refusal.
-  const appended = await writeWithoutDead(services, sessionId, (lapsed) =>
-    sessions.append(sessionId, stored, { packsOverdue: true, onlyFirst: options.onlyFirst ?? false, ...lapsed, key }),
-  );
+  // The blobs go under the generation read just before each write: one that took a dead turn out
+  // moved the session to another (with no ancestor, when that turn was its first record).
+  const appended = await writeWithoutDead(services, sessionId, async (lapsed) => {
+    const stored = await sessions.storeAttachments(sessionId, items);
+    const appendOptions = { packsOverdue: true, onlyFirst: options.onlyFirst ?? false, ...lapsed, key };
+    return sessions.append(sessionId, stored, appendOptions);
+  });
   if ('replayed' in appended) return { first_seq: appended.first_seq, last_seq: appended.last_seq };
   const { first_seq, last_seq, record, generation, overdue, indexed } = appended;
   // The listing row from the record just written: no head to read again.

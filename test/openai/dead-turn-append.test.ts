@@ -1,5 +1,13 @@
 import { expect, it } from 'vitest';
-import { type DeadProcess, deadSecondStep, HOUR, noBodyHeldAfterEach, processOf } from '../support/dead-process.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import {
+  type DeadProcess,
+  deadSecondStep,
+  HOUR,
+  noBodyHeldAfterEach,
+  processOf,
+  texts,
+} from '../support/dead-process.ts';
 
 // A response answered at its end dies mid-turn (a kill -9). Once its lease ran out, an append
 // (native or the facade's) or a manual compaction comes on its conversation, closing the dead
@@ -57,3 +65,38 @@ it.each(cases)('a dead response that %s found %s is retried %s, its input stored
   const { retry } = await dead.retried(written);
   expect([...later.logged, ...retry.logged].filter((line) => line.includes('stays in its session'))).toEqual([]);
 });
+
+// The blobs of an append's images go under the generation its items land in: a take-out of a dead
+// first turn moves the session to a generation with no ancestor, where a blob put before is not found.
+const PNG =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9' +
+  'awAAAABJRU5ErkJggg==';
+
+it.each(['first', 'second'] as const)(
+  'an image appended after a dead %s turn taken out is read back',
+  async (place) => {
+    const store = new MemoryStore();
+    const { openai } = processOf(store, 0);
+    const { id } = await openai.conversations.create({});
+    if (place === 'second') await openai.responses.create({ input: 'step 1', conversation: id });
+    const dying = processOf(store, HOUR, { dying: true });
+    await dying.dies(() => dying.openai.responses.create({ input: 'step 2', conversation: id }));
+    const later = processOf(store, 2 * HOUR);
+    const appended = await later.native('POST', `/v1/sessions/${id}/items`, {
+      items: [{ type: 'message', role: 'user', content: [{ type: 'input_image', image_url: PNG }] }],
+    });
+    expect(appended.status, appended.body).toBe(201);
+    await later.drain();
+    const { items } = JSON.parse((await later.native('GET', `/v1/sessions/${id}/items`)).body);
+    const blob = items
+      .flatMap((item: { content: unknown }) => item.content)
+      .find((part: { blob?: string }) => part?.blob);
+    expect(blob).toMatchObject({ media_type: 'image/png' });
+    expect((await later.native('GET', `/v1/sessions/${id}/blobs/${blob.blob}`)).status).toBe(200);
+    const turn = await later.native('POST', `/v1/sessions/${id}/turns`, { input: 'and this?' });
+    expect(turn.status, turn.body).toBe(200);
+    expect(JSON.parse(turn.body).output[0].content).toContain('[image/png 1x1');
+    await later.drain();
+    expect(await texts(later.openai, id)).toContain('assistant: echo: and this? [image/png 1x1, 1 KB]');
+  },
+);

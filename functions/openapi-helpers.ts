@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { errorSchema } from './schemas.ts';
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -39,4 +39,10 @@ export function errorResponses<const Status extends number>(
   >;
   for (const status of statuses) responses[status] = jsonResponse(errorSchema, ERROR_DESCRIPTIONS[status] ?? 'error');
   return responses;
+}
+
+/** The `Idempotency-Key` header of a route that takes one (docs/API.md, Conventions: Headers). */
+export function idempotencyKeyHeaders(description?: string) {
+  const key = z.string().min(1).max(256).optional();
+  return z.object({ 'idempotency-key': description === undefined ? key : key.meta({ description }) });
 }

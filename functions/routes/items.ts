@@ -1,8 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
-import { z } from 'zod';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
-import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { errorResponses, idempotencyKeyHeaders, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import {
   appendItemsSchema,
   appendResultSchema,
@@ -22,18 +21,10 @@ const appendItemsRoute = createRoute({
   request: {
     params: sessionIdParamsSchema,
     body: jsonBody(appendItemsSchema),
-    headers: z.object({
-      'idempotency-key': z
-        .string()
-        .min(1)
-        .max(256)
-        .optional()
-        .meta({
-          description:
-            'A retried append with the same key and items answers the first one (201, the same seqs), storing ' +
-            'nothing; the key sent again with other items is 422 idempotency_key_reused.',
-        }),
-    }),
+    headers: idempotencyKeyHeaders(
+      'A retried append with the same key and items answers the first one (201, the same seqs), storing ' +
+        'nothing; the key sent again with other items is 422 idempotency_key_reused.',
+    ),
   },
   responses: {
     201: jsonResponse(appendResultSchema, 'The seqs of the appended items'),

@@ -12,19 +12,12 @@ import {
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
-import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { errorResponses, idempotencyKeyHeaders, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema, turnParamsSchema, turnRequestSchema, turnResponseSchema } from '../schemas.ts';
 import { checkItemSizes } from '../../lib/session/item-size.ts';
 import { turnEventStream } from '../turn-event-stream.ts';
 
-const turnHeadersSchema = z.object({
-  'idempotency-key': z
-    .string()
-    .min(1)
-    .max(256)
-    .optional()
-    .meta({ description: 'A retried request with the same key returns the first response.' }),
-});
+const turnHeadersSchema = idempotencyKeyHeaders('A retried request with the same key returns the first response.');
 
 const takeTurnRoute = createRoute({
   method: 'post',

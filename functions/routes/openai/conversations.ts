@@ -1,6 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
 import type { ConversationDeletedResource } from 'openai/resources/conversations/conversations';
-import { z } from 'zod';
 import {
   addConversationItems,
   conversationObject,
@@ -21,7 +20,7 @@ import {
   openaiObjectSchema,
 } from '../../../lib/openai/schemas.ts';
 import { itemListQuerySchema, includeQuerySchema } from '../../../lib/openai/query-schemas.ts';
-import { jsonBody } from '../../openapi-helpers.ts';
+import { idempotencyKeyHeaders, jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
 import { facadeOf, openaiErrors } from './facade-context.ts';
@@ -41,7 +40,7 @@ const createConversationRoute = createRoute({
   security: requires('session:turn'),
   request: {
     body: { required: false, content: { 'application/json': { schema: conversationCreateSchema } } },
-    headers: z.object({ 'idempotency-key': z.string().min(1).max(256).optional() }),
+    headers: idempotencyKeyHeaders(),
   },
   responses: { ...objectResponse('The conversation'), ...openaiErrors(400, 401, 403, 413, 503) },
 });
@@ -86,14 +85,9 @@ const createItemsRoute = createRoute({
     params: conversationIdParamsSchema,
     query: includeQuerySchema,
     body: jsonBody(conversationItemsCreateSchema),
-    headers: z.object({
-      'idempotency-key': z
-        .string()
-        .min(1)
-        .max(256)
-        .optional()
-        .meta({ description: 'A retried append with the same key and body answers the first one, storing nothing.' }),
-    }),
+    headers: idempotencyKeyHeaders(
+      'A retried append with the same key and body answers the first one, storing nothing.',
+    ),
   },
   responses: { ...objectResponse('The appended items'), ...openaiErrors(400, 401, 403, 404, 409, 413, 422) },
 });

@@ -11,7 +11,7 @@ import {
 } from '../../../lib/openai/schemas.ts';
 import { itemListQuerySchema, retrieveQuerySchema } from '../../../lib/openai/query-schemas.ts';
 import { deleteResponse } from '../../../lib/openai/stored-responses.ts';
-import { jsonBody } from '../../openapi-helpers.ts';
+import { idempotencyKeyHeaders, jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
 import { facadeOf, openaiErrors } from './facade-context.ts';
@@ -37,7 +37,7 @@ const createResponseRoute = createRoute({
   security: requires('session:turn'),
   request: {
     body: jsonBody(responseCreateSchema),
-    headers: z.object({ 'idempotency-key': z.string().min(1).max(256).optional() }),
+    headers: idempotencyKeyHeaders(),
   },
   responses: {
     200: {

@@ -55,3 +55,14 @@ export const retrieveQuerySchema = z.object({
     .meta({ param: { name: 'include_obfuscation', in: 'query' }, description: 'Advisory: no event is obfuscated.' }),
   ...includeQuerySchema.shape,
 });
+
+/**
+ * The `Last-Event-ID` an EventSource reconnecting to a retrieve's stream sends: the sequence_number
+ * of the last event it got (each event's SSE id), as the native events route reads it.
+ */
+export const retrieveHeadersSchema = z.object({
+  'last-event-id': integerText('Last-Event-ID')
+    .pipe(z.number().int().max(Number.MAX_SAFE_INTEGER))
+    .optional()
+    .meta({ description: 'Send the events after this sequence_number, or after starting_after when that is later.' }),
+});

@@ -9,8 +9,9 @@ import { ResponseEventWriter } from './response-events.ts';
  * runs to its end (a stored turn is still stored).
  */
 
-/** One SSE message: `event: <name>` when named, then `data: <text>`. */
+/** One SSE message: `id: <id>` and `event: <name>` when given, then `data: <text>`. */
 export interface SseMessage {
+  id?: string;
   event?: string;
   data: string;
 }
@@ -51,8 +52,9 @@ export function sseResponse(messages: AsyncIterable<SseMessage>, onCancel?: () =
       const next = await iterator.next();
       if (next.done) controller.close();
       else {
-        const { event, data } = next.value;
-        controller.enqueue(encoder.encode(`${event !== undefined ? `event: ${event}\n` : ''}data: ${data}\n\n`));
+        const { id, event, data } = next.value;
+        const fields = `${id !== undefined ? `id: ${id}\n` : ''}${event !== undefined ? `event: ${event}\n` : ''}`;
+        controller.enqueue(encoder.encode(`${fields}data: ${data}\n\n`));
       }
     },
   });
@@ -60,6 +62,42 @@ export function sseResponse(messages: AsyncIterable<SseMessage>, onCancel?: () =
     status: 200,
     headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' },
   });
+}
+
+/**
+ * `response`, a stream of `sseResponse`, or a 204 when it ends before its first message (an
+ * EventSource stops at a 204, where it reconnects to an empty stream every few seconds). Its first
+ * message is awaited; `signal` (the request's) going away meanwhile cancels it: a 499 nobody reads.
+ */
+export async function noContentWhenEmpty(response: Response, signal: AbortSignal): Promise<Response> {
+  if (!response.body) return response;
+  const reader = response.body.getReader();
+  const cancel = () => void reader.cancel().catch(() => {});
+  signal.addEventListener('abort', cancel, { once: true });
+  if (signal.aborted) cancel();
+  let first: ReadableStreamReadResult<Uint8Array>;
+  try {
+    first = await reader.read();
+  } finally {
+    signal.removeEventListener('abort', cancel);
+  }
+  if (signal.aborted) return new Response(null, { status: 499 });
+  if (first.done) return new Response(null, { status: 204 });
+  let pending: Uint8Array | undefined = first.value;
+  const body = new ReadableStream<Uint8Array>({
+    cancel: (reason) => reader.cancel(reason),
+    async pull(controller) {
+      if (pending) {
+        controller.enqueue(pending);
+        pending = undefined;
+        return;
+      }
+      const next = await reader.read();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+  });
+  return new Response(body, { status: response.status, headers: response.headers });
 }
 
 /** The events a response's stream ends with. */
@@ -80,7 +118,8 @@ function ownerDied(event: ResponseStreamEvent): boolean {
  * writes, from the event after sequence number `after` (a resumed stream writes every event
  * again, and the client gets those it has not seen). A client past every event written gets
  * nothing more, the stream ends empty (it had the terminal event, or `after` is not one of the
- * stream's numbers; a 200, as the `openai` client refuses a 204's stream without a body), but
+ * stream's numbers; a 200, as the `openai` client refuses a 204's stream without a body, which
+ * the retrieve route answers an EventSource instead: `noContentWhenEmpty`), but
  * for one whose stream's process died after events it streamed live but
  * never journaled: that one still gets the terminal response.failed (`lease_expired`), or
  * any end written once `unkept` was called (its process never kept the response, so never sent
@@ -91,7 +130,9 @@ function ownerDied(event: ResponseStreamEvent): boolean {
  * or before `after` (those the client holds). `encryptedReasoning`:
  * its reasoning items carry their `encrypted_content`. The terminal event is followed by the
  * literal `data: [DONE]`, the end the Open Responses specification requires (a stream cut before
- * its terminal event has none, so a client can tell it from one that ended).
+ * its terminal event has none, so a client can tell it from one that ended). Each event carries
+ * its sequence_number as its SSE id, `[DONE]` none: an EventSource that reconnects sends the
+ * terminal event's as its `Last-Event-ID`.
  */
 export function responseEventStream(
   itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0],
@@ -112,7 +153,7 @@ export function responseEventStream(
       // was one its stream's process sent live past its journal.
       const past = event.sequence_number > after || (terminal && (unkept || ownerDied(event)));
       if (!past) return;
-      queue.push({ event: event.type, data: JSON.stringify(event) });
+      queue.push({ id: String(event.sequence_number), event: event.type, data: JSON.stringify(event) });
       if (terminal) queue.push({ data: '[DONE]' });
     },
     options.encryptedReasoning,

@@ -9,7 +9,8 @@ import {
   responseCreateSchema,
   responseIdParamsSchema,
 } from '../../../lib/openai/schemas.ts';
-import { itemListQuerySchema, retrieveQuerySchema } from '../../../lib/openai/query-schemas.ts';
+import { itemListQuerySchema, retrieveHeadersSchema, retrieveQuerySchema } from '../../../lib/openai/query-schemas.ts';
+import { noContentWhenEmpty } from '../../../lib/openai/sse.ts';
 import { deleteResponse } from '../../../lib/openai/stored-responses.ts';
 import { idempotencyKeyHeaders, jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
@@ -56,13 +57,19 @@ const getResponseRoute = createRoute({
   description:
     "With `stream=true`, a background or streamed response's Responses events (server-sent), replayed from its " +
     'journal after `starting_after` (a sequence_number, as its stream numbered them) and followed live to its end, ' +
-    'from any process; 400 for a response that was neither streamed nor in the background.',
+    'from any process; 400 for a response that was neither streamed nor in the background. Each event carries its ' +
+    'sequence_number as its SSE id, and `Last-Event-ID: N` starts after N (the later of it and `starting_after`).',
   security: requires('session:read'),
-  request: { params: responseIdParamsSchema, query: retrieveQuerySchema },
+  request: { params: responseIdParamsSchema, query: retrieveQuerySchema, headers: retrieveHeadersSchema },
   responses: {
     200: {
       description: 'The response object, or with `stream=true` the Responses server-sent events',
       content: { 'application/json': { schema: openaiObjectSchema }, 'text/event-stream': { schema: z.string() } },
+    },
+    204: {
+      description:
+        'With `stream=true` and `Last-Event-ID`: the response ended and the reader has its terminal event ' +
+        '(without the header, an empty 200 stream, which the `openai` client takes)',
     },
     ...openaiErrors(400, 401, 403, 404),
   },
@@ -122,7 +129,14 @@ export function responseRoutes() {
     .openapi(getResponseRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { stream, starting_after: after } = c.req.valid('query');
-      if (stream) return streamResponse(facadeOf(c), id, after ?? -1, c.req.raw.signal);
+      const lastEventId = c.req.valid('header')['last-event-id'];
+      if (stream) {
+        // An EventSource opened with `starting_after` reconnects to the same URL with the last id
+        // it got: the later of the two. Only it is answered a 204 once it has the end (it stops there).
+        const from = Math.max(after ?? -1, lastEventId ?? -1);
+        const events = await streamResponse(facadeOf(c), id, from, c.req.raw.signal);
+        return lastEventId === undefined ? events : noContentWhenEmpty(events, c.req.raw.signal);
+      }
       if (after !== undefined)
         throw new OpenAIApiError(400, 'invalid_request', 'starting_after is for stream=true', 'starting_after');
       return c.json(openaiObject(await currentResponse(facadeOf(c), id)), 200);

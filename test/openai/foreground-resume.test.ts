@@ -444,3 +444,23 @@ describe('a resumed foreground stream whose owner died after its completion, bef
     expect(rest[0]!.sequence_number).toBeLessThan(after);
   });
 });
+
+describe('a retrieve with Last-Event-ID of a response still running', () => {
+  it('answers once its next event comes, from the event after it', async () => {
+    const { app, local } = localApp(new MemoryStore());
+    const opened = gate('gate-g');
+    const stream = await local.responses.create({ model: 'slow', input: 'gate-g last event id', stream: true });
+    const first = await readUntil(stream, (events) => deltas(events).length === 2);
+    const id = first[0]?.type === 'response.created' ? first[0].response.id : '';
+    const lastEventId = String(first.at(-1)!.sequence_number);
+    const headers = { authorization: `Bearer ${TOKEN}`, 'last-event-id': lastEventId };
+    // The provider waits at its gate: no event after the reader's comes until it opens.
+    const waiting = app.request(`/v1/responses/${id}?stream=true`, { headers });
+    opened.open();
+    const rest = await waiting;
+    expect(rest.status).toBe(200);
+    const ids = [...(await rest.text()).matchAll(/^id: (\d+)$/gm)].map((match) => Number(match[1]));
+    expect(ids[0]).toBe(Number(lastEventId) + 1);
+    expect(ids).toEqual(ids.map((_, index) => ids[0]! + index));
+  });
+});

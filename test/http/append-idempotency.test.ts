@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import type { Item } from '../../lib/items.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
 // The Idempotency-Key of POST /v1/sessions/{id}/items (docs/API.md, "Headers"): a retry answers
@@ -72,5 +75,21 @@ describe('Idempotency-Key on POST /v1/sessions/{id}/items', () => {
     const results = await Promise.all([1, 2, 3].map(() => api.post(`/v1/sessions/${id}/items`, body, key)));
     for (const result of results) expect(result.body).toEqual({ first_seq: 1, last_seq: 1 });
     expect(await itemCount(id)).toBe(1);
+  });
+
+  it('the key of an input queued with another request is a 422, as for a turn (its pickup drops it)', async () => {
+    const id = await api.session();
+    const key = 'append-queued-key';
+    const queued: Item[] = [{ type: 'message', role: 'user', content: 'queued' }];
+    await new SessionLog(store).enqueue(id, {
+      key_sha256: sha256Hex(key),
+      request_sha256: sha256Hex('a turn'),
+      input: queued,
+      request: {},
+    });
+    const append = await api.post(`/v1/sessions/${id}/items`, { items: [message('a')] }, { 'idempotency-key': key });
+    expect(append.status, JSON.stringify(append.body)).toBe(422);
+    expect(append.body).toMatchObject({ error: { code: 'idempotency_key_reused' } });
+    expect(await itemCount(id)).toBe(0);
   });
 });

@@ -44,7 +44,8 @@ export async function appendItems(
 ): Promise<Appended | AppendedAgain> {
   const { key, ...rest } = options;
   const input = checkInvariant(itemsSchema, items);
-  const committed = await commit(log, id, input, { ...rest, ...key, kind: 'append' });
+  const queued = key ? { checkQueued: true } : {};
+  const committed = await commit(log, id, input, { ...rest, ...key, ...queued, kind: 'append' });
   // The key used already: its append's seqs, nothing stored.
   if ('appended' in committed) return { ...committed.appended, replayed: true };
   const { record, config, overdue, scope } = written(committed);

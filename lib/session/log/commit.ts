@@ -211,6 +211,8 @@ export async function prepareCommit(
     // A keyed append older than the newest record was indexed before that record (indexAppend).
     const appended = await findAppendKey(log, scope, newest, options.keyHash, options.requestHash, idem);
     if (appended) return appended;
+    // A queued input holds the key: its pickup would take the append for its turn and drop it.
+    if (queued) checkQueuedKey(await queued, options.requestHash);
   } else if (options.keyHash) {
     // The head is read before the index: a keyed turn older than the newest record was
     // closed, so indexed, before that record was written.

@@ -21,13 +21,13 @@ const integerText = (name: string, negative = false) =>
  * no other field to add.
  */
 const INCLUDABLE = ['message.output_text.logprobs', 'reasoning.encrypted_content'];
-const onlyLogprobs = z
+const includable = z
   .union([z.string(), z.array(z.string())])
   .optional()
   .refine((value) => [value ?? []].flat().every((entry) => INCLUDABLE.includes(entry)), {
     error: 'only "message.output_text.logprobs" and "reasoning.encrypted_content" are supported',
   });
-export const includeQuerySchema = z.object({ include: onlyLogprobs, 'include[]': onlyLogprobs });
+export const includeQuerySchema = z.object({ include: includable, 'include[]': includable });
 
 /** A page of items: a response's `input_items` and a conversation's item list (neither adds any `include` field). */
 export const itemListQuerySchema = z.object({

@@ -1,0 +1,23 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { TurnInProgressError } from '../../lib/errors.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const api = readFileSync(join(root, 'docs/API.md'), 'utf8');
+
+/** The keys the row of docs/API.md's error table for `code` names in its `details: {...}`. */
+function documentedDetails(code: string): string[] {
+  const row = api.split('\n').find((line) => line.startsWith(`| \`${code}\` |`));
+  if (!row) throw new Error(`docs/API.md has no error row for ${code}`);
+  return [...row.matchAll(/`details: \{([^}]*)\}`/g)].flatMap((m) => m[1]!.split(',').map((key) => key.trim()));
+}
+
+describe("docs/API.md's error table", () => {
+  it('names every detail a turn_in_progress answer carries about the turn holding the session', () => {
+    // A client that finds a dead turn's lease still running learns from these when to send again.
+    const { details } = new TurnInProgressError('s', 3, '2030-01-01T00:00:00.000Z');
+    expect(documentedDetails('turn_in_progress')).toEqual(expect.arrayContaining(Object.keys(details ?? {})));
+  });
+});

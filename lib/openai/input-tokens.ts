@@ -2,19 +2,32 @@ import { z } from 'zod';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { responseInputItemSchema } from './input-schemas.ts';
+import { inputItemSchema, inputItems, itemReferenceInput } from './input-schemas.ts';
 import { partInRequest, prepareResponseRequest } from './request.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
 import { checkInputCalls } from './stateless-response.ts';
+import { resolveItemReferences } from './item-references.ts';
+import { continuedSession, sessionOf } from './sessions.ts';
+import { previewPrompt } from '../turn/index.ts';
+import { ModelConfigurationError } from '../models/errors.ts';
+import type { Model } from '../models/model.ts';
 
 /**
  * POST /v1/responses/input_tokens (`client.responses.inputTokens.count`): how many tokens the
  * prompt of a response to `input` would hold, by tailgate's own estimate: the counter that
  * sizes a model's window (`CONTEXT_LIMIT`, a budget's reserve), over the prompt the strategies
- * build from the instructions and the input, with the tools offered, as a `store: false`
- * response's prompt before it is fitted to the window, of an input such a response takes (its
- * checks refuse the same inputs). Nothing is read, called or stored.
+ * build, with the tools offered, before it is fitted to the window. Without
+ * previous_response_id or conversation, a `store: false` response's prompt of the instructions
+ * and the input (its checks refuse the same inputs); nothing is read. With one of them, the
+ * prompt the conversation's next turn would send (the prompt preview's, lib/turn/preview.ts:
+ * the stored context after the strategies, pending notices, a due compaction as made, with the
+ * input appended); it reads the conversation (its record, its context, its pending notices
+ * where `inbox` runs) and a previous response's generation, and answers 409
+ * conversation_branching_unsupported for a response that is not its conversation's newest.
+ * `item_reference` entries are resolved as a create resolves them (./item-references.ts). No
+ * model is called, so a model whose provider has no key configured is counted too (as a
+ * model that takes images and files); nothing is stored.
  */
 
 export const inputTokensSchema = responseCreateSchema
@@ -32,7 +45,13 @@ export const inputTokensSchema = responseCreateSchema
   })
   .extend({
     input: z
-      .union([z.string().min(1), z.array(responseInputItemSchema).min(1).max(10_000)])
+      .union([
+        z.string().min(1),
+        z
+          .array(inputItemSchema([...inputItems, itemReferenceInput]))
+          .min(1)
+          .max(10_000),
+      ])
       .nullable()
       .optional(),
   })
@@ -40,22 +59,34 @@ export const inputTokensSchema = responseCreateSchema
   .meta({ id: 'OpenAIInputTokenCount' });
 export type InputTokensBody = z.infer<typeof inputTokensSchema>;
 
-export function countInputTokens(
+export async function countInputTokens(
   facade: Facade,
   body: InputTokensBody,
-): { object: 'response.input_tokens'; input_tokens: number } {
-  // A stored conversation's prompt is its context as the next turn builds it: not estimated here.
-  for (const field of ['previous_response_id', 'conversation'] as const) {
-    if (body[field])
-      throw new OpenAIApiError(
-        400,
-        'invalid_request',
-        `input_tokens counts the input alone; ${field} is not supported (send the conversation's items as input)`,
-        field,
-      );
+): Promise<{ object: 'response.input_tokens'; input_tokens: number }> {
+  facade = { ...facade, services: { ...facade.services, model: countingModel(facade.services.model) } };
+  const stored = body.previous_response_id || body.conversation;
+  if (!body.input && !stored) throw new OpenAIApiError(400, 'invalid_request', 'give the input to count', 'input');
+  const { input, origins } = await resolveItemReferences(facade, body.input ?? []);
+  const prepared = prepareResponseRequest(facade, { ...body, input, store: !!stored }, origins);
+  if (stored) {
+    const sessionId = body.previous_response_id
+      ? await continuedSession(facade, body.previous_response_id)
+      : (await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })).sessionId;
+    const preview = await previewPrompt(
+      facade.services,
+      sessionId,
+      {},
+      {
+        input: prepared.items,
+        model: prepared.model,
+        tools: prepared.turnTools,
+        ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
+      },
+    ).catch((error: unknown) => {
+      throw partInRequest(error, prepared.positions.items) ?? error;
+    });
+    return { object: 'response.input_tokens', input_tokens: preview.tokens ?? 0 };
   }
-  if (!body.input) throw new OpenAIApiError(400, 'invalid_request', 'give the input to count', 'input');
-  const prepared = prepareResponseRequest(facade, { ...body, input: body.input, store: false });
   // An input a `store: false` create refuses (an output answering no call before it) is not counted.
   checkInputCalls(prepared);
   const tools = prepared.turnTools ?? [];
@@ -74,4 +105,22 @@ export function countInputTokens(
   }
   const { assembled, budget } = stateless;
   return { object: 'response.input_tokens', input_tokens: countPromptTokens(assembled.prompt, tools, budget.counter) };
+}
+
+/**
+ * `resolve`, where a provider's setting is missing a model that only counts: its window and
+ * counter are its id's, it takes images and files, and a call of it is the 503 it would have been.
+ */
+function countingModel(resolve: (id: string) => Model): (id: string) => Model {
+  return (id) => {
+    try {
+      return resolve(id);
+    } catch (error) {
+      if (!(error instanceof ModelConfigurationError)) throw error;
+      const refuse = () => {
+        throw error;
+      };
+      return { id, generate: refuse, stream: refuse };
+    }
+  };
 }

@@ -1,10 +1,11 @@
-import type { PromptItem } from '../items.ts';
+import type { Item, PromptItem, Tool } from '../items.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { TurnServices, TurnContext } from './types.ts';
 import { planTurn, CONTEXT_REQUIREMENT } from './plan.ts';
 import { promptBudget } from './model-call.ts';
 import { fitTurnPrompt, safetyNetFits } from './turn-prompt.ts';
 import { roomFor } from './notices.ts';
+import { countPromptTokens } from '../tokens/token-counter.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
@@ -15,14 +16,24 @@ import { roomFor } from './notices.ts';
  * put them, marked `pending: true`; the context counts them in `notices_pending`, not
  * `notices_delivered`. A compaction the turn would make is shown as made, its summary (which
  * only the model can write) an empty pending item, and `context.compaction.pending: true`.
+ * `next`: the turn of a request, its `input` appended after the history as the turn stores it,
+ * its model, tools and instructions (null: none) over the session's; `tokens` counts its prompt.
  */
 export async function previewPrompt(
   services: TurnServices,
   sessionId: string,
   query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
-): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
-  const session = await services.sessions.get(sessionId);
-  const plan = planTurn(services, session, query);
+  next?: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
+): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] }; tokens?: number }> {
+  const stored = await services.sessions.get(sessionId);
+  const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
+  const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
+  const created_at = new Date().toISOString();
+  const input = (next?.input ?? []).map((item, index) => ({
+    ...item,
+    seq: session.counts.items + 1 + index,
+    created_at,
+  }));
   const budget = promptBudget(plan.model, plan.strategyConfig, {}, services.tokenEncoders);
   const read = await services.sessions.previewContext(
     sessionId,
@@ -44,7 +55,7 @@ export async function previewPrompt(
         scope: read.scope,
         session,
         turn: session.counts.turns + 1,
-        input: [],
+        input,
         carried: read.carried,
         context: read.context,
         overflow: read.overflow,
@@ -52,7 +63,7 @@ export async function previewPrompt(
       plan,
       budget,
       request: {},
-      history: read.items,
+      history: [...read.items, ...input],
       aggregates: read.context ? undefined : read.aggregates,
       readFrom: async (startSeq) =>
         (await services.sessions.previewContext(sessionId, () => CONTEXT_REQUIREMENT, false, startSeq)).items,
@@ -61,6 +72,7 @@ export async function previewPrompt(
     null,
   );
   return {
+    ...(next ? { tokens: countPromptTokens(built.hydrated, plan.tools ?? [], budget.counter) } : {}),
     items: built.hydrated,
     context: {
       ...context,

@@ -214,8 +214,8 @@ describe('responses.inputTokens.count', () => {
     const conversation = await refused(
       world.client.responses.inputTokens.count({ model: 'gpt-5', input: 'hi', conversation: 'conv_x' }),
     );
-    expect(conversation).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(conversation).toMatchObject({ status: 400, param: 'conversation' });
+    expect(conversation).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(conversation).toMatchObject({ status: 404, param: 'conversation' });
     const model = await refused(world.client.responses.inputTokens.count({ model: 'gpt-unknown', input: 'hi' }));
     expect(model).toMatchObject({ status: 404, code: 'model_not_found' });
   });

@@ -15,7 +15,9 @@ const inputTokensRoute = createRoute({
   summary: "Count a response's input tokens (OpenAI's responses.inputTokens.count), by tailgate's estimate",
   description:
     'Needs session:turn. The tokens of the prompt the strategies build from `instructions`, `input` and ' +
-    "`tools`, by the counter that sizes the model's window; reads, calls and stores nothing.",
+    "`tools`, by the counter that sizes the model's window. With `previous_response_id` or `conversation`: " +
+    "the prompt the conversation's next turn would send, its stored context and the input (it reads the " +
+    'conversation). Calls no model (a provider without its key configured counts too) and stores nothing.',
   security: requires('session:turn'),
   request: { body: jsonBody(inputTokensSchema) },
   responses: {
@@ -23,13 +25,13 @@ const inputTokensRoute = createRoute({
       description: 'The count (object `response.input_tokens`)',
       content: { 'application/json': { schema: openaiObjectSchema } },
     },
-    ...openaiErrors(400, 401, 403, 404, 413),
+    ...openaiErrors(400, 401, 403, 404, 409, 413),
   },
 });
 
 /** POST /v1/responses/input_tokens. */
 export function inputTokensRoutes() {
-  return createRouter().openapi(inputTokensRoute, (c) =>
-    c.json(openaiObject(countInputTokens(facadeOf(c), c.req.valid('json'))), 200),
+  return createRouter().openapi(inputTokensRoute, async (c) =>
+    c.json(openaiObject(await countInputTokens(facadeOf(c), c.req.valid('json'))), 200),
   );
 }

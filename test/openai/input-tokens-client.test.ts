@@ -1,0 +1,133 @@
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { clientInProcess, clientOnTailgate, TOKEN } from './server.ts';
+
+/**
+ * `responses.inputTokens.count` of a stored conversation's next turn (previous_response_id,
+ * conversation), of item references, and of a model whose provider has no key configured.
+ */
+const world = clientOnTailgate();
+const refused = (promise: Promise<unknown>) => promise.catch((error: unknown) => error);
+const count = async (body: OpenAI.Responses.InputTokenCountParams) =>
+  (await world.client.responses.inputTokens.count(body)).input_tokens;
+
+describe('responses.inputTokens.count of a stored conversation', () => {
+  it("counts previous_response_id's history with the input, as the whole history sent counts", async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'hello world, how are you?' });
+    const history = [
+      { role: 'user' as const, content: 'hello world, how are you?' },
+      { role: 'assistant' as const, content: first.output_text },
+      { role: 'user' as const, content: 'and again' },
+    ];
+    const whole = await count({ model: 'echo', input: history });
+    const alone = await count({ model: 'echo', input: 'and again' });
+    expect(whole).toBeGreaterThan(alone);
+    expect(await count({ model: 'echo', previous_response_id: first.id, input: 'and again' })).toBe(whole);
+    // Without input: the history alone.
+    expect(await count({ model: 'echo', previous_response_id: first.id })).toBe(
+      await count({ model: 'echo', input: history.slice(0, 2) }),
+    );
+  });
+
+  it("counts a conversation's items with the input", async () => {
+    const conversation = await world.client.conversations.create({});
+    await world.client.responses.create({ model: 'echo', conversation: conversation.id, input: 'first words here' });
+    const counted = await count({ model: 'echo', conversation: conversation.id, input: 'second' });
+    expect(counted).toBe(
+      await count({
+        model: 'echo',
+        input: [
+          { role: 'user', content: 'first words here' },
+          { role: 'assistant', content: 'echo: first words here' },
+          { role: 'user', content: 'second' },
+        ],
+      }),
+    );
+    const missing = await refused(count({ model: 'echo', conversation: 'conv_000000000000000000000000', input: 'x' }));
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(missing).toMatchObject({ param: 'conversation' });
+  });
+
+  it('refuses a previous response that is not its conversation newest, and one that does not exist', async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'one' });
+    await world.client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    const older = await refused(count({ model: 'echo', previous_response_id: first.id, input: 'three' }));
+    expect(older).toBeInstanceOf(OpenAI.ConflictError);
+    const unknown = await refused(count({ model: 'echo', previous_response_id: 'resp_nothing', input: 'x' }));
+    expect(unknown).toMatchObject({ status: 400, code: 'previous_response_not_found' });
+  });
+});
+
+describe('responses.inputTokens.count of item references', () => {
+  it('counts a referenced item as the item itself, and names an unknown reference', async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'say something long enough' });
+    const referenced = await count({
+      model: 'echo',
+      input: [
+        { role: 'user', content: 'say something long enough' },
+        { type: 'item_reference', id: first.output[0]!.id! },
+        { role: 'user', content: 'more' },
+      ],
+    });
+    expect(referenced).toBe(
+      await count({
+        model: 'echo',
+        input: [
+          { role: 'user', content: 'say something long enough' },
+          { role: 'assistant', content: first.output_text },
+          { role: 'user', content: 'more' },
+        ],
+      }),
+    );
+    const unknown = first.output[0]!.id!.replace(/_\d+$/, '_99');
+    const missing = await refused(
+      count({
+        model: 'echo',
+        input: [
+          { role: 'user', content: 'hi' },
+          { type: 'item_reference', id: unknown },
+        ],
+      }),
+    );
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(missing).toMatchObject({ param: 'input[1].id' });
+  });
+});
+
+describe('responses.inputTokens.count of a model whose provider has no key', () => {
+  it('counts, where a create of that model is 503 not_configured', async () => {
+    const model = 'anthropic:claude-sonnet-4-5';
+    expect(await count({ model, input: 'hello world!' })).toBeGreaterThan(0);
+    const created = await refused(world.client.responses.create({ model, input: 'hello world!' }));
+    expect(created).toMatchObject({ status: 503 });
+  });
+});
+
+it('a count of a stored conversation reads it and writes nothing', async () => {
+  const store = new CountingStore(new MemoryStore());
+  const app = createApp({
+    store: () => store,
+    readEnvironment: () => ({ API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' }),
+    log: () => {},
+    logLine: () => {},
+  });
+  const openai = clientInProcess(app, TOKEN);
+  const first = await openai.responses.create({ model: 'echo', input: 'one' });
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ model: 'echo', input: 'one', conversation: id });
+  const counts = [];
+  for (const body of [{ previous_response_id: first.id }, { conversation: id }]) {
+    store.reset();
+    await openai.responses.inputTokens.count({ model: 'echo', input: 'two', ...body });
+    const { get, head, put, list, delete: deletes } = store.counts;
+    counts.push({ get, head, put, list, delete: deletes });
+  }
+  // The conversation's record, its context and pending notices; a response's generation besides.
+  expect(counts).toEqual([
+    { get: 10, head: 0, put: 0, list: 4, delete: 0 },
+    { get: 9, head: 0, put: 0, list: 4, delete: 0 },
+  ]);
+});

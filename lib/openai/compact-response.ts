@@ -11,9 +11,13 @@ import { compactionId, randomId } from './ids.ts';
 import { indexCompaction } from './compaction-index.ts';
 import { holderOf } from '../session/log/rewind.ts';
 import { logUnlessGone } from '../log-unless-gone.ts';
-import { inputToItems } from './request-input.ts';
+import { inputToItems, type InputItemBody } from './request-input.ts';
+import { resolveItemReferences } from './item-references.ts';
 import type { ResponseCompactBody } from './schemas.ts';
 import { continuedSession } from './sessions.ts';
+
+/** A compact's body, its item references resolved. */
+type CompactBody = Omit<ResponseCompactBody, 'input'> & { input?: string | InputItemBody[] | null | undefined };
 
 /**
  * POST /v1/responses/compact (`client.responses.compact`): with `previous_response_id`, the
@@ -22,7 +26,9 @@ import { continuedSession } from './sessions.ts';
  * then on; with only `input`, the input is summarized and nothing is stored. The output is one
  * compaction item whose `encrypted_content` is the summary as plain text.
  */
-export async function compactResponse(facade: Facade, body: ResponseCompactBody) {
+export async function compactResponse(facade: Facade, sent: ResponseCompactBody) {
+  // An `item_reference` stands for the stored item it names, as in a create (./item-references.ts).
+  const body = { ...sent, input: sent.input && (await resolveItemReferences(facade, sent.input)).input };
   const model = body.model ? modelOf(facade, body.model) : undefined;
   const { output, usage } = body.previous_response_id
     ? await compactStored(facade, body, body.previous_response_id, model)
@@ -38,7 +44,7 @@ interface Compaction {
 
 async function compactStored(
   facade: Facade,
-  body: ResponseCompactBody,
+  body: CompactBody,
   previousResponseId: string,
   model: string | undefined,
 ): Promise<Compaction> {
@@ -81,11 +87,7 @@ export async function indexedCompaction(
   return item;
 }
 
-async function compactInline(
-  facade: Facade,
-  body: ResponseCompactBody,
-  model: string | undefined,
-): Promise<Compaction> {
+async function compactInline(facade: Facade, body: CompactBody, model: string | undefined): Promise<Compaction> {
   const { services, config } = facade;
   facade.authorize(null);
   if (!body.input)

@@ -14,10 +14,14 @@ import { compactionId, namesCompaction, parseCompactionId, randomId } from './id
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
 import { listedItems, pageAfter, placeOf } from './listed-items.ts';
 import { namedInRequest } from './request.ts';
-import { inputToItems, type InputItemBody } from './request-input.ts';
+import { inputToItems } from './request-input.ts';
+import { resolveItemReferences } from './item-references.ts';
 import type { ItemListQuery } from './query-schemas.ts';
 import type { ConversationCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
+
+/** The items a conversation's create or items create sends (references among them). */
+type ConversationItemsBody = NonNullable<ConversationCreateBody['items']>;
 
 /**
  * The Conversations API over sessions: a conversation is a session (same id), its items are
@@ -59,11 +63,16 @@ function conversationMissing(id: string): (error: unknown) => never {
  * message has no place in the history (tailgate keeps one system prompt, the session's
  * instructions), except leading ones when the conversation is created.
  */
-function conversationItems(
-  input: InputItemBody[],
+async function conversationItems(
+  facade: Facade,
+  sent: ConversationItemsBody,
   allowInstructions: boolean,
-): { instructions: string | null; items: Item[]; positions: readonly number[] } {
-  const { instructions, items, positions } = inputToItems(input, 'items');
+): Promise<{ instructions: string | null; items: Item[]; positions: readonly number[] }> {
+  // An `item_reference` stands for the stored item it names, as in a create (./item-references.ts).
+  const { input, origins } = await resolveItemReferences(facade, sent, 'items');
+  const resolved = inputToItems(input, 'items');
+  const { instructions, items } = resolved;
+  const positions = resolved.positions.items.map((index) => origins[index] ?? index);
   if (instructions.length > 0 && !allowInstructions) {
     throw new OpenAIApiError(
       400,
@@ -73,7 +82,7 @@ function conversationItems(
       'items[0].role',
     );
   }
-  return { instructions: instructions.join('\n\n') || null, items, positions: positions.items };
+  return { instructions: instructions.join('\n\n') || null, items, positions };
 }
 
 /** `items` appended to the conversation, a refusal naming an item by its place in the request's `items`. */
@@ -122,7 +131,7 @@ export async function createConversation(
 ): Promise<Conversation> {
   const { sessions } = facade.services;
   facade.authorize(null);
-  const { instructions, items, positions } = conversationItems((body.items ?? []) as InputItemBody[], true);
+  const { instructions, items, positions } = await conversationItems(facade, body.items ?? [], true);
   facade.checkItems(items);
   // A retried create (the official clients send an Idempotency-Key) finds the session its first attempt made.
   const id = key !== undefined ? `conv_${sha256Hex(`openai-conversation:${key}`).slice(0, 24)}` : randomId('conv');
@@ -163,10 +172,10 @@ export async function createConversation(
 export async function addConversationItems(
   facade: Facade,
   id: string,
-  input: InputItemBody[],
+  input: ConversationItemsBody,
   key?: string,
 ): Promise<ConversationItemList> {
-  const { items, positions } = conversationItems(input, false);
+  const { items, positions } = await conversationItems(facade, input, false);
   facade.checkItems(items);
   await readConversation(facade, id);
   // Reasoning items alone go with no item: nothing appended.

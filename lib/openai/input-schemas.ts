@@ -163,8 +163,6 @@ export function inputItemSchema<const Options extends readonly [z.ZodType, ...z.
   });
 }
 
-export const responseInputItemSchema = inputItemSchema(inputItems);
-
 /**
  * A reference to a stored item (`msg_|fc_|fco_<conversation>_<seq>`), as the AI SDK sends a
  * stored response's output back (`store: true`, its default): a create replaces it with the item.
@@ -172,3 +170,6 @@ export const responseInputItemSchema = inputItemSchema(inputItems);
 export const itemReferenceInput = z
   .object({ type: z.literal('item_reference'), id: z.string().min(1).max(256) })
   .strict();
+
+/** An input item or a reference to a stored one (lib/openai/item-references.ts resolves it). */
+export const referableInputItemSchema = inputItemSchema([...inputItems, itemReferenceInput]);

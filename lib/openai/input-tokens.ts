@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { inputItemSchema, inputItems, itemReferenceInput } from './input-schemas.ts';
+import { referableInputItemSchema } from './input-schemas.ts';
 import { partInRequest, prepareResponseRequest } from './request.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
@@ -45,13 +45,7 @@ export const inputTokensSchema = responseCreateSchema
   })
   .extend({
     input: z
-      .union([
-        z.string().min(1),
-        z
-          .array(inputItemSchema([...inputItems, itemReferenceInput]))
-          .min(1)
-          .max(10_000),
-      ])
+      .union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(10_000)])
       .nullable()
       .optional(),
   })

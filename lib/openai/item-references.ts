@@ -15,7 +15,7 @@ import { itemsBetween } from './sessions.ts';
  * each entry was in `input` (`origins`): the AI SDK sends a stored response's output back so
  * (`store: true`, its default), in a tool loop and in a chat that resends its messages. One
  * read per conversation referenced, of the seqs between its first and last reference. A
- * reference that names no stored item is a 404 naming it (`input[<i>].id`), as OpenAI
+ * reference that names no stored item is a 404 naming it (`input[<i>].id`, `field`), as OpenAI
  * answers; one to an item with images or files is a 400 (send the item itself: a model writes
  * neither, so the SDK never references one). A compaction item's id
  * (`cmp_<conversation>_<start seq>`) stands for the conversation's current compaction item (one
@@ -32,6 +32,8 @@ import { itemsBetween } from './sessions.ts';
 export async function resolveItemReferences(
   facade: Facade,
   input: ResponseCreateBody['input'],
+  /** The request's field of the input, which a refusal names. */
+  field = 'input',
 ): Promise<{ input: string | InputItemBody[]; origins: number[] }> {
   if (typeof input === 'string') return { input, origins: [0] };
   const wanted = new Map<string, { from: number; to: number }>();
@@ -99,7 +101,7 @@ export async function resolveItemReferences(
       const item = stored.get(itemId('reasoning', reasoning.sessionId, reasoning.seq, reasoning.generation));
       const found = item && 'reasoning' in item ? item.reasoning?.[reasoning.n - 1] : undefined;
       if (!found)
-        throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
+        throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `${field}[${index}].id`);
       return [found];
     }
     const compaction = parseCompactionId(entry.id);
@@ -110,12 +112,12 @@ export async function resolveItemReferences(
       if (context && context.start_seq > compaction.startSeq && compactionAfter(index)) return [];
       const older = superseded.get(entry.id);
       if (older) return [{ type: 'compaction', id: entry.id, encrypted_content: older.summary }];
-      throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
+      throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `${field}[${index}].id`);
     }
     const ref = parseItemId(entry.id);
     const item = ref && stored.get(itemId('reasoning', ref.sessionId, ref.seq, ref.generation));
     if (!ref || !item || item.type !== ref.kind)
-      throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
+      throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `${field}[${index}].id`);
     if (item.type === 'function_call')
       return [{ type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments }];
     const content = item.type === 'message' ? item.content : item.output;
@@ -124,7 +126,7 @@ export async function resolveItemReferences(
         400,
         'invalid_request',
         `item_reference '${entry.id}' names an item with images or files; send the item itself`,
-        `input[${index}].id`,
+        `${field}[${index}].id`,
       );
     const text = content as string | Exclude<InputPartBody, { type: 'refusal' }>[];
     return [

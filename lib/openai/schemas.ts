@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { toolNamesOnce, toolParametersSchema } from '../items.ts';
 import { toolChoiceSchema } from './tool-choice.ts';
-import { inputItemSchema, inputItems, itemReferenceInput, responseInputItemSchema } from './input-schemas.ts';
+import { referableInputItemSchema } from './input-schemas.ts';
 
 /**
  * Request schemas of the OpenAI-compatible API: the official request shapes, restricted to
@@ -73,13 +73,7 @@ export const modelSchema = z.string().min(1).max(200).meta({
 export const responseCreateSchema = z
   .object({
     model: modelSchema.nullable().optional(),
-    input: z.union([
-      z.string().min(1),
-      z
-        .array(inputItemSchema([...inputItems, itemReferenceInput]))
-        .min(1)
-        .max(10_000),
-    ]),
+    input: z.union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(10_000)]),
     instructions: z.string().nullable().optional(),
     tools: z
       .array(functionToolSchema)
@@ -208,7 +202,7 @@ export const responseCompactSchema = z
       .nullable()
       .meta({ description: "The model that writes the summary (null: SUMMARY_MODEL, else the conversation's)." }),
     input: z
-      .union([z.string().min(1), z.array(responseInputItemSchema).min(1).max(10_000)])
+      .union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(10_000)])
       .nullable()
       .optional(),
     instructions: z.string().nullable().optional(),
@@ -262,7 +256,7 @@ export const openaiErrorSchema = z
 
 export const conversationCreateSchema = z
   .object({
-    items: z.array(responseInputItemSchema).max(20).nullable().optional(),
+    items: z.array(referableInputItemSchema).max(20).nullable().optional(),
     metadata: metadataSchema.nullable().optional(),
   })
   .strict()
@@ -276,7 +270,7 @@ export const conversationUpdateSchema = z
   .meta({ id: 'OpenAIConversationUpdate' });
 
 export const conversationItemsCreateSchema = z
-  .object({ items: z.array(responseInputItemSchema).min(1).max(20) })
+  .object({ items: z.array(referableInputItemSchema).min(1).max(20) })
   .strict()
   .meta({ id: 'OpenAIConversationItemsCreate' });
 

@@ -9,7 +9,6 @@ import {
   listConversationItems,
   readConversation,
 } from '../../../lib/openai/conversations.ts';
-import type { InputItemBody } from '../../../lib/openai/request-input.ts';
 import {
   conversationCreateSchema,
   conversationIdParamsSchema,
@@ -154,7 +153,7 @@ export function conversationRoutes() {
       return c.json(deleted, 200);
     })
     .openapi(createItemsRoute, async (c) => {
-      const items = c.req.valid('json').items as InputItemBody[];
+      const { items } = c.req.valid('json');
       const key = c.req.valid('header')['idempotency-key'];
       return c.json(await addConversationItems(facadeOf(c), c.req.valid('param').id, items, key), 200);
     })

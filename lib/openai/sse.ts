@@ -1,5 +1,6 @@
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { LEASE_EXPIRED } from '../errors.ts';
+import { MAX_UNJOURNALED } from '../turn/journal.ts';
 import { ResponseEventWriter } from './response-events.ts';
 
 /**
@@ -132,7 +133,8 @@ function ownerDied(event: ResponseStreamEvent): boolean {
  * literal `data: [DONE]`, the end the Open Responses specification requires (a stream cut before
  * its terminal event has none, so a client can tell it from one that ended). Each event carries
  * its sequence_number as its SSE id, `[DONE]` none: an EventSource that reconnects sends the
- * terminal event's as its `Last-Event-ID`.
+ * terminal event's as its `Last-Event-ID`. An end no stream sent live has that number plus
+ * MAX_UNJOURNALED + 1 as its id, past any number a client may hold without it.
  */
 export function responseEventStream(
   itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0],
@@ -150,10 +152,12 @@ export function responseEventStream(
       if (muted && !terminal) return;
       if (event.type === 'response.output_item.added') shown += 1;
       // An end no stream sent live goes to a client at its number too: the event it had there
-      // was one its stream's process sent live past its journal.
-      const past = event.sequence_number > after || (terminal && (unkept || ownerDied(event)));
-      if (!past) return;
-      queue.push({ id: String(event.sequence_number), event: event.type, data: JSON.stringify(event) });
+      // was one its stream's process sent live past its journal. Its SSE id is past any such
+      // number (MAX_UNJOURNALED): an EventSource that got it reconnects with that, and has it.
+      const unsent = terminal && (unkept || ownerDied(event));
+      const n = event.sequence_number;
+      if (n <= after && !(unsent && after <= n + MAX_UNJOURNALED)) return;
+      queue.push({ id: String(unsent ? n + MAX_UNJOURNALED + 1 : n), event: event.type, data: JSON.stringify(event) });
       if (terminal) queue.push({ data: '[DONE]' });
     },
     options.encryptedReasoning,

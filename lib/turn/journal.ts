@@ -220,7 +220,7 @@ async function endJournal(
  * worth of deltas between batches, many times over): a reader's Last-Event-ID further past the
  * journal is taken as past every event, not as the number its end follows.
  */
-const MAX_UNJOURNALED = 100_000;
+export const MAX_UNJOURNALED = 100_000;
 
 /**
  * A turn's journaled events after number `after`, then, while the turn runs, the ones it

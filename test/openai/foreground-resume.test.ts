@@ -464,3 +464,41 @@ describe('a retrieve with Last-Event-ID of a response still running', () => {
     expect(ids).toEqual(ids.map((_, index) => ids[0]! + index));
   });
 });
+
+/**
+ * The SSE id of the last event of a raw retrieve of `id`'s events through `app` (an EventSource's
+ * view), from `Last-Event-ID` `lastEventId`, and the status it was answered.
+ */
+async function eventSourceEnd(app: ReturnType<typeof localApp>['app'], id: string, lastEventId?: string) {
+  const response = await app.request(`http://tailgate.test/v1/responses/${id}?stream=true`, {
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      ...(lastEventId !== undefined ? { 'last-event-id': lastEventId } : {}),
+    },
+  });
+  const ids = [...(await response.text()).matchAll(/^id: (.*)$/gm)].map((match) => match[1]!);
+  return { status: response.status, lastId: ids.at(-1) };
+}
+
+describe('an EventSource reconnecting after an end no stream sent live', () => {
+  it('gets a 204 with the SSE id of a lease_expired end, which it got once', async () => {
+    const { store, id } = await liveOnlyStream('gate-e', ({ operation }) => operation === 'put');
+    const { app } = localApp(store.inner, {}, () => new Date(Date.now() + 3_600_000));
+    const first = await eventSourceEnd(app, id, '0');
+    expect(first.status).toBe(200);
+    expect(await eventSourceEnd(app, id, first.lastId)).toEqual({ status: 204, lastId: undefined });
+  });
+
+  it('gets a 204 with the SSE id of the end of a response whose object was not kept', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    let later = 0;
+    const { app, local } = localApp(store, { TURN_LEASE_MS: '600000' }, () => new Date(Date.now() + later));
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/openai/'));
+    const whole = await readUntil(await local.responses.create({ model: 'echo', input: 'unkept again', stream: true }));
+    const id = whole[0]?.type === 'response.created' ? whole[0].response.id : '';
+    later = 3_600_000;
+    const first = await eventSourceEnd(app, id, '1');
+    expect(first.status).toBe(200);
+    expect(await eventSourceEnd(app, id, first.lastId)).toEqual({ status: 204, lastId: undefined });
+  });
+});

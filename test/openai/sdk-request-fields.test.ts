@@ -3,7 +3,7 @@ import { generateText } from 'ai';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { fixture, type RecordedRequest } from '../support/fake-providers/fake-provider-server.ts';
-import { clientOnFakeProvider, TOKEN } from './server.ts';
+import { clientOnFakeProvider, settledResponse, TOKEN } from './server.ts';
 
 // Fields the `openai` client's types allow and the AI SDK sends: honoured where tailgate can,
 // taken as advisory where they mean nothing to its providers, refused only where accepting
@@ -83,6 +83,27 @@ describe('request fields of the openai client and the AI SDK', () => {
     expect(wire).toHaveLength(1);
     expect(wire[0]).toMatchObject({ prompt_cache_key: 'k1', prompt_cache_retention: '24h' });
     expect(wire[0]).not.toHaveProperty('prompt_cache_options');
+  });
+
+  it('sends no prompt cache field the client did not ask for, also after a response that asked', async () => {
+    const before = world.provider.requests.length;
+    const asked = await world.client.responses.create({
+      model: 'gpt-4o-mini',
+      input: 'hi',
+      prompt_cache_retention: 'in_memory',
+    });
+    await world.client.responses.create({ model: 'gpt-4o-mini', input: 'again', previous_response_id: asked.id });
+    await world.client.responses.create({ model: 'gpt-4o-mini', input: 'hi', store: false });
+    for await (const _ of await world.client.responses.create({ model: 'gpt-4o-mini', input: 'hi', stream: true }));
+    const queued = await world.client.responses.create({ model: 'gpt-4o-mini', input: 'hi', background: true });
+    await settledResponse(world.client, queued.id);
+    await world.client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    await world.client.responses.compact({ model: 'gpt-4o-mini', input: 'summarize me' });
+    const wire = world.provider.requests.slice(before).map((request) => request.body ?? {});
+    expect(wire).toHaveLength(7);
+    expect(wire[0]).toMatchObject({ prompt_cache_retention: 'in_memory' });
+    for (const body of wire.slice(1))
+      expect(Object.keys(body).filter((key) => key.startsWith('prompt_cache'))).toEqual([]);
   });
 
   it("passes a chat completion's prompt_cache_retention and prompt_cache_options.ttl to an OpenAI model", async () => {

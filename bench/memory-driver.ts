@@ -92,6 +92,7 @@ export class MemoryTurnDriver implements TurnDriver {
       closerNotices: (turn) => log.closerNotices(turn),
       leaveDeleted: (turn) => log.leaveDeleted(turn),
       storeStoppedSpend: (turn, spent) => log.storeStoppedSpend(turn, spent),
+      storeCharge: (turn, spent) => log.storeCharge(turn, spent),
       queued: (scope) => log.queued(scope),
       journal: () => log.journal(),
       getTurn: (id, turn) => log.getTurn(id, turn),

@@ -34,6 +34,7 @@ import { idSchema } from '../items.ts';
  *   input uploaded at `<ms>` (create-only; lib/session/log/queue-withdraw.ts).
  * - `queue_taking/<generation>/latest`: the queued input a pickup marked last (lib/session/log/queue-taking.ts).
  * - `events/<generation>/<turn>/<batch>`: a turn's event journal, batch by batch (create-only).
+ * - `turn/<generation>/-charge-<id>`: what a model call whose turn's record never landed spent.
  * - `spent/<generation>/<turn>`: what a turn closed by someone else spent (create-only; empty:
  *   nothing known, put by the write that stopped waiting for it); `spent/<generation>/compact-<record>`:
  *   the summary of a manual compaction whose claim (record `record`) another writer passed over.
@@ -225,6 +226,15 @@ export function queueSignalKey(scope: LogScope): string {
 
 /** The name of the queue's signal under a generation's records (queueSignalKey). */
 export const QUEUE_SIGNAL = '-queued';
+
+/**
+ * `turn/<g>/-charge-<id>`: what a model call whose turn's record never landed spent, which the
+ * claim's listing shows before every record (lib/session/log/charges.ts); `id`: random hex.
+ */
+export const CHARGE_PREFIX = '-charge-';
+export function chargeKey(scope: LogScope, id: string): string {
+  return `${recordsPrefix(scope)}${CHARGE_PREFIX}${id}`;
+}
 
 /** The key of record `record` (a model turn, an append or a compaction). */
 export function recordKey(scope: LogScope, record: number): string {

@@ -271,6 +271,8 @@ export const recordSchema = z
     undelivered: undeliveredSchema.optional(),
     ledger: ledgerSchema.optional(),
     unbilled: unbilledSchema.optional(),
+    /** The charges its totals count whose objects were still listed (lib/session/log/charges.ts). */
+    charged: z.array(z.string().max(64)).optional(),
   })
   .strict();
 export type LogRecord = z.infer<typeof recordSchema>;

@@ -5,6 +5,7 @@ import type { TakenLease } from './log/types.ts';
 import { closerNotices } from './log/closer-notices.ts';
 import { EventJournal } from './log/journal.ts';
 import { storeStoppedSpend } from './log/unbilled.ts';
+import { storeCharge } from './log/charges.ts';
 import type { StoppedSpendRecord } from './records.ts';
 import { completedResponse, journalRun } from './log/turns.ts';
 import {
@@ -169,6 +170,11 @@ export class SessionLogRunning extends SessionLogBase {
    */
   async storeStoppedSpend(turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
     return storeStoppedSpend(this.log, turn.scope, turn, spent);
+  }
+
+  /** Stores what `turn`'s model call spent, its record never landed, for the next write to count (log/charges.ts). */
+  async storeCharge(turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
+    return storeCharge(this.log, turn.scope, spent);
   }
 
   /**

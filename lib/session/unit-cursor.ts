@@ -1,5 +1,13 @@
 import type { ListResult, ObjectInfo, ObjectStore } from '../store/object-store.ts';
-import { ancestorScope, parseRecordsEntry, QUEUE_SIGNAL, RECORD_BOUND, recordsPrefix, type LogScope } from './keys.ts';
+import {
+  ancestorScope,
+  CHARGE_PREFIX,
+  parseRecordsEntry,
+  QUEUE_SIGNAL,
+  RECORD_BOUND,
+  recordsPrefix,
+  type LogScope,
+} from './keys.ts';
 
 /** One readable piece of the log, as a listing resolves it: a record, or a segment. */
 export type LogUnit =
@@ -72,6 +80,8 @@ export class UnitCursor {
    * lists before the generation's records, so with any of them. Null: not listed.
    */
   queueSignal: ObjectInfo | null = null;
+  /** The ids of the log's own charges listed so far (keys.ts chargeKey): they list before its records. */
+  readonly charges: string[] = [];
   /** Every view (`.view`) in the pages listed so far, newest first. */
   readonly views: { record: number; key: string; size: number }[] = [];
   readonly #store: ObjectStore;
@@ -172,6 +182,10 @@ export class UnitCursor {
       const name = object.key.slice(this.#prefix.length);
       if (name === QUEUE_SIGNAL) {
         if (this.#hop === 0) this.queueSignal = object;
+        continue;
+      }
+      if (name.startsWith(CHARGE_PREFIX)) {
+        if (this.#hop === 0) this.charges.push(name.slice(CHARGE_PREFIX.length));
         continue;
       }
       const entry = parseRecordsEntry(name);

@@ -132,6 +132,7 @@ export type TurnSessionLog = Pick<
   | 'closerNotices'
   | 'leaveDeleted'
   | 'storeStoppedSpend'
+  | 'storeCharge'
   | 'queued'
   | 'journal'
   | 'getTurn'

@@ -361,6 +361,7 @@ describe('storage operations per turn', () => {
         closerNotices: log.closerNotices.bind(log),
         leaveDeleted: log.leaveDeleted.bind(log),
         storeStoppedSpend: log.storeStoppedSpend.bind(log),
+        storeCharge: log.storeCharge.bind(log),
         queued: log.queued.bind(log),
         journal: log.journal.bind(log),
         getTurn: log.getTurn.bind(log),

@@ -33,6 +33,7 @@ import { carry } from './record-carry.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
 import { billStopped, chargesClaim, counted, passedClaim, unbilledOf } from './unbilled.ts';
+import { billCharges } from './charges.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -230,9 +231,9 @@ export async function prepareCommit(
     // once that input ran (the same request goes on: the input's own turn then replays it).
     if (queued) checkQueuedKey(await queued, options.requestHash);
   }
-  // Stopped turns' spend first (log/unbilled.ts; none waiting: no read), then the budget, before any write.
+  // Stopped turns' spend and listed charges first (log/unbilled.ts, log/charges.ts; none: no read), then the budget.
   const billed = await billStopped(log, scope, unbilledOf(newest), ledgerOf(newest));
-  const { ledger } = billed;
+  const { ledger, charged: charges } = await billCharges(log, scope, head.cursor.charges, newest, billed.ledger);
   if (options.kind === 'turn' || options.hold) checkBudget(head.config.budget, ledger);
   await options.check?.(head.config);
   // The input is checked against the open calls before a busy session refuses it: a bad input
@@ -353,6 +354,7 @@ export async function prepareCommit(
     ...(isEmpty(undelivered) ? {} : { undelivered }),
     ...(hasUsage(totals) ? { ledger: totals } : {}),
     ...(unbilled.length > 0 ? { unbilled } : {}),
+    ...(charges.length > 0 ? { charged: charges } : {}),
   };
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.

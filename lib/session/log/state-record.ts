@@ -54,17 +54,19 @@ export async function putStateAfter(
 /**
  * `record` with what the session's newest record carries on whatever follows it: the usage
  * totals (spent is spent), the turns whose spend they do not count yet (each naming its
- * generation, so a delete of the newest turn's next generation counts them too) and the
- * notices no model has seen yet.
+ * generation, so a delete of the newest turn's next generation counts them too), the charges
+ * they count (log/charges.ts) and the notices no model has seen yet.
  */
 export function withTotals(record: LogRecord, newest: Head['newest']): LogRecord {
   const ledger = ledgerOf(newest);
   const undelivered = undeliveredOf(newest);
   const unbilled = unbilledOf(newest);
+  const charged = newest?.record.charged;
   return {
     ...record,
     ...(hasUsage(ledger) ? { ledger } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
     ...(unbilled.length > 0 ? { unbilled } : {}),
+    ...(charged ? { charged } : {}),
   };
 }

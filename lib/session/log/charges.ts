@@ -1,0 +1,63 @@
+import { randomHex } from '../../hash.ts';
+import { addToLedger, type Ledger } from '../../ledger/usage.ts';
+import { chargeKey, type LogScope } from '../keys.ts';
+import type { LogRecord, StoppedSpendRecord } from '../records.ts';
+import type { LogContext } from './context.ts';
+import { parsedSpend, storeSpend } from './unbilled.ts';
+
+/**
+ * Charges: what a model call spent whose turn's record never landed (its put failed, or its
+ * process died before it), so that no record or completion of the turn counts it. The turn puts
+ * it at `turn/<g>/-charge-<id>` (keys.ts chargeKey), which lists before every record of its
+ * generation: the next write of the chain (a commit's `prepareCommit`, before its budget check)
+ * finds it in the listing it reads anyway, gets it, adds it to the totals it carries and names it
+ * in `charged`. A write that lists a charge the newest record names (counted already) names it
+ * again and deletes it; one no longer listed is named no more. So each charge is counted by one
+ * record of the chain: a record is written from the newest before it, which names every counted
+ * charge still listed, and a charge, put once create-only, never lists again once deleted. A write
+ * that does not land counted nothing; a failed get leaves the charge to the next write.
+ */
+
+/** The most charges one write counts (the others wait for the next write). */
+const MAX_CHARGES = 16;
+
+/** The totals with the charges `listed` (ids, keys.ts chargeKey) that `newest` does not name, and the ids to name. */
+export async function billCharges(
+  log: LogContext,
+  scope: LogScope,
+  listed: readonly string[],
+  newest: { record: LogRecord } | null | undefined,
+  ledger: Ledger,
+): Promise<{ ledger: Ledger; charged: string[] }> {
+  if (listed.length === 0) return { ledger, charged: [] };
+  const named = new Set(newest?.record.charged ?? []);
+  const counted = listed.filter((id) => named.has(id));
+  // Counted by a record that landed: gone, it is named no more (a failed delete: named again).
+  if (counted.length > 0) log.store.delete(counted.map((id) => chargeKey(scope, id))).catch(() => undefined);
+  const fresh = listed.filter((id) => !named.has(id)).slice(0, MAX_CHARGES);
+  const found = await Promise.all(
+    fresh.map((id) =>
+      log.store.get(chargeKey(scope, id)).then(
+        (object) => (object ? { id, spent: parsedSpend(object.body) } : null),
+        () => null,
+      ),
+    ),
+  );
+  let totals = ledger;
+  const charged = [...counted];
+  for (const charge of found) {
+    if (!charge) continue;
+    charged.push(charge.id);
+    if (charge.spent?.usage) totals = addToLedger(totals, charge.spent.usage, 0);
+  }
+  return { ledger: totals, charged };
+}
+
+/** Stores a charge of `scope` (what a call spent whose turn's record never landed): false when it was not. */
+export function storeCharge(
+  log: LogContext,
+  scope: LogScope,
+  spent: Omit<StoppedSpendRecord, 'format'>,
+): Promise<boolean> {
+  return storeSpend(log, scope, chargeKey(scope, randomHex(8)), spent);
+}

@@ -65,8 +65,10 @@ function world(answered = false) {
   };
   const faulty = new FaultyStore(new MemoryStore());
   const { options, drain } = heldOptions(model);
-  const api = createClient(appHarness(putsAfter(faulty, called), environment, options));
-  return { faulty, drain, api };
+  const lines: string[] = [];
+  const logLine = (line: string) => void lines.push(line);
+  const api = createClient(appHarness(putsAfter(faulty, called), environment, { ...options, logLine }));
+  return { faulty, drain, api, lines };
 }
 
 /** A token minted on `api` to run and read turns within a budget of `tokens`, as headers, and a new session. */
@@ -127,5 +129,63 @@ describe('a turn whose claim could not be stored after its model call started', 
     const usage = (await api.get('/v1/tokens/current', auth)).body.usage;
     expect(usage).toMatchObject({ turns: 0, output_tokens: 0 });
     expect(usage.input_tokens).toBeGreaterThan(approximateTokenCounter.count('look'));
+  });
+
+  it("its turn's log line counts the call", async () => {
+    const { faulty, api, lines } = world();
+    const id = await api.session();
+    faulty.failWhen(recordPut, { times: 1, error: () => new StorageError('the record put failed') });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' })).status).toBe(503);
+    const turn = lines.map((line) => JSON.parse(line)).find((line) => line.event === 'turn');
+    expect(turn).toMatchObject({ status: 'failed', error_code: 'storage_error', model: 'echo' });
+    expect(turn.tokens).toMatchObject({ input: approximateTokenCounter.count('hello there') + 4, output: 0 });
+  });
+
+  it("its records keep failing to land: the session's budget counts each call, and refuses once spent", async () => {
+    const { faulty, drain, api } = world();
+    const prompt = approximateTokenCounter.count('hello there') + 4;
+    const id = await api.session();
+    const budget = { max_total_tokens: 2 * prompt };
+    expect((await api.patch(`/v1/sessions/${id}`, { budget })).status).toBe(200);
+    faulty.failWhen(recordPut, { error: () => new StorageError('the record put failed') });
+    for (let call = 0; call < 2; call++) {
+      const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' });
+      expect(failed.status, JSON.stringify(failed.body)).toBe(503);
+      await drain();
+    }
+    // Spent: refused before anything is stored or a model called, again and again.
+    for (let call = 0; call < 2; call++) {
+      const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' });
+      expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+      expect(refused.body.error.details).toMatchObject({ budget: 'session', spent: 2 * prompt });
+    }
+  });
+
+  it("a charge counts once in the session's totals, whatever writes follow it", async () => {
+    const { faulty, drain, api } = world(true);
+    const id = await api.session();
+    faulty.failWhen(recordPut, { times: 1, error: () => new StorageError('the record put failed') });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' })).status).toBe(503);
+    await drain();
+    // The charge's delete fails once: the next write names it again, and still counts it once.
+    faulty.failWhen(({ operation, key }) => operation === 'delete' && key.includes('/-charge-'), { times: 1 });
+    for (let turn = 0; turn < 3; turn++) {
+      const ran = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' });
+      expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+      await drain();
+    }
+    // The three turns' usage (their receipts') and the call whose record never landed (3 in, 5 out).
+    const turns: { usage: { input_tokens: number; output_tokens: number } }[] = (
+      await api.get(`/v1/sessions/${id}/turns`)
+    ).body.turns;
+    const sum = (field: 'input_tokens' | 'output_tokens') =>
+      turns.reduce((total, turn) => total + turn.usage[field], 0);
+    expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject({
+      turns: 3,
+      input_tokens: sum('input_tokens') + 3,
+      output_tokens: sum('output_tokens') + 5,
+    });
+    const keys = (await faulty.list('')).objects.map((object) => object.key);
+    expect(keys.filter((key) => key.includes('/-charge-'))).toEqual([]);
   });
 });

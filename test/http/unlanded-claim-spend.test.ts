@@ -153,6 +153,8 @@ describe('a turn whose claim could not be stored after its model call started', 
       expect(failed.status, JSON.stringify(failed.body)).toBe(503);
       await drain();
     }
+    // A read of the session shows what the next claim's budget check counts.
+    expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject({ turns: 0, total_tokens: 2 * prompt });
     // Spent: refused before anything is stored or a model called, again and again.
     for (let call = 0; call < 2; call++) {
       const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' });

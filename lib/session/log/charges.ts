@@ -3,7 +3,8 @@ import { addToLedger, type Ledger } from '../../ledger/usage.ts';
 import { chargeKey, type LogScope } from '../keys.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
-import { parsedSpend, storeSpend } from './unbilled.ts';
+import type { Head } from './head.ts';
+import { parsedSpend, shownLedger, storeSpend } from './unbilled.ts';
 
 /**
  * Charges: what a model call spent whose turn's record never landed (its put failed, or its
@@ -34,6 +35,33 @@ export async function billCharges(
   const counted = listed.filter((id) => named.has(id));
   // Counted by a record that landed: gone, it is named no more (a failed delete: named again).
   if (counted.length > 0) log.store.delete(counted.map((id) => chargeKey(scope, id))).catch(() => undefined);
+  const found = await uncounted(log, scope, listed, named);
+  return { ledger: found.reduce(withCharge, ledger), charged: [...counted, ...found.map((charge) => charge.id)] };
+}
+
+/**
+ * What a read of the session shows as its totals: the newest record's, with what stopped turns
+ * stored (log/unbilled.ts shownLedger) and the charges its listing showed that the record does
+ * not count yet, as the next write will (gets only; a get that fails counts nothing).
+ */
+export async function shownTotals(
+  log: LogContext,
+  scope: LogScope,
+  { newest, cursor }: { newest: Head['newest']; cursor: { charges: readonly string[] } },
+): Promise<Ledger> {
+  const ledger = await shownLedger(log, scope, newest);
+  if (cursor.charges.length === 0) return ledger;
+  const found = await uncounted(log, scope, cursor.charges, new Set(newest?.record.charged ?? []));
+  return found.reduce(withCharge, ledger);
+}
+
+/** The charges of `listed` not `named`, as stored (at most MAX_CHARGES; one whose get failed is left out). */
+async function uncounted(
+  log: LogContext,
+  scope: LogScope,
+  listed: readonly string[],
+  named: ReadonlySet<string>,
+): Promise<{ id: string; spent: StoppedSpendRecord | null }[]> {
   const fresh = listed.filter((id) => !named.has(id)).slice(0, MAX_CHARGES);
   const found = await Promise.all(
     fresh.map((id) =>
@@ -43,14 +71,11 @@ export async function billCharges(
       ),
     ),
   );
-  let totals = ledger;
-  const charged = [...counted];
-  for (const charge of found) {
-    if (!charge) continue;
-    charged.push(charge.id);
-    if (charge.spent?.usage) totals = addToLedger(totals, charge.spent.usage, 0);
-  }
-  return { ledger: totals, charged };
+  return found.filter((charge) => charge !== null);
+}
+
+function withCharge(totals: Ledger, { spent }: { spent: StoppedSpendRecord | null }): Ledger {
+  return spent?.usage ? addToLedger(totals, spent.usage, 0) : totals;
 }
 
 /** Stores a charge of `scope` (what a call spent whose turn's record never landed): false when it was not. */

@@ -15,7 +15,7 @@ import { parseStored, sessionConfigSchema, sessionCounts, type SessionConfig, ty
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
-import { shownLedger } from './unbilled.ts';
+import { shownTotals } from './charges.ts';
 import { closeTurn } from './lease.ts';
 import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
@@ -74,9 +74,9 @@ export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
 
 /** See SessionLog.get. */
 export async function getSession(log: LogContext, id: string): Promise<SessionRecord> {
-  const { config, newest, scope } = await readHead(log, id);
-  // With what stopped turns stored spent: a claim's budget check counts it already (log/unbilled.ts).
-  return toSessionRecord(config, countsOf(newest), await shownLedger(log, scope, newest));
+  const head = await readHead(log, id);
+  // With what stopped turns and charges stored: a claim's budget check counts it already (log/charges.ts).
+  return toSessionRecord(head.config, countsOf(head.newest), await shownTotals(log, head.scope, head));
 }
 
 /** See SessionLog.config. */
@@ -157,9 +157,9 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     });
     if (written) {
       const scope = scopeOf(log.keyPrefix, next);
-      const { newest } = await readNewest(log, scope);
-      await writeIndexEntry(log, next, newest);
-      return toSessionRecord(next, countsOf(newest), await shownLedger(log, scope, newest));
+      const read = await readNewest(log, scope);
+      await writeIndexEntry(log, next, read.newest);
+      return toSessionRecord(next, countsOf(read.newest), await shownTotals(log, scope, read));
     }
     await backoff(attempt);
   }

@@ -4,16 +4,17 @@ import { toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, readHead } from './head.ts';
 import type { SessionRecord } from './types.ts';
-import { shownLedger } from './unbilled.ts';
+import { shownTotals } from './charges.ts';
 
 /** See SessionLog.getWithNewestTurn. */
 export async function getSessionWithNewestTurn(
   log: LogContext,
   id: string,
 ): Promise<{ session: SessionRecord; newestTurn: NewestTurn | null; scope: LogScope }> {
-  const { config, newest, scope } = await readHead(log, id);
-  // With what stopped turns stored spent: a claim's budget check counts it already (log/unbilled.ts).
-  const session = toSessionRecord(config, countsOf(newest), await shownLedger(log, scope, newest));
+  const head = await readHead(log, id);
+  const { config, newest, scope } = head;
+  // With what stopped turns and charges stored: a claim's budget check counts it already (log/charges.ts).
+  const session = toSessionRecord(config, countsOf(newest), await shownTotals(log, scope, head));
   const turn = newest?.record.kind === 'turn' ? newest.record.turn : undefined;
   if (turn === undefined) return { session, newestTurn: null, scope };
   const { record, done } = newest!;

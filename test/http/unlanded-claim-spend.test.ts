@@ -190,4 +190,26 @@ describe('a turn whose claim could not be stored after its model call started', 
     const keys = (await faulty.list('')).objects.map((object) => object.key);
     expect(keys.filter((key) => key.includes('/-charge-'))).toEqual([]);
   });
+
+  it('a delete of the newest turn keeps the charges stored before it in the totals', async () => {
+    const { faulty, drain, api } = world(true);
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' })).status).toBe(200);
+    faulty.failWhen(recordPut, { times: 1, error: () => new StorageError('the record put failed') });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' })).status).toBe(503);
+    await drain();
+    const before = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    expect((await api.delete(`/v1/sessions/${id}/turns/1`)).status).toBe(200);
+    // The deleted turn's usage stays, as spent; so does the call whose record never landed, once.
+    expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject({
+      input_tokens: before.input_tokens,
+      output_tokens: before.output_tokens,
+    });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' })).status).toBe(200);
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject({
+      input_tokens: before.input_tokens + turns[0].usage.input_tokens,
+      output_tokens: before.output_tokens + turns[0].usage.output_tokens,
+    });
+  });
 });

@@ -3,7 +3,7 @@ import { addToLedger, type Ledger } from '../../ledger/usage.ts';
 import { chargeKey, type LogScope } from '../keys.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
-import type { Head } from './head.ts';
+import { ledgerOf, type Head } from './head.ts';
 import { parsedSpend, shownLedger, storeSpend } from './unbilled.ts';
 
 /**
@@ -37,6 +37,20 @@ export async function billCharges(
   if (counted.length > 0) log.store.delete(counted.map((id) => chargeKey(scope, id))).catch(() => undefined);
   const found = await uncounted(log, scope, listed, named);
   return { ledger: found.reduce(withCharge, ledger), charged: [...counted, ...found.map((charge) => charge.id)] };
+}
+
+/**
+ * `head` with the charges its listing shows counted in its newest record's totals and named in
+ * its `charged`: for a delete of the newest turn, whose fence and next generation carry the totals
+ * on (that generation lists none of this one's charges).
+ */
+export async function withCharges(log: LogContext, head: Head): Promise<Head> {
+  const { newest, cursor, scope } = head;
+  if (!newest || cursor.charges.length === 0) return head;
+  const billed = await billCharges(log, scope, cursor.charges, newest, ledgerOf(newest));
+  const record = { ...newest.record, ledger: billed.ledger, charged: billed.charged };
+  const done = newest.done?.ledger ? { ...newest.done, ledger: billed.ledger } : newest.done;
+  return { ...head, newest: { ...newest, record, done } };
 }
 
 /**

@@ -22,6 +22,7 @@ import { refreshIndex } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
+import { withCharges } from './charges.ts';
 
 /**
  * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
@@ -119,9 +120,11 @@ export async function deleteNewestTurn(
     const previous = await pointBefore(log, head, turn, options);
     // Refused before the fence: a refusal leaves nothing that holds the session.
     forkChainBack(head, previous);
+    // The charges listed count in the fence's totals, and so in the next generation's.
+    const counted = await withCharges(log, head);
     const started = log.clock().getTime();
     const fence: LogRecord = {
-      ...withTotals(forkRecord(stateAt(head.newest), new Date(started).toISOString()), head.newest),
+      ...withTotals(forkRecord(stateAt(head.newest), new Date(started).toISOString()), counted.newest),
       lease_expires_at: new Date(started + log.leaseMs).toISOString(),
     };
     const landed = await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), {
@@ -135,7 +138,7 @@ export async function deleteNewestTurn(
     // The turn is going: the response object the facade kept of it goes first (a GET of its id
     // would answer it, and the turn that takes the number could not keep its own).
     await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
-    const moved = await moveBack(log, head, previous, started);
+    const moved = await moveBack(log, counted, previous, started);
     if (moved) return moved;
     await backoff(attempt);
   }

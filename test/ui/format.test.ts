@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  counted,
   countsText,
   durationText,
   imagePruned,
@@ -38,10 +39,30 @@ describe("the inspector's formatting", () => {
       cost_usd: null,
     };
     const text = countsText({ counts: { items: 4, turns: 2, tool_calls: 0 }, model: 'echo', usage });
-    expect(text).not.toContain('1 completed turns: 15 input tokens');
+    expect(text).not.toContain('1 completed turns');
     expect(text).toContain(
-      "billed (1 completed turns, failed turns' estimates, summaries): 15 input tokens " +
+      "billed (1 completed turn, failed turns' estimates, summaries): 15 input tokens " +
         '(0 cached, 0 written to cache), 4 output (0 reasoning)',
+    );
+  });
+
+  it('writes a count of one in the singular, any other in the plural', () => {
+    expect(counted(1, 'turn')).toBe('1 turn');
+    expect(counted(0, 'turn')).toBe('0 turns');
+    expect(counted(2, 'tool call')).toBe('2 tool calls');
+    const usage = {
+      turns: 1,
+      input_tokens: 1,
+      cached_input_tokens: 0,
+      cache_write_tokens: 0,
+      output_tokens: 1,
+      reasoning_tokens: 0,
+      cost_usd: null,
+    };
+    expect(countsText({ counts: { items: 1, turns: 1, tool_calls: 1 }, model: 'echo', usage })).toBe(
+      '1 item · 1 turn · 1 tool call · model echo · cost unknown · 0% cache read · ' +
+        "billed (1 completed turn, failed turns' estimates, summaries): " +
+        '1 input token (0 cached, 0 written to cache), 1 output (0 reasoning)',
     );
   });
 

@@ -3,7 +3,7 @@
  * (the scale's top and the first and last turn) and a legend.
  */
 import { $, add, el, svg } from './dom.ts';
-import { usageText } from './format.ts';
+import { counted, usageText } from './format.ts';
 
 /** The chart in `box`: the SVG bars between their axis labels, and the legend (swatch class, text). */
 function frame(box: HTMLElement, turns: any[], bars: SVGElement, top: string, legend: [string, string][]): void {
@@ -51,8 +51,8 @@ export function renderPromptChart(newestFirst: any[]): void {
     preserveAspectRatio: 'none',
     role: 'img',
     'aria-label':
-      `Prompt size of ${turns.length} turns (grey) and the part reused from the previous turn (blue); ${epochs} ` +
-      `turns reused less than the previous prompt.`,
+      `Prompt size of ${counted(turns.length, 'turn')} (grey) and the part reused from the previous turn (blue); ` +
+      `${counted(epochs, 'turn')} reused less than the previous prompt.`,
   });
   turns.forEach((turn, index) => {
     const size = turn.context?.prompt_chars ?? 0;
@@ -64,12 +64,12 @@ export function renderPromptChart(newestFirst: any[]): void {
       svg(
         'rect',
         { x: index * width, y: height - h, width: width - 1, height: h, class: 'bar-total' },
-        svg('title', {}, `turn ${turn.turn}: ${size} chars, ${reused} reused`),
+        svg('title', {}, `turn ${turn.turn}: ${counted(size, 'char')}, ${reused} reused`),
       ),
       svg('rect', { x: index * width, y: height - r, width: width - 1, height: r, class: 'bar-reused' }),
     );
   });
-  frame($('strip-chart'), turns, chart, `${max.toLocaleString('en')} chars`, [
+  frame($('strip-chart'), turns, chart, `${max.toLocaleString('en')} ${max === 1 ? 'char' : 'chars'}`, [
     ['swatch-total', 'prompt size'],
     ['swatch-reused', 'reused from the previous prompt'],
   ]);
@@ -84,7 +84,7 @@ export function renderCostChart(newestFirst: any[]): void {
     viewBox: `0 0 ${Math.max(1, turns.length) * 6} ${height}`,
     preserveAspectRatio: 'none',
     role: 'img',
-    'aria-label': `Cost and cache-read share of ${turns.length} turns`,
+    'aria-label': `Cost and cache-read share of ${counted(turns.length, 'turn')}`,
   });
   const bar = (x: number, fraction: number, kind: string, text: string) =>
     add(

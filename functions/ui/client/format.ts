@@ -1,5 +1,10 @@
 /** Text for the inspector's rows and charts: pure functions of the API's objects. */
 
+/** A count and its noun, singular for one: "1 turn", "2 turns" (`plural` when not the noun and "s"). */
+export function counted(count: number, noun: string, plural = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : plural}`;
+}
+
 /** Cost and cache-read share of a turn's or a session's usage, for a summary line. */
 export function usageText(usage: any): string {
   if (!usage) return '';
@@ -24,7 +29,7 @@ export function turnSummary(turn: any): string {
   }
   // A turn closed before its receipt was written (cancelled, or refused at its claim) has neither.
   const model = turn.model ? ` · ${turn.model}` : '';
-  const size = typeof turn.context?.prompt_chars === 'number' ? ` · ${turn.context.prompt_chars} chars` : '';
+  const size = typeof turn.context?.prompt_chars === 'number' ? ` · ${counted(turn.context.prompt_chars, 'char')}` : '';
   return `Turn ${turn.turn} · ${turn.status}${model}${size}${reusedText(turn)}${usageText(turn.usage)}`;
 }
 
@@ -74,7 +79,8 @@ export function imagePruned(compactedAs: any): boolean {
 /** A session's counts line. */
 export function countsText(session: any): string {
   return (
-    `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · ` +
+    `${counted(session.counts.items, 'item')} · ${counted(session.counts.turns, 'turn')} · ` +
+    `${counted(session.counts.tool_calls, 'tool call')} · ` +
     `model ${session.model ?? 'default'}${usageText(session.usage)}${tokensText(session.usage)}`
   );
 }
@@ -86,8 +92,8 @@ export function countsText(session: any): string {
 function tokensText(usage: any): string {
   if (!usage) return '';
   return (
-    ` · billed (${usage.turns} completed turns, failed turns' estimates, summaries): ` +
-    `${usage.input_tokens} input tokens ` +
+    ` · billed (${counted(usage.turns, 'completed turn')}, failed turns' estimates, summaries): ` +
+    `${counted(usage.input_tokens, 'input token')} ` +
     `(${usage.cached_input_tokens} cached, ${usage.cache_write_tokens} written to cache), ` +
     `${usage.output_tokens} output (${usage.reasoning_tokens} reasoning)`
   );

@@ -2,9 +2,10 @@
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
 import { preview } from './config.ts';
+import { counted } from './format.ts';
 import { pagedByButton, pagesAfter } from './paging.ts';
 import { may } from './token.ts';
-import { ApiError, report, Unauthorized } from './view.ts';
+import { ApiError, report, showLoadError, Unauthorized } from './view.ts';
 
 const LISTS = ['inbox-pending', 'inbox-delivered'];
 
@@ -16,7 +17,7 @@ function showUnreadable(): void {
   }
 }
 
-const pendingRow = (notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`);
+const pendingRow = (notice: any) => el('li', {}, `${notice.name} (${counted(notice.size, 'byte')})`);
 
 const deliveredRow = (notice: any) =>
   el(
@@ -35,23 +36,21 @@ const deliveredRow = (notice: any) =>
 export async function refreshInbox(id: string): Promise<void> {
   if (!may('inbox:read')) return showUnreadable();
   const base = sessionPath(id, '/inbox');
+  // A list that failed to load says so under it, with a Retry button; a 403 is thrown on.
+  const load = async (list: string, noun: string, path: string, key: string, row: (record: any) => Node) => {
+    try {
+      await pagedByButton($(list), $(`${list}-more`), `More ${noun}`, pagesAfter(path, key, row));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 403) throw error;
+      showLoadError($(`${list}-more`), `The ${noun}`, error, () => void load(list, noun, path, key, row).catch(report));
+    }
+  };
   try {
     await Promise.all([
-      pagedByButton(
-        $('inbox-pending'),
-        $('inbox-pending-more'),
-        'More pending notices',
-        pagesAfter(base, 'pending', pendingRow),
-      ),
-      pagedByButton(
-        $('inbox-delivered'),
-        $('inbox-delivered-more'),
-        'More delivered notices',
-        pagesAfter(`${base}/delivered`, 'delivered', deliveredRow),
-      ),
+      load('inbox-pending', 'pending notices', base, 'pending', pendingRow),
+      load('inbox-delivered', 'delivered notices', `${base}/delivered`, 'delivered', deliveredRow),
     ]);
-  } catch (error) {
-    if (!(error instanceof ApiError && error.status === 403)) throw error;
+  } catch {
     showUnreadable();
   }
 }

@@ -6,7 +6,7 @@ import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
 import { pagedByButton, pagesAfter } from './paging.ts';
 import { boundSession, may } from './token.ts';
-import { Unauthorized } from './view.ts';
+import { showLoadError, Unauthorized } from './view.ts';
 
 /** A link to session `id`; its id alone for a token bound to another session, which could not open it. */
 function sessionLink(id: string): HTMLElement {
@@ -25,13 +25,21 @@ export function renderLineage(session: any): void {
 /** The fork list last asked for: an earlier one answered late is not shown. */
 let latestForks: HTMLElement | null = null;
 
-/** The session's live forks, each linked, with a button for the next page while there is one. */
+/**
+ * The session's live forks, each linked, with a button for the next page while there is one; a
+ * list that failed to load says so in its place, with a Retry button.
+ */
 export async function renderForks(id: string): Promise<void> {
   const list = el('ul', { class: 'fork-list' });
   const more = el('div');
   latestForks = list;
   const row = (fork: any) => el('li', {}, sessionLink(fork.id), ` after seq ${fork.seq}`);
-  await pagedByButton(list, more, 'More forks', pagesAfter(sessionPath(id, '/forks'), 'forks', row));
+  try {
+    await pagedByButton(list, more, 'More forks', pagesAfter(sessionPath(id, '/forks'), 'forks', row));
+  } catch (error) {
+    if (latestForks === list) showLoadError($('session-forks'), 'The forks', error, () => void renderForks(id));
+    return;
+  }
   if (latestForks === list && (list.childElementCount > 0 || more.childElementCount > 0))
     $('session-forks').replaceChildren(el('p', {}, 'Forks:'), list, more);
 }

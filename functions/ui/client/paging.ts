@@ -4,20 +4,31 @@
  */
 import { api } from './api.ts';
 import { add, el } from './dom.ts';
-import { keepLoader, report } from './view.ts';
+import { counted } from './format.ts';
+import { keepLoader, showLoadError } from './view.ts';
 
-/** Calls `load` whenever `sentinel` scrolls into view, until it returns false or is stopped. */
-export function onScrollEnd(sentinel: HTMLElement, load: () => Promise<boolean>): () => void {
+/**
+ * Calls `load` whenever `sentinel` scrolls into view, until it returns false or is stopped. A
+ * load that failed says so in `sentinel` (`what()` could not be loaded) with a Retry button,
+ * which loads again.
+ */
+export function onScrollEnd(sentinel: HTMLElement, load: () => Promise<boolean>, what: () => string): () => void {
   let busy = false;
   let stopped = false;
   const observer = new IntersectionObserver(async (entries) => {
     if (!entries.some((entry) => entry.isIntersecting) || busy || stopped) return;
     busy = true;
-    let more = false;
+    let more: boolean;
     try {
       more = await load();
     } catch (error) {
-      report(error);
+      observer.unobserve(sentinel);
+      if (!stopped)
+        showLoadError(sentinel, what(), error, () => {
+          sentinel.textContent = 'Loading…';
+          observer.observe(sentinel);
+        });
+      return;
     } finally {
       busy = false;
     }
@@ -38,7 +49,8 @@ export function onScrollEnd(sentinel: HTMLElement, load: () => Promise<boolean>)
 
 /**
  * Loads pages into `list` while `sentinel` scrolls into view: `fetchPage(cursor)` gives a
- * page's rows and the next cursor (null at the end).
+ * page's rows and the next cursor (null at the end). `noun` names a row ("turn"); a page that
+ * failed to load says so in `sentinel`, with a Retry button.
  */
 export function paged(
   list: HTMLElement,
@@ -50,13 +62,17 @@ export function paged(
   let cursor: string | null = null;
   sentinel.textContent = 'Loading…';
   keepLoader(
-    onScrollEnd(sentinel, async () => {
-      const page = await fetchPage(cursor);
-      add(list, ...page.rows);
-      cursor = page.next;
-      sentinel.textContent = cursor === null ? `${list.children.length} ${noun}` : `Scroll for more ${noun}…`;
-      return cursor !== null;
-    }),
+    onScrollEnd(
+      sentinel,
+      async () => {
+        const page = await fetchPage(cursor);
+        add(list, ...page.rows);
+        cursor = page.next;
+        sentinel.textContent = cursor === null ? counted(list.children.length, noun) : `Scroll for more ${noun}s…`;
+        return cursor !== null;
+      },
+      () => (cursor === null ? `The ${noun}s` : `More ${noun}s`),
+    ),
   );
 }
 
@@ -96,12 +112,11 @@ export async function pagedByButton(
     const next = page.next;
     if (next === null) return;
     const button = el('button', { type: 'button' }, label) as HTMLButtonElement;
+    // A page that failed to load says so in `more`, with a Retry button.
+    const loadNext = () => load(next).catch((error) => showLoadError(more, label, error, () => void loadNext()));
     button.addEventListener('click', () => {
       button.disabled = true;
-      load(next).catch((error) => {
-        button.disabled = false;
-        report(error);
-      });
+      void loadNext();
     });
     more.appendChild(button);
   };
@@ -110,6 +125,6 @@ export async function pagedByButton(
 
 /** A fully loaded list's sentinel ("12 turns") counted again after rows came or went. */
 export function recount(list: HTMLElement, sentinel: HTMLElement, noun: string): void {
-  if (new RegExp(`^\\d+ ${noun}$`).test(sentinel.textContent ?? ''))
-    sentinel.textContent = `${list.children.length} ${noun}`;
+  if (new RegExp(`^\\d+ ${noun}s?$`).test(sentinel.textContent ?? ''))
+    sentinel.textContent = counted(list.children.length, noun);
 }

@@ -5,21 +5,29 @@
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
-import { keepLoader, report } from './view.ts';
+import { counted } from './format.ts';
+import { keepLoader, report, showLoadError } from './view.ts';
 
 let timer: ReturnType<typeof setTimeout> | undefined;
 let stopKept = false;
 
+/** Reads the queue; one that failed to load says so in its place, with a Retry button. */
 export async function refreshQueue(id: string): Promise<void> {
   clearTimeout(timer);
-  const page = await api(sessionPath(id, '/queue'));
+  let page: any;
+  try {
+    page = await api(sessionPath(id, '/queue'));
+  } catch (error) {
+    showLoadError($('queue-empty'), 'The queue', error, () => void refreshQueue(id));
+    return;
+  }
   $('queue-list').replaceChildren(
     ...page.queued.map((input: any) =>
       el(
         'li',
         { 'data-queued-turn': input.queued_turn, title: `queued ${input.enqueued_at}` },
         `${input.preview}${input.preview_truncated ? '…' : ''}`,
-        el('span', { class: 'muted' }, ` (${input.items} item${input.items === 1 ? '' : 's'})`),
+        el('span', { class: 'muted' }, ` (${counted(input.items, 'item')})`),
       ),
     ),
   );

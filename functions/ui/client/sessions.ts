@@ -19,7 +19,7 @@ export function listSessions(): void {
   const pageOf = (after: string | null, signal?: AbortSignal) =>
     api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`, signal ? { signal } : {});
   let ready = false;
-  paged(body, $('list-more'), 'sessions', async (after) => {
+  paged(body, $('list-more'), 'session', async (after) => {
     const page = await pageOf(after);
     ready = true;
     return { rows: page.sessions.map(sessionRow), next: page.has_more ? page.next_after : null };
@@ -84,7 +84,7 @@ function mergeFirstPage(body: HTMLElement, page: any): void {
     });
   }
   prepend(body, ...added);
-  recount(body, $('list-more'), 'sessions');
+  recount(body, $('list-more'), 'session');
 }
 
 function matchesSearch(id: string): boolean {

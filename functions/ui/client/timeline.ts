@@ -6,7 +6,7 @@
 import { api, PAGE, sessionPath } from './api.ts';
 import { renderCostChart, renderPromptChart } from './chart.ts';
 import { $, el, prepend } from './dom.ts';
-import { turnSummary } from './format.ts';
+import { counted, turnSummary } from './format.ts';
 import { paged, recount } from './paging.ts';
 import { followTurn, isOpen } from './live.ts';
 import { refreshQueue } from './queue.ts';
@@ -57,7 +57,7 @@ export function loadTimeline(id: string): Timeline {
     shown.set(turn.turn, { entry, turn, ...(end ? { end } : {}) });
     return entry;
   };
-  paged(list, $('timeline-more'), 'turns', async (before) => {
+  paged(list, $('timeline-more'), 'turn', async (before) => {
     const page = await api(sessionPath(id, `/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`));
     const turns = page.turns.filter((turn: any) => !shown.has(turn.turn));
     loaded.push(...turns);
@@ -112,7 +112,7 @@ export function loadTimeline(id: string): Timeline {
         if (added.length === 0 && !changed) return false;
         loaded = [...shown.values()].map((known) => known.turn).sort((a, b) => b.turn - a.turn);
         charts();
-        recount(list, $('timeline-more'), 'turns');
+        recount(list, $('timeline-more'), 'turn');
         return added.length > 0;
       });
     },
@@ -170,7 +170,7 @@ function turnRow(id: string, turn: any): HTMLElement {
       'summary',
       {},
       turnSummary(turn),
-      notices > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${notices} notice(s)`) : null,
+      notices > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${counted(notices, 'notice')}`) : null,
       turn.error && turn.status !== 'aborted' ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
     ),
   );

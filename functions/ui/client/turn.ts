@@ -1,11 +1,13 @@
 /** An expanded turn: its times, its input and output, and what the model saw (its receipt). */
 import { api, sessionPath } from './api.ts';
 import { add, el, timeAgo } from './dom.ts';
-import { durationText } from './format.ts';
+import { counted, durationText } from './format.ts';
 import { itemRow } from './items.ts';
 import { forkButton } from './lineage.ts';
 import { onScrollEnd } from './paging.ts';
 import { keepLoader } from './view.ts';
+
+const tokens = (count: number, kind: string) => counted(count, `${kind} token`);
 
 export async function expandTurn(id: string, turn: any, details: HTMLElement): Promise<void> {
   const detail = await api(sessionPath(id, `/turns/${turn.turn}`));
@@ -24,7 +26,9 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
       'started ',
       started,
       ` · ${took} · strategies ${turn.strategies.join(', ')}` +
-        (turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''),
+        (turn.usage
+          ? ` · ${tokens(turn.usage.input_tokens, 'input')}, ${tokens(turn.usage.output_tokens, 'output')}`
+          : ''),
     ),
   );
   add(body, forkButton(id, turn.turn));
@@ -76,8 +80,8 @@ async function renderSeen(id: string, turn: any, receipt: any, seen: HTMLElement
       entry.synthetic === 'context_notice'
         ? `Context notice (position ${entry.index}): ${entry.content ?? ''}`
         : entry.synthetic === 'inbox'
-          ? `Inbox notice ${entry.name ?? ''} (position ${entry.index}, ${entry.chars} chars)`
-          : `Summary (position ${entry.index}, ${entry.chars} chars)`;
+          ? `Inbox notice ${entry.name ?? ''} (position ${entry.index}, ${counted(entry.chars, 'char')})`
+          : `Summary (position ${entry.index}, ${counted(entry.chars, 'char')})`;
     add(synthetic, el('li', { class: `mark synthetic-${entry.synthetic}` }, text));
   }
   if (receipt.synthetic.length > 0) add(seen, synthetic);
@@ -98,5 +102,5 @@ async function renderSeen(id: string, turn: any, receipt: any, seen: HTMLElement
     return page.has_more as boolean;
   };
   // The newest page at once; older ones as the list's end scrolls into view.
-  if (await loadItems()) keepLoader(onScrollEnd(sentinel, loadItems));
+  if (await loadItems()) keepLoader(onScrollEnd(sentinel, loadItems, () => 'Older items'));
 }

@@ -2,7 +2,7 @@
  * Which of the page's views shows, the status line, and the loaders of the current view
  * (stopped when the view changes or the token is asked for).
  */
-import { $ } from './dom.ts';
+import { $, el } from './dom.ts';
 
 export const TOKEN_KEY = 'tailgate.token';
 
@@ -51,4 +51,22 @@ export function status(message: string): void {
 export function report(error: unknown): void {
   if (error instanceof Unauthorized) return;
   status(error instanceof Error ? error.message : String(error));
+}
+
+/**
+ * Shows in `where` (in place of what it held) that `what` could not be loaded, why, and a Retry
+ * button calling `retry`, as a turn's row says it could not be loaded; a 401 shows nothing (the
+ * token form shows).
+ */
+export function showLoadError(where: HTMLElement, what: string, error: unknown, retry: () => void): void {
+  if (error instanceof Unauthorized) return;
+  const reason = error instanceof Error ? error.message : String(error);
+  const button = el('button', { type: 'button' }, 'Retry');
+  button.addEventListener('click', () => {
+    where.querySelector(':scope > .load-error')?.remove();
+    retry();
+  });
+  where.replaceChildren(
+    el('p', { class: 'error load-error', role: 'alert' }, `${what} could not be loaded (${reason}). `, button),
+  );
 }

@@ -91,23 +91,28 @@ export const INSPECTOR_PAGE = `<!doctype html>
                 <ol id="timeline" class="timeline"></ol>
                 <p id="timeline-more" class="muted" aria-live="polite"></p>
               </section>
-              <section aria-labelledby="queue-title">
+              <section id="queue-section" aria-labelledby="queue-title">
                 <h3 id="queue-title">Queued inputs, next first</h3>
                 <ol id="queue-list"></ol>
                 <p id="queue-empty" class="muted" aria-live="polite"></p>
               </section>
             </div>
+            <section id="chat-section" aria-labelledby="chat-title">
+              <h3 id="chat-title">Take a turn</h3>
+              <form id="chat-form">
+                <label for="chat-input">Input</label>
+                <textarea id="chat-input" rows="3"></textarea>
+                <div class="row">
+                  <label for="chat-image">Image (or paste one)</label>
+                  <input id="chat-image" type="file" accept="image/png,image/jpeg,image/gif,image/webp" />
+                </div>
+                <p id="chat-attached" class="row"></p>
+                <button type="submit" id="chat-send">Send (streamed)</button>
+              </form>
+              <pre id="chat-output" aria-live="polite"></pre>
+            </section>
             <aside class="side-column">
-              <section id="chat-section" aria-labelledby="chat-title">
-                <h3 id="chat-title">Take a turn</h3>
-                <form id="chat-form">
-                  <label for="chat-input">Input</label>
-                  <textarea id="chat-input" rows="3" required></textarea>
-                  <button type="submit" id="chat-send">Send (streamed)</button>
-                </form>
-                <pre id="chat-output" aria-live="polite"></pre>
-              </section>
-              <section aria-labelledby="inbox-title">
+              <section id="inbox-section" aria-labelledby="inbox-title">
                 <h3 id="inbox-title">Inbox</h3>
                 <form id="notice-form">
                   <label for="notice-name">Name</label>

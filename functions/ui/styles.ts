@@ -44,7 +44,16 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
   clip: rect(0 0 0 0);
   white-space: nowrap;
 }
-.columns { display: grid; grid-template-columns: minmax(0, 2fr) minmax(16rem, 1fr); gap: 1.5rem; }
+.columns {
+  display: grid;
+  grid-template-columns: minmax(0, 2fr) minmax(16rem, 1fr);
+  grid-template-rows: auto 1fr;
+  grid-template-areas: "timeline chat" "timeline side";
+  gap: 0 1.5rem;
+}
+.timeline-column { grid-area: timeline; }
+#chat-section { grid-area: chat; }
+.side-column { grid-area: side; }
 .timeline { list-style: none; padding: 0; margin: 0; }
 .turn { border: 1px solid #d0d0d0; border-radius: 4px; margin: 0.3rem 0; padding: 0.3rem 0.6rem; }
 .turn summary { cursor: pointer; }
@@ -85,5 +94,18 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
 .counts dd { margin: 0; font-variant-numeric: tabular-nums; }
 .field { display: inline-block; margin-right: 0.5rem; }
 .field input { width: 7rem; }
-@media (max-width: 50rem) { .columns { grid-template-columns: 1fr; } }
+/* One column: the chat box follows the timeline, kept at the viewport's bottom while the timeline scrolls by. */
+@media (max-width: 50rem) {
+  .columns { grid-template-columns: 1fr; grid-template-rows: none; grid-template-areas: "timeline" "chat" "side"; }
+  #chat-section {
+    position: sticky;
+    bottom: 0;
+    z-index: 1;
+    background: #ffffff;
+    border-top: 1px solid #d0d0d0;
+    padding-bottom: 0.3rem;
+  }
+  #chat-section h3 { margin: 0.3rem 0; font-size: 1rem; }
+  #chat-output { max-height: 30vh; overflow-y: auto; }
+}
 `;

@@ -1,6 +1,7 @@
 /** The chat box: a streamed turn (server-sent events read from fetch), its text as it comes. */
 import { authorization, sessionPath, unauthorized } from './api.ts';
-import { $ } from './dom.ts';
+import { $, el } from './dom.ts';
+import { counted } from './format.ts';
 import { readEvents } from './sse.ts';
 
 /** The chat box's view: counted up each time it is emptied for another session (or token). */
@@ -15,11 +16,74 @@ export function clearChat(): void {
   $('chat-output').replaceChildren();
 }
 
+/** The image attached to the next turn (picked or pasted), and its preview's object URL. */
+let attached: { file: File; url: string } | null = null;
+
+/** The image the next turn sends, or null. */
+export const attachedImage = (): File | null => attached?.file ?? null;
+
+/** Attaches `file` (an image) to the next turn, in place of any before: its thumbnail, name and size, and Remove. */
+function attach(file: File | null): void {
+  if (attached) URL.revokeObjectURL(attached.url);
+  attached = file ? { file, url: URL.createObjectURL(file) } : null;
+  const remove = el('button', { type: 'button', class: 'remove-image' }, 'Remove');
+  remove.addEventListener('click', () => attach(null));
+  $('chat-attached').replaceChildren(
+    ...(attached
+      ? [
+          el('img', { class: 'thumb', src: attached.url, alt: `${attached.file.name}, to be sent` }),
+          `${attached.file.name} (${counted(attached.file.size, 'byte')}) `,
+          remove,
+        ]
+      : []),
+  );
+  if (!file) $<HTMLInputElement>('chat-image').value = '';
+}
+
+/** Detaches the image once its turn was taken. */
+export const detachImage = (): void => attach(null);
+
+/** Wires the image picker and pasting an image into the input. */
+export function wireImage(): void {
+  const picker = $<HTMLInputElement>('chat-image');
+  picker.addEventListener('change', () => attach(picker.files?.[0] ?? null));
+  $('chat-input').addEventListener('paste', (event) => {
+    const image = [...(event.clipboardData?.files ?? [])].find((file) => file.type.startsWith('image/'));
+    if (!image) return;
+    event.preventDefault();
+    attach(image);
+  });
+}
+
+/** A file's bytes as a base64 `data:` URL. */
+function dataUrl(file: File): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result as string);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
 /**
- * Takes a turn of `input`, its text shown while the chat box shows the view it was sent from;
- * returns whether the API took it (false: refused, or the connection failed, and the box says so).
+ * A turn's input: the text alone, or with an image one user message of an `input_text` part
+ * (none for no text) and an `input_image` part (a base64 `data:` URL, docs/API.md "Content parts").
  */
-export async function takeTurn(id: string, input: string): Promise<boolean> {
+async function turnInput(text: string, image: File | null): Promise<unknown> {
+  if (!image) return text;
+  const content = [
+    ...(text.trim() ? [{ type: 'input_text', text }] : []),
+    { type: 'input_image', image_url: await dataUrl(image) },
+  ];
+  return [{ type: 'message', role: 'user', content }];
+}
+
+/**
+ * Takes a turn of `input` (and `image`, when one), its text shown while the chat box shows the
+ * view it was sent from; returns whether the API took it (false: refused, or the connection
+ * failed, and the box says so).
+ */
+export async function takeTurn(id: string, input: string, image: File | null = null): Promise<boolean> {
   const sentFrom = view;
   const write = (text: string, append = true) => {
     if (view !== sentFrom) return;
@@ -28,7 +92,7 @@ export async function takeTurn(id: string, input: string): Promise<boolean> {
   };
   write('', false);
   try {
-    return await streamTurn(id, input, write);
+    return await streamTurn(id, await turnInput(input, image), write);
   } catch (error) {
     // The network, before the answer or during it: whether the turn ran, the timeline tells.
     if (!(error instanceof TypeError)) throw error;
@@ -38,7 +102,7 @@ export async function takeTurn(id: string, input: string): Promise<boolean> {
   }
 }
 
-async function streamTurn(id: string, input: string, write: (text: string, append?: boolean) => void) {
+async function streamTurn(id: string, input: unknown, write: (text: string, append?: boolean) => void) {
   const response = await fetch(sessionPath(id, '/turns'), {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...authorization() },

@@ -1,6 +1,6 @@
 /** The session view: counts, config, inbox and timeline of the session in the URL's hash. */
 import { api, sessionPath } from './api.ts';
-import { chatView, clearChat, takeTurn } from './chat.ts';
+import { attachedImage, chatView, clearChat, detachImage, takeTurn, wireImage } from './chat.ts';
 import { preview, renderConfig } from './config.ts';
 import { $ } from './dom.ts';
 import { countsText } from './format.ts';
@@ -104,19 +104,24 @@ function followSession(id: string, session: any, timeline: Timeline): void {
  * Once another session's view shows, the turn changes nothing more in the page.
  */
 export function wireChat(): void {
+  wireImage();
   const send = $<HTMLButtonElement>('chat-send');
   $('chat-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     const id = currentSession();
     const input = $<HTMLTextAreaElement>('chat-input').value;
-    if (!id || !input.trim() || send.disabled) return;
+    const image = attachedImage();
+    if (!id || (!input.trim() && !image) || send.disabled) return;
     const view = chatView();
     send.disabled = true;
     try {
-      const taken = await takeTurn(id, input);
+      const taken = await takeTurn(id, input, image);
       if (chatView() !== view) return;
-      // A refused turn stored nothing: its input stays, to send again.
-      if (taken) $<HTMLTextAreaElement>('chat-input').value = '';
+      // A refused turn stored nothing: its input (and image) stays, to send again.
+      if (taken) {
+        $<HTMLTextAreaElement>('chat-input').value = '';
+        if (attachedImage() === image) detachImage();
+      }
       updateNow();
       void refreshInbox(id).catch(report);
       void preview(id).catch(report);

@@ -1,0 +1,182 @@
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiCaller, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+
+/**
+ * The inspector's panels in Debian's Chromium against the Node server (functions/node.ts, files
+ * in a temporary DATA_DIR): a panel that failed to load says so in place with a Retry button, the
+ * chat box stays reachable in the one-column layout, counts read in the singular for one, and
+ * the chat box sends an image with its text.
+ */
+const TOKEN = 'ui-panels-token';
+let node: InspectorNode;
+
+beforeAll(async () => {
+  node = await startInspectorNode({ API_TOKEN: TOKEN });
+}, 120_000);
+
+afterAll(() => node?.close());
+
+const call = apiCaller(() => node.origin, TOKEN);
+
+/** The inspector at `hash`, in a tab of its own holding the token, `width` pixels wide. */
+async function open(hash: string, width = 1400, height = 1000): Promise<Page> {
+  const context = await node.browser.newContext({ viewport: { width, height } });
+  await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), TOKEN);
+  const page = await context.newPage();
+  await page.goto(`${node.origin}/ui${hash}`);
+  return page;
+}
+
+/** Session `id` with `turns` turns taken. */
+async function sessionWithTurns(id: string, turns: number): Promise<void> {
+  await call('POST', '/v1/sessions', { id });
+  for (let index = 1; index <= turns; index++) await call('POST', `/v1/sessions/${id}/turns`, { input: `t${index}` });
+}
+
+describe("the inspector's panels", () => {
+  it('the inbox, the forks and the queue that failed to load say so in place, and load on Retry', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('panel-errors', 1);
+    await call('POST', '/v1/sessions/panel-errors/fork', { at_turn: 1, id: 'panel-errors-fork' });
+    await call('POST', '/v1/sessions/panel-errors/inbox', { name: 'n.md', content: 'note' });
+    const context = await node.browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), TOKEN);
+    const page = await context.newPage();
+    for (const rest of ['/inbox', '/forks', '/queue'])
+      await page.route(
+        (url) => url.pathname === `/v1/sessions/panel-errors${rest}`,
+        (route) => route.abort(),
+        {
+          times: 1,
+        },
+      );
+    await page.goto(`${node.origin}/ui#/s/panel-errors`);
+    for (const [panel, what] of [
+      ['#inbox-section', 'The pending notices'],
+      ['#session-forks', 'The forks'],
+      ['#queue-section', 'The queue'],
+    ] as const) {
+      const error = page.locator(`${panel} .load-error`);
+      await expect.poll(() => error.first().textContent()).toBe(`${what} could not be loaded (Failed to fetch). Retry`);
+      expect(await error.count()).toBe(1);
+      expect(await error.getAttribute('role')).toBe('alert');
+      await error.getByRole('button', { name: 'Retry' }).click();
+      await expect.poll(() => page.locator(`${panel} .load-error`).count()).toBe(0);
+    }
+    await expect.poll(() => page.locator('#inbox-pending li').textContent()).toBe('n.md (4 bytes)');
+    await expect.poll(() => page.locator('#session-forks li a').textContent()).toBe('panel-errors-fork');
+    await expect.poll(() => page.locator('#queue-empty').textContent()).toBe('Nothing queued.');
+    expect(await page.locator('#status').textContent()).toBe('');
+    await context.close();
+  });
+
+  it('a page of older turns that failed to load says so at the list’s end, and loads on Retry', {
+    timeout: 120_000,
+  }, async () => {
+    await sessionWithTurns('older-error', 31);
+    const context = await node.browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), TOKEN);
+    const page = await context.newPage();
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/older-error/turns' && url.searchParams.has('before'),
+      (route) => route.abort(),
+      { times: 1 },
+    );
+    await page.goto(`${node.origin}/ui#/s/older-error`);
+    await page.locator('details.turn[data-turn="2"]').waitFor();
+    await page.locator('#timeline-more').scrollIntoViewIfNeeded();
+    const error = page.locator('#timeline-more .load-error');
+    await expect.poll(() => error.textContent()).toBe('More turns could not be loaded (Failed to fetch). Retry');
+    await error.getByRole('button', { name: 'Retry' }).click();
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await expect.poll(() => page.locator('#timeline-more').textContent()).toBe('31 turns');
+    expect(await page.locator('#status').textContent()).toBe('');
+    await context.close();
+  });
+
+  it('in the one-column layout the chat box stays in view over a long timeline', { timeout: 120_000 }, async () => {
+    await sessionWithTurns('narrow-chat', 30);
+    const page = await open('#/s/narrow-chat', 420, 800);
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    const inView = () =>
+      page.locator('#chat-input').evaluate((input) => {
+        const box = input.getBoundingClientRect();
+        return box.top >= 0 && box.bottom <= window.innerHeight;
+      });
+    expect(await inView()).toBe(true);
+    await page.locator('details.turn[data-turn="15"]').scrollIntoViewIfNeeded();
+    expect(await inView()).toBe(true);
+    // It covers no turn's row at the end of the timeline.
+    await page.locator('#chat-input').fill('from a phone');
+    await page.locator('#chat-send').click();
+    await page.locator('details.turn[data-turn="31"]').waitFor();
+    await context(page).close();
+  });
+
+  it('counts of one read in the singular', { timeout: 60_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'singular' });
+    await call('POST', '/v1/sessions/singular/inbox', { name: 'one.md', content: 'x' });
+    await call('POST', '/v1/sessions/singular/turns', {
+      input: [
+        { type: 'function_call', call_id: 'c1', name: 'look', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c1', output: 'o' },
+      ],
+    });
+    const page = await open('#/s/singular');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await expect.poll(() => page.locator('#timeline-more').textContent()).toBe('1 turn');
+    expect(await page.locator('#session-counts').textContent()).toContain('1 turn · 1 tool call ·');
+    expect(await page.locator('#session-counts').textContent()).toContain('(1 completed turn,');
+    expect(await page.locator('details.turn[data-turn="1"] .inbox-mark').textContent()).toBe(' 1 notice');
+    await context(page).close();
+  });
+
+  it('the chat box sends an image, picked or pasted, with its text as one message', { timeout: 60_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'chat-image' });
+    const page = await open('#/s/chat-image');
+    await page.locator('#timeline-more').filter({ hasText: '0 turns' }).waitFor();
+    await page.locator('#chat-image').setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: PNG });
+    await expect.poll(() => page.locator('#chat-attached').textContent()).toBe('dot.png (68 bytes) Remove');
+    expect(await page.locator('#chat-attached img').getAttribute('alt')).toBe('dot.png, to be sent');
+    await page.locator('#chat-input').fill('what is this?');
+    await page.locator('#chat-send').click();
+    await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 1 completed]');
+    expect(await page.locator('#chat-attached').textContent()).toBe('');
+    // The user's messages, oldest first.
+    const inputs = async () =>
+      ((await call('GET', '/v1/sessions/chat-image/items')).items as any[])
+        .filter((item) => item.role === 'user')
+        .sort((a, b) => a.seq - b.seq);
+    expect((await inputs())[0].content).toEqual([
+      { type: 'input_text', text: 'what is this?' },
+      expect.objectContaining({ type: 'input_image', media_type: 'image/png', bytes: 68, width: 1, height: 1 }),
+    ]);
+    // A pasted image is attached as a picked one: an image alone is a turn.
+    await page.locator('#chat-input').focus();
+    await page.evaluate(
+      (bytes) => {
+        const data = new DataTransfer();
+        data.items.add(new File([new Uint8Array(bytes)], 'pasted.png', { type: 'image/png' }));
+        document
+          .getElementById('chat-input')!
+          .dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+      },
+      [...PNG],
+    );
+    await expect.poll(() => page.locator('#chat-attached').textContent()).toBe('pasted.png (68 bytes) Remove');
+    await page.locator('#chat-send').click();
+    await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 2 completed]');
+    expect((await inputs())[1].content).toEqual([expect.objectContaining({ type: 'input_image', bytes: 68 })]);
+    await context(page).close();
+  });
+});
+
+const context = (page: Page) => page.context();
+
+/** A 1x1 PNG. */
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=',
+  'base64',
+);

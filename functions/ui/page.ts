@@ -101,13 +101,14 @@ export const INSPECTOR_PAGE = `<!doctype html>
               <h3 id="chat-title">Take a turn</h3>
               <form id="chat-form">
                 <label for="chat-input">Input</label>
-                <textarea id="chat-input" rows="3"></textarea>
+                <textarea id="chat-input" rows="3" aria-describedby="chat-keys"></textarea>
+                <p id="chat-keys" class="muted hint">Ctrl+Enter sends; paste an image to attach it.</p>
                 <div class="row">
-                  <label for="chat-image">Image (or paste one)</label>
+                  <label for="chat-image">Image</label>
                   <input id="chat-image" type="file" accept="image/png,image/jpeg,image/gif,image/webp" />
+                  <button type="submit" id="chat-send">Send (streamed)</button>
                 </div>
                 <p id="chat-attached" class="row"></p>
-                <button type="submit" id="chat-send">Send (streamed)</button>
               </form>
               <pre id="chat-output" aria-live="polite"></pre>
             </section>
@@ -140,7 +141,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
                 <h3 id="config-title">Strategies and thresholds</h3>
                 <form id="config-form">
                   <label for="config-strategies">Strategies (comma-separated)</label>
-                  <input id="config-strategies" autocomplete="off" />
+                  <input id="config-strategies" autocomplete="off" placeholder="default" />
                   <div id="config-thresholds"></div>
                   <button type="submit" id="config-save">Save (PATCH)</button>
                 </form>

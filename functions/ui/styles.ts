@@ -93,6 +93,9 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
 .counts { display: grid; grid-template-columns: auto auto; gap: 0.1rem 1rem; }
 .counts dd { margin: 0; font-variant-numeric: tabular-nums; }
 .field { display: inline-block; margin-right: 0.5rem; }
+.hint { font-size: 0.8rem; margin: 0.1rem 0 0.3rem; }
+#chat-attached:empty, #chat-output:empty { display: none; }
+#chat-attached .thumb { max-height: 48px; }
 .field input { width: 7rem; }
 /* One column: the chat box follows the timeline, kept at the viewport's bottom while the timeline scrolls by. */
 @media (max-width: 50rem) {
@@ -106,6 +109,15 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
     padding-bottom: 0.3rem;
   }
   #chat-section h3 { margin: 0.3rem 0; font-size: 1rem; }
+  #chat-section .hint { display: none; }
+  #chat-section label[for="chat-input"] {
+    position: absolute;
+    width: 1px;
+    height: 1px;
+    overflow: hidden;
+    clip: rect(0 0 0 0);
+  }
+  #chat-input { height: 3.5rem; }
   #chat-output { max-height: 30vh; overflow-y: auto; }
 }
 `;

@@ -1,6 +1,6 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
 
 /**
  * The inspector's panels in Debian's Chromium against the Node server (functions/node.ts, files
@@ -108,6 +108,7 @@ describe("the inspector's panels", () => {
     expect(await inView()).toBe(true);
     await page.locator('details.turn[data-turn="15"]').scrollIntoViewIfNeeded();
     expect(await inView()).toBe(true);
+    expect(await axeViolations(page)).toEqual([]);
     // It covers no turn's row at the end of the timeline.
     await page.locator('#chat-input').fill('from a phone');
     await page.locator('#chat-send').click();
@@ -140,6 +141,7 @@ describe("the inspector's panels", () => {
     await page.locator('#chat-image').setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: PNG });
     await expect.poll(() => page.locator('#chat-attached').textContent()).toBe('dot.png (68 bytes) Remove');
     expect(await page.locator('#chat-attached img').getAttribute('alt')).toBe('dot.png, to be sent');
+    expect(await axeViolations(page)).toEqual([]);
     await page.locator('#chat-input').fill('what is this?');
     await page.locator('#chat-send').click();
     await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 1 completed]');
@@ -169,6 +171,24 @@ describe("the inspector's panels", () => {
     await page.locator('#chat-send').click();
     await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 2 completed]');
     expect((await inputs())[1].content).toEqual([expect.objectContaining({ type: 'input_image', bytes: 68 })]);
+    await context(page).close();
+  });
+
+  it('a new session says its inbox is empty, Ctrl+Enter sends, and a refused save says why beside the form', {
+    timeout: 60_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'first-look' });
+    const page = await open('#/s/first-look');
+    await expect.poll(() => page.locator('#inbox-pending-more').textContent()).toBe('None.');
+    await expect.poll(() => page.locator('#inbox-delivered-more').textContent()).toBe('None.');
+    expect(await page.locator('#config-strategies').getAttribute('placeholder')).toBe('default');
+    await page.locator('#chat-input').fill('by keyboard');
+    await page.locator('#chat-input').press('Control+Enter');
+    await expect.poll(() => page.locator('#chat-output').textContent()).toBe('echo: by keyboard\n[turn 1 completed]');
+    await page.locator('#config-strategies').fill('no_such_strategy');
+    await page.getByRole('button', { name: 'Save (PATCH)' }).click();
+    await expect.poll(() => page.locator('#config-status').textContent()).toMatch(/^Not saved: .*no_such_strategy/);
+    expect(await page.locator('#status').textContent()).toBe('');
     await context(page).close();
   });
 });

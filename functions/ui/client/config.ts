@@ -54,8 +54,8 @@ export function renderConfig(id: string, session: any): void {
       $('session-counts').textContent = countsText(saved);
       $('config-status').textContent = 'Saved.';
     } catch (error) {
-      report(error);
-      $('config-status').textContent = error instanceof Error ? error.message : String(error);
+      if (error instanceof Unauthorized) return;
+      $('config-status').textContent = `Not saved: ${error instanceof Error ? error.message : String(error)}`;
     }
   };
   void preview(id).catch(report);

@@ -106,6 +106,12 @@ function followSession(id: string, session: any, timeline: Timeline): void {
 export function wireChat(): void {
   wireImage();
   const send = $<HTMLButtonElement>('chat-send');
+  // Ctrl+Enter (Cmd+Enter) sends, as Send does; Enter alone is a new line.
+  $('chat-input').addEventListener('keydown', (event) => {
+    if (event.key !== 'Enter' || !(event.ctrlKey || event.metaKey)) return;
+    event.preventDefault();
+    $<HTMLFormElement>('chat-form').requestSubmit();
+  });
   $('chat-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     const id = currentSession();

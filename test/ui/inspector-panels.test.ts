@@ -186,6 +186,7 @@ describe("the inspector's panels", () => {
     await page.locator('#chat-input').press('Control+Enter');
     await expect.poll(() => page.locator('#chat-output').textContent()).toBe('echo: by keyboard\n[turn 1 completed]');
     await page.locator('#config-strategies').fill('no_such_strategy');
+    await expect.poll(() => page.locator('#config-status').textContent()).toMatch(/^Preview: .*no_such_strategy/);
     await page.getByRole('button', { name: 'Save (PATCH)' }).click();
     await expect.poll(() => page.locator('#config-status').textContent()).toMatch(/^Not saved: .*no_such_strategy/);
     expect(await page.locator('#status').textContent()).toBe('');

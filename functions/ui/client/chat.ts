@@ -49,9 +49,8 @@ export function wireImage(): void {
   picker.addEventListener('change', () => attach(picker.files?.[0] ?? null));
   $('chat-input').addEventListener('paste', (event) => {
     const image = [...(event.clipboardData?.files ?? [])].find((file) => file.type.startsWith('image/'));
-    if (!image) return;
-    event.preventDefault();
-    attach(image);
+    // Any text pasted with it goes into the input as usual.
+    if (image) attach(image);
   });
 }
 

@@ -16,6 +16,8 @@ const THRESHOLDS = [
 ];
 
 let previewTimer: ReturnType<typeof setTimeout> | undefined;
+/** Saves pressed so far: a preview asked before the last one leaves the save's message in place. */
+let saves = 0;
 
 export function renderConfig(id: string, session: any): void {
   $<HTMLInputElement>('config-strategies').value = (session.strategies ?? []).join(',');
@@ -45,6 +47,8 @@ export function renderConfig(id: string, session: any): void {
   };
   form.onsubmit = async (event) => {
     event.preventDefault();
+    saves++;
+    clearTimeout(previewTimer);
     try {
       const { strategies, strategy_config } = configValues();
       const saved = await api(sessionPath(id), {
@@ -75,6 +79,10 @@ export async function preview(id: string): Promise<void> {
   const { strategies, strategy_config } = configValues();
   const query = new URLSearchParams({ strategy_config: JSON.stringify(strategy_config) });
   if (strategies) query.set('strategies', strategies);
+  const asked = saves;
+  const say = (text: string) => {
+    if (saves === asked) $('config-status').textContent = text;
+  };
   try {
     const { context } = await api(sessionPath(id, `/prompt?${query}`));
     const rows: [string, unknown][] = [
@@ -88,9 +96,9 @@ export async function preview(id: string): Promise<void> {
     $('preview-counts').replaceChildren(
       ...rows.flatMap(([name, value]) => [el('dt', {}, name), el('dd', { 'data-count': name }, String(value))]),
     );
-    $('config-status').textContent = '';
+    say('');
   } catch (error) {
     if (error instanceof Unauthorized) return;
-    $('config-status').textContent = `Preview: ${error instanceof Error ? error.message : String(error)}`;
+    say(`Preview: ${error instanceof Error ? error.message : String(error)}`);
   }
 }

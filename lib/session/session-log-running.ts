@@ -182,9 +182,13 @@ export class SessionLogRunning extends SessionLogBase {
    * no longer wanted: its input stays, its owner stops at once when it runs in this process
    * (`onClosedByOther`), else at its next lease renewal (closedBy; its completion, were it
    * first, is refused). A turn that is
-   * not the open one: TurnNotOpenError (NotFoundError when it never existed).
+   * not the open one: TurnNotOpenError (NotFoundError when it never existed). `answered_at_end`:
+   * its record says it is answered only once it ended (lib/turn/dead-turn.ts).
    */
-  async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
+  async cancelTurn(
+    id: string,
+    turnNumber: number,
+  ): Promise<{ turn: number; status: TurnStatus; answered_at_end?: true }> {
     return cancelTurn(this.log, id, turnNumber);
   }
 

@@ -19,14 +19,15 @@ import type { TurnObservation, TurnOptions, TurnRequest, TurnServices } from './
 import { observedClaim } from './observe.ts';
 import { idleEntry } from '../webhooks/events.ts';
 import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
-import { LapsedDeadTurn, refuseLapsedDead, takeOutDead } from './dead-turn.ts';
+import { LapsedDeadTurn, refuseLapsedDead, takeOutDead, takeOutInterrupted } from './dead-turn.ts';
 
 /**
  * The busy policy (docs/API.md, "Busy sessions"): what a turn does when another holds the
  * session. `reject` answers 409 turn_in_progress; `enqueue` stores the input
  * (`queue/<g>/<key sha256>`, create-only) and answers 202, and whoever closes the running turn
  * takes the queued inputs up, oldest first, each as a background turn of its own; `interrupt`
- * cancels the running turn and takes this one. One Idempotency-Key stores one input whichever
+ * cancels the running turn (taking out a response answered at its end: ./dead-turn.ts) and
+ * takes this one. One Idempotency-Key stores one input whichever
  * the policy: a queued input is claimed under the key's SHA-256, as the turn itself would be.
  */
 
@@ -84,10 +85,19 @@ export async function takeUnderPolicy<T>(
         }
         if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
         const running = (error.details as { turn: number }).turn;
-        await services.sessions.cancelTurn(sessionId, running).catch((cancelError: unknown) => {
+        const cancelled = await services.sessions.cancelTurn(sessionId, running).catch((cancelError: unknown) => {
           // Closed meanwhile: take the turn again all the same.
           if (!(cancelError instanceof TurnNotOpenError)) throw cancelError;
+          return undefined;
         });
+        // A response answered at its end, dead or not, is taken out as a dead one (./dead-turn.ts):
+        // its client's retry, after this turn, stores its input once. One that stays is followed.
+        if (
+          cancelled?.answered_at_end &&
+          deadTurn === 'refused' &&
+          !(await takeOutInterrupted(services, sessionId, running))
+        )
+          deadTurn = 'followed';
         interrupts++;
         refusals.drop();
       }

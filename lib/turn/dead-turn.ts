@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, NotFoundError, StorageError, TurnInProgressError } from '../errors.ts';
+import { LEASE_EXPIRED, NotFoundError, StorageError, TURN_CANCELLED, TurnInProgressError } from '../errors.ts';
 import { LapsedTurnRefused } from '../session/log/claim.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import type { SessionLog } from '../session/session-log.ts';
@@ -12,8 +12,9 @@ import type { TurnServices } from './types.ts';
  * failed `lease_expired` with no output (or open, its lease run out: closed so first), is taken
  * out of its session, its newest turn, before anything is stored after it: by the next request on
  * its conversation (lib/openai/dead-turn.ts), a native turn, the pickup of an input queued
- * behind it (./busy.ts), an append (./append.ts) or a manual compaction's claim
- * (./compact-session.ts), so that the retry, coming after any of them, stores its input once. One
+ * behind it (./busy.ts), an append (./append.ts), a manual compaction's claim
+ * (./compact-session.ts), or an `interrupt` that cancelled it while its lease ran
+ * (takeOutInterrupted), so that the retry, coming after any of them, stores its input once. One
  * that took inbox notices stays (deleteNewestTurn), and so does one whose session would read more
  * generations than a config names: the claim then follows it. A store failing meanwhile is no such
  * refusal: the request (or the pickup) fails with it, and the next one takes the turn out.
@@ -64,7 +65,7 @@ type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;
  * since that read (a delete of the newest turn answering not_found: its generation was left).
  */
 export async function takeOutDead(services: DeadTurnServices, sessionId: string, read?: NewestRead): Promise<boolean> {
-  const { sessions, log } = services;
+  const { sessions } = services;
   const { newestTurn: turn, scope } = read ?? (await sessions.getWithNewestTurn(sessionId));
   if (!turn?.answered_at_end || turn.output !== null) return false;
   if (turn.status === null) {
@@ -75,6 +76,35 @@ export async function takeOutDead(services: DeadTurnServices, sessionId: string,
     });
     if (closed?.status !== 'failed' || closed.error?.code !== LEASE_EXPIRED) return false;
   } else if (turn.status !== 'failed' || turn.error !== LEASE_EXPIRED) return false;
+  return takeOut(services, sessionId, turn, scope);
+}
+
+/**
+ * Takes turn `cancelled`, which an `interrupt` just cancelled (./busy.ts), out of session
+ * `sessionId` when it is still the newest, a turn answered at its end with no output: dead or
+ * not (within its lease nothing tells), its client never got its id (a dropped connection, or
+ * 409 `turn_cancelled`, which the `openai` client retries), so the interrupting turn takes its
+ * place, as a dead turn's, and the retry stores its input once, after it. Whether it did.
+ */
+export async function takeOutInterrupted(
+  services: DeadTurnServices,
+  sessionId: string,
+  cancelled: number,
+): Promise<boolean> {
+  const { newestTurn: turn, scope } = await services.sessions.getWithNewestTurn(sessionId);
+  if (!turn?.answered_at_end || turn.output !== null || turn.turn !== cancelled) return false;
+  if (turn.status !== 'failed' || turn.error !== TURN_CANCELLED) return false;
+  return takeOut(services, sessionId, turn, scope);
+}
+
+/** Deletes `turn`, the newest of session `sessionId` in `scope` (takeOutDead): whether it is gone. */
+async function takeOut(
+  services: DeadTurnServices,
+  sessionId: string,
+  turn: NonNullable<NewestRead['newestTurn']>,
+  scope: NewestRead['scope'],
+): Promise<boolean> {
+  const { log } = services;
   const names = { seq: turn.first_seq, generation: idGeneration(scope, turn.first_seq) };
   return deleteNewestTurn(services, sessionId, turn.turn, { names }).then(
     () => true,

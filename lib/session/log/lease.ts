@@ -107,7 +107,7 @@ export async function cancelTurn(
   log: LogContext,
   id: string,
   turnNumber: number,
-): Promise<{ turn: number; status: TurnStatus }> {
+): Promise<{ turn: number; status: TurnStatus; answered_at_end?: true }> {
   const { newest, scope, config } = await readHead(log, id);
   const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
   if (!open || open.turn !== turnNumber) {
@@ -126,7 +126,9 @@ export async function cancelTurn(
     config.webhook_url,
   );
   if (!done) throw new TurnNotOpenError(id, turnNumber);
-  return { turn: turnNumber, status: 'failed' };
+  // A turn answered at its end (lib/turn/dead-turn.ts): its client never got its id.
+  const answeredAtEnd = (open.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true;
+  return { turn: turnNumber, status: 'failed', ...(answeredAtEnd ? { answered_at_end: true } : {}) };
 }
 
 /** When an open turn's lease runs out (ms): its record's, or the renewed one beside it. */

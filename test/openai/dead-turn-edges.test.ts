@@ -1,0 +1,95 @@
+import OpenAI from 'openai';
+import { expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
+import { clientInProcess, TOKEN } from './server.ts';
+import { deadSecondStep, environment, HOUR, noBodyHeldAfterEach, processOf, texts } from '../support/dead-process.ts';
+
+// The edges of taking a dead response out (lib/turn/dead-turn.ts): a native `interrupt` that
+// meets it while its lease still runs, and a compaction naming the response before it.
+
+noBodyHeldAfterEach();
+const heldEcho = releasedAfterEach();
+
+for (const sent of ['unkeyed', 'keyed'] as const)
+  it(`an interrupt meeting a dead response in its lease takes it out: its ${sent} retry stores it once`, async () => {
+    const dead = await deadSecondStep(sent);
+    // The dead turn's lease (3 s from its claim, an hour ahead) still runs.
+    const later = processOf(dead.store, HOUR + 1000);
+    const turn = await later.native('POST', `/v1/sessions/${dead.id}/turns`, { input: 'native', on_busy: 'interrupt' });
+    expect(turn.status, turn.body).toBe(200);
+    await later.drain();
+    expect(await texts(later.openai, dead.id)).toEqual([
+      'user: step 1',
+      'assistant: echo: step 1',
+      'user: native',
+      'assistant: echo: native',
+    ]);
+    await dead.retried(['user: native', 'assistant: echo: native']);
+  });
+
+it('an interrupt of a live response answered at its end takes it out: its retried 409 stores it once', async () => {
+  const slow = heldEcho();
+  const { options, drain } = heldOptions(slow.model);
+  const store = new MemoryStore();
+  const app = createApp({ store: () => store, readEnvironment: () => environment, ...options });
+  const openai = clientInProcess(app, TOKEN);
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ input: 'one', conversation: id });
+  const body = { input: 'slow two', conversation: id };
+  const sent = openai.responses.create(body, { maxRetries: 0 }).catch((error: unknown) => error);
+  while (slow.signals.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  const turn = await app.request(`http://tailgate.test/v1/sessions/${id}/turns`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ input: 'native', on_busy: 'interrupt' }),
+  });
+  expect(turn.status, await turn.text()).toBe(200);
+  const answer = await sent;
+  expect(answer).toBeInstanceOf(OpenAI.APIError);
+  expect((answer as InstanceType<typeof OpenAI.APIError>).code).toBe('turn_cancelled');
+  await drain();
+  expect(await texts(openai, id)).toEqual([
+    'user: one',
+    'assistant: echo: one',
+    'user: native',
+    'assistant: echo: native',
+  ]);
+  // The `openai` client retries the 409: its input is stored once, after the interrupting turn.
+  slow.release();
+  expect((await openai.responses.create(body)).status).toBe('completed');
+  await drain();
+  expect(await texts(openai, id)).toEqual([
+    'user: one',
+    'assistant: echo: one',
+    'user: native',
+    'assistant: echo: native',
+    'user: slow two',
+    'assistant: echo: slow two',
+  ]);
+});
+
+it('an interrupt meeting a dead streamed response leaves it cancelled in its conversation', async () => {
+  const store = new MemoryStore();
+  const { openai } = processOf(store, 0);
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ input: 'step 1', conversation: id });
+  // Its id was given out with its first event: it is no response answered at its end.
+  const dying = processOf(store, HOUR, { dying: true });
+  await dying.dies(async () => {
+    const stream = await dying.openai.responses.create({ input: 'step 2', conversation: id, stream: true });
+    for await (const _ of stream);
+  });
+  const later = processOf(store, HOUR + 1000);
+  const turn = await later.native('POST', `/v1/sessions/${id}/turns`, { input: 'native', on_busy: 'interrupt' });
+  expect(turn.status, turn.body).toBe(200);
+  await later.drain();
+  expect(await texts(later.openai, id)).toEqual([
+    'user: step 1',
+    'assistant: echo: step 1',
+    'user: step 2',
+    'user: native',
+    'assistant: echo: native',
+  ]);
+});

@@ -12,7 +12,8 @@ import type { IndexFacade } from './facade.ts';
  * (the `openai` client retries a dropped connection by itself) would store that input twice
  * under `conversation`, branch under `previous_response_id` and start a new conversation as a
  * resent history. The next request on the conversation (or a native turn, the pickup of an input
- * queued behind it, an append or a manual compaction: lib/turn/dead-turn.ts) takes such a turn out
+ * queued behind it, an append or a manual compaction: lib/turn/dead-turn.ts; responses.compact
+ * naming the response before it: newestPastDead) takes such a turn out
  * instead: its newest turn, its record saying `answered_at_end`, failed `lease_expired` with no
  * output (or open, its lease run out: closed so first). One that took inbox notices stays
  * (deleteNewestTurn), and so does one whose conversation would read more generations than a config
@@ -59,4 +60,16 @@ export async function readWithoutDeadTurn(
  */
 export async function withdrawDead(facade: IndexFacade, sessionId: string, read?: NewestRead): Promise<boolean> {
   return takeOutDead(facade.services, sessionId, read);
+}
+
+/**
+ * The number of session `sessionId`'s newest turn once a dead turn of a response answered at its
+ * end was taken out (readWithoutDeadTurn): a request naming the response before it goes on after
+ * that response. Such a turn whose lease still runs is answered as its claim would be (409
+ * turn_in_progress): the request passes once the lease ran out.
+ */
+export async function newestPastDead(facade: IndexFacade, sessionId: string): Promise<number> {
+  const read = await readWithoutDeadTurn(facade, sessionId);
+  if (read.running && read.newestTurn?.answered_at_end && read.newestTurn.output === null) throw read.running;
+  return read.session.counts.turns;
 }

@@ -3,6 +3,7 @@ import { forkSession } from '../turn/fork.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { randomHex, sha256Hex } from '../hash.ts';
 import type { ClientItem, StoredItem } from '../items.ts';
+import { newestPastDead } from './dead-turn.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { parseResponseId, randomId, responseId } from './ids.ts';
@@ -100,11 +101,13 @@ export async function dropStartedConversation(facade: Facade, sessionId: string,
 /**
  * The session `previousResponseId` continues: 400 previous_response_not_found when it is not
  * a stored response (OpenAI's status for it), 409 conversation_branching_unsupported when it is not the session's
- * newest turn (a conversation does not branch).
+ * newest turn (a conversation does not branch). A dead turn right after it (./dead-turn.ts) is no
+ * branch point: it is taken out first, as the next request on the conversation takes it out.
  */
 export async function continuedSession(facade: Facade, previousResponseId: string): Promise<string> {
   const { sessionId, turn, newestTurn } = await previousResponse(facade, previousResponseId);
-  if (turn < newestTurn) throw await branchingError(facade, previousResponseId, sessionId, newestTurn);
+  const newest = turn === newestTurn - 1 ? await newestPastDead(facade, sessionId) : newestTurn;
+  if (turn < newest) throw await branchingError(facade, previousResponseId, sessionId, newest);
   return sessionId;
 }
 

@@ -93,3 +93,42 @@ it('an interrupt meeting a dead streamed response leaves it cancelled in its con
     'assistant: echo: native',
   ]);
 });
+
+it('responses.compact naming the response before a dead turn, its lease run out, takes it out', async () => {
+  const dead = await deadSecondStep();
+  const later = processOf(dead.store, 2 * HOUR);
+  const compacted = await later.openai.responses.compact({ model: 'echo', previous_response_id: dead.first });
+  expect(compacted.output.map((item) => item.type)).toEqual(['compaction']);
+  await later.drain();
+  expect(await texts(later.openai, dead.id)).not.toContain('user: step 2');
+  // The `openai` client's retry of step 2 goes on after the compaction, its input stored once.
+  const retry = processOf(dead.store, 3 * HOUR);
+  expect((await retry.openai.responses.create(dead.body)).status).toBe('completed');
+  await retry.drain();
+  const items = await texts(retry.openai, dead.id);
+  expect(items.filter((item) => item === 'user: step 2')).toHaveLength(1);
+});
+
+it('responses.compact naming the response before a dead turn within its lease is 409 turn_in_progress', async () => {
+  const dead = await deadSecondStep();
+  const later = processOf(dead.store, HOUR + 1000);
+  const refused = await later.openai.responses
+    .compact({ model: 'echo', previous_response_id: dead.first }, { maxRetries: 0 })
+    .catch((error: unknown) => error);
+  expect(refused).toBeInstanceOf(OpenAI.APIError);
+  expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(409);
+  expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe('turn_in_progress');
+  await later.drain();
+});
+
+it('responses.compact naming a response older than the one before the newest turn still branches', async () => {
+  const dead = await deadSecondStep();
+  const later = processOf(dead.store, 2 * HOUR);
+  // The retry completes step 2: step 1's response is no longer the newest.
+  await dead.retried([]);
+  const refused = await later.openai.responses
+    .compact({ model: 'echo', previous_response_id: dead.first }, { maxRetries: 0 })
+    .catch((error: unknown) => error);
+  expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe('conversation_branching_unsupported');
+  await later.drain();
+});

@@ -177,7 +177,8 @@ export async function diedOnceEach(steps: number) {
 
 /**
  * A conversation whose step 1 completed and whose step 2 (`sent` under an Idempotency-Key or not)
- * died mid-turn in a process an hour ahead: its store and id, step 2's body and request options,
+ * died mid-turn in a process an hour ahead: its store and id, step 1's response id (`first`), step
+ * 2's body and request options,
  * and `retried`: the `openai` client's retry of that step 2, by a process three hours ahead, which
  * completes, the conversation then reading step 1, the items `between` and step 2 once (the
  * retrying process and those items).
@@ -186,7 +187,7 @@ export async function deadSecondStep(sent: 'unkeyed' | 'keyed' = 'unkeyed') {
   const store = new MemoryStore();
   const { openai } = processOf(store, 0);
   const { id } = await openai.conversations.create({});
-  await openai.responses.create({ input: 'step 1', conversation: id });
+  const first = await openai.responses.create({ input: 'step 1', conversation: id });
   const body = { input: 'step 2', conversation: id };
   const options = sent === 'keyed' ? { headers: { 'Idempotency-Key': 'step-2' } } : {};
   await diesSending(store, HOUR, body, options);
@@ -204,5 +205,5 @@ export async function deadSecondStep(sent: 'unkeyed' | 'keyed' = 'unkeyed') {
     ]);
     return { retry, items };
   };
-  return { store, id, body, options, retried };
+  return { store, id, first: first.id, body, options, retried };
 }

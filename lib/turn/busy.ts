@@ -255,6 +255,9 @@ export async function pickUp(
     } catch (error) {
       if (error instanceof TurnInProgressError) return;
       // The client of the dead turn retries it: stored after this input, its own would be stored twice.
+      // `scope` stays as read: the input's turn, claimed in the generation the take-out moved to,
+      // lists the signal raised there, which its close lowers. A pickup given `signal` meets none: the
+      // claim that listed it refused a dead turn first, and a turn closing itself is no such turn.
       if (error instanceof LapsedDeadTurn) {
         if (!(await takeOutDead(services, sessionId))) deadTurn = 'followed';
         continue;

@@ -1,7 +1,9 @@
 import OpenAI from 'openai';
 import { expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { queueSignalKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { clientInProcess, TOKEN } from './server.ts';
 import { deadSecondStep, environment, HOUR, noBodyHeldAfterEach, processOf, texts } from '../support/dead-process.ts';
@@ -132,3 +134,32 @@ it('responses.compact naming a response older than the one before the newest tur
   expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe('conversation_branching_unsupported');
   await later.drain();
 });
+
+// The pickups that take a dead turn out (after its lease's close, a listing of the queue) lower
+// no signal themselves: the queued input's turn, claimed in the generation the take-out moved
+// to, lists that generation's signal, and its close lowers it there (lib/turn/busy.ts pickUp).
+for (const closer of ['a listing of the queue', "a reader of the dead turn's events"] as const)
+  it(`the queue's signal is lowered in the new generation once ${closer} took the dead turn out`, async () => {
+    const dead = await deadSecondStep();
+    const queuing = processOf(dead.store, HOUR + 1000);
+    const queued = await queuing.native('POST', `/v1/sessions/${dead.id}/turns`, {
+      input: 'queued',
+      on_busy: 'enqueue',
+    });
+    expect(queued.status, queued.body).toBe(202);
+    await queuing.drain();
+    const later = processOf(dead.store, 2 * HOUR);
+    const path = closer === 'a listing of the queue' ? 'queue' : 'turns/2/events';
+    await later.native('GET', `/v1/sessions/${dead.id}/${path}`);
+    await later.drain();
+    expect(await texts(later.openai, dead.id)).toEqual([
+      'user: step 1',
+      'assistant: echo: step 1',
+      'user: queued',
+      'assistant: echo: queued',
+    ]);
+    const scope = await new SessionLog(dead.store).scope(dead.id);
+    expect(scope.queuedIn?.length).toBe(1);
+    const signal = await dead.store.get(queueSignalKey(scope));
+    expect(signal?.size).toBe(0);
+  });

@@ -149,8 +149,9 @@ export class SessionLogBase {
 
   /**
    * The session as `get` reads it (the same reads), and its newest record's model turn when that
-   * record is one (NewestTurn: its number, status, output's seqs and calls); and where its
-   * current incarnation keeps its objects (`scope`).
+   * record is one (NewestTurn: its number, status, output's seqs and calls), or the one behind
+   * the fence of a delete cut short whose lease ran out (log/fence.ts behindLapsedFence, two gets
+   * more); and where its current incarnation keeps its objects (`scope`).
    */
   async getWithNewestTurn(id: string): ReturnType<typeof getSessionWithNewestTurn> {
     return readAgainIfGone(() => getSessionWithNewestTurn(this.log, id));

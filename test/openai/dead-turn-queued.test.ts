@@ -143,3 +143,33 @@ it('a native turn whose take-out of a dead turn met a failing store fails; its r
   await again.drain();
   await retried(['user: native', 'assistant: echo: native']);
 });
+
+it('a dead turn behind the fence of a take-out whose store failed is taken out once that fence lapsed', async () => {
+  const { store, id, retried } = await deadSecondStep();
+  // The take-out's fence lands; the delete after it fails: the fence stays, its lease running.
+  let fenced = false;
+  let failed = false;
+  const afterFence = (call: StoreCall) => {
+    const fence =
+      call.operation === 'put' && call.options?.onlyIfAbsent === true && /\/turn\/[^/]+\/\d+$/.test(call.key);
+    if (fence) fenced = true;
+    if (!fenced || failed || call.operation !== 'delete') return false;
+    failed = true;
+    return true;
+  };
+  const later = processOf(store, 2 * HOUR, { fails: afterFence });
+  const turn = await later.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });
+  await later.drain();
+  expect(failed).toBe(true);
+  expect(turn.status, turn.body).toBe(503);
+  // While the fence's lease runs, the session is held (a delete that lives may still commit).
+  const held = processOf(store, 2 * HOUR + 1000);
+  const refused = await held.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });
+  expect(refused.status, refused.body).toBe(409);
+  // Once it ran out, the next turn takes the dead turn out from behind the fence, and runs.
+  const again = processOf(store, 3 * HOUR);
+  const native = await again.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });
+  expect(native.status, native.body).toBe(200);
+  await again.drain();
+  await retried(['user: native', 'assistant: echo: native']);
+});

@@ -23,7 +23,7 @@ import { checkRetake, retakenBefore } from './retake.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf, tellClosedLapsed } from './lease.ts';
-import { fenceOf } from './fence.ts';
+import { behindLapsedFence, fenceOf } from './fence.ts';
 import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
 import type { OnBusy } from '../fields.ts';
 import { baseBefore, EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
@@ -129,7 +129,8 @@ export interface CommitOptions {
   /**
    * Told an open turn whose lease ran out before this commit closes it (its number and its
    * record's request settings), or the newest turn closed so with no output (lease.ts
-   * tellClosedLapsed): what it throws refuses the commit, nothing written (a refusal its caller
+   * tellClosedLapsed; also behind the fence of a delete cut short, its lease run out: fence.ts
+   * behindLapsedFence): what it throws refuses the commit, nothing written (a refusal its caller
    * answers by starting again: LapsedTurnRefused, log/claim.ts).
    */
   onLapsed?: (lapsed: { turn: number; request: unknown }) => void;
@@ -260,7 +261,10 @@ export async function prepareCommit(
     const done = await closeLapsed(log, scope, open, head.config.webhook_url, successor);
     if (!done) return null;
     newest = { record: open, done };
-  } else tellClosedLapsed(newest, options.onLapsed);
+  } else if (options.onLapsed) {
+    // A dead turn may stand behind the fence of a take-out cut short, once its lease ran out.
+    tellClosedLapsed((await behindLapsedFence(log, scope, newest)) ?? newest, options.onLapsed);
+  }
   // A delete of the newest turn moving the session back (log/rewind.ts) holds it for its lease.
   // So does a manual compaction's claim, for its lease (renewed beside it while it summarizes).
   const fenced = await fenceOf(log, scope, newest, options.heldBy);

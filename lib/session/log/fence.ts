@@ -1,6 +1,7 @@
-import type { LogScope } from '../keys.ts';
-import type { LogRecord } from '../records.ts';
+import { doneKey, recordKey, type LogScope } from '../keys.ts';
+import type { DoneRecord, LogRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
+import { readRecord, RecordMissingError } from './head.ts';
 import { leaseOf } from './lease.ts';
 
 /**
@@ -18,4 +19,29 @@ export async function fenceOf(
   if (record?.kind === 'append') return Date.parse(record.lease_expires_at ?? '');
   if (record?.kind !== 'compact' || !record.lease_expires_at || record.writer === heldBy) return Number.NaN;
   return leaseOf(log, scope, record);
+}
+
+/**
+ * The record right behind `newest` when that is a delete's fence whose lease ran out (the delete
+ * cut short: its process died, or its store failed, once the fence landed, log/rewind.ts), with
+ * its completion: the turn that delete was taking out, still the session's newest turn, an empty
+ * record after it. Null when `newest` is no such fence, or that record is packed (a read of its
+ * completion and of it, only then).
+ */
+export async function behindLapsedFence(
+  log: LogContext,
+  scope: LogScope,
+  newest: { record: LogRecord } | null,
+): Promise<{ record: LogRecord; done: DoneRecord | null } | null> {
+  const fence = newest?.record;
+  if (fence?.kind !== 'append' || fence.items.length > 0 || !fence.lease_expires_at || fence.record < 2) return null;
+  if (Date.parse(fence.lease_expires_at) > log.clock().getTime()) return null;
+  const record = fence.record - 1;
+  const done = await log.store.get(doneKey(scope, record));
+  const key = recordKey(scope, record);
+  const unit = { kind: 'record' as const, record, key, doneKey: done ? doneKey(scope, record) : null };
+  return readRecord(log, { ...unit, viewKey: null, leaseKey: null }).catch((error: unknown) => {
+    if (error instanceof RecordMissingError) return null;
+    throw error;
+  });
 }

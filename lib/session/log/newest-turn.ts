@@ -3,6 +3,7 @@ import type { TurnStatus } from '../records.ts';
 import { toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, readHead } from './head.ts';
+import { behindLapsedFence } from './fence.ts';
 import type { SessionRecord } from './types.ts';
 import { shownTotals } from './charges.ts';
 
@@ -15,9 +16,11 @@ export async function getSessionWithNewestTurn(
   const { config, newest, scope } = head;
   // With what stopped turns and charges stored: a claim's budget check counts it already (log/charges.ts).
   const session = toSessionRecord(config, countsOf(newest), await shownTotals(log, scope, head));
-  const turn = newest?.record.kind === 'turn' ? newest.record.turn : undefined;
+  // Behind the fence of a take-out cut short, its lease run out, that turn is still the newest.
+  const found = newest?.record.kind === 'turn' ? newest : await behindLapsedFence(log, scope, newest);
+  const turn = found?.record.kind === 'turn' ? found.record.turn : undefined;
   if (turn === undefined) return { session, newestTurn: null, scope };
-  const { record, done } = newest!;
+  const { record, done } = found!;
   const first = record.first_seq + record.items.length;
   const outputs = done?.items.length ?? 0;
   const output = outputs > 0 ? { first_seq: first, last_seq: first + outputs - 1 } : null;

@@ -91,13 +91,10 @@ export async function takeUnderPolicy<T>(
           return undefined;
         });
         // A response answered at its end, dead or not, is taken out as a dead one (./dead-turn.ts):
-        // its client's retry, after this turn, stores its input once. One that stays is followed.
-        if (
-          cancelled?.answered_at_end &&
-          deadTurn === 'refused' &&
-          !(await takeOutInterrupted(services, sessionId, running))
-        )
-          deadTurn = 'followed';
+        // its client's retry, after this turn, stores its input once. One that stays (it took
+        // notices) is followed, cancelled, as any interrupted turn. A retake takes it again.
+        if (cancelled?.answered_at_end && deadTurn === 'refused')
+          await takeOutInterrupted(services, sessionId, running);
         interrupts++;
         refusals.drop();
       }

@@ -99,23 +99,46 @@ function lastingConflict(error: { code: string | null; details?: unknown }): boo
  * (lastingConflict) and a failed turn's answer replayed under its
  * Idempotency-Key (a retry under that key gets the same answer); a model failure whose provider
  * said when to come back (`details.retry_after_seconds`) says `Retry-After`, when it happened,
- * not in its replay (that wait is past, and the key's retry cannot pass).
+ * not in its replay (that wait is past, and the key's retry cannot pass); a busy 409 says
+ * `Retry-After` and `retry-after-ms` (busyWaitMs, counted from `now`).
  */
 export function errorHeaders(
   error: { code: string | null; details?: unknown },
   thrown: unknown,
+  now = Date.now(),
 ): Record<string, string> {
   if (error.code === 'aborted' || thrown instanceof ReplayedError || lastingConflict(error))
     return { 'x-should-retry': 'false' };
+  if (thrown instanceof TailgateError && thrown.code === 'turn_in_progress') {
+    const wait = busyWaitMs((thrown.details as { lease_expires_at?: unknown } | undefined)?.lease_expires_at, now);
+    return { 'retry-after': String(Math.max(1, Math.ceil(wait / 1000))), 'retry-after-ms': String(wait) };
+  }
   const retryAfter = (error.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
   return error.code === 'model_error' && typeof retryAfter === 'number' ? { 'retry-after': String(retryAfter) } : {};
+}
+
+/** The request's time, by its services' clock (the system's before they are set). */
+export function requestNow(c: Context): number {
+  return ((c.var as { services?: { clock: () => Date } }).services?.clock() ?? new Date()).getTime();
+}
+
+/**
+ * The ms a busy 409 (`turn_in_progress`) tells its client to wait (docs/API.md, "Busy
+ * sessions"): until the holder's `lease_expires_at`, when a retry is no longer refused for a
+ * holder that died. A live holder renewed its lease long before (every third of it:
+ * lib/turn/renewal.ts), so the retry then meets a lease that ends later, never one about to.
+ * At least 1 ms; 1 s for a 409 naming no lease.
+ */
+function busyWaitMs(leaseExpiresAt: unknown, now: number): number {
+  const left = typeof leaseExpiresAt === 'string' ? Date.parse(leaseExpiresAt) - now : Number.NaN;
+  return Number.isNaN(left) ? 1000 : Math.max(1, Math.ceil(left));
 }
 
 /** Hono's onError: the single error JSON shape from the HTTP API; server-side failures go to `log`. */
 export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
   return (error, c) => {
     const { status, body } = errorBody(error, log);
-    return c.json(body, status, errorHeaders(body.error, error));
+    return c.json(body, status, errorHeaders(body.error, error, requestNow(c)));
   };
 }
 

@@ -8,8 +8,8 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   403: 'forbidden',
   404: 'not_found',
   409:
-    'session_exists, name_taken, inbox_full, turn_in_progress, aborted, lease_expired, turn_cancelled, turn_not_open ' +
-    'or queued_input_taken',
+    'session_exists, name_taken, inbox_full, turn_in_progress (with Retry-After), aborted, lease_expired, ' +
+    'turn_cancelled, turn_not_open or queued_input_taken',
   413: 'payload_too_large or context_too_large',
   422: 'idempotency_key_reused',
   429: 'rate_limited (with Retry-After)',

@@ -98,7 +98,7 @@ export function processOf(store: MemoryStore, offset: number, options: ProcessOp
     await sent;
     await drain();
   };
-  return { openai: clientInProcess(app, TOKEN), native, died, dies, drain, logged };
+  return { app, openai: clientInProcess(app, TOKEN), native, died, dies, drain, logged };
 }
 
 export type DeadProcess = ReturnType<typeof processOf>;

@@ -1,7 +1,7 @@
 import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { OpenAIApiError, openaiErrorCode, openaiFailure } from '../../../lib/openai/errors.ts';
-import { errorBody, errorHeaders } from '../../error-handler.ts';
+import { errorBody, errorHeaders, requestNow } from '../../error-handler.ts';
 
 /**
  * Errors of the OpenAI-compatible API in OpenAI's shape, `{error: {message, type, param,
@@ -91,7 +91,7 @@ export function withOpenAIErrors(fallback: ErrorHandler, log: (message: string, 
   return (error, c: Context) => {
     if (!OPENAI_PATH.test(c.req.path)) return fallback(error, c);
     const { status, body } = openaiErrorBody(error, log);
-    return c.json(body, status, errorHeaders(body.error, error));
+    return c.json(body, status, errorHeaders(body.error, error, requestNow(c)));
   };
 }
 

@@ -77,6 +77,7 @@ export interface AppOptions {
   /**
    * Where a deployment sets its token, for the 503 of one without (functions/auth.ts): `workers`
    * names `wrangler secret put`; the default, `server`, the environment and --allow-anonymous.
+   * So too where it sets MAX_BODY_BYTES, for a 413's message (functions/body-budget.ts).
    */
   tokenSetting?: TokenSetting;
   /** Where background turns go (the Workers queue); without it, the process runs them. */
@@ -157,7 +158,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     }),
   );
   // An import is streamed line by line, each line limited (functions/routes/transfer.ts).
-  app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next)));
+  const setting = options.tokenSetting ?? 'server';
+  app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next, setting)));
   app.use('*', requireJsonBody);
   app.use('*', async (c, next) => (isStreamedImport(c) ? next() : checkJsonBody(c, next)));
   app.use('*', async (c, next) => {

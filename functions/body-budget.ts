@@ -1,5 +1,6 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler, Next } from 'hono';
 import { InvalidRequestError, OverloadedError, TailgateError } from '../lib/errors.ts';
+import type { TokenSetting } from './auth.ts';
 import type { AppEnv } from './router.ts';
 
 /**
@@ -45,12 +46,27 @@ function reserve(body: object, bytes: number, budget: number, own: number): bool
   return true;
 }
 
-function tooLarge(limit: number): TailgateError {
-  return new TailgateError('payload_too_large', `request body is larger than ${limit} bytes`, { limit });
+/** How a 413's message names the setting that raises the limit, where the deployment sets it. */
+const RAISED_BY: Record<TokenSetting, string> = {
+  server: "MAX_BODY_BYTES in the server's environment raises it",
+  workers:
+    "MAX_BODY_BYTES (a var of the Worker) raises it, within Cloudflare's request size limit and the isolate's memory",
+};
+
+function tooLarge(limit: number, setting: TokenSetting): TailgateError {
+  const message = `request body is larger than ${limit} bytes; ${RAISED_BY[setting]}`;
+  return new TailgateError('payload_too_large', message, { limit });
 }
 
-/** The body limits above, as one middleware (after the config is parsed). */
-export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
+/**
+ * The body limits above, as one middleware (after the config is parsed); `setting`: where the
+ * deployment sets MAX_BODY_BYTES, which a 413 names.
+ */
+export const bodyBudget = async (
+  c: Context<AppEnv>,
+  next: Next,
+  setting: TokenSetting,
+): ReturnType<MiddlewareHandler<AppEnv>> => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
   const { maxBodyBytes: limit, maxBufferedBodyBytes: budget } = c.get('config');
   const overloaded = () => {
@@ -70,7 +86,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
     const declared = c.req.raw.headers.has('transfer-encoding') ? undefined : c.req.header('content-length');
     if (declared !== undefined) {
       const length = Number.parseInt(declared, 10) || 0;
-      if (length > limit) throw unread(tooLarge(limit));
+      if (length > limit) throw unread(tooLarge(limit, setting));
       if (held > 0 && held + length > budget) throw unread(overloaded());
     }
     // Taken only now: on Node and Deno, reading the body is what sends the `100 Continue` a
@@ -94,7 +110,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
       // Every body reserves its bytes as they come.
       const refused =
         received + value.length > limit
-          ? tooLarge(limit)
+          ? tooLarge(limit, setting)
           : !reserve(self, value.length, budget, counted)
             ? overloaded()
             : null;

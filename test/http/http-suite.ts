@@ -548,13 +548,18 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       },
     );
 
-    it('a request body over 4 MiB is 413 payload_too_large', async () => {
+    it('a request body over 4 MiB is 413 payload_too_large, naming the setting that raises it', async () => {
       const id = await api.session();
       const response = await api.post(`/v1/sessions/${id}/items`, {
         items: [{ type: 'message', role: 'user', content: 'x'.repeat(4 * MIB + 16) }],
       });
       expect(response.status).toBe(413);
       expect(response.body.error.code).toBe('payload_too_large');
+      const where = label.startsWith('workerd')
+        ? "MAX_BODY_BYTES (a var of the Worker) raises it, within Cloudflare's request size limit and the " +
+          "isolate's memory"
+        : "MAX_BODY_BYTES in the server's environment raises it";
+      expect(response.body.error.message).toBe(`request body is larger than 4194304 bytes; ${where}`);
     });
 
     it(

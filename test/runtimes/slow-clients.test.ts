@@ -204,7 +204,7 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     expect(JSON.parse(tooLarge.answer.split('\r\n\r\n')[1]!)).toEqual({
       error: {
         code: 'payload_too_large',
-        message: 'request body is larger than 4194304 bytes',
+        message: "request body is larger than 4194304 bytes; MAX_BODY_BYTES in the server's environment raises it",
         details: { limit: 4194304 },
       },
     });

@@ -24,9 +24,12 @@ import { gzipSync } from 'node:zlib';
  * the providers around them (lib/models/anthropic-messages.ts, openai-compatible-chat.ts),
  * hono's JWT functions without its middleware, and the GET /metrics routes left to the Node
  * and Deno servers, whose metrics bring them; log probabilities and the many-image rules then
- * brought it to about 374.5 KiB.
+ * brought it to about 374.5 KiB. Raised to 400 at 380.0 KiB, after the session's charges of calls
+ * whose turn was not stored, Retry-After on a busy 409, input token counts of stored
+ * conversations and item references in compaction and conversation items: of the minified bundle,
+ * the `ai` package, zod and the Anthropic provider are a third, the session log a seventh.
  */
-export const BUDGET_KIB = 380;
+export const BUDGET_KIB = 400;
 
 const args = process.argv.slice(2);
 const budgetArgument = args.find((argument) => argument.startsWith('--budget-kib='));

@@ -14,3 +14,15 @@ export const forkPointSchema = z
     seq: z.number().int().nonnegative(),
   })
   .strict();
+
+/**
+ * How many generations a flattened history's ids may name (SessionConfig `named`, log/flatten.ts):
+ * past them, the ids of its oldest turns name a generation no longer listed (404, never another turn).
+ */
+export const MAX_NAMED_GENERATIONS = 32;
+
+/** One entry of a config's `named`: the generation the ids of the items up to `seq` name. */
+export const namedPointSchema = z
+  .object({ generation: z.string().regex(generationSchemaPattern), seq: z.number().int().nonnegative() })
+  .strict();
+export type NamedPoint = z.infer<typeof namedPointSchema>;

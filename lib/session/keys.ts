@@ -62,6 +62,8 @@ export interface LogScope {
   ancestors?: readonly ForkPoint[];
   /** The generations of this id's history that a delete of its newest turn wrote (records.ts). */
   rewound?: readonly string[];
+  /** The generations the ids of a flattened history name (records.ts `named`), nearest first. */
+  named?: readonly { generation: string; seq: number }[];
   /** The generation this incarnation started with (records.ts), when its config names it. */
   incarnation?: string;
   /** Older generations of this incarnation whose queued inputs are still taken up (records.ts). */

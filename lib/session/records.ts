@@ -13,7 +13,7 @@ import {
 } from '../items.ts';
 import { decodeUtf8 } from '../store/object-store.ts';
 import { generationSchemaPattern } from './keys.ts';
-import { forkPointSchema, MAX_FORK_DEPTH } from './fork-point.ts';
+import { forkPointSchema, MAX_FORK_DEPTH, MAX_NAMED_GENERATIONS, namedPointSchema } from './fork-point.ts';
 import { budgetSchema, ledgerSchema, turnUsageSchema } from '../ledger/usage.ts';
 
 /**
@@ -89,8 +89,15 @@ export const sessionConfigSchema = z
     rewound: z
       .array(z.string().regex(generationSchemaPattern))
       .min(1)
-      .max(MAX_FORK_DEPTH + 1)
+      .max(MAX_FORK_DEPTH + MAX_NAMED_GENERATIONS + 1)
       .optional(),
+    /**
+     * A history a delete of the newest turn flattened (log/flatten.ts): the generations that held
+     * its items before, nearest first, each for the seqs above the next one's up to its `seq`. The
+     * ids of those items still name them (log/rewind.ts, idGeneration); the items are the current
+     * generation's, or of a generation `fork_of` names.
+     */
+    named: z.array(namedPointSchema).min(1).max(MAX_NAMED_GENERATIONS).optional(),
     /**
      * The generations of this incarnation a delete of its newest turn left, nearest first:
      * inputs queued under them (`queue/<g>/`) are still taken up (log/queue.ts).

@@ -1,16 +1,7 @@
 import type OpenAI from 'openai';
 import { expect, it } from 'vitest';
 import type { MemoryStore } from '../../lib/store/memory.ts';
-import {
-  answeringCall,
-  diedOnceEach,
-  HOUR,
-  LOOP,
-  noBodyHeldAfterEach,
-  processOf,
-  status,
-  texts,
-} from '../support/dead-process.ts';
+import { answeringCall, HOUR, LOOP, noBodyHeldAfterEach, processOf, status, texts } from '../support/dead-process.ts';
 
 // Steps of a conversation whose process died mid-turn (its store refuses everything from the
 // moment its model was called, as after a kill -9), retried by other processes on the same
@@ -98,21 +89,6 @@ it.each(['plain', 'stream', 'background'] as const)(
     expect(items.filter((item) => item === 'function_call_output')).toHaveLength(1);
   },
 );
-
-it('a dead turn past the generations a conversation may read stays, holding nothing back', async () => {
-  // Each step dies once after the one before completed: each take-out forks one generation deeper.
-  const { store, id, hours, statuses } = await diedOnceEach(10);
-  // The ninth take-out is refused: the retry goes on after the failed turn (docs/OPENAI.md), not
-  // 409 behind a fence the refusal left.
-  expect(statuses).toEqual(Array(10).fill('completed'));
-  const items = await texts(processOf(store, hours * HOUR + HOUR).openai, id);
-  expect(items.slice(-4)).toEqual([
-    'assistant: echo: step 9',
-    'user: step 10',
-    'user: step 10',
-    'assistant: echo: step 10',
-  ]);
-});
 
 // (Not in the background, whose retry of such a step is refused 400 once it failed: docs/OPENAI.md.)
 it.each(['stream'] as const)(

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
-import { turnOf } from './rewind-simulation-suite.ts';
+import type { Item } from '../../lib/items.ts';
+import { contents, turnOf } from './rewind-simulation-suite.ts';
 
 describe('SessionLog.deleteTurn, again and again', () => {
   it('keeps the ancestry as deep when the newest turn goes more times than a config may name forks', async () => {
@@ -40,21 +41,46 @@ describe('SessionLog.deleteTurn, again and again', () => {
     expect(items.items.map((item) => item.seq)).toEqual([2, 1]);
   });
 
-  it('refuses a delete past the ancestry a config may name before its fence: the next turn runs at once', async () => {
+  it.each<[string, object, number]>([
+    ['its records', { packMinRecords: 100, keepRecords: 100 }, 1],
+    ['packed into segments', { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 600 }, 2],
+  ])('flattens a history past the ancestry a config may name, %s: it reads the same', async (_, options, least) => {
     const store = new MemoryStore();
-    const log = new SessionLog(store, { packMinRecords: 100, keepRecords: 100 });
+    const log = new SessionLog(store, options);
     await log.create({ id: 'deep' });
-    // Each delete after a turn that stays forks one generation deeper.
-    for (let n = 1; n <= 8; n++) {
-      await turnOf(log, 'deep', `kept ${n}`);
+    const kept: string[] = [];
+    // Each delete after a turn that stays forks one generation deeper, until the history is flattened.
+    for (let n = 1; n <= 20; n++) {
+      const text = `kept ${n}`;
+      const begun = await log.beginTurn('deep', { input: [user(text)], idempotencyKey: `key ${n}` });
+      if (begun.kind !== 'claimed') throw new Error('expected a claim');
+      await log.completeTurn(begun.turn, { status: 'completed', output: [assistant(`re ${text}`)], receipt: {} });
+      kept.push(text, `re ${text}`);
       await turnOf(log, 'deep', `gone ${n}`);
       await log.deleteTurn('deep', n + 1);
+      await expect(contents(log, 'deep'), `after delete ${n}`).resolves.toEqual(kept);
+      const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 'deep')))!.body));
+      expect(config.fork_of?.length ?? 0, `after delete ${n}`).toBeLessThanOrEqual(8);
+      if (n === 9) {
+        expect(config.fork_of, 'the first flattened').toBeUndefined();
+        // Its history is its own: segments of records 1 to the turn before the one deleted.
+        const own = await store.list(`sessions/deep/turn/${config.generation}/`, { limit: 100 });
+        const segments = own.objects.filter((object) => object.key.endsWith('.seg'));
+        expect(segments.length).toBeGreaterThanOrEqual(least);
+      }
     }
-    await turnOf(log, 'deep', 'kept 9');
-    await turnOf(log, 'deep', 'stays');
-    await expect(log.deleteTurn('deep', 10)).rejects.toMatchObject({ code: 'delete_refused' });
-    // No fence holds the session for a lease.
+    await expect(log.get('deep')).resolves.toMatchObject({ counts: { turns: 20, items: 40 } });
+    // Its turns are all there, and a retry of the oldest is answered from its key, not run again.
+    const turns = await log.listTurns('deep', { limit: 100 });
+    expect(turns.turns.map((turn) => turn.turn).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 20 }, (_, index) => index + 1),
+    );
+    const again = await log.beginTurn('deep', { input: [user('kept 1')], idempotencyKey: 'key 1' });
+    expect(again).toMatchObject({ kind: 'replay', turn: 1 });
     await turnOf(log, 'deep', 'next');
-    await expect(log.get('deep')).resolves.toMatchObject({ counts: { turns: 11 } });
+    await expect(contents(log, 'deep')).resolves.toEqual([...kept, 'next', 're next']);
   });
 });
+
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });

@@ -157,22 +157,29 @@ export async function diesSending(
 /**
  * A conversation on a store of its own whose steps 1 to `steps` each died once mid-turn, then were
  * retried by a process an hour further on: each take-out forks one generation deeper. Its store
- * and id, the hours the clocks came to, and each retry's status (its error's, where it was refused).
+ * and id, the hours the clocks came to, each retry's status (its error's, where it was refused)
+ * and, `chained`, the last response's id.
  */
-export async function diedOnceEach(steps: number) {
+export async function diedOnceEach(steps: number, chained = false) {
   const store = new MemoryStore();
   const { id } = await processOf(store, 0).openai.conversations.create({});
   let hours = 0;
+  let previous: string | undefined;
   const statuses: unknown[] = [];
   for (let step = 1; step <= steps; step++) {
-    const body = { input: `step ${step}`, conversation: id };
+    // `chained`: each step after the first names the response before it, as a loop under
+    // `previous_response_id` does (the first one starts in the conversation).
+    const body = previous
+      ? { input: `step ${step}`, previous_response_id: previous }
+      : { input: `step ${step}`, conversation: id };
     await diesSending(store, ++hours * HOUR, body);
     const retry = processOf(store, ++hours * HOUR);
     const answer = await retry.openai.responses.create(body).catch((error: unknown) => error);
     statuses.push(status(answer));
+    if (chained) previous = (answer as { id?: string }).id;
     await retry.drain();
   }
-  return { store, id, hours, statuses };
+  return { store, id, hours, statuses, previous };
 }
 
 /**

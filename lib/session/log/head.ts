@@ -245,6 +245,7 @@ export function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
     id: config.id,
     generation: config.generation ?? '',
     ...(config.rewound ? { rewound: config.rewound } : {}),
+    ...(config.named ? { named: config.named } : {}),
     ...(config.incarnation ? { incarnation: config.incarnation } : {}),
     ...(config.queued_in ? { queuedIn: config.queued_in } : {}),
   };

@@ -300,7 +300,8 @@ function itemsBytes(items: readonly LogItem[]): number {
   return items.reduce((sum, item) => sum + JSON.stringify(item).length + 1, 0);
 }
 
-function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
+/** A closed turn's line in a segment (also what a flattened history writes, ./flatten.ts). */
+export function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
   const receipt = packedReceipt(done);
   return {
     record: record.record,

@@ -14,8 +14,9 @@ import { toSessionRecord } from './config-object.ts';
 import { fenceOf } from './fence.ts';
 import { raiseSignal } from './queue.ts';
 import { forkMarkers } from './fork-refs.ts';
-import { MAX_FORK_DEPTH } from '../fork-point.ts';
+import { MAX_FORK_DEPTH, type NamedPoint } from '../fork-point.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
+import { clipNames, flattenHistory, sweepFlattened } from './flatten.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
@@ -66,8 +67,14 @@ export interface RewindOptions {
  * the ids of a session no turn was ever deleted from name no generation.
  */
 export function idGeneration(scope: LogScope, seq: number): string | undefined {
-  const holder = holderOf(scope, seq);
+  const holder = namedHolder(scope, seq) ?? holderOf(scope, seq);
   return scope.rewound?.includes(holder) ? holder : undefined;
+}
+
+/** The generation that held the item at `seq` before a flattening took it in (log/flatten.ts), if one did. */
+function namedHolder(scope: LogScope, seq: number): string | undefined {
+  const named = scope.named ?? [];
+  return named.find((point, index) => seq <= point.seq && seq > (named[index + 1]?.seq ?? 0))?.generation;
 }
 
 /**
@@ -118,8 +125,8 @@ export async function deleteNewestTurn(
     if (named && idGeneration(head.scope, named.seq) !== named.generation)
       throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
     const previous = await pointBefore(log, head, turn, options);
-    // Refused before the fence: a refusal leaves nothing that holds the session.
-    forkChainBack(head, previous);
+    // Past the generations a config names, the history is flattened first (nothing names it yet).
+    const flat = await flattened(log, head, previous);
     // The charges listed count in the fence's totals, and so in the next generation's.
     const counted = await withCharges(log, head);
     const started = log.clock().getTime();
@@ -132,13 +139,14 @@ export async function deleteNewestTurn(
       contentType: 'application/json',
     });
     if (!landed) {
+      if (flat) await sweepFlattened(log, flat.scope);
       await backoff(attempt);
       continue;
     }
     // The turn is going: the response object the facade kept of it goes first (a GET of its id
     // would answer it, and the turn that takes the number could not keep its own).
     await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
-    const moved = await moveBack(log, counted, previous, started);
+    const moved = await moveBack(log, counted, previous, started, flat);
     if (moved) return moved;
     await backoff(attempt);
   }
@@ -229,11 +237,15 @@ async function moveBack(
   head: Head,
   previous: Point | null,
   started: number,
+  flat: Flattened | null,
 ): Promise<SessionRecord | null> {
   const point = forkPoint(head, previous);
-  const chain = forkChainBack(head, previous);
-  const generation = newGeneration(log.clock());
-  const scope = scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
+  // Flattened: the generation reads none (its references keep the ones it copied from).
+  const read = flat ? [] : forkChainBack(head, previous);
+  const chain = flat?.chain ?? read;
+  const generation = flat?.scope.generation ?? newGeneration(log.clock());
+  const scope = flat?.scope ?? scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
+  const named = flat ? flat.named : clipNames(head.config.named, point?.counts.items ?? 0);
   const markers = forkMarkers(log, chain, head.config.id, generation);
   const start = withTotals(forkRecord(point, new Date(started).toISOString()), head.newest);
   // A compaction's claim passed over (pointBefore: its lease ran out) is named, as a commit names it.
@@ -254,12 +266,19 @@ async function moveBack(
     if (log.clock().getTime() - started > log.leaseMs / 2)
       throw new StorageError('the delete took too long to write its new generation; try again');
     const current = await readConfig(log, head.config.id);
-    const { fork_of: _, rewound: before = [], queued_in: left = [], ...fields } = current.config;
-    const held = new Set(chain.map((point) => point.generation));
+    const { fork_of: _, rewound: before = [], queued_in: left = [], named: __, ...fields } = current.config;
+    const held = new Set([...read, ...named].map((point) => point.generation));
     const rewound = [generation, ...before.filter((older) => held.has(older))];
     // Inputs queued under the generation left are still taken up (log/queue.ts).
     const queued_in = [head.config.generation ?? '', ...left];
-    config = { ...fields, generation, ...(chain.length > 0 ? { fork_of: chain } : {}), rewound, queued_in };
+    config = {
+      ...fields,
+      generation,
+      ...(read.length > 0 ? { fork_of: read } : {}),
+      ...(named.length > 0 ? { named } : {}),
+      rewound,
+      queued_in,
+    };
     written =
       current.config.generation === head.config.generation &&
       (await log.store.put(sessionConfigKey(log.keyPrefix, config.id), JSON.stringify(config), {
@@ -270,12 +289,12 @@ async function moveBack(
     // A put whose answer was lost may have landed: the config says.
     written = (await readConfig(log, head.config.id).catch(() => null))?.config.generation === generation;
     if (!written) {
-      await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, undone);
+      await leave(log, { ...head.config, generation, fork_of: chain }, scope, first.record, undone, flat);
       throw error;
     }
   }
   if (!written) {
-    await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, undone);
+    await leave(log, { ...head.config, generation, fork_of: chain }, scope, first.record, undone, flat);
     return null;
   }
   try {
@@ -285,6 +304,46 @@ async function moveBack(
     // Listed again from its next turn, append or PATCH.
   }
   return toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
+}
+
+/** giveUp (./fork.ts), and what a flattening wrote under the generation given up. */
+async function leave(
+  log: LogContext,
+  config: SessionConfig,
+  scope: LogScope,
+  record: number,
+  markers: string[],
+  flat: Flattened | null,
+): Promise<void> {
+  await giveUp(log, config, scope, record, markers);
+  if (flat) await sweepFlattened(log, scope);
+}
+
+/** A history flattened under a new generation (log/flatten.ts) before the delete's fence. */
+interface Flattened {
+  scope: LogScope;
+  /** The generations it was read from (their references keep them while the config names it). */
+  chain: ForkPoint[];
+  named: NamedPoint[];
+}
+
+/**
+ * The history the session goes back to, flattened under a new generation, when it would read more
+ * generations than a config names (null: it reads them as a fork). A failure removes what it wrote.
+ */
+async function flattened(log: LogContext, head: Head, previous: Point | null): Promise<Flattened | null> {
+  const point = forkPoint(head, previous);
+  const chain = point ? forkChain(head.scope, point.record, point.counts.items) : [];
+  if (chain.length <= MAX_FORK_DEPTH) return null;
+  const generation = newGeneration(log.clock());
+  const { fork_of: _, ...own } = head.config;
+  const scope = scopeOf(log.keyPrefix, { ...own, generation });
+  try {
+    return { scope, chain, named: await flattenHistory(log, scope, chain, head.config.named) };
+  } catch (error) {
+    await sweepFlattened(log, scope).catch(() => undefined);
+    throw error;
+  }
 }
 
 /**

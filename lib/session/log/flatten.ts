@@ -1,0 +1,228 @@
+import { CorruptObjectError, DeleteRefusedError } from '../../errors.ts';
+import { mapLimit } from '../../store/object-store.ts';
+import { MAX_NAMED_GENERATIONS, type NamedPoint } from '../fork-point.ts';
+import { ancestorScope, RECORD_BOUND, recordsPrefix, sessionPrefix, type ForkPoint, type LogScope } from '../keys.ts';
+import type { LogItem } from '../records.ts';
+import { SegmentReader, type SegmentContent } from '../segment.ts';
+import { stateOf } from '../segment-states.ts';
+import { logCursor, type LogUnit } from '../unit-cursor.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { readRecord, withFreshListing } from './head.ts';
+import { carryAfter, segmentTurnOf, writeSegment } from './packer.ts';
+
+/**
+ * Flattening a history (docs/STORAGE.md, "Deleting the newest turn"): a delete of the newest turn
+ * whose new generation would read more generations than a config names (MAX_FORK_DEPTH) writes
+ * the history it would read as that generation's own instead, as the packer would have left it
+ * there: segments of the same records (numbers, items, turns and states), cut at each fork point,
+ * with the objects found by record, turn or hash under a generation copied along: its blobs, the
+ * summaries of its compactions, the `idem/` claims of its turns (this id's) and the event journals
+ * of its turns, each up to the point the history reads it to. All of it is written under the new
+ * generation before anything names it, so a failure or a crash leaves garbage the next delete of
+ * the id sweeps (reader assumption 5). The ids of the items keep naming the generations that held
+ * them (`named`, returned). The generations it copied from stay while the config names the new
+ * one (their references, written by the delete as for any fork of itself): a turn closed by
+ * someone else there is still charged from its `spent/` object.
+ */
+
+/** The units of a history, oldest first, each with the last record of it the history reads. */
+interface Source {
+  unit: LogUnit;
+  upTo: number;
+}
+
+/** One closed record or a part of a segment, ready to be packed again. */
+interface Piece {
+  firstRecord: number;
+  lastRecord: number;
+  items: LogItem[];
+  turns: SegmentContent['turns'];
+  states: NonNullable<SegmentContent['states']>;
+}
+
+/**
+ * Writes the history a fork reading `chain` (nearest first) would read as the own records of
+ * `scope` (a generation nothing names yet), up to `chain[0]`. Returns what the config's `named`
+ * becomes: the chain's generations for the seqs they held, then those `named` (the head's)
+ * names below them, at most MAX_NAMED_GENERATIONS. A segment without states refuses
+ * (DeleteRefusedError: it cannot be cut at a record).
+ */
+export async function flattenHistory(
+  log: LogContext,
+  scope: LogScope,
+  chain: readonly ForkPoint[],
+  named: readonly NamedPoint[] | undefined,
+): Promise<NamedPoint[]> {
+  const turnsAt = await withFreshListing(() => writeSegments(log, scope, chain));
+  await Promise.all(chain.map((point) => copyObjects(log, scope, point, turnsAt.get(point.record) ?? 0)));
+  return namesOf(chain, named);
+}
+
+/** The names of the items up to `chain[0].seq` (see flattenHistory). */
+export function namesOf(chain: readonly ForkPoint[], named: readonly NamedPoint[] | undefined): NamedPoint[] {
+  const below = clipNames(named, chain[0]?.seq ?? 0);
+  const top = below[0]?.seq ?? 0;
+  const fresh = chain.filter((point) => point.seq > top).map(({ generation, seq }) => ({ generation, seq }));
+  return [...fresh, ...below].slice(0, MAX_NAMED_GENERATIONS);
+}
+
+/** `named` for a history that now ends at `seq` (a delete went back to it): the entries below it. */
+export function clipNames(named: readonly NamedPoint[] | undefined, seq: number): NamedPoint[] {
+  const kept: NamedPoint[] = [];
+  for (const [index, point] of (named ?? []).entries()) {
+    const next = named![index + 1]?.seq ?? 0;
+    if (next >= seq) continue;
+    kept.push({ ...point, seq: Math.min(point.seq, seq) });
+  }
+  return kept;
+}
+
+/**
+ * Packs the history's units again into segments under `scope`, about segmentTargetBytes each.
+ * Returns the turn count of each record it packed.
+ */
+async function writeSegments(log: LogContext, scope: LogScope, chain: readonly ForkPoint[]) {
+  const sources = await listSources(log, scope, chain);
+  const turnsAt = new Map<number, number>();
+  let content: SegmentContent | null = null;
+  let carried: LogItem[] | null = [];
+  let bytes = 0;
+  let next = 1;
+  // The seq before the next segment's first item (the last of the segments written).
+  let seqBefore = 0;
+  const flush = async () => {
+    if (!content) return;
+    await writeSegment(log, scope, content, seqBefore + 1);
+    carried = carryAfter(
+      content.carried,
+      content.items.filter((item) => item.type === 'message'),
+    );
+    seqBefore = content.states!.at(-1)?.counts.items ?? seqBefore;
+    content = null;
+    bytes = 0;
+  };
+  for (const source of sources) {
+    const piece = await pieceOf(log, source);
+    if (piece.firstRecord !== next)
+      throw new CorruptObjectError(sourceKey(source), `record ${piece.firstRecord} where ${next} was expected`);
+    next = piece.lastRecord + 1;
+    for (const state of piece.states) turnsAt.set(state.record, state.counts.turns);
+    const size = piece.items.reduce((sum, item) => sum + JSON.stringify(item).length + 1, 0);
+    if (content && bytes + size > log.segmentTargetBytes) await flush();
+    content ??= { firstRecord: piece.firstRecord, lastRecord: 0, items: [], turns: [], carried, states: [] };
+    content.items.push(...piece.items);
+    content.turns.push(...piece.turns);
+    content.states!.push(...piece.states);
+    content.lastRecord = piece.lastRecord;
+    bytes += size;
+  }
+  await flush();
+  if (next !== (chain[0]?.record ?? 0) + 1)
+    throw new CorruptObjectError(recordsPrefix(scope), `the history ends at record ${next - 1}`);
+  return turnsAt;
+}
+
+/** The history's units oldest first, through a cursor reading `chain` below an empty generation. */
+async function listSources(log: LogContext, scope: LogScope, chain: readonly ForkPoint[]): Promise<Source[]> {
+  const cursor = logCursor(log.store, { ...scope, ancestors: chain });
+  const prefixes = chain.map((point) => ({
+    prefix: recordsPrefix(ancestorScope(log.keyPrefix, point)),
+    upTo: point.record,
+  }));
+  const sources: Source[] = [];
+  for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+    const held = prefixes.find(({ prefix }) => unit.key.startsWith(prefix));
+    if (!held) throw new CorruptObjectError(unit.key, 'a unit of no generation the history reads');
+    sources.push({ unit, upTo: held.upTo });
+  }
+  return sources.reverse();
+}
+
+const sourceKey = (source: Source) => source.unit.key;
+
+/** A record as the packer packs it, or a segment's records up to `upTo`. */
+async function pieceOf(log: LogContext, { unit, upTo }: Source): Promise<Piece> {
+  if (unit.kind === 'record') {
+    const { record, done } = await readRecord(log, unit);
+    if (record.kind === 'turn' && !done) throw new CorruptObjectError(unit.key, 'an open turn in a history it reads');
+    return {
+      firstRecord: record.record,
+      lastRecord: record.record,
+      items: [...record.items, ...(done?.items ?? [])],
+      turns: record.kind === 'turn' && done ? [segmentTurnOf(record, done)] : [],
+      states: [stateOf(record, done)],
+    };
+  }
+  const content = await new SegmentReader(log.store, unit.key, unit).content();
+  if (!content.states)
+    throw new DeleteRefusedError(`the history is in a segment written before segments kept each record's state`);
+  const states = content.states.filter((state) => state.record <= upTo);
+  const top = states.at(-1)?.counts.items ?? 0;
+  return {
+    firstRecord: content.firstRecord,
+    lastRecord: Math.min(content.lastRecord, upTo),
+    items: content.items.filter((item) => item.seq <= top),
+    turns: content.turns.filter((turn) => turn.record <= upTo),
+    states,
+  };
+}
+
+/**
+ * Copies what the history keeps of `point`'s generation beside its records into `scope`
+ * (create-only): every blob, the summaries of compactions at records up to the point, and for
+ * this id's generations the `idem/` claims of records up to it and the event journals of turns
+ * up to `turns` (those the history holds there).
+ */
+async function copyObjects(log: LogContext, scope: LogScope, point: ForkPoint, turns: number): Promise<void> {
+  const from = ancestorScope(log.keyPrefix, point);
+  const recordOf = (name: string) => RECORD_BOUND - Number(name);
+  // Each kind copied: which names (read before the object), and which bodies (after).
+  const kinds: { kind: string; name: (name: string) => boolean; body?: (body: Uint8Array) => boolean }[] = [
+    { kind: 'blob', name: () => true },
+    { kind: 'context', name: (name) => recordOf(name) <= point.record },
+  ];
+  if (point.id === scope.id)
+    kinds.push(
+      { kind: 'idem', name: () => true, body: (body) => claimedUpTo(body, point.record) },
+      { kind: 'events', name: (name) => Number(name.slice(0, 12)) <= turns },
+    );
+  for (const { kind, name: wantedName, body: wantedBody } of kinds) {
+    const prefix = scopedPrefix(from, kind);
+    const target = scopedPrefix(scope, kind);
+    let cursor: string | undefined;
+    do {
+      const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
+      await mapLimit(page.objects, PARALLEL_GETS, async ({ key }) => {
+        const name = key.slice(prefix.length);
+        if (!wantedName(name)) return;
+        const object = await log.store.get(key);
+        if (object && (wantedBody?.(object.body) ?? true))
+          await log.store.put(`${target}${name}`, object.body, { onlyIfAbsent: true });
+      });
+      cursor = page.truncated ? page.cursor : undefined;
+    } while (cursor);
+  }
+}
+
+/** Whether an `idem/` claim names a record up to `record` (a turn or an append the history holds). */
+function claimedUpTo(body: Uint8Array, record: number): boolean {
+  const claim = JSON.parse(new TextDecoder().decode(body)) as { record?: unknown };
+  return typeof claim.record === 'number' && claim.record <= record;
+}
+
+/** `<session>/<kind>/<generation>/`, as lib/session/keys.ts scopes an incarnation's objects. */
+function scopedPrefix(scope: LogScope, kind: string): string {
+  return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation}/`;
+}
+
+/** Removes what a flattening wrote under `scope`, which no config names (it did not commit). */
+export async function sweepFlattened(log: LogContext, scope: LogScope): Promise<void> {
+  for (const kind of ['turn', 'blob', 'context', 'idem', 'events']) {
+    const prefix = scopedPrefix(scope, kind);
+    for (;;) {
+      const page = await log.store.list(prefix, { limit: 1000 });
+      if (page.objects.length > 0) await log.store.delete(page.objects.map((object) => object.key));
+      if (!page.truncated) break;
+    }
+  }
+}

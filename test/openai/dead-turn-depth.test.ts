@@ -1,0 +1,30 @@
+import { expect, it } from 'vitest';
+import { diedOnceEach, HOUR, noBodyHeldAfterEach, processOf, texts } from '../support/dead-process.ts';
+
+// A long-running agent whose server dies again and again: each dead turn is taken out of its
+// conversation by a fork of itself one generation deeper, past the generations a config may name
+// (MAX_FORK_DEPTH). The conversation then reads its history as its own (a flattened generation):
+// every retry stores its input once, and the conversation goes on under `conversation`,
+// `previous_response_id` and the native API.
+
+noBodyHeldAfterEach();
+
+const steps = (count: number) =>
+  Array.from({ length: count }, (_, index) => [`user: step ${index + 1}`, `assistant: echo: step ${index + 1}`]).flat();
+
+it.each([false, true])('a conversation survives 20 dead turns in a row (chained: %s)', async (chained) => {
+  const { store, id, hours, statuses, previous } = await diedOnceEach(20, chained);
+  expect(statuses).toEqual(Array(20).fill('completed'));
+  const later = processOf(store, hours * HOUR + HOUR);
+  expect(await texts(later.openai, id)).toEqual(steps(20));
+  // The newest response is still the conversation's newest: a step naming it goes on there.
+  if (previous) {
+    const next = await later.openai.responses.create({ input: 'step 21', previous_response_id: previous });
+    expect(next.status).toBe('completed');
+    expect((await later.openai.responses.retrieve(previous)).status).toBe('completed');
+  } else await later.openai.responses.create({ input: 'step 21', conversation: id });
+  const turn = await later.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });
+  expect(turn.status, turn.body).toBe(200);
+  await later.drain();
+  expect(await texts(later.openai, id)).toEqual([...steps(21), 'user: native', 'assistant: echo: native']);
+});

@@ -2,6 +2,7 @@ import { World } from '../support/simulation.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineForkSimulation } from './fork-simulation-suite.ts';
 import { defineRewindSimulation } from './rewind-simulation-suite.ts';
+import { defineFlattenSimulation } from './flatten-simulation-suite.ts';
 import { defineProtocolSimulation } from './protocol-simulation-suite.ts';
 
 // The protocol simulation on the memory store: every interleaving replays exactly from its seed.
@@ -19,3 +20,5 @@ defineProtocolSimulation({
 defineForkSimulation('memory store', async () => new MemoryStore());
 
 defineRewindSimulation('memory store', async () => new MemoryStore());
+
+defineFlattenSimulation('memory store', async () => new MemoryStore());

@@ -160,6 +160,9 @@ export async function deleteNewestTurn(
  */
 async function pointBefore(log: LogContext, head: Head, turn: number, options: RewindOptions): Promise<Point | null> {
   const id = head.config.id;
+  // Past the turns counted (taken out already): not found, whatever the records before hold.
+  if (turn > countsOf(head.newest).turns)
+    throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
   let candidate = head.newest;
   // A manual compaction's claim holds the session while its lease runs, as for a turn's claim.
   if (candidate?.record.kind === 'compact') {

@@ -1,0 +1,83 @@
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { attempt, LEASE_MS } from '../support/simulation.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { InterleavedStore } from './fork-simulation-suite.ts';
+import { contents, turnOf } from './rewind-simulation-suite.ts';
+
+/**
+ * A delete of the newest turn that flattens the history (lib/session/log/flatten.ts: the session
+ * reads as many generations as a config names) crashed at each of its storage calls, before the
+ * call and after it landed: what it left reads the session before or after the delete, a retry
+ * ends with it after (or finds it gone), the session then takes a turn, and once it is deleted
+ * nothing is left.
+ */
+
+const S = 's';
+/** Turns kept, each followed by one a delete took out: every delete forks one generation deeper. */
+const DEPTH = 8;
+
+const kept = Array.from({ length: DEPTH + 1 }, (_, index) => [`kept ${index + 1}`, `re kept ${index + 1}`]).flat();
+const BEFORE = [...kept, 'gone', 're gone'];
+const AFTER = kept;
+
+async function start(makeStore: () => Promise<ObjectStore>) {
+  const store = await makeStore();
+  let offset = 0;
+  const clock = () => new Date(Date.now() + offset);
+  // Packed as it goes: the flattening reads records and segments of every generation.
+  const log = (on: ObjectStore = store) =>
+    new SessionLog(on, { clock, leaseMs: LEASE_MS, packMinRecords: 2, keepRecords: 1 });
+  await log().create({ id: S });
+  for (let n = 1; n <= DEPTH; n++) {
+    await turnOf(log(), S, `kept ${n}`);
+    await turnOf(log(), S, `gone ${n}`);
+    await log().deleteTurn(S, n + 1);
+  }
+  await turnOf(log(), S, `kept ${DEPTH + 1}`);
+  await turnOf(log(), S, 'gone');
+  return { store, log, late: () => (offset += LEASE_MS + 1) };
+}
+
+const rewind = (log: SessionLog) => attempt(() => log.deleteTurn(S, DEPTH + 2));
+
+export function defineFlattenSimulation(name: string, makeStore: () => Promise<ObjectStore>): void {
+  describe(`a delete of the newest turn that flattens the history: ${name}`, () => {
+    beforeEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('crashed at each storage call, before it and after it landed, then retried', async () => {
+      const counted = await start(makeStore);
+      const counter = new InterleavedStore(counted.store, {});
+      expect((await rewind(counted.log(counter))).ok).toBe(true);
+      const config = JSON.parse(new TextDecoder().decode((await counted.store.get(sessionConfigKey('', S)))!.body));
+      expect(config.fork_of, 'the delete flattens').toBeUndefined();
+      for (let crash = 1; crash <= counter.calls; crash++) {
+        for (const after of [false, true]) {
+          const run = await start(makeStore);
+          await rewind(run.log(new InterleavedStore(run.store, { crash: { at: crash, after } })));
+          const where = `delete crashed at call ${crash} ${after ? 'after' : 'before'} it`;
+          expect([BEFORE, AFTER], where).toContainEqual(await contents(run.log(), S));
+          // A fence it left holds the session for a lease; a retry then ends with the turn gone.
+          run.late();
+          const retried = await rewind(run.log());
+          if (!retried.ok) expect(retried.code, `${where}: ${(retried.error as Error).message}`).toBe('not_found');
+          expect(await contents(run.log(), S), where).toEqual(AFTER);
+          await turnOf(run.log(), S, 'next');
+          expect(await contents(run.log(), S), where).toEqual([...AFTER, 'next', 're next']);
+          for (let round = 0; round < 2; round++) {
+            await attempt(() => run.log().delete(S));
+            run.late();
+          }
+          const left = await run.store.list('sessions/', { limit: 1000 });
+          expect(
+            left.objects.map((object) => object.key),
+            where,
+          ).toEqual([]);
+        }
+      }
+    });
+  });
+}

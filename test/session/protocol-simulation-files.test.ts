@@ -7,6 +7,7 @@ import { World } from '../support/simulation.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { defineForkSimulation } from './fork-simulation-suite.ts';
 import { defineRewindSimulation } from './rewind-simulation-suite.ts';
+import { defineFlattenSimulation } from './flatten-simulation-suite.ts';
 import { defineProtocolSimulation } from './protocol-simulation-suite.ts';
 
 // The protocol simulation on the file store: each actor writes through a FileStore of its own on
@@ -49,3 +50,4 @@ async function fileStore(): Promise<FileStore> {
 
 defineForkSimulation('file store', fileStore);
 defineRewindSimulation('file store', fileStore);
+defineFlattenSimulation('file store', fileStore);

@@ -13,14 +13,24 @@ const steps = (count: number) =>
   Array.from({ length: count }, (_, index) => [`user: step ${index + 1}`, `assistant: echo: step ${index + 1}`]).flat();
 
 it.each([false, true])('a conversation survives 20 dead turns in a row (chained: %s)', async (chained) => {
-  const { store, id, hours, statuses, previous } = await diedOnceEach(20, chained);
+  const { store, id, hours, statuses, previous, ids } = await diedOnceEach(20, chained);
   expect(statuses).toEqual(Array(20).fill('completed'));
   const later = processOf(store, hours * HOUR + HOUR);
   expect(await texts(later.openai, id)).toEqual(steps(20));
+  // Every response is still found by its id, with its own output.
+  for (const [index, response] of ids.entries()) {
+    const found = await later.openai.responses.retrieve(response!);
+    expect(found.output_text).toBe(`echo: step ${index + 1}`);
+  }
   // The newest response is still the conversation's newest: a step naming it goes on there.
   if (previous) {
     const next = await later.openai.responses.create({ input: 'step 21', previous_response_id: previous });
     expect(next.status).toBe('completed');
+    // Deleted, its turn is taken again: its id never names the turn that took its place.
+    await later.openai.responses.delete(next.id);
+    const again = await later.openai.responses.create({ input: 'step 21', previous_response_id: previous });
+    await expect(later.openai.responses.retrieve(next.id)).rejects.toMatchObject({ status: 404 });
+    expect((await later.openai.responses.retrieve(again.id)).output_text).toBe('echo: step 21');
     expect((await later.openai.responses.retrieve(previous)).status).toBe('completed');
   } else await later.openai.responses.create({ input: 'step 21', conversation: id });
   const turn = await later.native('POST', `/v1/sessions/${id}/turns`, { input: 'native' });

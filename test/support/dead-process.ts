@@ -158,7 +158,7 @@ export async function diesSending(
  * A conversation on a store of its own whose steps 1 to `steps` each died once mid-turn, then were
  * retried by a process an hour further on: each take-out forks one generation deeper. Its store
  * and id, the hours the clocks came to, each retry's status (its error's, where it was refused)
- * and, `chained`, the last response's id.
+ * and the retries' response ids (`previous`: the last one's, when `chained`).
  */
 export async function diedOnceEach(steps: number, chained = false) {
   const store = new MemoryStore();
@@ -166,6 +166,7 @@ export async function diedOnceEach(steps: number, chained = false) {
   let hours = 0;
   let previous: string | undefined;
   const statuses: unknown[] = [];
+  const ids: (string | undefined)[] = [];
   for (let step = 1; step <= steps; step++) {
     // `chained`: each step after the first names the response before it, as a loop under
     // `previous_response_id` does (the first one starts in the conversation).
@@ -176,10 +177,11 @@ export async function diedOnceEach(steps: number, chained = false) {
     const retry = processOf(store, ++hours * HOUR);
     const answer = await retry.openai.responses.create(body).catch((error: unknown) => error);
     statuses.push(status(answer));
-    if (chained) previous = (answer as { id?: string }).id;
+    ids.push((answer as { id?: string }).id);
+    if (chained) previous = ids.at(-1);
     await retry.drain();
   }
-  return { store, id, hours, statuses, previous };
+  return { store, id, hours, statuses, previous, ids };
 }
 
 /**

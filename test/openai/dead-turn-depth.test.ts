@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
-import { diedOnceEach, HOUR, noBodyHeldAfterEach, processOf, texts } from '../support/dead-process.ts';
+import { diedOnceEach, diesSending, HOUR, noBodyHeldAfterEach, processOf, texts } from '../support/dead-process.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
 
 // A long-running agent whose server dies again and again: each dead turn is taken out of its
 // conversation by a fork of itself one generation deeper, past the generations a config may name
@@ -37,4 +38,28 @@ it.each([false, true])('a conversation survives 20 dead turns in a row (chained:
   expect(turn.status, turn.body).toBe(200);
   await later.drain();
   expect(await texts(later.openai, id)).toEqual([...steps(21), 'user: native', 'assistant: echo: native']);
+});
+
+it('a streamed response before a flattening replays its events from its id', async () => {
+  const store = new MemoryStore();
+  const first = processOf(store, 0);
+  const { id } = await first.openai.conversations.create({});
+  let streamed = '';
+  for await (const event of await first.openai.responses.create({ input: 'streamed', conversation: id, stream: true }))
+    if (event.type === 'response.completed') streamed = event.response.id;
+  await first.drain();
+  // Ten steps that each died once: the ninth take-out flattens the history.
+  for (let step = 1; step <= 10; step++) {
+    const body = { input: `step ${step}`, conversation: id };
+    await diesSending(store, (2 * step - 1) * HOUR, body);
+    const retry = processOf(store, 2 * step * HOUR);
+    expect((await retry.openai.responses.create(body)).status).toBe('completed');
+    await retry.drain();
+  }
+  const later = processOf(store, 21 * HOUR);
+  expect(await texts(later.openai, id)).toEqual(['user: streamed', 'assistant: echo: streamed', ...steps(10)]);
+  const types: string[] = [];
+  for await (const event of await later.openai.responses.retrieve(streamed, { stream: true })) types.push(event.type);
+  expect(types.at(0)).toBe('response.created');
+  expect(types.at(-1)).toBe('response.completed');
 });

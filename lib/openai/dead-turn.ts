@@ -16,9 +16,9 @@ import type { IndexFacade } from './facade.ts';
  * naming the response before it: newestPastDead) takes such a turn out
  * instead: its newest turn, its record saying `answered_at_end`, failed `lease_expired` with no
  * output (or open, its lease run out: closed so first). One that took inbox notices stays
- * (deleteNewestTurn), and so does one whose conversation would read more generations than a config
- * names (a delete of the newest turn forks it one deeper unless the turn before is the fork's
- * first): the retry then goes on after it, as after a streamed response's dead turn.
+ * (deleteNewestTurn): the retry then goes on after it, as after a streamed response's dead turn. (A
+ * conversation that would read more generations than a config names is flattened by the delete,
+ * lib/session/log/flatten.ts, so no depth keeps a dead turn in.)
  */
 
 type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;

@@ -77,7 +77,7 @@ export const sessionConfigSchema = z
     fork_of: z.array(forkPointSchema).min(1).max(MAX_FORK_DEPTH).optional(),
     /**
      * The generations of this id that a delete of its newest turn wrote and its history still
-     * reads (the current one or one `fork_of` names): the ids of the turns they hold name them
+     * reads (the current one or one `fork_of` or `named` names): the ids of the turns they hold name them
      * (log/rewind.ts, idGeneration).
      */
     /**

@@ -15,8 +15,9 @@ import type { TurnServices } from './types.ts';
  * behind it (./busy.ts), an append (./append.ts), a manual compaction's claim
  * (./compact-session.ts), or an `interrupt` that cancelled it while its lease ran
  * (takeOutInterrupted), so that the retry, coming after any of them, stores its input once. One
- * that took inbox notices stays (deleteNewestTurn), and so does one whose session would read more
- * generations than a config names: the claim then follows it. A store failing meanwhile is no such
+ * that took inbox notices stays (deleteNewestTurn): the claim then follows it. (One whose session
+ * would read more generations than a config names is taken out too: the delete flattens the
+ * history, lib/session/log/flatten.ts.) A store failing meanwhile is no such
  * refusal: the request (or the pickup) fails with it, and the next one takes the turn out.
  */
 

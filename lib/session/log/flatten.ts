@@ -2,11 +2,12 @@ import { CorruptObjectError, DeleteRefusedError } from '../../errors.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { MAX_NAMED_GENERATIONS, type NamedPoint } from '../fork-point.ts';
 import { ancestorScope, RECORD_BOUND, recordsPrefix, sessionPrefix, type ForkPoint, type LogScope } from '../keys.ts';
-import type { LogItem } from '../records.ts';
+import type { LogItem, SessionConfig } from '../records.ts';
 import { SegmentReader, type SegmentContent } from '../segment.ts';
 import { stateOf } from '../segment-states.ts';
 import { logCursor, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { giveUp } from './fork.ts';
 import { readRecord, withFreshListing } from './head.ts';
 import { carryAfter, segmentTurnOf, writeSegment } from './packer.ts';
 
@@ -213,6 +214,27 @@ function claimedUpTo(body: Uint8Array, record: number): boolean {
 /** `<session>/<kind>/<generation>/`, as lib/session/keys.ts scopes an incarnation's objects. */
 function scopedPrefix(scope: LogScope, kind: string): string {
   return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation}/`;
+}
+
+/** giveUp (./fork.ts), and what a flattening wrote under the generation given up. */
+export async function leave(
+  log: LogContext,
+  config: SessionConfig,
+  scope: LogScope,
+  record: number,
+  markers: string[],
+  flat: Flattened | null,
+): Promise<void> {
+  await giveUp(log, config, scope, record, markers);
+  if (flat) await sweepFlattened(log, scope);
+}
+
+/** A history flattened under a new generation (log/flatten.ts) before the delete's fence. */
+export interface Flattened {
+  scope: LogScope;
+  /** The generations it was read from (their references keep them while the config names it). */
+  chain: ForkPoint[];
+  named: NamedPoint[];
 }
 
 /** Removes what a flattening wrote under `scope`, which no config names (it did not commit). */

@@ -14,9 +14,9 @@ import { toSessionRecord } from './config-object.ts';
 import { fenceOf } from './fence.ts';
 import { raiseSignal } from './queue.ts';
 import { forkMarkers } from './fork-refs.ts';
-import { MAX_FORK_DEPTH, type NamedPoint } from '../fork-point.ts';
-import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
-import { clipNames, flattenHistory, sweepFlattened } from './flatten.ts';
+import { MAX_FORK_DEPTH } from '../fork-point.ts';
+import { forkChain, forkRecord, putForkStart, type Point } from './fork.ts';
+import { clipNames, flattenHistory, leave, sweepFlattened, type Flattened } from './flatten.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
@@ -31,7 +31,9 @@ import { withCharges } from './charges.ts';
  * record before that turn: a new generation whose first record carries the state there, the
  * same id, config and creation time, and `fork_of` naming the incarnation it leaves (whose
  * objects that reference keeps). The turn's items stay stored under the old generation,
- * which no reader of the session goes past the fork point in.
+ * which no reader of the session goes past the fork point in. One that would read more generations
+ * than a config names gets the history it would read as its own instead (./flatten.ts), written
+ * before the fence.
  *
  * In order: a fence, record n+1 of the current generation (create-only, no items, a lease):
  * its landing commits that the turn is still the newest, and a claim meeting it answers 409
@@ -307,27 +309,6 @@ async function moveBack(
     // Listed again from its next turn, append or PATCH.
   }
   return toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
-}
-
-/** giveUp (./fork.ts), and what a flattening wrote under the generation given up. */
-async function leave(
-  log: LogContext,
-  config: SessionConfig,
-  scope: LogScope,
-  record: number,
-  markers: string[],
-  flat: Flattened | null,
-): Promise<void> {
-  await giveUp(log, config, scope, record, markers);
-  if (flat) await sweepFlattened(log, scope);
-}
-
-/** A history flattened under a new generation (log/flatten.ts) before the delete's fence. */
-interface Flattened {
-  scope: LogScope;
-  /** The generations it was read from (their references keep them while the config names it). */
-  chain: ForkPoint[];
-  named: NamedPoint[];
 }
 
 /**

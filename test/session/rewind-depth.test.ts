@@ -56,6 +56,8 @@ describe('SessionLog.deleteTurn, again and again', () => {
       if (begun.kind !== 'claimed') throw new Error('expected a claim');
       await log.completeTurn(begun.turn, { status: 'completed', output: [assistant(`re ${text}`)], receipt: {} });
       kept.push(text, `re ${text}`);
+      // A fork of the first generation stays listed once the history is flattened.
+      if (n === 1) await log.fork('deep', { at_turn: 1, fields: { id: 'branch' } });
       await turnOf(log, 'deep', `gone ${n}`);
       await log.deleteTurn('deep', n + 1);
       await expect(contents(log, 'deep'), `after delete ${n}`).resolves.toEqual(kept);
@@ -70,6 +72,9 @@ describe('SessionLog.deleteTurn, again and again', () => {
       }
     }
     await expect(log.get('deep')).resolves.toMatchObject({ counts: { turns: 20, items: 40 } });
+    const forks = await log.listForks('deep', { limit: 1000 });
+    expect(forks.forks.map((fork) => fork.id)).toEqual(['branch']);
+    await expect(contents(log, 'branch')).resolves.toEqual(['kept 1', 're kept 1']);
     // Its turns are all there, and a retry of the oldest is answered from its key, not run again.
     const turns = await log.listTurns('deep', { limit: 100 });
     expect(turns.turns.map((turn) => turn.turn).sort((a, b) => a - b)).toEqual(

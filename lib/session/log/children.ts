@@ -31,6 +31,8 @@ export async function listForks(
   const { config } = await readConfig(log, id);
   const incarnations = new Set([config.generation ?? '']);
   for (const point of config.fork_of ?? []) if (point.id === id) incarnations.add(point.generation);
+  // A flattened history's generations (log/flatten.ts): forks of them fork this session's history.
+  for (const point of config.named ?? []) incarnations.add(point.generation);
   const prefix = `${sessionPrefix(log.keyPrefix, id)}forks/`;
   const generation = config.generation ? `${config.generation}/` : '';
   const listed = options.idPrefix === undefined ? prefix : `${prefix}${generation}${options.idPrefix}`;

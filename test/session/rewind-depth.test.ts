@@ -85,6 +85,35 @@ describe('SessionLog.deleteTurn, again and again', () => {
     await turnOf(log, 'deep', 'next');
     await expect(contents(log, 'deep')).resolves.toEqual([...kept, 'next', 're next']);
   });
+
+  it('flattens only its own generations: a fork goes on reading its parent', async () => {
+    const store = new MemoryStore();
+    let offset = 0;
+    const clock = () => new Date(Date.now() + offset);
+    const log = new SessionLog(store, { clock, packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 600 });
+    await log.create({ id: 'parent' });
+    await turnOf(log, 'parent', 'inherited');
+    await log.fork('parent', { at_turn: 1, fields: { id: 'child' } });
+    const kept = ['inherited', 're inherited'];
+    for (let n = 1; n <= 20; n++) {
+      await turnOf(log, 'child', `kept ${n}`);
+      kept.push(`kept ${n}`, `re kept ${n}`);
+      await turnOf(log, 'child', `gone ${n}`);
+      await log.deleteTurn('child', n + 2);
+      await expect(contents(log, 'child'), `after delete ${n}`).resolves.toEqual(kept);
+    }
+    const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 'child')))!.body));
+    expect(config.fork_of.at(-1)).toMatchObject({ id: 'parent', seq: 2 });
+    await expect(log.get('child')).resolves.toMatchObject({ forked_from: { id: 'parent', seq: 2 } });
+    await turnOf(log, 'child', 'next');
+    await expect(contents(log, 'child')).resolves.toEqual([...kept, 'next', 're next']);
+    // Deleted, the child leaves nothing under either id once the parent goes too (a lease later:
+    // a reference younger than that may be a fork still being written).
+    offset += 3_600_000;
+    await log.delete('child');
+    await log.delete('parent');
+    expect((await store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key)).toEqual([]);
+  });
 });
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });

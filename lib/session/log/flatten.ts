@@ -42,8 +42,10 @@ interface Piece {
 }
 
 /**
- * Writes the history a fork reading `chain` (nearest first) would read as the own records of
- * `scope` (a generation nothing names yet), up to `chain[0]`. Returns what the config's `named`
+ * Writes the history a fork reading `chain` (nearest first: generations of this id) would read
+ * as the own records of `scope` (a generation nothing names yet), up to `chain[0]`: from the
+ * record after its own ancestors' point (`scope.ancestors`, another session's history, which it
+ * goes on reading as a fork does), else from record 1. Returns what the config's `named`
  * becomes: the chain's generations for the seqs they held, then those `named` (the head's)
  * names below them, at most MAX_NAMED_GENERATIONS. A segment without states refuses
  * (DeleteRefusedError: it cannot be cut at a record).
@@ -86,11 +88,13 @@ async function writeSegments(log: LogContext, scope: LogScope, chain: readonly F
   const sources = await listSources(log, scope, chain);
   const turnsAt = new Map<number, number>();
   let content: SegmentContent | null = null;
-  let carried: LogItem[] | null = [];
+  const below = scope.ancestors?.[0];
+  // The messages before the first segment are known only from the log's start.
+  let carried: LogItem[] | null = below ? null : [];
   let bytes = 0;
-  let next = 1;
+  let next = (below?.record ?? 0) + 1;
   // The seq before the next segment's first item (the last of the segments written).
-  let seqBefore = 0;
+  let seqBefore = below?.seq ?? 0;
   const flush = async () => {
     if (!content) return;
     await writeSegment(log, scope, content, seqBefore + 1);
@@ -231,6 +235,7 @@ export async function leave(
 
 /** A history flattened under a new generation (log/flatten.ts) before the delete's fence. */
 export interface Flattened {
+  /** The new generation, and the ancestors it goes on reading (another session's: its `fork_of`). */
   scope: LogScope;
   /** The generations it was read from (their references keep them while the config names it). */
   chain: ForkPoint[];

@@ -73,9 +73,13 @@ export function idGeneration(scope: LogScope, seq: number): string | undefined {
   return scope.rewound?.includes(holder) ? holder : undefined;
 }
 
-/** The generation that held the item at `seq` before a flattening took it in (log/flatten.ts), if one did. */
+/**
+ * The generation that held the item at `seq` before a flattening took it in (log/flatten.ts), if
+ * one did: not one of another session's history this one forked (read on from it as it was).
+ */
 function namedHolder(scope: LogScope, seq: number): string | undefined {
-  const named = scope.named ?? [];
+  const floor = scope.ancestors?.find((point) => point.id !== scope.id)?.seq ?? 0;
+  const named = seq > floor ? (scope.named ?? []) : [];
   return named.find((point, index) => seq <= point.seq && seq > (named[index + 1]?.seq ?? 0))?.generation;
 }
 
@@ -246,7 +250,7 @@ async function moveBack(
 ): Promise<SessionRecord | null> {
   const point = forkPoint(head, previous);
   // Flattened: the generation reads none (its references keep the ones it copied from).
-  const read = flat ? [] : forkChainBack(head, previous);
+  const read = flat ? [...(flat.scope.ancestors ?? [])] : forkChainBack(head, previous);
   const chain = flat?.chain ?? read;
   const generation = flat?.scope.generation ?? newGeneration(log.clock());
   const scope = flat?.scope ?? scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
@@ -319,11 +323,16 @@ async function flattened(log: LogContext, head: Head, previous: Point | null): P
   const point = forkPoint(head, previous);
   const chain = point ? forkChain(head.scope, point.record, point.counts.items) : [];
   if (chain.length <= MAX_FORK_DEPTH) return null;
+  // This id's generations are flattened; another session's history it forked is still read (at
+  // most as deep as a fork of it may read).
+  const ends = chain.findIndex((entry) => entry.id !== head.config.id);
+  const own = ends < 0 ? chain : chain.slice(0, ends);
+  const parent = chain.slice(own.length);
   const generation = newGeneration(log.clock());
-  const { fork_of: _, ...own } = head.config;
-  const scope = scopeOf(log.keyPrefix, { ...own, generation });
+  const { fork_of: _, ...fields } = head.config;
+  const scope = scopeOf(log.keyPrefix, { ...fields, generation, ...(parent.length > 0 ? { fork_of: parent } : {}) });
   try {
-    return { scope, chain, named: await flattenHistory(log, scope, chain, head.config.named) };
+    return { scope, chain, named: await flattenHistory(log, scope, own, head.config.named) };
   } catch (error) {
     await sweepFlattened(log, scope).catch(() => undefined);
     throw error;

@@ -75,6 +75,14 @@ describe('SessionLog.deleteTurn, again and again', () => {
     const forks = await log.listForks('deep', { limit: 1000 });
     expect(forks.forks.map((fork) => fork.id)).toEqual(['branch']);
     await expect(contents(log, 'branch')).resolves.toEqual(['kept 1', 're kept 1']);
+    // The fork's delete sweeps the session: the generations its ids name stay while it names them
+    // (a turn closed there is still charged from its `spent/` object).
+    await log.delete('branch');
+    const named = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 'deep')))!.body)).named;
+    for (const { generation } of named) {
+      const left = await store.list(`sessions/deep/turn/${generation}/`, { limit: 1 });
+      expect(left.objects, generation).toHaveLength(1);
+    }
     // Its turns are all there, and a retry of the oldest is answered from its key, not run again.
     const turns = await log.listTurns('deep', { limit: 100 });
     expect(turns.turns.map((turn) => turn.turn).sort((a, b) => a - b)).toEqual(

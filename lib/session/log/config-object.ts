@@ -251,7 +251,12 @@ export async function sweepSession(log: LogContext, id: string, keep: ReadonlySe
     const generation = config ? scopeOf(log.keyPrefix, config).generation : null;
     // The generations of this id the config reads (a delete of the newest turn committed since
     // the references were listed): its history, whatever the listing of references said.
-    const read = new Set((config?.fork_of ?? []).filter((point) => point.id === id).map((point) => point.generation));
+    // So are those a flattened history names (log/flatten.ts): a turn closed there is still charged.
+    const read = new Set(
+      [...(config?.fork_of ?? []).filter((point) => point.id === id), ...(config?.named ?? [])].map(
+        (point) => point.generation,
+      ),
+    );
     const keys = page.objects
       .map((object) => object.key)
       .filter((key) => {

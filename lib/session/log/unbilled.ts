@@ -238,8 +238,9 @@ export async function storeSpend(
 /**
  * Whether an object at `key` of the generation `scope`, put just before, is still the session's:
  * its config (read now, after the put) names that generation, or a delete of its newest turn
- * forked from it. Else (the session deleted, or deleted and created again) a delete's sweep may
- * have passed before the put landed, and the object is deleted (false).
+ * forked from it (or flattened it, `named`). Else (the session deleted, or deleted and created
+ * again) a delete's sweep may have passed before the put landed, and the object is deleted
+ * (false).
  */
 export async function keptUnlessSwept(log: LogContext, scope: LogScope, key: string): Promise<boolean> {
   const object = await log.store.get(sessionConfigKey(scope.keyPrefix, scope.id));
@@ -247,7 +248,8 @@ export async function keptUnlessSwept(log: LogContext, scope: LogScope, key: str
   const reads =
     config &&
     ((config.generation ?? '') === scope.generation ||
-      (config.fork_of ?? []).some((point) => point.id === scope.id && point.generation === scope.generation));
+      (config.fork_of ?? []).some((point) => point.id === scope.id && point.generation === scope.generation) ||
+      (config.named ?? []).some((point) => point.generation === scope.generation));
   if (reads) return true;
   await log.store.delete([key]);
   return false;

@@ -10,6 +10,47 @@ const bucket = (env as { BUCKET: R2Bucket }).BUCKET;
 defineSessionLogConcurrency('r2 binding', () => new R2Store(bucket));
 
 describe('SessionLog on the R2 binding', () => {
+  it('flattens a history past the generations a config names, its outputs out of line', async () => {
+    const keyPrefix = `${crypto.randomUUID()}/`;
+    const log = new SessionLog(new R2Store(bucket), {
+      keyPrefix,
+      packMinRecords: 2,
+      keepRecords: 1,
+      blobThreshold: 64,
+    });
+    await log.create({ id: 'flat' });
+    const step = async (input: Parameters<SessionLog['beginTurn']>[1]['input'], call: string) => {
+      const begun = await log.beginTurn('flat', { input });
+      if (begun.kind !== 'claimed') throw new Error('expected a claim');
+      await log.completeTurn(begun.turn, {
+        status: 'completed',
+        output: [{ type: 'function_call', call_id: call, name: 'ls', arguments: '{}' }],
+        receipt: {},
+      });
+    };
+    const output = (n: number) => `result ${n} `.repeat(16);
+    await step([], 'c0');
+    // Two turns kept a round, each answering the call before it (the first of them packed: its output
+    // goes out of line under its generation's `blob/`, which the flattening copies); the one after
+    // them, deleted, forks one generation deeper.
+    for (let n = 1; n <= 10; n++) {
+      await step([{ type: 'function_call_output', call_id: `c${n - 1}`, output: output(n) }], `a${n}`);
+      await step([{ type: 'function_call_output', call_id: `a${n}`, output: 'b' }], `c${n}`);
+      await log.pack('flat');
+      await step([{ type: 'function_call_output', call_id: `c${n}`, output: 'gone' }], 'gone');
+      await log.deleteTurn('flat', 2 * n + 2);
+    }
+    const begun = await log.beginTurn('flat', {
+      input: [{ type: 'function_call_output', call_id: 'c10', output: 'last' }],
+    });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const { items: view } = await log.readContext(begun.turn, { toolCalls: 100, seqs: [] });
+    const hydrated = await log.hydrate(begun.turn.scope, view);
+    const outputs = hydrated.flatMap((item) => (item.type === 'function_call_output' ? [item.output] : []));
+    expect(outputs).toEqual([...Array.from({ length: 10 }, (_, index) => [output(index + 1), 'b']).flat(), 'last']);
+    await log.delete('flat');
+  });
+
   it('runs turns, packs, reads the tail with ranges and deletes the session', async () => {
     const keyPrefix = `${crypto.randomUUID()}/`;
     const log = new SessionLog(new R2Store(bucket), {

@@ -1,8 +1,9 @@
 import { randomHex } from '../../hash.ts';
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import { chargeKey, type LogScope } from '../keys.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
-import type { LogContext } from './context.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { ledgerOf, type Head } from './head.ts';
 import { parsedSpend, shownLedger, storeSpend } from './unbilled.ts';
 
@@ -22,32 +23,38 @@ import { parsedSpend, shownLedger, storeSpend } from './unbilled.ts';
 /** The most charges one write counts (the others wait for the next write). */
 const MAX_CHARGES = 16;
 
-/** The totals with the charges `listed` (ids, keys.ts chargeKey) that `newest` does not name, and the ids to name. */
+/**
+ * The totals with the charges `listed` (ids, keys.ts chargeKey) that `newest` does not name, and
+ * the ids to name. `all`: every one of them, a failed get thrown (a write no later one of the
+ * generation follows), not MAX_CHARGES at most, one whose get failed left to the next write.
+ */
 export async function billCharges(
   log: LogContext,
   scope: LogScope,
   listed: readonly string[],
   newest: { record: LogRecord } | null | undefined,
   ledger: Ledger,
+  all = false,
 ): Promise<{ ledger: Ledger; charged: string[] }> {
   if (listed.length === 0) return { ledger, charged: [] };
   const named = new Set(newest?.record.charged ?? []);
   const counted = listed.filter((id) => named.has(id));
   // Counted by a record that landed: gone, it is named no more (a failed delete: named again).
   if (counted.length > 0) log.store.delete(counted.map((id) => chargeKey(scope, id))).catch(() => undefined);
-  const found = await uncounted(log, scope, listed, named);
+  const found = await uncounted(log, scope, listed, named, all);
   return { ledger: found.reduce(withCharge, ledger), charged: [...counted, ...found.map((charge) => charge.id)] };
 }
 
 /**
  * `head` with the charges its listing shows counted in its newest record's totals and named in
  * its `charged`: for a delete of the newest turn, whose fence and next generation carry the totals
- * on (that generation lists none of this one's charges).
+ * on. That generation lists none of this one's charges, so every one listed is counted here, and
+ * a get that fails refuses the delete (thrown, before anything is written).
  */
 export async function withCharges(log: LogContext, head: Head): Promise<Head> {
   const { newest, cursor, scope } = head;
   if (!newest || cursor.charges.length === 0) return head;
-  const billed = await billCharges(log, scope, cursor.charges, newest, ledgerOf(newest));
+  const billed = await billCharges(log, scope, cursor.charges, newest, ledgerOf(newest), true);
   const record = { ...newest.record, ledger: billed.ledger, charged: billed.charged };
   const done = newest.done?.ledger ? { ...newest.done, ledger: billed.ledger } : newest.done;
   return { ...head, newest: { ...newest, record, done } };
@@ -69,22 +76,23 @@ export async function shownTotals(
   return found.reduce(withCharge, ledger);
 }
 
-/** The charges of `listed` not `named`, as stored (at most MAX_CHARGES; one whose get failed is left out). */
+/**
+ * The charges of `listed` not `named`, as stored: at most MAX_CHARGES, one whose get failed left
+ * out; `all`: every one, PARALLEL_GETS at a time, a failed get thrown.
+ */
 async function uncounted(
   log: LogContext,
   scope: LogScope,
   listed: readonly string[],
   named: ReadonlySet<string>,
+  all = false,
 ): Promise<{ id: string; spent: StoppedSpendRecord | null }[]> {
-  const fresh = listed.filter((id) => !named.has(id)).slice(0, MAX_CHARGES);
-  const found = await Promise.all(
-    fresh.map((id) =>
-      log.store.get(chargeKey(scope, id)).then(
-        (object) => (object ? { id, spent: parsedSpend(object.body) } : null),
-        () => null,
-      ),
-    ),
-  );
+  const fresh = listed.filter((id) => !named.has(id));
+  const get = (id: string) =>
+    log.store.get(chargeKey(scope, id)).then((object) => (object ? { id, spent: parsedSpend(object.body) } : null));
+  const found = all
+    ? await mapLimit(fresh, PARALLEL_GETS, get)
+    : await Promise.all(fresh.slice(0, MAX_CHARGES).map((id) => get(id).catch(() => null)));
   return found.filter((charge) => charge !== null);
 }
 

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+// A delete of the newest turn moves the session to a new generation, which lists none of the
+// charges stored under the one it leaves (lib/session/log/charges.ts): its fence counts every
+// charge its head listed, or the delete is refused with nothing written.
+
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const CHARGED = {
+  input_tokens: 10,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: 1,
+  reasoning_tokens: 0,
+  cost_usd: 0,
+};
+
+/** A session whose turn 1 completed (100 in, 5 out), then `charges` charges of 10 in, 1 out each. */
+async function charged(charges: number) {
+  const store = new FaultyStore(new MemoryStore());
+  const log = new SessionLog(store, {});
+  await log.create({ id: 's1' });
+  const begun = await log.beginTurn('s1', { input: [user('a')] });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  const usage = { ...CHARGED, input_tokens: 100, output_tokens: 5 };
+  await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+  for (let charge = 0; charge < charges; charge++)
+    expect(await log.storeCharge(begun.turn, { usage: CHARGED })).toBe(true);
+  return { store, log };
+}
+
+describe("a delete of the newest turn keeps every charge in the session's totals", () => {
+  it('more charges than one write counts', async () => {
+    const { log } = await charged(20);
+    await log.deleteTurn('s1', 1);
+    await log.append('s1', [user('b')]);
+    expect((await log.get('s1')).usage).toMatchObject({ input_tokens: 300, output_tokens: 25 });
+  });
+
+  it("a charge's get fails: the delete is refused, and the next one counts it", async () => {
+    const { store, log } = await charged(2);
+    store.failWhen(({ operation, key }) => operation === 'get' && key.includes('/-charge-'), { times: 1 });
+    await expect(log.deleteTurn('s1', 1)).rejects.toThrow();
+    await log.deleteTurn('s1', 1);
+    await log.append('s1', [user('b')]);
+    expect((await log.get('s1')).usage).toMatchObject({ input_tokens: 120, output_tokens: 7 });
+  });
+});

@@ -34,8 +34,11 @@ async function charged(charges: number) {
 
 describe("a delete of the newest turn keeps every charge in the session's totals", () => {
   it('more charges than one write counts', async () => {
-    const { log } = await charged(20);
+    const { store, log } = await charged(20);
     await log.deleteTurn('s1', 1);
+    // Counted, and listed by no write of the session again: deleted.
+    const keys = (await store.list('')).objects.map((object) => object.key);
+    expect(keys.filter((key) => key.includes('/-charge-'))).toEqual([]);
     await log.append('s1', [user('b')]);
     expect((await log.get('s1')).usage).toMatchObject({ input_tokens: 300, output_tokens: 25 });
   });

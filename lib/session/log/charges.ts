@@ -100,6 +100,16 @@ function withCharge(totals: Ledger, { spent }: { spent: StoppedSpendRecord | nul
   return spent?.usage ? addToLedger(totals, spent.usage, 0) : totals;
 }
 
+/**
+ * Deletes the charges `ids` of `scope` once no write of the session lists them again (a delete
+ * of the newest turn moved it to a new generation, its fence having counted them); a delete that
+ * fails leaves them, counted, until the session's sweep.
+ */
+export async function dropCharges(log: LogContext, scope: LogScope, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await log.store.delete(ids.map((id) => chargeKey(scope, id))).catch(() => undefined);
+}
+
 /** Stores a charge of `scope` (what a call spent whose turn's record never landed): false when it was not. */
 export function storeCharge(
   log: LogContext,

@@ -23,7 +23,7 @@ import { refreshIndex } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
-import { withCharges } from './charges.ts';
+import { dropCharges, withCharges } from './charges.ts';
 
 /**
  * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
@@ -153,7 +153,11 @@ export async function deleteNewestTurn(
     // would answer it, and the turn that takes the number could not keep its own).
     await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
     const moved = await moveBack(log, counted, previous, started, flat);
-    if (moved) return moved;
+    if (moved) {
+      // The generation left lists its charges to no write of the session again: counted, they go.
+      await dropCharges(log, head.scope, head.cursor.charges);
+      return moved;
+    }
     await backoff(attempt);
   }
   throw new StorageError(`session ${id}: too many concurrent changes`);

@@ -54,7 +54,8 @@ export interface Head {
  * requested together with the config: it lists every generation's records, the newest
  * generation first, and the config then says which one is the session's. A first page of
  * HEAD_PAGE holds the newest record, its completion and lease, the next record's key (where
- * the newest one's keys end), and the queue's signal listed before them (keys.ts queueSignalKey).
+ * the newest one's keys end), and the queue's signal listed before them (keys.ts queueSignalKey);
+ * charges list before them too (keys.ts chargeKey), and while a few wait the listing goes on.
  */
 export async function readHead(
   log: LogContext,

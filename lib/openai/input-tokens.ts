@@ -3,7 +3,11 @@ import { countPromptTokens } from '../tokens/token-counter.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { referableInputItemSchema } from './input-schemas.ts';
-import { partInRequest, prepareResponseRequest } from './request.ts';
+import { partInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
+import { resentUnderConversation } from './conversation-resend.ts';
+import { loopScope } from './history-index.ts';
+import { storedList } from './resent-after.ts';
+import type { Item } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
 import { checkInputCalls } from './stateless-response.ts';
@@ -63,21 +67,23 @@ export async function countInputTokens(
   const { input, origins } = await resolveItemReferences(facade, body.input ?? []);
   const prepared = prepareResponseRequest(facade, { ...body, input, store: !!stored }, origins);
   if (stored) {
-    const sessionId = body.previous_response_id
-      ? await continuedSession(facade, body.previous_response_id)
-      : (await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })).sessionId;
+    // (sessionOf refuses previous_response_id and conversation both, as a create.)
+    const sessionId = body.conversation
+      ? (await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })).sessionId
+      : await continuedSession(facade, body.previous_response_id!);
+    const { items, positions } = await storedInput(facade, sessionId, prepared);
     const preview = await previewPrompt(
       facade.services,
       sessionId,
       {},
       {
-        input: prepared.items,
+        input: items,
         model: prepared.model,
         tools: prepared.turnTools,
         ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
       },
     ).catch((error: unknown) => {
-      throw partInRequest(error, prepared.positions.items) ?? error;
+      throw partInRequest(error, positions) ?? error;
     });
     return { object: 'response.input_tokens', input_tokens: preview.tokens ?? 0 };
   }
@@ -117,4 +123,24 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
       return { id, generate: refuse, stream: refuse };
     }
   };
+}
+
+/**
+ * The items of `prepared` a create would store in conversation `sessionId` (./create-response.ts):
+ * under `conversation`, not those its loop's previous step sent and it resent
+ * (./conversation-resend.ts); as the client holds them when the compaction items it sent back are
+ * the conversation's own (./resent-after.ts storedList). With their positions in the input.
+ */
+async function storedInput(
+  facade: Facade,
+  sessionId: string,
+  prepared: PreparedRequest,
+): Promise<{ items: Item[]; positions: number[] }> {
+  const { history, compactions } = prepared;
+  // (A single item, or one with compaction items, resends nothing: no read.)
+  const resends = prepared.body.conversation && history.length > 1 && compactions.length === 0;
+  const read = resends ? await facade.services.sessions.getWithNewestTurn(sessionId) : undefined;
+  const known = read ? await resentUnderConversation(facade, read, prepared, loopScope(facade, prepared)) : 0;
+  const list = await storedList(facade, sessionId, prepared, known);
+  return { items: prepared[list].slice(known), positions: prepared.positions[list].slice(known) };
 }

@@ -51,6 +51,26 @@ describe('responses.inputTokens.count of a stored conversation', () => {
     expect(missing).toMatchObject({ param: 'conversation' });
   });
 
+  it('counts the items a step under conversation resent once, as a create stores them once', async () => {
+    const conversation = await world.client.conversations.create({});
+    const sent = [
+      { role: 'user' as const, content: 'the first message of a loop' },
+      { role: 'user' as const, content: 'and its second one' },
+    ];
+    await world.client.responses.create({ model: 'echo', conversation: conversation.id, input: sent });
+    const next = { role: 'user' as const, content: 'the next step' };
+    const resent = await count({ model: 'echo', conversation: conversation.id, input: [...sent, next] });
+    expect(resent).toBe(await count({ model: 'echo', conversation: conversation.id, input: [next] }));
+  });
+
+  it('refuses previous_response_id and conversation both, as a create does', async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'one' });
+    const both = await refused(
+      count({ model: 'echo', previous_response_id: first.id, conversation: first.conversation!.id, input: 'x' }),
+    );
+    expect(both).toMatchObject({ status: 400, param: 'previous_response_id' });
+  });
+
   it('refuses a previous response that is not its conversation newest, and one that does not exist', async () => {
     const first = await world.client.responses.create({ model: 'echo', input: 'one' });
     await world.client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });

@@ -13,7 +13,7 @@ import { assembleStateless } from './stateless.ts';
 import { checkInputCalls } from './stateless-response.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { continuedSession, sessionOf } from './sessions.ts';
-import { previewPrompt } from '../turn/index.ts';
+import { countNextPrompt } from '../turn/index.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
 import type { Model } from '../models/model.ts';
 
@@ -72,20 +72,15 @@ export async function countInputTokens(
       ? (await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })).sessionId
       : await continuedSession(facade, body.previous_response_id!);
     const { items, positions } = await storedInput(facade, sessionId, prepared);
-    const preview = await previewPrompt(
-      facade.services,
-      sessionId,
-      {},
-      {
-        input: items,
-        model: prepared.model,
-        tools: prepared.turnTools,
-        ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
-      },
-    ).catch((error: unknown) => {
+    const tokens = await countNextPrompt(facade.services, sessionId, {
+      input: items,
+      model: prepared.model,
+      tools: prepared.turnTools,
+      ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
+    }).catch((error: unknown) => {
       throw partInRequest(error, positions) ?? error;
     });
-    return { object: 'response.input_tokens', input_tokens: preview.tokens ?? 0 };
+    return { object: 'response.input_tokens', input_tokens: tokens };
   }
   // An input a `store: false` create refuses (an output answering no call before it) is not counted.
   checkInputCalls(prepared);

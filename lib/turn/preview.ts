@@ -3,7 +3,8 @@ import { tailRequirement } from '../strategies/index.ts';
 import type { TurnServices, TurnContext } from './types.ts';
 import { planTurn, CONTEXT_REQUIREMENT } from './plan.ts';
 import { promptBudget } from './model-call.ts';
-import { fitTurnPrompt, safetyNetFits } from './turn-prompt.ts';
+import { fitTurnPrompt, safetyNetFits, type PromptSource } from './turn-prompt.ts';
+import { ContextTooLargeError } from '../compaction/check-prompt-fits.ts';
 import { roomFor } from './notices.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 
@@ -16,15 +17,53 @@ import { countPromptTokens } from '../tokens/token-counter.ts';
  * put them, marked `pending: true`; the context counts them in `notices_pending`, not
  * `notices_delivered`. A compaction the turn would make is shown as made, its summary (which
  * only the model can write) an empty pending item, and `context.compaction.pending: true`.
- * `next`: the turn of a request, its `input` appended after the history as the turn stores it,
- * its model, tools and instructions (null: none) over the session's; `tokens` counts its prompt.
  */
 export async function previewPrompt(
   services: TurnServices,
   sessionId: string,
   query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
+): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
+  const { built, context, read, pending } = await buildPreview(services, sessionId, query, {});
+  return {
+    items: built.hydrated,
+    context: {
+      ...context,
+      notices_delivered: [],
+      notices_pending: pending.map((notice) => notice.name),
+      ...(read.context && context.context_start_seq === undefined ? { context_start_seq: read.context.start_seq } : {}),
+    },
+  };
+}
+
+/**
+ * The tokens of the prompt the next turn of a request with `truncation` set (an OpenAI-compatible
+ * one's: it reads its history from the context start, the safety net unused) would build: its
+ * `input` appended after the history as the turn stores it, its model, tools and instructions
+ * (null: none) over the session's; counted before it is fitted to the window (a prompt past it,
+ * which the turn refuses or truncates, is counted whole). Nothing is written.
+ */
+export async function countNextPrompt(
+  services: TurnServices,
+  sessionId: string,
+  next: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
+): Promise<number> {
+  try {
+    const { built, plan, budget } = await buildPreview(services, sessionId, {}, { truncation: 'disabled' }, next);
+    return countPromptTokens(built.hydrated, plan.tools ?? [], budget.counter);
+  } catch (error) {
+    if (error instanceof ContextTooLargeError) return (error.details as { prompt_tokens: number }).prompt_tokens;
+    throw error;
+  }
+}
+
+/** The next turn's prompt as `request` would have it fitted (`next`: a request's turn), with what it was built from. */
+async function buildPreview(
+  services: TurnServices,
+  sessionId: string,
+  query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
+  request: PromptSource['request'],
   next?: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
-): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] }; tokens?: number }> {
+) {
   const stored = await services.sessions.get(sessionId);
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
   const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
@@ -39,7 +78,7 @@ export async function previewPrompt(
     sessionId,
     (aggregates, context) =>
       context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
-    safetyNetFits(plan, budget, {}),
+    safetyNetFits(plan, budget, request),
   );
   const inbox = plan.strategies.includes('inbox');
   // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them.
@@ -62,7 +101,7 @@ export async function previewPrompt(
       },
       plan,
       budget,
-      request: {},
+      request,
       history: [...read.items, ...input],
       aggregates: read.context ? undefined : read.aggregates,
       readFrom: async (startSeq) =>
@@ -71,14 +110,5 @@ export async function previewPrompt(
     },
     null,
   );
-  return {
-    ...(next ? { tokens: countPromptTokens(built.hydrated, plan.tools ?? [], budget.counter) } : {}),
-    items: built.hydrated,
-    context: {
-      ...context,
-      notices_delivered: [],
-      notices_pending: pending.map((notice) => notice.name),
-      ...(read.context && context.context_start_seq === undefined ? { context_start_seq: read.context.start_seq } : {}),
-    },
-  };
+  return { built, context, read, pending, plan, budget };
 }

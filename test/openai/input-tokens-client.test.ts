@@ -151,3 +151,30 @@ it('a count of a stored conversation reads it and writes nothing', async () => {
     { get: 9, head: 0, put: 0, list: 4, delete: 0 },
   ]);
 });
+
+describe('responses.inputTokens.count of a conversation past the window', () => {
+  // Prompts of at most 100 tokens (CONTEXT_LIMIT 120, RESPONSE_RESERVE 20).
+  const small = clientOnTailgate({ CONTEXT_LIMIT: '120', RESPONSE_RESERVE: '20' });
+
+  it('counts every item, before the prompt is fitted to the window, as a count of the items sent counts', async () => {
+    const { id } = await small.client.conversations.create({});
+    const words = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
+    for (const word of ['alpha', 'bravo', 'charlie'])
+      await small.client.responses.create({ model: 'echo', conversation: id, input: words(word), truncation: 'auto' });
+    const items = (await small.client.conversations.items.list(id, { order: 'asc' })).data;
+    const input = items.map((item) => {
+      const message = item as OpenAI.Conversations.Message;
+      const text = message.content.map((part) => ('text' in part ? part.text : '')).join('');
+      return { role: message.role as 'user' | 'assistant', content: text };
+    });
+    const sent = (
+      await small.client.responses.inputTokens.count({
+        model: 'echo',
+        input: [...input, { role: 'user', content: 'x' }],
+      })
+    ).input_tokens;
+    expect(sent).toBeGreaterThan(100);
+    const counted = await small.client.responses.inputTokens.count({ model: 'echo', conversation: id, input: 'x' });
+    expect(counted.input_tokens).toBe(sent);
+  });
+});

@@ -124,6 +124,17 @@ describe('a token whose budget caps its cost and a model without a price', () =>
     expect(preview.status, JSON.stringify(preview.body)).toBe(200);
   });
 
+  it("counts a response's input tokens of that model: a count calls no model", async () => {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_cost_usd: 0.01 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session({ model: unpriced });
+    for (const body of [{ input: 'hi' }, { input: 'hi', conversation: id }]) {
+      const counted = await api.post('/v1/responses/input_tokens', { model: unpriced, ...body }, bearer);
+      expect(counted.status, JSON.stringify(counted.body)).toBe(200);
+      expect(counted.body.input_tokens).toBeGreaterThan(0);
+    }
+  });
+
   it('runs for a token whose budget sets no max_cost_usd, and for a token without a budget', async () => {
     const id = await api.session();
     for (const budget of [{ max_turns: 5 }, undefined]) {

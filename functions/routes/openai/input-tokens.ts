@@ -31,7 +31,10 @@ const inputTokensRoute = createRoute({
 
 /** POST /v1/responses/input_tokens. */
 export function inputTokensRoutes() {
-  return createRouter().openapi(inputTokensRoute, async (c) =>
-    c.json(openaiObject(await countInputTokens(facadeOf(c), c.req.valid('json'))), 200),
-  );
+  return createRouter().openapi(inputTokensRoute, async (c) => {
+    // A count calls no model: a budgeted token counts a model without a price too, as it previews.
+    const facade = facadeOf(c);
+    const services = { ...facade.services, model: c.var.services.previewModel };
+    return c.json(openaiObject(await countInputTokens({ ...facade, services }, c.req.valid('json'))), 200);
+  });
 }

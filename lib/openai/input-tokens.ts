@@ -14,6 +14,7 @@ import { checkInputCalls } from './stateless-response.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { continuedSession, sessionOf } from './sessions.ts';
 import { countNextPrompt } from '../turn/index.ts';
+import { checkToolChoice } from './tool-choice.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
 import type { Model } from '../models/model.ts';
 
@@ -72,12 +73,20 @@ export async function countInputTokens(
       ? (await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })).sessionId
       : await continuedSession(facade, body.previous_response_id!);
     const { items, positions } = await storedInput(facade, sessionId, prepared);
-    const tokens = await countNextPrompt(facade.services, sessionId, {
-      input: items,
-      model: prepared.model,
-      tools: prepared.turnTools,
-      ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
-    }).catch((error: unknown) => {
+    const tokens = await countNextPrompt(
+      facade.services,
+      sessionId,
+      {
+        input: items,
+        model: prepared.model,
+        tools: prepared.turnTools,
+        ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
+      },
+      // Without tools a tool_choice must name one of the conversation's, as a create's claim checks it.
+      prepared.tools === undefined
+        ? (offered) => checkToolChoice(body.tool_choice, offered, "the conversation's tools")
+        : undefined,
+    ).catch((error: unknown) => {
       throw partInRequest(error, positions) ?? error;
     });
     return { object: 'response.input_tokens', input_tokens: tokens };

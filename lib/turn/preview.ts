@@ -40,15 +40,18 @@ export async function previewPrompt(
  * one's: it reads its history from the context start, the safety net unused) would build: its
  * `input` appended after the history as the turn stores it, its model, tools and instructions
  * (null: none) over the session's; counted before it is fitted to the window (a prompt past it,
- * which the turn refuses or truncates, is counted whole). Nothing is written.
+ * which the turn refuses or truncates, is counted whole). `checkTools` checks the tools it offers
+ * (its claim's `checkConfig`). Nothing is written.
  */
 export async function countNextPrompt(
   services: TurnServices,
   sessionId: string,
   next: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
+  checkTools?: (tools: readonly Tool[]) => void,
 ): Promise<number> {
   try {
     const { built, plan, budget } = await buildPreview(services, sessionId, {}, { truncation: 'disabled' }, next);
+    checkTools?.(plan.tools ?? []);
     return countPromptTokens(built.hydrated, plan.tools ?? [], budget.counter);
   } catch (error) {
     if (error instanceof ContextTooLargeError) return (error.details as { prompt_tokens: number }).prompt_tokens;

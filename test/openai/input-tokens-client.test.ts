@@ -71,6 +71,17 @@ describe('responses.inputTokens.count of a stored conversation', () => {
     expect(both).toMatchObject({ status: 400, param: 'previous_response_id' });
   });
 
+  it("refuses a tool_choice naming none of the conversation's tools, as a create does", async () => {
+    const conversation = await world.client.conversations.create({});
+    await world.client.responses.create({ model: 'echo', conversation: conversation.id, input: 'one' });
+    const body = { model: 'echo', conversation: conversation.id, input: 'two' };
+    const choice = { type: 'function' as const, name: 'missing' };
+    const created = await refused(world.client.responses.create({ ...body, tool_choice: choice }));
+    const counted = await refused(count({ ...body, tool_choice: choice }));
+    expect(created).toMatchObject({ status: 400 });
+    expect(counted).toMatchObject({ status: 400, message: (created as Error).message });
+  });
+
   it('refuses a previous response that is not its conversation newest, and one that does not exist', async () => {
     const first = await world.client.responses.create({ model: 'echo', input: 'one' });
     await world.client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });

@@ -58,7 +58,8 @@ export const retrieveQuerySchema = z.object({
 
 /**
  * The `Last-Event-ID` an EventSource reconnecting to a retrieve's stream sends: the sequence_number
- * of the last event it got (each event's SSE id), as the native events route reads it.
+ * of the last event it got (each event's SSE id; an end no stream sent live has that number plus
+ * 100,001: lib/openai/sse.ts), as the native events route reads it.
  */
 export const retrieveHeadersSchema = z.object({
   'last-event-id': integerText('Last-Event-ID')

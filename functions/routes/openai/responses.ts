@@ -58,7 +58,8 @@ const getResponseRoute = createRoute({
     "With `stream=true`, a background or streamed response's Responses events (server-sent), replayed from its " +
     'journal after `starting_after` (a sequence_number, as its stream numbered them) and followed live to its end, ' +
     'from any process; 400 for a response that was neither streamed nor in the background. Each event carries its ' +
-    'sequence_number as its SSE id, and `Last-Event-ID: N` starts after N (the later of it and `starting_after`).',
+    'sequence_number as its SSE id (an end no stream sent live: that number plus 100,001), and `Last-Event-ID: N` ' +
+    'starts after N (the later of it and `starting_after`).',
   security: requires('session:read'),
   request: { params: responseIdParamsSchema, query: retrieveQuerySchema, headers: retrieveHeadersSchema },
   responses: {

@@ -168,6 +168,12 @@ describe("the inspector's panels", () => {
       [...PNG],
     );
     await expect.poll(() => page.locator('#chat-attached').textContent()).toBe('pasted.png (68 bytes) Remove');
+    // Remove, from the keyboard, leaves the focus in the form, on the picker.
+    await page.getByRole('button', { name: 'Remove' }).focus();
+    await page.keyboard.press('Enter');
+    expect(await page.locator('#chat-attached').textContent()).toBe('');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('chat-image');
+    await page.locator('#chat-image').setInputFiles({ name: 'pasted.png', mimeType: 'image/png', buffer: PNG });
     await page.locator('#chat-send').click();
     await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 2 completed]');
     expect((await inputs())[1].content).toEqual([expect.objectContaining({ type: 'input_image', bytes: 68 })]);

@@ -27,7 +27,11 @@ function attach(file: File | null): void {
   if (attached) URL.revokeObjectURL(attached.url);
   attached = file ? { file, url: URL.createObjectURL(file) } : null;
   const remove = el('button', { type: 'button', class: 'remove-image' }, 'Remove');
-  remove.addEventListener('click', () => attach(null));
+  // The button goes with the image: the focus moves to the picker, not out of the form.
+  remove.addEventListener('click', () => {
+    attach(null);
+    $('chat-image').focus();
+  });
   $('chat-attached').replaceChildren(
     ...(attached
       ? [

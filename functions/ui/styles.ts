@@ -100,6 +100,8 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
 /* One column: the chat box follows the timeline, kept at the viewport's bottom while the timeline scrolls by. */
 @media (max-width: 50rem) {
   .columns { grid-template-columns: 1fr; grid-template-rows: none; grid-template-areas: "timeline" "chat" "side"; }
+  /* What scrolls into view (by focus, find or a link) stops above the box, not under it (--chat-height: chat.ts). */
+  html { scroll-padding-bottom: var(--chat-height, 0px); }
   #chat-section {
     position: sticky;
     bottom: 0;

@@ -109,6 +109,15 @@ describe("the inspector's panels", () => {
     await page.locator('details.turn[data-turn="15"]').scrollIntoViewIfNeeded();
     expect(await inView()).toBe(true);
     expect(await axeViolations(page)).toEqual([]);
+    // A row scrolled into view at the window's bottom edge (as focus and find do) shows above the box.
+    const covered = () =>
+      page.locator('details.turn[data-turn="1"] summary').evaluate((summary) => {
+        window.scrollTo(0, 0);
+        summary.scrollIntoView({ block: 'nearest' });
+        const box = summary.getBoundingClientRect();
+        return !summary.contains(document.elementFromPoint(box.left + 5, box.top + box.height / 2));
+      });
+    expect(await covered()).toBe(false);
     // It covers no turn's row at the end of the timeline.
     await page.locator('#chat-input').fill('from a phone');
     await page.locator('#chat-send').click();

@@ -58,6 +58,17 @@ export function wireImage(): void {
   });
 }
 
+/**
+ * Keeps `--chat-height` at the chat box's height: in one column, where the box stays at the
+ * window's bottom, the page's scroll padding (styles.ts), so that a row scrolled into view
+ * there shows above the box rather than under it.
+ */
+export function trackChatHeight(): void {
+  const section = $('chat-section');
+  const root = document.documentElement;
+  new ResizeObserver(() => root.style.setProperty('--chat-height', `${section.offsetHeight}px`)).observe(section);
+}
+
 /** A file's bytes as a base64 `data:` URL. */
 function dataUrl(file: File): Promise<string> {
   return new Promise((resolve, reject) => {

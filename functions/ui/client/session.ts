@@ -1,6 +1,6 @@
 /** The session view: counts, config, inbox and timeline of the session in the URL's hash. */
 import { api, sessionPath } from './api.ts';
-import { attachedImage, chatView, clearChat, detachImage, takeTurn, wireImage } from './chat.ts';
+import { attachedImage, chatView, clearChat, detachImage, takeTurn, trackChatHeight, wireImage } from './chat.ts';
 import { preview, renderConfig } from './config.ts';
 import { $ } from './dom.ts';
 import { countsText } from './format.ts';
@@ -105,6 +105,7 @@ function followSession(id: string, session: any, timeline: Timeline): void {
  */
 export function wireChat(): void {
   wireImage();
+  trackChatHeight();
   const send = $<HTMLButtonElement>('chat-send');
   // Ctrl+Enter (Cmd+Enter) sends, as Send does; Enter alone is a new line.
   $('chat-input').addEventListener('keydown', (event) => {

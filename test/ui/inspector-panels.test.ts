@@ -72,6 +72,47 @@ describe("the inspector's panels", () => {
     await context.close();
   });
 
+  it('an inbox or a queue of a session left before it failed to load shows nothing in the next one', {
+    timeout: 60_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'left-a' });
+    await call('POST', '/v1/sessions/left-a/inbox', { name: 'a.md', content: 'of a' });
+    await call('POST', '/v1/sessions', { id: 'left-b' });
+    const page = await open('');
+    let fail = () => {};
+    const failed = new Promise<void>((resolve) => {
+      fail = resolve;
+    });
+    for (const rest of ['/inbox', '/queue'])
+      await page.route(
+        (url) => url.pathname === `/v1/sessions/left-a${rest}`,
+        async (route) => {
+          await failed;
+          await route.abort();
+        },
+      );
+    const aborted = Promise.all(
+      ['/inbox', '/queue'].map((rest) =>
+        page.waitForEvent('requestfailed', (request) => new URL(request.url()).pathname.endsWith(`left-a${rest}`)),
+      ),
+    );
+    await page.goto(`${node.origin}/ui#/s/left-a`);
+    await page.evaluate(() => {
+      location.hash = '#/s/left-b';
+    });
+    await expect.poll(() => page.locator('#inbox-pending-more').textContent()).toBe('None.');
+    await expect.poll(() => page.locator('#queue-empty').textContent()).toBe('Nothing queued.');
+    fail();
+    await aborted;
+    // The view shows left-b's inbox and queue, with no error (nor a Retry loading left-a's).
+    // A task after the failures: their handlers have run.
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));
+    expect(await page.locator('.load-error').count()).toBe(0);
+    expect(await page.locator('#inbox-pending-more').textContent()).toBe('None.');
+    expect(await page.locator('#queue-empty').textContent()).toBe('Nothing queued.');
+    await context(page).close();
+  });
+
   it('a page of older turns that failed to load says so at the list’s end, and loads on Retry', {
     timeout: 120_000,
   }, async () => {

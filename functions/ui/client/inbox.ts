@@ -39,8 +39,8 @@ export async function refreshInbox(id: string): Promise<void> {
   // A list that failed to load says so under it, with a Retry button; a 403 is thrown on.
   const load = async (list: string, noun: string, path: string, key: string, row: (record: any) => Node) => {
     try {
-      await pagedByButton($(list), $(`${list}-more`), `More ${noun}`, pagesAfter(path, key, row));
-      if ($(list).childElementCount === 0) $(`${list}-more`).textContent = 'None.';
+      const shown = await pagedByButton($(list), $(`${list}-more`), `More ${noun}`, pagesAfter(path, key, row));
+      if (shown && $(list).childElementCount === 0) $(`${list}-more`).textContent = 'None.';
     } catch (error) {
       if (error instanceof ApiError && error.status === 403) throw error;
       showLoadError($(`${list}-more`), `The ${noun}`, error, () => void load(list, noun, path, key, row).catch(report));

@@ -93,14 +93,15 @@ const loading = new WeakMap<HTMLElement, object>();
 /**
  * Shows the first page of `fetchPage(null)` in `list` (in place of what it held, once it came),
  * then, while there are more, a button labelled `label` in `more` that appends the next page.
- * A page arriving after `list` was loaded again (or by another call) is dropped.
+ * A page arriving (or failing) after `list` was loaded again (or by another call) is dropped;
+ * whether `list` shows this call's first page.
  */
 export async function pagedByButton(
   list: HTMLElement,
   more: HTMLElement,
   label: string,
   fetchPage: (cursor: string | null) => Promise<{ rows: Node[]; next: string | null }>,
-): Promise<void> {
+): Promise<boolean> {
   const mark = {};
   loading.set(list, mark);
   const load = async (cursor: string | null) => {
@@ -120,7 +121,13 @@ export async function pagedByButton(
     });
     more.appendChild(button);
   };
-  await load(null);
+  try {
+    await load(null);
+  } catch (error) {
+    // A first page that failed after `list` was loaded again is dropped, as its rows would be.
+    if (loading.get(list) === mark) throw error;
+  }
+  return loading.get(list) === mark;
 }
 
 /** A fully loaded list's sentinel ("12 turns") counted again after rows came or went. */

@@ -11,16 +11,22 @@ import { keepLoader, report, showLoadError } from './view.ts';
 let timer: ReturnType<typeof setTimeout> | undefined;
 let stopKept = false;
 
+/** The read of the queue asked last: an earlier one, answered late, shows nothing. */
+let latest: object | null = null;
+
 /** Reads the queue; one that failed to load says so in its place, with a Retry button. */
 export async function refreshQueue(id: string): Promise<void> {
   clearTimeout(timer);
+  const asked = {};
+  latest = asked;
   let page: any;
   try {
     page = await api(sessionPath(id, '/queue'));
   } catch (error) {
-    showLoadError($('queue-empty'), 'The queue', error, () => void refreshQueue(id));
+    if (latest === asked) showLoadError($('queue-empty'), 'The queue', error, () => void refreshQueue(id));
     return;
   }
+  if (latest !== asked) return;
   $('queue-list').replaceChildren(
     ...page.queued.map((input: any) =>
       el(

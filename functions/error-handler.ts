@@ -3,6 +3,7 @@ import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { ZodError } from 'zod';
 import { clientError, InvalidRequestError, ReplayedError, TailgateError, type ErrorCode } from '../lib/errors.ts';
+import { settleBusy } from '../lib/session/log/busy-lease.ts';
 
 /**
  * The one map from lib/ error codes to HTTP statuses (docs/API.md, "Conventions"). lib/ knows no
@@ -136,7 +137,9 @@ function busyWaitMs(leaseExpiresAt: unknown, now: number): number {
 
 /** Hono's onError: the single error JSON shape from the HTTP API; server-side failures go to `log`. */
 export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
-  return (error, c) => {
+  return async (error, c) => {
+    // A busy 409 names its holder's renewed lease (lib/session/log/busy-lease.ts).
+    await settleBusy(error);
     const { status, body } = errorBody(error, log);
     return c.json(body, status, errorHeaders(body.error, error, requestNow(c)));
   };

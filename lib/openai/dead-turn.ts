@@ -1,6 +1,7 @@
 import { TurnInProgressError } from '../errors.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { takeOutDead } from '../turn/dead-turn.ts';
+import { renewedWhenAnswered } from '../session/log/busy-lease.ts';
 import type { IndexFacade } from './facade.ts';
 
 /**
@@ -40,8 +41,12 @@ export async function readWithoutDeadTurn(
   const open = read.newestTurn;
   // Within the lease its claim took it runs, whatever was renewed beside it: nothing more to read.
   const claimed = open?.status === null ? open.lease_expires_at : undefined;
-  if (open && claimed && Date.parse(claimed) > clock().getTime())
-    return { ...read, running: new TurnInProgressError(sessionId, open.turn, claimed) };
+  if (open && claimed && Date.parse(claimed) > clock().getTime()) {
+    // Answered, it names the lease renewed beside the turn's record, which holds the session.
+    const running = new TurnInProgressError(sessionId, open.turn, claimed);
+    renewedWhenAnswered(running, () => sessions.leaseUntil(sessionId, open.turn));
+    return { ...read, running };
+  }
   if (open?.status === null && open.output === null) {
     const closed = await sessions.closeIfExpired(sessionId, open.turn).catch((error: unknown) => {
       if (error instanceof TurnInProgressError) return error;

@@ -1,5 +1,5 @@
 import type { LogScope } from './keys.ts';
-import { cancelTurn, closedBy, closeIfOpenExpired, leaveDeleted, renewLease } from './log/lease.ts';
+import { cancelTurn, closedBy, closeIfOpenExpired, leaveDeleted, openLeaseUntil, renewLease } from './log/lease.ts';
 import { holdsLease, releaseHeldLease, renewHeldLease, takeLease } from './log/held-lease.ts';
 import type { TakenLease } from './log/types.ts';
 import { closerNotices } from './log/closer-notices.ts';
@@ -217,5 +217,13 @@ export class SessionLogRunning extends SessionLogBase {
    */
   async closeIfExpired(id: string, turnNumber: number): Promise<StoredOutcome | null> {
     return closeIfOpenExpired(this.log, id, turnNumber);
+  }
+
+  /**
+   * When open turn `turnNumber`'s lease runs out (ms), as renewed beside its record (its
+   * record's when none is); undefined when it is not the open turn.
+   */
+  async leaseUntil(id: string, turnNumber: number): Promise<number | undefined> {
+    return openLeaseUntil(this.log, id, turnNumber);
   }
 }

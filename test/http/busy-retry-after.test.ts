@@ -1,6 +1,7 @@
 import { expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
@@ -35,6 +36,39 @@ it('a 409 turn_in_progress carries Retry-After and retry-after-ms from the holde
   expect(await busy()).toEqual(['16', '15500']);
   now += 15_000;
   expect(await busy()).toEqual(['1', '500']);
+  slow.release();
+  expect((await pending).status).toBe(200);
+  await drain();
+});
+
+// Within the lease its record took, a turn renews it beside its record (every third of it): the
+// 409 names that renewal, which holds the session were the turn's process to die now.
+it('a 409 within the lease the holder claimed names the lease it renewed since', async () => {
+  const slow = heldEcho();
+  const { options, drain } = heldOptions(slow.model);
+  const memory = new MemoryStore();
+  let renewal = (_key: string) => {};
+  const renewed = new Promise<string>((resolve) => (renewal = resolve));
+  const store = new FaultyStore(memory).failWhen((call) => {
+    if (call.operation === 'put' && call.key.endsWith('.lease')) renewal(call.key);
+    return false;
+  });
+  const api = createClient(
+    appHarness(store, { ...environment, TURN_LEASE_MS: '3000' }, { ...options, logLine: () => {} }),
+  );
+  const id = await api.session();
+  const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+  const key = await renewed;
+  const leaseOf = async () => {
+    const object = await memory.get(key);
+    return object ? (JSON.parse(new TextDecoder().decode(object.body)) as { lease_expires_at: string }) : null;
+  };
+  await expect.poll(leaseOf).not.toBeNull();
+  const lease = Date.parse((await leaseOf())!.lease_expires_at);
+  const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'two' });
+  expect(refused.status).toBe(409);
+  const named = Date.parse(refused.body.error.details.lease_expires_at);
+  expect(named).toBeGreaterThanOrEqual(lease);
   slow.release();
   expect((await pending).status).toBe(200);
   await drain();

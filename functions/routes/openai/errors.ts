@@ -2,6 +2,7 @@ import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { OpenAIApiError, openaiErrorCode, openaiFailure } from '../../../lib/openai/errors.ts';
 import { errorBody, errorHeaders, requestNow } from '../../error-handler.ts';
+import { settleBusy } from '../../../lib/session/log/busy-lease.ts';
 
 /**
  * Errors of the OpenAI-compatible API in OpenAI's shape, `{error: {message, type, param,
@@ -88,8 +89,9 @@ export function openaiErrorBody(
  * with `fallback` (tailgate's shape) everywhere else.
  */
 export function withOpenAIErrors(fallback: ErrorHandler, log: (message: string, error: unknown) => void): ErrorHandler {
-  return (error, c: Context) => {
+  return async (error, c: Context) => {
     if (!OPENAI_PATH.test(c.req.path)) return fallback(error, c);
+    await settleBusy(error);
     const { status, body } = openaiErrorBody(error, log);
     return c.json(body, status, errorHeaders(body.error, error, requestNow(c)));
   };

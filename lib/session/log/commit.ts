@@ -1,4 +1,4 @@
-import { NotNewestTurnError, StorageError, TurnInProgressError, TurnNotOpenError } from '../../errors.ts';
+import { NotNewestTurnError, StorageError, TurnNotOpenError } from '../../errors.ts';
 import type { Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import type { ContextStart, LogItem, LogRecord, QueuedInput, SessionConfig, Unbilled } from '../records.ts';
@@ -24,6 +24,7 @@ import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf, tellClosedLapsed } from './lease.ts';
 import { behindLapsedFence, fenceOf } from './fence.ts';
+import { heldError } from './busy-lease.ts';
 import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
 import type { OnBusy } from '../fields.ts';
 import { baseBefore, EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
@@ -248,8 +249,7 @@ export async function prepareCommit(
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     const open = newest.record;
     const expires = await leaseOf(log, scope, open);
-    if (expires > log.clock().getTime())
-      throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
+    if (expires > log.clock().getTime()) throw heldError(log, scope, open, open.turn ?? 0, expires);
     options.onLapsed?.({ turn: open.turn ?? 0, request: open.request });
     // A model turn claims the session next: its own close takes up the queue.
     const successor =
@@ -268,8 +268,7 @@ export async function prepareCommit(
   // A delete of the newest turn moving the session back (log/rewind.ts) holds it for its lease.
   // So does a manual compaction's claim, for its lease (renewed beside it while it summarizes).
   const fenced = await fenceOf(log, scope, newest, options.heldBy);
-  if (fenced > log.clock().getTime())
-    throw new TurnInProgressError(id, countsOf(newest).turns, new Date(fenced).toISOString());
+  if (fenced > log.clock().getTime()) throw heldError(log, scope, newest!.record, countsOf(newest).turns, fenced);
   // Inputs queued before this request go first: a new model turn finding the session idle and
   // the queue's signal set has the oldest taken up (a pickup, lib/turn/busy.ts), then reads again.
   // An `interrupt` runs at once, the queued inputs waiting for it (as behind the turn it cancels).

@@ -1,4 +1,4 @@
-import { StorageError, TailgateError, TurnInProgressError } from '../../errors.ts';
+import { StorageError, TailgateError } from '../../errors.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope } from '../keys.ts';
 import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
@@ -7,6 +7,7 @@ import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from './head.ts';
 import { claimCompaction, ClaimMoved, type CompactionClaim } from './compaction-claim.ts';
 import { leaseOf } from './lease.ts';
+import { heldError } from './busy-lease.ts';
 import { keptUnlessSwept } from './unbilled.ts';
 import { writtenGeneration } from './rewind.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
@@ -108,8 +109,7 @@ async function compactOnce(
   if (!newest) return { compacted: false, context: null };
   if (newest.record.kind === 'turn' && !newest.done) {
     const expires = await leaseOf(log, scope, newest.record);
-    if (expires > log.clock().getTime())
-      throw new TurnInProgressError(id, newest.record.turn ?? 0, new Date(expires).toISOString());
+    if (expires > log.clock().getTime()) throw heldError(log, scope, newest.record, newest.record.turn ?? 0, expires);
   }
   const current = contextOf(newest);
   const { turns, items: itemCount } = countsOf(newest);

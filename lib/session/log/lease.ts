@@ -6,13 +6,11 @@ import {
   SESSION_DELETED,
   TURN_CANCELLED,
   TurnNotOpenError,
-  TurnInProgressError,
 } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { contextKey, doneKey, idempotencyKey, leaseKey, recordKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
-  leaseSchema,
   parseStored,
   sessionConfigSchema,
   type DoneRecord,
@@ -23,6 +21,7 @@ import {
 import type { LogContext } from './context.ts';
 import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
 import { indexKey } from './idempotency-index.ts';
+import { heldError, renewedLease } from './busy-lease.ts';
 import type { ClosedTurn, IntentTurn, OpenTurn, StoredOutcome } from './types.ts';
 
 /**
@@ -135,11 +134,7 @@ export async function cancelTurn(
 export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecord): Promise<number> {
   const claimed = Date.parse(record.lease_expires_at ?? '');
   if (claimed > log.clock().getTime()) return claimed;
-  const key = leaseKey(scope, record.record);
-  const object = await log.store.get(key);
-  if (!object) return claimed;
-  const lease = parseStored(key, object.body, leaseSchema);
-  return Math.max(claimed, Date.parse(lease.lease_expires_at));
+  return renewedLease(log, scope, record);
 }
 
 /**
@@ -284,8 +279,7 @@ async function sessionWebhookUrl(log: LogContext, scope: LogScope): Promise<stri
 /** An open turn's outcome once its lease has run out (closed now); TurnInProgressError before. */
 export async function closeIfExpired(log: LogContext, scope: LogScope, record: LogRecord): Promise<StoredOutcome> {
   const expires = await leaseOf(log, scope, record);
-  if (expires > log.clock().getTime())
-    throw new TurnInProgressError(scope.id, record.turn ?? 0, new Date(expires).toISOString());
+  if (expires > log.clock().getTime()) throw heldError(log, scope, record, record.turn ?? 0, expires);
   const done = await closeLapsed(log, scope, record);
   if (done) return done;
   const key = doneKey(scope, record.record);
@@ -294,6 +288,13 @@ export async function closeIfExpired(log: LogContext, scope: LogScope, record: L
   // Buried: packed since it was read; the caller reads the log again.
   if (object.body.length === 0) throw new RecordMissingError(key);
   return parseStored(key, object.body, doneSchema);
+}
+
+/** See SessionLog.leaseUntil. */
+export async function openLeaseUntil(log: LogContext, id: string, turnNumber: number): Promise<number | undefined> {
+  const { newest, scope } = await readHead(log, id);
+  const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
+  return open && open.turn === turnNumber ? renewedLease(log, scope, open) : undefined;
 }
 
 /** See SessionLog.closeIfExpired. */

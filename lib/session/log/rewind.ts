@@ -1,4 +1,4 @@
-import { DeleteRefusedError, NotFoundError, StorageError, TurnInProgressError } from '../../errors.ts';
+import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
 import {
   newGeneration,
   queueSignalKey,
@@ -24,6 +24,7 @@ import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
 import { dropCharges, withCharges } from './charges.ts';
+import { heldError } from './busy-lease.ts';
 
 /**
  * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
@@ -178,7 +179,7 @@ async function pointBefore(log: LogContext, head: Head, turn: number, options: R
   if (candidate?.record.kind === 'compact') {
     const held = await fenceOf(log, head.scope, candidate);
     if (held > log.clock().getTime())
-      throw new TurnInProgressError(id, countsOf(candidate).turns, new Date(held).toISOString());
+      throw heldError(log, head.scope, candidate.record, countsOf(candidate).turns, held);
   }
   // `compact` records of no items passed over: a manual compaction's claim, or the record ending
   // one that failed, moved nothing (log/compaction-claim.ts); one that moved the context refuses.

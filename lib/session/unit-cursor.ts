@@ -75,6 +75,8 @@ export class UnitCursor {
   readonly buried: string[] = [];
   /** List requests made so far. */
   lists = 0;
+  /** The first page as listed (or as given): another cursor of the same listing may start from it. */
+  firstListed: Promise<ListResult> | undefined;
   /**
    * The log's own queue signal (keys.ts queueSignalKey) as listed, once a page reached it: it
    * lists before the generation's records, so with any of them. Null: not listed.
@@ -166,11 +168,14 @@ export class UnitCursor {
   async #page(): Promise<void> {
     const first = this.#firstPage;
     this.#firstPage = undefined;
-    const page = await (first ??
+    const listed =
+      first ??
       this.#store.list(this.#listPrefix, {
         limit: this.#pageLimit,
         ...(this.#cursor ? { cursor: this.#cursor } : {}),
-      }));
+      });
+    this.firstListed ??= listed;
+    const page = await listed;
     this.lists += 1;
     let passed = false;
     for (const object of page.objects) {

@@ -3,6 +3,7 @@ import type { Item } from '../../lib/items.ts';
 import { parseRecordsEntry } from '../../lib/session/keys.ts';
 import { SegmentReader } from '../../lib/session/segment.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -108,5 +109,22 @@ describe('packing in small batches', () => {
     }
     expect(merged).toBeGreaterThanOrEqual(2);
     expect(checked).toBeGreaterThanOrEqual(3);
+  });
+
+  it('lists the log once when no view is due: the page the view writer listed is the first of the pack', async () => {
+    const store = new CountingStore(new MemoryStore());
+    const log = new SessionLog(store, { segmentTargetBytes: TARGET, packMinRecords: 1, viewEveryRecords: 8 });
+    await log.create({ id: 's' });
+    for (let record = 0; record < 8; record++) await log.append('s', batch(record * 10, 10, 100));
+    expect(await log.pack('s')).toMatchObject({ packed: true, view: expect.any(String) });
+    for (let record = 8; record < 12; record++) await log.append('s', batch(record * 10, 10, 100));
+    const expected = (await log.listItems('s', { limit: 1000 })).items;
+    expect(expected).toHaveLength(120);
+    store.reset();
+    const result = await log.pack('s');
+    expect(result).toMatchObject({ packed: true });
+    expect(result.view).toBeUndefined();
+    expect(store.counts.list).toBe(1);
+    expect((await log.listItems('s', { limit: 1000 })).items).toEqual(expected);
   });
 });

@@ -40,7 +40,12 @@ export async function packScope(
   options: PackOptions = {},
   held: readonly LogItem[] = [],
 ): Promise<PackResult> {
-  const view = await withFreshListing(() => writeViewIfDue(log, scope, options, held));
+  let listing: UnitCursor | undefined;
+  const view = await withFreshListing(() =>
+    writeViewIfDue(log, scope, options, held, undefined, (listed) => {
+      listing = listed;
+    }),
+  );
   // An append waits for this pack: its view is all it needs (the read budget of a cold turn), and
   // the view it made stale goes now, found by the listing the view was written from (read on to
   // it when needed): the next pack may never run (the process ended), and one of another process
@@ -58,7 +63,10 @@ export async function packScope(
   // A page of 100, as the head's readers list: what precedes the newest segment is the pack
   // debt (at most MAX_PACK_DEBT_RECORDS records, a few keys each), and a page of 1000 would
   // have a store read that many keys' details (the file store: a stat each) for every pack.
-  const cursor = new UnitCursor(log.store, prefix, { pageLimit: 100 });
+  // With no view due, the page that told so is this listing's first (the same list call, made a
+  // moment before, nothing written since by this pack): it is not listed again.
+  const firstPage = view === null ? listing?.firstListed : undefined;
+  const cursor = new UnitCursor(log.store, prefix, { pageLimit: 100, ...(firstPage ? { firstPage } : {}) });
   const records: Extract<LogUnit, { kind: 'record' }>[] = [];
   let segment: Extract<LogUnit, { kind: 'segment' }> | null = null;
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) {

@@ -60,7 +60,8 @@ const DEFAULT_VIEW_CALLS = 256;
  * `held`: items the caller holds of the log (see readBase). `prior`: the view before, held in
  * memory (see heldView), with `held` every item after it; else the newest view listed is read
  * (`lastView` when it is that one). Returns the view's key and, when this call stored it, the
- * view and its bytes (its chunk's included); null when none was due.
+ * view and its bytes (its chunk's included); null when none was due. `onListing`: given the
+ * listing (a page of 100 of `scope`'s records, newest first) the decision was made from.
  */
 export async function writeViewIfDue(
   log: LogContext,
@@ -68,8 +69,10 @@ export async function writeViewIfDue(
   { requirement, refresh = false, lastView }: PackOptions,
   held: readonly LogItem[] = [],
   prior?: LogView | null,
+  onListing?: (listing: UnitCursor) => void,
 ): Promise<{ key: string; view?: LogView; bytes?: number; listing: UnitCursor } | null> {
   const { newest, cursor } = await readNewest(log, scope, 100);
+  onListing?.(cursor);
   if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
   const listed = cursor.views[0]?.record ?? 0;
   if (newest.record.record === listed) return null;

@@ -265,6 +265,38 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect((await list()).sessions.map((row) => row.counts?.items)).toEqual([4]);
     });
 
+    it('an entry is created, taking no key lock; the same state written again is put over it', async () => {
+      const puts: string[] = [];
+      const { log, list, entries, keyPrefix } = setup(
+        (store) =>
+          new Proxy(store, {
+            get(target, property) {
+              if (property === 'put')
+                return (
+                  key: string,
+                  body: Parameters<ObjectStore['put']>[1],
+                  options?: Parameters<ObjectStore['put']>[2],
+                ) => {
+                  if (key.startsWith(indexPrefix(keyPrefix))) puts.push(options?.onlyIfAbsent ? 'create' : 'put');
+                  return target.put(key, body, options);
+                };
+              const value = Reflect.get(target, property, target) as unknown;
+              return typeof value === 'function' ? value.bind(target) : value;
+            },
+          }),
+      );
+      await log.create({ id: 'c' });
+      const { indexed } = await log.append('c', [user('one')]);
+      puts.length = 0;
+      await log.refreshIndex('c', indexed);
+      expect(puts).toEqual(['create']);
+      // Its key there already (a refresh of the same state): refused, then written over.
+      await log.refreshIndex('c', indexed);
+      expect(puts).toEqual(['create', 'create', 'put']);
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([{ id: 'c', counts: { items: 1 } }]);
+    });
+
     it("an append's row, when a PATCH lands between its config read and its record, shows its counts", async () => {
       let gate: { reached: () => void; open: Promise<void> } | undefined;
       const { log, list, entries } = setup(

@@ -161,7 +161,8 @@ export function compareEntries(a: { entry: IndexEntry; info: ObjectInfo }, b: { 
 /** The entry of a session just created: no records yet. */
 export async function indexCreated(log: LogContext, config: SessionConfig): Promise<void> {
   const createdMs = Date.parse(config.created_at);
-  await log.store.put(
+  await putEntry(
+    log,
     indexEntryKey(log.keyPrefix, {
       id: config.id,
       createdMs,
@@ -171,8 +172,16 @@ export async function indexCreated(log: LogContext, config: SessionConfig): Prom
       expiresAfterDays: config.expires_after_days ?? null,
       metadata: config.metadata,
     }),
-    '',
   );
+}
+
+/**
+ * Puts an entry create-only first: a state's key is almost always new, and a create takes no
+ * key lock (the file store). A refusal is the same state's entry there already: it is put over
+ * (its upload time is the tie-break of `compareEntries`), as an unconditional put would.
+ */
+async function putEntry(log: LogContext, key: string): Promise<void> {
+  if ((await log.store.put(key, '', { onlyIfAbsent: true })) === null) await log.store.put(key, '');
 }
 
 /** The config and newest record an index entry is written from. */
@@ -219,7 +228,7 @@ export async function writeIndexEntry(
     expiresAfterDays: config.expires_after_days ?? null,
     metadata: config.metadata,
   });
-  await log.store.put(key, '');
+  await putEntry(log, key);
   // Deleted, created again or given other metadata meanwhile: that writer's entry stands.
   const configKey = sessionConfigKey(log.keyPrefix, config.id);
   const current = await log.store.get(configKey);

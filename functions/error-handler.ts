@@ -94,10 +94,21 @@ function lastingConflict(error: { code: string | null; details?: unknown }): boo
 }
 
 /**
+ * Whether `error` answers a turn a cancel closed (`POST .../turns/{turn}/cancel`): its client is
+ * not to send it again. Not one an `interrupt` closed (`details.interrupted`): a response answered
+ * at its end is then taken out, and its client's retry stores its input once (lib/turn/dead-turn.ts).
+ */
+function cancelled(error: { code: string | null; details?: unknown }): boolean {
+  return (
+    error.code === 'turn_cancelled' && (error.details as { interrupted?: unknown } | undefined)?.interrupted !== true
+  );
+}
+
+/**
  * The headers of `thrown`'s answer, whose body says `error`: an `aborted` one says
  * `x-should-retry: false` (the header the official OpenAI clients obey), so a client does not
- * retry the turn an `abort` notice stopped, and so do a conflict a retry meets again
- * (lastingConflict) and a failed turn's answer replayed under its
+ * retry the turn an `abort` notice stopped, and so do a cancelled turn's 409 (cancelled), a
+ * conflict a retry meets again (lastingConflict) and a failed turn's answer replayed under its
  * Idempotency-Key (a retry under that key gets the same answer); a model failure whose provider
  * said when to come back (`details.retry_after_seconds`) says `Retry-After`, when it happened,
  * not in its replay (that wait is past, and the key's retry cannot pass); a busy 409 says
@@ -108,7 +119,7 @@ export function errorHeaders(
   thrown: unknown,
   now = Date.now(),
 ): Record<string, string> {
-  if (error.code === 'aborted' || thrown instanceof ReplayedError || lastingConflict(error))
+  if (error.code === 'aborted' || thrown instanceof ReplayedError || lastingConflict(error) || cancelled(error))
     return { 'x-should-retry': 'false' };
   if (thrown instanceof TailgateError && thrown.code === 'turn_in_progress') {
     const wait = busyWaitMs((thrown.details as { lease_expires_at?: unknown } | undefined)?.lease_expires_at, now);

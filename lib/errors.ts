@@ -1,10 +1,9 @@
 /**
- * Every error of lib/, in one module: the codes of the API's error JSON (docs/API.md,
- * "Conventions"), the base class and each error class thrown with one of them.
+ * Every error of lib/, in one module: the codes of the API's error JSON (docs/API.md, "Conventions"), the base class
+ * and each error class thrown with one of them.
  *
- * Every error code of the API's error JSON. The union is closed: functions/error-handler.ts
- * maps each one to an HTTP status in an exhaustive table, so a new code cannot ship without
- * a status. lib/ knows no HTTP status.
+ * Every error code of the API's error JSON. The union is closed: functions/error-handler.ts maps each one to an HTTP
+ * status in an exhaustive table, so a new code cannot ship without a status. lib/ knows no HTTP status.
  */
 export const ERROR_CODES = [
   'invalid_request',
@@ -44,9 +43,9 @@ export type ErrorCode = (typeof ERROR_CODES)[number];
 const KNOWN_CODES: ReadonlySet<string> = new Set(ERROR_CODES);
 
 /**
- * Codes that older stored turns may hold and that are no longer thrown, with the code each
- * became: `turn_closed` (a completion found its turn closed) and `duplicate_request` (a
- * concurrent request claimed the same idempotency key) were conflicts, never server faults.
+ * Codes that older stored turns may hold and that are no longer thrown, with the code each became: `turn_closed` (a
+ * completion found its turn closed) and `duplicate_request` (a concurrent request claimed the same idempotency key)
+ * were conflicts, never server faults.
  */
 const RENAMED_CODES: Readonly<Record<string, ErrorCode>> = {
   turn_closed: 'turn_not_open',
@@ -69,8 +68,8 @@ export function storedErrorCode(code: string): ErrorCode {
 }
 
 /**
- * Codes whose message never reaches a client: it may carry object keys, backend or provider
- * text. Their details are dropped too, except a model failure's (the model id and status).
+ * Codes whose message never reaches a client: it may carry object keys, backend or provider text. Their details
+ * are dropped too, except a model failure's (the model id and status).
  */
 const CLIENT_MESSAGES: Partial<Record<string, string>> = {
   corrupt_object: 'a stored object is invalid',
@@ -151,9 +150,8 @@ export class NotConfiguredError extends TailgateError {
 export type MissingPrecondition = 'If-None-Match' | 'If-Match';
 
 /**
- * The store does not honour the conditional writes the session log commits with, so using
- * it would silently lose acknowledged writes. `missing` names what it ignored; the message
- * says what was seen and which stores conform.
+ * The store does not honour the conditional writes the session log commits with, so using it would silently lose
+ * acknowledged writes. `missing` names what it ignored; the message says what was seen and which stores conform.
  */
 export class StorageUnsupportedError extends TailgateError {
   readonly missing: MissingPrecondition[];
@@ -296,9 +294,8 @@ export const TURN_CANCELLED = 'turn_cancelled';
 export const SESSION_DELETED = 'session_deleted';
 
 /**
- * The error a turn whose lease ran out is closed with (stored in its completion, so a retry
- * under its Idempotency-Key replays it): it names the turn, as the other 409s of a turn do,
- * and says how to take the turn again (a retake, docs/API.md "Turns").
+ * The error a turn whose lease ran out is closed with (stored in its completion, so a retry under its Idempotency-Key
+ * replays it): it names the turn, as the other 409s of a turn do, and says how to take it again (docs/API.md "Turns").
  */
 export function leaseExpired(sessionId: string, turn: number): { code: string; message: string; details: object } {
   return {
@@ -311,15 +308,18 @@ export function leaseExpired(sessionId: string, turn: number): { code: string; m
   };
 }
 
-/** The turn was closed by someone else (its lease expired, or it was cancelled): nothing was stored. */
+/**
+ * The turn was closed by someone else, nothing stored: `code` and `details` are its closer's stored error's, a cancel's
+ * (`details.interrupted`: an `interrupt`'s, lib/session/log/lease.ts cancelTurn) or else a lapsed lease's.
+ */
 export class TurnClosedError extends TailgateError {
-  constructor(sessionId: string, turn: number, code: 'lease_expired' | 'turn_cancelled') {
+  constructor(sessionId: string, turn: number, code: string, details?: unknown) {
+    const cancelled = code === TURN_CANCELLED;
+    const interrupted = cancelled && (details as { interrupted?: unknown } | undefined)?.interrupted === true;
     super(
-      code,
-      code === 'turn_cancelled'
-        ? `turn ${turn} was cancelled; its output was not stored`
-        : leaseExpired(sessionId, turn).message,
-      { session_id: sessionId, turn },
+      cancelled ? TURN_CANCELLED : LEASE_EXPIRED,
+      cancelled ? `turn ${turn} was cancelled; its output was not stored` : leaseExpired(sessionId, turn).message,
+      { session_id: sessionId, turn, ...(interrupted ? { interrupted: true } : {}) },
     );
     this.name = 'TurnClosedError';
   }
@@ -334,10 +334,10 @@ export class TurnNotOpenError extends TailgateError {
 }
 
 /**
- * A turn claimed to follow turn `expected` found a newer turn stored (`newest`): taking it
- * would branch the conversation. Judged after the Idempotency-Key replay, so a retry of the
- * turn that became the newest gets its stored answer. Only the OpenAI-compatible routes ask
- * for it, and answer it in their own shape (409 conversation_branching_unsupported).
+ * A turn claimed to follow turn `expected` found a newer turn stored (`newest`): taking it would branch the
+ * conversation. Judged after the Idempotency-Key replay, so a retry of the turn that became the newest gets its stored
+ * answer. Only the OpenAI-compatible routes ask for it, and answer it in their own shape (409
+ * conversation_branching_unsupported).
  */
 export class NotNewestTurnError extends Error {
   /** The session's newest turn. */

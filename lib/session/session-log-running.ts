@@ -142,8 +142,11 @@ export class SessionLogRunning extends SessionLogBase {
     return markIfQueued(this.log, id);
   }
 
-  /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
-  async closedBy(turn: OpenTurn): Promise<string | null> {
+  /**
+   * The stored error someone else closed the turn with (cancel, interrupt, lease, delete: its
+   * code, and its details, `interrupted` for an interrupt's cancel); null while open.
+   */
+  async closedBy(turn: OpenTurn): Promise<{ code: string; details?: unknown } | null> {
     return closedBy(this.log, turn);
   }
 
@@ -183,13 +186,15 @@ export class SessionLogRunning extends SessionLogBase {
    * (`onClosedByOther`), else at its next lease renewal (closedBy; its completion, were it
    * first, is refused). A turn that is
    * not the open one: TurnNotOpenError (NotFoundError when it never existed). `answered_at_end`:
-   * its record says it is answered only once it ended (lib/turn/dead-turn.ts).
+   * its record says it is answered only once it ended (lib/turn/dead-turn.ts). `interrupt`: an
+   * `interrupt` cancels it (busy policy), as its stored error says (log/lease.ts).
    */
   async cancelTurn(
     id: string,
     turnNumber: number,
+    interrupt = false,
   ): Promise<{ turn: number; status: TurnStatus; answered_at_end?: true }> {
-    return cancelTurn(this.log, id, turnNumber);
+    return cancelTurn(this.log, id, turnNumber, interrupt);
   }
 
   /**

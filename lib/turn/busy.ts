@@ -85,7 +85,7 @@ export async function takeUnderPolicy<T>(
         }
         if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
         const running = (error.details as { turn: number }).turn;
-        const cancelled = await services.sessions.cancelTurn(sessionId, running).catch((cancelError: unknown) => {
+        const cancelled = await services.sessions.cancelTurn(sessionId, running, true).catch((cancelError: unknown) => {
           // Closed meanwhile: take the turn again all the same.
           if (!(cancelError instanceof TurnNotOpenError)) throw cancelError;
           return undefined;

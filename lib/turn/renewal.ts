@@ -49,12 +49,12 @@ export function renewLease(
     if (!stop || stop.signal.aborted) return;
     // A lease lost stops the turn even when its completion cannot be read: no renewal follows
     // to ask again, and the turn is another runner's either way.
-    const code = await services.sessions.closedBy(turn).catch((error: unknown) => {
+    const closer = await services.sessions.closedBy(turn).catch((error: unknown) => {
       if (kept) throw error;
       failed(error);
       return null;
     });
-    if (code !== null) stop.abort(closedError(turn, code));
+    if (closer !== null) stop.abort(closedError(turn, closer.code, closer.details));
     else if (!kept) stop.abort(new LeaseHeldError(turn.scope.id, turn.turn));
   };
   // Whether the lease is still this runner's.

@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, NotFoundError, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../errors.ts';
+import { LEASE_EXPIRED, NotFoundError, SESSION_DELETED, TurnClosedError } from '../errors.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 
@@ -88,14 +88,15 @@ export class RunningTurns {
   }
 
   /**
-   * Someone else's completion of `turn` (under `scope`) landed with the error `code`: every
+   * Someone else's completion of `turn` (under `scope`) landed with its `error`: every
    * attempt of it running here is marked to be aborted, as its next renewal would abort it
    * (closedError), which its own timer does. Whether any runs here: its attempt tells how the
    * turn ended (its log line), else nobody in this process does.
    */
-  stop(closed: { scope: LogScope; turn: number; error?: { code: string } | undefined }): boolean {
+  stop(closed: { scope: LogScope; turn: number; error?: { code: string; details?: unknown } | undefined }): boolean {
     const attempts = this.#attempts.get(turnKey(closed.scope, closed.turn)) ?? new Set<Registered>();
-    for (const entry of attempts) entry.closed ??= closedError(entry.turn, closed.error?.code ?? LEASE_EXPIRED);
+    const { code, details } = closed.error ?? { code: LEASE_EXPIRED };
+    for (const entry of attempts) entry.closed ??= closedError(entry.turn, code, details);
     return attempts.size > 0;
   }
 
@@ -116,12 +117,12 @@ function compactionKey(scope: LogScope): string {
 }
 
 /**
- * What the owner of a turn closed by someone else (with the error `code`) answers, as
- * lib/session/log/claim.ts's completion would: the renewal's check (lib/turn/renewal.ts) and
- * RunningTurns stop a turn with it.
+ * What the owner of a turn closed by someone else (with the error `code`, and its `details`)
+ * answers, as lib/session/log/claim.ts's completion would: the renewal's check
+ * (lib/turn/renewal.ts) and RunningTurns stop a turn with it.
  */
-export function closedError(turn: TurnName, code: string): Error {
+export function closedError(turn: TurnName, code: string, details?: unknown): Error {
   if (code === SESSION_DELETED)
     return new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
-  return new TurnClosedError(turn.scope.id, turn.turn, code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);
+  return new TurnClosedError(turn.scope.id, turn.turn, code, details);
 }

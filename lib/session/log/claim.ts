@@ -5,7 +5,7 @@ import { itemSchema, outputItemSchema, type Item, type StoredItem } from '../../
 import { doneKey } from '../keys.ts';
 import type { OnBusy } from '../fields.ts';
 import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
-import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
+import { LEASE_EXPIRED, SESSION_DELETED, TurnClosedError } from '../../errors.ts';
 import {
   commitState,
   landCommit,
@@ -348,11 +348,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     // Its owner removes that fence once its attempt ended (leaveDeleted, log/lease.ts).
     if (closed.error?.code === SESSION_DELETED)
       throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
-    throw new TurnClosedError(
-      turn.scope.id,
-      turn.turn,
-      closed.error?.code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED,
-    );
+    throw new TurnClosedError(turn.scope.id, turn.turn, closed.error?.code ?? LEASE_EXPIRED, closed.error?.details);
   }
   if (failure) throw failure.error;
   throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);

@@ -65,14 +65,14 @@ export async function renewLease(log: LogContext, turn: LeaseHolder): Promise<st
 }
 
 /** See SessionLog.closedBy. */
-export async function closedBy(log: LogContext, turn: OpenTurn): Promise<string | null> {
+export async function closedBy(log: LogContext, turn: OpenTurn): Promise<{ code: string; details?: unknown } | null> {
   const key = doneKey(turn.scope, turn.record);
   const object = await log.store.get(key);
   if (!object) return null;
   // Buried: closed and packed since.
-  if (object.body.length === 0) return LEASE_EXPIRED;
+  if (object.body.length === 0) return { code: LEASE_EXPIRED };
   const done = parseStored(key, object.body, doneSchema);
-  return done.writer === turn.writer ? null : (done.error?.code ?? LEASE_EXPIRED);
+  return done.writer === turn.writer ? null : (done.error ?? { code: LEASE_EXPIRED });
 }
 
 /**
@@ -101,11 +101,17 @@ export async function leaveDeleted(log: LogContext, turn: OpenTurn): Promise<voi
   }
 }
 
-/** See SessionLog.cancelTurn. */
+/**
+ * See SessionLog.cancelTurn. An `interrupt`'s cancel (`interrupt`) says so in its stored error
+ * (`details.interrupted`, which older readers pass over): the turn's own request is answered 409
+ * `turn_cancelled` with it, which its client may retry, where a cancel's says `x-should-retry:
+ * false` (functions/error-handler.ts).
+ */
 export async function cancelTurn(
   log: LogContext,
   id: string,
   turnNumber: number,
+  interrupt = false,
 ): Promise<{ turn: number; status: TurnStatus; answered_at_end?: true }> {
   const { newest, scope, config } = await readHead(log, id);
   const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
@@ -120,7 +126,9 @@ export async function cancelTurn(
     open,
     {
       status: 'failed',
-      error: { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` },
+      error: interrupt
+        ? { code: TURN_CANCELLED, message: `turn ${turnNumber} was interrupted`, details: { interrupted: true } }
+        : { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` },
     },
     config.webhook_url,
   );

@@ -372,7 +372,7 @@ export interface ClosedTurn {
   scope: LogScope;
   turn: number;
   status: TurnStatus;
-  error?: { code: string; message: string } | undefined;
+  error?: { code: string; message: string; details?: unknown } | undefined;
   usage?: TurnUsage | undefined;
   /** What the summary of a compaction in the completed turn used (its `compaction_usage`). */
   compactionUsage?: TurnUsage | undefined;

@@ -56,7 +56,14 @@ export async function flattenHistory(
   chain: readonly ForkPoint[],
   named: readonly NamedPoint[] | undefined,
 ): Promise<NamedPoint[]> {
-  const turnsAt = await withFreshListing(() => writeSegments(log, scope, chain));
+  // A unit packed or merged meanwhile is listed again: the segments written before it go first, or
+  // they would be read as the history's own and overlap those cut anew.
+  const turnsAt = await withFreshListing(() =>
+    writeSegments(log, scope, chain).catch(async (error: unknown) => {
+      await sweepFlattened(log, scope, ['turn']);
+      throw error;
+    }),
+  );
   await Promise.all(chain.map((point) => copyObjects(log, scope, point, turnsAt.get(point.record) ?? 0)));
   return namesOf(chain, named);
 }
@@ -242,9 +249,13 @@ export interface Flattened {
   named: NamedPoint[];
 }
 
-/** Removes what a flattening wrote under `scope`, which no config names (it did not commit). */
-export async function sweepFlattened(log: LogContext, scope: LogScope): Promise<void> {
-  for (const kind of ['turn', 'blob', 'context', 'idem', 'events']) {
+/** Removes what a flattening wrote under `scope` (of `kinds`), which no config names (it did not commit). */
+export async function sweepFlattened(
+  log: LogContext,
+  scope: LogScope,
+  kinds: readonly string[] = ['turn', 'blob', 'context', 'idem', 'events'],
+): Promise<void> {
+  for (const kind of kinds) {
     const prefix = scopedPrefix(scope, kind);
     for (;;) {
       const page = await log.store.list(prefix, { limit: 1000 });

@@ -62,4 +62,32 @@ describe('a delete that flattens the history while the packer packs the generati
     expect(new Set(ranges).size, 'one segment per first record').toBe(ranges.length);
     await expect(contents(log(), 's')).resolves.toEqual(kept);
   });
+
+  it('racing another flattening delete: one takes the turn out, the other finds it gone, leaving nothing', async () => {
+    const store = new MemoryStore();
+    const log = (on: ObjectStore = store) => new SessionLog(on, { packMinRecords: 2, keepRecords: 1 });
+    await log().create({ id: 's' });
+    const kept: string[] = [];
+    for (let n = 1; n <= 9; n++) {
+      await turnOf(log(), 's', `kept ${n}`);
+      kept.push(`kept ${n}`, `re kept ${n}`);
+      await turnOf(log(), 's', `gone ${n}`);
+      if (n < 9) await log().deleteTurn('s', n + 1);
+    }
+    const generation = await generationOf(store, 's');
+    const units = (key: string) => key.includes('/turn/') && !key.includes(`/turn/${generation}/`);
+    let other: Promise<unknown> = Promise.resolve();
+    const first = log(racing(store, units, 2, () => (other = log().deleteTurn('s', 10)))).deleteTurn('s', 10);
+    await expect(first).rejects.toMatchObject({ code: 'not_found' });
+    await other;
+    await expect(contents(log(), 's')).resolves.toEqual(kept);
+    const flat = await generationOf(store, 's');
+    const listed = await store.list('sessions/s/', { limit: 10000 });
+    const levels = new Set(listed.objects.map((object) => object.key.split('/')[3]));
+    const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 's')))!.body));
+    const known = new Set([flat, generation, ...config.named.map((point: { generation: string }) => point.generation)]);
+    // Only generations written before the race, and the one the winner flattened into.
+    const before = [...levels].filter((level) => level && !known.has(level) && level > generation);
+    expect(before, 'the loser swept what it wrote').toEqual([]);
+  });
 });

@@ -21,6 +21,12 @@ function racing(store: ObjectStore, matches: (key: string) => boolean, nth: numb
   });
 }
 
+/** The generations anything under the session is stored for. */
+async function levels(store: ObjectStore): Promise<Set<string>> {
+  const listed = await store.list('sessions/s/', { limit: 10000 });
+  return new Set(listed.objects.map((object) => object.key.split('/')[3] ?? '').filter((level) => level !== ''));
+}
+
 const generationOf = async (store: ObjectStore, id: string) =>
   JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', id)))!.body)).generation as string;
 
@@ -75,19 +81,39 @@ describe('a delete that flattens the history while the packer packs the generati
       if (n < 9) await log().deleteTurn('s', n + 1);
     }
     const generation = await generationOf(store, 's');
+    const known = await levels(store);
     const units = (key: string) => key.includes('/turn/') && !key.includes(`/turn/${generation}/`);
     let other: Promise<unknown> = Promise.resolve();
     const first = log(racing(store, units, 2, () => (other = log().deleteTurn('s', 10)))).deleteTurn('s', 10);
     await expect(first).rejects.toMatchObject({ code: 'not_found' });
     await other;
     await expect(contents(log(), 's')).resolves.toEqual(kept);
-    const flat = await generationOf(store, 's');
-    const listed = await store.list('sessions/s/', { limit: 10000 });
-    const levels = new Set(listed.objects.map((object) => object.key.split('/')[3]));
-    const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 's')))!.body));
-    const known = new Set([flat, generation, ...config.named.map((point: { generation: string }) => point.generation)]);
     // Only generations written before the race, and the one the winner flattened into.
-    const before = [...levels].filter((level) => level && !known.has(level) && level > generation);
-    expect(before, 'the loser swept what it wrote').toEqual([]);
+    known.add(await generationOf(store, 's'));
+    expect([...(await levels(store))].filter((level) => !known.has(level))).toEqual([]);
+  });
+
+  it.each([
+    ['an append', (log: SessionLog) => log.append('s', [{ type: 'message', role: 'user', content: 'late' }])],
+    ['a turn', (log: SessionLog) => turnOf(log, 's', 'late')],
+  ])('%s landing while it copies: the delete is refused, and what it wrote is gone', async (_, late) => {
+    const store = new MemoryStore();
+    const log = (on: ObjectStore = store) => new SessionLog(on, { packMinRecords: 2, keepRecords: 1 });
+    await log().create({ id: 's' });
+    for (let n = 1; n <= 9; n++) {
+      await turnOf(log(), 's', `kept ${n}`);
+      await turnOf(log(), 's', `gone ${n}`);
+      if (n < 9) await log().deleteTurn('s', n + 1);
+    }
+    const before = await contents(log(), 's');
+    const generation = await generationOf(store, 's');
+    const known = await levels(store);
+    const units = (key: string) => key.includes('/turn/') && !key.includes(`/turn/${generation}/`);
+    await expect(log(racing(store, units, 2, () => late(log()))).deleteTurn('s', 10)).rejects.toMatchObject({
+      code: 'delete_refused',
+    });
+    expect((await contents(log(), 's')).slice(0, before.length)).toEqual(before);
+    expect(await generationOf(store, 's')).toBe(generation);
+    expect([...(await levels(store))].filter((level) => !known.has(level))).toEqual([]);
   });
 });

@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { attempt, LEASE_MS } from '../support/simulation.ts';
+import type { Item } from '../../lib/items.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { InterleavedStore } from './fork-simulation-suite.ts';
 import { contents, turnOf } from './rewind-simulation-suite.ts';
@@ -15,10 +16,22 @@ import { contents, turnOf } from './rewind-simulation-suite.ts';
  */
 
 const S = 's';
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
 /** Turns kept, each followed by one a delete took out: every delete forks one generation deeper. */
 const DEPTH = 8;
 
-const kept = Array.from({ length: DEPTH + 1 }, (_, index) => [`kept ${index + 1}`, `re kept ${index + 1}`]).flat();
+/** A call whose output is stored out of line (a blob of the first generation), before the turns. */
+const OUTPUT = `${'output '.repeat(20)}end`;
+const CALL: Item[] = [
+  { type: 'function_call', call_id: 'c1', name: 'read', arguments: '{}' },
+  { type: 'function_call_output', call_id: 'c1', output: OUTPUT },
+];
+const kept = [
+  undefined,
+  undefined,
+  ...Array.from({ length: DEPTH + 1 }, (_, index) => [`kept ${index + 1}`, `re kept ${index + 1}`]).flat(),
+];
 const BEFORE = [...kept, 'gone', 're gone'];
 const AFTER = kept;
 
@@ -28,16 +41,34 @@ async function start(makeStore: () => Promise<ObjectStore>) {
   const clock = () => new Date(Date.now() + offset);
   // Packed as it goes: the flattening reads records and segments of every generation.
   const log = (on: ObjectStore = store) =>
-    new SessionLog(on, { clock, leaseMs: LEASE_MS, packMinRecords: 2, keepRecords: 1 });
+    new SessionLog(on, { clock, leaseMs: LEASE_MS, packMinRecords: 2, keepRecords: 1, blobThreshold: 64 });
   await log().create({ id: S });
+  await log().append(S, CALL);
   for (let n = 1; n <= DEPTH; n++) {
-    await turnOf(log(), S, `kept ${n}`);
+    await keyedTurn(log(), `kept ${n}`, `key ${n}`);
     await turnOf(log(), S, `gone ${n}`);
     await log().deleteTurn(S, n + 1);
   }
-  await turnOf(log(), S, `kept ${DEPTH + 1}`);
+  await keyedTurn(log(), `kept ${DEPTH + 1}`, `key ${DEPTH + 1}`);
   await turnOf(log(), S, 'gone');
   return { store, log, late: () => (offset += LEASE_MS + 1) };
+}
+
+/** A kept turn under an Idempotency-Key (its `idem/` claim is copied by the flattening). */
+async function keyedTurn(log: SessionLog, text: string, key: string) {
+  const begun = await log.beginTurn(S, { input: [user(text)], idempotencyKey: key });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  await log.completeTurn(begun.turn, { status: 'completed', output: [assistant(`re ${text}`)], receipt: {} });
+}
+
+/** What the flattened history keeps beside its records: the out-of-line output, the first turn's key. */
+async function expectKept(log: SessionLog, where: string) {
+  const page = await log.listItems(S, { limit: 1000 });
+  expect(page.items.at(-2), where).toMatchObject({ type: 'function_call_output', output: OUTPUT });
+  await expect(log.beginTurn(S, { input: [user('kept 1')], idempotencyKey: 'key 1' }), where).resolves.toMatchObject({
+    kind: 'replay',
+    turn: 1,
+  });
 }
 
 const rewind = (log: SessionLog) => attempt(() => log.deleteTurn(S, DEPTH + 2));
@@ -65,6 +96,7 @@ export function defineFlattenSimulation(name: string, makeStore: () => Promise<O
           const retried = await rewind(run.log());
           if (!retried.ok) expect(retried.code, `${where}: ${(retried.error as Error).message}`).toBe('not_found');
           expect(await contents(run.log(), S), where).toEqual(AFTER);
+          await expectKept(run.log(), where);
           await turnOf(run.log(), S, 'next');
           expect(await contents(run.log(), S), where).toEqual([...AFTER, 'next', 're next']);
           for (let round = 0; round < 2; round++) {

@@ -68,12 +68,20 @@ export async function flattenHistory(
   return namesOf(chain, named);
 }
 
-/** The names of the items up to `chain[0].seq` (see flattenHistory). */
+/**
+ * The names of the items up to `chain[0].seq` (see flattenHistory). A generation of the chain
+ * holding none of them (a flattened history read whole, whose ids name older ones) is named for
+ * no seqs, with the next entry's: the session's forks made from it are still its own.
+ */
 export function namesOf(chain: readonly ForkPoint[], named: readonly NamedPoint[] | undefined): NamedPoint[] {
   const below = clipNames(named, chain[0]?.seq ?? 0);
   const top = below[0]?.seq ?? 0;
   const fresh = chain.filter((point) => point.seq > top).map(({ generation, seq }) => ({ generation, seq }));
-  return [...fresh, ...below].slice(0, MAX_NAMED_GENERATIONS);
+  const listed = new Set([...fresh, ...below].map((point) => point.generation));
+  const empty = chain
+    .filter((point) => point.seq <= top && !listed.has(point.generation))
+    .map(({ generation }) => ({ generation, seq: top }));
+  return [...fresh, ...empty, ...below].slice(0, MAX_NAMED_GENERATIONS);
 }
 
 /** `named` for a history that now ends at `seq` (a delete went back to it): the entries below it. */

@@ -63,3 +63,26 @@ it('a streamed response before a flattening replays its events from its id', asy
   expect(types.at(0)).toBe('response.created');
   expect(types.at(-1)).toBe('response.completed');
 });
+
+it('a history resent whole goes on in its conversation past a flattening', async () => {
+  const store = new MemoryStore();
+  const first = await processOf(store, 0).openai.responses.create({ input: [{ role: 'user', content: 'step 0' }] });
+  const session = first.conversation?.id;
+  expect(session).toBeDefined();
+  const history = [
+    { role: 'user' as const, content: 'step 0' },
+    { role: 'assistant' as const, content: first.output_text },
+  ];
+  // Ten steps that each died once: the ninth take-out flattens the history.
+  for (let step = 1; step <= 10; step++) {
+    const body = { input: [...history, { role: 'user' as const, content: `step ${step}` }] };
+    await diesSending(store, (2 * step - 1) * HOUR, body);
+    const retry = processOf(store, 2 * step * HOUR);
+    const answer = await retry.openai.responses.create(body);
+    await retry.drain();
+    expect(answer.conversation?.id, `step ${step}`).toBe(session);
+    history.push({ role: 'user', content: `step ${step}` }, { role: 'assistant', content: answer.output_text });
+  }
+  const later = processOf(store, 21 * HOUR);
+  expect(await texts(later.openai, session!)).toEqual(['user: step 0', 'assistant: echo: step 0', ...steps(10)]);
+});

@@ -70,7 +70,7 @@ export interface RewindOptions {
  * the ids of a session no turn was ever deleted from name no generation.
  */
 export function idGeneration(scope: LogScope, seq: number): string | undefined {
-  const holder = namedHolder(scope, seq) ?? holderOf(scope, seq);
+  const holder = holderOf(scope, seq);
   return scope.rewound?.includes(holder) ? holder : undefined;
 }
 
@@ -104,9 +104,12 @@ export function writtenGeneration(scope: LogScope): string | undefined {
   return scope.rewound?.includes(generation) && generation !== scope.incarnation ? generation : undefined;
 }
 
-/** The generation that wrote the item at `seq` (a delete of the newest turn keeps the ones before it). */
+/**
+ * The generation that wrote the item at `seq` (a delete of the newest turn keeps the ones before
+ * it): for a flattened history, the one that held it before (`named`), not the one it is read from.
+ */
 export function holderOf(scope: LogScope, seq: number): string {
-  return holderScope(scope, seq).generation;
+  return namedHolder(scope, seq) ?? holderScope(scope, seq).generation;
 }
 
 /**

@@ -257,6 +257,24 @@ export interface Flattened {
   named: NamedPoint[];
 }
 
+/**
+ * What `work` gives, up to the delete's new generation: when it throws or gives null (the delete
+ * stops before writing that generation), what `flat` wrote is removed first.
+ */
+export async function orSwept<Result>(
+  log: LogContext,
+  flat: Flattened | null,
+  work: () => Promise<Result | null>,
+): Promise<Result | null> {
+  let result: Result | null = null;
+  try {
+    result = await work();
+    return result;
+  } finally {
+    if (flat && result === null) await sweepFlattened(log, flat.scope).catch(() => undefined);
+  }
+}
+
 /** Removes what a flattening wrote under `scope` (of `kinds`), which no config names (it did not commit). */
 export async function sweepFlattened(
   log: LogContext,

@@ -16,7 +16,7 @@ import { raiseSignal } from './queue.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import { forkChain, forkRecord, putForkStart, type Point } from './fork.ts';
-import { clipNames, flattenHistory, leave, sweepFlattened, type Flattened } from './flatten.ts';
+import { clipNames, flattenHistory, leave, orSwept, sweepFlattened, type Flattened } from './flatten.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
@@ -137,25 +137,26 @@ export async function deleteNewestTurn(
     const previous = await pointBefore(log, head, turn, options);
     // Past the generations a config names, the history is flattened first (nothing names it yet).
     const flat = await flattened(log, head, previous);
-    // The charges listed count in the fence's totals, and so in the next generation's.
-    const counted = await withCharges(log, head);
-    const started = log.clock().getTime();
-    const fence: LogRecord = {
-      ...withTotals(forkRecord(stateAt(head.newest), new Date(started).toISOString()), counted.newest),
-      lease_expires_at: new Date(started + log.leaseMs).toISOString(),
-    };
-    const landed = await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), {
-      onlyIfAbsent: true,
-      contentType: 'application/json',
+    const fenced = await orSwept(log, flat, async () => {
+      // The charges listed count in the fence's totals, and so in the next generation's.
+      const counted = await withCharges(log, head);
+      const started = log.clock().getTime();
+      const fence: LogRecord = {
+        ...withTotals(forkRecord(stateAt(head.newest), new Date(started).toISOString()), counted.newest),
+        lease_expires_at: new Date(started + log.leaseMs).toISOString(),
+      };
+      const put = { onlyIfAbsent: true, contentType: 'application/json' };
+      if (!(await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), put))) return null;
+      // The turn is going: the response object the facade kept of it goes first (a GET of its id
+      // would answer it, and the turn that takes the number could not keep its own).
+      await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
+      return { counted, started };
     });
-    if (!landed) {
-      if (flat) await sweepFlattened(log, flat.scope);
+    if (!fenced) {
       await backoff(attempt);
       continue;
     }
-    // The turn is going: the response object the facade kept of it goes first (a GET of its id
-    // would answer it, and the turn that takes the number could not keep its own).
-    await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
+    const { counted, started } = fenced;
     const moved = await moveBack(log, counted, previous, started, flat);
     if (moved) {
       // The generation left lists its charges to no write of the session again: counted, they go.

@@ -46,5 +46,15 @@ describe('a delete that flattens the history and then fails', () => {
     await expect(log.deleteTurn('s', 11)).rejects.toThrow();
     expect([...(await levels(memory))].filter((level) => !known.has(level))).toEqual([]);
     expect(await contents(log, 's')).toEqual(before);
+    // Retried, it flattens: the charge counts once, before and after the session's next write.
+    const usage = (await log.get('s')).usage;
+    expect(usage.input_tokens).toBeGreaterThan(0);
+    await log.deleteTurn('s', 11);
+    expect((await log.get('s')).usage).toEqual(usage);
+    await log.append('s', [user('after')]);
+    expect((await log.get('s')).usage).toEqual(usage);
+    expect(
+      (await memory.list('sessions/s/', { limit: 10000 })).objects.filter((o) => o.key.includes('-charge-')),
+    ).toEqual([]);
   });
 });

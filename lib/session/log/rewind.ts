@@ -219,9 +219,8 @@ async function pointBefore(log: LogContext, head: Head, turn: number, options: R
         'only the newest turn can be deleted',
       { id, turn },
     );
-  // Notices are delivered once: taking out the turn that delivered them would either lose them
-  // or deliver them again (the inbox's delivery records name turns by number, which the next
-  // generation reuses).
+  // Notices are delivered once: taking out the turn that delivered them would lose them or deliver
+  // them again (the inbox's delivery records name turns by number, which the next generation reuses).
   const after = undeliveredOf(candidate);
   const lostAny = async (lost: Undelivered['lost_turns']) => lost.length > 0 && !(await options.tookNothing?.(lost));
   if (deliveredNotices(candidate!.done) || after.notices.length > 0 || (await lostAny(after.lost_turns)))

@@ -73,3 +73,40 @@ it('a 409 within the lease the holder claimed names the lease it renewed since',
   expect((await pending).status).toBe(200);
   await drain();
 });
+
+// The renewal is read only once the 409 is the answer: that read failing leaves the 409 as it
+// was, naming the lease the holder's record took, never a 5xx.
+it('a 409 whose renewal cannot be read names the lease the holder claimed', async () => {
+  const slow = heldEcho();
+  const { options, drain } = heldOptions(slow.model);
+  const memory = new MemoryStore();
+  let renewal = (_key: string) => {};
+  const renewed = new Promise<string>((resolve) => (renewal = resolve));
+  let failing = false;
+  const store = new FaultyStore(memory).failWhen((call) => {
+    if (call.operation === 'put' && call.key.endsWith('.lease')) renewal(call.key);
+    return failing && call.operation === 'get' && call.key.endsWith('.lease');
+  });
+  const api = createClient(
+    appHarness(store, { ...environment, TURN_LEASE_MS: '3000' }, { ...options, logLine: () => {} }),
+  );
+  const id = await api.session();
+  const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+  const key = await renewed;
+  const leaseOf = async () => {
+    const object = await memory.get(key);
+    return object ? (JSON.parse(new TextDecoder().decode(object.body)) as { lease_expires_at: string }) : null;
+  };
+  await expect.poll(leaseOf).not.toBeNull();
+  const lease = Date.parse((await leaseOf())!.lease_expires_at);
+  failing = true;
+  const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'two' });
+  failing = false;
+  expect(refused.status).toBe(409);
+  expect(refused.body.error.code).toBe('turn_in_progress');
+  expect(Date.parse(refused.body.error.details.lease_expires_at)).toBeLessThan(lease);
+  expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  slow.release();
+  expect((await pending).status).toBe(200);
+  await drain();
+});

@@ -42,12 +42,25 @@ async function runningTurn(stream: boolean): Promise<{ id: string; answered: Pro
 describe('a turn closed by another request of its isolate', () => {
   it('a cancel: the turn is answered 409 turn_cancelled by its own request', async () => {
     const { id, answered } = await runningTurn(false);
+    // Meanwhile another turn is refused, its 409 naming the holder's lease (its renewal read when answered).
+    const busy = await harness.fetch(`/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'two' }),
+    });
+    const refused = (await busy.json()) as { error: { code: string; details: { lease_expires_at: string } } };
+    expect(busy.status, JSON.stringify(refused)).toBe(409);
+    expect(refused.error.code).toBe('turn_in_progress');
+    expect(Date.parse(refused.error.details.lease_expires_at)).toBeGreaterThan(Date.now());
+    expect(Number(busy.headers.get('retry-after'))).toBeGreaterThan(0);
     const cancelled = await harness.fetch(`/v1/sessions/${id}/turns/1/cancel`, { method: 'POST', headers });
     expect(cancelled.status).toBe(200);
     const response = await answered;
     const body = (await response.json()) as { error: { code: string } };
     expect(response.status, JSON.stringify(body)).toBe(409);
     expect(body.error.code).toBe('turn_cancelled');
+    // A cancel's 409: the cancelled input is not to be sent again.
+    expect(response.headers.get('x-should-retry')).toBe('false');
   });
 
   it('a delete: the streamed turn ends with its error event not_found', async () => {

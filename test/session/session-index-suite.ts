@@ -297,6 +297,20 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect((await list()).sessions).toMatchObject([{ id: 'c', counts: { items: 1 } }]);
     });
 
+    it('refreshes of the same state racing leave its one entry', async () => {
+      const { log, list, entries } = setup();
+      await log.create({ id: 'r' });
+      const { indexed } = await log.append('r', [user('one')]);
+      await Promise.all([
+        log.refreshIndex('r', indexed),
+        log.refreshIndex('r', indexed),
+        log.refreshIndex('r'),
+        log.refreshIndex('r', indexed),
+      ]);
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([{ id: 'r', counts: { items: 1 } }]);
+    });
+
     it("an append's row, when a PATCH lands between its config read and its record, shows its counts", async () => {
       let gate: { reached: () => void; open: Promise<void> } | undefined;
       const { log, list, entries } = setup(

@@ -32,16 +32,14 @@ const UNIT_FOLDERS = [
   'webhooks',
 ];
 const NOT_UNIT =
-  /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$|^test\/session\/protocol-simulation-files\.test\.ts$/;
-/** Suites run on the file store: node-project files too. */
-const ON_FILES = /^test\/session\/session-index-file\.test\.ts$/;
+  /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$|^test\/session\/[a-z-]+-files?\.test\.ts$/;
 const unitFiles = [
   'test/hash.test.ts',
   'test/prompt-shape.test.ts',
   ...UNIT_FOLDERS.flatMap((folder) =>
     readdirSync(`test/${folder}`, { recursive: true, encoding: 'utf8' }).map((name) => `test/${folder}/${name}`),
   ),
-].filter((file) => file.endsWith('.test.ts') && !NOT_UNIT.test(file) && !ON_FILES.test(file));
+].filter((file) => file.endsWith('.test.ts') && !NOT_UNIT.test(file));
 
 /** Node-project files that run with modules of their own (the `node-own-modules` project). */
 const ownModuleFiles = ['test/http/http.test.ts'];

@@ -16,7 +16,9 @@ import type { IndexFacade } from './facade.ts';
  * queued behind it, an append or a manual compaction: lib/turn/dead-turn.ts; responses.compact
  * naming the response before it: newestPastDead) takes such a turn out
  * instead: its newest turn, its record saying `answered_at_end`, failed `lease_expired` with no
- * output (or open, its lease run out: closed so first). One that took inbox notices stays
+ * output (or open, its lease run out: closed so first); so is one an `interrupt` cancelled and
+ * could not take out itself (failed `turn_cancelled`, `details.interrupted`), whose client retries
+ * the 409. One that took inbox notices stays
  * (deleteNewestTurn): the retry then goes on after it, as after a streamed response's dead turn. (A
  * conversation that would read more generations than a config names is flattened by the delete,
  * lib/session/log/flatten.ts, so no depth keeps a dead turn in.)

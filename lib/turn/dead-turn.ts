@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, NotFoundError, StorageError, TURN_CANCELLED, TurnInProgressError } from '../errors.ts';
+import { LEASE_EXPIRED, NotFoundError, StorageError, TurnInProgressError } from '../errors.ts';
 import { LapsedTurnRefused } from '../session/log/claim.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import type { SessionLog } from '../session/session-log.ts';
@@ -14,8 +14,12 @@ import type { TurnServices } from './types.ts';
  * its conversation (lib/openai/dead-turn.ts), a native turn, the pickup of an input queued
  * behind it (./busy.ts), an append (./append.ts), a manual compaction's claim
  * (./compact-session.ts), or an `interrupt` that cancelled it while its lease ran
- * (takeOutInterrupted), so that the retry, coming after any of them, stores its input once. One
- * that took inbox notices stays (deleteNewestTurn): the claim then follows it. (One whose session
+ * (takeOutInterrupted), so that the retry, coming after any of them, stores its input once. So is
+ * one an `interrupt` cancelled, dead or not (failed `turn_cancelled`, `details.interrupted`, with
+ * no output): its client got 409 `turn_cancelled`, which it retries. The interrupt takes it out
+ * itself; when it could not (its process died or its store failed after the cancel, or the retry
+ * claimed first), whatever comes next does, the retry among them. One that took inbox notices
+ * stays (deleteNewestTurn): the claim then follows it. (One whose session
  * would read more generations than a config names is taken out too: the delete flattens the
  * history, lib/session/log/flatten.ts.) A store failing meanwhile is no such
  * refusal: the request (or the pickup) fails with it, and the next one takes the turn out.
@@ -23,8 +27,8 @@ import type { TurnServices } from './types.ts';
 
 /**
  * Thrown by a claim (TurnOptions.onLapsed) that found such a dead turn the session's newest, open
- * with its lease run out or closed so: its caller takes that turn out first (takeOutDead), then
- * claims again, instead of storing its input after it.
+ * with its lease run out or closed so, or closed by an `interrupt`: its caller takes that turn out
+ * first (takeOutDead), then claims again, instead of storing its input after it.
  */
 export class LapsedDeadTurn extends LapsedTurnRefused {}
 
@@ -62,8 +66,9 @@ type NewestRead = Awaited<ReturnType<SessionLog['getWithNewestTurn']>>;
 
 /**
  * Takes `read`'s newest turn (read now when not given) out of session `sessionId` when it is the
- * dead turn of a turn answered at its end (above): whether it did, or found it taken out by another
- * since that read (a delete of the newest turn answering not_found: its generation was left).
+ * dead turn of a turn answered at its end, or one an `interrupt` cancelled (above): whether it
+ * did, or found it taken out by another since that read (a delete of the newest turn answering
+ * not_found: its generation was left).
  */
 export async function takeOutDead(services: DeadTurnServices, sessionId: string, read?: NewestRead): Promise<boolean> {
   const { sessions } = services;
@@ -76,7 +81,7 @@ export async function takeOutDead(services: DeadTurnServices, sessionId: string,
       throw error;
     });
     if (closed?.status !== 'failed' || closed.error?.code !== LEASE_EXPIRED) return false;
-  } else if (turn.status !== 'failed' || turn.error !== LEASE_EXPIRED) return false;
+  } else if (turn.status !== 'failed' || (turn.error !== LEASE_EXPIRED && !turn.interrupted)) return false;
   return takeOut(services, sessionId, turn, scope);
 }
 
@@ -85,7 +90,8 @@ export async function takeOutDead(services: DeadTurnServices, sessionId: string,
  * `sessionId` when it is still the newest, a turn answered at its end with no output: dead or
  * not (within its lease nothing tells), its client never got its id (a dropped connection, or
  * 409 `turn_cancelled`, which the `openai` client retries), so the interrupting turn takes its
- * place, as a dead turn's, and the retry stores its input once, after it. Whether it did.
+ * place, as a dead turn's, and the retry stores its input once, after it. Whether it did. (Left in
+ * its session, a claim refuses it all the same, as a dead turn, and it is taken out then.)
  */
 export async function takeOutInterrupted(
   services: DeadTurnServices,
@@ -94,7 +100,7 @@ export async function takeOutInterrupted(
 ): Promise<boolean> {
   const { newestTurn: turn, scope } = await services.sessions.getWithNewestTurn(sessionId);
   if (!turn?.answered_at_end || turn.output !== null || turn.turn !== cancelled) return false;
-  if (turn.status !== 'failed' || turn.error !== TURN_CANCELLED) return false;
+  if (turn.status !== 'failed' || !turn.interrupted) return false;
   return takeOut(services, sessionId, turn, scope);
 }
 

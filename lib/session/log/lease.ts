@@ -318,10 +318,21 @@ export async function closeIfOpenExpired(
 }
 
 /**
+ * Whether a turn's stored error is an `interrupt`'s cancel (cancelTurn, `details.interrupted`):
+ * closed so with no output, a turn answered at its end is taken out as a dead one (lib/turn/dead-turn.ts).
+ */
+export function interruptedBy(error: { code: string; details?: unknown } | undefined): boolean {
+  return (
+    error?.code === TURN_CANCELLED && (error.details as { interrupted?: unknown } | undefined)?.interrupted === true
+  );
+}
+
+/**
  * Tells `onLapsed` (CommitOptions) of the newest record when it is a turn closed failed by its
- * lapsed lease (`lease_expired`, its process died) with no output stored, as a claim tells it of
- * one still open whose lease ran out: so the caller that would not close such a turn to follow
- * it does not follow it closed either (lib/turn/dead-turn.ts).
+ * lapsed lease (`lease_expired`, its process died) or by an `interrupt`'s cancel (interruptedBy),
+ * with no output stored, as a claim tells it of one still open whose lease ran out: so the caller
+ * that would not close such a turn to follow it does not follow it closed either
+ * (lib/turn/dead-turn.ts). Told from the head the claim read, with no read more.
  */
 export function tellClosedLapsed(
   newest: { record: LogRecord; done: DoneRecord | null } | null,
@@ -329,6 +340,6 @@ export function tellClosedLapsed(
 ): void {
   const done = newest?.done;
   if (!onLapsed || !done || newest.record.kind !== 'turn' || done.items.length > 0) return;
-  if (done.status === 'failed' && done.error?.code === LEASE_EXPIRED)
+  if (done.status === 'failed' && (done.error?.code === LEASE_EXPIRED || interruptedBy(done.error)))
     onLapsed({ turn: newest.record.turn ?? 0, request: newest.record.request });
 }

@@ -4,6 +4,7 @@ import { toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, readHead } from './head.ts';
 import { behindLapsedFence } from './fence.ts';
+import { interruptedBy } from './lease.ts';
 import type { SessionRecord } from './types.ts';
 import { shownTotals } from './charges.ts';
 
@@ -40,6 +41,7 @@ export async function getSessionWithNewestTurn(
       first_seq: record.first_seq,
       ...(!done && record.lease_expires_at ? { lease_expires_at: record.lease_expires_at } : {}),
       ...(error !== undefined ? { error } : {}),
+      ...(interruptedBy(done?.error) ? { interrupted: true } : {}),
       ...(answeredAtEnd ? { answered_at_end: true } : {}),
     },
     scope,
@@ -67,6 +69,8 @@ export interface NewestTurn {
   lease_expires_at?: string;
   /** A closed turn's error code, when it failed. */
   error?: string;
+  /** It was cancelled by an `interrupt` (its error's `details.interrupted`, ./lease.ts interruptedBy). */
+  interrupted?: true;
   /** Its record's settings say its answer was sent only once it ended (TurnOptions.answeredAtEnd). */
   answered_at_end?: true;
 }

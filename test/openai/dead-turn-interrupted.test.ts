@@ -1,0 +1,139 @@
+import OpenAI from 'openai';
+import { expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import type { Model } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { HeldStore } from '../support/held-store.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
+import { environment, noBodyHeldAfterEach, processOf, texts } from '../support/dead-process.ts';
+import { TOKEN } from './server.ts';
+
+// A response answered at its end that an `interrupt` cancelled is taken out as a dead one
+// (lib/turn/dead-turn.ts) whatever became of the interrupt after its cancel: the `openai`
+// client's retry of its 409 `turn_cancelled` stores its input once.
+
+noBodyHeldAfterEach();
+const heldEcho = releasedAfterEach();
+
+/**
+ * A conversation whose first response completed and whose second, `slow two`, is sent by the
+ * official client (its default retries) and held in its model call (`held`): its store, id, the
+ * response's promise (`sent`) and `release`, which lets the model answer.
+ */
+async function heldSecondStep() {
+  const slow = heldEcho();
+  let called!: () => void;
+  const held = new Promise<void>((resolve) => (called = resolve));
+  const model: Model = {
+    ...slow.model,
+    async generate(request) {
+      if (JSON.stringify(request.prompt.at(-1)).includes('slow')) called();
+      return slow.model.generate(request);
+    },
+  };
+  const store = new MemoryStore();
+  const { options, drain } = heldOptions(model);
+  const app = createApp({ store: () => store, readEnvironment: () => environment, ...options });
+  const openai = new OpenAI({
+    apiKey: TOKEN,
+    baseURL: 'http://tailgate.test/v1',
+    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
+  });
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ input: 'one', conversation: id });
+  const sent = openai.responses.create({ input: 'slow two', conversation: id });
+  await held;
+  return { store, id, openai, sent, drain, release: slow.release };
+}
+
+/** A native turn's request body interrupting what runs. */
+const interrupting = { input: 'native', on_busy: 'interrupt' };
+
+for (const after of ['its process died', 'its store failed'] as const)
+  it(`a response interrupted, the interrupt's take-out never run (${after}), is taken out by its retry`, async () => {
+    const step = await heldSecondStep();
+    if (after === 'its process died') {
+      // The interrupting process cancelled the turn, then died before it took it out.
+      await new SessionLog(step.store).cancelTurn(step.id, 2, true);
+    } else {
+      // Every call after the cancel's completion fails.
+      let cancelled = false;
+      const fails = (call: { operation: string; key: string }) => {
+        if (cancelled) return true;
+        if (call.operation === 'put' && call.key.endsWith('.done')) cancelled = true;
+        return false;
+      };
+      const other = processOf(step.store, 0, { fails });
+      const turn = await other.native('POST', `/v1/sessions/${step.id}/turns`, interrupting);
+      expect(turn.status, turn.body).toBeGreaterThanOrEqual(500);
+      await other.drain();
+    }
+    step.release();
+    // The client retries the 409 `turn_cancelled` by itself.
+    expect((await step.sent).status).toBe('completed');
+    await step.drain();
+    expect(await texts(step.openai, step.id)).toEqual([
+      'user: one',
+      'assistant: echo: one',
+      'user: slow two',
+      'assistant: echo: slow two',
+    ]);
+  });
+
+it("a response interrupted whose retry claims before the interrupt's take-out stores its input once", async () => {
+  const step = await heldSecondStep();
+  // The interrupting process, its calls after the cancel's completion held until the retry is answered.
+  const held = new HeldStore(step.store);
+  let cancelled = false;
+  const hold = held.hold((call) => {
+    if (cancelled) return true;
+    if (call.operation === 'put' && call.keys[0]!.endsWith('.done')) cancelled = true;
+    return false;
+  });
+  const { options, drain } = heldOptions(heldEcho().model);
+  const app = createApp({ store: () => held, readEnvironment: () => environment, ...options });
+  const turn = app.request(`http://tailgate.test/v1/sessions/${step.id}/turns`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify(interrupting),
+  });
+  await hold.reached;
+  step.release();
+  expect((await step.sent).status).toBe('completed');
+  hold.release();
+  const answer = await turn;
+  expect(answer.status, await answer.text()).toBe(200);
+  await drain();
+  await step.drain();
+  expect(await texts(step.openai, step.id)).toEqual([
+    'user: one',
+    'assistant: echo: one',
+    'user: slow two',
+    'assistant: echo: slow two',
+    'user: native',
+    'assistant: echo: native',
+  ]);
+});
+
+it('a native turn takes out a response its interrupt cancelled but never took out: the retry follows', async () => {
+  const step = await heldSecondStep();
+  // The interrupting process cancelled the turn, then died before it took it out.
+  await new SessionLog(step.store).cancelTurn(step.id, 2, true);
+  // The native turn's claim refuses the cancelled response as a dead one, and takes it out.
+  const other = processOf(step.store, 0);
+  const turn = await other.native('POST', `/v1/sessions/${step.id}/turns`, { input: 'native' });
+  expect(turn.status, turn.body).toBe(200);
+  await other.drain();
+  step.release();
+  expect((await step.sent).status).toBe('completed');
+  await step.drain();
+  expect(await texts(step.openai, step.id)).toEqual([
+    'user: one',
+    'assistant: echo: one',
+    'user: native',
+    'assistant: echo: native',
+    'user: slow two',
+    'assistant: echo: slow two',
+  ]);
+});

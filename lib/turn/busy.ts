@@ -173,12 +173,14 @@ export interface ClosedBefore {
 
 /**
  * POST .../turns/{turn}/cancel: ends the open turn `turn` as cancelled (SessionLog.cancelTurn)
- * and takes up the inputs queued behind it after the response. A cancel whose completion landed
- * stands even when its webhook event could not be written (logged by the session log: the
- * outbox's drainer delivers it from the turn's intent).
+ * and takes up the inputs queued behind it after the response, after the session's listing row
+ * (a queued turn it cancelled never runs, so nothing else writes the row). A cancel whose
+ * completion landed stands even when its webhook event could not be written (logged by the
+ * session log: the outbox's drainer delivers it from the turn's intent).
  */
 export async function cancelOpenTurn(services: TurnServices, sessionId: string, turn: number): Promise<void> {
   await services.sessions.cancelTurn(sessionId, turn);
+  afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   services.background(pickUp(services, sessionId, undefined, { turn }));
 }
 

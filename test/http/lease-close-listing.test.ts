@@ -1,0 +1,54 @@
+import { expect, it } from 'vitest';
+import type { AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// A background turn whose process died is closed as failed `lease_expired` by whoever reads it
+// once its lease ran out. That close is the session's last write until its next turn, so the
+// session listing (GET /v1/sessions) shows the row it left, as GET /v1/sessions/{id} does.
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
+const hourLater = () => new Date(Date.now() + 3_600_000);
+
+/** A process on `store`, its work after each response kept until `drain`. */
+function process(store: ObjectStore, options: Partial<AppOptions> = {}) {
+  const tasks: Promise<unknown>[] = [];
+  const api = createClient(
+    appHarness(store, environment, { afterResponse: (task) => void tasks.push(task), ...options }),
+  );
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  return { api, drain };
+}
+
+const readers: [string, (api: ReturnType<typeof createClient>, id: string) => Promise<unknown>][] = [
+  [
+    'a GET of the turn',
+    async (api, id) => expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('failed'),
+  ],
+  [
+    'a reader of its events',
+    async (api, id) => expect((await api.get(`/v1/sessions/${id}/turns/1/events`)).body).toContain('lease_expired'),
+  ],
+];
+
+it.each(readers)('lists a session whose dead turn %s closed with that close', async (_, read) => {
+  const store = new MemoryStore();
+  // Its background turns never run: it dies before it runs them.
+  const dead = process(store, { queueTurn: () => async () => undefined });
+  const id = await dead.api.session();
+  const posted = await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', model: 'echo', background: true });
+  expect(posted.status).toBe(202);
+  await dead.drain();
+  const closer = process(store, { clock: hourLater });
+  await read(closer.api, id);
+  await closer.drain();
+  const session = (await closer.api.get(`/v1/sessions/${id}`)).body;
+  const listing = (await closer.api.get('/v1/sessions')).body;
+  expect(listing.sessions).toHaveLength(1);
+  expect(session.counts).toEqual({ items: 1, turns: 1, tool_calls: 0 });
+  expect(listing.sessions[0]).toMatchObject({ id, counts: session.counts, usage: session.usage });
+});

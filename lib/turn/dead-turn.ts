@@ -121,7 +121,9 @@ async function takeOut(
       if (error instanceof NotFoundError) return true;
       // A store failing is no refusal: the request fails, and its retry takes the turn out.
       if (error instanceof StorageError) throw error;
-      log(`tailgate: turn ${turn.turn} of ${sessionId}, whose process died, stays in its session`, error);
+      // An interrupted turn's process may be alive: only a dead turn is told as one.
+      const what = turn.interrupted ? 'interrupted' : 'whose process died';
+      log(`tailgate: turn ${turn.turn} of ${sessionId}, ${what}, stays in its session`, error);
       return false;
     },
   );

@@ -20,6 +20,7 @@ import { clipNames, flattenHistory, leave, orSwept, sweepFlattened, type Flatten
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
+import { openTurnRefused } from './turns.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
@@ -205,13 +206,8 @@ async function pointBefore(log: LogContext, head: Head, turn: number, options: R
       { id, turn },
     );
   }
-  if (!candidate!.done)
-    // `running`: this refusal, unlike the others, passes once the turn ended (sent again, it may).
-    throw new DeleteRefusedError(`turn ${turn} of session ${id} is still running; delete it once it ended`, {
-      id,
-      turn,
-      running: true,
-    });
+  // Unlike the others, this refusal passes once the turn ended (`running`).
+  if (!candidate!.done) throw await openTurnRefused(log, head.scope, candidate!.record, id, turn);
   const context = contextOf(candidate);
   if (compactions.some((record) => !sameContext(record.context ?? null, context)))
     throw new DeleteRefusedError(

@@ -1,8 +1,8 @@
 import type { Content } from '../../content.ts';
 import { z } from 'zod';
 import type { TurnUsage } from '../../ledger/usage.ts';
-import { CorruptObjectError, NotFoundError, TURN_CANCELLED } from '../../errors.ts';
-import { leaseKey, recordKey } from '../keys.ts';
+import { CorruptObjectError, DeleteRefusedError, NotFoundError, TURN_CANCELLED } from '../../errors.ts';
+import { leaseKey, recordKey, type LogScope } from '../keys.ts';
 import type { StoredItem } from '../../items.ts';
 import { reusedPrefixChars } from '../../prompt-shape.ts';
 import type { DoneRecord, LogItem, LogRecord, TurnStatus } from '../records.ts';
@@ -96,6 +96,21 @@ const streamSchema = z.object({ stream: z.boolean() }).catch({ stream: false });
 /** Whether a turn's record is a background turn's (its stored settings say `background`). */
 export function isBackgroundRecord(record: Pick<LogRecord, 'request'>): boolean {
   return backgroundSchema.parse(record.request ?? {}).background;
+}
+
+/**
+ * A delete's refusal of open turn `turn` of session `id` (its newest, `record` in `scope`): queued
+ * while no runner took it (a background turn without its lease object, as walkTurns tells it),
+ * else still running. Either passes once the turn ended (`running`: sent again, it may).
+ */
+export async function openTurnRefused(log: LogContext, scope: LogScope, record: LogRecord, id: string, turn: number) {
+  const queued = isBackgroundRecord(record) && !(await log.store.head(leaseKey(scope, record.record)));
+  const state = queued ? 'is queued' : 'is still running';
+  return new DeleteRefusedError(`turn ${turn} of session ${id} ${state}; delete it once it ended`, {
+    id,
+    turn,
+    running: true,
+  });
 }
 
 /**

@@ -24,5 +24,5 @@ it('refuses the delete of a queued background turn as queued', async () => {
   const deleted = await api.delete(`/v1/sessions/${id}/turns/1`);
   expect(deleted.status).toBe(409);
   expect(deleted.body.error).toMatchObject({ code: 'delete_refused', details: { id, turn: 1, running: true } });
-  expect(deleted.body.error.message).toBe(`turn 1 of session ${id} is queued; delete it once it ended`);
+  expect(deleted.body.error.message).toBe(`turn 1 of session ${id} is queued; delete it once it has ended`);
 });

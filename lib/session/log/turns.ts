@@ -106,7 +106,7 @@ export function isBackgroundRecord(record: Pick<LogRecord, 'request'>): boolean 
 export async function openTurnRefused(log: LogContext, scope: LogScope, record: LogRecord, id: string, turn: number) {
   const queued = isBackgroundRecord(record) && !(await log.store.head(leaseKey(scope, record.record)));
   const state = queued ? 'is queued' : 'is still running';
-  return new DeleteRefusedError(`turn ${turn} of session ${id} ${state}; delete it once it ended`, {
+  return new DeleteRefusedError(`turn ${turn} of session ${id} ${state}; delete it once it has ended`, {
     id,
     turn,
     running: true,

@@ -137,3 +137,23 @@ it('a native turn takes out a response its interrupt cancelled but never took ou
     'assistant: echo: slow two',
   ]);
 });
+
+it('a response cancelled by a cancel, not an interrupt, stays: a native turn goes on after it', async () => {
+  const step = await heldSecondStep();
+  await new SessionLog(step.store).cancelTurn(step.id, 2);
+  step.release();
+  // A cancel's 409 says `x-should-retry: false`: the client does not retry.
+  await expect(step.sent).rejects.toBeInstanceOf(OpenAI.ConflictError);
+  const other = processOf(step.store, 0);
+  const turn = await other.native('POST', `/v1/sessions/${step.id}/turns`, { input: 'native' });
+  expect(turn.status, turn.body).toBe(200);
+  await other.drain();
+  await step.drain();
+  expect(await texts(step.openai, step.id)).toEqual([
+    'user: one',
+    'assistant: echo: one',
+    'user: slow two',
+    'user: native',
+    'assistant: echo: native',
+  ]);
+});

@@ -2,7 +2,7 @@ import { CorruptObjectError, DeleteRefusedError } from '../../errors.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { MAX_NAMED_GENERATIONS, type NamedPoint } from '../fork-point.ts';
 import { ancestorScope, RECORD_BOUND, recordsPrefix, sessionPrefix, type ForkPoint, type LogScope } from '../keys.ts';
-import type { LogItem, SessionConfig } from '../records.ts';
+import { idempotencyClaimSchema, parseStoredOrUndefined, type LogItem, type SessionConfig } from '../records.ts';
 import { SegmentReader, type SegmentContent } from '../segment.ts';
 import { stateOf } from '../segment-states.ts';
 import { logCursor, type LogUnit } from '../unit-cursor.ts';
@@ -224,10 +224,13 @@ async function copyObjects(log: LogContext, scope: LogScope, point: ForkPoint, t
   }
 }
 
-/** Whether an `idem/` claim names a record up to `record` (a turn or an append the history holds). */
+/**
+ * Whether an `idem/` claim names a record up to `record` (a turn or an append the history holds).
+ * One that is no claim (edited, cut short) names none: it is left behind.
+ */
 function claimedUpTo(body: Uint8Array, record: number): boolean {
-  const claim = JSON.parse(new TextDecoder().decode(body)) as { record?: unknown };
-  return typeof claim.record === 'number' && claim.record <= record;
+  const claim = parseStoredOrUndefined(body, idempotencyClaimSchema);
+  return claim !== undefined && claim.record <= record;
 }
 
 /** `<session>/<kind>/<generation>/`, as lib/session/keys.ts scopes an incarnation's objects. */

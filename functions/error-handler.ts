@@ -2,7 +2,15 @@ import type { Context, ErrorHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { ZodError } from 'zod';
-import { clientError, InvalidRequestError, ReplayedError, TailgateError, type ErrorCode } from '../lib/errors.ts';
+import {
+  clientError,
+  interruptedBy,
+  InvalidRequestError,
+  ReplayedError,
+  TailgateError,
+  TURN_CANCELLED,
+  type ErrorCode,
+} from '../lib/errors.ts';
 import { settleBusy } from '../lib/session/log/busy-lease.ts';
 
 /**
@@ -99,9 +107,7 @@ function lastingConflict(error: { code: string | null; details?: unknown }): boo
  * at its end is then taken out, and its client's retry stores its input once (lib/turn/dead-turn.ts).
  */
 function cancelled(error: { code: string | null; details?: unknown }): boolean {
-  return (
-    error.code === 'turn_cancelled' && (error.details as { interrupted?: unknown } | undefined)?.interrupted !== true
-  );
+  return error.code === TURN_CANCELLED && !interruptedBy(error);
 }
 
 /**

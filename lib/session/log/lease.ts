@@ -3,6 +3,7 @@ import {
   NotFoundError,
   LEASE_EXPIRED,
   leaseExpired,
+  interruptedBy,
   SESSION_DELETED,
   TURN_CANCELLED,
   TurnNotOpenError,
@@ -318,21 +319,11 @@ export async function closeIfOpenExpired(
 }
 
 /**
- * Whether a turn's stored error is an `interrupt`'s cancel (cancelTurn, `details.interrupted`):
- * closed so with no output, a turn answered at its end is taken out as a dead one (lib/turn/dead-turn.ts).
- */
-export function interruptedBy(error: { code: string; details?: unknown } | undefined): boolean {
-  return (
-    error?.code === TURN_CANCELLED && (error.details as { interrupted?: unknown } | undefined)?.interrupted === true
-  );
-}
-
-/**
  * Tells `onLapsed` (CommitOptions) of the newest record when it is a turn closed failed by its
- * lapsed lease (`lease_expired`, its process died) or by an `interrupt`'s cancel (interruptedBy),
- * with no output stored, as a claim tells it of one still open whose lease ran out: so the caller
- * that would not close such a turn to follow it does not follow it closed either
- * (lib/turn/dead-turn.ts). Told from the head the claim read, with no read more.
+ * lapsed lease (`lease_expired`, its process died) or by an `interrupt`'s cancel (lib/errors.ts
+ * interruptedBy), with no output stored, as a claim tells it of one still open whose lease ran
+ * out: so the caller that would not close such a turn to follow it does not follow it closed
+ * either (lib/turn/dead-turn.ts). Told from the head the claim read, with no read more.
  */
 export function tellClosedLapsed(
   newest: { record: LogRecord; done: DoneRecord | null } | null,

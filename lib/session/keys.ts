@@ -152,7 +152,8 @@ export function sessionConfigKey(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}session.json`;
 }
 
-function scoped(scope: LogScope, kind: string): string {
+/** `<keyPrefix>sessions/<id>/<kind>/<generation>/`: where one incarnation keeps objects of `kind`. */
+export function scoped(scope: LogScope, kind: string): string {
   return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation ? `${scope.generation}/` : ''}`;
 }
 

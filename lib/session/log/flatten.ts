@@ -1,7 +1,7 @@
 import { CorruptObjectError, DeleteRefusedError } from '../../errors.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { MAX_NAMED_GENERATIONS, type NamedPoint } from '../fork-point.ts';
-import { ancestorScope, RECORD_BOUND, recordsPrefix, sessionPrefix, type ForkPoint, type LogScope } from '../keys.ts';
+import { ancestorScope, RECORD_BOUND, recordsPrefix, scoped, type ForkPoint, type LogScope } from '../keys.ts';
 import { idempotencyClaimSchema, parseStoredOrUndefined, type LogItem, type SessionConfig } from '../records.ts';
 import { SegmentReader, type SegmentContent } from '../segment.ts';
 import { stateOf } from '../segment-states.ts';
@@ -207,8 +207,8 @@ async function copyObjects(log: LogContext, scope: LogScope, point: ForkPoint, t
       { kind: 'events', name: (name) => Number(name.slice(0, 12)) <= turns },
     );
   for (const { kind, name: wantedName, body: wantedBody } of kinds) {
-    const prefix = scopedPrefix(from, kind);
-    const target = scopedPrefix(scope, kind);
+    const prefix = scoped(from, kind);
+    const target = scoped(scope, kind);
     let cursor: string | undefined;
     do {
       const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
@@ -231,11 +231,6 @@ async function copyObjects(log: LogContext, scope: LogScope, point: ForkPoint, t
 function claimedUpTo(body: Uint8Array, record: number): boolean {
   const claim = parseStoredOrUndefined(body, idempotencyClaimSchema);
   return claim !== undefined && claim.record <= record;
-}
-
-/** `<session>/<kind>/<generation>/`, as lib/session/keys.ts scopes an incarnation's objects. */
-function scopedPrefix(scope: LogScope, kind: string): string {
-  return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation}/`;
 }
 
 /** giveUp (./fork.ts), and what a flattening wrote under the generation given up. */
@@ -285,7 +280,7 @@ export async function sweepFlattened(
   kinds: readonly string[] = ['turn', 'blob', 'context', 'idem', 'events'],
 ): Promise<void> {
   for (const kind of kinds) {
-    const prefix = scopedPrefix(scope, kind);
+    const prefix = scoped(scope, kind);
     for (;;) {
       const page = await log.store.list(prefix, { limit: 1000 });
       if (page.objects.length > 0) await log.store.delete(page.objects.map((object) => object.key));

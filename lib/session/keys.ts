@@ -239,6 +239,16 @@ export function chargeKey(scope: LogScope, id: string): string {
   return `${recordsPrefix(scope)}${CHARGE_PREFIX}${id}`;
 }
 
+/**
+ * The id of the charge a name under `recordsPrefix` names (`-charge-<id>`, chargeKey), or null:
+ * not such a name, or an id no charge has (hex, at most 64 characters, as a record's `charged` holds them).
+ */
+export function chargeIdOf(name: string): string | null {
+  if (!name.startsWith(CHARGE_PREFIX)) return null;
+  const id = name.slice(CHARGE_PREFIX.length);
+  return /^[0-9a-f]{1,64}$/.test(id) ? id : null;
+}
+
 /** The key of record `record` (a model turn, an append or a compaction). */
 export function recordKey(scope: LogScope, record: number): string {
   return `${recordsPrefix(scope)}${pad(RECORD_BOUND - checkRecordNumber(record))}`;

@@ -2,6 +2,7 @@ import type { ListResult, ObjectInfo, ObjectStore } from '../store/object-store.
 import {
   ancestorScope,
   CHARGE_PREFIX,
+  chargeIdOf,
   parseRecordsEntry,
   QUEUE_SIGNAL,
   RECORD_BOUND,
@@ -190,7 +191,9 @@ export class UnitCursor {
         continue;
       }
       if (name.startsWith(CHARGE_PREFIX)) {
-        if (this.#hop === 0) this.charges.push(name.slice(CHARGE_PREFIX.length));
+        // A name no charge has is passed over: its id would be written in a record's `charged`.
+        const charge = chargeIdOf(name);
+        if (charge !== null && this.#hop === 0) this.charges.push(charge);
         continue;
       }
       const entry = parseRecordsEntry(name);

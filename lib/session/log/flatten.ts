@@ -73,7 +73,7 @@ export async function flattenHistory(
  * holding none of them (a flattened history read whole, whose ids name older ones) is named for
  * no seqs, with the next entry's: the session's forks made from it are still its own.
  */
-export function namesOf(chain: readonly ForkPoint[], named: readonly NamedPoint[] | undefined): NamedPoint[] {
+function namesOf(chain: readonly ForkPoint[], named: readonly NamedPoint[] | undefined): NamedPoint[] {
   const below = clipNames(named, chain[0]?.seq ?? 0);
   const top = below[0]?.seq ?? 0;
   const fresh = chain.filter((point) => point.seq > top).map(({ generation, seq }) => ({ generation, seq }));

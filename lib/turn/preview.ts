@@ -50,8 +50,14 @@ export async function countNextPrompt(
   checkTools?: (tools: readonly Tool[]) => void,
 ): Promise<number> {
   try {
-    const { built, plan, budget } = await buildPreview(services, sessionId, {}, { truncation: 'disabled' }, next);
-    checkTools?.(plan.tools ?? []);
+    const { built, plan, budget } = await buildPreview(
+      services,
+      sessionId,
+      {},
+      { truncation: 'disabled' },
+      next,
+      checkTools,
+    );
     return countPromptTokens(built.hydrated, plan.tools ?? [], budget.counter);
   } catch (error) {
     if (error instanceof ContextTooLargeError) return (error.details as { prompt_tokens: number }).prompt_tokens;
@@ -59,17 +65,23 @@ export async function countNextPrompt(
   }
 }
 
-/** The next turn's prompt as `request` would have it fitted (`next`: a request's turn), with what it was built from. */
+/**
+ * The next turn's prompt as `request` would have it fitted (`next`: a request's turn), with what it
+ * was built from; `checkTools` checks the tools its plan offers first, as a claim does before the
+ * prompt is built (a prompt past the window is refused after it).
+ */
 async function buildPreview(
   services: TurnServices,
   sessionId: string,
   query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
   request: PromptSource['request'],
   next?: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
+  checkTools?: (tools: readonly Tool[]) => void,
 ) {
   const stored = await services.sessions.get(sessionId);
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
   const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
+  checkTools?.(plan.tools ?? []);
   const created_at = new Date().toISOString();
   const input = (next?.input ?? []).map((item, index) => ({
     ...item,

@@ -188,4 +188,20 @@ describe('responses.inputTokens.count of a conversation past the window', () => 
     const counted = await small.client.responses.inputTokens.count({ model: 'echo', conversation: id, input: 'x' });
     expect(counted.input_tokens).toBe(sent);
   });
+
+  it("refuses a tool_choice naming none of the conversation's tools there too, as a create does", async () => {
+    const { id } = await small.client.conversations.create({});
+    const words = Array.from({ length: 60 }, () => 'delta').join(' ');
+    await small.client.responses.create({ model: 'echo', conversation: id, input: words, truncation: 'auto' });
+    const body = {
+      model: 'echo',
+      conversation: id,
+      input: 'x',
+      tool_choice: { type: 'function' as const, name: 'missing' },
+    };
+    const created = await refused(small.client.responses.create(body));
+    const counted = await refused(small.client.responses.inputTokens.count(body));
+    expect(created).toMatchObject({ status: 400 });
+    expect(counted).toMatchObject({ status: 400, message: (created as Error).message });
+  });
 });

@@ -4,13 +4,13 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { ZodError } from 'zod';
 import {
   clientError,
-  interruptedBy,
   InvalidRequestError,
   ReplayedError,
   TailgateError,
   TURN_CANCELLED,
   type ErrorCode,
 } from '../lib/errors.ts';
+import { interruptedBy } from '../lib/session/log/lease.ts';
 import { settleBusy } from '../lib/session/log/busy-lease.ts';
 
 /**

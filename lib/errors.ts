@@ -294,16 +294,6 @@ export const TURN_CANCELLED = 'turn_cancelled';
 export const SESSION_DELETED = 'session_deleted';
 
 /**
- * Whether a turn's error (stored, or answered) is an `interrupt`'s cancel: `turn_cancelled` with
- * `details.interrupted` (lib/session/log/lease.ts cancelTurn), not a cancel's.
- */
-export function interruptedBy(error: { code: string | null; details?: unknown } | undefined): boolean {
-  return (
-    error?.code === TURN_CANCELLED && (error.details as { interrupted?: unknown } | undefined)?.interrupted === true
-  );
-}
-
-/**
  * The error a turn whose lease ran out is closed with (stored in its completion, so a retry under its Idempotency-Key
  * replays it): it names the turn, as the other 409s of a turn do, and says how to take it again (docs/API.md "Turns").
  */
@@ -325,7 +315,7 @@ export function leaseExpired(sessionId: string, turn: number): { code: string; m
 export class TurnClosedError extends TailgateError {
   constructor(sessionId: string, turn: number, code: string, details?: unknown) {
     const cancelled = code === TURN_CANCELLED;
-    const interrupted = interruptedBy({ code, details });
+    const interrupted = cancelled && (details as { interrupted?: unknown } | undefined)?.interrupted === true;
     super(
       cancelled ? TURN_CANCELLED : LEASE_EXPIRED,
       cancelled ? `turn ${turn} was cancelled; its output was not stored` : leaseExpired(sessionId, turn).message,

@@ -3,7 +3,6 @@ import {
   NotFoundError,
   LEASE_EXPIRED,
   leaseExpired,
-  interruptedBy,
   SESSION_DELETED,
   TURN_CANCELLED,
   TurnNotOpenError,
@@ -319,9 +318,20 @@ export async function closeIfOpenExpired(
 }
 
 /**
+ * Whether a turn's error (stored, or answered) is an `interrupt`'s cancel (cancelTurn,
+ * `details.interrupted`), not a cancel's: closed so with no output, a turn answered at its end is
+ * taken out as a dead one (lib/turn/dead-turn.ts), and its 409 may be retried.
+ */
+export function interruptedBy(error: { code: string | null; details?: unknown } | undefined): boolean {
+  return (
+    error?.code === TURN_CANCELLED && (error.details as { interrupted?: unknown } | undefined)?.interrupted === true
+  );
+}
+
+/**
  * Tells `onLapsed` (CommitOptions) of the newest record when it is a turn closed failed by its
- * lapsed lease (`lease_expired`, its process died) or by an `interrupt`'s cancel (lib/errors.ts
- * interruptedBy), with no output stored, as a claim tells it of one still open whose lease ran
+ * lapsed lease (`lease_expired`, its process died) or by an `interrupt`'s cancel
+ * (interruptedBy), with no output stored, as a claim tells it of one still open whose lease ran
  * out: so the caller that would not close such a turn to follow it does not follow it closed
  * either (lib/turn/dead-turn.ts). Told from the head the claim read, with no read more.
  */

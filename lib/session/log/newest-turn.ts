@@ -4,7 +4,7 @@ import { toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, readHead } from './head.ts';
 import { behindLapsedFence } from './fence.ts';
-import { interruptedBy } from '../../errors.ts';
+import { interruptedBy } from './lease.ts';
 import type { SessionRecord } from './types.ts';
 import { shownTotals } from './charges.ts';
 
@@ -69,7 +69,7 @@ export interface NewestTurn {
   lease_expires_at?: string;
   /** A closed turn's error code, when it failed. */
   error?: string;
-  /** It was cancelled by an `interrupt` (its error's `details.interrupted`, lib/errors.ts interruptedBy). */
+  /** It was cancelled by an `interrupt` (its error's `details.interrupted`, ./lease.ts interruptedBy). */
   interrupted?: true;
   /** Its record's settings say its answer was sent only once it ended (TurnOptions.answeredAtEnd). */
   answered_at_end?: true;

@@ -152,7 +152,6 @@ export function sessionConfigKey(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}session.json`;
 }
 
-/** `<keyPrefix>sessions/<id>/<kind>/<generation>/`: where one incarnation keeps objects of `kind`. */
 export function scoped(scope: LogScope, kind: string): string {
   return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation ? `${scope.generation}/` : ''}`;
 }
@@ -237,16 +236,6 @@ export const QUEUE_SIGNAL = '-queued';
 export const CHARGE_PREFIX = '-charge-';
 export function chargeKey(scope: LogScope, id: string): string {
   return `${recordsPrefix(scope)}${CHARGE_PREFIX}${id}`;
-}
-
-/**
- * The id of the charge a name under `recordsPrefix` names (`-charge-<id>`, chargeKey), or null:
- * not such a name, or an id no charge has (hex, at most 64 characters, as a record's `charged` holds them).
- */
-export function chargeIdOf(name: string): string | null {
-  if (!name.startsWith(CHARGE_PREFIX)) return null;
-  const id = name.slice(CHARGE_PREFIX.length);
-  return /^[0-9a-f]{1,64}$/.test(id) ? id : null;
 }
 
 /** The key of record `record` (a model turn, an append or a compaction). */

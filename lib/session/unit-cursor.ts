@@ -2,13 +2,15 @@ import type { ListResult, ObjectInfo, ObjectStore } from '../store/object-store.
 import {
   ancestorScope,
   CHARGE_PREFIX,
-  chargeIdOf,
   parseRecordsEntry,
   QUEUE_SIGNAL,
   RECORD_BOUND,
   recordsPrefix,
   type LogScope,
 } from './keys.ts';
+
+/** A charge's id (keys.ts chargeKey), as long as a record's `charged` holds one at most. */
+const CHARGE_ID = /^[0-9a-f]{1,64}$/;
 
 /** One readable piece of the log, as a listing resolves it: a record, or a segment. */
 export type LogUnit =
@@ -191,9 +193,9 @@ export class UnitCursor {
         continue;
       }
       if (name.startsWith(CHARGE_PREFIX)) {
-        // A name no charge has is passed over: its id would be written in a record's `charged`.
-        const charge = chargeIdOf(name);
-        if (charge !== null && this.#hop === 0) this.charges.push(charge);
+        // An id no charge has (keys.ts chargeKey: hex) is passed over: a record's `charged` names it.
+        const charge = name.slice(CHARGE_PREFIX.length);
+        if (CHARGE_ID.test(charge) && this.#hop === 0) this.charges.push(charge);
         continue;
       }
       const entry = parseRecordsEntry(name);

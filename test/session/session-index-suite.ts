@@ -363,6 +363,61 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       ]);
     });
 
+    it("a refresh of the old metadata whose entry lands after a PATCH's leaves the PATCH's entry", async () => {
+      // Each hold stops the first call it matches until it is opened: the refresh's entry put
+      // lands between the PATCH's put and its listing, uploaded later than the PATCH's entry, and
+      // the refresh finds the config changed only after the PATCH listed.
+      const holds: { matches: (method: string, key: string) => boolean; reached: () => void; open: Promise<void> }[] =
+        [];
+      const hold = (matches: (method: string, key: string) => boolean) => {
+        let open = () => {};
+        const reached = new Promise<void>((resolve) => {
+          holds.push({ matches, reached: resolve, open: new Promise<void>((release) => (open = release)) });
+        });
+        return { reached, open: () => open() };
+      };
+      const { log, list, entries, keyPrefix } = setup(
+        (store) =>
+          new Proxy(store, {
+            get(target, property) {
+              const value = Reflect.get(target, property, target) as unknown;
+              if (typeof value !== 'function') return value;
+              return async (key: string, ...rest: unknown[]) => {
+                const index = holds.findIndex((held) => held.matches(String(property), key));
+                if (index >= 0) {
+                  const [held] = holds.splice(index, 1);
+                  held!.reached();
+                  await held!.open;
+                }
+                return (value as (...args: unknown[]) => unknown).call(target, key, ...rest);
+              };
+            },
+          }),
+      );
+      await log.create({ id: 'r', metadata: { v: 1 } });
+      await turn(log, 'r');
+      const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
+      const isConfig = (key: string) => key.endsWith('r/session.json');
+      const refreshPut = hold((method, key) => method === 'put' && isEntry(key));
+      const refreshing = log.refreshIndex('r');
+      await refreshPut.reached;
+      const patchCheck = hold((method, key) => method === 'list' && isEntry(key));
+      const patching = log.update('r', { metadata: { v: 2 } });
+      await patchCheck.reached;
+      // The refresh's entry is uploaded in a later millisecond than the PATCH's (the memory and
+      // file stores stamp the ms; S3's seconds may tie, which ranks by metadata instead).
+      for (const putAt = Date.now(); Date.now() <= putAt; );
+      const refreshCheck = hold((method, key) => method === 'get' && isConfig(key));
+      refreshPut.open();
+      await refreshCheck.reached;
+      patchCheck.open();
+      await patching;
+      refreshCheck.open();
+      await refreshing;
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([{ id: 'r', metadata: { v: 2 }, counts: { turns: 1 } }]);
+    });
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

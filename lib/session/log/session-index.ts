@@ -256,7 +256,10 @@ export async function writeIndexEntry(
       other !== mine &&
       (replacing || compareEntries(mine, other) > 0 || (compareEntries(mine, other) === 0 && outdated(other))),
   );
-  const outranked = !replacing && listed.some((other) => other !== mine && compareEntries(other, mine) > 0);
+  // An entry of other settings than the config read above does not outrank this one: its writer
+  // read an older config, finds it changed and removes its own (that writer's entry stands then).
+  const outranked =
+    !replacing && listed.some((other) => other !== mine && !outdated(other) && compareEntries(other, mine) > 0);
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
   return true;

@@ -1,7 +1,6 @@
 import OpenAI from 'openai';
 import { expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
-import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { TOKEN } from './server.ts';
@@ -21,18 +20,11 @@ const heldEcho = releasedAfterEach();
  */
 function twoProcesses() {
   const slow = heldEcho();
-  let called!: (signal: AbortSignal) => void;
-  const held = new Promise<AbortSignal>((resolve) => (called = resolve));
+  const held = slow.reached;
   const stopped = held.then(
     (signal) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })),
   );
-  const model: Model = {
-    ...slow.model,
-    async generate(request) {
-      if (JSON.stringify(request.prompt.at(-1)).includes('slow')) called(request.signal ?? new AbortSignal());
-      return slow.model.generate(request);
-    },
-  };
+  const model = slow.model;
   const store = new MemoryStore();
   const processes = [0, 1].map(() => {
     const { options, drain } = heldOptions(model);

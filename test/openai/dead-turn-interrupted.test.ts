@@ -1,7 +1,6 @@
 import OpenAI from 'openai';
 import { expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
-import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -23,17 +22,8 @@ const heldEcho = releasedAfterEach();
  */
 async function heldSecondStep() {
   const slow = heldEcho();
-  let called!: () => void;
-  const held = new Promise<void>((resolve) => (called = resolve));
-  const model: Model = {
-    ...slow.model,
-    async generate(request) {
-      if (JSON.stringify(request.prompt.at(-1)).includes('slow')) called();
-      return slow.model.generate(request);
-    },
-  };
   const store = new MemoryStore();
-  const { options, drain } = heldOptions(model);
+  const { options, drain } = heldOptions(slow.model);
   const app = createApp({ store: () => store, readEnvironment: () => environment, ...options });
   const openai = new OpenAI({
     apiKey: TOKEN,
@@ -43,7 +33,7 @@ async function heldSecondStep() {
   const { id } = await openai.conversations.create({});
   await openai.responses.create({ input: 'one', conversation: id });
   const sent = openai.responses.create({ input: 'slow two', conversation: id });
-  await held;
+  await slow.reached;
   return { store, id, openai, sent, drain, release: slow.release };
 }
 

@@ -5,13 +5,15 @@ import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/mod
 /**
  * The echo model, but a prompt whose last message says `slow`, and a compaction's summary (its
  * prompt opens with the summary instructions, a system message), is answered only once the test
- * releases it, or not at all when its call is aborted (the signals of those calls are kept).
- * Streamed, it sends a first piece of text at once.
+ * releases it, or not at all when its call is aborted (the signals of those calls are kept;
+ * `reached` gives the first once its call is held). Streamed, it sends a first piece of text at once.
  */
 export function slowEcho() {
   const signals: AbortSignal[] = [];
   let release = () => {};
   const released = new Promise<void>((resolve) => (release = resolve));
+  let heldFirst!: (signal: AbortSignal) => void;
+  const reached = new Promise<AbortSignal>((resolve) => (heldFirst = resolve));
   const slow = (request: ModelRequest) =>
     JSON.stringify(request.prompt.at(-1)).includes('slow') ||
     (request.prompt[0] as { role?: string } | undefined)?.role === 'system';
@@ -19,6 +21,7 @@ export function slowEcho() {
     // A call with no signal is never aborted.
     const signal = request.signal ?? new AbortController().signal;
     signals.push(signal);
+    heldFirst(signal);
     const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     await Promise.race([released, aborted]);
     signal.throwIfAborted();
@@ -37,7 +40,7 @@ export function slowEcho() {
       yield* echoModel.stream(request);
     },
   };
-  return { model, signals, release: () => release() };
+  return { model, signals, reached, release: () => release() };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { MemoryStore } from '../../lib/store/memory.ts';
+import type { MemoryStore } from '../../lib/store/memory.ts';
 import type { StoreCall } from '../support/faulty-store.ts';
 import {
   type DeadProcess,

@@ -92,9 +92,10 @@ export async function takeUnderPolicy<T>(
         });
         // A response answered at its end, dead or not, is taken out as a dead one (./dead-turn.ts):
         // its client's retry, after this turn, stores its input once. One that stays (it took
-        // notices) is followed, cancelled, as any interrupted turn. A retake takes it again.
+        // notices, logged once) is followed, cancelled, as any interrupted turn: the claim does
+        // not refuse it, to be tried again. A retake takes it again.
         if (cancelled?.answered_at_end && deadTurn === 'refused')
-          await takeOutInterrupted(services, sessionId, running);
+          if ((await takeOutInterrupted(services, sessionId, running)) === 'stays') deadTurn = 'followed';
         interrupts++;
         refusals.drop();
       }

@@ -82,7 +82,7 @@ export async function takeOutDead(services: DeadTurnServices, sessionId: string,
     });
     if (closed?.status !== 'failed' || closed.error?.code !== LEASE_EXPIRED) return false;
   } else if (turn.status !== 'failed' || (turn.error !== LEASE_EXPIRED && !turn.interrupted)) return false;
-  return takeOut(services, sessionId, turn, scope);
+  return (await takeOut(services, sessionId, turn, scope)) === 'gone';
 }
 
 /**
@@ -90,41 +90,47 @@ export async function takeOutDead(services: DeadTurnServices, sessionId: string,
  * `sessionId` when it is still the newest, a turn answered at its end with no output: dead or
  * not (within its lease nothing tells), its client never got its id (a dropped connection, or
  * 409 `turn_cancelled`, which the `openai` client retries), so the interrupting turn takes its
- * place, as a dead turn's, and the retry stores its input once, after it. Whether it did. (Left in
- * its session, a claim refuses it all the same, as a dead turn, and it is taken out then.)
+ * place, as a dead turn's, and the retry stores its input once, after it. `gone`: it did (or found
+ * it taken out by another); `stays`: its delete was refused (it took notices), logged, so the
+ * interrupting turn follows it rather than try again; `passed`: it is no longer the session's
+ * newest such turn (left so, a claim refuses it all the same, as a dead turn, and it is taken
+ * out then).
  */
 export async function takeOutInterrupted(
   services: DeadTurnServices,
   sessionId: string,
   cancelled: number,
-): Promise<boolean> {
+): Promise<'gone' | 'stays' | 'passed'> {
   const { newestTurn: turn, scope } = await services.sessions.getWithNewestTurn(sessionId);
-  if (!turn?.answered_at_end || turn.output !== null || turn.turn !== cancelled) return false;
-  if (turn.status !== 'failed' || !turn.interrupted) return false;
+  if (!turn?.answered_at_end || turn.output !== null || turn.turn !== cancelled) return 'passed';
+  if (turn.status !== 'failed' || !turn.interrupted) return 'passed';
   return takeOut(services, sessionId, turn, scope);
 }
 
-/** Deletes `turn`, the newest of session `sessionId` in `scope` (takeOutDead): whether it is gone. */
+/**
+ * Deletes `turn`, the newest of session `sessionId` in `scope` (takeOutDead): `gone`, or `stays`
+ * (its delete refused, logged once here).
+ */
 async function takeOut(
   services: DeadTurnServices,
   sessionId: string,
   turn: NonNullable<NewestRead['newestTurn']>,
   scope: NewestRead['scope'],
-): Promise<boolean> {
+): Promise<'gone' | 'stays'> {
   const { log } = services;
   const names = { seq: turn.first_seq, generation: idGeneration(scope, turn.first_seq) };
   return deleteNewestTurn(services, sessionId, turn.turn, { names }).then(
-    () => true,
+    () => 'gone' as const,
     (error: unknown) => {
       // Gone: taken out by another meanwhile (the pickup that closing it started, ./busy.ts,
       // whose claim it refused), the session moved to the generation before it.
-      if (error instanceof NotFoundError) return true;
+      if (error instanceof NotFoundError) return 'gone' as const;
       // A store failing is no refusal: the request fails, and its retry takes the turn out.
       if (error instanceof StorageError) throw error;
       // An interrupted turn's process may be alive: only a dead turn is told as one.
       const what = turn.interrupted ? 'interrupted' : 'whose process died';
       log(`tailgate: turn ${turn.turn} of ${sessionId}, ${what}, stays in its session`, error);
-      return false;
+      return 'stays' as const;
     },
   );
 }

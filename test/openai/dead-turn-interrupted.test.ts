@@ -147,3 +147,50 @@ it('a response cancelled by a cancel, not an interrupt, stays: a native turn goe
     'assistant: echo: native',
   ]);
 });
+
+it('a response interrupted that took notices stays: its interrupt tries its take-out once, logged once', async () => {
+  const slow = heldEcho();
+  const store = new MemoryStore();
+  const { options, drain } = heldOptions(slow.model);
+  const app = createApp({ store: () => store, readEnvironment: () => environment, ...options });
+  const openai = new OpenAI({
+    apiKey: TOKEN,
+    baseURL: 'http://tailgate.test/v1',
+    maxRetries: 0,
+    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
+  });
+  const { id } = await openai.conversations.create({});
+  await openai.responses.create({ input: 'one', conversation: id });
+  // The held response takes the notice (its prompt ends with it), so its delete is refused.
+  const other = processOf(store, 0);
+  const note = await other.native('POST', `/v1/sessions/${id}/inbox`, { name: 'note.md', content: 'slow note' });
+  expect(note.status, note.body).toBe(201);
+  const sent = openai.responses.create({ input: 'two', conversation: id }).catch((error: unknown) => error);
+  await slow.reached;
+  // Another process interrupts it: each storage call it makes is counted.
+  const calls: string[] = [];
+  const counted = (call: { operation: string }) => {
+    calls.push(call.operation);
+    return false;
+  };
+  const interrupting = processOf(store, 0, { fails: counted });
+  const turn = await interrupting.native('POST', `/v1/sessions/${id}/turns`, { input: 'native', on_busy: 'interrupt' });
+  expect(turn.status, turn.body).toBe(200);
+  expect(JSON.parse(turn.body)).toMatchObject({ turn: 3 });
+  const count = (operation: string) => calls.filter((call) => call === operation).length;
+  // One read of the newest turn and one refused delete (its reads and listings), then a claim
+  // that follows it: before, the claim refused it, and it was read and refused again.
+  expect({ get: count('get'), list: count('list'), put: count('put'), delete: count('delete') }).toEqual({
+    get: 17,
+    list: 9,
+    put: 6,
+    delete: 0,
+  });
+  const stays = interrupting.logged.filter((line) => line.includes('stays in its session'));
+  expect(stays).toEqual([`tailgate: turn 2 of ${id}, interrupted, stays in its session`]);
+  await interrupting.drain();
+  slow.release();
+  expect(await sent).toMatchObject({ status: 409, code: 'turn_cancelled' });
+  await drain();
+  await other.drain();
+});

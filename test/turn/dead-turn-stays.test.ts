@@ -34,10 +34,10 @@ it('logs a dead turn that stays as one whose process died', async () => {
 });
 
 it.each([
-  ['a later request', (fake: DeadTurnServices) => takeOutDead(fake, 's')],
-  ['its interrupt', (fake: DeadTurnServices) => takeOutInterrupted(fake, 's', 2)],
-])('logs an interrupted turn that stays, found by %s, as interrupted', async (_, takeOut) => {
+  ['a later request', (fake: DeadTurnServices) => takeOutDead(fake, 's'), false],
+  ['its interrupt', (fake: DeadTurnServices) => takeOutInterrupted(fake, 's', 2), 'stays'],
+])('logs an interrupted turn that stays, found by %s, as interrupted', async (_, takeOut, answer) => {
   const { fake, logs } = services({ error: 'turn_cancelled', interrupted: true });
-  expect(await takeOut(fake)).toBe(false);
+  expect(await takeOut(fake)).toBe(answer);
   expect(logs).toEqual(['tailgate: turn 2 of s, interrupted, stays in its session']);
 });

@@ -5,6 +5,7 @@ import { itemSchema, outputItemSchema, type Item, type StoredItem } from '../../
 import { doneKey } from '../keys.ts';
 import type { OnBusy } from '../fields.ts';
 import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
+import type { SegmentTurn } from '../segment-records.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TurnClosedError } from '../../errors.ts';
 import {
   commitState,
@@ -17,12 +18,12 @@ import {
 } from './commit.ts';
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
-import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
+import { isEmpty, NOTHING_UNDELIVERED, withFreshListing } from './head.ts';
 import { ownerClosed } from './owner-closed.ts';
 import { billStopped } from './unbilled.ts';
 import { callKeysOf, turnRepeats } from './repeat-flags.ts';
 import { indexKey } from './idempotency-index.ts';
-import { packedTurn } from './idempotency.ts';
+import { packedCloser, packedTurn } from './packed-turn.ts';
 import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
 import { addToLedger, EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
@@ -337,9 +338,12 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   // Refused or failed: it may be our own write whose answer was lost.
   const existing = await log.store.get(key);
   // Buried: packed since, closed by us (a lost answer: the segment keeps this completion) or by someone else.
+  // Another's close is refused with the error its segment line keeps (a cancel's, an interrupt's).
   if (existing && existing.body.length === 0) {
-    if (await packedAsWritten(log, turn, done)) return await closedWith(done, result);
-    throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
+    const packed = await withFreshListing(() => packedTurn(log, turn.scope, turn.record));
+    if (packedAsWritten(packed, done)) return await closedWith(done, result);
+    const closer = packedCloser(packed);
+    throw new TurnClosedError(turn.scope.id, turn.turn, closer.code, closer.details);
   }
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
@@ -358,8 +362,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
  * Whether the segment's line of the turn is `done`: its status, completion time and response
  * (a line keeps no writer; another closer's completion has its own time and its own status).
  */
-async function packedAsWritten(log: LogContext, turn: OpenTurn, done: DoneRecord): Promise<boolean> {
-  const packed = await packedTurn(log, turn.scope, turn.record);
+function packedAsWritten(packed: SegmentTurn | null, done: DoneRecord): boolean {
   return (
     packed?.status === done.status &&
     packed.completed_at === done.completed_at &&

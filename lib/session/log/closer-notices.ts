@@ -4,7 +4,7 @@ import { doneSchema, parseStored } from '../records.ts';
 import type { SegmentTurn } from '../segment-records.ts';
 import type { LogContext } from './context.ts';
 import { withFreshListing } from './head.ts';
-import { packedTurn } from './idempotency.ts';
+import { packedTurn } from './packed-turn.ts';
 import type { OpenTurn } from './types.ts';
 
 /**

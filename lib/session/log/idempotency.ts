@@ -1,22 +1,12 @@
 import type { z } from 'zod';
 import { CorruptObjectError, IdempotencyKeyReusedError, TurnInProgressError } from '../../errors.ts';
 import type { StoredObject } from '../../store/object-store.ts';
-import {
-  ancestorScope,
-  doneKey,
-  idempotencyKey,
-  RECORD_BOUND,
-  recordKey,
-  recordsPrefix,
-  type LogScope,
-} from '../keys.ts';
+import { ancestorScope, doneKey, idempotencyKey, RECORD_BOUND, recordKey, type LogScope } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
-import { SegmentReader } from '../segment.ts';
-import type { SegmentTurn } from '../segment-records.ts';
-import { UnitCursor } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { withFreshListing, type Head } from './head.ts';
 import { closeIfExpired } from './lease.ts';
+import { packedTurn } from './packed-turn.ts';
 import { isBackgroundRecord } from './turns.ts';
 import type { BeginTurnResult, StoredOutcome } from './types.ts';
 
@@ -150,16 +140,6 @@ async function readOutcome(
   const outputSeq =
     turn.first_seq !== undefined && turn.input_count !== undefined ? turn.first_seq + turn.input_count : undefined;
   return { ...turn, outputSeq };
-}
-
-/** The line of model turn record `number` in the segment that covers it (null: no segment has it). */
-export async function packedTurn(log: LogContext, scope: LogScope, number: number): Promise<SegmentTurn | null> {
-  const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
-  for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
-    if (unit.kind !== 'segment' || unit.firstRecord > number || unit.lastRecord < number) continue;
-    return new SegmentReader(log.store, unit.key, unit).turn(number);
-  }
-  return null;
 }
 
 /** A key reused with another request (both hashes known and different). */

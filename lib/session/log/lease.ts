@@ -19,9 +19,10 @@ import {
   type Undelivered,
 } from '../records.ts';
 import type { LogContext } from './context.ts';
-import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
+import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError, withFreshListing } from './head.ts';
 import { indexKey } from './idempotency-index.ts';
 import { heldError, renewedLease } from './busy-lease.ts';
+import { packedCloser, packedTurn } from './packed-turn.ts';
 import type { ClosedTurn, IntentTurn, OpenTurn, StoredOutcome } from './types.ts';
 
 /**
@@ -69,8 +70,10 @@ export async function closedBy(log: LogContext, turn: OpenTurn): Promise<{ code:
   const key = doneKey(turn.scope, turn.record);
   const object = await log.store.get(key);
   if (!object) return null;
-  // Buried: closed and packed since.
-  if (object.body.length === 0) return { code: LEASE_EXPIRED };
+  // Buried: closed and packed since; its segment line tells by whom (a cancel, an interrupt, a
+  // lapsed lease). A segment listed may be merged into a newer one before it is read.
+  if (object.body.length === 0)
+    return packedCloser(await withFreshListing(() => packedTurn(log, turn.scope, turn.record)));
   const done = parseStored(key, object.body, doneSchema);
   return done.writer === turn.writer ? null : (done.error ?? { code: LEASE_EXPIRED });
 }

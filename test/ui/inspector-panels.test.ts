@@ -137,6 +137,33 @@ describe("the inspector's panels", () => {
     await context.close();
   });
 
+  it('the first page of the sessions and of the turns loads though the observer never reports', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('no-observer', 2);
+    const context = await node.browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), TOKEN);
+    // A renderer the browser throttles (a tab in the background, or just reloaded) may report
+    // no intersection for long: here, never.
+    await context.addInitScript(() => {
+      window.IntersectionObserver = class {
+        observe() {}
+        unobserve() {}
+        disconnect() {}
+        takeRecords() {
+          return [];
+        }
+      } as unknown as typeof IntersectionObserver;
+    });
+    const page = await context.newPage();
+    await page.goto(`${node.origin}/ui#/s/no-observer`);
+    await page.locator('details.turn[data-turn="1"]').waitFor({ timeout: 15_000 });
+    await expect.poll(() => page.locator('#timeline-more').textContent()).toBe('2 turns');
+    await page.goto(`${node.origin}/ui#/`);
+    await page.locator('#session-table tr[data-id="no-observer"]').waitFor({ timeout: 15_000 });
+    await context.close();
+  });
+
   it('in the one-column layout the chat box stays in view over a long timeline', { timeout: 120_000 }, async () => {
     await sessionWithTurns('narrow-chat', 30);
     const page = await open('#/s/narrow-chat', 420, 800);

@@ -1,6 +1,6 @@
 /**
- * Lists that load a page at a time: as their end scrolls into view (IntersectionObserver), or
- * when a "more" button after them is pressed.
+ * Lists that load a page at a time: the first at once, the next ones as their end scrolls into
+ * view (IntersectionObserver), or when a "more" button after them is pressed.
  */
 import { api } from './api.ts';
 import { add, el } from './dom.ts';
@@ -48,9 +48,12 @@ export function onScrollEnd(sentinel: HTMLElement, load: () => Promise<boolean>,
 }
 
 /**
- * Loads pages into `list` while `sentinel` scrolls into view: `fetchPage(cursor)` gives a
- * page's rows and the next cursor (null at the end). `noun` names a row ("turn"); a page that
- * failed to load says so in `sentinel`, with a Retry button.
+ * Loads pages into `list`: the first at once, the next ones while `sentinel` scrolls into view
+ * (an observer's first report may wait on a renderer the browser throttles, as a tab in the
+ * background or just reloaded: the first page does not). `fetchPage(cursor)` gives a page's
+ * rows and the next cursor (null at the end). `noun` names a row ("turn"); a page that failed
+ * to load says so in `sentinel`, with a Retry button. A page arriving once the view changed
+ * (`stopLoaders`) is dropped.
  */
 export function paged(
   list: HTMLElement,
@@ -60,20 +63,33 @@ export function paged(
 ): void {
   list.replaceChildren();
   let cursor: string | null = null;
-  sentinel.textContent = 'Loading…';
-  keepLoader(
-    onScrollEnd(
-      sentinel,
-      async () => {
-        const page = await fetchPage(cursor);
-        add(list, ...page.rows);
-        cursor = page.next;
-        sentinel.textContent = cursor === null ? counted(list.children.length, noun) : `Scroll for more ${noun}s…`;
-        return cursor !== null;
+  let stopped = false;
+  let stopScrolling: () => void = () => undefined;
+  keepLoader(() => {
+    stopped = true;
+    stopScrolling();
+  });
+  const what = () => (cursor === null ? `The ${noun}s` : `More ${noun}s`);
+  const load = async () => {
+    const page = await fetchPage(cursor);
+    if (stopped) return false;
+    add(list, ...page.rows);
+    cursor = page.next;
+    sentinel.textContent = cursor === null ? counted(list.children.length, noun) : `Scroll for more ${noun}s…`;
+    return cursor !== null;
+  };
+  const first = () => {
+    sentinel.textContent = 'Loading…';
+    load().then(
+      (more) => {
+        if (more && !stopped) stopScrolling = onScrollEnd(sentinel, load, what);
       },
-      () => (cursor === null ? `The ${noun}s` : `More ${noun}s`),
-    ),
-  );
+      (error) => {
+        if (!stopped) showLoadError(sentinel, what(), error, first);
+      },
+    );
+  };
+  first();
 }
 
 /**

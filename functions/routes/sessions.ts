@@ -26,6 +26,13 @@ const createSessionRoute = createRoute({
   responses: { 201: jsonResponse(sessionSchema, 'The new session'), ...errorResponses(400, 401, 403, 409, 413, 503) },
 });
 
+/**
+ * The size limits a client (the inspector's chat box) checks before it sends a turn, on the
+ * session it reads: the request body's and a decoded image's.
+ */
+const MAX_BODY_HEADER = 'Tailgate-Max-Body-Bytes';
+const MAX_IMAGE_HEADER = 'Tailgate-Max-Image-Bytes';
+
 const getSessionRoute = createRoute({
   method: 'get',
   path: '/v1/sessions/{id}',
@@ -33,7 +40,22 @@ const getSessionRoute = createRoute({
   summary: 'Read a session with its counts',
   security: requires('session:read'),
   request: { params: sessionIdParamsSchema },
-  responses: { 200: jsonResponse(sessionSchema, 'The session'), ...errorResponses(400, 401, 403, 404, 503) },
+  responses: {
+    200: {
+      ...jsonResponse(sessionSchema, 'The session'),
+      headers: {
+        [MAX_BODY_HEADER]: {
+          description: 'The largest request body taken (MAX_BODY_BYTES)',
+          schema: { type: 'integer' },
+        },
+        [MAX_IMAGE_HEADER]: {
+          description: 'The largest decoded `input_image` payload taken (MAX_IMAGE_BYTES)',
+          schema: { type: 'integer' },
+        },
+      },
+    },
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
 });
 
 const patchSessionRoute = createRoute({
@@ -112,6 +134,8 @@ export function sessionRoutes() {
     .openapi(getSessionRoute, async (c) => {
       const { id } = c.req.valid('param');
       const session = await c.var.services.sessions.get(id);
+      c.header(MAX_BODY_HEADER, String(c.var.config.maxBodyBytes));
+      c.header(MAX_IMAGE_HEADER, String(c.var.config.maxImageBytes));
       if (grants(c.var.principal.scopes, 'admin')) return c.json(session, 200);
       // Only an admin token sets it, and a receiver's URL often holds its secret (a capability URL).
       const { webhook_url: _, ...shown } = session;

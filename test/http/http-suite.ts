@@ -562,6 +562,18 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(response.body.error.message).toBe(`request body is larger than 4194304 bytes; ${where}`);
     });
 
+    it("a session's read names the largest request body and image taken, as the settings have them", async () => {
+      const id = await api.session();
+      const read = await api.get(`/v1/sessions/${id}`);
+      expect(read.headers.get('tailgate-max-body-bytes')).toBe(String(4 * MIB));
+      expect(read.headers.get('tailgate-max-image-bytes')).toBe(String(5 * MIB));
+      const headers = { authorization: `Bearer ${TOKEN}` };
+      const set = { MAX_BODY_BYTES: '8192', MAX_IMAGE_BYTES: '6144' };
+      const raised = await harness.fetchWithEnv(set, `/v1/sessions/${id}`, { headers });
+      expect(raised.headers.get('tailgate-max-body-bytes')).toBe('8192');
+      expect(raised.headers.get('tailgate-max-image-bytes')).toBe('6144');
+    });
+
     it(
       'metadata over 64 KiB of JSON and instructions over 256 KiB of UTF-8 are 413 naming the field, on create ' +
         'and PATCH',

@@ -102,13 +102,16 @@ export const INSPECTOR_PAGE = `<!doctype html>
               <form id="chat-form">
                 <label for="chat-input">Input</label>
                 <textarea id="chat-input" rows="3" aria-describedby="chat-keys"></textarea>
-                <p id="chat-keys" class="muted hint">Ctrl+Enter sends; paste an image to attach it.</p>
+                <p id="chat-keys" class="muted hint">
+                  Ctrl+Enter sends; paste an image (PNG, JPEG, GIF or WebP) to attach it.
+                </p>
                 <div class="row">
                   <label for="chat-image">Image</label>
                   <input id="chat-image" type="file" accept="image/png,image/jpeg,image/gif,image/webp" />
                   <button type="submit" id="chat-send">Send (streamed)</button>
                 </div>
                 <p id="chat-attached" class="row"></p>
+                <p id="chat-image-error" class="error" role="alert" hidden></p>
               </form>
               <pre id="chat-output" aria-live="polite"></pre>
             </section>

@@ -3,6 +3,22 @@ import { ApiError, showToken, TOKEN_KEY, Unauthorized } from './view.ts';
 
 export const PAGE = 30;
 
+/**
+ * The size limits the API names on a session's read (functions/routes/sessions.ts): the largest
+ * request body (MAX_BODY_BYTES) and decoded image (MAX_IMAGE_BYTES) it takes; null until read.
+ */
+let limits: { body: number; image: number } | null = null;
+
+/** The API's size limits, as last read, or null. */
+export const sizeLimits = () => limits;
+
+/** Keeps the size limits a response names. */
+function noteLimits(headers: Headers): void {
+  const body = Number(headers.get('tailgate-max-body-bytes'));
+  const image = Number(headers.get('tailgate-max-image-bytes'));
+  if (body > 0 && image > 0) limits = { body, image };
+}
+
 /** The Authorization header, when a token is kept. */
 export function authorization(): Record<string, string> {
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -22,6 +38,7 @@ export async function api(path: string, init: RequestInit = {}): Promise<any> {
   for (const [name, value] of Object.entries(authorization())) headers.set(name, value);
   if (init.body !== undefined) headers.set('content-type', 'application/json');
   const response = await fetch(path, { ...init, headers });
+  noteLimits(response.headers);
   if (response.status === 401) {
     unauthorized();
     throw new Unauthorized('unauthorized');

@@ -1,5 +1,6 @@
 /** The chat box: a streamed turn (server-sent events read from fetch), its text as it comes. */
-import { authorization, sessionPath, unauthorized } from './api.ts';
+import { IMAGE_MEDIA_TYPES } from '../../../lib/media.ts';
+import { authorization, sessionPath, sizeLimits, unauthorized } from './api.ts';
 import { $, el } from './dom.ts';
 import { counted } from './format.ts';
 import { readEvents } from './sse.ts';
@@ -14,6 +15,7 @@ export const chatView = (): number => view;
 export function clearChat(): void {
   view++;
   $('chat-output').replaceChildren();
+  refuseImage('');
 }
 
 /** The image attached to the next turn (picked or pasted), and its preview's object URL. */
@@ -30,6 +32,7 @@ function attach(file: File | null): void {
   // The button goes with the image: the focus moves to the picker, not out of the form.
   remove.addEventListener('click', () => {
     attach(null);
+    refuseImage('');
     $('chat-image').focus();
   });
   $('chat-attached').replaceChildren(
@@ -47,14 +50,65 @@ function attach(file: File | null): void {
 /** Detaches the image once its turn was taken. */
 export const detachImage = (): void => attach(null);
 
+/** Says why an image was not attached (empty: says nothing). */
+function refuseImage(reason: string): void {
+  const line = $('chat-image-error');
+  line.textContent = reason;
+  line.hidden = reason === '';
+}
+
+/** The bytes of `text` as UTF-8, as a request sends it. */
+const utf8Bytes = (text: string): number => new TextEncoder().encode(text).length;
+
+/** A turn's request body: the input (docs/API.md, "Content parts"), streamed. */
+const turnBody = (input: unknown): string => JSON.stringify({ input, stream: true });
+
+/**
+ * Why the API would refuse `file`, or '' when it takes it: a type other than PNG, JPEG, GIF or
+ * WebP (lib/media.ts), or, once the session's read named the API's limits, an image over
+ * MAX_IMAGE_BYTES or one whose turn alone (the image as base64, with no text) would be a body
+ * over MAX_BODY_BYTES.
+ */
+function imageRefusal(file: File): string {
+  const refused = (why: string) => `${file.name || 'The pasted image'} is not attached: it is ${why}.`;
+  if (!(IMAGE_MEDIA_TYPES as readonly string[]).includes(file.type))
+    return refused(`${file.type || 'of no known type'}, and the API takes PNG, JPEG, GIF or WebP images`);
+  const limits = sizeLimits();
+  if (!limits) return '';
+  const size = counted(file.size, 'byte');
+  if (file.size > limits.image)
+    return refused(`${size}, and the API takes images of at most ${counted(limits.image, 'byte')} (MAX_IMAGE_BYTES)`);
+  // The body around the image's data: URL, then its base64 (4 bytes for every 3, or fewer, of the image).
+  const content = [{ type: 'input_image', image_url: `data:${file.type};base64,` }];
+  const body = utf8Bytes(turnBody([{ type: 'message', role: 'user', content }])) + Math.ceil(file.size / 3) * 4;
+  if (body <= limits.body) return '';
+  const most = `${counted(limits.body, 'byte')} (MAX_BODY_BYTES)`;
+  return refused(
+    `${size}, sent as base64 in a request of ${counted(body, 'byte')}, and the API takes requests of at most ${most}`,
+  );
+}
+
+/** Attaches `file` (picked or pasted) unless the API would refuse it: then it says why, and what was attached stays. */
+function offer(file: File): void {
+  const reason = imageRefusal(file);
+  refuseImage(reason);
+  if (reason === '') attach(file);
+  else $<HTMLInputElement>('chat-image').value = '';
+}
+
 /** Wires the image picker and pasting an image into the input. */
 export function wireImage(): void {
   const picker = $<HTMLInputElement>('chat-image');
-  picker.addEventListener('change', () => attach(picker.files?.[0] ?? null));
+  picker.addEventListener('change', () => {
+    const file = picker.files?.[0];
+    if (file) offer(file);
+  });
   $('chat-input').addEventListener('paste', (event) => {
-    const image = [...(event.clipboardData?.files ?? [])].find((file) => file.type.startsWith('image/'));
+    // An image of a type the API takes, before one it would refuse (which is refused here, saying so).
+    const images = [...(event.clipboardData?.files ?? [])].filter((file) => file.type.startsWith('image/'));
+    const image = images.find((file) => (IMAGE_MEDIA_TYPES as readonly string[]).includes(file.type)) ?? images[0];
     // Any text pasted with it goes into the input as usual.
-    if (image) attach(image);
+    if (image) offer(image);
   });
 }
 
@@ -106,7 +160,16 @@ export async function takeTurn(id: string, input: string, image: File | null = n
   };
   write('', false);
   try {
-    return await streamTurn(id, await turnInput(input, image), write);
+    const body = turnBody(await turnInput(input, image));
+    const limit = sizeLimits()?.body;
+    const bytes = utf8Bytes(body);
+    if (limit !== undefined && bytes > limit) {
+      const most = counted(limit, 'byte');
+      write(`Not sent: the request would be ${counted(bytes, 'byte')}, and the API takes requests of at most ${most}`);
+      write(' (MAX_BODY_BYTES). A shorter input or a smaller image fits.');
+      return false;
+    }
+    return await streamTurn(id, body, write);
   } catch (error) {
     // The network, before the answer or during it: whether the turn ran, the timeline tells.
     if (!(error instanceof TypeError)) throw error;
@@ -116,11 +179,11 @@ export async function takeTurn(id: string, input: string, image: File | null = n
   }
 }
 
-async function streamTurn(id: string, input: unknown, write: (text: string, append?: boolean) => void) {
+async function streamTurn(id: string, body: string, write: (text: string, append?: boolean) => void) {
   const response = await fetch(sessionPath(id, '/turns'), {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...authorization() },
-    body: JSON.stringify({ input, stream: true }),
+    body,
   });
   if (response.status === 401) {
     unauthorized();

@@ -40,6 +40,38 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
 
   const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 
+  /**
+   * A store wrapper whose holds each stop the first call they match (by method and key, the keys
+   * of a delete of several joined by commas) until opened: `reached` tells that the call is held.
+   */
+  function holding() {
+    const holds: { matches: (method: string, key: string) => boolean; reached: () => void; open: Promise<void> }[] = [];
+    const hold = (matches: (method: string, key: string) => boolean) => {
+      let open = () => {};
+      const reached = new Promise<void>((resolve) => {
+        holds.push({ matches, reached: resolve, open: new Promise<void>((release) => (open = release)) });
+      });
+      return { reached, open: () => open() };
+    };
+    const wrap = (store: ObjectStore): ObjectStore =>
+      new Proxy(store, {
+        get(target, property) {
+          const value = Reflect.get(target, property, target) as unknown;
+          if (typeof value !== 'function') return value;
+          return async (key: unknown, ...rest: unknown[]) => {
+            const index = holds.findIndex((held) => held.matches(String(property), String(key)));
+            if (index >= 0) {
+              const [held] = holds.splice(index, 1);
+              held!.reached();
+              await held!.open;
+            }
+            return (value as (...args: unknown[]) => unknown).call(target, key, ...rest);
+          };
+        },
+      });
+    return { hold, wrap };
+  }
+
   async function turn(log: SessionLog, id: string, calls = 0) {
     const begun = await log.beginTurn(id, { input: [user('go')] });
     if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
@@ -364,36 +396,10 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
     });
 
     it("a refresh of the old metadata whose entry lands after a PATCH's leaves the PATCH's entry", async () => {
-      // Each hold stops the first call it matches until it is opened: the refresh's entry put
-      // lands between the PATCH's put and its listing, uploaded later than the PATCH's entry, and
-      // the refresh finds the config changed only after the PATCH listed.
-      const holds: { matches: (method: string, key: string) => boolean; reached: () => void; open: Promise<void> }[] =
-        [];
-      const hold = (matches: (method: string, key: string) => boolean) => {
-        let open = () => {};
-        const reached = new Promise<void>((resolve) => {
-          holds.push({ matches, reached: resolve, open: new Promise<void>((release) => (open = release)) });
-        });
-        return { reached, open: () => open() };
-      };
-      const { log, list, entries, keyPrefix } = setup(
-        (store) =>
-          new Proxy(store, {
-            get(target, property) {
-              const value = Reflect.get(target, property, target) as unknown;
-              if (typeof value !== 'function') return value;
-              return async (key: string, ...rest: unknown[]) => {
-                const index = holds.findIndex((held) => held.matches(String(property), key));
-                if (index >= 0) {
-                  const [held] = holds.splice(index, 1);
-                  held!.reached();
-                  await held!.open;
-                }
-                return (value as (...args: unknown[]) => unknown).call(target, key, ...rest);
-              };
-            },
-          }),
-      );
+      // The refresh's entry put lands between the PATCH's put and its listing, uploaded later
+      // than the PATCH's entry, and the refresh finds the config changed only after the PATCH listed.
+      const { hold, wrap } = holding();
+      const { log, list, entries, keyPrefix } = setup(wrap);
       await log.create({ id: 'r', metadata: { v: 1 } });
       await turn(log, 'r');
       const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
@@ -417,6 +423,41 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
       expect((await list()).sessions).toMatchObject([{ id: 'r', metadata: { v: 2 }, counts: { turns: 1 } }]);
     });
+
+    it.each([
+      ['lists and deletes first', false],
+      ['lists first, deleting after the delete', true],
+    ])(
+      "a refresh that read the session before a delete of its newest turn leaves the delete's row (it %s)",
+      async (_, lateDelete) => {
+        // The refresh read the head (two turns) and put its entry before the delete moved the
+        // session back; it lists the session's entries once the delete has put its own (one turn).
+        const { hold, wrap } = holding();
+        const { log, list, entries, keyPrefix } = setup(wrap);
+        await log.create({ id: 'd' });
+        await turn(log, 'd', 1);
+        await turn(log, 'd');
+        const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
+        const refreshList = hold((method, key) => method === 'list' && isEntry(key));
+        const refreshing = log.refreshIndex('d');
+        await refreshList.reached;
+        const deleteList = hold((method, key) => method === 'list' && isEntry(key));
+        const deleting = log.deleteTurn('d', 2);
+        await deleteList.reached;
+        const refreshDelete = lateDelete ? hold((method, key) => method === 'delete' && isEntry(key)) : undefined;
+        refreshList.open();
+        // The refresh deletes what it deletes after the delete listed (and deleted), or before.
+        if (refreshDelete) await Promise.race([refreshDelete.reached, refreshing]);
+        else await refreshing;
+        deleteList.open();
+        const after = await deleting;
+        refreshDelete?.open();
+        await refreshing;
+        expect(after.counts).toEqual({ items: 2, turns: 1, tool_calls: 1 });
+        expect((await list()).sessions).toMatchObject([{ id: 'd', counts: after.counts }]);
+        expect(await entries()).toHaveLength(1);
+      },
+    );
 
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();

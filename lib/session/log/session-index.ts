@@ -24,10 +24,10 @@ import { NANO } from '../../ledger/prices.ts';
  * the base64url of the metadata's JSON, or `~` when it would make the key longer than the
  * 1,024 bytes S3 and R2 allow (the row then says `metadata_complete: false`).
  *
- * A writer puts its entry, reads the config again (a session deleted or changed meanwhile
- * keeps no stale entry of this writer) and lists the session's entries to delete those it
- * outranks; it deletes its own when it is outranked. Entries rank by turns, then items, then
- * upload time.
+ * A writer puts its entry, lists the session's entries, reads the config again (a session
+ * deleted or changed meanwhile keeps no stale entry of this writer, and the writer deletes no
+ * other), then deletes those it outranks; it deletes its own when it is outranked. Entries rank
+ * by turns, then items, then upload time.
  */
 
 const INVERT_TIME = 10_000_000_000_000;
@@ -229,6 +229,10 @@ export async function writeIndexEntry(
     metadata: config.metadata,
   });
   await putEntry(log, key);
+  // Listed before the config is read again: an entry of a newer config (a PATCH's, or a delete
+  // of the newest turn's, which moves the generation) is put only after that config landed, so
+  // a writer that finds its config still current never lists one, and deletes none.
+  const listed = await sessionEntries(log, config.id, createdMs);
   // Deleted, created again or given other metadata meanwhile: that writer's entry stands.
   const configKey = sessionConfigKey(log.keyPrefix, config.id);
   const current = await log.store.get(configKey);
@@ -243,7 +247,6 @@ export async function writeIndexEntry(
     await log.store.delete(key);
     return false;
   }
-  const listed = await sessionEntries(log, config.id, createdMs);
   const mine = listed.find((candidate) => candidate.info.key === key);
   if (!mine) return true;
   // At equal rank (the same counts, written in the same ms), an entry that says other settings

@@ -353,13 +353,17 @@ export async function listQueue(
 /**
  * The session log's `onLeaseClosed`: after any close of a turn whose lease ran out (a
  * newcomer's claim that then stored nothing, a replay of its key, a reader of its events, the
- * webhook outbox's drainer), the inputs queued behind it are taken up after the response, as after a turn's
- * own close. `services` is read when a close happens (the log is built before them).
+ * webhook outbox's drainer, a take-out of a dead turn), the session's listing row is written
+ * again and the inputs queued behind it are taken up, after the response, as after a turn's own
+ * close: the close may be the session's last write until its next turn. A take-out's delete of
+ * the turn racing that refresh keeps its own row (log/session-index.ts, writeIndexEntry).
+ * `services` is read when a close happens (the log is built before them).
  */
 export function pickUpAfterLeaseClose(services: () => TurnServices): (closed: ClosedTurn) => void {
   return (closed) => {
     const after = services();
     const before: ClosedBefore = { turn: closed.turn, webhookUrl: closed.webhookUrl };
+    afterResponse(after, async () => after.sessions.refreshIndex(closed.scope.id));
     afterResponse(after, () => pickUp(after, closed.scope.id, closed.scope, before));
   };
 }

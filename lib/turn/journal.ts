@@ -130,8 +130,8 @@ async function journalScope(services: TurnServices, sessionId: string, turn: num
 /**
  * Whether turn `turn` is the session's open turn whose lease ran out by the log's clock (its
  * owner died): then it is closed now, as the next writer would close it (failed,
- * `lease_expired`; the session log's `onLeaseClosed` takes up the inputs queued behind it, and
- * the session's listing row is written again after the response), and its outcome returned.
+ * `lease_expired`; the session log's `onLeaseClosed` writes the session's listing row again and
+ * takes up the inputs queued behind it, after the response), and its outcome returned.
  * 'open' while the lease runs. Otherwise how it was closed, when a close raced this one (an
  * owner completing late, whose last batch is still to come), or null.
  */
@@ -141,10 +141,7 @@ async function closedByLease(
   turn: number,
 ): Promise<StoredOutcome | 'open' | null> {
   try {
-    const closed = await services.sessions.closeIfExpired(sessionId, turn);
-    // The close may be the session's last write until its next turn: its listing row is written again.
-    if (closed) afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
-    return closed;
+    return await services.sessions.closeIfExpired(sessionId, turn);
   } catch (error) {
     if (error instanceof TurnInProgressError) return 'open';
     // Its close packed since it was read: closed, as getTurn then tells.

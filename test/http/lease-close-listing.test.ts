@@ -3,6 +3,7 @@ import type { AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
 // A background turn whose process died is closed as failed `lease_expired` by whoever reads it
@@ -51,4 +52,54 @@ it.each(readers)('lists a session whose dead turn %s closed with that close', as
   expect(listing.sessions).toHaveLength(1);
   expect(session.counts).toEqual({ items: 1, turns: 1, tool_calls: 0 });
   expect(listing.sessions[0]).toMatchObject({ id, counts: session.counts, usage: session.usage });
+});
+
+/** The listing's row of session `id` beside the session and the close of its dead turn 1. */
+async function expectListedAfterClose(api: ReturnType<typeof createClient>, id: string) {
+  const listing = (await api.get('/v1/sessions')).body;
+  const session = (await api.get(`/v1/sessions/${id}`)).body;
+  const closed = (await api.get(`/v1/sessions/${id}/turns/1`)).body;
+  expect(closed).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+  expect(listing.sessions).toHaveLength(1);
+  expect(session.counts).toEqual({ items: 1, turns: 1, tool_calls: 0 });
+  expect(listing.sessions[0]).toMatchObject({
+    id,
+    counts: session.counts,
+    usage: session.usage,
+    last_activity_at: closed.completed_at,
+  });
+}
+
+it('lists a session whose dead turn a retry under its Idempotency-Key closed, replayed, with that close', async () => {
+  const store = new MemoryStore();
+  const dead = process(store, { queueTurn: () => async () => undefined });
+  const id = await dead.api.session();
+  const body = { input: 'first', model: 'echo', background: true };
+  const headers = { 'idempotency-key': 'dead-turn' };
+  expect((await dead.api.post(`/v1/sessions/${id}/turns`, body, headers)).status).toBe(202);
+  await dead.drain();
+  const closer = process(store, { clock: hourLater });
+  // The retry's claim finds its key's turn open, its lease run out: it closes it and replays it.
+  const retried = await closer.api.post(`/v1/sessions/${id}/turns`, body, headers);
+  expect(retried.status).toBeLessThan(500);
+  await closer.drain();
+  await expectListedAfterClose(closer.api, id);
+});
+
+it('lists a session whose dead turn a claim closed, then storing nothing, with that close', async () => {
+  const memory = new MemoryStore();
+  const dead = process(memory, { queueTurn: () => async () => undefined });
+  const id = await dead.api.session();
+  const posted = await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', model: 'echo', background: true });
+  expect(posted.status).toBe(202);
+  await dead.drain();
+  // The next background turn's claim closes turn 1, then its own record's put fails: it stores nothing.
+  const store = new FaultyStore(memory);
+  store.failWhen(({ operation, key }) => operation === 'put' && /\/turn\/[^/]+\/\d+$/.test(key), { times: 1 });
+  const closer = process(store, { clock: hourLater });
+  const second = { input: 'second', model: 'echo', background: true };
+  const failed = await closer.api.post(`/v1/sessions/${id}/turns`, second);
+  expect(failed.status).toBe(503);
+  await closer.drain();
+  await expectListedAfterClose(closer.api, id);
 });

@@ -490,6 +490,23 @@ describe('webhook intents', () => {
     expect((await runTurn(w.services, 'o', { input: 'next', strategies: [] })).turn).toBe(2);
   });
 
+  it('lists a session whose dead turn the drainer closed with that close', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 'dl' });
+    const input = [{ type: 'message' as const, role: 'user' as const, content: 'go' }];
+    // Its process dies after the claim; nothing else comes to the session but the drainer.
+    expect((await w.services.sessions.beginTurn('dl', { input })).kind).toBe('claimed');
+    w.now.ms = 60_000;
+    await w.drain();
+    await w.settle();
+    const closed = await w.services.sessions.getTurn('dl', 1);
+    expect(closed).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    const session = await w.services.sessions.get('dl');
+    expect(session.counts).toEqual({ items: 1, turns: 1, tool_calls: 0 });
+    const { sessions } = await w.services.sessions.listSessions({ limit: 10 });
+    expect(sessions).toMatchObject([{ id: 'dl', counts: session.counts, last_activity_at: closed.completed_at }]);
+  });
+
   it('takes up an input queued behind a dead turn once the drainer closes that turn', async () => {
     const w = world();
     await w.services.sessions.create({ id: 'dq', on_busy: 'enqueue' });

@@ -92,8 +92,7 @@ export async function takeUnderPolicy<T>(
         });
         // A response answered at its end, dead or not, is taken out as a dead one (./dead-turn.ts):
         // its client's retry, after this turn, stores its input once. One that stays (it took
-        // notices, logged once) is followed, cancelled, as any interrupted turn: the claim does
-        // not refuse it, to be tried again. A retake takes it again.
+        // notices, logged once) is followed, cancelled, as any interrupted turn, not tried again.
         if (cancelled?.answered_at_end && deadTurn === 'refused')
           if ((await takeOutInterrupted(services, sessionId, running)) === 'stays') deadTurn = 'followed';
         interrupts++;
@@ -355,9 +354,9 @@ export async function listQueue(
  * newcomer's claim that then stored nothing, a replay of its key, a reader of its events, the
  * webhook outbox's drainer, a take-out of a dead turn), the session's listing row is written
  * again and the inputs queued behind it are taken up, after the response, as after a turn's own
- * close: the close may be the session's last write until its next turn. A take-out's delete of
- * the turn racing that refresh keeps its own row (log/session-index.ts, writeIndexEntry).
- * `services` is read when a close happens (the log is built before them).
+ * close: the close may be the session's last write until its next turn (a take-out's delete
+ * racing that refresh keeps its own row, log/session-index.ts). `services` is read when a close
+ * happens (the log is built before them).
  */
 export function pickUpAfterLeaseClose(services: () => TurnServices): (closed: ClosedTurn) => void {
   return (closed) => {

@@ -7,7 +7,7 @@ import { createBackgroundResponse } from './background-response.ts';
 import type { Facade } from './facade.ts';
 import { compactionScope } from './compaction-index.ts';
 import { findHistory, loopScope } from './history-index.ts';
-import { takenUnder } from './failed-steps.ts';
+import { takenUnderConversation } from './failed-steps.ts';
 import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
@@ -148,15 +148,8 @@ async function createStoredResponse(
   // (Not in the background: a response id names its first input seq, which a retake has not.)
   // So are those of a step retried under `conversation`, its newest turn failed (./failed-steps.ts),
   // compared as that attempt stored them (without its own compaction item sent back).
-  // (A fence left by a delete of that turn cut short by its process's death, an append of no
-  // items, may stand after it: a step answering calls looks past it.)
-  const failedBefore =
-    read?.newestTurn?.status === 'failed' ||
-    (read?.newestTurn === null &&
-      session.counts.turns > 0 &&
-      sent.some((item) => item.type === 'function_call_output'));
   const under =
-    body.conversation && !body.background && failedBefore ? await takenUnder(facade, session, sent) : undefined;
+    body.conversation && !body.background && read ? await takenUnderConversation(facade, read, sent) : undefined;
   const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? under ?? 0);
   const items = sent.slice(taken);
   const positions = prepared.positions[resend].slice(known).slice(taken);
@@ -333,7 +326,7 @@ function runningTurn(error: TurnInProgressError): number | undefined {
  * retake, storing no input, answers what the failed attempt it takes again answered: the calls
  * not open after it).
  */
-function answeredBy(turn: NewestTurn | null, item: { type?: string }): boolean {
+export function answeredBy(turn: NewestTurn | null, item: { type?: string }): boolean {
   if (item.type !== 'function_call_output') return false;
   const call = (item as { call_id: string }).call_id;
   return turn!.answered.includes(call) || (turn!.retake !== undefined && !turn!.retake.open?.includes(call));

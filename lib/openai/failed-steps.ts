@@ -105,3 +105,21 @@ export async function takenUnder(
   const seq = turn > 0 ? (before!.output?.last_seq ?? before!.input?.last_seq ?? 0) : 0;
   return (await retriedSince(facade, session, { turn, items: seq }, items))?.taken;
 }
+
+/**
+ * How many of `sent`, the items a request naming the conversation `read` holds adds, the failed
+ * attempts of the step it retries stored (takenUnder), when its newest turn failed; undefined
+ * otherwise. (A fence left by a delete of that turn cut short by its process's death, an append
+ * of no items, may stand after it: a step answering calls looks past it.)
+ */
+export async function takenUnderConversation(
+  facade: IndexFacade,
+  read: { session: SessionRecord; newestTurn: { status: string | null } | null },
+  sent: readonly ClientItem[],
+): Promise<number | undefined> {
+  const { session, newestTurn } = read;
+  const failedBefore =
+    newestTurn?.status === 'failed' ||
+    (newestTurn === null && session.counts.turns > 0 && sent.some((item) => item.type === 'function_call_output'));
+  return failedBefore ? takenUnder(facade, session, sent) : undefined;
+}

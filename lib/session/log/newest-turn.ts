@@ -7,12 +7,13 @@ import { behindLapsedFence } from './fence.ts';
 import { interruptedBy } from './lease.ts';
 import type { SessionRecord } from './types.ts';
 import { shownTotals } from './charges.ts';
+import { openCallsOf } from './open-calls.ts';
 
 /** See SessionLog.getWithNewestTurn. */
 export async function getSessionWithNewestTurn(
   log: LogContext,
   id: string,
-): Promise<{ session: SessionRecord; newestTurn: NewestTurn | null; scope: LogScope }> {
+): Promise<{ session: SessionRecord; newestTurn: NewestTurn | null; scope: LogScope; openCalls: string[] | null }> {
   const head = await readHead(log, id);
   const { config, newest, scope } = head;
   // With what stopped turns and charges stored: a claim's budget check counts it already (log/charges.ts).
@@ -20,7 +21,9 @@ export async function getSessionWithNewestTurn(
   // Behind the fence of a take-out cut short, its lease run out, that turn is still the newest.
   const found = newest?.record.kind === 'turn' ? newest : await behindLapsedFence(log, scope, newest);
   const turn = found?.record.kind === 'turn' ? found.record.turn : undefined;
-  if (turn === undefined) return { session, newestTurn: null, scope };
+  // The calls a next input may answer (null: not tracked), as a claim checks them (./open-calls.ts).
+  const openCalls = openCallsOf(newest);
+  if (turn === undefined) return { session, newestTurn: null, scope, openCalls };
   const { record, done } = found!;
   const first = record.first_seq + record.items.length;
   const outputs = done?.items.length ?? 0;
@@ -45,6 +48,7 @@ export async function getSessionWithNewestTurn(
       ...(answeredAtEnd ? { answered_at_end: true } : {}),
     },
     scope,
+    openCalls,
   };
 }
 

@@ -3,10 +3,15 @@ import { countPromptTokens } from '../tokens/token-counter.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { referableInputItemSchema } from './input-schemas.ts';
-import { partInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
+import { namedInRequest, partInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { resentUnderConversation } from './conversation-resend.ts';
 import { loopScope } from './history-index.ts';
 import { storedList } from './resent-after.ts';
+import { readWithoutDeadTurn } from './dead-turn.ts';
+import { takenUnderConversation } from './failed-steps.ts';
+import { abortedRetry } from './aborted-retry.ts';
+import { answeredBy } from './create-response.ts';
+import { checkCalls } from '../session/log/open-calls.ts';
 import type { Item } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
@@ -132,19 +137,39 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
 /**
  * The items of `prepared` a create would store in conversation `sessionId` (./create-response.ts):
  * under `conversation`, not those its loop's previous step sent and it resent
- * (./conversation-resend.ts); as the client holds them when the compaction items it sent back are
- * the conversation's own (./resent-after.ts storedList). With their positions in the input.
+ * (./conversation-resend.ts), nor those the failed attempts of the step it retries stored
+ * (./failed-steps.ts), read as the create reads it, a dead turn taken out first (./dead-turn.ts;
+ * under previous_response_id, continuedSession took it out); as the client holds them when the
+ * compaction items it sent back are the conversation's own (./resent-after.ts storedList). With
+ * their positions in the input. A retry of the request an `abort` notice refused is refused again
+ * (./aborted-retry.ts), and they are checked against the calls the conversation leaves open (an
+ * output answering none is the 400 a create's claim answers), as a create refuses them.
  */
 async function storedInput(
   facade: Facade,
   sessionId: string,
   prepared: PreparedRequest,
 ): Promise<{ items: Item[]; positions: number[] }> {
-  const { history, compactions } = prepared;
-  // (A single item, or one with compaction items, resends nothing: no read.)
-  const resends = prepared.body.conversation && history.length > 1 && compactions.length === 0;
-  const read = resends ? await facade.services.sessions.getWithNewestTurn(sessionId) : undefined;
-  const known = read ? await resentUnderConversation(facade, read, prepared, loopScope(facade, prepared)) : 0;
+  const under = prepared.body.conversation !== undefined && prepared.body.conversation !== null;
+  const read = under
+    ? await readWithoutDeadTurn(facade, sessionId)
+    : await facade.services.sessions.getWithNewestTurn(sessionId);
+  const known = under ? await resentUnderConversation(facade, read, prepared, loopScope(facade, prepared)) : 0;
   const list = await storedList(facade, sessionId, prepared, known);
-  return { items: prepared[list].slice(known), positions: prepared.positions[list].slice(known) };
+  const sent = prepared[list].slice(known);
+  const taken = (under ? await takenUnderConversation(facade, read, sent) : undefined) ?? 0;
+  const items = sent.slice(taken);
+  const positions = prepared.positions[list].slice(known).slice(taken);
+  // A retry of a step whose dead turn, its lease still running, answered its calls: the create's 409.
+  const running = under && 'running' in read ? read.running : undefined;
+  if (running && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
+  const aborted = under && read.newestTurn?.status === 'aborted';
+  const retried = aborted ? await abortedRetry(facade, sessionId, undefined, items, read.session) : undefined;
+  if (retried) throw retried;
+  try {
+    if (read.openCalls) checkCalls(items, read.openCalls);
+  } catch (error) {
+    throw namedInRequest(error, positions);
+  }
+  return { items, positions };
 }

@@ -156,10 +156,11 @@ it('a count of a stored conversation reads it and writes nothing', async () => {
     const { get, head, put, list, delete: deletes } = store.counts;
     counts.push({ get, head, put, list, delete: deletes });
   }
-  // The conversation's record, its context and pending notices; a response's generation besides.
+  // The conversation's record, its context and pending notices, its head with its newest turn as a
+  // create reads it (the calls it leaves open, a dead turn); a response's generation besides.
   expect(counts).toEqual([
-    { get: 10, head: 0, put: 0, list: 4, delete: 0 },
-    { get: 9, head: 0, put: 0, list: 4, delete: 0 },
+    { get: 13, head: 0, put: 0, list: 5, delete: 0 },
+    { get: 12, head: 0, put: 0, list: 5, delete: 0 },
   ]);
 });
 

@@ -58,6 +58,8 @@ export const inputTokensSchema = responseCreateSchema
       .union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(10_000)])
       .nullable()
       .optional(),
+    // OpenAI's style preset of the model's: no prompt tailgate builds has one, so it changes no count.
+    personality: z.string().max(64).optional(),
   })
   .strict()
   .meta({ id: 'OpenAIInputTokenCount' });
@@ -71,7 +73,8 @@ export async function countInputTokens(
   const stored = body.previous_response_id || body.conversation;
   if (!body.input && !stored) throw new OpenAIApiError(400, 'invalid_request', 'give the input to count', 'input');
   const { input, origins } = await resolveItemReferences(facade, body.input ?? []);
-  const prepared = prepareResponseRequest(facade, { ...body, input, store: !!stored }, origins);
+  const { personality: _style, ...asked } = body;
+  const prepared = prepareResponseRequest(facade, { ...asked, input, store: !!stored }, origins);
   if (stored) {
     // (sessionOf refuses previous_response_id and conversation both, as a create.)
     const sessionId = body.conversation

@@ -92,6 +92,16 @@ describe('responses.inputTokens.count of a stored conversation', () => {
   });
 });
 
+describe('responses.inputTokens.count of the fields OpenAI takes beside the prompt', () => {
+  it('takes a personality, which changes no prompt tailgate builds, and refuses a field OpenAI lacks', async () => {
+    const body = { model: 'echo', input: 'how are you today?' };
+    expect(await count({ ...body, personality: 'friendly' })).toBe(await count(body));
+    expect(await count({ ...body, personality: 'a style of its own' })).toBe(await count(body));
+    const unknown = await refused(count({ ...body, metadata: { a: 'b' } } as OpenAI.Responses.InputTokenCountParams));
+    expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
+  });
+});
+
 describe('responses.inputTokens.count of item references', () => {
   it('counts a referenced item as the item itself, and names an unknown reference', async () => {
     const first = await world.client.responses.create({ model: 'echo', input: 'say something long enough' });

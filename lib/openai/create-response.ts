@@ -294,7 +294,7 @@ async function createStoredResponse(
  * otherwise. A retry of the request an `abort` notice refused is refused again (./aborted-retry.ts;
  * not under a key, whose retry is replayed). `resent` is a turn number when nothing was resent.
  */
-async function continuation(
+export async function continuation(
   facade: Facade,
   sessionId: string,
   resent: number | { turn: number; known: number; lastSeq: number; newest: boolean },

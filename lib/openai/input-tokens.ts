@@ -6,18 +6,20 @@ import { referableInputItemSchema } from './input-schemas.ts';
 import { namedInRequest, partInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { resentUnderConversation } from './conversation-resend.ts';
 import { loopScope } from './history-index.ts';
-import { storedList } from './resent-after.ts';
+import { resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { abortedRetry } from './aborted-retry.ts';
-import { answeredBy } from './create-response.ts';
+import { answeredBy, continuation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import type { Item } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
 import { checkInputCalls } from './stateless-response.ts';
 import { resolveItemReferences } from './item-references.ts';
-import { continuedSession, sessionOf } from './sessions.ts';
+import { continuedSession, loopTag, sessionOf } from './sessions.ts';
+import { parseResponseId } from './ids.ts';
+import { canonical } from './history-items.ts';
 import { countNextPrompt } from '../turn/index.ts';
 import { checkToolChoice } from './tool-choice.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
@@ -34,7 +36,8 @@ import type { Model } from '../models/model.ts';
  * the stored context after the strategies, pending notices, a due compaction as made, with the
  * input appended); it reads the conversation (its record, its context, its pending notices
  * where `inbox` runs) and a previous response's generation, and answers 409
- * conversation_branching_unsupported for a response that is not its conversation's newest.
+ * conversation_branching_unsupported for a response that is not its conversation's newest
+ * (unless a create naming it would go on after the newest: pastResponse).
  * `item_reference` entries are resolved as a create resolves them (./item-references.ts). No
  * model is called, so a model whose provider has no key configured is counted too (as a
  * model that takes images and files); nothing is stored.
@@ -77,10 +80,13 @@ export async function countInputTokens(
   const prepared = prepareResponseRequest(facade, { ...asked, input, store: !!stored }, origins);
   if (stored) {
     // (sessionOf refuses previous_response_id and conversation both, as a create.)
-    const sessionId = body.conversation
-      ? (await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })).sessionId
-      : await continuedSession(facade, body.previous_response_id!);
-    const { items, positions } = await storedInput(facade, sessionId, prepared);
+    const { sessionId, after } = body.conversation
+      ? { ...(await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })), after: {} }
+      : await continuedSession(facade, body.previous_response_id!).then(
+          (sessionId) => ({ sessionId, after: {} }),
+          (error: unknown) => pastResponse(facade, prepared, error),
+        );
+    const { items, positions } = await storedInput(facade, sessionId, prepared, after);
     const tokens = await countNextPrompt(
       facade.services,
       sessionId,
@@ -152,15 +158,18 @@ async function storedInput(
   facade: Facade,
   sessionId: string,
   prepared: PreparedRequest,
+  /** Under an older previous_response_id, what pastResponse found resent and taken. */
+  after: { known?: number; taken?: number | undefined },
 ): Promise<{ items: Item[]; positions: number[] }> {
   const under = prepared.body.conversation !== undefined && prepared.body.conversation !== null;
   const read = under
     ? await readWithoutDeadTurn(facade, sessionId)
     : await facade.services.sessions.getWithNewestTurn(sessionId);
-  const known = under ? await resentUnderConversation(facade, read, prepared, loopScope(facade, prepared)) : 0;
+  const scope = loopScope(facade, prepared);
+  const known = under ? await resentUnderConversation(facade, read, prepared, scope) : (after.known ?? 0);
   const list = await storedList(facade, sessionId, prepared, known);
   const sent = prepared[list].slice(known);
-  const taken = (under ? await takenUnderConversation(facade, read, sent) : undefined) ?? 0;
+  const taken = (under ? await takenUnderConversation(facade, read, sent) : after.taken) ?? 0;
   const items = sent.slice(taken);
   const positions = prepared.positions[list].slice(known).slice(taken);
   // A retry of a step whose dead turn, its lease still running, answered its calls: the create's 409.
@@ -175,4 +184,28 @@ async function storedInput(
     throw namedInRequest(error, positions);
   }
   return { items, positions };
+}
+
+/**
+ * Where a count naming a previous_response_id its conversation went on after goes, as a create
+ * would go on (./create-response.ts continuation): after the newest turn when the input resent
+ * every item since that response (./resent-after.ts resentAfter, its loop's tag the create's), or
+ * after the failed attempts of the step it retries (their items taken); `error`, continuedSession's
+ * refusal, otherwise (a branch, not counted). A retry of a request an `abort` notice refused is
+ * refused again.
+ */
+async function pastResponse(
+  facade: Facade,
+  prepared: PreparedRequest,
+  error: unknown,
+): Promise<{ sessionId: string; after: { known: number; taken?: number | undefined } }> {
+  const id = prepared.body.previous_response_id!;
+  const ref = parseResponseId(id);
+  if (!(error instanceof OpenAIApiError && error.code === 'conversation_branching_unsupported') || !ref) throw error;
+  const first = prepared.history.slice(0, 1).map((item) => canonical(item));
+  const tag = loopTag(id, JSON.stringify([loopScope(facade, prepared), first]));
+  const resent = await resentAfter(facade, ref.sessionId, ref.turn, prepared, tag);
+  const onward = await continuation(facade, ref.sessionId, resent ?? ref.turn, prepared, false);
+  if (!onward) throw error;
+  return { sessionId: ref.sessionId, after: { known: onward.known, taken: onward.taken } };
 }

@@ -113,3 +113,38 @@ describe('responses.inputTokens.count of the request an abort notice refused', (
     expect(counted).toMatchObject({ status: 409, message: (aborted as Error).message });
   });
 });
+
+describe('responses.inputTokens.count under a previous_response_id its conversation went on after', () => {
+  it("counts a loop's step that resent every item since, as the create that continues the newest", async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'the first step of a loop' });
+    const second = { role: 'user' as const, content: 'its second step' };
+    const next = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [second],
+    });
+    const input = [
+      second,
+      { role: 'assistant' as const, content: next.output_text },
+      { role: 'user' as const, content: 'third' },
+    ];
+    const body = { model: 'echo', previous_response_id: first.id, input };
+    const whole = [
+      { role: 'user' as const, content: 'the first step of a loop' },
+      { role: 'assistant' as const, content: first.output_text },
+      ...input,
+    ];
+    expect(await count(body)).toBe(await count({ model: 'echo', input: whole }));
+    expect((await world.client.responses.create(body)).conversation?.id).toBe(first.conversation?.id);
+  });
+
+  it('counts a step retried after its failed streamed attempt, as the create that takes it again', async () => {
+    const { first, history, answer } = await calling('Quito');
+    const step = [answer, { role: 'user' as const, content: 'and in Accra, a little further east?' }];
+    const body = { model: 'echo', previous_response_id: first.id, input: step, tools };
+    const failed = await world.client.responses.create({ ...body, model: 'unreachable', stream: true });
+    for await (const event of failed) expect(event.type).not.toBe('response.completed');
+    expect(await count(body)).toBe(await count({ model: 'echo', input: [...history, ...step], tools }));
+    expect((await world.client.responses.create(body)).conversation?.id).toBe(first.conversation?.id);
+  });
+});

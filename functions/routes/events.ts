@@ -13,7 +13,7 @@ import { turnParamsSchema } from '../schemas.ts';
 
 const afterText = z
   .string()
-  .regex(/^[0-9]{1,15}$/, 'must be a non-negative integer')
+  .regex(/^[0-9]{1,15}$/, 'must be a non-negative integer of at most 15 digits')
   .transform(Number);
 
 const turnEventsRoute = createRoute({

@@ -8,7 +8,7 @@ const integerText = (name: string, negative = false) =>
     .string()
     .regex(
       negative ? /^-?[0-9]{1,16}$/ : /^[0-9]{1,16}$/,
-      `${name} must be ${negative ? 'an' : 'a non-negative'} integer`,
+      `${name} must be ${negative ? 'an' : 'a non-negative'} integer of at most 16 digits`,
     )
     .transform(Number);
 

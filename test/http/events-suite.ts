@@ -167,6 +167,10 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
         expect(past.status, turn).toBe(404);
       }
       expect((await readEvents(`/v1/sessions/${id}/turns/1/events?after=-1`)).status).toBe(400);
+      // A whole number too long to be an event's says so, not that it is no integer.
+      const long = await api.get(`/v1/sessions/${id}/turns/1/events?after=${'9'.repeat(16)}`);
+      expect(long.status).toBe(400);
+      expect(long.body.error.message).toBe('query.after: must be a non-negative integer of at most 15 digits');
     });
   });
 }

@@ -175,7 +175,12 @@ export function createServices(inputs: ServiceInputs): AppServices {
       maxNoticesPerTurn: config.maxNoticesPerTurn,
       maxPendingNotices: config.maxPendingNotices,
       log: (event) => {
-        if (event.level === 'warn') log(`tailgate inbox: ${event.message}`, { key: event.key, error: event.error });
+        if (event.level !== 'warn') return;
+        // The error only when there is one: a set-aside notice has none, and `error: undefined` reads as a lost one.
+        log(`tailgate inbox: ${event.message}`, {
+          key: event.key,
+          ...(event.error === undefined ? {} : { error: event.error }),
+        });
       },
       ...clock,
     }),

@@ -63,16 +63,19 @@ export async function withCharges(log: LogContext, head: Head): Promise<Head> {
 /**
  * What a read of the session shows as its totals: the newest record's, with what stopped turns
  * stored (log/unbilled.ts shownLedger) and the charges its listing showed that the record does
- * not count yet, as the next write will (gets only; a get that fails counts nothing).
+ * not count yet, as the next write will (gets only; a get that fails counts nothing). `all`
+ * (an export, whose totals an import goes on from): every one of those charges, not MAX_CHARGES
+ * at most, a failed get thrown.
  */
 export async function shownTotals(
   log: LogContext,
   scope: LogScope,
   { newest, cursor }: { newest: Head['newest']; cursor: { charges: readonly string[] } },
+  all = false,
 ): Promise<Ledger> {
   const ledger = await shownLedger(log, scope, newest);
   if (cursor.charges.length === 0) return ledger;
-  const found = await uncounted(log, scope, cursor.charges, new Set(newest?.record.charged ?? []));
+  const found = await uncounted(log, scope, cursor.charges, new Set(newest?.record.charged ?? []), all);
   return found.reduce(withCharge, ledger);
 }
 

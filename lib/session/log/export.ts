@@ -8,7 +8,8 @@ import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, unitTop, type LogUnit } from '../unit-cursor.ts';
 import { sessionExists } from './config-object.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { contextOf, countsOf, ledgerOf, readHead, readRecord, RecordMissingError } from './head.ts';
+import { contextOf, countsOf, readHead, readRecord, RecordMissingError } from './head.ts';
+import { shownTotals } from './charges.ts';
 import { hydrate, payloadKey } from './item-pages.ts';
 import { hasUsage } from '../../ledger/usage.ts';
 
@@ -33,8 +34,10 @@ export async function exportSession(
   log: LogContext,
   id: string,
 ): Promise<{ header: ExportHeader; lines: AsyncGenerator<string> }> {
-  const { config, scope, newest } = await readHead(log, id);
-  const ledger = ledgerOf(newest);
+  const head = await readHead(log, id);
+  const { config, scope, newest } = head;
+  // As a read shows it, with every charge no write counted yet (log/charges.ts): an import goes on from it.
+  const ledger = await shownTotals(log, scope, head, true);
   const header: ExportHeader = {
     type: 'session',
     format: EXPORT_FORMAT,

@@ -4,8 +4,8 @@ import { mapLimit } from '../../store/object-store.ts';
 import { chargeKey, type LogScope } from '../keys.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { ledgerOf, type Head } from './head.ts';
-import { parsedSpend, shownLedger, storeSpend } from './unbilled.ts';
+import { ledgerOf, scopeOf, type Head } from './head.ts';
+import { configReading, parsedSpend, putSpend, shownLedger } from './unbilled.ts';
 
 /**
  * Charges: what a model call spent whose turn's record never landed (its put failed, or its
@@ -17,7 +17,10 @@ import { parsedSpend, shownLedger, storeSpend } from './unbilled.ts';
  * again and deletes it; one no longer listed is named no more. So each charge is counted by one
  * record of the chain: a record is written from the newest before it, which names every counted
  * charge still listed, and a charge, put once create-only, never lists again once deleted. A write
- * that does not land counted nothing; a failed get leaves the charge to the next write.
+ * that does not land counted nothing; a failed get leaves the charge to the next write. A delete
+ * of the newest turn moves the session to another generation: its fence counts (and deletes,
+ * before the config moves) every charge its head listed, and one put after that is carried to
+ * the generation the session moved to (carry), by the delete or by its writer.
  */
 
 /** The most charges one write counts (the others wait for the next write). */
@@ -104,20 +107,83 @@ function withCharge(totals: Ledger, { spent }: { spent: StoppedSpendRecord | nul
 }
 
 /**
- * Deletes the charges `ids` of `scope` once no write of the session lists them again (a delete
- * of the newest turn moved it to a new generation, its fence having counted them); a delete that
- * fails leaves them, counted, until the session's sweep.
+ * Deletes the charges `ids` of `scope` a delete of the newest turn counted in its fence (landed),
+ * before it moves the config: once it did, a charge of the generation left that is still there
+ * is one no write counted (carriedOn). A delete that fails is thrown (the delete goes no further).
  */
 export async function dropCharges(log: LogContext, scope: LogScope, ids: readonly string[]): Promise<void> {
-  if (ids.length === 0) return;
-  await log.store.delete(ids.map((id) => chargeKey(scope, id))).catch(() => undefined);
+  if (ids.length > 0) await log.store.delete(ids.map((id) => chargeKey(scope, id)));
 }
 
-/** Stores a charge of `scope` (what a call spent whose turn's record never landed): false when it was not. */
-export function storeCharge(
+/**
+ * Stores a charge of `scope` (what a call spent whose turn's record never landed), then reads the
+ * config: a delete of the newest turn that moved the session to another generation meanwhile
+ * gets it carried there (carry); a delete of the session (or one deleted and created again), it
+ * is deleted again (a sweep may have passed before it landed). False when it will not be counted.
+ */
+export async function storeCharge(
   log: LogContext,
   scope: LogScope,
   spent: Omit<StoppedSpendRecord, 'format'>,
 ): Promise<boolean> {
-  return storeSpend(log, scope, chargeKey(scope, randomHex(8)), spent);
+  const id = randomHex(8);
+  if (!(await putSpend(log, chargeKey(scope, id), spent))) return false;
+  const now = await movedTo(log, scope);
+  if (now === scope) return true;
+  if (now) return carry(log, scope, id, now);
+  await log.store.delete([chargeKey(scope, id)]);
+  return false;
+}
+
+/**
+ * Where the session `scope` was read from is now, by its config (read now): `scope` itself while
+ * the config names its generation, the scope of the generation a delete of its newest turn moved
+ * it to (the config reads `scope`'s generation, or is of the same incarnation), else null (the
+ * session deleted, or deleted and created again).
+ */
+async function movedTo(log: LogContext, scope: LogScope): Promise<LogScope | null> {
+  const { config, reads } = await configReading(log, scope);
+  if (!config) return null;
+  if ((config.generation ?? '') === scope.generation) return scope;
+  const same = config.incarnation !== undefined && config.incarnation === scope.incarnation;
+  return reads || same ? scopeOf(log.keyPrefix, config) : null;
+}
+
+/**
+ * After a delete of the newest turn moved the config off the generation of `left` (the charges
+ * its fence counted deleted before): every charge still there, which no write counted (put after
+ * the delete read its head), carried to the generation the config names now. A failure leaves
+ * the others (counted by no session total, as a charge whose put failed).
+ */
+export async function carriedOn(log: LogContext, left: LogScope): Promise<void> {
+  const prefix = chargeKey(left, '');
+  const names = (await log.store.list(prefix)).objects.map((object) => object.key.slice(prefix.length));
+  const marked = new Set(names.filter((name) => name.endsWith(CARRIED)).map((name) => name.slice(0, -CARRIED.length)));
+  const ids = names.filter((name) => !name.endsWith(CARRIED) && !marked.has(name));
+  if (ids.length === 0) return;
+  const to = await movedTo(log, left);
+  if (to && to !== left) await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to));
+}
+
+/** What a charge's name takes on while it is carried to another generation (carry). */
+const CARRIED = '.carried';
+
+/**
+ * Carries charge `id` of `from`, a generation the session left, to `to`: as a new charge there
+ * (storeCharge, which carries it on again when the session left `to` too), then deleted here.
+ * Its writer (storeCharge) and the delete that left `from` (carriedOn) may both carry it: the one
+ * whose create-only marker (`<charge key>.carried`, which a listing of the log passes over) lands
+ * does, the other leaves it. One that is gone was counted (by the fence of the delete that left
+ * `from`, which deleted it before it moved the config) or carried already. A failure after the
+ * marker leaves it (counted nowhere, as a charge whose put failed); true unless it was not stored.
+ */
+async function carry(log: LogContext, from: LogScope, id: string, to: LogScope): Promise<boolean> {
+  const key = chargeKey(from, id);
+  if (!(await log.store.put(`${key}${CARRIED}`, '', { onlyIfAbsent: true }))) return true;
+  const object = await log.store.get(key);
+  const spent = object ? parsedSpend(object.body) : null;
+  const { format: _, ...carried } = spent ?? { format: 'tailgate.spent.v1' };
+  const stored = spent ? await storeCharge(log, to, carried) : true;
+  await log.store.delete([key, `${key}${CARRIED}`]);
+  return stored;
 }

@@ -24,7 +24,7 @@ import { openTurnRefused } from './turns.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
-import { dropCharges, withCharges } from './charges.ts';
+import { carriedOn, dropCharges, withCharges } from './charges.ts';
 import { heldError } from './busy-lease.ts';
 
 /**
@@ -148,6 +148,9 @@ export async function deleteNewestTurn(
       };
       const put = { onlyIfAbsent: true, contentType: 'application/json' };
       if (!(await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), put))) return null;
+      // Counted, they go before the config moves: a charge of this generation still there after
+      // that is one no write counted, which carriedOn (or its writer) carries to the next.
+      await dropCharges(log, head.scope, head.cursor.charges);
       // The turn is going: the response object the facade kept of it goes first (a GET of its id
       // would answer it, and the turn that takes the number could not keep its own).
       await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
@@ -160,8 +163,9 @@ export async function deleteNewestTurn(
     const { counted, started } = fenced;
     const moved = await moveBack(log, counted, previous, started, flat);
     if (moved) {
-      // The generation left lists its charges to no write of the session again: counted, they go.
-      await dropCharges(log, head.scope, head.cursor.charges);
+      // The generation left lists its charges to no write of the session again: one put after the
+      // head read goes on to the generation the config names (log/charges.ts carry).
+      await carriedOn(log, head.scope).catch(() => undefined);
       return moved;
     }
     await backoff(attempt);

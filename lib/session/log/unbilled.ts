@@ -7,6 +7,7 @@ import {
   stoppedSpendSchema,
   type DoneRecord,
   type LogRecord,
+  type SessionConfig,
   type StoppedSpendRecord,
   type Unbilled,
 } from '../records.ts';
@@ -175,7 +176,11 @@ async function spentOf(
 }
 
 /** Puts a spend at `key`, create-only: false when another is there (the chain stopped waiting) or the put failed. */
-async function putSpend(log: LogContext, key: string, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
+export async function putSpend(
+  log: LogContext,
+  key: string,
+  spent: Omit<StoppedSpendRecord, 'format'>,
+): Promise<boolean> {
   const body = JSON.stringify({ format: 'tailgate.spent.v1', ...spent } satisfies StoppedSpendRecord);
   try {
     if (await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) return true;
@@ -243,14 +248,26 @@ export async function storeSpend(
  * (false).
  */
 export async function keptUnlessSwept(log: LogContext, scope: LogScope, key: string): Promise<boolean> {
+  if ((await configReading(log, scope)).reads) return true;
+  await log.store.delete([key]);
+  return false;
+}
+
+/**
+ * The session's config as stored now (undefined: none, or one that does not parse) and whether it
+ * reads the generation of `scope`: names it, or a delete of its newest turn forked from it (or
+ * flattened it, `named`).
+ */
+export async function configReading(
+  log: LogContext,
+  scope: LogScope,
+): Promise<{ config: SessionConfig | undefined; reads: boolean }> {
   const object = await log.store.get(sessionConfigKey(scope.keyPrefix, scope.id));
   const config = object ? parseStoredOrUndefined(object.body, sessionConfigSchema) : undefined;
   const reads =
-    config &&
+    config !== undefined &&
     ((config.generation ?? '') === scope.generation ||
       (config.fork_of ?? []).some((point) => point.id === scope.id && point.generation === scope.generation) ||
       (config.named ?? []).some((point) => point.generation === scope.generation));
-  if (reads) return true;
-  await log.store.delete([key]);
-  return false;
+  return { config, reads };
 }

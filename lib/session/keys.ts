@@ -230,8 +230,8 @@ export function queueSignalKey(scope: LogScope): string {
 export const QUEUE_SIGNAL = '-queued';
 
 /**
- * `turn/<g>/-charge-<id>`: what a model call whose turn's record never landed spent, which the
- * claim's listing shows before every record (lib/session/log/charges.ts); `id`: random hex.
+ * `turn/<g>/-charge-<id>`: what a model call whose turn's record never landed spent, listed before every record
+ * (lib/session/log/charges.ts); `id`: random hex (`<id>.carried`, a charge being carried on, lists as none).
  */
 export const CHARGE_PREFIX = '-charge-';
 export function chargeKey(scope: LogScope, id: string): string {

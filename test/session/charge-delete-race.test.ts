@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { type HeldCall, HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import { type OpenTurn, SessionLog } from '../support/session-log.ts';
@@ -51,6 +52,59 @@ describe.each(await memoryAndFileStores('charge-delete-race'))(
       return { store, log, charge, totals };
     }
     const counted = { usage: { turns: 1, input_tokens: 110, output_tokens: 6 }, charges: [] };
+
+    it('counts it at most once, whichever storage call of the delete or its writer fails', async () => {
+      const LEASE_MS = 1000;
+      /** The delete carrying it (put before the fence) or its writer (put after the delete), `k`th call failing. */
+      async function run(writerCarries: boolean, k: number, after: boolean) {
+        let now = Date.parse('2026-01-01T00:00:00Z');
+        const faulty = new FaultyStore(storeOf());
+        const store = new HeldStore(faulty);
+        const log = new SessionLog(store, { clock: () => new Date(now), leaseMs: LEASE_MS });
+        await log.create({ id: 's1' });
+        const begun = await log.beginTurn('s1', { input: [user('a')] });
+        if (begun.kind !== 'claimed') throw new Error('expected a claim');
+        const usage = { ...CHARGED, input_tokens: 100, output_tokens: 5 };
+        await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+        const turn = { scope: await log.scope('s1') } as OpenTurn;
+        let calls = 0;
+        const arm = () => faulty.failWhen(() => ++calls === k, { after, times: 1 });
+        if (writerCarries) {
+          const put = store.hold(chargePut);
+          const stored = log.storeCharge(turn, { usage: CHARGED }).catch(() => false);
+          await put.reached;
+          arm();
+          await log.deleteTurn('s1', 1).catch(() => undefined);
+          put.release();
+          await stored;
+        } else {
+          const fence = store.hold(fencePut);
+          const deleted = log.deleteTurn('s1', 1).catch(() => undefined);
+          await fence.reached;
+          expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
+          arm();
+          fence.release();
+          await deleted;
+        }
+        faulty.heal();
+        for (const content of ['b', 'c']) {
+          now += 3 * LEASE_MS;
+          await log.append('s1', [user(content)]);
+        }
+        return { calls, usage: (await log.get('s1')).usage };
+      }
+      for (const writerCarries of [false, true]) {
+        const { calls, usage } = await run(writerCarries, 0, false);
+        expect(usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
+        for (let k = 1; k <= calls; k++)
+          for (const after of [false, true]) {
+            const { usage } = await run(writerCarries, k, after);
+            expect([100, 110], `${writerCarries ? 'writer' : 'delete'}, call ${k} ${after}`).toContain(
+              usage.input_tokens,
+            );
+          }
+      }
+    });
 
     it('put after the head read, before the fence: the delete carries it', async () => {
       const w = await world(storeOf());

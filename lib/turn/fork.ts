@@ -37,7 +37,9 @@ export async function deleteNewestTurn(
   options: RewindOptions = {},
 ): Promise<SessionRecord> {
   const tookNothing: RewindOptions['tookNothing'] = (lost) => services.inbox.tookNothing(id, lost);
-  return withFirstView(services, await services.sessions.deleteTurn(id, turn, { ...options, tookNothing }));
+  // A delete that flattens the history writes its first view itself, from what it read.
+  const pack: RewindOptions['pack'] = (config) => packOptions(sessionStrategyPlan(services.env, config));
+  return withFirstView(services, await services.sessions.deleteTurn(id, turn, { ...options, tookNothing, pack }));
 }
 
 function withFirstView(services: RewindServices, session: SessionRecord): SessionRecord {

@@ -1,15 +1,33 @@
 import { CorruptObjectError, DeleteRefusedError } from '../../errors.ts';
 import { mapLimit } from '../../store/object-store.ts';
-import { MAX_NAMED_GENERATIONS, type NamedPoint } from '../fork-point.ts';
-import { ancestorScope, RECORD_BOUND, recordsPrefix, scoped, type ForkPoint, type LogScope } from '../keys.ts';
-import { idempotencyClaimSchema, parseStoredOrUndefined, type LogItem, type SessionConfig } from '../records.ts';
+import { MAX_FORK_DEPTH, MAX_NAMED_GENERATIONS, type NamedPoint } from '../fork-point.ts';
+import {
+  ancestorScope,
+  newGeneration,
+  RECORD_BOUND,
+  recordsPrefix,
+  scoped,
+  type ForkPoint,
+  type LogScope,
+} from '../keys.ts';
+import {
+  idempotencyClaimSchema,
+  parseStoredOrUndefined,
+  type LogItem,
+  type LogRecord,
+  type SessionConfig,
+} from '../records.ts';
 import { SegmentReader, type SegmentContent } from '../segment.ts';
-import { stateOf } from '../segment-states.ts';
+import { stateOf, type RecordState } from '../segment-states.ts';
 import { logCursor, type LogUnit } from '../unit-cursor.ts';
+import type { LogView } from '../view-records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { giveUp } from './fork.ts';
-import { readRecord, withFreshListing } from './head.ts';
+import { forkChain, giveUp } from './fork.ts';
+import { readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
+import { VIEW_EVERY_RECORDS } from './import.ts';
 import { carryAfter, segmentTurnOf, writeSegment } from './packer.ts';
+import type { PackOptions } from './types.ts';
+import { heldView } from './view-writer.ts';
 
 /**
  * Flattening a history (docs/STORAGE.md, "Deleting the newest turn"): a delete of the newest turn
@@ -55,17 +73,28 @@ export async function flattenHistory(
   scope: LogScope,
   chain: readonly ForkPoint[],
   named: readonly NamedPoint[] | undefined,
-): Promise<NamedPoint[]> {
+  pack: PackOptions = {},
+): Promise<{ named: NamedPoint[]; views: HeldViews | null }> {
   // A unit packed or merged meanwhile is listed again: the segments written before it go first, or
-  // they would be read as the history's own and overlap those cut anew.
-  const turnsAt = await withFreshListing(() =>
-    writeSegments(log, scope, chain).catch(async (error: unknown) => {
-      await sweepFlattened(log, scope, ['turn']);
+  // they would be read as the history's own and overlap those cut anew (and the views' shards).
+  const { turnsAt, views } = await withFreshListing(() =>
+    writeSegments(log, scope, chain, pack).catch(async (error: unknown) => {
+      await sweepFlattened(log, scope, ['turn', 'keys', 'tail']);
       throw error;
     }),
   );
   await Promise.all(chain.map((point) => copyObjects(log, scope, point, turnsAt.get(point.record) ?? 0)));
-  return namesOf(chain, named);
+  return { named: namesOf(chain, named), views };
+}
+
+/**
+ * The newest view a flattening made in memory (log/view-writer.ts heldView; null: none yet)
+ * and every item after it, for the new generation's first view: null when the history goes
+ * on into another session's (a view is made from the log's start).
+ */
+export interface HeldViews {
+  prior: LogView | null;
+  held: LogItem[];
 }
 
 /**
@@ -96,14 +125,17 @@ export function clipNames(named: readonly NamedPoint[] | undefined, seq: number)
 }
 
 /**
- * Packs the history's units again into segments under `scope`, about segmentTargetBytes each.
- * Returns the turn count of each record it packed.
+ * Packs the history's units again into segments under `scope`, about segmentTargetBytes each,
+ * with a view made in memory every VIEW_EVERY_RECORDS segments (see HeldViews). Returns the
+ * turn count of each record it packed, and the views held.
  */
-async function writeSegments(log: LogContext, scope: LogScope, chain: readonly ForkPoint[]) {
+async function writeSegments(log: LogContext, scope: LogScope, chain: readonly ForkPoint[], pack: PackOptions) {
   const sources = await listSources(log, scope, chain);
   const turnsAt = new Map<number, number>();
   let content: SegmentContent | null = null;
   const below = scope.ancestors?.[0];
+  const views: HeldViews | null = below ? null : { prior: null, held: [] };
+  let written = 0;
   // The messages before the first segment are known only from the log's start.
   let carried: LogItem[] | null = below ? null : [];
   let bytes = 0;
@@ -117,9 +149,19 @@ async function writeSegments(log: LogContext, scope: LogScope, chain: readonly F
       content.carried,
       content.items.filter((item) => item.type === 'message'),
     );
+    const firstSeq = seqBefore + 1;
     seqBefore = content.states!.at(-1)?.counts.items ?? seqBefore;
+    const { items, states } = content;
     content = null;
     bytes = 0;
+    if (!views) return;
+    views.held.push(...items);
+    written += 1;
+    if (written % VIEW_EVERY_RECORDS !== 0) return;
+    // The segment's last record as an import's view takes it: carrying the segment's items.
+    const newest = { record: recordAt(states!.at(-1)!, firstSeq, items, log.clock().toISOString()), done: null };
+    views.prior = await heldView(log, scope, newest, views.prior, views.held, pack.requirement);
+    views.held = [];
   };
   for (const source of sources) {
     const piece = await pieceOf(log, source);
@@ -139,7 +181,23 @@ async function writeSegments(log: LogContext, scope: LogScope, chain: readonly F
   await flush();
   if (next !== (chain[0]?.record ?? 0) + 1)
     throw new CorruptObjectError(recordsPrefix(scope), `the history ends at record ${next - 1}`);
-  return turnsAt;
+  return { turnsAt, views };
+}
+
+/** A record closing with `state` and holding `items` (from `firstSeq`): what a held view is made of. */
+function recordAt(state: RecordState, firstSeq: number, items: LogItem[], createdAt: string): LogRecord {
+  return {
+    format: 'tailgate.record.v1',
+    record: state.record,
+    kind: 'append',
+    created_at: createdAt,
+    first_seq: firstSeq,
+    items,
+    counts: state.counts,
+    ...(state.context ? { context: state.context } : {}),
+    ...(state.overflow ? { overflow: state.overflow } : {}),
+    ...(state.open_calls ? { open_calls: state.open_calls } : {}),
+  };
 }
 
 /** The history's units oldest first, through a cursor reading `chain` below an empty generation. */
@@ -253,6 +311,40 @@ export interface Flattened {
   /** The generations it was read from (their references keep them while the config names it). */
   chain: ForkPoint[];
   named: NamedPoint[];
+  /** What its first view is made of, once its first record is written (see HeldViews). */
+  views: HeldViews | null;
+  /** What the session's strategies need of that view. */
+  pack: PackOptions;
+}
+
+/**
+ * The history a delete goes back to (`point`), flattened under a new generation, when it would
+ * read more generations than a config names (null: it reads them as a fork). A failure removes
+ * what it wrote.
+ */
+export async function flattened(
+  log: LogContext,
+  head: Head,
+  point: RecordState | null,
+  pack: PackOptions = {},
+): Promise<Flattened | null> {
+  const chain = point ? forkChain(head.scope, point.record, point.counts.items) : [];
+  if (chain.length <= MAX_FORK_DEPTH) return null;
+  // This id's generations are flattened; another session's history it forked is still read (at
+  // most as deep as a fork of it may read).
+  const ends = chain.findIndex((entry) => entry.id !== head.config.id);
+  const own = ends < 0 ? chain : chain.slice(0, ends);
+  const parent = chain.slice(own.length);
+  const generation = newGeneration(log.clock());
+  const { fork_of: _, ...fields } = head.config;
+  const scope = scopeOf(log.keyPrefix, { ...fields, generation, ...(parent.length > 0 ? { fork_of: parent } : {}) });
+  try {
+    const { named, views } = await flattenHistory(log, scope, own, head.config.named, pack);
+    return { scope, chain, named, views, pack };
+  } catch (error) {
+    await sweepFlattened(log, scope).catch(() => undefined);
+    throw error;
+  }
 }
 
 /**
@@ -277,7 +369,7 @@ export async function orSwept<Result>(
 export async function sweepFlattened(
   log: LogContext,
   scope: LogScope,
-  kinds: readonly string[] = ['turn', 'blob', 'context', 'idem', 'events'],
+  kinds: readonly string[] = ['turn', 'keys', 'tail', 'blob', 'context', 'idem', 'events'],
 ): Promise<void> {
   for (const kind of kinds) {
     const prefix = scoped(scope, kind);

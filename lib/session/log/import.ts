@@ -73,7 +73,7 @@ export interface ImportOptions {
  * every segment would make an import's time grow with the square of its length (bench/transfer.ts
  * measures the held items as the import's live heap).
  */
-const VIEW_EVERY_RECORDS = 16;
+export const VIEW_EVERY_RECORDS = 16;
 /** An item's `created_at` as the service writes them (and an export holds them). */
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
 

@@ -15,8 +15,10 @@ import { fenceOf } from './fence.ts';
 import { raiseSignal } from './queue.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
+import type { PackOptions } from './types.ts';
+import { writeViewIfDue } from './view-writer.ts';
 import { forkChain, forkRecord, putForkStart, type Point } from './fork.ts';
-import { clipNames, flattenHistory, leave, orSwept, sweepFlattened, type Flattened } from './flatten.ts';
+import { clipNames, flattened, leave, orSwept, type Flattened } from './flatten.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
@@ -63,6 +65,8 @@ export interface RewindOptions {
    * Absent: they do.
    */
   tookNothing?: (lost: Undelivered['lost_turns']) => Promise<boolean>;
+  /** What the session's strategies need of a view: a delete that flattens writes the first one. */
+  pack?: (config: SessionConfig) => PackOptions;
 }
 
 /**
@@ -137,7 +141,7 @@ export async function deleteNewestTurn(
       throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
     const previous = await pointBefore(log, head, turn, options);
     // Past the generations a config names, the history is flattened first (nothing names it yet).
-    const flat = await flattened(log, head, previous);
+    const flat = await flattened(log, head, forkPoint(head, previous), options.pack?.(head.config));
     const fenced = await orSwept(log, flat, async () => {
       // The charges listed count in the fence's totals, and so in the next generation's.
       const counted = await withCharges(log, head);
@@ -279,6 +283,9 @@ async function moveBack(
       putForkStart(log, { ...head.config, generation }, scope, first, markers),
       undone !== markers ? raiseSignal(log, scope, crypto.randomUUID()) : undefined,
     ]);
+    // A flattened history's first view, from what the flattening held (as an import's is).
+    const views = flat?.views;
+    if (views) await writeViewIfDue(log, scope, { ...flat.pack, refresh: true }, views.held, views.prior);
     // A fence older than half its lease may have been passed by a claim: go no further.
     if (log.clock().getTime() - started > log.leaseMs / 2)
       throw new StorageError('the delete took too long to write its new generation; try again');
@@ -321,30 +328,6 @@ async function moveBack(
     // Listed again from its next turn, append or PATCH.
   }
   return toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
-}
-
-/**
- * The history the session goes back to, flattened under a new generation, when it would read more
- * generations than a config names (null: it reads them as a fork). A failure removes what it wrote.
- */
-async function flattened(log: LogContext, head: Head, previous: Point | null): Promise<Flattened | null> {
-  const point = forkPoint(head, previous);
-  const chain = point ? forkChain(head.scope, point.record, point.counts.items) : [];
-  if (chain.length <= MAX_FORK_DEPTH) return null;
-  // This id's generations are flattened; another session's history it forked is still read (at
-  // most as deep as a fork of it may read).
-  const ends = chain.findIndex((entry) => entry.id !== head.config.id);
-  const own = ends < 0 ? chain : chain.slice(0, ends);
-  const parent = chain.slice(own.length);
-  const generation = newGeneration(log.clock());
-  const { fork_of: _, ...fields } = head.config;
-  const scope = scopeOf(log.keyPrefix, { ...fields, generation, ...(parent.length > 0 ? { fork_of: parent } : {}) });
-  try {
-    return { scope, chain, named: await flattenHistory(log, scope, own, head.config.named) };
-  } catch (error) {
-    await sweepFlattened(log, scope).catch(() => undefined);
-    throw error;
-  }
 }
 
 /**

@@ -73,43 +73,48 @@ async function expectKept(log: SessionLog, where: string) {
 
 const rewind = (log: SessionLog) => attempt(() => log.deleteTurn(S, DEPTH + 2));
 
-export function defineFlattenSimulation(name: string, makeStore: () => Promise<ObjectStore>): void {
+/** `timeoutMs`: a bound on the whole run (not a measure), for a store doing real I/O at every crash point. */
+export function defineFlattenSimulation(name: string, makeStore: () => Promise<ObjectStore>, timeoutMs?: number): void {
   describe(`a delete of the newest turn that flattens the history: ${name}`, () => {
     beforeEach(() => {
       vi.useRealTimers();
     });
 
-    it('crashed at each storage call, before it and after it landed, then retried', async () => {
-      const counted = await start(makeStore);
-      const counter = new InterleavedStore(counted.store, {});
-      expect((await rewind(counted.log(counter))).ok).toBe(true);
-      const config = JSON.parse(new TextDecoder().decode((await counted.store.get(sessionConfigKey('', S)))!.body));
-      expect(config.fork_of, 'the delete flattens').toBeUndefined();
-      for (let crash = 1; crash <= counter.calls; crash++) {
-        for (const after of [false, true]) {
-          const run = await start(makeStore);
-          await rewind(run.log(new InterleavedStore(run.store, { crash: { at: crash, after } })));
-          const where = `delete crashed at call ${crash} ${after ? 'after' : 'before'} it`;
-          expect([BEFORE, AFTER], where).toContainEqual(await contents(run.log(), S));
-          // A fence it left holds the session for a lease; a retry then ends with the turn gone.
-          run.late();
-          const retried = await rewind(run.log());
-          if (!retried.ok) expect(retried.code, `${where}: ${(retried.error as Error).message}`).toBe('not_found');
-          expect(await contents(run.log(), S), where).toEqual(AFTER);
-          await expectKept(run.log(), where);
-          await turnOf(run.log(), S, 'next');
-          expect(await contents(run.log(), S), where).toEqual([...AFTER, 'next', 're next']);
-          for (let round = 0; round < 2; round++) {
-            await attempt(() => run.log().delete(S));
+    it(
+      'crashed at each storage call, before it and after it landed, then retried',
+      async () => {
+        const counted = await start(makeStore);
+        const counter = new InterleavedStore(counted.store, {});
+        expect((await rewind(counted.log(counter))).ok).toBe(true);
+        const config = JSON.parse(new TextDecoder().decode((await counted.store.get(sessionConfigKey('', S)))!.body));
+        expect(config.fork_of, 'the delete flattens').toBeUndefined();
+        for (let crash = 1; crash <= counter.calls; crash++) {
+          for (const after of [false, true]) {
+            const run = await start(makeStore);
+            await rewind(run.log(new InterleavedStore(run.store, { crash: { at: crash, after } })));
+            const where = `delete crashed at call ${crash} ${after ? 'after' : 'before'} it`;
+            expect([BEFORE, AFTER], where).toContainEqual(await contents(run.log(), S));
+            // A fence it left holds the session for a lease; a retry then ends with the turn gone.
             run.late();
+            const retried = await rewind(run.log());
+            if (!retried.ok) expect(retried.code, `${where}: ${(retried.error as Error).message}`).toBe('not_found');
+            expect(await contents(run.log(), S), where).toEqual(AFTER);
+            await expectKept(run.log(), where);
+            await turnOf(run.log(), S, 'next');
+            expect(await contents(run.log(), S), where).toEqual([...AFTER, 'next', 're next']);
+            for (let round = 0; round < 2; round++) {
+              await attempt(() => run.log().delete(S));
+              run.late();
+            }
+            const left = await run.store.list('sessions/', { limit: 1000 });
+            expect(
+              left.objects.map((object) => object.key),
+              where,
+            ).toEqual([]);
           }
-          const left = await run.store.list('sessions/', { limit: 1000 });
-          expect(
-            left.objects.map((object) => object.key),
-            where,
-          ).toEqual([]);
         }
-      }
-    });
+      },
+      timeoutMs,
+    );
   });
 }

@@ -50,4 +50,5 @@ async function fileStore(): Promise<FileStore> {
 
 defineForkSimulation('file store', fileStore);
 defineRewindSimulation('file store', fileStore);
-defineFlattenSimulation('file store', fileStore);
+// A bound, not a measure: the delete that flattens is crashed at each of its calls, a first view's among them.
+defineFlattenSimulation('file store', fileStore, 600_000);

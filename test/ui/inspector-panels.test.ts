@@ -113,6 +113,61 @@ describe("the inspector's panels", () => {
     await context(page).close();
   });
 
+  it('the turns of a session left before they came change nothing in the next one’s timeline and charts', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('late-a', 3);
+    await sessionWithTurns('late-b', 1);
+    const context = await node.browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), TOKEN);
+    // Marks in the page when late-a's turns were read there (as the inspector reads an answer).
+    await context.addInitScript(() => {
+      const text = Response.prototype.text;
+      Response.prototype.text = async function (this: Response) {
+        const read = await text.call(this);
+        if (new URL(this.url).pathname === '/v1/sessions/late-a/turns') document.body.dataset.lateRead = 'yes';
+        return read;
+      };
+    });
+    const page = await context.newPage();
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let held = () => {};
+    const holding = new Promise<void>((resolve) => {
+      held = resolve;
+    });
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/late-a/turns',
+      async (route) => {
+        held();
+        await released;
+        await route.continue();
+      },
+    );
+    await page.goto(`${node.origin}/ui#/s/late-a`);
+    await holding;
+    await page.evaluate(() => {
+      location.hash = '#/s/late-b';
+    });
+    await expect.poll(() => page.locator('#timeline-more').textContent()).toBe('1 turn');
+    const prompt = page.locator('#strip-chart svg');
+    const cost = page.locator('#cost-chart svg');
+    await expect.poll(() => prompt.getAttribute('aria-label')).toMatch(/^Prompt size of 1 turn /);
+    await expect.poll(() => cost.getAttribute('aria-label')).toBe('Cost and cache-read share of 1 turn');
+    release();
+    await page.locator('body[data-late-read="yes"]').waitFor({ state: 'attached' });
+    // A task after late-a's turns were read: what they would draw, they have drawn.
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 0)));
+    expect(await prompt.getAttribute('aria-label')).toMatch(/^Prompt size of 1 turn /);
+    expect(await cost.getAttribute('aria-label')).toBe('Cost and cache-read share of 1 turn');
+    expect(await page.locator('#strip-chart .axis-x').textContent()).toBe('turn 1turn 1');
+    expect(await page.locator('#timeline details.turn').count()).toBe(1);
+    expect(await page.locator('#timeline-more').textContent()).toBe('1 turn');
+    await context.close();
+  });
+
   it('a page of older turns that failed to load says so at the list’s end, and loads on Retry', {
     timeout: 120_000,
   }, async () => {

@@ -51,15 +51,17 @@ export function onScrollEnd(sentinel: HTMLElement, load: () => Promise<boolean>,
  * Loads pages into `list`: the first at once, the next ones while `sentinel` scrolls into view
  * (an observer's first report may wait on a renderer the browser throttles, as a tab in the
  * background or just reloaded: the first page does not). `fetchPage(cursor)` gives a page's
- * rows and the next cursor (null at the end). `noun` names a row ("turn"); a page that failed
- * to load says so in `sentinel`, with a Retry button. A page arriving once the view changed
- * (`stopLoaders`) is dropped.
+ * records and the next cursor (null at the end); `rowsOf(records)` makes their rows, and does
+ * whatever else showing them means (charts, flags), only for a page arriving while the view that
+ * asked for it shows: one arriving once the view changed (`stopLoaders`) changes nothing. `noun`
+ * names a row ("turn"); a page that failed to load says so in `sentinel`, with a Retry button.
  */
-export function paged(
+export function paged<Record>(
   list: HTMLElement,
   sentinel: HTMLElement,
   noun: string,
-  fetchPage: (cursor: string | null) => Promise<{ rows: Node[]; next: string | null }>,
+  fetchPage: (cursor: string | null) => Promise<{ records: Record[]; next: string | null }>,
+  rowsOf: (records: Record[]) => Node[],
 ): void {
   list.replaceChildren();
   let cursor: string | null = null;
@@ -73,7 +75,7 @@ export function paged(
   const load = async () => {
     const page = await fetchPage(cursor);
     if (stopped) return false;
-    add(list, ...page.rows);
+    add(list, ...rowsOf(page.records));
     cursor = page.next;
     sentinel.textContent = cursor === null ? counted(list.children.length, noun) : `Scroll for more ${noun}s…`;
     return cursor !== null;

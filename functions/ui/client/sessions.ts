@@ -19,11 +19,20 @@ export function listSessions(): void {
   const pageOf = (after: string | null, signal?: AbortSignal) =>
     api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`, signal ? { signal } : {});
   let ready = false;
-  paged(body, $('list-more'), 'session', async (after) => {
-    const page = await pageOf(after);
-    ready = true;
-    return { rows: page.sessions.map(sessionRow), next: page.has_more ? page.next_after : null };
-  });
+  paged(
+    body,
+    $('list-more'),
+    'session',
+    async (after) => {
+      const page = await pageOf(after);
+      return { records: page.sessions as any[], next: page.has_more ? (page.next_after as string) : null };
+    },
+    // Only a page arriving while the list shows.
+    (sessions) => {
+      ready = true;
+      return sessions.map(sessionRow);
+    },
+  );
   // Live updates (poll.ts): the first page again (one listing of the session index).
   poll(async (signal) => {
     if (!ready) return;

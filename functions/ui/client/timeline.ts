@@ -57,14 +57,23 @@ export function loadTimeline(id: string): Timeline {
     shown.set(turn.turn, { entry, turn, ...(end ? { end } : {}) });
     return entry;
   };
-  paged(list, $('timeline-more'), 'turn', async (before) => {
-    const page = await api(sessionPath(id, `/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`));
-    const turns = page.turns.filter((turn: any) => !shown.has(turn.turn));
-    loaded.push(...turns);
-    charts();
-    ready = true;
-    return { rows: turns.map(entryOf), next: page.has_more ? String(page.next_before) : null };
-  });
+  paged(
+    list,
+    $('timeline-more'),
+    'turn',
+    async (before) => {
+      const page = await api(sessionPath(id, `/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`));
+      return { records: page.turns as any[], next: page.has_more ? String(page.next_before) : null };
+    },
+    // Only a page arriving while this session's view shows: its turns are charted and followed.
+    (records) => {
+      const turns = records.filter((turn) => !shown.has(turn.turn));
+      loaded.push(...turns);
+      charts();
+      ready = true;
+      return turns.map(entryOf);
+    },
+  );
   return {
     ready: () => ready,
     async newer(total, signal) {

@@ -122,6 +122,73 @@ describe("the chat box's image within the API's limits", () => {
     await page.context().close();
   });
 
+  it('a turn of exactly MAX_BODY_BYTES, with text or an image alone, is sent and taken; one over is not sent', {
+    timeout: 60_000,
+  }, async () => {
+    const { page, posted } = await open('at-the-limit');
+    const image = pngOf(3000);
+    // The body the chat box sends for `text` and the image (as fetch sends it: UTF-8).
+    const body = (text: string) =>
+      JSON.stringify({
+        input: [
+          {
+            type: 'message',
+            role: 'user',
+            content: [
+              { type: 'input_text', text },
+              { type: 'input_image', image_url: `data:image/png;base64,${image.toString('base64')}` },
+            ],
+          },
+        ],
+        stream: true,
+      });
+    const fits = 'x'.repeat(MAX_BODY_BYTES - Buffer.byteLength(body('')));
+    expect(Buffer.byteLength(body(fits))).toBe(MAX_BODY_BYTES);
+    await page.locator('#chat-image').setInputFiles({ name: 'edge.png', mimeType: 'image/png', buffer: image });
+    await expect.poll(() => page.locator('#chat-attached').textContent()).toBe('edge.png (3000 bytes) Remove');
+    await page.locator('#chat-input').fill(`${fits}x`);
+    await page.locator('#chat-send').click();
+    await expect
+      .poll(() => page.locator('#chat-output').textContent())
+      .toBe(
+        `Not sent: the request would be ${MAX_BODY_BYTES + 1} bytes, and the API takes requests of at most ` +
+          `${MAX_BODY_BYTES} bytes (MAX_BODY_BYTES). A shorter input or a smaller image fits.`,
+      );
+    expect(posted()).toBe(0);
+    await page.locator('#chat-input').fill(fits);
+    await page.locator('#chat-send').click();
+    await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 1 completed]');
+    expect(posted()).toBe(1);
+    // The largest image whose turn alone (no text) fits is attached and taken; one byte more (four
+    // of base64) is not attached.
+    const around = JSON.stringify({
+      input: [
+        { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,' }] },
+      ],
+      stream: true,
+    });
+    const largest = 3 * Math.floor((MAX_BODY_BYTES - Buffer.byteLength(around)) / 4);
+    await page
+      .locator('#chat-image')
+      .setInputFiles({ name: 'over.png', mimeType: 'image/png', buffer: pngOf(largest + 1) });
+    await expect
+      .poll(() => page.locator('#chat-image-error').textContent())
+      .toBe(
+        `over.png is not attached: it is ${largest + 1} bytes, sent as base64 in a request of ` +
+          `${Buffer.byteLength(around) + 4 * (largest / 3 + 1)} bytes, and the API takes requests of at most ` +
+          `${MAX_BODY_BYTES} bytes (MAX_BODY_BYTES).`,
+      );
+    await page
+      .locator('#chat-image')
+      .setInputFiles({ name: 'most.png', mimeType: 'image/png', buffer: pngOf(largest) });
+    await expect.poll(() => page.locator('#chat-attached').textContent()).toBe(`most.png (${largest} bytes) Remove`);
+    await page.locator('#chat-input').fill('');
+    await page.locator('#chat-send').click();
+    await expect.poll(() => page.locator('#chat-output').textContent()).toContain('[turn 2 completed]');
+    expect(posted()).toBe(2);
+    await page.context().close();
+  });
+
   it('a pasted image of a type the API does not take is refused, saying which it takes', {
     timeout: 60_000,
   }, async () => {

@@ -378,6 +378,22 @@ export function defineObjectStoreConformance(
       }
     });
 
+    it("a create-only put's etag is the one get and a listing report; an empty object over it, another", async () => {
+      // The session log takes a record it keeps on a listing of its key, etag and size alone
+      // (lib/session/log/record-cache.ts): the etag a put returns must be the one listed.
+      const prefix = `${fresh()}created/`;
+      const key = `${prefix}record`;
+      const put = await store.put(key, [encoder.encode('{"record":'), encoder.encode('1}')], { onlyIfAbsent: true });
+      expect(put).toMatchObject({ key, size: 12 });
+      expect((await store.get(key))!.etag).toBe(put!.etag);
+      const [listed] = (await store.list(prefix)).objects;
+      expect(listed).toMatchObject({ key, size: 12, etag: put!.etag });
+      const buried = await store.put(key, new Uint8Array(0));
+      const [tombstone] = (await store.list(prefix)).objects;
+      expect(tombstone).toMatchObject({ key, size: 0, etag: buried!.etag });
+      expect(tombstone!.etag).not.toBe(put!.etag);
+    });
+
     it('pages through a listing with limit and cursor, losing and repeating nothing', async () => {
       const prefix = `${fresh()}pages/`;
       const keys = Array.from({ length: 11 }, (_, i) => `${prefix}${String(i).padStart(3, '0')}`);

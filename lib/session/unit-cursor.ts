@@ -21,6 +21,8 @@ export type LogUnit =
       doneKey: string | null;
       viewKey: string | null;
       leaseKey: string | null;
+      /** The record as listed (its etag and size), when a listing named it: log/record-cache.ts recallListed. */
+      listed?: Pick<ObjectInfo, 'etag' | 'size'>;
     }
   | {
       kind: 'segment';
@@ -215,7 +217,8 @@ export class UnitCursor {
 
   #resolve(group: Group): LogUnit | null {
     const record = RECORD_BOUND - Number(group.prefix);
-    let recordKey: string | null = null;
+    /** The record as listed. */
+    let listed: ObjectInfo | undefined;
     let doneKey: string | null = null;
     let viewKey: string | null = null;
     let leaseKey: string | null = null;
@@ -225,12 +228,13 @@ export class UnitCursor {
       if (!entry) continue;
       // A tombstone: the record (or completion) is in a segment.
       if ((entry.kind === 'record' || entry.kind === 'done') && object.size === 0) continue;
-      if (entry.kind === 'record') recordKey = object.key;
+      if (entry.kind === 'record') listed = object;
       else if (entry.kind === 'done') doneKey = object.key;
       else if (entry.kind === 'view') viewKey = object.key;
       else if (entry.kind === 'lease') leaseKey = object.key;
       else segments.push({ ...entry, kind: 'segment', key: object.key, size: object.size });
     }
+    const recordKey = listed?.key ?? null;
     const present = (...keys: (string | null)[]) => keys.filter((key): key is string => key !== null);
     const discard = (segmentKeys: string[]) => {
       if (this.#hop > 0) return;
@@ -259,10 +263,10 @@ export class UnitCursor {
       this.#coveredBySegment = true;
       return segment!;
     }
-    if (recordKey) {
+    if (listed) {
       this.#low = record;
       this.#coveredBySegment = false;
-      return { kind: 'record', record, key: recordKey, doneKey, viewKey, leaseKey };
+      return { kind: 'record', record, key: listed.key, doneKey, viewKey, leaseKey, listed };
     }
     return null;
   }

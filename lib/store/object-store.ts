@@ -19,7 +19,10 @@
  *   that need metadata call `head`.
  * - `delete` of a missing key is not an error. Many keys are deleted in batches.
  * - etags are opaque strings, compared only for equality; pass them back to `ifMatch`
- *   exactly as `put`, `head`, `get` or `list` returned them.
+ *   exactly as `put`, `head`, `get` or `list` returned them. An etag names one content of its
+ *   key: the etag a put returns is the one `get`, `head` and `list` report until the key is
+ *   written again, and other bytes under the key have another (the session log takes a record
+ *   it keeps on a listing's etag and size, lib/session/log/record-cache.ts).
  * - Metadata keys should be lowercase ASCII and values ASCII: S3 sends them as headers and
  *   lowercases the keys.
  * - Backend failures (network, 5xx, throttling, unresolved conflicts) throw StorageError.

@@ -221,7 +221,7 @@ describe.each(['large', 'huge'] as const)('an overdue append (%s) racing another
         await appendItems(services(new SessionLog(new ProcessStore(stored), {})), 's', large(17));
         await expectExact(stored, items + 10, calls + 5);
       }
-      expect(at).toBeGreaterThan(8);
+      expect(at).toBeGreaterThan(6);
     },
     120_000,
   );

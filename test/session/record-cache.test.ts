@@ -20,25 +20,41 @@ const fakeRecord = (record: number) => ({ record }) as unknown as LogRecord;
 describe('RecordCache', () => {
   it('gives a record back only for the bytes stored with it, and keeps within its bytes', () => {
     const cache = new RecordCache(10);
-    cache.remember('a', bytesOf('aaaa'), fakeRecord(1));
+    cache.remember('a', bytesOf('aaaa'), fakeRecord(1), undefined);
     expect(cache.recall('a', bytesOf('aaaa'))?.record).toBe(1);
     // Other bytes under the key (rewritten after a delete, buried): not this record, and forgotten.
     expect(cache.recall('a', bytesOf('aaab'))).toBeUndefined();
     expect(cache.recall('a', bytesOf('aaaa'))).toBeUndefined();
     expect(cache.recall('a', bytesOf(''))).toBeUndefined();
-    cache.remember('b', bytesOf('bbbbbb'), fakeRecord(2));
-    cache.remember('c', bytesOf('cccccc'), fakeRecord(3));
+    cache.remember('b', bytesOf('bbbbbb'), fakeRecord(2), undefined);
+    cache.remember('c', bytesOf('cccccc'), fakeRecord(3), undefined);
     // 12 bytes are more than 10: the oldest went.
     expect(cache.recall('b', bytesOf('bbbbbb'))).toBeUndefined();
     expect(cache.recall('c', bytesOf('cccccc'))?.record).toBe(3);
-    cache.remember('d', bytesOf('d'.repeat(11)), fakeRecord(4));
+    cache.remember('d', bytesOf('d'.repeat(11)), fakeRecord(4), undefined);
     expect(cache.recall('d', bytesOf('d'.repeat(11)))).toBeUndefined();
+  });
+
+  it('gives a record back on a listing only for the etag and size kept with it', () => {
+    const cache = new RecordCache(100);
+    cache.remember('a', bytesOf('aaaa'), fakeRecord(1), '"e1"');
+    expect(cache.recallListed('a', { etag: '"e1"', size: 4 })?.record).toBe(1);
+    // Another etag or size under the key (written again, buried): not taken, and left for the get.
+    expect(cache.recallListed('a', { etag: '"e2"', size: 4 })).toBeUndefined();
+    expect(cache.recallListed('a', { etag: '"e1"', size: 0 })).toBeUndefined();
+    expect(cache.recallListed('b', { etag: '"e1"', size: 4 })).toBeUndefined();
+    expect(cache.recall('a', bytesOf('aaaa'))?.record).toBe(1);
+    // No etag (an S3-compatible service that gives none) names nothing; a get's etag of the same bytes does.
+    cache.remember('c', bytesOf('cccc'), fakeRecord(3), '');
+    expect(cache.recallListed('c', { etag: '', size: 4 })).toBeUndefined();
+    expect(cache.recall('c', bytesOf('cccc'), { etag: '"e3"' })?.record).toBe(3);
+    expect(cache.recallListed('c', { etag: '"e3"', size: 4 })?.record).toBe(3);
   });
 
   it('compares bytes that are not aligned to words', () => {
     const cache = new RecordCache(100);
     const stored = bytesOf('x123456789');
-    cache.remember('k', stored, fakeRecord(1));
+    cache.remember('k', stored, fakeRecord(1), undefined);
     const shifted = new Uint8Array(12);
     shifted.set(stored, 1);
     expect(cache.recall('k', shifted.subarray(1, 11))?.record).toBe(1);

@@ -78,7 +78,9 @@ describe('workerd: the turn log line', () => {
     const logged = lines.filter((line) => line.startsWith('{"level"')).map((line) => JSON.parse(line));
     const second = logged.find((line) => line.session_id === id && line.turn === 2);
     expect(second).toMatchObject({ status: 'completed' });
-    expect(second.storage_ops).toEqual({ get: 3, head: 0, put: 3, list: 2, delete: 0, total: 8 });
+    // The newest record, listed with the etag its put returned in this isolate, is taken from the
+    // record cache (lib/session/log/record-cache.ts): one get less than a turn's 8.
+    expect(second.storage_ops).toEqual({ get: 2, head: 0, put: 3, list: 2, delete: 0, total: 7 });
   });
 
   it('the Worker serves no /metrics', async () => {

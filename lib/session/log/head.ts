@@ -113,18 +113,22 @@ export async function readRecord(
   log: LogContext,
   unit: Extract<LogUnit, { kind: 'record' }>,
 ): Promise<{ record: LogRecord; done: DoneRecord | null }> {
-  const [recordObject, doneObject] = await Promise.all([
-    log.store.get(unit.key),
-    unit.doneKey ? log.store.get(unit.doneKey) : Promise.resolve(null),
-  ]);
-  // Gone or buried (an empty object) since the listing: the packer moved it into a segment.
-  if (!recordObject || recordObject.body.length === 0) throw new RecordMissingError(unit.key);
+  // Listed with the etag and size of a record kept: the listed object holds its bytes, no get.
   // A kept record is shared with every other read of its bytes, so it is frozen; the readers take
   // a LogRecord, and past here only the freezing keeps them from changing it (log/record-cache.ts).
-  let record = log.recordCache?.recall(unit.key, recordObject.body) as LogRecord | undefined;
+  let record = (unit.listed && log.recordCache?.recallListed(unit.key, unit.listed)) as LogRecord | undefined;
+  const [recordObject, doneObject] = await Promise.all([
+    record ? null : log.store.get(unit.key),
+    unit.doneKey ? log.store.get(unit.doneKey) : Promise.resolve(null),
+  ]);
   if (!record) {
-    record = storedRecord(unit.key, recordObject.body);
-    log.recordCache?.remember(unit.key, recordObject.body, record);
+    // Gone or buried (an empty object) since the listing: the packer moved it into a segment.
+    if (!recordObject || recordObject.body.length === 0) throw new RecordMissingError(unit.key);
+    record = log.recordCache?.recall(unit.key, recordObject.body, recordObject) as LogRecord | undefined;
+    if (!record) {
+      record = storedRecord(unit.key, recordObject.body);
+      log.recordCache?.remember(unit.key, recordObject.body, record, recordObject.etag);
+    }
   }
   if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
   checkDense(unit.key, record.items, record.first_seq);

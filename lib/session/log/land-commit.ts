@@ -18,7 +18,7 @@ export async function landCommit(
   try {
     const put = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
     if (put !== null) {
-      log.recordCache?.remember(key, body, record);
+      log.recordCache?.remember(key, body, record, put.etag);
       return true;
     }
   } catch (error) {

@@ -1,5 +1,5 @@
 import { Buffer } from 'node:buffer';
-import { concatBytes, toBytes } from '../../store/object-store.ts';
+import { concatBytes, toBytes, type ObjectInfo } from '../../store/object-store.ts';
 import { BoundedCache, perBackend } from './bounded-cache.ts';
 import { deepFreeze, type DeepReadonly } from '../../deep-readonly.ts';
 import type { LogItem, LogRecord } from '../records.ts';
@@ -13,7 +13,11 @@ export type CachedRecord = DeepReadonly<LogRecord>;
  * built or checked already: at 250 items a record with its carried `recent` is over a megabyte
  * of JSON, read at least twice. Exact by construction: a record is used only when the bytes
  * read are the bytes kept with it under that key (a tombstone, a record written again after a
- * delete, another process's record all differ), so the result is what parsing would give.
+ * delete, another process's record all differ), so the result is what parsing would give; or,
+ * without reading it, when a listing shows the key with the etag and size the record was stored
+ * or read with (`recallListed`): an etag names one stored content of its key (the memory store's
+ * is its body's SHA-256, S3's and R2's its MD5, the file store's unique to each put), as the
+ * conditional requests the log relies on take it to, so the listed object holds the bytes kept.
  * Kept for the life of the process (the isolate on Workers), one per store backend as the
  * view cache is, bounded by the bytes of the records' JSON (RECORD_CACHE_BYTES), the oldest
  * going first. A kept record is shared by every later read of its bytes, in any request, so
@@ -23,7 +27,7 @@ export type CachedRecord = DeepReadonly<LogRecord>;
  */
 export class RecordCache {
   /** Oldest first; a recall does not make a record newer. */
-  readonly #entries: BoundedCache<{ bytes: Uint8Array; record: CachedRecord }>;
+  readonly #entries: BoundedCache<{ bytes: Uint8Array; record: CachedRecord; etag: string | undefined }>;
 
   constructor(maxBytes: number) {
     this.#entries = new BoundedCache(maxBytes);
@@ -38,20 +42,40 @@ export class RecordCache {
     return this.#entries.size;
   }
 
-  /** Keeps `record`, stored as `bytes` under `key`, and freezes it (and all it holds). */
-  remember(key: string, bytes: Uint8Array, record: LogRecord | CachedRecord): void {
+  /**
+   * Keeps `record`, stored as `bytes` under `key` with `etag` (as the put or the get that gave
+   * the bytes returned it), and freezes it (and all it holds).
+   */
+  remember(key: string, bytes: Uint8Array, record: LogRecord | CachedRecord, etag: string | undefined): void {
     if (bytes.length > this.maxSize) return;
-    this.#entries.set(key, { bytes, record: deepFreeze(record) }, bytes.length);
+    this.#entries.set(key, { bytes, record: deepFreeze(record), etag: etag || undefined }, bytes.length);
   }
 
-  /** The record kept for `key` when `body` is the bytes stored with it. */
-  recall(key: string, body: Uint8Array): CachedRecord | undefined {
+  /**
+   * The record kept for `key` when `body` is the bytes stored with it; the etag of `read`, the
+   * get's, is then the etag of those bytes (a rewrite of the same bytes may have given another).
+   */
+  recall(key: string, body: Uint8Array, read?: Pick<ObjectInfo, 'etag'>): CachedRecord | undefined {
     const entry = this.#entries.peek(key);
     if (!entry) return undefined;
     if (!sameBytes(entry.bytes, body)) {
       this.#entries.delete(key);
       return undefined;
     }
+    // Read only here: a memory store's etag is hashed when read.
+    if (read) entry.etag = read.etag || undefined;
+    return entry.record;
+  }
+
+  /**
+   * The record kept for `key` when a listing showed the key holding `listed`: the etag it was
+   * stored or read with (an empty etag, which some S3-compatible services give, names nothing),
+   * and its size. Otherwise undefined, the entry kept: the get that follows compares the bytes.
+   */
+  recallListed(key: string, listed: { etag: string; size: number }): CachedRecord | undefined {
+    const entry = this.#entries.peek(key);
+    // The size first: a memory store's listed etag is hashed when read.
+    if (entry?.etag === undefined || entry.bytes.length !== listed.size || entry.etag !== listed.etag) return undefined;
     return entry.record;
   }
 }

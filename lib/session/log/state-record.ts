@@ -1,4 +1,5 @@
 import { hasUsage } from '../../ledger/usage.ts';
+import type { ObjectInfo } from '../../store/object-store.ts';
 import { recordKey, viewKey } from '../keys.ts';
 import type { LogRecord } from '../records.ts';
 import { stateOf } from '../segment-states.ts';
@@ -40,14 +41,15 @@ export async function putStateAfter(
   const next = withTotals(forkRecord(stateOf(record, null), log.clock().toISOString()), { record, done: null });
   const key = recordKey(scope, next.record);
   const body = recordBody(next);
+  let put: ObjectInfo | null;
   try {
-    if ((await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) === null)
-      return false;
+    put = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
   } catch (error) {
     failed?.(error);
     return false;
   }
-  log.recordCache?.remember(key, body, next);
+  if (put === null) return false;
+  log.recordCache?.remember(key, body, next, put.etag);
   return true;
 }
 

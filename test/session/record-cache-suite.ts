@@ -25,6 +25,9 @@ class Process extends ProcessStore {
   }
 }
 
+/** A key prefix of its own for each log (a bucket may be shared by tests). */
+const ownPrefix = () => `record-cache-${crypto.randomUUID()}/`;
+
 const items = (from: number, count: number): Item[] =>
   Array.from({ length: count }, (_, index) => ({ type: 'message', role: 'user', content: `m${from + index}` }));
 
@@ -32,18 +35,20 @@ const items = (from: number, count: number): Item[] =>
  * The record cache taking a record on a listing alone (log/record-cache.ts recallListed): a record
  * listed with the etag and size it was written or read with is not read again, and what another
  * process stored under its key since is read, as a get would read it. Each call of `makeStore`
- * gives an empty store; the processes here share it, each through a store of its own.
+ * gives a store; the processes here share it, each through a store of its own, under a key prefix
+ * of their test's own.
  */
 export function defineRecordCacheSuite(name: string, makeStore: () => ObjectStore | Promise<ObjectStore>) {
   describe(`the record cache on a listing (${name})`, () => {
     it('reads no record its process wrote, and reads what another process stored under the key', async () => {
       const stored = await makeStore();
       const one = new Process(stored);
-      const log = new SessionLog(one);
+      const keyPrefix = ownPrefix();
+      const log = new SessionLog(one, { keyPrefix });
       await log.create({ id: 's' });
       await log.append('s', items(0, 3));
       await log.append('s', items(3, 3));
-      const context = logContext(one, { viewPolicy });
+      const context = logContext(one, { viewPolicy, keyPrefix });
       const head = await readHead(context, 's');
       const key = recordKey(head.scope, 2);
       expect(head.newest?.key).toBe(key);
@@ -77,12 +82,18 @@ export function defineRecordCacheSuite(name: string, makeStore: () => ObjectStor
       expect(back.newest?.record.writer).toBe(writer);
       expect(back.newest?.record).toEqual(head.newest?.record);
       // Another process's log reads its own.
-      expect((await readHead(logContext(other, { viewPolicy }), 's')).newest?.record).toEqual(head.newest?.record);
+      const elsewhere = logContext(other, { viewPolicy, keyPrefix });
+      expect((await readHead(elsewhere, 's')).newest?.record).toEqual(head.newest?.record);
     });
 
     it('an append and its pack get no record their process wrote', async () => {
       const one = new Process(await makeStore());
-      const log = new SessionLog(one, { packMinRecords: 4, viewEveryRecords: 4, keepRecords: 1 });
+      const log = new SessionLog(one, {
+        keyPrefix: ownPrefix(),
+        packMinRecords: 4,
+        viewEveryRecords: 4,
+        keepRecords: 1,
+      });
       await log.create({ id: 's' });
       for (let index = 0; index < 12; index++) await log.append('s', items(index * 5, 5));
       const packed = await log.pack('s');

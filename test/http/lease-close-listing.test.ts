@@ -103,3 +103,19 @@ it('lists a session whose dead turn a claim closed, then storing nothing, with t
   await closer.drain();
   await expectListedAfterClose(closer.api, id);
 });
+
+it('lists no row for a session deleted while the close of its dead turn refreshes its row', async () => {
+  const store = new MemoryStore();
+  const dead = process(store, { queueTurn: () => async () => undefined });
+  const id = await dead.api.session();
+  const posted = await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', model: 'echo', background: true });
+  expect(posted.status).toBe(202);
+  await dead.drain();
+  const closer = process(store, { clock: hourLater });
+  // The read closes turn 1; its refresh of the row runs after the response, beside the delete.
+  expect((await closer.api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('failed');
+  expect((await closer.api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+  await closer.drain();
+  expect((await closer.api.get('/v1/sessions')).body.sessions).toEqual([]);
+  expect((await store.list('index/', { limit: 10 })).objects).toEqual([]);
+});

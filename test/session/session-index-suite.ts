@@ -459,6 +459,37 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       },
     );
 
+    it.each(['put', 'list', 'delete'])(
+      'a refresh that read the session before its delete leaves no row once the delete ended (held at its %s)',
+      async (method) => {
+        // A close of a dead turn refreshes the row after its response: a DELETE of the session runs
+        // whole while the refresh waits at one of its calls (its delete: of an entry it outranks).
+        const { hold, wrap } = holding();
+        const { log, store, list, entries, keyPrefix } = setup(wrap);
+        const created = await log.create({ id: 'g' });
+        await turn(log, 'g');
+        const stale = indexEntryKey(keyPrefix, {
+          id: 'g',
+          createdMs: Date.parse(created.created_at),
+          counts: { items: 0, turns: 0, tool_calls: 0 },
+          lastActivityMs: Date.parse(created.created_at),
+          ledger: EMPTY_LEDGER,
+          expiresAfterDays: null,
+          metadata: {},
+        });
+        await store.put(stale, '');
+        const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
+        const held = hold((called, key) => called === method && isEntry(key));
+        const refreshing = log.refreshIndex('g');
+        await held.reached;
+        await log.delete('g');
+        held.open();
+        await refreshing;
+        expect(await entries()).toEqual([]);
+        expect((await list()).sessions).toEqual([]);
+      },
+    );
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

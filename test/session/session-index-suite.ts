@@ -490,6 +490,34 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       },
     );
 
+    it("a listing meeting a stale refresh's entry beside a newest turn delete's keeps the delete's row", async () => {
+      // The refresh read the head (two turns) before the delete moved the session back, and puts
+      // its entry after the delete listed; a listing then meets both before the refresh finds the
+      // config changed and deletes its own.
+      const { hold, wrap } = holding();
+      const { log, list, settle, entries, keyPrefix } = setup(wrap);
+      await log.create({ id: 'm' });
+      await turn(log, 'm', 1);
+      await turn(log, 'm');
+      const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
+      const refreshPut = hold((method, key) => method === 'put' && isEntry(key));
+      const refreshing = log.refreshIndex('m');
+      await refreshPut.reached;
+      const after = await log.deleteTurn('m', 2);
+      const refreshList = hold((method, key) => method === 'list' && isEntry(key) && key !== indexPrefix(keyPrefix));
+      refreshPut.open();
+      await refreshList.reached;
+      expect(await entries()).toHaveLength(2);
+      await list();
+      await settle();
+      refreshList.open();
+      await refreshing;
+      await settle();
+      expect((await list()).sessions).toMatchObject([{ id: 'm', counts: after.counts }]);
+      await settle();
+      expect(await entries()).toHaveLength(1);
+    });
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

@@ -11,6 +11,7 @@ import {
   indexPrefix,
   isIndexPosition,
   parseIndexKey,
+  settleEntries,
   type IndexEntry,
 } from './session-index.ts';
 
@@ -69,14 +70,14 @@ export async function listSessions(
     groups.set(entry.position, group);
   }
   // Two entries of one session (a writer stopped between its put and its delete, or writes
-  // reordered): the one with the most turns shows; those it outranks go after the response.
-  const stale: string[] = [];
+  // reordered): the one with the most turns shows; after the response the session is read and
+  // its entry written, and the listed ones go (the one shown may be of a config gone since).
   const best = [...groups.values()].map((group) => {
     const top = group.reduce((a, b) => (compareEntries(b, a) > 0 ? b : a));
-    for (const other of group) if (compareEntries(top, other) > 0) stale.push(other.info.key);
+    const keys = group.map((listed) => listed.info.key);
+    if (group.length > 1) options.background?.(settleEntries(log, top.entry.id, top.entry.createdMs, keys));
     return top.entry;
   });
-  if (stale.length > 0 && options.background) options.background(log.store.delete(stale));
   const sessions: SessionRow[] = [];
   let bytes = 0;
   let cut = false;

@@ -209,14 +209,15 @@ export async function refreshIndex(log: LogContext, id: string, known?: IndexSta
 /**
  * Puts the entry for `config` and `newest`, then removes the entries it outranks (see above);
  * `replacing`: every other entry of the incarnation, whatever its rank (a delete of the newest
- * turn lowers the counts, and the entries of the turns it took out would outrank its own).
- * False when the config is not `config` any more (the entry was removed again).
+ * turn lowers the counts, and the entries of the turns it took out would outrank its own), or
+ * those of these keys (settleEntries). False when the config is not `config` any more (the
+ * entry was removed again).
  */
 export async function writeIndexEntry(
   log: LogContext,
   config: SessionConfig,
   newest: Head['newest'],
-  replacing = false,
+  replacing: boolean | ReadonlySet<string> = false,
 ): Promise<boolean> {
   const createdMs = Date.parse(config.created_at);
   const key = indexEntryKey(log.keyPrefix, {
@@ -254,18 +255,48 @@ export async function writeIndexEntry(
   const outdated = (other: (typeof listed)[number]) =>
     other.entry.expiresAfterDays !== (now.expires_after_days ?? null) ||
     JSON.stringify(other.entry.metadata) !== JSON.stringify(mine.entry.metadata);
+  const replaced = (other: (typeof listed)[number]) =>
+    replacing === true || (replacing !== false && replacing.has(other.info.key));
   const stale = listed.filter(
     (other) =>
       other !== mine &&
-      (replacing || compareEntries(mine, other) > 0 || (compareEntries(mine, other) === 0 && outdated(other))),
+      (replaced(other) || compareEntries(mine, other) > 0 || (compareEntries(mine, other) === 0 && outdated(other))),
   );
   // An entry of other settings than the config read above does not outrank this one: its writer
   // read an older config, finds it changed and removes its own (that writer's entry stands then).
   const outranked =
-    !replacing && listed.some((other) => other !== mine && !outdated(other) && compareEntries(other, mine) > 0);
+    replacing !== true &&
+    listed.some((other) => other !== mine && !replaced(other) && !outdated(other) && compareEntries(other, mine) > 0);
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
   return true;
+}
+
+/**
+ * After a listing met several entries of one incarnation (`listed`, their keys): writes the
+ * entry of the session as it is read now, then deletes every listed one but that. Each was put
+ * after the state it says was stored, so before this read: none says a newer state, while the
+ * one ranking first may be of a config gone since (a refresh that read the session before a
+ * delete of its newest turn, yet to find it changed and delete its own). A config changed after
+ * this read leaves them to that change's writer and the next listing; an incarnation deleted
+ * (created again or not) has them deleted.
+ */
+export async function settleEntries(
+  log: LogContext,
+  id: string,
+  createdMs: number,
+  listed: readonly string[],
+): Promise<void> {
+  let head: IndexState | null;
+  try {
+    head = await readHead(log, id);
+  } catch (error) {
+    if (!(error instanceof NotFoundError)) throw error;
+    head = null;
+  }
+  if (head && Date.parse(head.config.created_at) === createdMs)
+    await writeIndexEntry(log, head.config, head.newest, new Set(listed));
+  else await log.store.delete([...listed]);
 }
 
 /** When the session was last written to: its newest record or completion, a PATCH or its import, else its creation. */

@@ -518,6 +518,30 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
     });
 
+    it("a refresh after a newest turn delete, meeting a stale refresh's entry, keeps the session's row", async () => {
+      // The stale refresh read the head (two turns) before the delete moved the session back, and
+      // puts its entry after the delete listed; a refresh of the session as it is now (one turn)
+      // lists both before the stale one finds the config changed and deletes its own.
+      const { hold, wrap } = holding();
+      const { log, list, entries, keyPrefix } = setup(wrap);
+      await log.create({ id: 'w' });
+      await turn(log, 'w', 1);
+      await turn(log, 'w');
+      const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
+      const stalePut = hold((method, key) => method === 'put' && isEntry(key));
+      const stale = log.refreshIndex('w');
+      await stalePut.reached;
+      const after = await log.deleteTurn('w', 2);
+      const staleList = hold((method, key) => method === 'list' && isEntry(key) && key !== indexPrefix(keyPrefix));
+      stalePut.open();
+      await staleList.reached;
+      await log.refreshIndex('w');
+      staleList.open();
+      await stale;
+      expect((await list()).sessions).toMatchObject([{ id: 'w', counts: after.counts }]);
+      expect(await entries()).toHaveLength(1);
+    });
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

@@ -12,10 +12,11 @@ import { NANO } from '../../ledger/prices.ts';
  * page of the listing is one list call (docs/STORAGE.md, "The session index").
  *
  *   `<keyPrefix>index/<inverted creation ms>-<id>/<state>`, the state being
- *   `<inverted turns>.<inverted items>.<tool calls>.<last ms>.[<days>d.][u<ledger>.]<metadata>`
+ *   `<inverted turns>.<inverted items>.<tool calls>.<last ms>.[<days>d.][<generation>.][u<ledger>.]<metadata>`
  *
  * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms,
- * the session's own `expires_after_days` when it sets one). Once a turn completed,
+ * the session's own `expires_after_days` when it sets one, the config's generation, `g` for
+ * none: absent in entries written before it). Once a turn completed,
  * `u<ledger>.` comes before `<metadata>`: the usage totals (lib/ledger/usage.ts) as base-36
  * integers joined by `-`, the cost in nano-dollars, each at most Number.MAX_SAFE_INTEGER.
  *
@@ -35,8 +36,10 @@ const INVERT_COUNT = 999_999_999_999;
 const MAX_KEY_BYTES = 1024;
 const NO_METADATA = '~';
 const positionPattern = /^(\d{13})-([A-Za-z0-9_-]{1,64})$/;
-const statePattern =
-  /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.(?:(\d{1,5})d\.)?(?:u([0-9a-z-]{1,200})\.)?([A-Za-z0-9_-]*|~)$/;
+const statePattern = new RegExp(
+  String.raw`^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.(?:(\d{1,5})d\.)?` +
+    String.raw`(?:(g(?:\d{13}[0-9a-f]{8})?)\.)?(?:u([0-9a-z-]{1,200})\.)?([A-Za-z0-9_-]*|~)$`,
+);
 const LEDGER_FIELDS = [
   'turns',
   'input_tokens',
@@ -62,6 +65,8 @@ export interface IndexEntry {
   ledger: Ledger;
   /** The session's own retention in idle days (null: the deployment's, SESSION_TTL_DAYS). */
   expiresAfterDays: number | null;
+  /** The config's generation ('' for none; undefined: an entry written before entries named it). */
+  generation?: string | undefined;
   /** null when the metadata did not fit in the key. */
   metadata: Record<string, unknown> | null;
 }
@@ -86,7 +91,7 @@ export function indexEntryKey(
   keyPrefix: string,
   entry: Pick<
     IndexEntry,
-    'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'ledger' | 'expiresAfterDays' | 'metadata'
+    'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'ledger' | 'expiresAfterDays' | 'metadata' | 'generation'
   >,
 ): string {
   const { counts, ledger } = entry;
@@ -99,8 +104,9 @@ export function indexEntryKey(
   };
   const usage = hasUsage(ledger) ? `u${LEDGER_FIELDS.map(integer).join('-')}.` : '';
   const days = entry.expiresAfterDays === null ? '' : `${entry.expiresAfterDays}d.`;
+  const generation = entry.generation === undefined ? '' : `${entry.generation || 'g'}.`;
   const counted = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}`;
-  const state = `${counted}.${entry.lastActivityMs}.${days}${usage}`;
+  const state = `${counted}.${entry.lastActivityMs}.${days}${generation}${usage}`;
   const head = `${indexPrefix(keyPrefix)}${indexPosition(entry.id, entry.createdMs)}/${state}`;
   const metadata = entry.metadata === null ? NO_METADATA : base64url(JSON.stringify(entry.metadata));
   return encoder.encode(head).length + metadata.length <= MAX_KEY_BYTES ? head + metadata : head + NO_METADATA;
@@ -114,11 +120,11 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
   const state = statePattern.exec(rest.slice(slash + 1));
   if (!key.startsWith(indexPrefix(keyPrefix)) || !position || !state) return null;
   let metadata: Record<string, unknown> | null = null;
-  const ledger = state[6] === undefined ? EMPTY_LEDGER : parseLedger(state[6]);
+  const ledger = state[7] === undefined ? EMPTY_LEDGER : parseLedger(state[7]);
   if (!ledger) return null;
-  if (state[7] !== NO_METADATA) {
+  if (state[8] !== NO_METADATA) {
     try {
-      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[7]!)));
+      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[8]!)));
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null;
       metadata = parsed as Record<string, unknown>;
     } catch {
@@ -137,6 +143,7 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
     lastActivityMs: Number(state[4]),
     ledger,
     expiresAfterDays: state[5] === undefined ? null : Number(state[5]),
+    ...(state[6] === undefined ? {} : { generation: state[6] === 'g' ? '' : state[6] }),
     metadata,
   };
 }
@@ -170,6 +177,7 @@ export async function indexCreated(log: LogContext, config: SessionConfig): Prom
       lastActivityMs: createdMs,
       ledger: EMPTY_LEDGER,
       expiresAfterDays: config.expires_after_days ?? null,
+      generation: config.generation ?? '',
       metadata: config.metadata,
     }),
   );
@@ -227,6 +235,7 @@ export async function writeIndexEntry(
     ledger: ledgerOf(newest),
     lastActivityMs: lastActivityOf(config, newest),
     expiresAfterDays: config.expires_after_days ?? null,
+    generation: config.generation ?? '',
     metadata: config.metadata,
   });
   await putEntry(log, key);
@@ -250,9 +259,15 @@ export async function writeIndexEntry(
   }
   const mine = listed.find((candidate) => candidate.info.key === key);
   if (!mine) return true;
+  // An entry of another generation than the config read above is of one gone before it (it was
+  // put after its config landed, so before that read): whatever its rank, it is stale (a refresh
+  // that read the session before a delete of its newest turn, yet to find the config changed).
+  const gone = (other: (typeof listed)[number]) =>
+    other.entry.generation !== undefined && other.entry.generation !== (now.generation ?? '');
   // At equal rank (the same counts, written in the same ms), an entry that says other settings
   // than the config read above is the older one.
   const outdated = (other: (typeof listed)[number]) =>
+    gone(other) ||
     other.entry.expiresAfterDays !== (now.expires_after_days ?? null) ||
     JSON.stringify(other.entry.metadata) !== JSON.stringify(mine.entry.metadata);
   const replaced = (other: (typeof listed)[number]) =>
@@ -260,7 +275,10 @@ export async function writeIndexEntry(
   const stale = listed.filter(
     (other) =>
       other !== mine &&
-      (replaced(other) || compareEntries(mine, other) > 0 || (compareEntries(mine, other) === 0 && outdated(other))),
+      (replaced(other) ||
+        gone(other) ||
+        compareEntries(mine, other) > 0 ||
+        (compareEntries(mine, other) === 0 && outdated(other))),
   );
   // An entry of other settings than the config read above does not outrank this one: its writer
   // read an older config, finds it changed and removes its own (that writer's entry stands then).

@@ -542,6 +542,35 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
     });
 
+    it("a delete of the newest turn and a turn's refresh right after it leave the turn's row", async () => {
+      // The delete read the session (one turn) before the next turn landed; that turn's refresh
+      // puts its entry before the delete lists, and lists once the delete did (about to delete it).
+      const { hold, wrap } = holding();
+      const { log, list, entries, keyPrefix } = setup(wrap);
+      await log.create({ id: 'v' });
+      await turn(log, 'v', 1);
+      await turn(log, 'v');
+      const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
+      const deletePut = hold((method, key) => method === 'put' && isEntry(key));
+      const deleting = log.deleteTurn('v', 2);
+      await deletePut.reached;
+      const begun = await log.beginTurn('v', { input: [user('next')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} });
+      const turnList = hold((method, key) => method === 'list' && isEntry(key) && key !== indexPrefix(keyPrefix));
+      const refreshing = log.refreshIndex('v');
+      await turnList.reached;
+      const deleteDelete = hold((method, key) => method === 'delete' && isEntry(key));
+      deletePut.open();
+      await deleteDelete.reached;
+      turnList.open();
+      await refreshing;
+      deleteDelete.open();
+      await deleting;
+      expect((await list()).sessions).toMatchObject([{ id: 'v', counts: { turns: 2 } }]);
+      expect(await entries()).toHaveLength(1);
+    });
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

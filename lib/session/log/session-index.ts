@@ -216,10 +216,11 @@ export async function refreshIndex(log: LogContext, id: string, known?: IndexSta
 
 /**
  * Puts the entry for `config` and `newest`, then removes the entries it outranks (see above);
- * `replacing`: every other entry of the incarnation, whatever its rank (a delete of the newest
- * turn lowers the counts, and the entries of the turns it took out would outrank its own), or
- * those of these keys (settleEntries). False when the config is not `config` any more (the
- * entry was removed again).
+ * `replacing`: every other entry of the incarnation that names no generation (written before
+ * entries named it), whatever its rank (a delete of the newest turn lowers the counts, and the
+ * entries of the turns it took out would outrank its own; those naming the generation before are
+ * deleted as any writer deletes them), or those of these keys (settleEntries). False when the
+ * config is not `config` any more (the entry was removed again).
  */
 export async function writeIndexEntry(
   log: LogContext,
@@ -270,8 +271,10 @@ export async function writeIndexEntry(
     gone(other) ||
     other.entry.expiresAfterDays !== (now.expires_after_days ?? null) ||
     JSON.stringify(other.entry.metadata) !== JSON.stringify(mine.entry.metadata);
+  // Replacing, an entry of this generation is ranked as any: one that outranks this one is of a
+  // turn stored after the state read (a delete of the newest turn moves the generation).
   const replaced = (other: (typeof listed)[number]) =>
-    replacing === true || (replacing !== false && replacing.has(other.info.key));
+    replacing === true ? other.entry.generation === undefined : replacing !== false && replacing.has(other.info.key);
   const stale = listed.filter(
     (other) =>
       other !== mine &&
@@ -282,9 +285,9 @@ export async function writeIndexEntry(
   );
   // An entry of other settings than the config read above does not outrank this one: its writer
   // read an older config, finds it changed and removes its own (that writer's entry stands then).
-  const outranked =
-    replacing !== true &&
-    listed.some((other) => other !== mine && !replaced(other) && !outdated(other) && compareEntries(other, mine) > 0);
+  const outranked = listed.some(
+    (other) => other !== mine && !replaced(other) && !outdated(other) && compareEntries(other, mine) > 0,
+  );
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
   return true;

@@ -1,0 +1,263 @@
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import type { Model, ModelRequest } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { countPromptTokens } from '../../lib/tokens/token-counter.ts';
+import { tokenCounterFor } from '../../lib/tokens/model-limits.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { answeringCall, deadSecondStep, diesSending, HOUR } from '../support/dead-process.ts';
+import { clientInProcess, TOKEN } from './server.ts';
+
+/**
+ * For stored conversations of many shapes, `responses.inputTokens.count` of a body, then the
+ * create of that same body: the count is the tokens of the prompt the create sent its model
+ * (as that model's counter counts them), or both are refused alike; and the count writes nothing.
+ */
+
+const environment = {
+  API_TOKEN: TOKEN,
+  DEFAULT_MODEL: 'echo',
+  TURN_LEASE_MS: '3000',
+  OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
+  MODEL_MAX_RETRIES: '0',
+  MODEL_ALIASES: 'unreachable=openai-compatible:nothing',
+};
+
+/** An app on `store` (its clock `offset` ms ahead) whose echo model's requests are kept in `sent`. */
+function recording(store: MemoryStore = new MemoryStore(), offset = 0) {
+  const counting = new CountingStore(store);
+  const sent: ModelRequest[] = [];
+  const wrap = (model: Model): Model =>
+    model.id !== 'echo'
+      ? model
+      : {
+          ...model,
+          generate: (request) => {
+            sent.push(request);
+            return model.generate(request);
+          },
+          stream: (request) => {
+            sent.push(request);
+            return model.stream(request);
+          },
+        };
+  const app = createApp({
+    store: () => counting,
+    readEnvironment: () => environment,
+    log: () => {},
+    logLine: () => {},
+    clock: () => new Date(Date.now() + offset),
+    wrapModel: wrap,
+  });
+  return { openai: clientInProcess(app, TOKEN), counting, sent };
+}
+
+type World = ReturnType<typeof recording>;
+const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+const user = (content: string) => ({ role: 'user' as const, content });
+
+/** A conversation whose newest response called get_weather: its response, history and the answer. */
+async function calling({ openai }: World, city: string) {
+  const ask = `call get_weather {"city":"${city}"}`;
+  const first = await openai.responses.create({ model: 'echo', input: ask, tools });
+  const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+  const answer = { type: 'function_call_output' as const, call_id: call.call_id, output: '10C' };
+  return { first, conversation: first.conversation!.id, answer };
+}
+
+/** A streamed attempt of `body` on the unreachable model, which fails. */
+async function failsStreamed({ openai }: World, body: object) {
+  const request = { ...body, model: 'unreachable', stream: true } as OpenAI.Responses.ResponseCreateParamsStreaming;
+  for await (const event of await openai.responses.create(request)) expect(event.type).not.toBe('response.completed');
+}
+
+/** A non-streamed attempt of `body` on the unreachable model, which fails. */
+async function fails({ openai }: World, body: object) {
+  const answer = await openai.responses.create({ ...body, model: 'unreachable' } as never).catch((e: unknown) => e);
+  expect((answer as { status?: unknown }).status).not.toBe('completed');
+}
+
+type Shape = (world: World) => Promise<object>;
+
+const shapes: Record<string, Shape> = {
+  'an output answering the open call, under conversation': async (world) => {
+    const { conversation, answer } = await calling(world, 'Oslo');
+    return { conversation, input: [answer, user('and now?')], tools };
+  },
+  'an output answering the open call, under previous_response_id': async (world) => {
+    const { first, answer } = await calling(world, 'Bern');
+    return { previous_response_id: first.id, input: [answer], tools };
+  },
+  'a message leaving the call open': async (world) => {
+    const { conversation } = await calling(world, 'Rome');
+    return { conversation, input: 'never mind', tools };
+  },
+  'an output answering no open call': async (world) => {
+    const { conversation } = await calling(world, 'Riga');
+    return { conversation, input: [{ type: 'function_call_output', call_id: 'call_none', output: 'x' }], tools };
+  },
+  'an output answering a call answered already': async (world) => {
+    const { conversation, answer } = await calling(world, 'Kyiv');
+    await world.openai.responses.create({ model: 'echo', conversation, input: [answer], tools });
+    return { conversation, input: [answer, user('again')], tools };
+  },
+  'a retry under conversation of a step whose streamed attempt failed': async (world) => {
+    const { conversation, answer } = await calling(world, 'Lima');
+    const body = { conversation, input: [answer, user('and in Accra?')], tools };
+    await failsStreamed(world, body);
+    return body;
+  },
+  'a retry under conversation of a step whose attempt failed': async (world) => {
+    const { conversation, answer } = await calling(world, 'Cali');
+    const body = { conversation, input: [answer, user('and in Accra?')], tools };
+    await fails(world, body);
+    return body;
+  },
+  'another step under conversation after a failed attempt answering the call': async (world) => {
+    const { conversation, answer } = await calling(world, 'Baku');
+    await failsStreamed(world, { conversation, input: [answer, user('and in Accra?')], tools });
+    return { conversation, input: [user('something else')], tools };
+  },
+  'a step answering the call again after a failed attempt that answered it': async (world) => {
+    const { conversation, answer } = await calling(world, 'Doha');
+    await failsStreamed(world, { conversation, input: [answer, user('and in Accra?')], tools });
+    return { conversation, input: [answer, user('and in Cairo?')], tools };
+  },
+  'a retry under previous_response_id of a step whose streamed attempt failed': async (world) => {
+    const { first, answer } = await calling(world, 'Quito');
+    const body = { previous_response_id: first.id, input: [answer, user('and in Accra?')], tools };
+    await failsStreamed(world, body);
+    return body;
+  },
+  'a retry under previous_response_id of a step whose attempt failed twice': async (world) => {
+    const { first, answer } = await calling(world, 'Suva');
+    const body = { previous_response_id: first.id, input: [answer, user('and in Apia?')], tools };
+    await failsStreamed(world, body);
+    await fails(world, body);
+    return body;
+  },
+  "a loop's step under conversation resending the step before": async (world) => {
+    const { id: conversation } = await world.openai.conversations.create({});
+    const one = await world.openai.responses.create({ model: 'echo', conversation, input: [user('one')] });
+    return {
+      conversation,
+      input: [user('one'), { role: 'assistant' as const, content: one.output_text }, user('two')],
+    };
+  },
+  "a loop's step under an older previous_response_id resending every item since": async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'the first step' });
+    const next = await world.openai.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [user('its second')],
+    });
+    const input = [user('its second'), { role: 'assistant' as const, content: next.output_text }, user('third')];
+    return { previous_response_id: first.id, input };
+  },
+  'a step under the newest previous_response_id of a conversation with a failed turn': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    await fails(world, { previous_response_id: first.id, input: 'two' });
+    return { previous_response_id: first.id, input: 'three' };
+  },
+  'a step with new instructions and without tools, the conversation offering its own': async (world) => {
+    const { conversation, answer } = await calling(world, 'Oslo');
+    return { conversation, input: [answer], instructions: 'be brief' };
+  },
+  'a step under previous_response_id with instructions after a failed attempt': async (world) => {
+    const { first, answer } = await calling(world, 'Nuuk');
+    const body = { previous_response_id: first.id, input: [answer, user('next')], tools, instructions: 'terse' };
+    await failsStreamed(world, body);
+    return body;
+  },
+  "a loop's step under conversation resending the step before, which failed": async (world) => {
+    const { id: conversation } = await world.openai.conversations.create({});
+    const one = await world.openai.responses.create({ model: 'echo', conversation, input: [user('one')] });
+    const input = [user('one'), { role: 'assistant' as const, content: one.output_text }, user('two')];
+    await failsStreamed(world, { conversation, input });
+    return { conversation, input };
+  },
+  "a loop's step under conversation resending the calls and outputs before": async (world) => {
+    const { conversation, answer, first } = await calling(world, 'Pune');
+    const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const fn = { type: 'function_call' as const, call_id: call.call_id, name: call.name, arguments: call.arguments };
+    const two = await world.openai.responses.create({ model: 'echo', conversation, input: [answer], tools });
+    const input = [fn, answer, { role: 'assistant' as const, content: two.output_text }, user('three')];
+    return { conversation, input, tools };
+  },
+  'two outputs answering the one open call': async (world) => {
+    const { conversation, answer } = await calling(world, 'Lome');
+    return { conversation, input: [answer, user('x'), answer], tools };
+  },
+  'two failed attempts under conversation, the second of another step': async (world) => {
+    const { conversation, answer } = await calling(world, 'Male');
+    await failsStreamed(world, { conversation, input: [answer, user('x')], tools });
+    await failsStreamed(world, { conversation, input: [user('y')], tools });
+    return { conversation, input: [answer, user('x')], tools };
+  },
+};
+
+describe('responses.inputTokens.count then responses.create of the same body', () => {
+  it.each(Object.keys(shapes))('%s: counts the prompt the create sends, or is refused as it is', async (name) => {
+    const world = recording();
+    const body = { model: 'echo', ...(await shapes[name]!(world)) };
+    await expectCountIsCreate(world, body);
+  });
+
+  it('a conversation whose newest turn is dead: counts the prompt the create sends', async () => {
+    const { store, body } = await deadSecondStep();
+    await expectCountIsCreate(recording(store, 3 * HOUR), { model: 'echo', ...body }, true);
+  });
+
+  it('a next step under previous_response_id while a dead turn after it holds its lease', async () => {
+    const { store, body, first } = await deadSecondStep();
+    const step = { model: 'echo', previous_response_id: first, input: body.input };
+    await expectCountIsCreate(recording(store, HOUR + 1000), step);
+  });
+
+  it('a retry under previous_response_id of a step whose turn died, its lease run out', async () => {
+    const { store, body, first } = await deadSecondStep();
+    const step = { model: 'echo', previous_response_id: first, input: body.input };
+    await expectCountIsCreate(recording(store, 3 * HOUR), step, true);
+  });
+
+  it('a step whose dead turn answered its calls, its lease running: refused as the create is', async () => {
+    const { store, body } = await answeringCall();
+    await diesSending(store, HOUR, body);
+    await expectCountIsCreate(recording(store, HOUR + 1000), { model: 'echo', ...body });
+  });
+
+  it('a step whose dead turn answered its calls, its lease run out: counts the prompt the create sends', async () => {
+    const { store, body } = await answeringCall();
+    await diesSending(store, HOUR, body);
+    await expectCountIsCreate(recording(store, 3 * HOUR), { model: 'echo', ...body }, true);
+  });
+});
+
+/**
+ * Counts `body`, then creates it: the count is the tokens of the prompt the create sent its model,
+ * or both are refused alike. The count writes nothing, but for `takesOutDead`: a dead response it
+ * meets as the conversation's newest is taken out first, as by any request (docs/OPENAI.md).
+ */
+async function expectCountIsCreate(world: World, body: object, takesOutDead = false) {
+  const { openai, counting, sent } = world;
+  counting.reset();
+  const counted = await openai.responses.inputTokens
+    .count(body as never)
+    .then((answer) => answer.input_tokens)
+    .catch((error: unknown) => error);
+  const writes = { put: counting.counts.put, delete: counting.counts.delete };
+  if (takesOutDead) expect(writes.delete).toBeGreaterThan(0);
+  else expect(writes).toEqual({ put: 0, delete: 0 });
+  const calls = sent.length;
+  const created = await openai.responses.create(body as never).catch((error: unknown) => error);
+  if (created instanceof OpenAI.APIError) {
+    const { status, code, param, message } = created;
+    expect(counted).toMatchObject({ status, code, param, message });
+    return;
+  }
+  expect((created as OpenAI.Responses.Response).status).toBe('completed');
+  expect(sent.length).toBe(calls + 1);
+  const request = sent.at(-1)!;
+  expect(counted).toBe(countPromptTokens(request.prompt, request.tools, tokenCounterFor('echo')));
+}

@@ -38,17 +38,11 @@ export async function readWithoutDeadTurn(
   facade: IndexFacade,
   sessionId: string,
 ): Promise<NewestRead & { running?: TurnInProgressError }> {
-  const { sessions, clock } = facade.services;
+  const { sessions } = facade.services;
   let read = await sessions.getWithNewestTurn(sessionId);
   const open = read.newestTurn;
-  // Within the lease its claim took it runs, whatever was renewed beside it: nothing more to read.
-  const claimed = open?.status === null ? open.lease_expires_at : undefined;
-  if (open && claimed && Date.parse(claimed) > clock().getTime()) {
-    // Answered, it names the lease renewed beside the turn's record, which holds the session.
-    const running = new TurnInProgressError(sessionId, open.turn, claimed);
-    renewedWhenAnswered(running, () => sessions.leaseUntil(sessionId, open.turn));
-    return { ...read, running };
-  }
+  const running = runningIn(facade, sessionId, read);
+  if (running) return { ...read, running };
   if (open?.status === null && open.output === null) {
     const closed = await sessions.closeIfExpired(sessionId, open.turn).catch((error: unknown) => {
       if (error instanceof TurnInProgressError) return error;
@@ -59,6 +53,21 @@ export async function readWithoutDeadTurn(
     read = await sessions.getWithNewestTurn(sessionId);
   }
   return (await withdrawDead(facade, sessionId, read)) ? sessions.getWithNewestTurn(sessionId) : read;
+}
+
+/**
+ * The 409 a claim answers while `read`'s newest turn runs, within the lease its claim took
+ * (whatever was renewed beside it); undefined when it does not. Nothing is written.
+ */
+export function runningIn(facade: IndexFacade, sessionId: string, read: NewestRead): TurnInProgressError | undefined {
+  const { sessions, clock } = facade.services;
+  const open = read.newestTurn;
+  const claimed = open?.status === null ? open.lease_expires_at : undefined;
+  if (!open || !claimed || Date.parse(claimed) <= clock().getTime()) return undefined;
+  // Answered, it names the lease renewed beside the turn's record, which holds the session.
+  const running = new TurnInProgressError(sessionId, open.turn, claimed);
+  renewedWhenAnswered(running, () => sessions.leaseUntil(sessionId, open.turn));
+  return running;
 }
 
 /**

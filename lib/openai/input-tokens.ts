@@ -7,10 +7,10 @@ import { namedInRequest, partInRequest, prepareResponseRequest, type PreparedReq
 import { resentUnderConversation } from './conversation-resend.ts';
 import { loopScope } from './history-index.ts';
 import { resentAfter, storedList } from './resent-after.ts';
-import { readWithoutDeadTurn } from './dead-turn.ts';
+import { readWithoutDeadTurn, runningIn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { abortedRetry } from './aborted-retry.ts';
-import { answeredBy, continuation } from './create-response.ts';
+import { continuation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import type { Item } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
@@ -37,7 +37,8 @@ import type { Model } from '../models/model.ts';
  * input appended); it reads the conversation (its record, its context, its pending notices
  * where `inbox` runs) and a previous response's generation, and answers 409
  * conversation_branching_unsupported for a response that is not its conversation's newest
- * (unless a create naming it would go on after the newest: pastResponse).
+ * (unless a create naming it would go on after the newest: pastResponse), and 409 turn_in_progress
+ * while a turn it would follow runs, as a create's claim answers.
  * `item_reference` entries are resolved as a create resolves them (./item-references.ts). No
  * model is called, so a model whose provider has no key configured is counted too (as a
  * model that takes images and files); nothing is stored.
@@ -150,7 +151,8 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
  * (./failed-steps.ts), read as the create reads it, a dead turn taken out first (./dead-turn.ts;
  * under previous_response_id, continuedSession took it out); as the client holds them when the
  * compaction items it sent back are the conversation's own (./resent-after.ts storedList). With
- * their positions in the input. A retry of the request an `abort` notice refused is refused again
+ * their positions in the input. Under `conversation` a turn running, its lease held, is the 409 a
+ * create's claim answers; a retry of the request an `abort` notice refused is refused again
  * (./aborted-retry.ts), and they are checked against the calls the conversation leaves open (an
  * output answering none is the 400 a create's claim answers), as a create refuses them.
  */
@@ -172,9 +174,9 @@ async function storedInput(
   const taken = (under ? await takenUnderConversation(facade, read, sent) : after.taken) ?? 0;
   const items = sent.slice(taken);
   const positions = prepared.positions[list].slice(known).slice(taken);
-  // A retry of a step whose dead turn, its lease still running, answered its calls: the create's 409.
+  // While a turn runs, its lease held (a dead one's too), a create's claim answers 409: so does the count.
   const running = under && 'running' in read ? read.running : undefined;
-  if (running && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
+  if (running) throw running;
   const aborted = under && read.newestTurn?.status === 'aborted';
   const retried = aborted ? await abortedRetry(facade, sessionId, undefined, items, read.session) : undefined;
   if (retried) throw retried;
@@ -192,7 +194,8 @@ async function storedInput(
  * every item since that response (./resent-after.ts resentAfter, its loop's tag the create's), or
  * after the failed attempts of the step it retries (their items taken); `error`, continuedSession's
  * refusal, otherwise (a branch, not counted). A retry of a request an `abort` notice refused is
- * refused again.
+ * refused again, and so is one while the turn right after that response runs (409
+ * turn_in_progress, as the create's claim answers it).
  */
 async function pastResponse(
   facade: Facade,
@@ -202,6 +205,10 @@ async function pastResponse(
   const id = prepared.body.previous_response_id!;
   const ref = parseResponseId(id);
   if (!(error instanceof OpenAIApiError && error.code === 'conversation_branching_unsupported') || !ref) throw error;
+  // A turn running right after that response, its lease held: the 409 a create's claim answers.
+  const read = await facade.services.sessions.getWithNewestTurn(ref.sessionId);
+  const running = read.newestTurn?.turn === ref.turn + 1 ? runningIn(facade, ref.sessionId, read) : undefined;
+  if (running) throw running;
   const first = prepared.history.slice(0, 1).map((item) => canonical(item));
   const tag = loopTag(id, JSON.stringify([loopScope(facade, prepared), first]));
   const resent = await resentAfter(facade, ref.sessionId, ref.turn, prepared, tag);

@@ -209,6 +209,11 @@ describe('responses.inputTokens.count then responses.create of the same body', (
     await expectCountIsCreate(recording(store, 3 * HOUR), { model: 'echo', ...body }, true);
   });
 
+  it('a next step while the dead turn before it holds its lease: refused as the create is', async () => {
+    const { store, body } = await deadSecondStep();
+    await expectCountIsCreate(recording(store, HOUR + 1000), { model: 'echo', ...body, input: 'step 3' });
+  });
+
   it('a next step under previous_response_id while a dead turn after it holds its lease', async () => {
     const { store, body, first } = await deadSecondStep();
     const step = { model: 'echo', previous_response_id: first, input: body.input };
@@ -220,6 +225,18 @@ describe('responses.inputTokens.count then responses.create of the same body', (
     const step = { model: 'echo', previous_response_id: first, input: body.input };
     await expectCountIsCreate(recording(store, 3 * HOUR), step, true);
   });
+
+  it.each(['conversation', 'previous_response_id'] as const)(
+    'a next step under %s while a streamed turn holds its lease: refused as the create is',
+    async (how) => {
+      const store = new MemoryStore();
+      const first = await recording(store).openai.responses.create({ model: 'echo', input: 'one' });
+      const conversation = first.conversation!.id;
+      await diesSending(store, HOUR, { conversation, input: 'two', stream: true });
+      const on = how === 'conversation' ? { conversation } : { previous_response_id: first.id };
+      await expectCountIsCreate(recording(store, HOUR + 1000), { model: 'echo', ...on, input: 'three' });
+    },
+  );
 
   it('a step whose dead turn answered its calls, its lease running: refused as the create is', async () => {
     const { store, body } = await answeringCall();

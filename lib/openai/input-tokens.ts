@@ -12,7 +12,7 @@ import { takenUnderConversation } from './failed-steps.ts';
 import { abortedRetry } from './aborted-retry.ts';
 import { continuation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
-import type { Item } from '../items.ts';
+import type { Item, Tool } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
 import { checkInputCalls } from './stateless-response.ts';
@@ -88,20 +88,12 @@ export async function countInputTokens(
           (error: unknown) => pastResponse(facade, prepared, error),
         );
     const { items, positions } = await storedInput(facade, sessionId, prepared, after);
-    const tokens = await countNextPrompt(
-      facade.services,
-      sessionId,
-      {
-        input: items,
-        model: prepared.model,
-        tools: prepared.turnTools,
-        ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
-      },
-      // Without tools a tool_choice must name one of the conversation's, as a create's claim checks it.
-      prepared.tools === undefined
-        ? (offered) => checkToolChoice(body.tool_choice, offered, "the conversation's tools")
-        : undefined,
-    ).catch((error: unknown) => {
+    const tokens = await countNextPrompt(facade.services, sessionId, {
+      input: items,
+      model: prepared.model,
+      tools: prepared.turnTools,
+      ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
+    }).catch((error: unknown) => {
       throw partInRequest(error, positions) ?? error;
     });
     return { object: 'response.input_tokens', input_tokens: tokens };
@@ -151,7 +143,8 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
  * (./failed-steps.ts), read as the create reads it, a dead turn taken out first (./dead-turn.ts;
  * under previous_response_id, continuedSession took it out); as the client holds them when the
  * compaction items it sent back are the conversation's own (./resent-after.ts storedList). With
- * their positions in the input. Under `conversation` a turn running, its lease held, is the 409 a
+ * their positions in the input. A tool_choice naming none of the conversation's tools, none sent,
+ * is refused first (checkTools). Under `conversation` a turn running, its lease held, is the 409 a
  * create's claim answers; a retry of the request an `abort` notice refused is refused again
  * (./aborted-retry.ts), and they are checked against the calls the conversation leaves open (an
  * output answering none is the 400 a create's claim answers), as a create refuses them.
@@ -167,6 +160,7 @@ async function storedInput(
   const read = under
     ? await readWithoutDeadTurn(facade, sessionId)
     : await facade.services.sessions.getWithNewestTurn(sessionId);
+  checkTools(prepared, read.session);
   const scope = loopScope(facade, prepared);
   const known = under ? await resentUnderConversation(facade, read, prepared, scope) : (after.known ?? 0);
   const list = await storedList(facade, sessionId, prepared, known);
@@ -207,6 +201,7 @@ async function pastResponse(
   if (!(error instanceof OpenAIApiError && error.code === 'conversation_branching_unsupported') || !ref) throw error;
   // A turn running right after that response, its lease held: the 409 a create's claim answers.
   const read = await facade.services.sessions.getWithNewestTurn(ref.sessionId);
+  checkTools(prepared, read.session);
   const running = read.newestTurn?.turn === ref.turn + 1 ? runningIn(facade, ref.sessionId, read) : undefined;
   if (running) throw running;
   const first = prepared.history.slice(0, 1).map((item) => canonical(item));
@@ -215,4 +210,13 @@ async function pastResponse(
   const onward = await continuation(facade, ref.sessionId, resent ?? ref.turn, prepared, false);
   if (!onward) throw error;
   return { sessionId: ref.sessionId, after: { known: onward.known, taken: onward.taken } };
+}
+
+/**
+ * Without tools a tool_choice must name one of the conversation's (`session`'s): a create refuses
+ * it so before anything else it checks of the conversation (an unkeyed one: ./create-response.ts).
+ */
+function checkTools(prepared: PreparedRequest, session: { tools: readonly Tool[] }): void {
+  if (prepared.tools === undefined)
+    checkToolChoice(prepared.body.tool_choice, session.tools, "the conversation's tools");
 }

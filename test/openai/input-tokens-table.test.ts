@@ -185,6 +185,20 @@ const shapes: Record<string, Shape> = {
     const input = [fn, answer, { role: 'assistant' as const, content: two.output_text }, user('three')];
     return { conversation, input, tools };
   },
+  'a tool_choice naming no tool of the conversation, with an output answering no open call': async (world) => {
+    const { conversation } = await calling(world, 'Agra');
+    const stray = { type: 'function_call_output', call_id: 'call_none', output: 'x' };
+    return { conversation, input: [stray], tool_choice: { type: 'function', name: 'nope' } };
+  },
+  'a tool_choice naming no tool of the conversation, under previous_response_id': async (world) => {
+    const { first, answer } = await calling(world, 'Pisa');
+    return { previous_response_id: first.id, input: [answer], tool_choice: { type: 'function', name: 'nope' } };
+  },
+  'a tool_choice naming no tool of the conversation, under a previous_response_id not its newest': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    return { previous_response_id: first.id, input: 'other', tool_choice: { type: 'function', name: 'nope' } };
+  },
   'two outputs answering the one open call': async (world) => {
     const { conversation, answer } = await calling(world, 'Lome');
     return { conversation, input: [answer, user('x'), answer], tools };

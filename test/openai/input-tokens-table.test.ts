@@ -50,7 +50,13 @@ function recording(store: MemoryStore = new MemoryStore(), offset = 0) {
     clock: () => new Date(Date.now() + offset),
     wrapModel: wrap,
   });
-  return { openai: clientInProcess(app, TOKEN), counting, sent };
+  const notice = (conversation: string, name: string) =>
+    app.request(`http://tailgate.test/v1/sessions/${conversation}/inbox`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name, content: 'stop' }),
+    });
+  return { openai: clientInProcess(app, TOKEN), counting, sent, notice };
 }
 
 type World = ReturnType<typeof recording>;
@@ -198,6 +204,33 @@ const shapes: Record<string, Shape> = {
     const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
     await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
     return { previous_response_id: first.id, input: 'other', tool_choice: { type: 'function', name: 'nope' } };
+  },
+  'a retry under conversation of the request an abort notice refused': async (world) => {
+    const { conversation } = await calling(world, 'Oran');
+    expect((await world.notice(conversation, 'abort')).status).toBeLessThan(300);
+    const body = { conversation, input: 'go on', tools };
+    const aborted = await world.openai.responses.create({ model: 'echo', ...body }).catch((e: unknown) => e);
+    expect(aborted).toMatchObject({ status: 409 });
+    return body;
+  },
+  'another request under conversation after an abort notice refused one': async (world) => {
+    const { conversation } = await calling(world, 'Fez');
+    await world.notice(conversation, 'abort');
+    await world.openai.responses.create({ model: 'echo', conversation, input: 'go on', tools }).catch(() => 0);
+    return { conversation, input: 'something else', tools };
+  },
+  'a retry under previous_response_id of the request an abort notice refused': async (world) => {
+    const { first, conversation, answer } = await calling(world, 'Tunis');
+    await world.notice(conversation, 'abort');
+    const body = { previous_response_id: first.id, input: [answer], tools };
+    const aborted = await world.openai.responses.create({ model: 'echo', ...body }).catch((e: unknown) => e);
+    expect(aborted).toMatchObject({ status: 409 });
+    return body;
+  },
+  'an item_reference to an item of the conversation': async (world) => {
+    const { first } = await calling(world, 'Graz');
+    const reference = { type: 'item_reference', id: first.output[0]!.id! };
+    return { conversation: first.conversation!.id, input: [user('again'), reference], tools };
   },
   'two outputs answering the one open call': async (world) => {
     const { conversation, answer } = await calling(world, 'Lome');

@@ -326,7 +326,7 @@ function runningTurn(error: TurnInProgressError): number | undefined {
  * retake, storing no input, answers what the failed attempt it takes again answered: the calls
  * not open after it).
  */
-function answeredBy(turn: NewestTurn | null, item: { type?: string }): boolean {
+export function answeredBy(turn: NewestTurn | null, item: { type?: string }): boolean {
   if (item.type !== 'function_call_output') return false;
   const call = (item as { call_id: string }).call_id;
   return turn!.answered.includes(call) || (turn!.retake !== undefined && !turn!.retake.open?.includes(call));

@@ -10,7 +10,7 @@ import { resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn, runningIn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { abortedRetry } from './aborted-retry.ts';
-import { continuation } from './create-response.ts';
+import { answeredBy, continuation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import type { Item, Tool } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
@@ -144,10 +144,10 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
  * under previous_response_id, continuedSession took it out); as the client holds them when the
  * compaction items it sent back are the conversation's own (./resent-after.ts storedList). With
  * their positions in the input. A tool_choice naming none of the conversation's tools, none sent,
- * is refused first (checkTools). Under `conversation` a turn running, its lease held, is the 409 a
- * create's claim answers; a retry of the request an `abort` notice refused is refused again
+ * is refused first (checkTools). A retry of the request an `abort` notice refused is refused again
  * (./aborted-retry.ts), and they are checked against the calls the conversation leaves open (an
- * output answering none is the 400 a create's claim answers), as a create refuses them.
+ * output answering none is the 400 a create's claim answers), as a create refuses them; then,
+ * under `conversation`, a turn running, its lease held, is the 409 the claim answers.
  */
 async function storedInput(
   facade: Facade,
@@ -168,9 +168,9 @@ async function storedInput(
   const taken = (under ? await takenUnderConversation(facade, read, sent) : after.taken) ?? 0;
   const items = sent.slice(taken);
   const positions = prepared.positions[list].slice(known).slice(taken);
-  // While a turn runs, its lease held (a dead one's too), a create's claim answers 409: so does the count.
+  // A retry of a step whose dead turn, its lease still running, answered its calls: the create's 409.
   const running = under && 'running' in read ? read.running : undefined;
-  if (running) throw running;
+  if (running && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
   const aborted = under && read.newestTurn?.status === 'aborted';
   const retried = aborted ? await abortedRetry(facade, sessionId, undefined, items, read.session) : undefined;
   if (retried) throw retried;
@@ -179,6 +179,9 @@ async function storedInput(
   } catch (error) {
     throw namedInRequest(error, positions);
   }
+  // While a turn runs, its lease held (a dead one's too), a create's claim answers 409 once the
+  // input's calls passed (a bad input is a 400 whatever runs): so does the count.
+  if (running) throw running;
   return { items, positions };
 }
 

@@ -285,6 +285,15 @@ describe('responses.inputTokens.count then responses.create of the same body', (
     },
   );
 
+  it('an output answering no open call while a streamed turn holds its lease: the 400, as the create', async () => {
+    const store = new MemoryStore();
+    const first = await recording(store).openai.responses.create({ model: 'echo', input: 'one' });
+    const conversation = first.conversation!.id;
+    await diesSending(store, HOUR, { conversation, input: 'two', stream: true });
+    const stray = { type: 'function_call_output', call_id: 'call_none', output: 'x' };
+    await expectCountIsCreate(recording(store, HOUR + 1000), { model: 'echo', conversation, input: [stray] });
+  });
+
   it('a step whose dead turn answered its calls, its lease running: refused as the create is', async () => {
     const { store, body } = await answeringCall();
     await diesSending(store, HOUR, body);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import { OpenAIApiError } from './errors.ts';
+import { TurnInProgressError } from '../errors.ts';
 import type { Facade } from './facade.ts';
 import { referableInputItemSchema } from './input-schemas.ts';
 import { namedInRequest, partInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
@@ -192,7 +193,8 @@ async function storedInput(
  * after the failed attempts of the step it retries (their items taken); `error`, continuedSession's
  * refusal, otherwise (a branch, not counted). A retry of a request an `abort` notice refused is
  * refused again, and so is one while the turn right after that response runs (409
- * turn_in_progress, as the create's claim answers it).
+ * turn_in_progress, as the create's claim answers it), a tool_choice naming none of the
+ * conversation's tools refused before either.
  */
 async function pastResponse(
   facade: Facade,
@@ -201,6 +203,10 @@ async function pastResponse(
 ): Promise<{ sessionId: string; after: { known: number; taken?: number | undefined } }> {
   const id = prepared.body.previous_response_id!;
   const ref = parseResponseId(id);
+  // A dead turn right after that response, its lease held (continuedSession's 409): a create
+  // refuses a tool_choice naming none of the conversation's tools first.
+  if (error instanceof TurnInProgressError && ref)
+    checkTools(prepared, await facade.services.sessions.get(ref.sessionId));
   if (!(error instanceof OpenAIApiError && error.code === 'conversation_branching_unsupported') || !ref) throw error;
   // A turn running right after that response, its lease held: the 409 a create's claim answers.
   const read = await facade.services.sessions.getWithNewestTurn(ref.sessionId);

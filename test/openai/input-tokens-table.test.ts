@@ -267,6 +267,17 @@ describe('responses.inputTokens.count then responses.create of the same body', (
     await expectCountIsCreate(recording(store, HOUR + 1000), step);
   });
 
+  it('a tool_choice naming no tool under previous_response_id while a dead turn after it holds its lease', async () => {
+    const { store, first } = await deadSecondStep();
+    const step = {
+      model: 'echo',
+      previous_response_id: first,
+      input: 'x',
+      tool_choice: { type: 'function', name: 'no' },
+    };
+    await expectCountIsCreate(recording(store, HOUR + 1000), step);
+  });
+
   it('a retry under previous_response_id of a step whose turn died, its lease run out', async () => {
     const { store, body, first } = await deadSecondStep();
     const step = { model: 'echo', previous_response_id: first, input: body.input };

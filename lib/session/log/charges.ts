@@ -175,7 +175,8 @@ const CARRIED = '.carried';
  * whose create-only marker (`<charge key>.carried`, which a listing of the log passes over) lands
  * does, the other leaves it. One that is gone was counted (by the fence of the delete that left
  * `from`, which deleted it before it moved the config) or carried already. A failure after the
- * marker leaves it (counted nowhere, as a charge whose put failed); true unless it was not stored.
+ * marker leaves it (counted nowhere, as a charge whose put failed), and the marker, which goes
+ * only once the charge is gone; true unless it was not stored.
  */
 async function carry(log: LogContext, from: LogScope, id: string, to: LogScope): Promise<boolean> {
   const key = chargeKey(from, id);
@@ -184,6 +185,9 @@ async function carry(log: LogContext, from: LogScope, id: string, to: LogScope):
   const spent = object ? parsedSpend(object.body) : null;
   const { format: _, ...carried } = spent ?? { format: 'tailgate.spent.v1' };
   const stored = spent ? await storeCharge(log, to, carried) : true;
-  await log.store.delete([key, `${key}${CARRIED}`]);
+  // The charge before its marker (a batch delete keeps no order): a marker gone while the charge
+  // is still there would let its other carrier carry it again.
+  await log.store.delete([key]);
+  await log.store.delete([`${key}${CARRIED}`]);
   return stored;
 }

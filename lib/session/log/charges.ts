@@ -138,15 +138,18 @@ export async function storeCharge(
 /**
  * Where the session `scope` was read from is now, by its config (read now): `scope` itself while
  * the config names its generation, the scope of the generation a delete of its newest turn moved
- * it to (the config reads `scope`'s generation, or is of the same incarnation), else null (the
- * session deleted, or deleted and created again).
+ * it to (the config reads `scope`'s generation, names it in `queued_in`, or is of the same
+ * incarnation), else null (the session deleted, or deleted and created again).
  */
 async function movedTo(log: LogContext, scope: LogScope): Promise<LogScope | null> {
   const { config, reads } = await configReading(log, scope);
   if (!config) return null;
   if ((config.generation ?? '') === scope.generation) return scope;
+  // A delete of the newest turn names the generation it left in `queued_in` (never taken out),
+  // whether or not the config names its incarnation or reads that generation.
+  const left = (config.queued_in ?? []).includes(scope.generation);
   const same = config.incarnation !== undefined && config.incarnation === scope.incarnation;
-  return reads || same ? scopeOf(log.keyPrefix, config) : null;
+  return reads || left || same ? scopeOf(log.keyPrefix, config) : null;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { randomHex } from '../../hash.ts';
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
-import { mapLimit } from '../../store/object-store.ts';
+import { listAll, mapLimit } from '../../store/object-store.ts';
 import { chargeKey, type LogScope } from '../keys.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
@@ -160,7 +160,8 @@ async function movedTo(log: LogContext, scope: LogScope): Promise<LogScope | nul
  */
 export async function carriedOn(log: LogContext, left: LogScope): Promise<void> {
   const prefix = chargeKey(left, '');
-  const names = (await log.store.list(prefix)).objects.map((object) => object.key.slice(prefix.length));
+  // Page after page: a page may hold fewer keys than asked while truncated (R2).
+  const names = (await listAll(log.store, prefix)).map((object) => object.key.slice(prefix.length));
   const marked = new Set(names.filter((name) => name.endsWith(CARRIED)).map((name) => name.slice(0, -CARRIED.length)));
   const ids = names.filter((name) => !name.endsWith(CARRIED) && !marked.has(name));
   if (ids.length === 0) return;

@@ -52,12 +52,16 @@ export async function billCharges(
  * `head` with the charges its listing shows counted in its newest record's totals and named in
  * its `charged`: for a delete of the newest turn, whose fence and next generation carry the totals
  * on. That generation lists none of this one's charges, so every one listed is counted here, and
- * a get that fails refuses the delete (thrown, before anything is written).
+ * a get that fails refuses the delete (thrown, before anything is written). Not `fresh` (the
+ * newest record is another delete's fence, whose config may land instead): only those it names,
+ * the others left to be carried on (carriedOn) by whichever delete moves the config.
  */
-export async function withCharges(log: LogContext, head: Head): Promise<Head> {
+export async function withCharges(log: LogContext, head: Head, fresh = true): Promise<Head> {
   const { newest, cursor, scope } = head;
   if (!newest || cursor.charges.length === 0) return head;
-  const billed = await billCharges(log, scope, cursor.charges, newest, ledgerOf(newest), true);
+  const named = new Set(newest.record.charged ?? []);
+  const listed = fresh ? cursor.charges : cursor.charges.filter((id) => named.has(id));
+  const billed = await billCharges(log, scope, listed, newest, ledgerOf(newest), true);
   const record = { ...newest.record, ledger: billed.ledger, charged: billed.charged };
   const done = newest.done?.ledger ? { ...newest.done, ledger: billed.ledger } : newest.done;
   return { ...head, newest: { ...newest, record, done } };
@@ -107,11 +111,12 @@ function withCharge(totals: Ledger, { spent }: { spent: StoppedSpendRecord | nul
 }
 
 /**
- * Deletes the charges `ids` of `scope` a delete of the newest turn counted in its fence (landed),
+ * Deletes the charges a delete of the newest turn counted in its fence (landed; withCharges's head),
  * before it moves the config: once it did, a charge of the generation left that is still there
  * is one no write counted (carriedOn). A delete that fails is thrown (the delete goes no further).
  */
-export async function dropCharges(log: LogContext, scope: LogScope, ids: readonly string[]): Promise<void> {
+export async function dropCharges(log: LogContext, { scope, cursor, newest }: Head): Promise<void> {
+  const ids = cursor.charges.length > 0 ? (newest?.record.charged ?? []) : [];
   if (ids.length > 0) await log.store.delete(ids.map((id) => chargeKey(scope, id)));
 }
 

@@ -45,3 +45,15 @@ export async function behindLapsedFence(
     throw error;
   });
 }
+
+/**
+ * Whether `newest` is the fence of another delete of the newest turn (an empty append with a
+ * lease; `ours`: the writers of the caller's own earlier fences), lapsed or not. A delete meeting
+ * one counts in its own fence no charge that fence does not name (log/charges.ts withCharges):
+ * the other delete's config may land instead of its own, with that fence's totals.
+ */
+export function otherFence(newest: { record: LogRecord } | null, ours: ReadonlySet<string>): boolean {
+  const record = newest?.record;
+  if (record?.kind !== 'append' || record.items.length > 0 || !record.lease_expires_at) return false;
+  return record.writer === undefined || !ours.has(record.writer);
+}

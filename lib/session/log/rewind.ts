@@ -11,7 +11,7 @@ import {
 import type { ContextStart, DoneRecord, LogRecord, SessionConfig, Undelivered } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
-import { fenceOf } from './fence.ts';
+import { fenceOf, otherFence } from './fence.ts';
 import { raiseSignal } from './queue.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
@@ -134,6 +134,7 @@ export async function deleteNewestTurn(
   turn: number,
   options: RewindOptions = {},
 ): Promise<SessionRecord> {
+  const fences = new Set<string>();
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const head = await readHead(log, id, 100);
     const named = options.names;
@@ -144,19 +145,18 @@ export async function deleteNewestTurn(
     const flat = await flattened(log, head, forkPoint(head, previous), options.pack?.(head.config));
     const fenced = await orSwept(log, flat, async () => {
       // The charges listed count in the fence's totals, and so in the next generation's.
-      const counted = await withCharges(log, head);
+      const counted = await withCharges(log, head, !otherFence(head.newest, fences));
       const started = log.clock().getTime();
       const fence: LogRecord = {
         ...withTotals(forkRecord(stateAt(head.newest), new Date(started).toISOString()), counted.newest),
         lease_expires_at: new Date(started + log.leaseMs).toISOString(),
       };
       const put = { onlyIfAbsent: true, contentType: 'application/json' };
+      fences.add(fence.writer!);
       if (!(await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), put))) return null;
-      // Counted, they go before the config moves: a charge of this generation still there after
-      // that is one no write counted, which carriedOn (or its writer) carries to the next.
-      await dropCharges(log, head.scope, head.cursor.charges);
-      // The turn is going: the response object the facade kept of it goes first (a GET of its id
-      // would answer it, and the turn that takes the number could not keep its own).
+      // Counted, they go before the config moves: one still there after it is carried (carriedOn).
+      await dropCharges(log, counted);
+      // Its response object the facade kept goes first (the turn that takes its number keeps its own).
       await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
       return { counted, started };
     });

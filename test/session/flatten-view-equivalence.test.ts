@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import { logContext } from '../../lib/session/log/context.ts';
+import { readConfig, scopeOf } from '../../lib/session/log/head.ts';
+import { readView } from '../../lib/session/log/view-chunks.ts';
+import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
+import type { PackOptions } from '../../lib/session/log/types.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
+import { SessionLog, summarized } from '../support/session-log.ts';
+import { USAGE } from './rewind-simulation-suite.ts';
+
+/**
+ * The first view a delete that flattens the history stores (lib/session/log/flatten.ts, made
+ * from views held in memory every VIEW_EVERY_RECORDS segments) is the view a pack writes of the
+ * same generation read from its log alone, whatever the history holds and the strategies need;
+ * and the next turn's prompt is the same with it as without it.
+ */
+
+const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
+
+/** A small deterministic generator (mulberry32). */
+function random(seed: number) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const STRATEGIES: { strategies: string[] | null; strategy_config: Record<string, unknown> }[] = [
+  { strategies: null, strategy_config: {} },
+  { strategies: ['shorten_tools'], strategy_config: { max_tool_calls: 8, full_tool_outputs: 3, full_tool_calls: 2 } },
+  {
+    strategies: ['shorten_tools_epoch_increment', 'shorten_images'],
+    strategy_config: { epoch_size: 6, epoch_tool_call_threshold: 10, full_images: 1 },
+  },
+  { strategies: ['none'], strategy_config: {} },
+  { strategies: ['shorten_tools_epoch', 'compact'], strategy_config: { epoch_size: 4, epoch_full_tool_calls: 3 } },
+];
+
+let callIds = 0;
+/** One append's items, picked by `next`: calls (some repeated) with outputs, big outputs, images, messages. */
+function appendItems(next: () => number): Item[] {
+  const items: Item[] = [];
+  const pieces = 1 + Math.floor(next() * 3);
+  for (let piece = 0; piece < pieces; piece++) {
+    const pick = next();
+    if (pick < 0.5) {
+      callIds += 1;
+      const path = `src/file${Math.floor(next() * 6)}.ts`;
+      items.push({ type: 'function_call', call_id: `c${callIds}`, name: 'read', arguments: JSON.stringify({ path }) });
+      // Out of line past blobThreshold, now and then.
+      const output = next() < 0.15 ? 'x'.repeat(6000) : `${'line of output\n'.repeat(1 + Math.floor(next() * 60))}`;
+      items.push({ type: 'function_call_output', call_id: `c${callIds}`, output: `${output}${path}` });
+    } else if (pick < 0.65) {
+      items.push({
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'look at this' },
+          { type: 'input_image', image_url: dataUrl('image/png', pngBytes(4, 4, Math.floor(next() * 300))) },
+        ],
+      } as Item);
+    } else if (pick < 0.8) {
+      callIds += 1;
+      // A call still open across appends, its output in a later one.
+      items.push({ type: 'function_call', call_id: `c${callIds}`, name: 'grep', arguments: '{"q":"x"}' });
+      items.push({ type: 'function_call_output', call_id: `c${callIds}`, output: 'found' });
+    } else {
+      items.push({ type: 'message', role: 'assistant', content: `step ${callIds}` });
+    }
+  }
+  return items;
+}
+
+async function turn(log: SessionLog, text: string, noticed = false) {
+  const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: text }] });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  await log.completeTurn(begun.turn, {
+    status: 'completed',
+    output: [{ type: 'message', role: 'assistant', content: `re ${text}` }],
+    receipt: {},
+    usage: USAGE,
+    ...(noticed ? { response: { context: { notices_delivered: [`n-${text}`] } } } : {}),
+  });
+}
+
+/** A history of `seed` under strategies `config`, flattened by a delete given `pack`; the store. */
+async function flattenedSession(seed: number, pack: PackOptions | undefined) {
+  const next = random(seed);
+  const store = new MemoryStore();
+  const log = new SessionLog(store, OPTIONS);
+  const config = STRATEGIES[seed % STRATEGIES.length]!;
+  await log.create({ id: 's', ...config } as Parameters<SessionLog['create']>[0]);
+  const appends = 60 + Math.floor(next() * 40);
+  const compactAt = next() < 0.5 ? Math.floor(appends * next()) : -1;
+  for (let n = 0; n < appends; n++) {
+    await log.append('s', appendItems(next));
+    if (n % 5 === 4) await log.pack('s', pack ?? {});
+    if (n === compactAt)
+      await log.compact('s', async (view) => {
+        const last = view.items.at(-1)?.seq ?? 0;
+        return summarized({
+          start_seq: Math.max(2, last - 3),
+          summary: 'the first rounds',
+          summarized: { first_seq: view.items[0]?.seq ?? 1, last_seq: Math.max(1, last - 4) },
+          interrupted: [],
+          model: 'echo',
+        });
+      });
+  }
+  await log.pack('s', pack ?? {});
+  for (let n = 1; n <= 12; n++) {
+    await turn(log, `kept ${n}`, next() < 0.3);
+    await turn(log, `gone ${n}`);
+    await log.deleteTurn('s', (await log.get('s')).counts.turns, pack ? { pack: () => pack } : {});
+    const stored = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 's')))!.body));
+    if (stored.fork_of === undefined) return { store, log, config };
+  }
+  throw new Error('no delete flattened the history');
+}
+
+/** The views of session `s` stored, read whole (their chunks' items too). */
+async function storedViews(store: ObjectStore): Promise<{ key: string; view: LogView }[]> {
+  const reader = logContext(store, { viewPolicy, viewCacheBytes: 0 });
+  const scope = scopeOf('', (await readConfig(reader, 's')).config);
+  const listed = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter(
+    (object) => object.key.endsWith('.view') && object.key.includes(`/${scope.generation}/`),
+  );
+  return Promise.all(
+    listed.map(async ({ key }) => {
+      const { record } = JSON.parse(new TextDecoder().decode((await store.get(key))!.body)) as LogView;
+      const view = await readView(reader, scope, key, record);
+      if (!view || view === 'gone') throw new Error(`${key} unread`);
+      return { key, view };
+    }),
+  );
+}
+
+const shape = (view: LogView) => ({ ...view, keys: view.keys.count, created_at: null });
+
+describe('the first view a flattening stores', () => {
+  it.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])(
+    'is the view a pack writes of the new generation from its log alone (seed %i)',
+    async (seed) => {
+      const probe = STRATEGIES[seed % STRATEGIES.length]!;
+      const pack = packOptions(sessionStrategyPlan({}, probe));
+      const { store, log } = await flattenedSession(seed, pack);
+      const [flat, ...more] = await storedViews(store);
+      expect(more).toEqual([]);
+      // Views held in memory between: more segments than VIEW_EVERY_RECORDS.
+      const { generation } = await log.scope('s');
+      const segments = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter(
+        (object) => object.key.endsWith('.seg') && object.key.includes(`/${generation}/`),
+      );
+      expect(segments.length).toBeGreaterThan(16);
+      const requirement = pack.requirement!;
+      const before = await log.previewContext('s', requirement);
+      // Without it, a pack reads the whole log of the generation for a new one.
+      const chunks = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter((object) =>
+        object.key.includes('/tail/'),
+      );
+      await store.delete([flat!.key, ...chunks.map((object) => object.key)]);
+      const fresh = new SessionLog(store, OPTIONS);
+      await fresh.pack('s', { ...pack, refresh: true });
+      const [packed] = await storedViews(store);
+      expect(packed!.key).toBe(flat!.key);
+      expect(shape(flat!.view)).toEqual(shape(packed!.view));
+      // The next turn's prompt is the same from either (a reader that cached neither).
+      const after = await new SessionLog(store, OPTIONS).previewContext('s', requirement);
+      expect(before.items).toEqual(after.items);
+      expect(before.aggregates).toEqual(after.aggregates);
+    },
+  );
+});

@@ -43,6 +43,7 @@ const STRATEGIES: { strategies: string[] | null; strategy_config: Record<string,
     strategy_config: { epoch_size: 6, epoch_tool_call_threshold: 10, full_images: 1 },
   },
   { strategies: ['none'], strategy_config: {} },
+  { strategies: null, strategy_config: { max_tool_calls: 6, max_tool_outputs: 6, full_tool_outputs: 2 } },
   { strategies: ['shorten_tools_epoch', 'compact'], strategy_config: { epoch_size: 4, epoch_full_tool_calls: 3 } },
 ];
 
@@ -101,7 +102,7 @@ async function flattenedSession(seed: number, pack: PackOptions | undefined) {
   const config = STRATEGIES[seed % STRATEGIES.length]!;
   await log.create({ id: 's', ...config } as Parameters<SessionLog['create']>[0]);
   const appends = 60 + Math.floor(next() * 40);
-  const compactAt = next() < 0.5 ? Math.floor(appends * next()) : -1;
+  const compactAt = next() < 0.3 ? Math.floor(appends * next()) : -1;
   for (let n = 0; n < appends; n++) {
     await log.append('s', appendItems(next));
     if (n % 5 === 4) await log.pack('s', pack ?? {});
@@ -116,6 +117,24 @@ async function flattenedSession(seed: number, pack: PackOptions | undefined) {
           model: 'echo',
         });
       });
+  }
+  // An overflow boundary a turn moved, now and then: the views' tails start at it.
+  if (next() < 0.5) {
+    const items = (await log.get('s')).counts.items;
+    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'overflowing' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const message = 1 + Math.floor(items * next() * 0.5);
+    await log.completeTurn(begun.turn, {
+      status: 'completed',
+      output: [{ type: 'message', role: 'assistant', content: 're overflowing' }],
+      receipt: {},
+      usage: USAGE,
+      overflow: {
+        message_start_seq: message,
+        tool_start_seq: message + Math.floor(items * 0.2),
+        turn: begun.turn.turn,
+      },
+    });
   }
   await log.pack('s', pack ?? {});
   for (let n = 1; n <= 12; n++) {
@@ -147,8 +166,40 @@ async function storedViews(store: ObjectStore): Promise<{ key: string; view: Log
 
 const shape = (view: LogView) => ({ ...view, keys: view.keys.count, created_at: null });
 
+describe('a flattening told other strategies than the session has, or none', () => {
+  it.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16])(
+    'leaves the next prompt as a view of its own strategies gives (seed %i)',
+    async (seed) => {
+      const own = STRATEGIES[seed % STRATEGIES.length]!;
+      const other =
+        seed % 2 === 0 ? undefined : packOptions(sessionStrategyPlan({}, STRATEGIES[(seed + 2) % STRATEGIES.length]!));
+      const pack = packOptions(sessionStrategyPlan({}, own));
+      const { store, log } = await flattenedSession(seed, other);
+      const [flat] = await storedViews(store);
+      const before = await log.previewContext('s', pack.requirement!);
+      const chunks = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter((object) =>
+        object.key.includes('/tail/'),
+      );
+      await store.delete([flat!.key, ...chunks.map((object) => object.key)]);
+      await new SessionLog(store, OPTIONS).pack('s', { ...pack, refresh: true });
+      const after = await new SessionLog(store, OPTIONS).previewContext('s', pack.requirement!);
+      const scope = await log.scope('s');
+      const told = await log.hydrate(scope, before.items);
+      const right = await log.hydrate(scope, after.items);
+      // The same items; whole at least where a view of the session's own strategies holds them whole
+      // (the strategies compact what the view did not).
+      expect(told.map((item) => item.seq)).toEqual(right.map((item) => item.seq));
+      right.forEach((item, index) => {
+        const compacted = (item as { compacted?: boolean }).compacted === true;
+        if (!compacted || (told[index] as { compacted?: boolean }).compacted) expect(told[index]).toEqual(item);
+      });
+      expect(before.aggregates).toEqual(after.aggregates);
+    },
+  );
+});
+
 describe('the first view a flattening stores', () => {
-  it.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])(
+  it.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16])(
     'is the view a pack writes of the new generation from its log alone (seed %i)',
     async (seed) => {
       const probe = STRATEGIES[seed % STRATEGIES.length]!;

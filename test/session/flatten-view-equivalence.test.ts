@@ -232,3 +232,42 @@ describe('the first view a flattening stores', () => {
     },
   );
 });
+
+describe('a flattening whose last segment is one of the views held in memory', () => {
+  it('stores the view a pack writes, with no item after the view held', async () => {
+    const pack = packOptions(sessionStrategyPlan({}, STRATEGIES[0]!));
+    const counts: number[] = [];
+    for (let appends = 26; appends <= 36; appends++) {
+      const store = new MemoryStore();
+      const log = new SessionLog(store, OPTIONS);
+      await log.create({ id: 's' });
+      // Each append its own segment (past segmentTargetBytes).
+      for (let n = 1; n <= appends; n++) {
+        const output = `${'line of output\n'.repeat(160)}${n}`;
+        await log.append('s', [
+          { type: 'function_call', call_id: `c${n}`, name: 'read', arguments: JSON.stringify({ n: n % 9 }) },
+          { type: 'function_call_output', call_id: `c${n}`, output },
+        ]);
+      }
+      await log.pack('s', pack);
+      for (let n = 1; ; n++) {
+        await turn(log, `kept ${n}`);
+        await turn(log, `gone ${n}`);
+        await log.deleteTurn('s', (await log.get('s')).counts.turns, { pack: () => pack });
+        const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 's')))!.body));
+        if (config.fork_of === undefined) break;
+      }
+      const { generation } = await log.scope('s');
+      const listed = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects;
+      counts.push(
+        listed.filter((object) => object.key.endsWith('.seg') && object.key.includes(`/${generation}/`)).length,
+      );
+      const [flat] = await storedViews(store);
+      await store.delete(flat!.key);
+      await new SessionLog(store, OPTIONS).pack('s', { ...pack, refresh: true });
+      const [packed] = await storedViews(store);
+      expect(shape(flat!.view), `${appends} appends`).toEqual(shape(packed!.view));
+    }
+    expect(counts.some((count) => count % 16 === 0)).toBe(true);
+  });
+});

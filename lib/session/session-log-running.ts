@@ -168,11 +168,15 @@ export class SessionLogRunning extends SessionLogBase {
 
   /**
    * Stores what `turn`, closed by someone else, spent, for the session's totals to count
-   * (log/unbilled.ts): false when they will not (the chain stopped waiting, or never waited: another
-   * run of the turn completed it; or it was deleted).
+   * (log/unbilled.ts): at its `spent/` key, or, when no write counts it from there (another run of
+   * the turn completed it, or stored its own spend there first; or the chain stopped waiting), as
+   * a charge (log/charges.ts). False when they will not count it (it was deleted, or a put failed).
    */
   async storeStoppedSpend(turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
-    return storeStoppedSpend(this.log, turn.scope, turn, spent);
+    const stored = await storeStoppedSpend(this.log, turn.scope, turn, spent);
+    if (stored !== 'elsewhere') return stored === 'stored';
+    if (!spent.usage && !spent.summary_usage) return true;
+    return storeCharge(this.log, turn.scope, spent);
   }
 
   /** Stores what `turn`'s model call spent, its record never landed, for the next write to count (log/charges.ts). */

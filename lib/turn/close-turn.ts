@@ -224,7 +224,7 @@ async function closeFailedTurn(
   if (byOther) {
     // A delete's went with the session: closeFailed forgets them.
     if (!(error instanceof NotFoundError)) await giveBackTaken(services, sessionId, attempt, error);
-    chargeStopped(services, attempt, error instanceof TurnClosedError);
+    chargeStopped(services, attempt, error);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,
   // as after any close by the turn's own completion.
@@ -309,24 +309,24 @@ function leftOpen(attempt: Attempt, error: unknown): boolean {
 }
 
 /**
- * Charges the token the turn is charged to with what a turn stopped by someone else spent (its
- * model call, the provider's usage when it answered, else estimated; and its compaction's
- * summary), as no turn: the closer's completion counts nothing of it. Once per attempt, and
- * only when its own completion did not land.
+ * Charges the turn's token with what a turn stopped by someone else spent (its model call, the provider's usage when
+ * it answered, else estimated; its compaction's summary), as no turn: the closer's completion counts none of it. Once
+ * per attempt, its own completion not landed. Closed: the closer's completion names the turn, whose totals count what
+ * it stores (nothing spent too: the chain waits no longer). Its lease taken over: a charge. Deleted: nothing.
  */
-function chargeStopped(services: TurnServices, attempt: Attempt, closed: boolean): void {
+function chargeStopped(services: TurnServices, attempt: Attempt, error: unknown): void {
   const { turn, plan } = attempt;
   const stopped = plan ? attempt.meter.spent(services.config.modelPrices[plan.model.id]) : null;
   if (stopped) attempt.stopped = stopped;
   const summary = attempt.prompt?.summaryUsage;
   chargeToken(services, turn, stopped?.usage, 0, summary);
-  // Closed (not deleted, nor run by another runner): the closer's completion names the turn,
-  // whose session's totals count what it stores (nothing spent too: the chain waits no longer).
-  if (!closed) return;
-  storeSpent(services, turn, {
-    ...(stopped ? { usage: stopped.usage, estimated: stopped.estimated } : {}),
-    ...(summary ? { summary_usage: summary } : {}),
-  });
+  const spent: Omit<StoppedSpendRecord, 'format'> = {
+    ...(stopped && { usage: stopped.usage, estimated: stopped.estimated }),
+  };
+  if (summary) spent.summary_usage = summary;
+  if (error instanceof TurnClosedError) storeSpent(services, turn, spent);
+  else if (error instanceof LeaseHeldError && (stopped || summary))
+    afterResponse(services, () => services.sessions.storeCharge(turn, spent));
 }
 
 /** Stores, in the background, what `turn`, closed by someone else, spent (log/unbilled.ts). */

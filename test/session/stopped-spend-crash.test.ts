@@ -132,15 +132,18 @@ describe.each(stores)("a stopped turn's spend counts once in its session's total
     expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
   });
 
-  it('a spend stored after the chain stopped waiting for it counts nowhere, and nothing more is read', async () => {
+  it('a spend stored after the chain stopped waiting for it is a charge, counted once by the next write', async () => {
     const world = setup(storeOf());
     const turn = await world.stopped();
     await world.log.append('s1', [user('x')]);
     world.advance(3 * LEASE_MS);
     await world.log.append('s1', [user('y')]);
-    expect(await world.log.storeStoppedSpend(turn, { usage: STOPPED })).toBe(false);
-    await world.log.append('s1', [user('z')]);
-    expect(await world.totals()).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+    // Its `spent/` key holds the chain's empty object: nothing counted there, so it is charged.
+    expect(await world.log.storeStoppedSpend(turn, { usage: STOPPED })).toBe(true);
+    for (const content of ['z', 'w']) {
+      await world.log.append('s1', [user(content)]);
+      expect(await world.totals()).toMatchObject({ input_tokens: 100, output_tokens: 7 });
+    }
   });
 
   it('turns closed faster than they store are waited for no more than MAX_UNBILLED at once', async () => {
@@ -161,14 +164,19 @@ describe.each(stores)("a stopped turn's spend counts once in its session's total
     const next = await world.claim(world.log, [user('next')]);
     expect(spentReads).toBeLessThanOrEqual(MAX_UNBILLED + 1);
     expect(next.unbilled.length).toBe(MAX_UNBILLED);
-    // The newest stopped turns are still waited for and count; the oldest were given up, once.
+    // The newest stopped turns are still waited for; the oldest were given up, once, and store
+    // their spends as charges: every one counts, once.
     const stored = await Promise.all(turns.map((turn) => world.log.storeStoppedSpend(turn, { usage: STOPPED })));
-    const waited = stored.filter(Boolean).length;
-    expect(waited).toBe(next.unbilled.length);
-    expect(stored.slice(-waited).every(Boolean)).toBe(true);
+    expect(stored.every(Boolean)).toBe(true);
+    const charges = async () =>
+      (await world.store.list('sessions/s1/', { limit: 1000 })).objects.filter((object) =>
+        object.key.includes('/-charge-'),
+      );
+    expect(await charges()).toHaveLength(turns.length - next.unbilled.length);
     await world.log.completeTurn(next, { status: 'completed', output: [user('d')], receipt: {}, usage: COMPLETED });
-    await world.other.append('s1', [user('z')]);
-    expect(await world.totals()).toMatchObject({ turns: 1, input_tokens: 10 + 100 * waited });
+    for (const content of ['z', 'y', 'x', 'w']) await world.other.append('s1', [user(content)]);
+    expect(await charges()).toHaveLength(0);
+    expect(await world.totals()).toMatchObject({ turns: 1, input_tokens: 10 + 100 * turns.length });
   });
 
   it('a claim its stored spend refuses (the budget): the session shows the totals the refusal counted', async () => {

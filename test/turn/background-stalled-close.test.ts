@@ -121,15 +121,35 @@ async function world() {
 }
 
 /**
- * The run refused at its end stored no spend: the completion of the other run names nothing
- * unbilled, so the session's totals would never count it (docs/STORAGE.md, "Stopped spend"), and
- * the totals are the completed turn's usage.
+ * The run refused at its end stored its model call's spend as a charge: the completion of the
+ * other run names nothing unbilled, so no write would count it from `spent/` (docs/STORAGE.md,
+ * "Stopped spend"). The session's totals count it beside the completed turn's usage, once: a
+ * read shows it, the next write counts it, and the one after that deletes it.
  */
-async function expectNoStoppedSpend(w: Awaited<ReturnType<typeof world>>) {
+async function expectCharged(w: Awaited<ReturnType<typeof world>>) {
   expect((await w.store.list('sessions/s/spent/', { limit: 10 })).objects).toEqual([]);
+  const charges = await chargesOf(w);
+  expect(charges).toHaveLength(1);
+  const charged = charges[0]!.usage.input_tokens;
+  expect(charged).toBeGreaterThan(0);
   const turn = await w.sessions.getTurn('s', 1);
-  const session = await w.sessions.get('s');
-  expect(session.usage.input_tokens).toBe(turn.usage?.input_tokens);
+  const expected = turn.usage!.input_tokens + charged;
+  expect((await w.sessions.get('s')).usage.input_tokens).toBe(expected);
+  for (const content of ['one', 'two']) {
+    await w.sessions.append('s', [{ type: 'message', role: 'user', content }]);
+    expect((await w.sessions.get('s')).usage.input_tokens).toBe(expected);
+  }
+  expect(await chargesOf(w)).toEqual([]);
+}
+
+/** The charges stored for session `s` (log/charges.ts). */
+async function chargesOf(w: Awaited<ReturnType<typeof world>>) {
+  const listed = (await w.store.list('sessions/s/', { limit: 1000 })).objects.filter((object) =>
+    /\/-charge-[0-9a-f]+$/.test(object.key),
+  );
+  return Promise.all(
+    listed.map(async ({ key }) => JSON.parse(new TextDecoder().decode((await w.store.get(key))!.body))),
+  );
 }
 
 /** How many times `text` occurs in `within`. */
@@ -173,7 +193,7 @@ describe('a background run that stalled and closes its turn after another run to
     expect(turn.notices.map((notice) => notice.name)).toEqual(['n1.md']);
     // Delivered by turn 1 (run A's answer) only: not pending again for a later turn, unlike n2.
     expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
-    await expectNoStoppedSpend(w);
+    await expectCharged(w);
   });
 
   it('completed it, which the other run learns at its next renewal: that run keeps the notice as well', async () => {
@@ -190,7 +210,7 @@ describe('a background run that stalled and closes its turn after another run to
     await w.advance(LEASE_MS);
     expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
     expect(await w.inbox.peek('s')).toEqual([]);
-    await expectNoStoppedSpend(w);
+    await expectCharged(w);
   });
 
   it('completed it, then the other run fails: the notice that run moved itself goes back to the inbox', async () => {
@@ -209,13 +229,18 @@ describe('a background run that stalled and closes its turn after another run to
     await w.advance(LEASE_MS);
     expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
     expect((await w.inbox.peek('s')).map((notice) => notice.name)).toEqual(['n2.md']);
-    await expectNoStoppedSpend(w);
+    // Its provider failed the call outright, which bills nothing: nothing stored, nothing counted.
+    expect((await w.store.list('sessions/s/spent/', { limit: 10 })).objects).toEqual([]);
+    expect(await chargesOf(w)).toEqual([]);
+    const turn = await w.sessions.getTurn('s', 1);
+    expect((await w.sessions.get('s')).usage.input_tokens).toBe(turn.usage?.input_tokens);
   });
 
-  it('cancelled while both runs called their models: a spend is stored, which the next turn counts', async () => {
+  it("cancelled while both runs called their models: each run's spend counts once (stored, charged)", async () => {
     const w = await world();
     const { a, b } = await takenOver(w);
-    // The cancel's completion names the turn unbilled: the runs it refuses store what they spent.
+    // The cancel's completion names the turn unbilled: the runs it refuses store what they spent,
+    // the first at the turn's `spent/` key, the other (finding it taken) as a charge.
     await w.sessions.cancelTurn('s', 1);
     w.first.open();
     w.second.open();
@@ -228,14 +253,36 @@ describe('a background run that stalled and closes its turn after another run to
     expect(stored).toHaveLength(1);
     const spent = JSON.parse(new TextDecoder().decode((await w.store.get(stored[0]!.key))!.body));
     expect(spent.usage.input_tokens).toBeGreaterThan(0);
+    const charges = await chargesOf(w);
+    expect(charges).toHaveLength(1);
+    const both = spent.usage.input_tokens + charges[0]!.usage.input_tokens;
+    expect(charges[0]!.usage.input_tokens).toBeGreaterThan(0);
     const { run } = await claimBackgroundTurn(w.services, 's', { input: 'again' });
     const next = runBackgroundTurn(w.services, run!);
     await w.until(() => w.second.prompts.length === 2);
     expect(await w.outcome(next)).toBe('done');
     await w.advance(0);
     const turn = await w.sessions.getTurn('s', 2);
+    await w.sessions.append('s', [{ type: 'message', role: 'user', content: 'after' }]);
     const session = await w.sessions.get('s');
-    expect(session.usage.input_tokens).toBe(spent.usage.input_tokens + turn.usage!.input_tokens);
+    expect(session.usage.input_tokens).toBe(both + turn.usage!.input_tokens);
+    expect(await chargesOf(w)).toEqual([]);
+  });
+
+  it('learns that its lease was taken over and stops: the next run completes it, its own spend charged', async () => {
+    const w = await world();
+    const { a, b } = await takenOver(w);
+    // A's renewals land again: refused (the lease is B's, the turn still open), so A stops its call.
+    w.resume();
+    await w.until(() => w.first.signals[0]?.aborted === true);
+    expect(w.first.signals[0]?.aborted).toBe(true);
+    w.first.fail(new Error('aborted'));
+    expect(await w.outcome(a)).toBe('done');
+    w.second.open();
+    expect(await w.outcome(b)).toBe('done');
+    await w.advance(LEASE_MS);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    await expectCharged(w);
   });
 
   it('failed it: its failed completion carries the notice on, which the next turn delivers once', async () => {

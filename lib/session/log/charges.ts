@@ -106,8 +106,10 @@ async function uncounted(
   return found.filter((charge) => charge !== null);
 }
 
+/** `totals` with a charge's usage and, for a stopped turn's spend stored as a charge, its summary's. */
 function withCharge(totals: Ledger, { spent }: { spent: StoppedSpendRecord | null }): Ledger {
-  return spent?.usage ? addToLedger(totals, spent.usage, 0) : totals;
+  const used = spent?.usage ? addToLedger(totals, spent.usage, 0) : totals;
+  return spent?.summary_usage ? addToLedger(used, spent.summary_usage, 0) : used;
 }
 
 /**

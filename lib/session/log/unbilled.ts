@@ -26,8 +26,10 @@ import { ledgerOf } from './head.ts';
  * write that counts it is the only one that drops it: counted once, whoever crashed where. A write
  * that finds nothing there once SPENT_WAIT_LEASES leases passed since the close (the stopped turn
  * died, or never called a model) puts an empty object create-only, and drops the turn: whichever
- * put lands first decides, so a stopped turn whose put is refused then is counted by no one; so
- * does a write that finds more than MAX_UNBILLED turns named, for the oldest. Only a chain whose
+ * put lands first decides, so a stopped turn whose put is refused then stores its spend as a
+ * charge instead (log/charges.ts), which the chain counts once; so does a write that finds more
+ * than MAX_UNBILLED turns named, for the oldest, and so does a run of a background turn whose
+ * other run, closed by the same close, stored its spend first. Only a chain whose
  * newest object names a turn reads anything more (one get per turn named, bounded by MAX_UNBILLED).
  */
 
@@ -181,38 +183,60 @@ export async function putSpend(
   key: string,
   spent: Omit<StoppedSpendRecord, 'format'>,
 ): Promise<boolean> {
+  return (await putSpendAt(log, key, spent)) === 'stored';
+}
+
+/**
+ * putSpend, telling why a put is not stored: `other` when the key holds what another put there
+ * (its create-only put refused, or a body not this one found after a lost answer), `unknown` when
+ * it cannot tell (a failed put, and a failed get after it).
+ */
+async function putSpendAt(
+  log: LogContext,
+  key: string,
+  spent: Omit<StoppedSpendRecord, 'format'>,
+): Promise<'stored' | 'other' | 'unknown'> {
   const body = JSON.stringify({ format: 'tailgate.spent.v1', ...spent } satisfies StoppedSpendRecord);
   try {
-    if (await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) return true;
+    if (await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) return 'stored';
+    return 'other';
   } catch {
     // A lost answer: the key tells.
   }
   const stored = await log.store.get(key).catch(() => null);
-  return stored !== null && new TextDecoder().decode(stored.body) === body;
+  if (stored === null) return 'unknown';
+  return new TextDecoder().decode(stored.body) === body ? 'stored' : 'other';
 }
 
 /**
- * Stores what `turn` (of record `record`), closed by someone else, spent, create-only: false when
- * the chain stopped waiting for it first (or the put failed), or never waited (waitedFor), so the
- * session's totals do not count it. A put that landed after a
- * delete of its session (or a delete of its newest turn's, which keeps the generation it names:
- * the config reads it) swept the generation is removed again: the sweep ran before it landed.
+ * Stores what `turn` (of record `record`), closed by someone else, spent, create-only: `stored`
+ * when the session's totals count it from there; `elsewhere` when no write of the chain counts it
+ * from there, so it is to be stored as a charge (log/charges.ts): the completion that ended the
+ * turn never waited for it (waitedFor: another run's), or the key holds what another put there
+ * (another run of the turn, closed by the same close, stored its own; or the chain stopped
+ * waiting and counted nothing); `lost` when the put cannot be told (failed, and its key not read),
+ * or it landed after a delete of its session (or a delete of its newest turn's, which keeps the
+ * generation it names: the config reads it) swept the generation, and is removed again.
  */
 export async function storeStoppedSpend(
   log: LogContext,
   scope: LogScope,
   { turn, record }: { turn: number; record: number },
   spent: Omit<StoppedSpendRecord, 'format'>,
-): Promise<boolean> {
-  if (!(await waitedFor(log, scope, turn, record))) return false;
-  return storeSpend(log, scope, spentKey(scope, turn), spent);
+): Promise<'stored' | 'elsewhere' | 'lost'> {
+  if (!(await waitedFor(log, scope, turn, record))) return 'elsewhere';
+  const key = spentKey(scope, turn);
+  const put = await putSpendAt(log, key, spent);
+  if (put === 'other') return 'elsewhere';
+  if (put === 'unknown') return 'lost';
+  return (await keptUnlessSwept(log, scope, key)) ? 'stored' : 'lost';
 }
 
 /**
  * Whether the completion that ended `turn` waits for its spend: a close by someone else names the
  * turn unbilled (log/lease.ts); the completion of another run of a background turn (run twice, its
- * lease taken over) does not, so the spend of the run it refused is counted by no one, and stored
- * by no one. A completion not read (gone, packed since, a failed read) is taken to wait.
+ * lease taken over) does not, so the run it refused stores its spend as a charge instead. A
+ * completion not read (gone, packed since, a failed read) is taken to wait.
  */
 async function waitedFor(log: LogContext, scope: LogScope, turn: number, record: number): Promise<boolean> {
   const object = await log.store.get(doneKey(scope, record)).catch(() => null);

@@ -26,6 +26,8 @@ interface MeteredCall {
   streamed: number;
   /** It failed, and its model told that its provider never got it (lib/models/provider-reach.ts). */
   unreached: boolean;
+  /** It answered (also when it was aborted after that: its answer dropped): the provider's usage. */
+  reported?: ModelUsage;
 }
 
 /** Meters the model calls of one turn attempt as they run. */
@@ -72,14 +74,17 @@ export class CallMeter {
 
   /**
    * Takes the call made now (`call`), started: its failure as `failing` takes it, its answer as
-   * `answered` does (also one the turn then drops: its claim's put failed meanwhile, and the
-   * provider billed what it reported), while it is still the call made now; and its settling,
-   * which `settled` waits for.
+   * `answered` does (also one the turn then drops: its claim's put failed meanwhile, or was lost to
+   * another writer, or a notice it showed did not move, and the provider billed what it reported),
+   * kept with the call (an aborted one counts it, not its estimate); and its settling, which
+   * `settled` waits for.
    */
   track(call: Promise<{ usage: ModelUsage } | null>): void {
     const tracked = this.#call;
     this.#settled = call.then((result) => {
-      if (result && tracked && tracked === this.#call) this.#reported ??= result.usage;
+      if (!result || !tracked) return;
+      tracked.reported ??= result.usage;
+      if (tracked === this.#call) this.#reported ??= result.usage;
     }, this.failing());
   }
 
@@ -88,10 +93,17 @@ export class CallMeter {
     return this.#settled;
   }
 
-  /** What the aborted calls spent, estimated (none counts the calls their provider never got). */
-  #aborted(): ModelUsage | undefined {
-    let aborted: ModelUsage | undefined;
-    for (const call of this.#earlier) if (!skipped(call)) aborted = added(aborted, estimate(call));
+  /**
+   * What the aborted calls spent: the provider's usage of one that answered before its abort, else
+   * estimated (none counts the calls their provider never got); `estimated` when any was.
+   */
+  #aborted(): { usage: ModelUsage; estimated: boolean } | undefined {
+    let aborted: { usage: ModelUsage; estimated: boolean } | undefined;
+    for (const call of this.#earlier) {
+      if (skipped(call)) continue;
+      const usage = added(aborted?.usage, estimate(call));
+      aborted = { usage, estimated: (aborted?.estimated ?? false) || !call.reported };
+    }
     return aborted;
   }
 
@@ -134,35 +146,39 @@ export class CallMeter {
    */
   spent(price: ModelPrice | undefined): StoppedSpend | null {
     const aborted = this.#aborted();
-    const estimated = !this.#reported || aborted !== undefined;
-    if (this.#reported) return { usage: turnUsage(added(aborted, this.#reported), price), estimated };
+    const estimated = !this.#reported || aborted?.estimated === true;
+    if (this.#reported) return { usage: turnUsage(added(aborted?.usage, this.#reported), price), estimated };
     const call = this.#call;
     if (!call || skipped(call)) return this.#abortedOnly(price);
-    return { usage: turnUsage(added(aborted, estimate(call)), price), estimated };
+    return { usage: turnUsage(added(aborted?.usage, estimate(call)), price), estimated };
   }
 
   #abortedOnly(price: ModelPrice | undefined): StoppedSpend | null {
     const aborted = this.#aborted();
-    return aborted ? { usage: turnUsage(aborted, price), estimated: true } : null;
+    return aborted ? { usage: turnUsage(aborted.usage, price), estimated: aborted.estimated } : null;
   }
 }
 
-/** A call that counts nothing: its provider never got it, and it streamed nothing. */
+/** A call that counts nothing: its provider never got it, and it streamed nothing (nor answered). */
 function skipped(call: MeteredCall): boolean {
-  return call.unreached && call.streamed === 0;
+  return call.unreached && call.streamed === 0 && !call.reported;
 }
 
-/** A call's estimate: its prompt's tokens as counted, the output it streamed. */
+/** What an aborted call spent: its provider's usage when it answered, else its prompt's tokens and output streamed. */
 function estimate(call: MeteredCall): ModelUsage {
-  return { input_tokens: call.promptTokens(), output_tokens: call.streamed };
+  return call.reported ?? { input_tokens: call.promptTokens(), output_tokens: call.streamed };
 }
 
-/** `usage` with `earlier`'s input and output tokens added. */
+/** `usage` with `earlier`'s tokens added (its cache and reasoning tokens too, when either reports them). */
 function added(earlier: ModelUsage | undefined, usage: ModelUsage): ModelUsage {
   if (!earlier) return usage;
-  return {
-    ...usage,
+  const sum: ModelUsage = {
     input_tokens: usage.input_tokens + earlier.input_tokens,
     output_tokens: usage.output_tokens + earlier.output_tokens,
   };
+  for (const field of ['cached_input_tokens', 'cache_write_tokens', 'reasoning_tokens'] as const) {
+    if (usage[field] !== undefined || earlier[field] !== undefined)
+      sum[field] = (usage[field] ?? 0) + (earlier[field] ?? 0);
+  }
+  return sum;
 }

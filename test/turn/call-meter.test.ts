@@ -71,4 +71,39 @@ describe('CallMeter', () => {
     const next = meter.next();
     expect(next.spent(undefined)).toMatchObject({ usage: { input_tokens: 10, output_tokens: 0 }, estimated: true });
   });
+
+  it("a lost claim's aborted call that answered first: what its provider reported, not its estimate", async () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    meter.track(Promise.resolve({ usage: { input_tokens: 500, output_tokens: 30, cached_input_tokens: 100 } }));
+    await meter.settled();
+    const next = meter.next();
+    expect(next.spent(undefined)).toMatchObject({
+      usage: { input_tokens: 500, output_tokens: 30, cached_input_tokens: 100 },
+      estimated: false,
+    });
+    next.calling(prompt(20), approximateTokenCounter);
+    next.answered({ input_tokens: 21, output_tokens: 3 });
+    expect(next.spent(undefined)).toMatchObject({
+      usage: { input_tokens: 521, output_tokens: 33, cached_input_tokens: 100 },
+      estimated: false,
+    });
+  });
+
+  it('a call aborted by a notice after it answered, made again: both as reported, its answer coming late', async () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    let answer!: (value: { usage: { input_tokens: number; output_tokens: number } }) => void;
+    meter.track(new Promise((resolve) => (answer = resolve)));
+    meter.calling(prompt(20), approximateTokenCounter);
+    answer({ usage: { input_tokens: 500, output_tokens: 30 } });
+    meter.track(Promise.resolve({ usage: { input_tokens: 21, output_tokens: 3 } }));
+    await meter.settled();
+    expect(meter.spent(undefined)).toMatchObject({ usage: { input_tokens: 521, output_tokens: 33 }, estimated: false });
+    // One aborted before it answered counts its estimate, and makes the sum an estimate.
+    meter.calling(prompt(40), approximateTokenCounter);
+    meter.calling(prompt(80), approximateTokenCounter);
+    meter.answered({ input_tokens: 81, output_tokens: 1 });
+    expect(meter.spent(undefined)).toMatchObject({ usage: { input_tokens: 642, output_tokens: 34 }, estimated: true });
+  });
 });

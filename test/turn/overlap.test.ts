@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { ModelRequest } from '../../lib/models/model.ts';
+import type { Model, ModelRequest } from '../../lib/models/model.ts';
+import { echoModel } from '../../lib/models/echo.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
@@ -162,5 +163,72 @@ describe('a model call started before the claim landed', () => {
       output_tokens: answered.output_tokens,
     });
     expect(await w.sessions.getTurn('s', response.turn)).toMatchObject({ usage_estimated: true });
+  });
+
+  /**
+   * A model whose provider reports 1000 input tokens and 50 output tokens for every call (not what
+   * an estimate would count), telling `answered` once each call answered.
+   */
+  function reporting() {
+    const store = new HookedStore();
+    const prompts: ModelRequest['prompt'][] = [];
+    const answers: (() => void)[] = [];
+    const answered = (call: number) => new Promise<void>((resolve) => (answers[call] = resolve));
+    const first = answered(0);
+    const model: Model = {
+      id: 'reporting',
+      async generate(request) {
+        prompts.push(request.prompt);
+        const result = await echoModel.generate(request);
+        answers[prompts.length - 1]?.();
+        return { ...result, usage: { input_tokens: 1000, output_tokens: 50 } };
+      },
+      stream: () => {
+        throw new Error('not streamed');
+      },
+    };
+    return { store, prompts, first, ...turnWorld(store, model) };
+  }
+
+  it('charges the call a lost claim aborted after it answered as its provider reported it', async () => {
+    const w = reporting();
+    await w.sessions.create({ id: 's' });
+    // The claim's put waits for the call's answer, and is then refused: another writer appended.
+    w.store.hook = {
+      op: 'put',
+      match: isRecord,
+      run: async () => {
+        await w.first;
+        await w.sessions.append('s', [{ type: 'message', role: 'user', content: 'meanwhile' }]);
+      },
+    };
+    const response = await runTurn(w.services, 's', { input: 'hello' });
+    expect(w.prompts).toHaveLength(2);
+    expect(response.usage).toMatchObject({ input_tokens: 2000, output_tokens: 100 });
+    const turn = await w.sessions.getTurn('s', response.turn);
+    expect(turn.usage).toMatchObject({ input_tokens: 2000, output_tokens: 100 });
+    expect(turn.usage_estimated).toBeUndefined();
+    expect((await w.sessions.get('s')).usage).toMatchObject({ turns: 1, input_tokens: 2000, output_tokens: 100 });
+  });
+
+  it('charges the call a notice aborted after it answered as its provider reported it', async () => {
+    const w = reporting();
+    await w.sessions.create({ id: 's' });
+    await w.inbox.post('s', { name: '0001-gone.md', content: 'withdrawn meanwhile' });
+    // The notice's move waits for the call's answer, and finds it withdrawn.
+    w.store.hook = {
+      op: 'head',
+      match: (key) => key.endsWith('inbox/0001-gone.md'),
+      run: async () => {
+        await w.first;
+        await w.inbox.withdraw('s', '0001-gone.md');
+      },
+    };
+    const response = await runTurn(w.services, 's', { input: 'hello' });
+    expect(w.prompts).toHaveLength(2);
+    expect(response.usage).toMatchObject({ input_tokens: 2000, output_tokens: 100 });
+    const turn = await w.sessions.getTurn('s', response.turn);
+    expect(turn.usage_estimated).toBeUndefined();
+    expect((await w.sessions.get('s')).usage).toMatchObject({ turns: 1, input_tokens: 2000, output_tokens: 100 });
   });
 });

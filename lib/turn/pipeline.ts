@@ -1,4 +1,5 @@
 import { idGeneration } from '../session/log/rewind.ts';
+import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn, TurnHistory, TurnOutcome } from '../session/log/types.ts';
@@ -102,8 +103,7 @@ async function takeTurn(
   // Its images and files are checked now and stored once the claim's checks let the turn run.
   const attachments = background ? undefined : services.sessions.checkAttachments(inputItems(request));
   const input = attachments?.items ?? [];
-  // A budgeted token's spend, read alongside the claim's reads (a background turn's was checked
-  // when it was claimed, and is charged to the token its record names).
+  // A budgeted token's spend, read with the claim's reads (a background turn's: checked at its claim, in its record).
   const spend = background ? undefined : services.tokenSpend;
   const spent = spend?.read();
   spent?.catch(() => undefined);
@@ -125,8 +125,7 @@ async function takeTurn(
       options.checkConfig?.(config);
       if (spend && spent) spend.check(await spent);
     },
-    // Once nothing refuses the turn (a busy session neither), before its record; the turn's
-    // prompt takes their bytes from the request meanwhile.
+    // Once nothing refuses the turn (a busy session neither), before its record; its prompt reads the request's bytes.
     ...(attachments?.store ? { beforePut: attachments.store } : {}),
     ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });
@@ -211,11 +210,12 @@ async function attemptTurn(
     afterResponse(services, () => pickUp(services, sessionId, claimed.turn.scope, closedBefore(claimed.turn)));
     return response;
   } catch (error) {
-    // Nothing of an attempt whose record did not land was stored: start again (a failed
-    // put throws its own error, the call it started charged to its token).
+    // Nothing of an attempt whose record did not land was stored: start again (a failed put throws).
     if (error instanceof ClaimLost || !(await landed.catch(unlanded(services, attempt)))) return null;
-    // Stopped because someone else closed it: answered as its completion would have been.
-    const cause: unknown = attempt.stop.signal.aborted ? attempt.stop.signal.reason : error;
+    // Stopped because someone else closed it: answered as its completion would have been (not
+    // once its own completion landed: its webhook event failed, and its totals counted its call).
+    const own = error instanceof ClosedByItsCompletionError;
+    const cause: unknown = attempt.stop.signal.aborted && !own ? attempt.stop.signal.reason : error;
     return await closeFailed(services, sessionId, attempt, cause).finally(() => {
       // A retake has no input: its turn is named where its output would have begun.
       const { turn, input, scope, counts } = attempt.turn;
@@ -309,7 +309,7 @@ async function turnSteps(
   checkItemSizes(result.output, services.config.maxItemBytes, 'output');
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
-  // With what the calls it aborted spent (a notice they showed did not move), estimated.
+  // With what the calls it aborted spent (a notice they showed did not move, a lost claim).
   const { usage, estimated } = attempt.meter.spent(services.config.modelPrices[plan.model.id])!;
   const summarized = inputs.summaryUsage ? { compaction_usage: inputs.summaryUsage } : {};
   const response: TurnResponse = {

@@ -67,6 +67,9 @@ async function world() {
   };
   // Run A: over a store whose lease puts do not answer once it moved the notice out of the inbox.
   let stalled = false;
+  // Run A's completion puts wait for `doneHeld.gate` while it is set; its webhook event fails once `eventFails` is set.
+  const doneHeld: { gate?: Promise<void> } = {};
+  const eventFails = { on: false };
   let resume!: () => void;
   const resumed = new Promise<void>((resolve) => (resume = resolve));
   const its = new Proxy(store, {
@@ -76,6 +79,7 @@ async function world() {
       return async (...args: unknown[]) => {
         const key = typeof args[0] === 'string' ? args[0] : '';
         if (stalled && property === 'put' && key.endsWith('.lease')) await resumed;
+        if (property === 'put' && key.endsWith('.done') && doneHeld.gate) await doneHeld.gate;
         const result: unknown = await value.apply(target, args);
         if (property === 'delete' && key.endsWith('/inbox/n1.md')) stalled = true;
         return result;
@@ -83,10 +87,17 @@ async function world() {
     },
   });
   const first = gated();
+
   const options = { clock, log: () => {}, sessionExists: sessionExistsIn(its, '') };
   const servicesA: TurnServices = {
     ...services,
-    sessions: new SessionLog(its, { leaseMs: LEASE_MS }),
+    // Its turn's webhook event fails once `eventFails` is set (no intent stored: its close throws).
+    sessions: new SessionLog(its, {
+      leaseMs: LEASE_MS,
+      onClosed: async () => {
+        if (eventFails.on) throw new Error('the webhook event failed');
+      },
+    }),
     inbox: new Inbox(its, options),
     model: () => first.model,
   };
@@ -98,6 +109,8 @@ async function world() {
     run: run!,
     first,
     second,
+    eventFails,
+    doneHeld,
     /** Starts run A and waits until it moved the notice and called its model (its outcome wrapped: not awaited). */
     startFirst: async () => {
       const outcome = runBackgroundTurn(servicesA, run!);
@@ -282,6 +295,27 @@ describe('a background run that stalled and closes its turn after another run to
     expect(await w.outcome(b)).toBe('done');
     await w.advance(LEASE_MS);
     expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    await expectCharged(w);
+  });
+
+  it('completes it as it learns its lease was taken over, its event failing: its call counted once', async () => {
+    const w = await world();
+    const { a, b } = await takenOver(w);
+    // A's model answers, and its completion's put waits until its renewal found the lease B's.
+    let release!: () => void;
+    w.doneHeld.gate = new Promise<void>((resolve) => (release = resolve));
+    w.eventFails.on = true;
+    w.first.open();
+    w.resume();
+    await w.until(() => w.first.signals[0]?.aborted === true);
+    expect(w.first.signals[0]?.aborted).toBe(true);
+    release();
+    // A's completion lands (it counts A's call), and only its webhook event fails.
+    expect(await w.outcome(a)).toBe('done');
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    w.second.open();
+    expect(await w.outcome(b)).toBe('done');
+    await w.advance(LEASE_MS);
     await expectCharged(w);
   });
 

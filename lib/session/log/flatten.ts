@@ -1,31 +1,17 @@
 import { CorruptObjectError, DeleteRefusedError } from '../../errors.ts';
-import { mapLimit } from '../../store/object-store.ts';
-import { MAX_FORK_DEPTH, MAX_NAMED_GENERATIONS, type NamedPoint } from '../fork-point.ts';
-import {
-  ancestorScope,
-  newGeneration,
-  RECORD_BOUND,
-  recordsPrefix,
-  scoped,
-  type ForkPoint,
-  type LogScope,
-} from '../keys.ts';
-import {
-  idempotencyClaimSchema,
-  parseStoredOrUndefined,
-  type LogItem,
-  type LogRecord,
-  type SessionConfig,
-} from '../records.ts';
+import { MAX_FORK_DEPTH, type NamedPoint } from '../fork-point.ts';
+import { ancestorScope, newGeneration, recordsPrefix, scoped, type ForkPoint, type LogScope } from '../keys.ts';
+import type { LogItem, LogRecord, SessionConfig } from '../records.ts';
 import { SegmentReader, type SegmentContent } from '../segment.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { logCursor, type LogUnit } from '../unit-cursor.ts';
 import type { LogView } from '../view-records.ts';
-import { PARALLEL_GETS, type LogContext } from './context.ts';
+import type { LogContext } from './context.ts';
 import { forkChain, giveUp } from './fork.ts';
 import { readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
 import { VIEW_EVERY_RECORDS } from './import.ts';
 import { carryAfter, segmentTurnOf, writeSegment } from './packer.ts';
+import { copyObjects, namesOf } from './flatten-copy.ts';
 import type { PackOptions } from './types.ts';
 import { heldView } from './view-writer.ts';
 
@@ -95,33 +81,6 @@ export async function flattenHistory(
 export interface HeldViews {
   prior: LogView | null;
   held: LogItem[];
-}
-
-/**
- * The names of the items up to `chain[0].seq` (see flattenHistory). A generation of the chain
- * holding none of them (a flattened history read whole, whose ids name older ones) is named for
- * no seqs, with the next entry's: the session's forks made from it are still its own.
- */
-function namesOf(chain: readonly ForkPoint[], named: readonly NamedPoint[] | undefined): NamedPoint[] {
-  const below = clipNames(named, chain[0]?.seq ?? 0);
-  const top = below[0]?.seq ?? 0;
-  const fresh = chain.filter((point) => point.seq > top).map(({ generation, seq }) => ({ generation, seq }));
-  const listed = new Set([...fresh, ...below].map((point) => point.generation));
-  const empty = chain
-    .filter((point) => point.seq <= top && !listed.has(point.generation))
-    .map(({ generation }) => ({ generation, seq: top }));
-  return [...fresh, ...empty, ...below].slice(0, MAX_NAMED_GENERATIONS);
-}
-
-/** `named` for a history that now ends at `seq` (a delete went back to it): the entries below it. */
-export function clipNames(named: readonly NamedPoint[] | undefined, seq: number): NamedPoint[] {
-  const kept: NamedPoint[] = [];
-  for (const [index, point] of (named ?? []).entries()) {
-    const next = named![index + 1]?.seq ?? 0;
-    if (next >= seq) continue;
-    kept.push({ ...point, seq: Math.min(point.seq, seq) });
-  }
-  return kept;
 }
 
 /**
@@ -243,52 +202,6 @@ async function pieceOf(log: LogContext, { unit, upTo }: Source): Promise<Piece> 
     turns: content.turns.filter((turn) => turn.record <= upTo),
     states,
   };
-}
-
-/**
- * Copies what the history keeps of `point`'s generation beside its records into `scope`
- * (create-only): every blob, the summaries of compactions at records up to the point, and for
- * this id's generations the `idem/` claims of records up to it and the event journals of turns
- * up to `turns` (those the history holds there).
- */
-async function copyObjects(log: LogContext, scope: LogScope, point: ForkPoint, turns: number): Promise<void> {
-  const from = ancestorScope(log.keyPrefix, point);
-  const recordOf = (name: string) => RECORD_BOUND - Number(name);
-  // Each kind copied: which names (read before the object), and which bodies (after).
-  const kinds: { kind: string; name: (name: string) => boolean; body?: (body: Uint8Array) => boolean }[] = [
-    { kind: 'blob', name: () => true },
-    { kind: 'context', name: (name) => recordOf(name) <= point.record },
-  ];
-  if (point.id === scope.id)
-    kinds.push(
-      { kind: 'idem', name: () => true, body: (body) => claimedUpTo(body, point.record) },
-      { kind: 'events', name: (name) => Number(name.slice(0, 12)) <= turns },
-    );
-  for (const { kind, name: wantedName, body: wantedBody } of kinds) {
-    const prefix = scoped(from, kind);
-    const target = scoped(scope, kind);
-    let cursor: string | undefined;
-    do {
-      const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
-      await mapLimit(page.objects, PARALLEL_GETS, async ({ key }) => {
-        const name = key.slice(prefix.length);
-        if (!wantedName(name)) return;
-        const object = await log.store.get(key);
-        if (object && (wantedBody?.(object.body) ?? true))
-          await log.store.put(`${target}${name}`, object.body, { onlyIfAbsent: true });
-      });
-      cursor = page.truncated ? page.cursor : undefined;
-    } while (cursor);
-  }
-}
-
-/**
- * Whether an `idem/` claim names a record up to `record` (a turn or an append the history holds).
- * One that is no claim (edited, cut short) names none: it is left behind.
- */
-function claimedUpTo(body: Uint8Array, record: number): boolean {
-  const claim = parseStoredOrUndefined(body, idempotencyClaimSchema);
-  return claim !== undefined && claim.record <= record;
 }
 
 /** giveUp (./fork.ts), and what a flattening wrote under the generation given up. */

@@ -94,6 +94,26 @@ describe('SessionLog.deleteTurn, again and again', () => {
     await expect(contents(log, 'deep')).resolves.toEqual([...kept, 'next', 're next']);
   });
 
+  it('deletes the turn before the one a flattening delete took out', async () => {
+    const store = new MemoryStore();
+    const log = new SessionLog(store, { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 600 });
+    await log.create({ id: 'deep' });
+    const kept: string[] = [];
+    for (let n = 1; n <= 9; n++) {
+      await turnOf(log, 'deep', `kept ${n}`);
+      kept.push(`kept ${n}`, `re kept ${n}`);
+      await turnOf(log, 'deep', `gone ${n}`);
+      await log.deleteTurn('deep', n + 1);
+    }
+    const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 'deep')))!.body));
+    expect(config.named, 'the last delete flattened').toBeDefined();
+    // Its history's newest records stay records: the kept turn before the point goes too.
+    await log.deleteTurn('deep', 9);
+    await expect(contents(log, 'deep')).resolves.toEqual(kept.slice(0, -2));
+    await turnOf(log, 'deep', 'next');
+    await expect(contents(log, 'deep')).resolves.toEqual([...kept.slice(0, -2), 'next', 're next']);
+  });
+
   it('flattens only its own generations: a fork goes on reading its parent', async () => {
     const store = new MemoryStore();
     let offset = 0;

@@ -1,7 +1,16 @@
 import { CorruptObjectError, DeleteRefusedError } from '../../errors.ts';
 import { MAX_FORK_DEPTH, type NamedPoint } from '../fork-point.ts';
-import { ancestorScope, newGeneration, recordsPrefix, scoped, type ForkPoint, type LogScope } from '../keys.ts';
-import type { LogItem, LogRecord, SessionConfig } from '../records.ts';
+import {
+  ancestorScope,
+  doneKey,
+  newGeneration,
+  recordKey,
+  recordsPrefix,
+  scoped,
+  type ForkPoint,
+  type LogScope,
+} from '../keys.ts';
+import type { DoneRecord, LogItem, LogRecord, SessionConfig } from '../records.ts';
 import { SegmentReader, type SegmentContent } from '../segment.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { logCursor, type LogUnit } from '../unit-cursor.ts';
@@ -20,6 +29,7 @@ import { heldView } from './view-writer.ts';
  * whose new generation would read more generations than a config names (MAX_FORK_DEPTH) writes
  * the history it would read as that generation's own instead, as the packer would have left it
  * there: segments of the same records (numbers, items, turns and states), cut at each fork point,
+ * but the newest few, which stay records (looseTail: the newest turn can be deleted in turn),
  * with the objects found by record, turn or hash under a generation copied along: its blobs, the
  * summaries of its compactions, the `idem/` claims of its turns (this id's) and the event journals
  * of its turns, each up to the point the history reads it to. All of it is written under the new
@@ -38,6 +48,8 @@ interface Source {
 
 /** One closed record or a part of a segment, ready to be packed again. */
 interface Piece {
+  /** A record's own objects (not a segment's part). */
+  own?: { record: LogRecord; done: DoneRecord | null };
   firstRecord: number;
   lastRecord: number;
   items: LogItem[];
@@ -85,8 +97,9 @@ export interface HeldViews {
 
 /**
  * Packs the history's units again into segments under `scope`, about segmentTargetBytes each,
- * with a view made in memory every VIEW_EVERY_RECORDS segments (see HeldViews). Returns the
- * turn count of each record it packed, and the views held.
+ * but the newest records it keeps as records (looseTail), with a view made in memory every
+ * VIEW_EVERY_RECORDS segments (see HeldViews). Returns the turn count of each record it read,
+ * and the views held.
  */
 async function writeSegments(log: LogContext, scope: LogScope, chain: readonly ForkPoint[], pack: PackOptions) {
   const sources = await listSources(log, scope, chain);
@@ -122,12 +135,19 @@ async function writeSegments(log: LogContext, scope: LogScope, chain: readonly F
     views.prior = await heldView(log, scope, newest, views.prior, views.held, pack.requirement);
     views.held = [];
   };
-  for (const source of sources) {
-    const piece = await pieceOf(log, source);
+  const loose = await looseTail(log, sources);
+  for (const [index, source] of sources.entries()) {
+    const piece = loose.get(index) ?? (await pieceOf(log, source));
     if (piece.firstRecord !== next)
       throw new CorruptObjectError(sourceKey(source), `record ${piece.firstRecord} where ${next} was expected`);
     next = piece.lastRecord + 1;
     for (const state of piece.states) turnsAt.set(state.record, state.counts.turns);
+    if (loose.has(index) && piece.own) {
+      await flush();
+      await putLoose(log, scope, piece.own);
+      views?.held.push(...piece.items);
+      continue;
+    }
     const size = piece.items.reduce((sum, item) => sum + JSON.stringify(item).length + 1, 0);
     if (content && bytes + size > log.segmentTargetBytes) await flush();
     content ??= { firstRecord: piece.firstRecord, lastRecord: 0, items: [], turns: [], carried, states: [] };
@@ -141,6 +161,32 @@ async function writeSegments(log: LogContext, scope: LogScope, chain: readonly F
   if (next !== (chain[0]?.record ?? 0) + 1)
     throw new CorruptObjectError(recordsPrefix(scope), `the history ends at record ${next - 1}`);
   return { turnsAt, views };
+}
+
+/**
+ * The newest records of the history that stay records (by their index in `sources`), read: those
+ * a delete of the newest turn reads as records (log/rewind.ts pointBefore), as a pack leaves them
+ * (it keeps the newest `keepRecords`): the records of no items after the newest turn or append,
+ * that one, and the one before it. So the turn before the point of the delete that flattened can
+ * be deleted in turn. Fewer when a segment comes first.
+ */
+async function looseTail(log: LogContext, sources: readonly Source[]): Promise<Map<number, Piece>> {
+  const loose = new Map<number, Piece>();
+  let found = false;
+  for (let index = sources.length - 1; index >= 0 && sources[index]!.unit.kind === 'record'; index--) {
+    const piece = await pieceOf(log, sources[index]!);
+    loose.set(index, piece);
+    if (found) break;
+    found = piece.own!.record.kind === 'turn' || piece.own!.record.items.length > 0;
+  }
+  return loose;
+}
+
+/** A record and its completion, as they were (create-only: nothing else writes under `scope` yet). */
+async function putLoose(log: LogContext, scope: LogScope, { record, done }: NonNullable<Piece['own']>) {
+  const put = { onlyIfAbsent: true, contentType: 'application/json' };
+  await log.store.put(recordKey(scope, record.record), JSON.stringify(record), put);
+  if (done) await log.store.put(doneKey(scope, record.record), JSON.stringify(done), put);
 }
 
 /** A record closing with `state` and holding `items` (from `firstSeq`): what a held view is made of. */
@@ -183,6 +229,7 @@ async function pieceOf(log: LogContext, { unit, upTo }: Source): Promise<Piece> 
     const { record, done } = await readRecord(log, unit);
     if (record.kind === 'turn' && !done) throw new CorruptObjectError(unit.key, 'an open turn in a history it reads');
     return {
+      own: { record, done },
       firstRecord: record.record,
       lastRecord: record.record,
       items: [...record.items, ...(done?.items ?? [])],

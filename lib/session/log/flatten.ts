@@ -60,11 +60,12 @@ interface Piece {
 /**
  * Writes the history a fork reading `chain` (nearest first: generations of this id) would read
  * as the own records of `scope` (a generation nothing names yet), up to `chain[0]`: from the
- * record after its own ancestors' point (`scope.ancestors`, another session's history, which it
- * goes on reading as a fork does), else from record 1. Returns what the config's `named`
- * becomes: the chain's generations for the seqs they held, then those `named` (the head's)
- * names below them, at most MAX_NAMED_GENERATIONS. A segment without states refuses
- * (DeleteRefusedError: it cannot be cut at a record).
+ * record after its own ancestors' point (`scope.ancestors`: the chain's oldest generation, when
+ * it is not copied but read as a fork reads it, and another session's history, read so too),
+ * else from record 1. Returns what the config's `named` becomes: the chain's generations for
+ * the seqs they held, then those `named` (the head's) names below them, at most
+ * MAX_NAMED_GENERATIONS. A segment without states refuses (DeleteRefusedError: it cannot be cut
+ * at a record).
  */
 export async function flattenHistory(
   log: LogContext,
@@ -73,16 +74,60 @@ export async function flattenHistory(
   named: readonly NamedPoint[] | undefined,
   pack: PackOptions = {},
 ): Promise<{ named: NamedPoint[]; views: HeldViews | null }> {
+  const base = scope.ancestors?.[0]?.id === scope.id ? scope.ancestors[0] : undefined;
+  const copied = base ? chain.slice(0, -1) : chain;
   // A unit packed or merged meanwhile is listed again: the segments written before it go first, or
   // they would be read as the history's own and overlap those cut anew (and the views' shards).
-  const { turnsAt, views } = await withFreshListing(() =>
-    writeSegments(log, scope, chain, pack).catch(async (error: unknown) => {
+  const { turnsAt, views } = await withFreshListing(async () => {
+    try {
+      const held = !scope.ancestors
+        ? { prior: null, held: [] }
+        : base && scope.ancestors.length === 1
+          ? await baseViews(log, scope, base, pack)
+          : null;
+      return await writeSegments(log, scope, copied, pack, held);
+    } catch (error) {
       await sweepFlattened(log, scope, ['turn', 'keys', 'tail']);
       throw error;
-    }),
-  );
-  await Promise.all(chain.map((point) => copyObjects(log, scope, point, turnsAt.get(point.record) ?? 0)));
+    }
+  });
+  await Promise.all(copied.map((point) => copyObjects(log, scope, point, turnsAt.get(point.record) ?? 0)));
   return { named: namesOf(chain, named), views };
+}
+
+/**
+ * The views of `base`'s history up to its point (the generation a flattening reads and does not
+ * copy) as a flattening holds them (HeldViews): its units are read, none written.
+ */
+async function baseViews(log: LogContext, scope: LogScope, base: ForkPoint, pack: PackOptions): Promise<HeldViews> {
+  const views: HeldViews = { prior: null, held: [] };
+  let read = 0;
+  for (const source of await listSources(log, { ...scope, ancestors: [] }, [base])) {
+    const piece = await pieceOf(log, source);
+    views.held.push(...piece.items);
+    read += 1;
+    if (read % VIEW_EVERY_RECORDS === 0) await holdView(log, scope, views, piece.states.at(-1)!, piece.items, pack);
+  }
+  return views;
+}
+
+/**
+ * Makes the view of the record closing with `state` in memory (log/view-writer.ts heldView) from
+ * `views` (their items, `items` the last unit's): a record carrying that unit's items, as an
+ * import's view takes its record.
+ */
+async function holdView(
+  log: LogContext,
+  scope: LogScope,
+  views: HeldViews,
+  state: RecordState,
+  items: LogItem[],
+  pack: PackOptions,
+): Promise<void> {
+  const firstSeq = items[0]?.seq ?? state.counts.items + 1;
+  const newest = { record: recordAt(state, firstSeq, items, log.clock().toISOString()), done: null };
+  views.prior = await heldView(log, scope, newest, views.prior, views.held, pack.requirement);
+  views.held = [];
 }
 
 /**
@@ -101,12 +146,17 @@ export interface HeldViews {
  * VIEW_EVERY_RECORDS segments (see HeldViews). Returns the turn count of each record it read,
  * and the views held.
  */
-async function writeSegments(log: LogContext, scope: LogScope, chain: readonly ForkPoint[], pack: PackOptions) {
+async function writeSegments(
+  log: LogContext,
+  scope: LogScope,
+  chain: readonly ForkPoint[],
+  pack: PackOptions,
+  views: HeldViews | null,
+) {
   const sources = await listSources(log, scope, chain);
   const turnsAt = new Map<number, number>();
   let content: SegmentContent | null = null;
   const below = scope.ancestors?.[0];
-  const views: HeldViews | null = below ? null : { prior: null, held: [] };
   let written = 0;
   // The messages before the first segment are known only from the log's start.
   let carried: LogItem[] | null = below ? null : [];
@@ -121,7 +171,6 @@ async function writeSegments(log: LogContext, scope: LogScope, chain: readonly F
       content.carried,
       content.items.filter((item) => item.type === 'message'),
     );
-    const firstSeq = seqBefore + 1;
     seqBefore = content.states!.at(-1)?.counts.items ?? seqBefore;
     const { items, states } = content;
     content = null;
@@ -129,11 +178,7 @@ async function writeSegments(log: LogContext, scope: LogScope, chain: readonly F
     if (!views) return;
     views.held.push(...items);
     written += 1;
-    if (written % VIEW_EVERY_RECORDS !== 0) return;
-    // The segment's last record as an import's view takes it: carrying the segment's items.
-    const newest = { record: recordAt(states!.at(-1)!, firstSeq, items, log.clock().toISOString()), done: null };
-    views.prior = await heldView(log, scope, newest, views.prior, views.held, pack.requirement);
-    views.held = [];
+    if (written % VIEW_EVERY_RECORDS === 0) await holdView(log, scope, views, states!.at(-1)!, items, pack);
   };
   const loose = await looseTail(log, sources);
   for (const [index, source] of sources.entries()) {
@@ -295,9 +340,15 @@ export async function flattened(
   const ends = chain.findIndex((entry) => entry.id !== head.config.id);
   const own = ends < 0 ? chain : chain.slice(0, ends);
   const parent = chain.slice(own.length);
+  // Its oldest generation (the last one flattened, or the first) is read as a fork reads it, and
+  // only those above it copied, while they hold no more items than it: so what a flattening writes
+  // grows with what came since the last one that copied it all, not with the whole history.
+  const base = own.at(-1)!;
+  const floor = parent[0]?.seq ?? 0;
+  const reads = own.length > 1 && own[0]!.seq - base.seq <= base.seq - floor ? [base, ...parent] : parent;
   const generation = newGeneration(log.clock());
   const { fork_of: _, ...fields } = head.config;
-  const scope = scopeOf(log.keyPrefix, { ...fields, generation, ...(parent.length > 0 ? { fork_of: parent } : {}) });
+  const scope = scopeOf(log.keyPrefix, { ...fields, generation, ...(reads.length > 0 ? { fork_of: reads } : {}) });
   try {
     const { named, views } = await flattenHistory(log, scope, own, head.config.named, pack);
     return { scope, chain, named, views, pack };

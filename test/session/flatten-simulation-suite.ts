@@ -27,15 +27,21 @@ const CALL: Item[] = [
   { type: 'function_call', call_id: 'c1', name: 'read', arguments: '{}' },
   { type: 'function_call_output', call_id: 'c1', output: OUTPUT },
 ];
-const kept = [
+/**
+ * Messages appended after the call, in the first generation: none, and more than the turns after
+ * it hold, so that the flattening reads that generation as a fork and copies only those above it.
+ */
+const EARLY = { 'copies every generation': 0, 'copies those above the first': 4 * DEPTH };
+type History = keyof typeof EARLY;
+const early = (history: History) => Array.from({ length: EARLY[history] }, (_, index) => `early ${index + 1}`);
+const kept = (history: History) => [
   undefined,
   undefined,
+  ...early(history),
   ...Array.from({ length: DEPTH + 1 }, (_, index) => [`kept ${index + 1}`, `re kept ${index + 1}`]).flat(),
 ];
-const BEFORE = [...kept, 'gone', 're gone'];
-const AFTER = kept;
 
-async function start(makeStore: () => Promise<ObjectStore>) {
+async function start(makeStore: () => Promise<ObjectStore>, history: History) {
   const store = await makeStore();
   let offset = 0;
   const clock = () => new Date(Date.now() + offset);
@@ -44,6 +50,7 @@ async function start(makeStore: () => Promise<ObjectStore>) {
     new SessionLog(on, { clock, leaseMs: LEASE_MS, packMinRecords: 2, keepRecords: 1, blobThreshold: 64 });
   await log().create({ id: S });
   await log().append(S, CALL);
+  if (EARLY[history] > 0) await log().append(S, early(history).map(user));
   for (let n = 1; n <= DEPTH; n++) {
     await keyedTurn(log(), `kept ${n}`, `key ${n}`);
     await turnOf(log(), S, `gone ${n}`);
@@ -80,17 +87,21 @@ export function defineFlattenSimulation(name: string, makeStore: () => Promise<O
       vi.useRealTimers();
     });
 
-    it(
-      'crashed at each storage call, before it and after it landed, then retried',
-      async () => {
-        const counted = await start(makeStore);
+    it.each(Object.keys(EARLY) as History[])(
+      'crashed at each storage call, before it and after it landed, then retried (%s)',
+      async (history) => {
+        const AFTER = kept(history);
+        const BEFORE = [...AFTER, 'gone', 're gone'];
+        const counted = await start(makeStore, history);
         const counter = new InterleavedStore(counted.store, {});
         expect((await rewind(counted.log(counter))).ok).toBe(true);
         const config = JSON.parse(new TextDecoder().decode((await counted.store.get(sessionConfigKey('', S)))!.body));
-        expect(config.fork_of, 'the delete flattens').toBeUndefined();
+        // Flattened: it reads no generation of its own, or only the first (one level deep).
+        expect(config.named, 'the delete flattens').toBeDefined();
+        expect(config.fork_of?.length ?? 0).toBe(EARLY[history] > 0 ? 1 : 0);
         for (let crash = 1; crash <= counter.calls; crash++) {
           for (const after of [false, true]) {
-            const run = await start(makeStore);
+            const run = await start(makeStore, history);
             await rewind(run.log(new InterleavedStore(run.store, { crash: { at: crash, after } })));
             const where = `delete crashed at call ${crash} ${after ? 'after' : 'before'} it`;
             expect([BEFORE, AFTER], where).toContainEqual(await contents(run.log(), S));

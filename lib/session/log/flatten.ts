@@ -27,17 +27,18 @@ import { heldView } from './view-writer.ts';
 /**
  * Flattening a history (docs/STORAGE.md, "Deleting the newest turn"): a delete of the newest turn
  * whose new generation would read more generations than a config names (MAX_FORK_DEPTH) writes
- * the history it would read as that generation's own instead, as the packer would have left it
- * there: segments of the same records (numbers, items, turns and states), cut at each fork point,
- * but the newest few, which stay records (looseTail: the newest turn can be deleted in turn),
- * with the objects found by record, turn or hash under a generation copied along: its blobs, the
- * summaries of its compactions, the `idem/` claims of its turns (this id's) and the event journals
- * of its turns, each up to the point the history reads it to. All of it is written under the new
- * generation before anything names it, so a failure or a crash leaves garbage the next delete of
- * the id sweeps (reader assumption 5). The ids of the items keep naming the generations that held
- * them (`named`, returned). The generations it copied from stay while the config names the new
- * one (their references, written by the delete as for any fork of itself): a turn closed by
- * someone else there is still charged from its `spent/` object.
+ * the history it would read as that generation's own instead (above the oldest generation of this
+ * id it reads, which it reads as a fork while those above hold no more items: see flattened), as
+ * the packer would have left it there: segments of the same records (numbers, items, turns and
+ * states), cut at each fork point, but the newest few, which stay records (looseTail: the newest
+ * turn can be deleted in turn), with the objects found by record, turn or hash under a generation
+ * copied along: its blobs, the summaries of its compactions, the `idem/` claims of its turns
+ * (this id's) and the event journals of its turns, each up to the point the history reads it to.
+ * All of it is written under the new generation before anything names it, so a failure or a crash
+ * leaves garbage the next delete of the id sweeps (reader assumption 5). The ids of the items
+ * keep naming the generations that held them (`named`, returned). The generations it copied from
+ * stay while the config names the new one (their references, written by the delete as for any
+ * fork of itself): a turn closed by someone else there is still charged from its `spent/` object.
  */
 
 /** The units of a history, oldest first, each with the last record of it the history reads. */

@@ -95,7 +95,7 @@ describe('a delete flattening a history with views made in memory, crashed at a 
     const probe = new KeyRecordingStore(await copy());
     expect((await rewind(logOf(probe))).ok).toBe(true);
     const config = JSON.parse(new TextDecoder().decode((await probe.get(sessionConfigKey('', 's')))!.body));
-    expect(config.fork_of, 'the delete flattens').toBeUndefined();
+    expect(config.named, 'the delete flattens').toBeDefined();
     const after = await newest(probe);
     expect(after).toEqual({ items: (await contents(logOf(base), 's')).slice(-22, -2), turns: before.turns - 1 });
     const crashes = probe.keys.flatMap((key, index) =>

@@ -6,19 +6,24 @@ import { PARALLEL_GETS, type LogContext } from './context.ts';
 
 /**
  * Copies what the history keeps of `point`'s generation beside its records into `scope`
- * (create-only): every blob, the summaries of compactions at records up to the point, and for
- * this id's generations the `idem/` claims of records up to it and the event journals of turns
- * up to `turns` (those the history holds there).
+ * (create-only): with `turns` null (before its segments, whose views read them), every blob and
+ * the summaries of compactions at records up to the point; else, for this id's generations, the
+ * `idem/` claims of records up to it and the event journals of turns up to `turns` (those the
+ * history holds there).
  */
-export async function copyObjects(log: LogContext, scope: LogScope, point: ForkPoint, turns: number): Promise<void> {
+export async function copyObjects(
+  log: LogContext,
+  scope: LogScope,
+  point: ForkPoint,
+  turns: number | null,
+): Promise<void> {
   const from = ancestorScope(log.keyPrefix, point);
   const recordOf = (name: string) => RECORD_BOUND - Number(name);
   // Each kind copied: which names (read before the object), and which bodies (after).
-  const kinds: { kind: string; name: (name: string) => boolean; body?: (body: Uint8Array) => boolean }[] = [
-    { kind: 'blob', name: () => true },
-    { kind: 'context', name: (name) => recordOf(name) <= point.record },
-  ];
-  if (point.id === scope.id)
+  const kinds: { kind: string; name: (name: string) => boolean; body?: (body: Uint8Array) => boolean }[] = [];
+  if (turns === null)
+    kinds.push({ kind: 'blob', name: () => true }, { kind: 'context', name: (name) => recordOf(name) <= point.record });
+  else if (point.id === scope.id)
     kinds.push(
       { kind: 'idem', name: () => true, body: (body) => claimedUpTo(body, point.record) },
       { kind: 'events', name: (name) => Number(name.slice(0, 12)) <= turns },

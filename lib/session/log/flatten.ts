@@ -77,6 +77,8 @@ export async function flattenHistory(
 ): Promise<{ named: NamedPoint[]; views: HeldViews | null }> {
   const base = scope.ancestors?.[0]?.id === scope.id ? scope.ancestors[0] : undefined;
   const copied = base ? chain.slice(0, -1) : chain;
+  // The blobs first: a view made in memory holds outputs out of line whole, read from `scope`.
+  await Promise.all(copied.map((point) => copyObjects(log, scope, point, null)));
   // A unit packed or merged meanwhile is listed again: the segments written before it go first, or
   // they would be read as the history's own and overlap those cut anew (and the views' shards).
   const { turnsAt, views } = await withFreshListing(async () => {

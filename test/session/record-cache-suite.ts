@@ -2,10 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { ProcessStore } from '../../bench/process-store.ts';
 import type { Item } from '../../lib/items.ts';
 import { logContext } from '../../lib/session/log/context.ts';
-import { readHead } from '../../lib/session/log/head.ts';
+import { readHead, readRecord, RecordMissingError } from '../../lib/session/log/head.ts';
 import { parseRecordsEntry, recordKey } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
+import { logCursor } from '../../lib/session/unit-cursor.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 /** One process's store (caches of its own, log/record-cache.ts among them) that notes the keys it gets. */
@@ -84,6 +85,33 @@ export function defineRecordCacheSuite(name: string, makeStore: () => ObjectStor
       // Another process's log reads its own.
       const elsewhere = logContext(other, { viewPolicy, keyPrefix });
       expect((await readHead(elsewhere, 's')).newest?.record).toEqual(head.newest?.record);
+    });
+
+    it('takes a record listed before another process buried it as listed; listed after, passes it', async () => {
+      const stored = await makeStore();
+      const one = new Process(stored);
+      const keyPrefix = ownPrefix();
+      const log = new SessionLog(one, { keyPrefix });
+      await log.create({ id: 's' });
+      await log.append('s', items(0, 2));
+      await log.append('s', items(2, 2));
+      const context = logContext(one, { viewPolicy, keyPrefix });
+      const { scope, newest } = await readHead(context, 's');
+      const listed = await logCursor(one, scope).next();
+      expect(listed).toMatchObject({ kind: 'record', record: 2 });
+      if (listed?.kind !== 'record') throw new Error('the newest record is not listed');
+      // Another process's packer buries the record (an empty object) after the listing.
+      await new ProcessStore(stored).put(recordKey(scope, 2), new Uint8Array(0));
+      one.recordGets();
+      // As a get right after the listing would have read it: the record, no get.
+      const read = await readRecord(context, listed);
+      expect(read.record).toBe(newest?.record);
+      expect(one.recordGets()).toEqual([]);
+      // Listed again, the tombstone is passed over; got by its key, it is missing.
+      const relisted = await logCursor(one, scope).next();
+      expect(relisted).toMatchObject({ kind: 'record', record: 1 });
+      const { listed: _, ...unlisted } = listed;
+      await expect(readRecord(context, unlisted)).rejects.toBeInstanceOf(RecordMissingError);
     });
 
     it('an append and its pack get no record their process wrote', async () => {

@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
-import type { Item } from '../../lib/items.ts';
-import { sessionConfigKey } from '../../lib/session/keys.ts';
 import type {
   Body,
   GetOptions,
@@ -12,25 +10,23 @@ import type {
   PutOptions,
   StoredObject,
 } from '../../lib/store/object-store.ts';
+import {
+  CHARGED,
+  chargeableSession,
+  chargeList,
+  configGet,
+  fencePut,
+  isCharge,
+  totalsAfterTwoWrites,
+} from '../support/charges.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { type OpenTurn, SessionLog } from '../support/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 
 // A carried charge (lib/session/log/charges.ts carry) goes with its marker, which kept its other
 // carrier off it: a store deleting several keys in no set order (S3's DeleteObjects, R2's batch)
 // may remove the marker and fail on the charge, or remove the marker first. The charge must be
 // gone before its marker is, or its other carrier carries it a second time.
-
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const CHARGED = {
-  input_tokens: 10,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 1,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-};
-const isCharge = (key: string) => key.includes('/-charge-');
 
 /** A store whose delete of several keys removes the last ones first, and fails on a charge once armed. */
 class UnorderedDeletes implements ObjectStore {
@@ -70,22 +66,15 @@ describe.each(await memoryAndFileStores('charge-carry-delete'))(
       const unordered = new UnorderedDeletes(storeOf());
       const store = new HeldStore(unordered);
       const log = new SessionLog(store, {});
-      await log.create({ id: 's1' });
-      const begun = await log.beginTurn('s1', { input: [user('a')] });
-      if (begun.kind !== 'claimed') throw new Error('expected a claim');
-      const usage = { ...CHARGED, input_tokens: 100, output_tokens: 5 };
-      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
-      const turn = { scope: await log.scope('s1') } as OpenTurn;
+      const turn = await chargeableSession(log);
 
       // The charge lands after the delete read its head; its writer reads the config once it moved,
       // and carries it while the delete's listing of the generation it left waits.
-      const fence = store.hold(
-        ({ operation, keys }) => operation === 'put' && keys[0]!.includes('/turn/') && !isCharge(keys[0]!),
-      );
+      const fence = store.hold(fencePut);
       const deleted = log.deleteTurn('s1', 1);
       await fence.reached;
-      const listed = store.hold(({ operation, keys }) => operation === 'list' && isCharge(keys[0]!));
-      const read = store.hold(({ operation, keys }) => operation === 'get' && keys[0] === sessionConfigKey('', 's1'));
+      const listed = store.hold(chargeList);
+      const read = store.hold(configGet);
       const stored = log.storeCharge(turn, { usage: CHARGED }).catch(() => 'failed');
       await read.reached;
       fence.release();
@@ -96,8 +85,7 @@ describe.each(await memoryAndFileStores('charge-carry-delete'))(
       listed.release();
       await deleted;
 
-      for (const content of ['b', 'c']) await log.append('s1', [user(content)]);
-      expect((await log.get('s1')).usage).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 6 });
+      expect(await totalsAfterTwoWrites(log)).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 6 });
     });
   },
 );

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
 import type {
   Body,
   GetOptions,
@@ -10,25 +9,14 @@ import type {
   PutOptions,
   StoredObject,
 } from '../../lib/store/object-store.ts';
+import { CHARGED, chargeableSession, fencePut, isCharge, totalsAfterTwoWrites } from '../support/charges.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { type OpenTurn, SessionLog } from '../support/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 
 // The delete of the newest turn carries every charge of the generation it left that no write
 // counted (lib/session/log/charges.ts carriedOn), page after page: a store may answer a listing
 // with fewer keys than asked while it is truncated (R2 does).
-
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const USAGE = {
-  input_tokens: 100,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 5,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-};
-const CHARGED = { ...USAGE, input_tokens: 10, output_tokens: 1 };
-const isCharge = (key: string) => key.includes('/-charge-');
 
 /** A store listing one key a page under a charge's prefix. */
 class ShortPages implements ObjectStore {
@@ -59,23 +47,16 @@ describe.each(await memoryAndFileStores('charge-carry-pages'))(
     it('carries every one', async () => {
       const store = new HeldStore(new ShortPages(storeOf()));
       const log = new SessionLog(store, {});
-      await log.create({ id: 's1' });
-      const begun = await log.beginTurn('s1', { input: [user('a')] });
-      if (begun.kind !== 'claimed') throw new Error('expected a claim');
-      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage: USAGE });
-      const turn = { scope: await log.scope('s1') } as OpenTurn;
+      const turn = await chargeableSession(log);
 
-      const fence = store.hold(
-        ({ operation, keys }) => operation === 'put' && keys[0]!.includes('/turn/') && !isCharge(keys[0]!),
-      );
+      const fence = store.hold(fencePut);
       const deleted = log.deleteTurn('s1', 1);
       await fence.reached;
       for (let charge = 0; charge < 3; charge++) expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
       fence.release();
       await deleted;
 
-      for (const content of ['b', 'c']) await log.append('s1', [user(content)]);
-      expect((await log.get('s1')).usage).toMatchObject({ turns: 1, input_tokens: 130, output_tokens: 8 });
+      expect(await totalsAfterTwoWrites(log)).toMatchObject({ turns: 1, input_tokens: 130, output_tokens: 8 });
     });
   },
 );

@@ -1,11 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
-import { sessionConfigKey } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
+import type { SessionLogOptions } from '../../lib/session/session-log.ts';
+import {
+  CHARGED,
+  chargeableSession,
+  chargeList,
+  chargePut,
+  configGet,
+  fencePut,
+  isCharge,
+  totalsAfterTwoWrites,
+  user,
+} from '../support/charges.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { type HeldCall, HeldStore } from '../support/held-store.ts';
+import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { type OpenTurn, SessionLog } from '../support/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 
 // A charge (lib/session/log/charges.ts) put under the generation a delete of the newest turn is
 // leaving, after that delete read its head (so its fence does not count it), is carried to the
@@ -13,43 +23,29 @@ import { type OpenTurn, SessionLog } from '../support/session-log.ts';
 // of the generation it left once it moved the config, or by the charge's writer, which reads the
 // config after its put; both at once carry it once.
 
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const CHARGED = {
-  input_tokens: 10,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 1,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-};
-
-const isCharge = (key: string) => key.includes('/-charge-');
-const configGet = ({ operation, keys }: HeldCall) => operation === 'get' && keys[0] === sessionConfigKey('', 's1');
-const chargePut = ({ operation, keys }: HeldCall) => operation === 'put' && isCharge(keys[0]!);
-/** The delete's fence: its first put of a record (the turn's own is stored before). */
-const fencePut = ({ operation, keys }: HeldCall) =>
-  operation === 'put' && keys[0]!.includes('/turn/') && !isCharge(keys[0]!);
-
 describe.each(await memoryAndFileStores('charge-delete-race'))(
   'a charge landing while the newest turn is deleted counts once: %s',
   (_, storeOf) => {
     /** Session `s1` whose turn 1 completed (100 in, 5 out), and a charge of its generation to store. */
-    async function world(inner: ObjectStore) {
+    async function world(inner: ObjectStore, options: Partial<SessionLogOptions> = {}) {
       const store = new HeldStore(inner);
-      const log = new SessionLog(store, {});
-      await log.create({ id: 's1' });
-      const begun = await log.beginTurn('s1', { input: [user('a')] });
-      if (begun.kind !== 'claimed') throw new Error('expected a claim');
-      const usage = { ...CHARGED, input_tokens: 100, output_tokens: 5 };
-      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
-      const turn = { scope: await log.scope('s1') } as OpenTurn;
+      const log = new SessionLog(store, options);
+      const turn = await chargeableSession(log);
       const charge = () => log.storeCharge(turn, { usage: CHARGED });
       const totals = async () => {
-        for (const content of ['b', 'c']) await log.append('s1', [user(content)]);
+        const usage = await totalsAfterTwoWrites(log);
         const keys = (await inner.list('')).objects.map((object) => object.key);
-        return { usage: (await log.get('s1')).usage, charges: keys.filter(isCharge) };
+        return { usage, charges: keys.filter(isCharge) };
       };
-      return { store, log, charge, totals };
+      /** Holds the delete of turn 1 at its fence: `deleted` once released, with `caught` its failure caught. */
+      const fenced = async (caught = false) => {
+        const fence = store.hold(fencePut);
+        const deleting = log.deleteTurn('s1', 1);
+        const deleted = caught ? deleting.catch(() => undefined) : deleting;
+        await fence.reached;
+        return { fence, deleted };
+      };
+      return { store, log, charge, totals, fenced };
     }
     const counted = { usage: { turns: 1, input_tokens: 110, output_tokens: 6 }, charges: [] };
 
@@ -59,29 +55,23 @@ describe.each(await memoryAndFileStores('charge-delete-race'))(
       async function run(writerCarries: boolean, k: number, after: boolean) {
         let now = Date.parse('2026-01-01T00:00:00Z');
         const faulty = new FaultyStore(storeOf());
-        const store = new HeldStore(faulty);
-        const log = new SessionLog(store, { clock: () => new Date(now), leaseMs: LEASE_MS });
-        await log.create({ id: 's1' });
-        const begun = await log.beginTurn('s1', { input: [user('a')] });
-        if (begun.kind !== 'claimed') throw new Error('expected a claim');
-        const usage = { ...CHARGED, input_tokens: 100, output_tokens: 5 };
-        await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
-        const turn = { scope: await log.scope('s1') } as OpenTurn;
+        const { store, log, charge, fenced } = await world(faulty, {
+          clock: () => new Date(now),
+          leaseMs: LEASE_MS,
+        });
         let calls = 0;
         const arm = () => faulty.failWhen(() => ++calls === k, { after, times: 1 });
         if (writerCarries) {
           const put = store.hold(chargePut);
-          const stored = log.storeCharge(turn, { usage: CHARGED }).catch(() => false);
+          const stored = charge().catch(() => false);
           await put.reached;
           arm();
           await log.deleteTurn('s1', 1).catch(() => undefined);
           put.release();
           await stored;
         } else {
-          const fence = store.hold(fencePut);
-          const deleted = log.deleteTurn('s1', 1).catch(() => undefined);
-          await fence.reached;
-          expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
+          const { fence, deleted } = await fenced(true);
+          expect(await charge()).toBe(true);
           arm();
           fence.release();
           await deleted;
@@ -108,9 +98,7 @@ describe.each(await memoryAndFileStores('charge-delete-race'))(
 
     it('put after the head read, before the fence: the delete carries it', async () => {
       const w = await world(storeOf());
-      const fence = w.store.hold(fencePut);
-      const deleted = w.log.deleteTurn('s1', 1);
-      await fence.reached;
+      const { fence, deleted } = await w.fenced();
       expect(await w.charge()).toBe(true);
       fence.release();
       await deleted;
@@ -130,9 +118,7 @@ describe.each(await memoryAndFileStores('charge-delete-race'))(
 
     it("put before the fence, its writer's config read after the delete: both carry it, once", async () => {
       const w = await world(storeOf());
-      const fence = w.store.hold(fencePut);
-      const deleted = w.log.deleteTurn('s1', 1);
-      await fence.reached;
+      const { fence, deleted } = await w.fenced();
       const read = w.store.hold(configGet);
       const stored = w.charge();
       await read.reached;
@@ -145,10 +131,8 @@ describe.each(await memoryAndFileStores('charge-delete-race'))(
 
     it('its writer carrying it when the delete lists it: the delete leaves it to the writer', async () => {
       const w = await world(storeOf());
-      const fence = w.store.hold(fencePut);
-      const deleted = w.log.deleteTurn('s1', 1);
-      await fence.reached;
-      const listed = w.store.hold(({ operation, keys }) => operation === 'list' && isCharge(keys[0]!));
+      const { fence, deleted } = await w.fenced();
+      const listed = w.store.hold(chargeList);
       const read = w.store.hold(configGet);
       const stored = w.charge();
       await read.reached;

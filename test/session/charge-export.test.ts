@@ -1,24 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
-import type { Item } from '../../lib/items.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { exportLines, importLines, type TransferServices } from '../../lib/transfer.ts';
+import { CHARGED, completedTurn, isCharge, user } from '../support/charges.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 // An export's `ledger` counts the charges (lib/session/log/charges.ts) no write counted yet, as a
 // read of the session shows them, so an import goes on from the same totals.
-
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const CHARGED = {
-  input_tokens: 10,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 1,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-};
 
 function world() {
   const store = new FaultyStore(new MemoryStore());
@@ -44,12 +34,9 @@ const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
 async function charged(charges: number) {
   const w = world();
   await w.sessions.create({ id: 's1' });
-  const begun = await w.sessions.beginTurn('s1', { input: [user('a')] });
-  if (begun.kind !== 'claimed') throw new Error('expected a claim');
-  const usage = { ...CHARGED, input_tokens: 100, output_tokens: 5 };
-  await w.sessions.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+  const turn = await completedTurn(w.sessions, 'a');
   for (let charge = 0; charge < charges; charge++)
-    expect(await w.sessions.storeCharge(begun.turn, { usage: CHARGED })).toBe(true);
+    expect(await w.sessions.storeCharge(turn, { usage: CHARGED })).toBe(true);
   return w;
 }
 
@@ -74,7 +61,7 @@ describe('an export of a session with charges no write counted yet', () => {
 
   it("is refused when a charge's get fails, before any line (its ledger would leave the charge out)", async () => {
     const w = await charged(2);
-    w.store.failWhen(({ operation, key }) => operation === 'get' && key.includes('/-charge-'), { times: 1 });
+    w.store.failWhen(({ operation, key }) => operation === 'get' && isCharge(key), { times: 1 });
     await expect(exportText(w.services, 's1')).rejects.toThrow();
     expect(JSON.parse((await exportText(w.services, 's1')).split('\n')[0]!).ledger).toMatchObject({
       input_tokens: 120,

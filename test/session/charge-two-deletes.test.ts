@@ -1,20 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
-import { HeldStore } from '../support/held-store.ts';
+import { CHARGED, chargeableSession, totalsAfterTwoWrites } from '../support/charges.ts';
+import { type HeldCall, HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { type OpenTurn, SessionLog } from '../support/session-log.ts';
-
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const USAGE = {
-  input_tokens: 100,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 5,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-};
-const CHARGED = { ...USAGE, input_tokens: 10, output_tokens: 1 };
+import { SessionLog } from '../support/session-log.ts';
 
 // A charge put after a delete of the newest turn read its head is counted by the generation the
 // session moves to (lib/session/log/charges.ts): not lost to a second delete of the same turn.
@@ -25,12 +14,8 @@ describe.each(await memoryAndFileStores('charge-two-deletes'))(
     it.each([true, false])('count the charge once, the first one moving the config: %s', async (firstMoves) => {
       const store = new HeldStore(storeOf());
       const log = new SessionLog(store, {});
-      await log.create({ id: 's1' });
-      const begun = await log.beginTurn('s1', { input: [user('a')] });
-      if (begun.kind !== 'claimed') throw new Error('expected a claim');
-      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage: USAGE });
-      const turn = { scope: await log.scope('s1') } as OpenTurn;
-      const configPut = ({ operation, keys }: { operation: string; keys: string[] }) =>
+      const turn = await chargeableSession(log);
+      const configPut = ({ operation, keys }: HeldCall) =>
         operation === 'put' && keys[0] === sessionConfigKey('', 's1');
 
       const first = store.hold(configPut);
@@ -54,8 +39,7 @@ describe.each(await memoryAndFileStores('charge-two-deletes'))(
       loser.release();
       const outcomes = [await deleted, await again];
 
-      for (const content of ['b', 'c']) await log.append('s1', [user(content)]);
-      expect((await log.get('s1')).usage).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 6 });
+      expect(await totalsAfterTwoWrites(log)).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 6 });
       expect(outcomes).toEqual(firstMoves ? ['deleted', 'NotFoundError'] : ['NotFoundError', 'deleted']);
     });
   },

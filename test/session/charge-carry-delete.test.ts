@@ -1,15 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { StorageError } from '../../lib/errors.ts';
-import type {
-  Body,
-  GetOptions,
-  ListOptions,
-  ListResult,
-  ObjectInfo,
-  ObjectStore,
-  PutOptions,
-  StoredObject,
-} from '../../lib/store/object-store.ts';
 import {
   CHARGED,
   chargeableSession,
@@ -19,6 +8,7 @@ import {
   isCharge,
   totalsAfterTwoWrites,
 } from '../support/charges.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -28,43 +18,13 @@ import { SessionLog } from '../support/session-log.ts';
 // may remove the marker and fail on the charge, or remove the marker first. The charge must be
 // gone before its marker is, or its other carrier carries it a second time.
 
-/** A store whose delete of several keys removes the last ones first, and fails on a charge once armed. */
-class UnorderedDeletes implements ObjectStore {
-  armed = false;
-  readonly inner: ObjectStore;
-  constructor(inner: ObjectStore) {
-    this.inner = inner;
-  }
-  get(key: string, options?: GetOptions): Promise<StoredObject | null> {
-    return this.inner.get(key, options);
-  }
-  head(key: string): Promise<ObjectInfo | null> {
-    return this.inner.head(key);
-  }
-  put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
-    return this.inner.put(key, body, options);
-  }
-  list(prefix: string, options?: ListOptions): Promise<ListResult> {
-    return this.inner.list(prefix, options);
-  }
-  async delete(keys: string | string[]): Promise<void> {
-    const all = Array.isArray(keys) ? keys : [keys];
-    for (const key of [...all].reverse()) {
-      if (this.armed && isCharge(key) && !key.endsWith('.carried')) {
-        this.armed = false;
-        throw new StorageError(`delete ${key}: InternalError`);
-      }
-      await this.inner.delete(key);
-    }
-  }
-}
-
 describe.each(await memoryAndFileStores('charge-carry-delete'))(
   'a carried charge goes before its marker: %s',
   (_, storeOf) => {
     it('a delete of the charge failing after its marker went leaves no second carrier to it', async () => {
-      const unordered = new UnorderedDeletes(storeOf());
-      const store = new HeldStore(unordered);
+      // Its delete of several keys removes the last ones first.
+      const faulty = new FaultyStore(storeOf(), { deleteEachLastFirst: true });
+      const store = new HeldStore(faulty);
       const log = new SessionLog(store, {});
       const turn = await chargeableSession(log);
 
@@ -79,7 +39,9 @@ describe.each(await memoryAndFileStores('charge-carry-delete'))(
       await read.reached;
       fence.release();
       await listed.reached;
-      unordered.armed = true;
+      faulty.failWhen(({ operation, key }) => operation === 'delete' && isCharge(key) && !key.endsWith('.carried'), {
+        times: 1,
+      });
       read.release();
       await stored;
       listed.release();

@@ -1,15 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type {
-  Body,
-  GetOptions,
-  ListOptions,
-  ListResult,
-  ObjectInfo,
-  ObjectStore,
-  PutOptions,
-  StoredObject,
-} from '../../lib/store/object-store.ts';
 import { CHARGED, chargeableSession, fencePut, isCharge, totalsAfterTwoWrites } from '../support/charges.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -18,34 +9,13 @@ import { SessionLog } from '../support/session-log.ts';
 // counted (lib/session/log/charges.ts carriedOn), page after page: a store may answer a listing
 // with fewer keys than asked while it is truncated (R2 does).
 
-/** A store listing one key a page under a charge's prefix. */
-class ShortPages implements ObjectStore {
-  readonly inner: ObjectStore;
-  constructor(inner: ObjectStore) {
-    this.inner = inner;
-  }
-  get(key: string, options?: GetOptions): Promise<StoredObject | null> {
-    return this.inner.get(key, options);
-  }
-  head(key: string): Promise<ObjectInfo | null> {
-    return this.inner.head(key);
-  }
-  put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
-    return this.inner.put(key, body, options);
-  }
-  list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
-    return this.inner.list(prefix, isCharge(prefix) ? { ...options, limit: 1 } : options);
-  }
-  delete(keys: string | string[]): Promise<void> {
-    return this.inner.delete(keys);
-  }
-}
-
 describe.each(await memoryAndFileStores('charge-carry-pages'))(
   'charges carried past a delete, listed page after page: %s',
   (_, storeOf) => {
     it('carries every one', async () => {
-      const store = new HeldStore(new ShortPages(storeOf()));
+      const store = new HeldStore(
+        new FaultyStore(storeOf(), { pageLimit: (prefix) => (isCharge(prefix) ? 1 : undefined) }),
+      );
       const log = new SessionLog(store, {});
       const turn = await chargeableSession(log);
 

@@ -34,6 +34,18 @@ export interface FaultOptions {
   error?: (call: StoreCall) => Error;
 }
 
+/** How the store answers besides the faults: what the ObjectStore contract allows that a local store never does. */
+export interface FaultyStoreOptions {
+  /**
+   * A delete of several keys removes them one call at a time, the last first, each call seen by
+   * the rules on its own: a batch delete (S3's DeleteObjects, R2's) keeps no order, and a fault
+   * on one key leaves the ones removed before it gone.
+   */
+  deleteEachLastFirst?: boolean;
+  /** The most keys a page of a listing under `prefix` holds (R2 answers fewer than asked); undefined: as asked. */
+  pageLimit?: (prefix: string) => number | undefined;
+}
+
 interface FaultRule extends FaultOptions {
   when: (call: StoreCall) => boolean;
   remaining: number;
@@ -49,13 +61,15 @@ interface FaultRule extends FaultOptions {
  */
 export class FaultyStore implements ObjectStore {
   readonly inner: ObjectStore;
+  readonly #options: FaultyStoreOptions;
   readonly #rules: FaultRule[] = [];
   readonly #calls: Record<StoreOperation, number> = { get: 0, head: 0, put: 0, list: 0, delete: 0 };
   /** Number of failures injected so far. */
   injected = 0;
 
-  constructor(inner: ObjectStore) {
+  constructor(inner: ObjectStore, options: FaultyStoreOptions = {}) {
     this.inner = inner;
+    this.#options = options;
   }
 
   /** Adds a rule; the first matching rule with failures left decides. Returns this. */
@@ -82,11 +96,18 @@ export class FaultyStore implements ObjectStore {
   }
 
   list(prefix: string, options?: ListOptions): Promise<ListResult> {
-    return this.#run('list', [prefix], () => this.inner.list(prefix, options));
+    const limit = this.#options.pageLimit?.(prefix);
+    const asked = limit === undefined ? options : { ...options, limit };
+    return this.#run('list', [prefix], () => this.inner.list(prefix, asked));
   }
 
   delete(keys: string | string[]): Promise<void> {
+    if (this.#options.deleteEachLastFirst && Array.isArray(keys)) return this.#deleteEach(keys);
     return this.#run('delete', Array.isArray(keys) ? keys : [keys], () => this.inner.delete(keys));
+  }
+
+  async #deleteEach(keys: string[]): Promise<void> {
+    for (const key of [...keys].reverse()) await this.#run('delete', [key], () => this.inner.delete(key));
   }
 
   async #run<T>(operation: StoreOperation, keys: string[], work: () => Promise<T>, options?: PutOptions): Promise<T> {

@@ -25,6 +25,19 @@ function process(store: ObjectStore, options: Partial<AppOptions> = {}) {
   return { api, drain };
 }
 
+const FIRST = { input: 'first', model: 'echo', background: true };
+
+/** A new session on `store` whose background turn 1 (`FIRST`, posted with `headers`) is left open; its id. */
+async function deadTurn(store: ObjectStore, headers?: Record<string, string>): Promise<string> {
+  // Its background turns never run: it dies before it runs them.
+  const dead = process(store, { queueTurn: () => async () => undefined });
+  const id = await dead.api.session();
+  const posted = await dead.api.post(`/v1/sessions/${id}/turns`, FIRST, headers);
+  expect(posted.status).toBe(202);
+  await dead.drain();
+  return id;
+}
+
 const readers: [string, (api: ReturnType<typeof createClient>, id: string) => Promise<unknown>][] = [
   [
     'a GET of the turn',
@@ -38,12 +51,7 @@ const readers: [string, (api: ReturnType<typeof createClient>, id: string) => Pr
 
 it.each(readers)('lists a session whose dead turn %s closed with that close', async (_, read) => {
   const store = new MemoryStore();
-  // Its background turns never run: it dies before it runs them.
-  const dead = process(store, { queueTurn: () => async () => undefined });
-  const id = await dead.api.session();
-  const posted = await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', model: 'echo', background: true });
-  expect(posted.status).toBe(202);
-  await dead.drain();
+  const id = await deadTurn(store);
   const closer = process(store, { clock: hourLater });
   await read(closer.api, id);
   await closer.drain();
@@ -72,15 +80,11 @@ async function expectListedAfterClose(api: ReturnType<typeof createClient>, id: 
 
 it('lists a session whose dead turn a retry under its Idempotency-Key closed, replayed, with that close', async () => {
   const store = new MemoryStore();
-  const dead = process(store, { queueTurn: () => async () => undefined });
-  const id = await dead.api.session();
-  const body = { input: 'first', model: 'echo', background: true };
   const headers = { 'idempotency-key': 'dead-turn' };
-  expect((await dead.api.post(`/v1/sessions/${id}/turns`, body, headers)).status).toBe(202);
-  await dead.drain();
+  const id = await deadTurn(store, headers);
   const closer = process(store, { clock: hourLater });
   // The retry's claim finds its key's turn open, its lease run out: it closes it and replays it.
-  const retried = await closer.api.post(`/v1/sessions/${id}/turns`, body, headers);
+  const retried = await closer.api.post(`/v1/sessions/${id}/turns`, FIRST, headers);
   expect(retried.status).toBeLessThan(500);
   await closer.drain();
   await expectListedAfterClose(closer.api, id);
@@ -88,11 +92,7 @@ it('lists a session whose dead turn a retry under its Idempotency-Key closed, re
 
 it('lists a session whose dead turn a claim closed, then storing nothing, with that close', async () => {
   const memory = new MemoryStore();
-  const dead = process(memory, { queueTurn: () => async () => undefined });
-  const id = await dead.api.session();
-  const posted = await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', model: 'echo', background: true });
-  expect(posted.status).toBe(202);
-  await dead.drain();
+  const id = await deadTurn(memory);
   // The next background turn's claim closes turn 1, then its own record's put fails: it stores nothing.
   const store = new FaultyStore(memory);
   store.failWhen(({ operation, key }) => operation === 'put' && /\/turn\/[^/]+\/\d+$/.test(key), { times: 1 });
@@ -106,11 +106,7 @@ it('lists a session whose dead turn a claim closed, then storing nothing, with t
 
 it('lists no row for a session deleted while the close of its dead turn refreshes its row', async () => {
   const store = new MemoryStore();
-  const dead = process(store, { queueTurn: () => async () => undefined });
-  const id = await dead.api.session();
-  const posted = await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', model: 'echo', background: true });
-  expect(posted.status).toBe(202);
-  await dead.drain();
+  const id = await deadTurn(store);
   const closer = process(store, { clock: hourLater });
   // The read closes turn 1; its refresh of the row runs after the response, beside the delete.
   expect((await closer.api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('failed');

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { exportLines, importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { exportText, inOneChunk } from '../support/export-lines.ts';
 import { CHARGED, completedTurn, isCharge, user } from '../support/charges.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -16,16 +17,6 @@ function world() {
   const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
   const services: TransferServices = { sessions, inbox, env: {} };
   return { store, sessions, services };
-}
-
-async function exportText(services: TransferServices, id: string): Promise<string> {
-  let text = '';
-  for await (const lines of await exportLines(services, id)) text += lines;
-  return text;
-}
-
-async function* once(text: string): AsyncGenerator<Uint8Array> {
-  yield new TextEncoder().encode(text);
 }
 
 const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
@@ -50,7 +41,7 @@ describe('an export of a session with charges no write counted yet', () => {
     if (charges <= 16) expect(shown).toMatchObject(totals);
 
     const copy = world();
-    await importLines(copy.services, once(text.replace('"id":"s1"', '"id":"s2"')), LIMITS);
+    await importLines(copy.services, inOneChunk(text.replace('"id":"s1"', '"id":"s2"')), LIMITS);
     expect((await copy.sessions.get('s2')).usage).toMatchObject(totals);
     expect(await exportText(copy.services, 's2')).toBe(text.replace('"id":"s1"', '"id":"s2"'));
     // The source's next write counts them once, as the export did.

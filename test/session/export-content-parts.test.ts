@@ -3,7 +3,8 @@ import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { Item } from '../../lib/items.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { exportLines, importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { exportText } from '../support/export-lines.ts';
 import { dataUrl, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -13,11 +14,6 @@ function world() {
   const sessions = new SessionLog(store, LOG_OPTIONS);
   const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
   return { sessions, inbox, services: { sessions, inbox, env: {} } as TransferServices };
-}
-async function exportText(services: TransferServices, id: string) {
-  let text = '';
-  for await (const line of await exportLines(services, id)) text += line;
-  return text;
 }
 async function* chunks(text: string, size = 61) {
   const bytes = new TextEncoder().encode(text);

@@ -4,7 +4,8 @@ import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { sessionPrefix } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { exportLines, importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { exportText } from '../support/export-lines.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -16,12 +17,6 @@ function world(store: ObjectStore) {
   const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, ''), maxNoticesPerTurn: RECORDS });
   const services: TransferServices = { sessions, inbox, env: {} };
   return { store, sessions, inbox, services };
-}
-
-async function exportText(services: TransferServices, id: string): Promise<string> {
-  let text = '';
-  for await (const lines of await exportLines(services, id)) text += lines;
-  return text;
 }
 
 async function* chunks(text: string, size = 4096): AsyncGenerator<Uint8Array> {

@@ -8,6 +8,7 @@ import { sessionPrefix } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { exportLines, importLines, ndjsonLines, type TransferServices } from '../../lib/transfer.ts';
+import { exportText } from '../support/export-lines.ts';
 import { headerLine, itemLine, messageLine } from '../support/export-lines.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
@@ -26,12 +27,6 @@ function world(store: ObjectStore = new MemoryStore()) {
   const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
   const services: TransferServices = { sessions, inbox, env: {} };
   return { store, sessions, inbox, services };
-}
-
-async function exportText(services: TransferServices, id: string): Promise<string> {
-  let text = '';
-  for await (const lines of await exportLines(services, id)) text += lines;
-  return text;
 }
 
 /** The bytes of `text`, in chunks of `size` (lines split across chunks). */

@@ -4,20 +4,13 @@ import type { Item } from '../../lib/items.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { exportLines, importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { exportText, inOneChunk } from '../support/export-lines.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { contents, turnOf } from './rewind-simulation-suite.ts';
 
 const OPTIONS = { blobThreshold: 64, segmentTargetBytes: 2048, packMinRecords: 2, keepRecords: 1 };
 
-async function exportText(services: TransferServices, id: string): Promise<string> {
-  let text = '';
-  for await (const lines of await exportLines(services, id)) text += lines;
-  return text;
-}
-async function* chunks(text: string): AsyncGenerator<Uint8Array> {
-  yield new TextEncoder().encode(text);
-}
 const LIMITS = { maxItemBytes: 4096, maxNoticeBytes: 1024, maxLineBytes: 16384 };
 
 /** Turns kept with a call and its large output appended each, and one deleted after each. */
@@ -55,7 +48,7 @@ describe('a flattened history elsewhere', () => {
     const text = await exportText(services, 's');
     const items = await contents(log, 's');
     const imported = text.replace(/"id":"s"/, '"id":"t"');
-    await importLines(services, chunks(imported), LIMITS);
+    await importLines(services, inOneChunk(imported), LIMITS);
     expect(await contents(log, 't')).toEqual(items);
     expect((await exportText(services, 't')).split('\n').slice(1)).toEqual(text.split('\n').slice(1));
     // A fork of it, in its flattened turns, flattened in turn.

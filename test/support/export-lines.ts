@@ -1,3 +1,5 @@
+import { exportLines, type TransferServices } from '../../lib/transfer.ts';
+
 /** Lines of a session export (lib/session/export-format.ts) for import tests. */
 
 const AT = '2026-01-01T00:00:00.000Z';
@@ -26,4 +28,16 @@ export function itemLine(seq: number, fields: Record<string, unknown>): string {
 /** A user message line with seq `seq`. */
 export function messageLine(seq: number): string {
   return itemLine(seq, { type: 'message', role: 'user', content: `m${seq}` });
+}
+
+/** The export of session `id`, every line of it. */
+export async function exportText(services: TransferServices, id: string): Promise<string> {
+  let text = '';
+  for await (const lines of await exportLines(services, id)) text += lines;
+  return text;
+}
+
+/** The bytes of `text` in one chunk, for an import. */
+export async function* inOneChunk(text: string): AsyncGenerator<Uint8Array> {
+  yield new TextEncoder().encode(text);
 }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { SeededRandom } from '../../bench/random.ts';
 import type { Item } from '../../lib/items.ts';
 import { logContext } from '../../lib/session/log/context.ts';
 import { readConfig, scopeOf } from '../../lib/session/log/head.ts';
@@ -22,18 +23,6 @@ import { USAGE } from './rewind-simulation-suite.ts';
  */
 
 const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
-
-/** A small deterministic generator (mulberry32). */
-function random(seed: number) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const STRATEGIES: { strategies: string[] | null; strategy_config: Record<string, unknown> }[] = [
   { strategies: null, strategy_config: {} },
@@ -96,7 +85,8 @@ async function turn(log: SessionLog, text: string, noticed = false) {
 
 /** A history of `seed` under strategies `config`, flattened by a delete given `pack`; the store. */
 async function flattenedSession(seed: number, pack: PackOptions | undefined) {
-  const next = random(seed);
+  const random = new SeededRandom(seed);
+  const next = () => random.next();
   const store = new MemoryStore();
   const log = new SessionLog(store, OPTIONS);
   const config = STRATEGIES[seed % STRATEGIES.length]!;

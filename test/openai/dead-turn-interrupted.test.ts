@@ -16,20 +16,30 @@ noBodyHeldAfterEach();
 const heldEcho = releasedAfterEach();
 
 /**
- * A conversation whose first response completed and whose second, `slow two`, is sent by the
- * official client (its default retries) and held in its model call (`held`): its store, id, the
- * response's promise (`sent`) and `release`, which lets the model answer.
+ * An app on a new memory store whose model calls `slow` holds, and the official client of it
+ * (its default retries unless `client` says otherwise).
  */
-async function heldSecondStep() {
-  const slow = heldEcho();
+function heldClient(slow: ReturnType<typeof heldEcho>, client: { maxRetries?: number } = {}) {
   const store = new MemoryStore();
   const { options, drain } = heldOptions(slow.model);
   const app = createApp({ store: () => store, readEnvironment: () => environment, ...options });
   const openai = new OpenAI({
     apiKey: TOKEN,
     baseURL: 'http://tailgate.test/v1',
+    ...client,
     fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
   });
+  return { store, openai, drain };
+}
+
+/**
+ * A conversation whose first response completed and whose second, `slow two`, is sent by the
+ * official client (its default retries) and held in its model call (`held`): its store, id, the
+ * response's promise (`sent`) and `release`, which lets the model answer.
+ */
+async function heldSecondStep() {
+  const slow = heldEcho();
+  const { store, openai, drain } = heldClient(slow);
   const { id } = await openai.conversations.create({});
   await openai.responses.create({ input: 'one', conversation: id });
   const sent = openai.responses.create({ input: 'slow two', conversation: id });
@@ -150,15 +160,7 @@ it('a response cancelled by a cancel, not an interrupt, stays: a native turn goe
 
 it('a response interrupted that took notices stays: its interrupt tries its take-out once, logged once', async () => {
   const slow = heldEcho();
-  const store = new MemoryStore();
-  const { options, drain } = heldOptions(slow.model);
-  const app = createApp({ store: () => store, readEnvironment: () => environment, ...options });
-  const openai = new OpenAI({
-    apiKey: TOKEN,
-    baseURL: 'http://tailgate.test/v1',
-    maxRetries: 0,
-    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
-  });
+  const { store, openai, drain } = heldClient(slow, { maxRetries: 0 });
   const { id } = await openai.conversations.create({});
   await openai.responses.create({ input: 'one', conversation: id });
   // The held response takes the notice (its prompt ends with it), so its delete is refused.

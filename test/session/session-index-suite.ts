@@ -96,6 +96,23 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
     await log.refreshIndex(id);
   }
 
+  /**
+   * Session `id` of two turns (the first with a call) on a log whose store calls `hold` stops, with
+   * rules picking the calls on its index entries: a put of one, a listing of one session's.
+   */
+  async function twoTurnsHeld(id: string) {
+    const { hold, wrap } = holding();
+    const world = setup(wrap);
+    await world.log.create({ id });
+    await turn(world.log, id, 1);
+    await turn(world.log, id);
+    const isEntry = (key: string) => key.startsWith(indexPrefix(world.keyPrefix));
+    const entryPut = (method: string, key: string) => method === 'put' && isEntry(key);
+    const entryList = (method: string, key: string) =>
+      method === 'list' && isEntry(key) && key !== indexPrefix(world.keyPrefix);
+    return { ...world, hold, isEntry, entryPut, entryList };
+  }
+
   describe(`${label}: session index`, () => {
     it('a page of 50 sessions is one list call and no get, newest created first', async () => {
       const counting = { store: undefined as CountingStore | undefined };
@@ -494,17 +511,12 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       // The refresh read the head (two turns) before the delete moved the session back, and puts
       // its entry after the delete listed; a listing then meets both before the refresh finds the
       // config changed and deletes its own.
-      const { hold, wrap } = holding();
-      const { log, list, settle, entries, keyPrefix } = setup(wrap);
-      await log.create({ id: 'm' });
-      await turn(log, 'm', 1);
-      await turn(log, 'm');
-      const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
-      const refreshPut = hold((method, key) => method === 'put' && isEntry(key));
+      const { hold, log, list, settle, entries, entryPut, entryList } = await twoTurnsHeld('m');
+      const refreshPut = hold(entryPut);
       const refreshing = log.refreshIndex('m');
       await refreshPut.reached;
       const after = await log.deleteTurn('m', 2);
-      const refreshList = hold((method, key) => method === 'list' && isEntry(key) && key !== indexPrefix(keyPrefix));
+      const refreshList = hold(entryList);
       refreshPut.open();
       await refreshList.reached;
       expect(await entries()).toHaveLength(2);
@@ -522,17 +534,12 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       // The stale refresh read the head (two turns) before the delete moved the session back, and
       // puts its entry after the delete listed; a refresh of the session as it is now (one turn)
       // lists both before the stale one finds the config changed and deletes its own.
-      const { hold, wrap } = holding();
-      const { log, list, entries, keyPrefix } = setup(wrap);
-      await log.create({ id: 'w' });
-      await turn(log, 'w', 1);
-      await turn(log, 'w');
-      const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
-      const stalePut = hold((method, key) => method === 'put' && isEntry(key));
+      const { hold, log, list, entries, entryPut, entryList } = await twoTurnsHeld('w');
+      const stalePut = hold(entryPut);
       const stale = log.refreshIndex('w');
       await stalePut.reached;
       const after = await log.deleteTurn('w', 2);
-      const staleList = hold((method, key) => method === 'list' && isEntry(key) && key !== indexPrefix(keyPrefix));
+      const staleList = hold(entryList);
       stalePut.open();
       await staleList.reached;
       await log.refreshIndex('w');
@@ -545,19 +552,14 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
     it("a delete of the newest turn and a turn's refresh right after it leave the turn's row", async () => {
       // The delete read the session (one turn) before the next turn landed; that turn's refresh
       // puts its entry before the delete lists, and lists once the delete did (about to delete it).
-      const { hold, wrap } = holding();
-      const { log, list, entries, keyPrefix } = setup(wrap);
-      await log.create({ id: 'v' });
-      await turn(log, 'v', 1);
-      await turn(log, 'v');
-      const isEntry = (key: string) => key.startsWith(indexPrefix(keyPrefix));
-      const deletePut = hold((method, key) => method === 'put' && isEntry(key));
+      const { hold, log, list, entries, isEntry, entryPut, entryList } = await twoTurnsHeld('v');
+      const deletePut = hold(entryPut);
       const deleting = log.deleteTurn('v', 2);
       await deletePut.reached;
       const begun = await log.beginTurn('v', { input: [user('next')] });
       if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
       await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} });
-      const turnList = hold((method, key) => method === 'list' && isEntry(key) && key !== indexPrefix(keyPrefix));
+      const turnList = hold(entryList);
       const refreshing = log.refreshIndex('v');
       await turnList.reached;
       const deleteDelete = hold((method, key) => method === 'delete' && isEntry(key));

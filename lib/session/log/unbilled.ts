@@ -1,3 +1,4 @@
+import { randomHex } from '../../hash.ts';
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
 import { claimSpentKey, doneKey, sessionConfigKey, spentKey, type LogScope } from '../keys.ts';
 import {
@@ -186,10 +187,15 @@ export async function putSpend(
   return (await putSpendAt(log, key, spent)) === 'stored';
 }
 
+/** The metadata key of a spend put's own random mark, which tells its object from another's (lower case: S3). */
+const SPEND_MARK = 'tailgate-spend';
+
 /**
- * putSpend, telling why a put is not stored: `other` when the key holds what another put there
- * (its create-only put refused, or a body not this one found after a lost answer), `unknown` when
- * it cannot tell (a failed put, and a failed get after it).
+ * putSpend, telling why a put is not stored: `other` when the key holds what another put there,
+ * `unknown` when it cannot tell (its key not read). A put refused, or failed, may have landed all
+ * the same (a store's retry refused by its own first attempt; an answer lost after the write), and
+ * another's put may carry the same body (two runs of a background turn spending alike): the
+ * object there is this put's when it carries its mark.
  */
 async function putSpendAt(
   log: LogContext,
@@ -197,15 +203,16 @@ async function putSpendAt(
   spent: Omit<StoppedSpendRecord, 'format'>,
 ): Promise<'stored' | 'other' | 'unknown'> {
   const body = JSON.stringify({ format: 'tailgate.spent.v1', ...spent } satisfies StoppedSpendRecord);
+  const mark = randomHex(8);
+  const options = { onlyIfAbsent: true, contentType: 'application/json', metadata: { [SPEND_MARK]: mark } };
   try {
-    if (await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) return 'stored';
-    return 'other';
+    if (await log.store.put(key, body, options)) return 'stored';
   } catch {
     // A lost answer: the key tells.
   }
   const stored = await log.store.get(key).catch(() => null);
   if (stored === null) return 'unknown';
-  return new TextDecoder().decode(stored.body) === body ? 'stored' : 'other';
+  return stored.metadata[SPEND_MARK] === mark ? 'stored' : 'other';
 }
 
 /**
@@ -214,8 +221,8 @@ async function putSpendAt(
  * from there, so it is to be stored as a charge (log/charges.ts): the completion that ended the
  * turn never waited for it (waitedFor: another run's), or the key holds what another put there
  * (another run of the turn, closed by the same close, stored its own; or the chain stopped
- * waiting and counted nothing); `lost` when the put cannot be told (failed, and its key not read),
- * or it landed after a delete of its session (or a delete of its newest turn's, which keeps the
+ * waiting and counted nothing); `lost` when the put cannot be told (failed or refused, its key not
+ * read), or it landed after a delete of its session (or a delete of its newest turn's, which keeps the
  * generation it names: the config reads it) swept the generation, and is removed again.
  */
 export async function storeStoppedSpend(

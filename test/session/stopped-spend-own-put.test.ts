@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import type { Body, ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
+import { faultyLogs } from '../support/faulty-logs.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
+import type { OpenTurn } from '../support/session-log.ts';
+
+// A stopped turn's put at `spent/` that a store answers as refused, or not at all, may have
+// landed all the same (an adapter's retry meeting its own first attempt is refused; a timeout
+// after the write): the object there is then its own, which the chain counts, and it stores no
+// charge as well. One that finds another's there (another run of the turn, closed by the same
+// close, its spend the same) stores a charge: each call the provider billed counts once.
+
+const LEASE_MS = 1000;
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const STOPPED = {
+  input_tokens: 100,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: 7,
+  reasoning_tokens: 0,
+  cost_usd: 0,
+};
+const stores = await memoryAndFileStores('stopped-spend-own-put');
+
+/** `inner`, whose create-only puts at a `spent/` key, once armed, land and are answered as refused. */
+class RefusesItsOwnPut implements ObjectStore {
+  armed = false;
+  readonly inner: ObjectStore;
+  constructor(inner: ObjectStore) {
+    this.inner = inner;
+  }
+  get: ObjectStore['get'] = (...args) => this.inner.get(...args);
+  head: ObjectStore['head'] = (...args) => this.inner.head(...args);
+  list: ObjectStore['list'] = (...args) => this.inner.list(...args);
+  delete: ObjectStore['delete'] = (...args) => this.inner.delete(...args);
+  async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
+    const written = await this.inner.put(key, body, options);
+    if (!this.armed || !options?.onlyIfAbsent || !key.includes('/spent/')) return written;
+    this.armed = false;
+    return null;
+  }
+}
+
+async function stoppedIn(inner: ObjectStore) {
+  const world = faultyLogs(inner, LEASE_MS);
+  await world.log.create({ id: 's1' });
+  const begun = await world.log.beginTurn('s1', { input: [user('a')] });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  await world.other.cancelTurn('s1', 1);
+  const totals = async () => {
+    for (const content of ['x', 'y', 'z']) await world.other.append('s1', [user(content)]);
+    return (await world.log.get('s1')).usage;
+  };
+  return { ...world, turn: begun.turn as OpenTurn, totals };
+}
+
+describe.each(stores)("a stopped turn's own put at spent/ counts once: %s", (_, storeOf) => {
+  it('landed, and answered as refused (a retry meeting its own first attempt): no charge as well', async () => {
+    const store = new RefusesItsOwnPut(storeOf());
+    const world = await stoppedIn(store);
+    store.armed = true;
+    expect(await world.log.storeStoppedSpend(world.turn, { usage: STOPPED, estimated: true })).toBe(true);
+    expect(store.armed).toBe(false);
+    expect(await world.totals()).toMatchObject({ turns: 0, input_tokens: 100, output_tokens: 7 });
+  });
+
+  it('two runs of the turn storing the same spend: the second is a charge, its put answered or not', async () => {
+    for (const lost of [false, true]) {
+      const world = await stoppedIn(storeOf());
+      expect(await world.log.storeStoppedSpend(world.turn, { usage: STOPPED })).toBe(true);
+      // The other run's put refused, its answer lost (it failed before it landed: the key holds the first's).
+      if (lost)
+        world.store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/spent/'), { times: 1 });
+      expect(await world.other.storeStoppedSpend(world.turn, { usage: STOPPED })).toBe(true);
+      expect(await world.totals(), lost ? 'lost' : 'refused').toMatchObject({ input_tokens: 200, output_tokens: 14 });
+    }
+  });
+});

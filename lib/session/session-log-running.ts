@@ -168,13 +168,19 @@ export class SessionLogRunning extends SessionLogBase {
 
   /**
    * Stores what `turn`, closed by someone else, spent, for the session's totals to count
-   * (log/unbilled.ts): at its `spent/` key, or, when no write counts it from there (another run of
-   * the turn completed it, or stored its own spend there first; or the chain stopped waiting), as
-   * a charge (log/charges.ts). False when they will not count it (it was deleted, or a put failed).
+   * (log/unbilled.ts): at its `spent/` key, or, when no write counts it from there (its lease was
+   * taken over, `takenOver`; another run of the turn completed it, or stored its own spend there
+   * first; or the chain stopped waiting), as a charge (log/charges.ts); nothing when its own
+   * completion landed after all (its answer lost), which counted it. False when they will not
+   * count it (it was deleted, or a put failed).
    */
-  async storeStoppedSpend(turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): Promise<boolean> {
-    const stored = await storeStoppedSpend(this.log, turn.scope, turn, spent);
-    if (stored !== 'elsewhere') return stored === 'stored';
+  async storeStoppedSpend(
+    turn: OpenTurn,
+    spent: Omit<StoppedSpendRecord, 'format'>,
+    takenOver = false,
+  ): Promise<boolean> {
+    const stored = await storeStoppedSpend(this.log, turn.scope, turn, spent, takenOver);
+    if (stored !== 'elsewhere') return stored !== 'lost';
     if (!spent.usage && !spent.summary_usage) return true;
     return storeCharge(this.log, turn.scope, spent);
   }

@@ -309,10 +309,10 @@ function leftOpen(attempt: Attempt, error: unknown): boolean {
 }
 
 /**
- * Charges the turn's token with what a turn stopped by someone else spent (its model call, the provider's usage when
- * it answered, else estimated; its compaction's summary), as no turn: the closer's completion counts none of it. Once
- * per attempt, its own completion not landed. Closed: the closer's completion names the turn, whose totals count what
- * it stores (nothing spent too: the chain waits no longer). Its lease taken over: a charge. Deleted: nothing.
+ * Charges the turn's token what a turn stopped by someone else spent (its call: the provider's usage, else estimated;
+ * its summary), as no turn: the closer's completion counts none of it. Once per attempt, its completion not landed.
+ * Closed: the closer's completion names the turn, whose totals count what it stores (nothing spent too: the chain waits
+ * no longer). Lease taken over: a charge. Deleted, or its own completion landed unseen (it counted them): nothing.
  */
 function chargeStopped(services: TurnServices, attempt: Attempt, error: unknown): void {
   const { turn, plan } = attempt;
@@ -326,7 +326,7 @@ function chargeStopped(services: TurnServices, attempt: Attempt, error: unknown)
   if (summary) spent.summary_usage = summary;
   if (error instanceof TurnClosedError) storeSpent(services, turn, spent);
   else if (error instanceof LeaseHeldError && (stopped || summary))
-    afterResponse(services, () => services.sessions.storeCharge(turn, spent));
+    afterResponse(services, () => services.sessions.storeStoppedSpend(turn, spent, true));
 }
 
 /** Stores, in the background, what `turn`, closed by someone else, spent (log/unbilled.ts). */

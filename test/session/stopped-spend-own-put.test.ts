@@ -77,3 +77,25 @@ describe.each(stores)("a stopped turn's own put at spent/ counts once: %s", (_, 
     }
   });
 });
+
+describe.each(stores)("a stopped turn's spend its own completion counted: %s", (_, storeOf) => {
+  it('its completion landed unseen (a lost answer, its read failing): what it stores is no charge', async () => {
+    const world = faultyLogs(storeOf(), LEASE_MS);
+    await world.log.create({ id: 's1' });
+    const begun = await world.log.beginTurn('s1', { input: [user('a')] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    // Its completion lands, its answer lost, and its read of the key fails: it is taken as left open.
+    world.store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), {
+      after: true,
+      times: 1,
+    });
+    world.store.failWhen(({ operation, key }) => operation === 'get' && key.endsWith('.done'), { times: 1 });
+    const outcome = { status: 'completed' as const, output: [user('d')], receipt: {}, usage: STOPPED };
+    await expect(world.log.completeTurn(begun.turn, outcome)).rejects.toThrow();
+    world.store.heal();
+    // What its failed completion would have counted, stored as a stopped turn's.
+    expect(await world.log.storeStoppedSpend(begun.turn, { usage: STOPPED })).toBe(true);
+    for (const content of ['x', 'y', 'z']) await world.other.append('s1', [user(content)]);
+    expect((await world.log.get('s1')).usage).toMatchObject({ turns: 1, input_tokens: 100, output_tokens: 7 });
+  });
+});

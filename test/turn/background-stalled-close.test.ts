@@ -70,6 +70,8 @@ async function world() {
   // Run A's completion puts wait for `doneHeld.gate` while it is set; its webhook event fails once `eventFails` is set.
   const doneHeld: { gate?: Promise<void> } = {};
   const eventFails = { on: false };
+  // Run A's completion put lands unanswered once `doneLost.on` is set, and its read of the key then fails once.
+  const doneLost = { on: false, read: false };
   let resume!: () => void;
   const resumed = new Promise<void>((resolve) => (resume = resolve));
   const its = new Proxy(store, {
@@ -80,7 +82,16 @@ async function world() {
         const key = typeof args[0] === 'string' ? args[0] : '';
         if (stalled && property === 'put' && key.endsWith('.lease')) await resumed;
         if (property === 'put' && key.endsWith('.done') && doneHeld.gate) await doneHeld.gate;
+        if (property === 'get' && key.endsWith('.done') && doneLost.read) {
+          doneLost.read = false;
+          throw new Error('the read failed');
+        }
         const result: unknown = await value.apply(target, args);
+        if (property === 'put' && key.endsWith('.done') && doneLost.on) {
+          doneLost.on = false;
+          doneLost.read = true;
+          throw new Error('the answer was lost');
+        }
         if (property === 'delete' && key.endsWith('/inbox/n1.md')) stalled = true;
         return result;
       };
@@ -111,6 +122,7 @@ async function world() {
     second,
     eventFails,
     doneHeld,
+    doneLost,
     /** Starts run A and waits until it moved the notice and called its model (its outcome wrapped: not awaited). */
     startFirst: async () => {
       const outcome = runBackgroundTurn(servicesA, run!);
@@ -316,6 +328,27 @@ describe('a background run that stalled and closes its turn after another run to
     w.second.open();
     expect(await w.outcome(b)).toBe('done');
     await w.advance(LEASE_MS);
+    await expectCharged(w);
+  });
+
+  it('completes it unseen as it learns its lease was taken over (a lost answer): its call counted once', async () => {
+    const w = await world();
+    const { a, b } = await takenOver(w);
+    // A's model answers, and its completion's put waits until its renewal found the lease B's;
+    // it lands, its answer lost, and A's read of it fails: A takes it as not landed.
+    let release!: () => void;
+    w.doneHeld.gate = new Promise<void>((resolve) => (release = resolve));
+    w.doneLost.on = true;
+    w.first.open();
+    w.resume();
+    await w.until(() => w.first.signals[0]?.aborted === true);
+    release();
+    await w.outcome(a);
+    expect((await w.sessions.getTurn('s', 1)).status).toBe('completed');
+    w.second.open();
+    expect(await w.outcome(b)).toBe('done');
+    await w.advance(LEASE_MS);
+    // A's completion counted A's call; only B's is a charge.
     await expectCharged(w);
   });
 

@@ -216,23 +216,29 @@ async function putSpendAt(
 }
 
 /**
- * Stores what `turn` (of record `record`), closed by someone else, spent, create-only: `stored`
- * when the session's totals count it from there; `elsewhere` when no write of the chain counts it
- * from there, so it is to be stored as a charge (log/charges.ts): the completion that ended the
- * turn never waited for it (waitedFor: another run's), or the key holds what another put there
- * (another run of the turn, closed by the same close, stored its own; or the chain stopped
- * waiting and counted nothing); `lost` when the put cannot be told (failed or refused, its key not
- * read), or it landed after a delete of its session (or a delete of its newest turn's, which keeps the
- * generation it names: the config reads it) swept the generation, and is removed again.
+ * Stores what `turn` (of record `record`, run by `writer`), closed by someone else, spent,
+ * create-only: `stored` when the session's totals count it from there; `counted` when its own
+ * completion landed after all (unseen: its answer lost), which counted it; `elsewhere` when no
+ * write of the chain counts it from there, so it is to be stored as a charge (log/charges.ts): its
+ * lease was taken over (`takenOver`: another run of a background turn, whose completion names
+ * nothing unbilled), the completion that ended the turn never waited for it (another run's), or
+ * the key holds what another put there (another run of the turn, closed by the same close, stored
+ * its own; or the chain stopped waiting and counted nothing); `lost` when the put cannot be told
+ * (failed or refused, its key not read), or it landed after a delete of its session (or a delete
+ * of its newest turn's, which keeps the generation it names: the config reads it) swept the
+ * generation, and is removed again.
  */
 export async function storeStoppedSpend(
   log: LogContext,
   scope: LogScope,
-  { turn, record }: { turn: number; record: number },
+  turn: { turn: number; record: number; writer: string },
   spent: Omit<StoppedSpendRecord, 'format'>,
-): Promise<'stored' | 'elsewhere' | 'lost'> {
-  if (!(await waitedFor(log, scope, turn, record))) return 'elsewhere';
-  const key = spentKey(scope, turn);
+  takenOver = false,
+): Promise<'stored' | 'counted' | 'elsewhere' | 'lost'> {
+  const closer = await closerOf(log, scope, turn);
+  if (closer === 'own') return 'counted';
+  if (takenOver || closer === 'other') return 'elsewhere';
+  const key = spentKey(scope, turn.turn);
   const put = await putSpendAt(log, key, spent);
   if (put === 'other') return 'elsewhere';
   if (put === 'unknown') return 'lost';
@@ -240,18 +246,25 @@ export async function storeStoppedSpend(
 }
 
 /**
- * Whether the completion that ended `turn` waits for its spend: a close by someone else names the
- * turn unbilled (log/lease.ts); the completion of another run of a background turn (run twice, its
- * lease taken over) does not, so the run it refused stores its spend as a charge instead. A
- * completion not read (gone, packed since, a failed read) is taken to wait.
+ * Who ended `turn`: `own` its own completion (landed, its answer lost); `waits` a completion that
+ * waits for its spend (a close by someone else names the turn unbilled, log/lease.ts), or none
+ * read (none yet, gone, packed since, a failed read: taken to wait); `other` the completion of
+ * another run of a background turn (run twice, its lease taken over), which does not wait, so the
+ * run it refused stores its spend as a charge instead.
  */
-async function waitedFor(log: LogContext, scope: LogScope, turn: number, record: number): Promise<boolean> {
+async function closerOf(
+  log: LogContext,
+  scope: LogScope,
+  { turn, record, writer }: { turn: number; record: number; writer: string },
+): Promise<'own' | 'waits' | 'other'> {
   const object = await log.store.get(doneKey(scope, record)).catch(() => null);
   const done = object?.body.length ? parseStoredOrUndefined(object.body, doneSchema) : undefined;
-  if (!done) return true;
-  return (done.unbilled ?? []).some(
+  if (!done) return 'waits';
+  if (done.writer === writer) return 'own';
+  const named = (done.unbilled ?? []).some(
     (entry) => 'turn' in entry && entry.turn === turn && entry.generation === scope.generation,
   );
+  return named ? 'waits' : 'other';
 }
 
 /**

@@ -1,5 +1,6 @@
 import { randomHex } from '../../hash.ts';
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
+import { firstToCreate } from '../../store/create-only.ts';
 import { listAll, mapLimit } from '../../store/object-store.ts';
 import { chargeKey, type LogScope } from '../keys.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
@@ -183,15 +184,17 @@ const CARRIED = '.carried';
  * Carries charge `id` of `from`, a generation the session left, to `to`: as a new charge there
  * (storeCharge, which carries it on again when the session left `to` too), then deleted here.
  * Its writer (storeCharge) and the delete that left `from` (carriedOn) may both carry it: the one
- * whose create-only marker (`<charge key>.carried`, which a listing of the log passes over) lands
- * does, the other leaves it. One that is gone was counted (by the fence of the delete that left
+ * whose create-only marker (`<charge key>.carried`, a random body, which a listing of the log
+ * passes over) lands does (its own found there after a refusal, or a lost answer, too), the other
+ * leaves it. One that is gone was counted (by the fence of the delete that left
  * `from`, which deleted it before it moved the config) or carried already. A failure after the
  * marker leaves it (counted nowhere, as a charge whose put failed), and the marker, which goes
  * only once the charge is gone; true unless it was not stored.
  */
 async function carry(log: LogContext, from: LogScope, id: string, to: LogScope): Promise<boolean> {
   const key = chargeKey(from, id);
-  if (!(await log.store.put(`${key}${CARRIED}`, '', { onlyIfAbsent: true }))) return true;
+  // A marker refused, or unanswered, that is its own landed (a store's retry refused by its first attempt).
+  if (!(await firstToCreate(log.store, `${key}${CARRIED}`)).first) return true;
   const object = await log.store.get(key);
   const spent = object ? parsedSpend(object.body) : null;
   const { format: _, ...carried } = spent ?? { format: 'tailgate.spent.v1' };

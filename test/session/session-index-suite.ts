@@ -573,6 +573,27 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
     });
 
+    it("a turn's refresh after a PATCH during the turn, at the same counts, leaves the turn's row", async () => {
+      // The PATCH lands while the turn runs: its entry counts the turn's record, not its usage.
+      // The turn fails with no output (no item more): both entries have the same counts, and on a
+      // store whose upload times tie (S3's seconds) the later state must still be the one kept.
+      const { log, list, entries } = setup();
+      await log.create({ id: 'p', metadata: { v: 1 } });
+      await turn(log, 'p');
+      const begun = await log.beginTurn('p', { input: [user('go')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+      await log.update('p', { metadata: { v: 2 } });
+      const usage = turnUsage({ input_tokens: 10, output_tokens: 0 }, { input: 1, cached_input: 0.5, output: 4 });
+      const failed = { code: 'provider_error', message: 'the model failed' };
+      await log.completeTurn(begun.turn, { status: 'failed', error: failed, output: [], receipt: {}, usage });
+      await log.refreshIndex('p');
+      const session = await log.get('p');
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([
+        { id: 'p', metadata: { v: 2 }, counts: session.counts, usage: session.usage },
+      ]);
+    });
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

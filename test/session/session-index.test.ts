@@ -3,3 +3,6 @@ import { defineSessionIndexSuite } from './session-index-suite.ts';
 
 // The suite on memory; session-index-s3.test.ts runs it on S3.
 defineSessionIndexSuite('memory', () => new MemoryStore());
+// Upload times that tie, as S3's (whole seconds) do for writes close together.
+const uploaded = new Date('2026-01-01T00:00:00Z');
+defineSessionIndexSuite('memory, one upload time', () => new MemoryStore({ clock: () => uploaded }));

@@ -28,7 +28,8 @@ import { NANO } from '../../ledger/prices.ts';
  * A writer puts its entry, lists the session's entries, reads the config again (a session
  * deleted or changed meanwhile keeps no stale entry of this writer, and the writer deletes no
  * other), then deletes those it outranks; it deletes its own when it is outranked. Entries rank
- * by turns, then items, then upload time.
+ * by turns, then items, then completed turns in the totals, then last activity, then upload time
+ * (compareEntries).
  */
 
 const INVERT_TIME = 10_000_000_000_000;
@@ -156,11 +157,17 @@ function parseLedger(text: string): Ledger | null {
   return { ...ledger, cost_usd: ledger.cost_usd / NANO };
 }
 
-/** Positive when `a` outranks `b` (more turns, then more items, then uploaded later). */
+/**
+ * Positive when `a` outranks `b`: more turns, then more items, then more completed turns in the
+ * totals, then a later last activity (at the same counts: a completion, a PATCH or a compaction
+ * after the state the other says), then uploaded later.
+ */
 export function compareEntries(a: { entry: IndexEntry; info: ObjectInfo }, b: { entry: IndexEntry; info: ObjectInfo }) {
   return (
     a.entry.counts.turns - b.entry.counts.turns ||
     a.entry.counts.items - b.entry.counts.items ||
+    a.entry.ledger.turns - b.entry.ledger.turns ||
+    a.entry.lastActivityMs - b.entry.lastActivityMs ||
     a.info.uploaded.getTime() - b.info.uploaded.getTime()
   );
 }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { NotFoundError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
 import { indexEntryKey, indexPrefix } from '../../lib/session/log/session-index.ts';
 import { inbox, SessionLog } from '../support/session-log.ts';
@@ -506,6 +507,24 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
         expect((await list()).sessions).toEqual([]);
       },
     );
+
+    it('a delete of the newest turn that a delete of the session overtakes is answered not found', async () => {
+      // The delete of the turn read the head, and reads the record before the turn once the
+      // delete of the session swept it.
+      const { hold, wrap } = holding();
+      const { log, list, entries } = setup(wrap);
+      await log.create({ id: 'o' });
+      await turn(log, 'o', 1);
+      await turn(log, 'o');
+      const previousRead = hold((method, key) => method === 'get' && /\/o\/turn\/.*999999999999\.done$/.test(key));
+      const deleting = log.deleteTurn('o', 2);
+      await previousRead.reached;
+      await log.delete('o');
+      previousRead.open();
+      await expect(deleting).rejects.toBeInstanceOf(NotFoundError);
+      expect(await entries()).toEqual([]);
+      expect((await list()).sessions).toEqual([]);
+    });
 
     it("a listing meeting a stale refresh's entry beside a newest turn delete's keeps the delete's row", async () => {
       // The refresh read the head (two turns) before the delete moved the session back, and puts

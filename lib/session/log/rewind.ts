@@ -22,6 +22,7 @@ import { flattened, leave, orSwept, type Flattened } from './flatten.ts';
 import { clipNames } from './flatten-copy.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
+import { RecordMissingError } from './head.ts';
 import { refreshIndex } from './session-index.ts';
 import { openTurnRefused } from './turns.ts';
 import type { SessionRecord } from './types.ts';
@@ -141,7 +142,16 @@ export async function deleteNewestTurn(
     const named = options.names;
     if (named && idGeneration(head.scope, named.seq) !== named.generation)
       throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
-    const previous = await pointBefore(log, head, turn, options);
+    let previous: Point | null;
+    try {
+      previous = await pointBefore(log, head, turn, options);
+    } catch (error) {
+      // The record before the turn went since the head was read: a delete of the session swept
+      // it (its config gone: not found), or a pack moved it (read again).
+      if (!(error instanceof RecordMissingError)) throw error;
+      await readConfig(log, id);
+      continue;
+    }
     // Past the generations a config names, the history is flattened first (nothing names it yet).
     const flat = await flattened(log, head, forkPoint(head, previous), options.pack?.(head.config));
     const fenced = await orSwept(log, flat, async () => {

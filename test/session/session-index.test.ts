@@ -1,4 +1,5 @@
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { defineSessionIndexRaces } from './session-index-races.ts';
 import { defineSessionIndexSuite } from './session-index-suite.ts';
 
 // The suite on memory; session-index-s3.test.ts runs it on S3.
@@ -6,3 +7,5 @@ defineSessionIndexSuite('memory', () => new MemoryStore());
 // Upload times that tie, as S3's (whole seconds) do for writes close together.
 const uploaded = new Date('2026-01-01T00:00:00Z');
 defineSessionIndexSuite('memory, one upload time', () => new MemoryStore({ clock: () => uploaded }));
+defineSessionIndexRaces('memory', () => new MemoryStore(), 400);
+defineSessionIndexRaces('memory, one upload time', () => new MemoryStore({ clock: () => uploaded }), 400);

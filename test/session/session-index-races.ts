@@ -135,9 +135,15 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
             return counts.turns > 0 ? log.deleteTurn('x', counts.turns) : undefined;
           }
           case 'patch':
-            // New metadata, or a retention of its own: each a field the entry's key says.
+            // New metadata, a retention of its own (fields the entry's key says), or instructions
+            // (the last activity alone moves).
             patches++;
-            return log.update('x', patches % 2 ? { metadata: { v: patches } } : { expires_after_days: patches });
+            return log.update(
+              'x',
+              [{ metadata: { v: patches } }, { expires_after_days: patches }, { instructions: `i${patches}` }][
+                patches % 3
+              ]!,
+            );
           case 'delete':
             return log.delete('x');
           case 'list':

@@ -130,3 +130,88 @@ describe('retention', () => {
     expect((await w.store.list('')).objects).toEqual([]);
   });
 });
+
+describe('retention of index entries whose session is gone', () => {
+  /**
+   * Session `id` deleted, with an entry left: a background writer read it, its entry put landed
+   * after the delete's second clean-up, and its process stopped there (before its config check).
+   */
+  async function orphaned(w: ReturnType<typeof world>, id: string) {
+    await w.log.create({ id });
+    await w.touch(id);
+    const held = new HeldStore(w.store);
+    const put = held.hold((call) => call.operation === 'put' && call.keys[0]!.startsWith(indexPrefix('')));
+    let stopped = false;
+    const stopping = new Proxy(held, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown;
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          if (stopped) throw new Error('the process stopped');
+          const result = await (value as (...args: unknown[]) => Promise<unknown>).apply(target, args);
+          if (property === 'put') stopped = true;
+          return result;
+        };
+      },
+    });
+    const writer = new SessionLog(stopping, { clock: () => new Date(START), sessionTtlDays: 1 }).refreshIndex(id);
+    await put.reached;
+    await w.log.delete(id);
+    put.release();
+    await expect(writer).rejects.toThrow('the process stopped');
+    const [orphan] = (await w.store.list(indexPrefix(''))).objects.map((object) => object.key);
+    // Listed, while the session answers 404.
+    expect((await w.log.listSessions({ limit: 10 })).sessions.map((row) => row.id)).toEqual([id]);
+    expect(await w.exists(id)).toBe(false);
+    return orphan!;
+  }
+
+  it('deletes an expired entry of a session gone, and only the key it listed', async () => {
+    const w = world(1);
+    const orphan = await orphaned(w, 'x');
+    // The id created again at the same ms (the same index position) while the sweep deletes the
+    // orphan: the new incarnation's entry names its own generation, another key.
+    let created: Promise<unknown> | undefined;
+    const recreating = new Proxy(w.store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown;
+        if (typeof value !== 'function') return value;
+        if (property !== 'delete') return (value as (...args: unknown[]) => unknown).bind(target);
+        return async (keys: string | string[]) => {
+          if (String(keys).includes(orphan) && !created) {
+            created = w.log.create({ id: 'x' });
+            await created;
+          }
+          return (value as (keys: string | string[]) => Promise<void>).call(target, keys);
+        };
+      },
+    });
+    const sweep = await new SessionLog(recreating, {
+      clock: () => new Date(START + 2 * DAY),
+      sessionTtlDays: 1,
+    }).sweepExpired();
+    expect(sweep).toMatchObject({ deleted: [], failed: [] });
+    expect(created).toBeDefined();
+    const entries = (await w.store.list(indexPrefix(''))).objects.map((object) => object.key);
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).not.toBe(orphan);
+    expect(entries[0]!.split('/')[1]).toBe(orphan.split('/')[1]);
+    expect((await w.log.listSessions({ limit: 10 })).sessions.map((row) => row.id)).toEqual(['x']);
+    expect(await w.exists('x')).toBe(true);
+  });
+
+  it('deletes an expired entry of an incarnation gone, beside the one created again', async () => {
+    const w = world(1);
+    const orphan = await orphaned(w, 'x');
+    w.at(0.5);
+    await w.log.create({ id: 'x', expires_after_days: 30 });
+    w.at(2);
+    expect(await w.log.sweepExpired()).toMatchObject({ deleted: [], failed: [] });
+    const entries = (await w.store.list(indexPrefix(''))).objects.map((object) => object.key);
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).not.toBe(orphan);
+    expect((await w.log.listSessions({ limit: 10 })).sessions).toMatchObject([
+      { id: 'x', expires_at: new Date(START + 30.5 * DAY).toISOString() },
+    ]);
+  });
+});

@@ -73,6 +73,7 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
     return { wrap, task, idle, start: () => (on = true), stop: () => (on = false) };
   }
 
+  const DAY = 86_400_000;
   const KINDS = ['turn', 'refresh', 'stopped', 'append', 'rewind', 'patch', 'delete', 'list'] as const;
 
   it(`${label}: two or three index writers interleaved at random end with the session's one row, or none`, async () => {
@@ -182,6 +183,10 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
       if (!session) {
         // A writer that stopped after the delete's last look at the index leaves its entry.
         expect(keys.length, context).toBeLessThanOrEqual(stopped ? 1 : 0);
+        // The retention sweep, once the entry expired, finds the session gone and deletes it.
+        const later = new SessionLog(store, { keyPrefix, clock: () => new Date(now + 400 * DAY), sessionTtlDays: 1 });
+        expect(await later.sweepExpired(), context).toMatchObject({ deleted: [], failed: [] });
+        expect(await entries(), context).toEqual([]);
         continue;
       }
       expect(keys, context).toHaveLength(1);

@@ -9,7 +9,9 @@ import { indexPrefix, lastActivityOf, parseIndexKey, type IndexEntry } from './s
  * Retention: sessions idle longer than their `expires_after_days`, or SESSION_TTL_DAYS, are
  * deleted. The sweep walks the session index (one list call per 1,000 sessions, never the
  * bucket), reads the head of each session its index entry says has expired (the entry may lag
- * a turn behind), and deletes those still expired through the ordinary delete protocol.
+ * a turn behind), and deletes those still expired through the ordinary delete protocol. An
+ * expired entry whose incarnation is gone (404, or the id created again since) is deleted, that
+ * key alone: a writer stopped after its entry landed past a delete's clean-up leaves one.
  */
 
 export interface SweepResult {
@@ -42,14 +44,21 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
       seen.add(entry.position);
       if (result.deleted.length + result.failed.length >= maxDeletes) return { ...result, more: true };
       try {
+        let gone = false;
         // Checked on the head the delete reads itself: the incarnation it deletes, as it is then.
-        if (await deleteSession(log, entry.id, (head) => expiredNow(log, entry, head, now)))
-          result.deleted.push(entry.id);
+        const expired = (head: Head) => {
+          gone = Date.parse(head.config.created_at) !== entry.createdMs;
+          return !gone && expiredNow(log, entry, head, now);
+        };
+        if (await deleteSession(log, entry.id, expired)) result.deleted.push(entry.id);
+        else if (gone) await log.store.delete(info.key);
       } catch (error) {
-        // Gone already: another process's sweep, or a client's delete, took it since the listing.
-        if (error instanceof NotFoundError) continue;
+        // Gone already: another process's sweep, or a client's delete, took it since the listing,
+        // or a writer that stopped after its entry landed past the delete left that entry. The
+        // key listed goes, and no other: an incarnation created since names its own generation.
+        if (error instanceof NotFoundError) await orphaned(log, info.key, entry.id, result);
         // One session that cannot be read or deleted does not keep the others.
-        result.failed.push({ id: entry.id, error });
+        else result.failed.push({ id: entry.id, error });
       }
     }
     cursor = page.truncated ? page.cursor : undefined;
@@ -57,10 +66,17 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
   return result;
 }
 
-/** Whether `head` is the incarnation an index entry names, and still expired by its config and newest record. */
+/** Deletes the index entry `key` of a session gone; a failure is the session's, for the next run. */
+async function orphaned(log: LogContext, key: string, id: string, result: SweepResult): Promise<void> {
+  try {
+    await log.store.delete(key);
+  } catch (error) {
+    result.failed.push({ id, error });
+  }
+}
+
+/** Whether `head`, of the incarnation an index entry names, is still expired by its config and newest record. */
 function expiredNow(log: LogContext, entry: IndexEntry, head: Head, now: number): boolean {
-  // Another incarnation of the id: its own entry decides.
-  if (Date.parse(head.config.created_at) !== entry.createdMs) return false;
   const expiry = expiryOf(
     lastActivityOf(head.config, head.newest),
     head.config.expires_after_days ?? log.sessionTtlDays,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
-import type { Body, ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { USAGE, user } from '../support/charges.ts';
+import { LandsRefusedStore } from '../support/refusing-store.ts';
 import { faultyLogs } from '../support/faulty-logs.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
 import type { OpenTurn } from '../support/session-log.ts';
@@ -12,35 +13,8 @@ import type { OpenTurn } from '../support/session-log.ts';
 // close, its spend the same) stores a charge: each call the provider billed counts once.
 
 const LEASE_MS = 1000;
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const STOPPED = {
-  input_tokens: 100,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 7,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-};
+const STOPPED = { ...USAGE, output_tokens: 7 };
 const stores = await memoryAndFileStores('stopped-spend-own-put');
-
-/** `inner`, whose create-only puts at a `spent/` key, once armed, land and are answered as refused. */
-class RefusesItsOwnPut implements ObjectStore {
-  armed = false;
-  readonly inner: ObjectStore;
-  constructor(inner: ObjectStore) {
-    this.inner = inner;
-  }
-  get: ObjectStore['get'] = (...args) => this.inner.get(...args);
-  head: ObjectStore['head'] = (...args) => this.inner.head(...args);
-  list: ObjectStore['list'] = (...args) => this.inner.list(...args);
-  delete: ObjectStore['delete'] = (...args) => this.inner.delete(...args);
-  async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
-    const written = await this.inner.put(key, body, options);
-    if (!this.armed || !options?.onlyIfAbsent || !key.includes('/spent/')) return written;
-    this.armed = false;
-    return null;
-  }
-}
 
 async function stoppedIn(inner: ObjectStore) {
   const world = faultyLogs(inner, LEASE_MS);
@@ -57,7 +31,7 @@ async function stoppedIn(inner: ObjectStore) {
 
 describe.each(stores)("a stopped turn's own put at spent/ counts once: %s", (_, storeOf) => {
   it('landed, and answered as refused (a retry meeting its own first attempt): no charge as well', async () => {
-    const store = new RefusesItsOwnPut(storeOf());
+    const store = new LandsRefusedStore(storeOf(), (key) => key.includes('/spent/'));
     const world = await stoppedIn(store);
     store.armed = true;
     expect(await world.log.storeStoppedSpend(world.turn, { usage: STOPPED, estimated: true })).toBe(true);

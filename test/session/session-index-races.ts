@@ -5,6 +5,7 @@ import { turnUsage } from '../../lib/ledger/usage.ts';
 import { indexPrefix } from '../../lib/session/log/session-index.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { SeededRandom } from '../../bench/random.ts';
 
 /**
  * Random interleavings of the session index's writers (lib/session/log/session-index.ts): two
@@ -16,18 +17,6 @@ import { SessionLog } from '../support/session-log.ts';
  */
 export function defineSessionIndexRaces(label: string, makeStore: () => ObjectStore, rounds: number): void {
   const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-
-  /** A small seeded generator (mulberry32): a failing round names its seed. */
-  function generator(seed: number) {
-    let state = seed >>> 0;
-    return () => {
-      state = (state + 0x6d2b79f5) >>> 0;
-      let t = state;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-    };
-  }
 
   /**
    * Holds every store call while `on`, releasing one at random once every running task waits at
@@ -80,7 +69,9 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
     const base = Number(process.env.INDEX_RACE_SEED ?? 1);
     for (let round = 0; round < rounds; round++) {
       const seed = base + round;
-      const random = generator(seed);
+      // Seeded (bench/random.ts): a failing round names its seed.
+      const seeded = new SeededRandom(seed);
+      const random = () => seeded.next();
       const schedule = scheduler(random);
       const keyPrefix = `races-${seed}-${Math.random().toString(36).slice(2)}/`;
       const store = schedule.wrap(makeStore());

@@ -77,8 +77,6 @@ export async function flattenHistory(
 ): Promise<{ named: NamedPoint[]; views: HeldViews | null }> {
   const base = scope.ancestors?.[0]?.id === scope.id ? scope.ancestors[0] : undefined;
   const copied = base ? chain.slice(0, -1) : chain;
-  // The blobs first: a view made in memory holds outputs out of line whole, read from `scope`.
-  await Promise.all(copied.map((point) => copyObjects(log, scope, point, null)));
   // A unit packed or merged meanwhile is listed again: the segments written before it go first, or
   // they would be read as the history's own and overlap those cut anew (and the views' shards).
   const { turnsAt, views } = await withFreshListing(async () => {
@@ -157,6 +155,9 @@ async function writeSegments(
   views: HeldViews | null,
 ) {
   const sources = await listSources(log, scope, chain);
+  // The blobs before the segments (a view made in memory holds outputs out of line whole, read
+  // from `scope`) and after the listing: a segment packed meanwhile was stored after its blobs.
+  await Promise.all(chain.map((point) => copyObjects(log, scope, point, null)));
   const turnsAt = new Map<number, number>();
   let content: SegmentContent | null = null;
   const below = scope.ancestors?.[0];

@@ -224,7 +224,15 @@ export async function deleteSession(
   // A fork gone: its references go, and each ancestor is swept of what no live fork reads now.
   const chain = head.config.fork_of ?? [];
   if (chain.length === 0) return true;
-  await log.store.delete(forkMarkers(log, chain, id, scope.generation));
+  // And those of every generation of its incarnation a delete of its newest turn left (each put
+  // them under the sessions it forked too): younger than a lease, they would keep those alive.
+  const left = new Set([...(head.config.queued_in ?? []), ...(head.config.rewound ?? [])]);
+  left.delete(scope.generation);
+  const parents = chain.filter((point) => point.id !== id);
+  await log.store.delete([
+    ...forkMarkers(log, chain, id, scope.generation),
+    ...[...left].flatMap((generation) => forkMarkers(log, parents, id, generation)),
+  ]);
   // An ancestor still alive keeps its objects anyway (its own delete lists the references
   // after this one's are gone): only the deleted ones are swept again.
   for (const point of chain)

@@ -7,8 +7,9 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { StorageError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
+import { addToLedger, EMPTY_LEDGER, turnUsage, type Ledger } from '../../lib/ledger/usage.ts';
 import { answeredCalls, type Item, type PromptItem } from '../../lib/items.ts';
-import type { Model } from '../../lib/models/model.ts';
+import type { Model, ModelUsage } from '../../lib/models/model.ts';
 import { copyObjects } from './copy-store.ts';
 import { SessionLog } from './session-log.ts';
 import { FileStore } from '../../lib/store/file.ts';
@@ -252,8 +253,31 @@ export function promptFault(prompt: readonly PromptItem[]): string | undefined {
   return undefined;
 }
 
-/** `model`, recording in `faults` what is wrong with each prompt it is sent (promptFault). */
-function checkedModel(model: Model, faults: string[]): Model {
+/**
+ * A model call made to the simulation's provider, and the usage it billed: a provider bills a
+ * call it answered whatever becomes of the turn that made it (closed, taken over, its answer
+ * dropped). `usage` is undefined for a call that did not answer (it failed, was aborted, or its
+ * stream was not read to its end): what the service counts for it is an estimate.
+ */
+export interface BilledCall {
+  /** The store of the actor whose process made the call. */
+  by: ActorStore;
+  usage: ModelUsage | undefined;
+}
+
+/** The totals of `calls` as the service counts them (the echo price), no turn counted. */
+export function billedLedger(calls: readonly BilledCall[]): Ledger {
+  return calls.reduce(
+    (ledger, call) => (call.usage ? addToLedger(ledger, turnUsage(call.usage, ECHO_PRICE), 0) : ledger),
+    EMPTY_LEDGER,
+  );
+}
+
+/**
+ * `model`, recording in `faults` what is wrong with each prompt it is sent (promptFault), and in
+ * `billed` each call made.
+ */
+function checkedModel(model: Model, faults: string[], billed: BilledCall[], by: ActorStore): Model {
   const check = (prompt: readonly PromptItem[]) => {
     const fault = promptFault(prompt);
     const shown = prompt.map((item) => [item.seq, item.type, item.type === 'message' ? item.content : item.call_id]);
@@ -261,13 +285,29 @@ function checkedModel(model: Model, faults: string[]): Model {
   };
   return {
     ...model,
-    generate: (request) => {
+    generate: async (request) => {
       check(request.prompt);
-      return model.generate(request);
+      const result = await model.generate(request).catch((error: unknown) => {
+        billed.push({ by, usage: undefined });
+        throw error;
+      });
+      billed.push({ by, usage: result.usage });
+      return result;
     },
-    stream: (request) => {
+    stream: async function* (request) {
       check(request.prompt);
-      return model.stream(request);
+      let ended = false;
+      try {
+        for await (const event of model.stream(request)) {
+          if (event.type === 'done') {
+            ended = true;
+            billed.push({ by, usage: event.result.usage });
+          }
+          yield event;
+        }
+      } finally {
+        if (!ended) billed.push({ by, usage: undefined });
+      }
     },
   };
 }
@@ -277,6 +317,8 @@ export class World {
   readonly store: ObjectStore;
   /** What was wrong with the prompts the actors' turns and compactions sent (promptFault). */
   readonly promptFaults: string[] = [];
+  /** Every model call made, in order (BilledCall). */
+  readonly billed: BilledCall[] = [];
   readonly scheduler: Scheduler;
   readonly #directory: string | undefined;
   now = Date.parse('2026-01-01T00:00:00Z');
@@ -304,8 +346,8 @@ export class World {
     const store = new ActorStore(inner, this.scheduler, crash);
     const clock = () => new Date(this.now);
     const background: Promise<unknown>[] = [];
-    const checkedEcho = checkedModel(echoModel, this.promptFaults);
-    const checkedSummaries = checkedModel(freeSummaries, this.promptFaults);
+    const checkedEcho = checkedModel(echoModel, this.promptFaults, this.billed, store);
+    const checkedSummaries = checkedModel(freeSummaries, this.promptFaults, this.billed, store);
     const services: Actor['services'] = {
       // With a view cache, as the service runs: what an actor parsed before must stay exact. A
       // repeat-index delta bound of 3, so that views both carry a delta and write their shards;

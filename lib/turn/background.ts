@@ -1,4 +1,6 @@
 import { TurnInProgressError } from '../errors.ts';
+import type { StoredItem } from '../items.ts';
+import type { OpenTurn } from '../session/log/types.ts';
 import type { ClaimOptions } from '../session/log/claim.ts';
 import { closedState, type TurnState } from '../session/log/turns.ts';
 import { checkRequest, checkTurnModels, inputItems, requestHash } from './plan.ts';
@@ -137,4 +139,15 @@ export async function claimInput(
   // Landed already (the claim waited for it); read by a pickup before it removes the entry.
   const keyIndexed = keyHash === undefined || (await landing).keyIndexed;
   return { turn, status: 'queued', run: { session_id: sessionId, turn, writer }, keyIndexed };
+}
+
+/** A background turn's request, as its record stores it: the settings and the input items. */
+export function storedRequest(turn: OpenTurn): TurnRequest {
+  const {
+    background: _background,
+    token_budget: _budget,
+    ...settings
+  } = (turn.request ?? {}) as Record<string, unknown>;
+  const input = turn.input.map(({ seq: _seq, created_at: _created, ...item }: StoredItem) => item);
+  return { ...settings, input } as TurnRequest;
 }

@@ -3,7 +3,6 @@ import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn, TurnHistory, TurnOutcome } from '../session/log/types.ts';
-import type { StoredItem } from '../items.ts';
 import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { checkItemSizes } from '../session/item-size.ts';
 import { tailRequirement } from '../strategies/index.ts';
@@ -43,7 +42,8 @@ import { PACK_EVERY_RECORDS } from './append.ts';
 import { TURN_STEPS } from './trace.ts';
 import { renewLease } from './renewal.ts';
 import { CallMeter } from './stopped-spend.ts';
-import { unlanded } from './unlanded.ts';
+import { storedRequest } from './background.ts';
+import { carried, chargeCarried, unlanded } from './unlanded.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md,
@@ -131,11 +131,14 @@ async function takeTurn(
   });
   // Carried from an attempt whose claim was lost to the next: the call it aborted is billed too.
   let meter = new CallMeter();
+  // The last attempt whose claim was lost: `meter` carries its calls on (charged if none runs after).
+  let lost: Attempt | undefined;
   for (;;) {
     // Read again for every attempt: what an attempt read is as old as its claim's reads.
     const fetched = fetchInbox(services, sessionId, request);
-    const attempt = await seen.trace.step(TURN_STEPS.claim, () => claim.next());
+    const attempt = await seen.trace.step(TURN_STEPS.claim, () => claim.next()).catch(carried(services, lost, meter));
     if (attempt.kind === 'replay') {
+      chargeCarried(services, lost, meter);
       seen.replayed = true;
       return replay(services, sessionId, request, attempt, emit);
     }
@@ -144,7 +147,8 @@ async function takeTurn(
     const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen, meter, {
       ...(attachments ? { inputBytes: attachments.bytesOf } : {}),
     });
-    if (!response) {
+    if ('lost' in response) {
+      lost = response.lost;
       meter = meter.next();
       continue;
     }
@@ -156,18 +160,7 @@ async function takeTurn(
   }
 }
 
-/** A background turn's request, as its record stores it: the settings and the input items. */
-function storedRequest(turn: OpenTurn): TurnRequest {
-  const {
-    background: _background,
-    token_budget: _budget,
-    ...settings
-  } = (turn.request ?? {}) as Record<string, unknown>;
-  const input = turn.input.map(({ seq: _seq, created_at: _created, ...item }: StoredItem) => item);
-  return { ...settings, input } as TurnRequest;
-}
-
-/** One claim attempt; null when another writer took its record number (start again). */
+/** One claim attempt; `lost` when another writer took its record number (start again). */
 async function attemptTurn(
   services: TurnServices,
   sessionId: string,
@@ -179,7 +172,7 @@ async function attemptTurn(
   seen: Seen,
   meter: CallMeter,
   media: Pick<PromptInputs, 'inputBytes'>,
-): Promise<TurnResponse | null> {
+): Promise<TurnResponse | { lost: Attempt }> {
   const attempt: Attempt = {
     turn: claimed.turn,
     trace: seen.trace,
@@ -211,7 +204,7 @@ async function attemptTurn(
     return response;
   } catch (error) {
     // Nothing of an attempt whose record did not land was stored: start again (a failed put throws).
-    if (error instanceof ClaimLost || !(await landed.catch(unlanded(services, attempt)))) return null;
+    if (error instanceof ClaimLost || !(await landed.catch(unlanded(services, attempt)))) return { lost: attempt };
     // Stopped because someone else closed it: answered as its completion would have been (not
     // once its own completion landed: its webhook event failed, and its totals counted its call).
     const own = error instanceof ClosedByItsCompletionError;

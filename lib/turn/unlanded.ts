@@ -1,5 +1,6 @@
 import { afterResponse } from './after-response.ts';
 import { chargeToken, type Attempt } from './close-turn.ts';
+import type { CallMeter } from './stopped-spend.ts';
 import type { TurnServices } from './types.ts';
 
 /**
@@ -29,6 +30,34 @@ export function unlanded(services: TurnServices, attempt: Attempt): (failure: un
         chargeToken(services, turn, spent.usage, 0, undefined);
         await services.sessions.storeCharge(turn, { usage: spent.usage, estimated: spent.estimated });
       });
+    throw failure;
+  };
+}
+
+/**
+ * Charges what the attempts whose claims were lost aborted (carried on in `meter`,
+ * lib/turn/stopped-spend.ts CallMeter.next) when no later attempt runs to count it: the turn
+ * replays the stored turn of its idempotency key, which another request took meanwhile, or its
+ * claim is refused. The provider bills those calls all the same: once the last of them settled,
+ * their spend is charged to the turn's token (as no turn) and stored as a charge of the session
+ * of `lost`, the last attempt whose claim was lost, as unlanded does.
+ */
+export function chargeCarried(services: TurnServices, lost: Attempt | undefined, meter: CallMeter): void {
+  if (!lost) return;
+  const price = lost.plan && services.config.modelPrices[lost.plan.model.id];
+  afterResponse(services, async () => {
+    await lost.meter.settled();
+    const spent = meter.spent(price);
+    if (!spent) return;
+    chargeToken(services, lost.turn, spent.usage, 0, undefined);
+    await services.sessions.storeCharge(lost.turn, { usage: spent.usage, estimated: spent.estimated });
+  });
+}
+
+/** chargeCarried when the next claim is refused: rethrows its failure. */
+export function carried(services: TurnServices, lost: Attempt | undefined, meter: CallMeter) {
+  return (failure: unknown): never => {
+    chargeCarried(services, lost, meter);
     throw failure;
   };
 }

@@ -1,0 +1,38 @@
+import { afterEach, beforeEach, expect, it, vi } from 'vitest';
+import { billedLedger, LEASE_MS, ops, seeded, World } from '../support/simulation.ts';
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+// Two requests of one Idempotency-Key race: both call the model while their claims' records are
+// put, one claim is lost, and that request replays the turn the other stored. The provider billed
+// its call all the same: the session's totals count it (as a charge), once.
+it('a keyed turn that replays the turn its key took meanwhile charges the call its lost claim aborted', async () => {
+  let raced = 0;
+  for (let seed = 1; seed <= 12; seed++) {
+    const world = new World(seeded(seed));
+    const admin = world.actor();
+    await world.run(admin.services.sessions.create({ id: 's' }), [admin]);
+    const actors = [world.actor(), world.actor()];
+    const outcomes = await world.run(Promise.all(actors.map((actor) => ops.turn(actor, 's', 'K', 'key-1'))), actors);
+    // (One may be refused while the other runs: 409, nothing called.)
+    for (const outcome of outcomes) if (!outcome.ok) expect(outcome.status, `seed ${seed}`).toBe(409);
+    if (world.billed.length === 2) raced += 1;
+    // The next write counts what is charged.
+    world.now += LEASE_MS + 1;
+    const survivor = world.actor();
+    expect((await world.run(ops.turn(survivor, 's', 'F'), [survivor])).ok).toBe(true);
+    const usage = (await world.run(survivor.services.sessions.get('s'))).usage;
+    const billed = billedLedger(world.billed);
+    expect([usage.input_tokens, usage.output_tokens], `seed ${seed}`).toEqual([
+      billed.input_tokens,
+      billed.output_tokens,
+    ]);
+    expect(usage.turns, `seed ${seed}`).toBe(2);
+  }
+  expect(raced).toBeGreaterThan(0);
+});

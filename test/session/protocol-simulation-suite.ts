@@ -12,11 +12,13 @@ import { addToLedger, EMPTY_LEDGER, sessionUsage, type Ledger } from '../../lib/
 import { idGeneration } from '../../lib/session/log/rewind.ts';
 import {
   attempt,
+  billedLedger,
   history,
   LEASE_MS,
   ops,
   seeded,
   type Actor,
+  type ActorStore,
   type Outcome,
   type World,
 } from '../support/simulation.ts';
@@ -129,6 +131,51 @@ async function expectExactLedger(world: World, id: string, sum: Ledger, where: s
   const session = await world.run(world.actor().services.sessions.get(id));
   expect(sum.turns, where).toBeGreaterThan(0);
   expect(session.usage, where).toEqual(sessionUsage(await withStoppedSpend(world, id, sum)));
+}
+
+const TOKENS = [
+  'input_tokens',
+  'cached_input_tokens',
+  'cache_write_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+] as const;
+
+/**
+ * The session's usage totals count each model call the provider billed (World.billed) once,
+ * whoever closed or took over the turn that made it: the completed turns' calls in their
+ * completions, a stopped run's in its `spent/` object or in a charge (lib/session/log/charges.ts,
+ * deleted once a write counted it). Calls of `crashed`, whose process may have died before it
+ * stored what it spent, count at most once. A call that did not answer (aborted, failed) is
+ * counted as an estimate, if at all: with one, the totals count at least every answered call of
+ * the others. The totals count the stored completed turns (`sum`), and at least what they and
+ * the `spent/` objects name (withStoppedSpend).
+ */
+async function expectBilledLedger(
+  world: World,
+  id: string,
+  sum: Ledger,
+  crashed: ActorStore | undefined,
+  where: string,
+): Promise<void> {
+  const session = (await world.run(world.actor().services.sessions.get(id))).usage;
+  expect(sum.turns, where).toBeGreaterThan(0);
+  expect(session.turns, where).toBe(sum.turns);
+  const stored = await withStoppedSpend(world, id, sum);
+  const all = billedLedger(world.billed);
+  const answered = world.billed.every((call) => call.usage !== undefined);
+  const sure = billedLedger(world.billed.filter((call) => call.by !== crashed));
+  const pick = (ledger: Ledger | typeof session) => Object.fromEntries(TOKENS.map((name) => [name, ledger[name]]));
+  if (answered && !world.billed.some((call) => call.by === crashed)) {
+    expect(pick(session), `${where}: the calls billed`).toEqual(pick(all));
+    expect(session.priced_cost_usd, `${where}: the cost billed`).toBeCloseTo(all.cost_usd, 9);
+    return;
+  }
+  for (const name of TOKENS) {
+    if (answered) expect(session[name], `${where}: ${name} of the calls billed at most`).toBeLessThanOrEqual(all[name]);
+    expect(session[name], `${where}: ${name} of the calls surely counted`).toBeGreaterThanOrEqual(sure[name]);
+    expect(session[name], `${where}: ${name} of the stored turns and spends`).toBeGreaterThanOrEqual(stored[name]);
+  }
 }
 
 /**
@@ -686,7 +733,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           for (const name of posted)
             if (!everDelivered.has(name) || deliveries.has(name))
               expect(deliveries.get(name), `notice ${name}`).toBe(1);
-          await expectExactLedger(world, S, sum, 'after the interleaving');
+          await expectBilledLedger(world, S, sum, actors[crashedActor]?.store, 'after the interleaving');
           expect(world.promptFaults).toEqual([]);
           expectInOrder(requests, items);
           await expectForks(world, survivor, requests, items);

@@ -285,3 +285,137 @@ describe('a queued input of a deleted incarnation', () => {
     expect(await world.sessions.queued(await world.sessions.scope('s'))).toEqual([]);
   });
 });
+
+/** The keys of `kind` (`idem`, `blob`, `queue`, `turn`, ...) of generation `generation` of session `id`. */
+async function keysOf(store: ObjectStore, id: string, kind: string, generation: string): Promise<string[]> {
+  return (await store.list(`sessions/${id}/${kind}/${generation}/`)).objects.map((object) => object.key);
+}
+
+/** A message with an image (stored as a blob of the generation it is written in). */
+function imageMessage(text: string) {
+  return {
+    type: 'message' as const,
+    role: 'user' as const,
+    content: [
+      { type: 'input_text' as const, text },
+      { type: 'input_image' as const, image_url: dataUrl('image/png', pngBytes(4, 4, 64)) },
+    ],
+  };
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+// `queued_in` is never shortened (docs/STORAGE.md, "Queued inputs across a delete of the newest
+// turn"): an enqueue reads the config once, and nothing bounds how long after that read its entry's
+// put lands, so a generation whose queue is empty now may still receive an input. These tests hold
+// what follows from it, and the case that makes it so.
+describe('the generations a delete of the newest turn left', () => {
+  it('grow by one a delete, and a sweep keeps their idem and blob objects with nothing queued', async () => {
+    const store = new MemoryStore();
+    const world = services(store);
+    const { sessions } = world;
+    await sessions.create({ id: 's' });
+    await runTurn(world, 's', { input: 'one' });
+    await world.settle();
+    // A fork of the session: its delete sweeps the session (which names another generation by then).
+    await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
+    const left: string[] = [];
+    for (let round = 0; round < 6; round++) {
+      left.unshift((await sessions.scope('s')).generation);
+      await runTurn(world, 's', { input: [imageMessage(`look ${round}`)] }, { idempotencyKey: `key ${round}` });
+      await world.settle();
+      await sessions.deleteTurn('s', 2);
+    }
+    const scope = await sessions.scope('s');
+    expect(scope.queuedIn).toEqual(left);
+    // Read on from: the first generation's history is the session's (`fork_of`).
+    const read = scope.ancestors?.map((point) => point.generation) ?? [];
+    const unread = left.filter((generation) => !read.includes(generation));
+    expect(unread).toHaveLength(5);
+    expect(await sessions.listQueuedInputs('s', 10)).toMatchObject({ total: 0 });
+    // Long after, with nothing queued, the fork's delete sweeps the session.
+    world.advance(365 * DAY_MS);
+    await sessions.delete('f');
+    for (const generation of unread) {
+      expect(await keysOf(store, 's', 'turn', generation), generation).toEqual([]);
+      expect(await keysOf(store, 's', 'idem', generation), generation).toHaveLength(1);
+      expect(await keysOf(store, 's', 'blob', generation), generation).toHaveLength(1);
+    }
+    expect((await sessions.scope('s')).queuedIn).toEqual(left);
+  });
+
+  it("keep a waiting input's image through such a sweep, long after the delete, and it runs with it", async () => {
+    const store = new MemoryStore();
+    const world = services(store);
+    const { sessions } = world;
+    await sessions.create({ id: 's' });
+    await runTurn(world, 's', { input: 'one' });
+    await world.settle();
+    await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
+    const queuedUnder = (await sessions.scope('s')).generation;
+    const input = await sessions.storeAttachments('s', [imageMessage('look')]);
+    await sessions.enqueue('s', { input, request: {}, key_sha256: sha256Hex('image') });
+    // The session's first turn: the new generation reads none, and only `queued_in` names the old one.
+    await sessions.deleteTurn('s', 1);
+    expect((await sessions.scope('s')).queuedIn).toEqual([queuedUnder]);
+    world.advance(365 * DAY_MS);
+    await sessions.delete('f');
+    expect(await keysOf(store, 's', 'turn', queuedUnder)).toEqual([]);
+    expect(await keysOf(store, 's', 'blob', queuedUnder)).toHaveLength(1);
+    await pickUp(world, 's');
+    await world.settle();
+    const next = await runTurn(world, 's', { input: 'next' });
+    expect(next.output).toHaveLength(1);
+    // Its pickup copied the image into the generation it ran in.
+    expect(await keysOf(store, 's', 'blob', (await sessions.scope('s')).generation)).toHaveLength(1);
+    const page = await sessions.listItems('s', { limit: 100 });
+    expect(page.items.filter((item) => item.type === 'message' && Array.isArray(item.content))).toHaveLength(1);
+  });
+
+  it('receive the entry of an enqueue that read the config before the delete, a year after, and it runs', async () => {
+    const store = new DelayedQueueStore();
+    const world = services(store);
+    const { sessions } = world;
+    await sessions.create({ id: 's' });
+    await runTurn(world, 's', { input: 'one' });
+    await world.settle();
+    const readUnder = (await sessions.scope('s')).generation;
+    // The enqueue read the config; before its entry's put lands, the turn is deleted, more turns
+    // are taken and deleted, and a year passes, its queue empty all along.
+    store.beforeQueuePut = async () => {
+      await sessions.deleteTurn('s', 1);
+      for (let round = 0; round < 3; round++) {
+        await runTurn(world, 's', { input: `taken out ${round}` });
+        await world.settle();
+        await sessions.deleteTurn('s', 1);
+      }
+      expect(await sessions.listQueuedInputs('s', 10)).toMatchObject({ total: 0 });
+      world.advance(365 * DAY_MS);
+    };
+    const queued = await queue(world, 's', 'queued late');
+    expect(store.beforeQueuePut).toBeNull();
+    expect(await keysOf(store, 's', 'queue', readUnder)).toEqual([`sessions/s/queue/${readUnder}/${queued}`]);
+    // The generation it landed under is the oldest `queued_in` names: the input still runs.
+    expect((await sessions.scope('s')).queuedIn?.at(-1)).toBe(readUnder);
+    await pickUp(world, 's');
+    await world.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['queued late']);
+  });
+});
+
+/** A store whose first put of a queued input runs `beforeQueuePut` first (an enqueue slow to put its entry). */
+class DelayedQueueStore extends MemoryStore {
+  beforeQueuePut: (() => Promise<void>) | null = null;
+  override async put(
+    key: string,
+    body: Parameters<MemoryStore['put']>[1],
+    options?: Parameters<MemoryStore['put']>[2],
+  ) {
+    const hook = key.includes('/queue/') ? this.beforeQueuePut : null;
+    if (hook) {
+      this.beforeQueuePut = null;
+      await hook();
+    }
+    return super.put(key, body, options);
+  }
+}

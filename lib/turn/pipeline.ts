@@ -136,9 +136,11 @@ async function takeTurn(
   for (;;) {
     // Read again for every attempt: what an attempt read is as old as its claim's reads.
     const fetched = fetchInbox(services, sessionId, request);
-    const attempt = await seen.trace.step(TURN_STEPS.claim, () => claim.next()).catch(carried(services, lost, meter));
+    const attempt = await seen.trace
+      .step(TURN_STEPS.claim, () => claim.next())
+      .catch(carried(services, lost, meter, seen));
     if (attempt.kind === 'replay') {
-      chargeCarried(services, lost, meter);
+      chargeCarried(services, lost, meter, seen);
       seen.replayed = true;
       return replay(services, sessionId, request, attempt, emit);
     }

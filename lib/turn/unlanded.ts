@@ -1,5 +1,6 @@
 import { afterResponse } from './after-response.ts';
 import { chargeToken, type Attempt } from './close-turn.ts';
+import type { Seen } from './observe.ts';
 import type { CallMeter } from './stopped-spend.ts';
 import type { TurnServices } from './types.ts';
 
@@ -40,11 +41,19 @@ export function unlanded(services: TurnServices, attempt: Attempt): (failure: un
  * replays the stored turn of its idempotency key, which another request took meanwhile, or its
  * claim is refused. The provider bills those calls all the same: once the last of them settled,
  * their spend is charged to the turn's token (as no turn) and stored as a charge of the session
- * of `lost`, the last attempt whose claim was lost, as unlanded does.
+ * of `lost`, the last attempt whose claim was lost, as unlanded does; the turn's log line and
+ * metrics (`seen`) count it as known when the turn is answered.
  */
-export function chargeCarried(services: TurnServices, lost: Attempt | undefined, meter: CallMeter): void {
+export function chargeCarried(
+  services: TurnServices,
+  lost: Attempt | undefined,
+  meter: CallMeter,
+  seen: Pick<Seen, 'stopped'>,
+): void {
   if (!lost) return;
   const price = lost.plan && services.config.modelPrices[lost.plan.model.id];
+  const known = meter.spent(price);
+  if (known) seen.stopped = known.usage;
   afterResponse(services, async () => {
     await lost.meter.settled();
     const spent = meter.spent(price);
@@ -55,9 +64,14 @@ export function chargeCarried(services: TurnServices, lost: Attempt | undefined,
 }
 
 /** chargeCarried when the next claim is refused: rethrows its failure. */
-export function carried(services: TurnServices, lost: Attempt | undefined, meter: CallMeter) {
+export function carried(
+  services: TurnServices,
+  lost: Attempt | undefined,
+  meter: CallMeter,
+  seen: Pick<Seen, 'stopped'>,
+) {
   return (failure: unknown): never => {
-    chargeCarried(services, lost, meter);
+    chargeCarried(services, lost, meter, seen);
     throw failure;
   };
 }

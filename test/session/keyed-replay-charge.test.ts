@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import { billedLedger, LEASE_MS, ops, seeded, World } from '../support/simulation.ts';
+import type { TurnObservation } from '../../lib/turn/types.ts';
 
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
@@ -33,6 +34,33 @@ it('a keyed turn that replays the turn its key took meanwhile charges the call i
       billed.output_tokens,
     ]);
     expect(usage.turns, `seed ${seed}`).toBe(2);
+  }
+  expect(raced).toBeGreaterThan(0);
+});
+
+// The replaying request's log line and metrics count the call its lost claim aborted too, as
+// known when it is answered, as a turn whose claim's put failed does.
+it('a keyed turn replaying the turn its key took tells the call its lost claim aborted in its log line', async () => {
+  let raced = 0;
+  for (let seed = 1; seed <= 12; seed++) {
+    const world = new World(seeded(seed));
+    const admin = world.actor();
+    await world.run(admin.services.sessions.create({ id: 's' }), [admin]);
+    const actors = [world.actor(), world.actor()];
+    const told: TurnObservation[] = [];
+    for (const actor of actors) actor.services.observeTurn = (outcome) => void told.push(outcome);
+    await world.run(Promise.all(actors.map((actor) => ops.turn(actor, 's', 'K', 'key-1'))), actors);
+    if (world.billed.length !== 2) continue;
+    raced += 1;
+    const replayed = told.filter((outcome) => outcome.status === 'replayed');
+    expect(replayed, `seed ${seed}`).toHaveLength(1);
+    expect(replayed[0]!.usage?.input_tokens, `seed ${seed}`).toBeGreaterThan(0);
+    const completed = told.find((outcome) => outcome.status === 'completed');
+    const billed = billedLedger(world.billed);
+    expect(
+      replayed[0]!.usage!.input_tokens + completed!.usage!.input_tokens,
+      `seed ${seed}: the calls billed, told once each`,
+    ).toBe(billed.input_tokens);
   }
   expect(raced).toBeGreaterThan(0);
 });

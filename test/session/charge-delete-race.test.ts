@@ -148,5 +148,16 @@ describe.each(await memoryAndFileStores('charge-delete-race'))(
       expect(await stored).toBe(true);
       expect(await w.totals()).toMatchObject(counted);
     });
+
+    it("put after the head read, the delete's listing failing once: it lists again, carrying it", async () => {
+      const faulty = new FaultyStore(storeOf());
+      const w = await world(faulty);
+      const { fence, deleted } = await w.fenced();
+      expect(await w.charge()).toBe(true);
+      faulty.failWhen(({ operation, key }) => operation === 'list' && isCharge(key), { times: 1 });
+      fence.release();
+      await deleted;
+      expect(await w.totals()).toMatchObject(counted);
+    });
   },
 );

@@ -4,7 +4,7 @@ import { firstToCreate } from '../../store/create-only.ts';
 import { listAll, mapLimit } from '../../store/object-store.ts';
 import { chargeKey, type LogScope } from '../keys.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
-import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { backoff, PARALLEL_GETS, type LogContext } from './context.ts';
 import { ledgerOf, scopeOf, type Head } from './head.ts';
 import { configReading, parsedSpend, putSpend, shownLedger } from './unbilled.ts';
 
@@ -160,13 +160,31 @@ async function movedTo(log: LogContext, scope: LogScope): Promise<LogScope | nul
   return reads || left || same ? scopeOf(log.keyPrefix, config) : null;
 }
 
+/** How many times a delete of the newest turn lists the charges of the generation it left (carriedOn). */
+const CARRY_ATTEMPTS = 3;
+
 /**
  * After a delete of the newest turn moved the config off the generation of `left` (the charges
  * its fence counted deleted before): every charge still there, which no write counted (put after
- * the delete read its head), carried to the generation the config names now. A failure leaves
- * the others (counted by no session total, as a charge whose put failed).
+ * the delete read its head), carried to the generation the config names now. No other write
+ * lists that generation again, and its writer may have read the config before it moved: a
+ * failure lists it again, up to CARRY_ATTEMPTS times in all (one carried or being carried has
+ * its marker, and is passed over); the last one is thrown, leaving what is not carried yet
+ * counted by no session total, as a charge whose put failed.
  */
 export async function carriedOn(log: LogContext, left: LogScope): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await carryLeft(log, left);
+    } catch (error) {
+      if (attempt + 1 >= CARRY_ATTEMPTS) throw error;
+      await backoff(attempt);
+    }
+  }
+}
+
+/** One listing of carriedOn: carries each charge of `left` that has no marker. */
+async function carryLeft(log: LogContext, left: LogScope): Promise<void> {
   const prefix = chargeKey(left, '');
   // Page after page: a page may hold fewer keys than asked while truncated (R2).
   const names = (await listAll(log.store, prefix)).map((object) => object.key.slice(prefix.length));

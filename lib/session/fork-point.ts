@@ -17,7 +17,8 @@ export const forkPointSchema = z
 
 /**
  * How many generations a flattened history's ids may name (SessionConfig `named`, log/flatten.ts):
- * past them, the ids of its oldest turns name a generation no longer listed (404, never another turn).
+ * past them, the oldest stays and those just above it go (log/flatten-copy.ts `capped`), the ids of
+ * their turns then naming a generation no longer listed (404, never another turn).
  */
 export const MAX_NAMED_GENERATIONS = 32;
 

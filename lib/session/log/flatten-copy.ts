@@ -68,7 +68,22 @@ export function namesOf(chain: readonly ForkPoint[], named: readonly NamedPoint[
   const empty = chain
     .filter((point) => point.seq <= top && !listed.has(point.generation))
     .map(({ generation }) => ({ generation, seq: top }));
-  return [...fresh, ...empty, ...below].slice(0, MAX_NAMED_GENERATIONS);
+  return capped([...fresh, ...empty, ...below]);
+}
+
+/**
+ * `named` cut to MAX_NAMED_GENERATIONS: the newest entries stay, and so does the oldest, the
+ * generation the history started in (the ids of its turns name it from the first seq on, and the
+ * forks made of it are the session's: children.ts); the entries just above that one go. An entry
+ * names the seqs above the next one's, so the seqs of one dropped are named by the entry above it
+ * instead, whose generation held none of them (its own items come after them), so that no id ever
+ * named it at those seqs: the ids minted from then on do, for the same items, and those naming the
+ * dropped generation are 404 (no seq names it any more), never another turn. Dropping the oldest
+ * would do the same to the seqs of the history's start (test/openai/flatten-named.test.ts).
+ */
+function capped(named: NamedPoint[]): NamedPoint[] {
+  if (named.length <= MAX_NAMED_GENERATIONS) return named;
+  return [...named.slice(0, MAX_NAMED_GENERATIONS - 1), named.at(-1)!];
 }
 
 /** `named` for a history that now ends at `seq` (a delete went back to it): the entries below it. */

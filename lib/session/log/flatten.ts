@@ -65,8 +65,8 @@ interface Piece {
  * it is not copied but read as a fork reads it, and another session's history, read so too),
  * else from record 1. Returns what the config's `named` becomes: the chain's generations for
  * the seqs they held, then those `named` (the head's) names below them, at most
- * MAX_NAMED_GENERATIONS. A segment without states refuses (DeleteRefusedError: it cannot be cut
- * at a record).
+ * MAX_NAMED_GENERATIONS, the oldest always among them (./flatten-copy.ts capped). A segment
+ * without states refuses (DeleteRefusedError: it cannot be cut at a record).
  */
 export async function flattenHistory(
   log: LogContext,

@@ -6,6 +6,7 @@ import { getPriority } from 'node:os';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
+import { canonicalEtag } from './etag.ts';
 import type { ObjectInfo, PutOptions } from './object-store.ts';
 
 /**
@@ -43,7 +44,7 @@ export function uniqueTag(): string {
 export function newHeader(key: string, name: string, version: number, options: PutOptions): Header {
   return {
     v: version,
-    e: `"${version}-${uniqueTag()}"`,
+    e: `${version}-${uniqueTag()}`,
     m: { ...(options.metadata ?? {}) },
     ...(options.contentType !== undefined ? { t: options.contentType } : {}),
     u: Date.now(),
@@ -260,7 +261,8 @@ export function writePartsSync(fd: number, parts: readonly Uint8Array[], positio
 }
 
 export function infoOf(key: string, header: Header, size: number): ObjectInfo {
-  return { key, size, etag: header.e, uploaded: new Date(header.u), metadata: { ...header.m } };
+  // Canonical (./etag.ts): objects written before kept their etag quoted.
+  return { key, size, etag: canonicalEtag(header.e), uploaded: new Date(header.u), metadata: { ...header.m } };
 }
 
 /** Whether `path` exists: a missing file answers without an exception (an error's stack costs more than the stat). */

@@ -42,6 +42,7 @@ import {
   type LockTimes,
   type WriterQueues,
 } from './file-lock.ts';
+import { canonicalEtag } from './etag.ts';
 import { keepAside, release, syncDirectory, writeTemp } from './file-sync.ts';
 import { directoryEntries, readListedHeader } from './file-listing.ts';
 
@@ -160,7 +161,8 @@ export class FileStore implements ObjectStore {
       return await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
         const current = readHeaderAt(objectPath, key)?.header;
         if (options.onlyIfAbsent && current) return null;
-        if (options.ifMatch !== undefined && current?.e !== options.ifMatch) return null;
+        if (options.ifMatch !== undefined && (!current || canonicalEtag(current.e) !== canonicalEtag(options.ifMatch)))
+          return null;
         const header = headerOf((current?.v ?? 0) + 1);
         const temp = await writeTemp(directory, name, header, parts);
         // The file an overwrite replaces, kept under a temp name and freed through the thread pool.

@@ -14,6 +14,7 @@ import {
   type StoredObject,
 } from './object-store.ts';
 import { sha256Hex } from '../hash.ts';
+import { canonicalEtag } from './etag.ts';
 
 interface Entry {
   body: Uint8Array;
@@ -49,7 +50,8 @@ export class MemoryStore implements ObjectStore {
   async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
     const existing = this.#entries.get(key);
     if (options.onlyIfAbsent && existing) return null;
-    if (options.ifMatch !== undefined && (!existing || etagOf(existing) !== options.ifMatch)) return null;
+    if (options.ifMatch !== undefined && (!existing || etagOf(existing) !== canonicalEtag(options.ifMatch)))
+      return null;
     const bytes = copiedBytes(body);
     const entry: Entry = {
       body: bytes,
@@ -189,10 +191,11 @@ function upperBound(sorted: string[], key: string): number {
 
 /**
  * An entry's etag: of its body alone, as S3's and R2's (its MD5), so a rewrite that keeps the body
- * keeps the etag and an If-Match on the etag read before it lands (docs/STORAGE.md).
+ * keeps the etag and an If-Match on the etag read before it lands (docs/STORAGE.md). Canonical
+ * (./etag.ts): lower-case hex, unquoted.
  */
 function etagOf(entry: Entry): string {
-  entry.etag ??= `"${sha256Hex(entry.body)}"`;
+  entry.etag ??= sha256Hex(entry.body);
   return entry.etag;
 }
 

@@ -18,8 +18,10 @@
  *   ListObjectsV2 returns none, and a HEAD per listed object would be too costly). Callers
  *   that need metadata call `head`.
  * - `delete` of a missing key is not an error. Many keys are deleted in batches.
- * - etags are opaque strings, compared only for equality; pass them back to `ifMatch`
- *   exactly as `put`, `head`, `get` or `list` returned them. An etag names one content of its
+ * - etags are opaque strings, compared only for equality, in the one canonical form of
+ *   ./etag.ts (`canonicalEtag`: unquoted, no `W/`, hex in lower case) whatever form the service
+ *   writes in an answer or a listing; `ifMatch` takes any etag `put`, `head`, `get` or `list`
+ *   returned, and the store sends it in the form its service compares. An etag names one content of its
  *   key: the etag a put returns is the one `get`, `head` and `list` report until the key is
  *   written again, and other bytes under the key have another (the session log takes a record
  *   it keeps on a listing's etag and size, lib/session/log/record-cache.ts).

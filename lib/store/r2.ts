@@ -11,6 +11,7 @@ import {
   type PutOptions,
   type StoredObject,
 } from './object-store.ts';
+import { canonicalEtag } from './etag.ts';
 
 /** The R2 binding accepts at most this many keys in one delete call. */
 const DELETE_BATCH_SIZE = 1000;
@@ -19,8 +20,8 @@ const MAX_LIST_LIMIT = 1000;
 /**
  * An ObjectStore over a Cloudflare R2 bucket binding (`env.BUCKET`).
  *
- * Etags are R2's plain `etag` (unquoted), the form `onlyIf.etagMatches` compares against, so
- * any etag this store returns can be handed back as `ifMatch`. Metadata is R2 custom
+ * Etags are canonical (./etag.ts), as R2's plain `etag` (unquoted) is, the form
+ * `onlyIf.etagMatches` compares against; an `ifMatch` in another form is sent in that one. Metadata is R2 custom
  * metadata; `list` asks R2 to include it, so list results carry metadata here (the port only
  * promises it from `head`/`get`).
  *
@@ -79,7 +80,7 @@ export class R2Store implements ObjectStore {
     const onlyIf: R2Conditional | undefined = options.onlyIfAbsent
       ? { etagDoesNotMatch: '*' }
       : options.ifMatch !== undefined
-        ? { etagMatches: options.ifMatch }
+        ? { etagMatches: canonicalEtag(options.ifMatch) }
         : undefined;
     const putOptions: R2PutOptions = { customMetadata: { ...(options.metadata ?? {}) } };
     if (onlyIf) putOptions.onlyIf = onlyIf;
@@ -138,7 +139,7 @@ function toInfo(object: R2Object): ObjectInfo {
   return {
     key: object.key,
     size: object.size,
-    etag: object.etag,
+    etag: canonicalEtag(object.etag),
     uploaded: new Date(object.uploaded),
     metadata: { ...(object.customMetadata ?? {}) },
   };

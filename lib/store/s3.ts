@@ -12,6 +12,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { StorageError } from '../errors.ts';
 import { randomHex } from '../hash.ts';
+import { canonicalEtag, ServiceEtags } from './etag.ts';
 import {
   bodyBytes,
   type Body,
@@ -81,7 +82,8 @@ export function createS3Client(options: Omit<S3StoreOptions, 'bucket' | 'client'
  *   ConditionalRequestConflict (a racing write) is retried with a short backoff, then
  *   settled by looking at the key: taken means null.
  * - If-Match put is `If-Match: <etag>`; 412 (or a missing key) means null.
- * - Etags are the quoted `ETag` header, exactly as S3 returns it; pass them back unchanged.
+ * - Etags are canonical (./etag.ts): a listing's match a get's in whatever form the service
+ *   writes each; an If-Match goes out in the form of the service's own answers.
  * - `list` returns `metadata: {}`: ListObjectsV2 carries no user metadata, and a HEAD per
  *   listed object would make listing cost grow with the page. Call `head` when needed.
  * - `put` reports `uploaded` from the local clock (S3 does not return the time of a PUT).
@@ -94,6 +96,7 @@ export function createS3Client(options: Omit<S3StoreOptions, 'bucket' | 'client'
 export class S3Store implements ObjectStore {
   readonly client: S3Client;
   readonly bucket: string;
+  readonly #etags = new ServiceEtags();
 
   constructor(options: S3StoreOptions) {
     this.bucket = options.bucket;
@@ -128,7 +131,7 @@ export class S3Store implements ObjectStore {
     return {
       key,
       size: totalSize(response.ContentRange) ?? response.ContentLength ?? body.length,
-      etag: response.ETag ?? '',
+      etag: this.#etags.answered(response.ETag),
       uploaded: response.LastModified ?? new Date(0),
       metadata: ownMetadata(response.Metadata),
       body,
@@ -141,7 +144,7 @@ export class S3Store implements ObjectStore {
     return {
       key,
       size: response.ContentLength ?? 0,
-      etag: response.ETag ?? '',
+      etag: this.#etags.answered(response.ETag),
       uploaded: response.LastModified ?? new Date(0),
       metadata: ownMetadata(response.Metadata),
     };
@@ -218,12 +221,14 @@ export class S3Store implements ObjectStore {
       Metadata: mark ? { ...metadata, [PUT_MARK]: mark } : metadata,
       ...(options.contentType ? { ContentType: options.contentType } : {}),
       ...(options.onlyIfAbsent ? { IfNoneMatch: '*' } : {}),
-      ...(!options.onlyIfAbsent && options.ifMatch !== undefined ? { IfMatch: options.ifMatch } : {}),
+      ...(!options.onlyIfAbsent && options.ifMatch !== undefined
+        ? { IfMatch: this.#etags.condition(options.ifMatch) }
+        : {}),
     };
     for (let attempt = 1; ; attempt++) {
       try {
         const response = await this.client.send(new PutObjectCommand(input));
-        return { key, size: bytes.length, etag: response.ETag ?? '', uploaded: new Date(), metadata };
+        return { key, size: bytes.length, etag: this.#etags.answered(response.ETag), uploaded: new Date(), metadata };
       } catch (error) {
         const status = statusOf(error);
         if (mark && status === 412) return this.#ownRetry(key, bytes.length, metadata, mark, error);
@@ -237,7 +242,7 @@ export class S3Store implements ObjectStore {
         // Still conflicting: a racing write is in flight. If it has landed, we lost.
         const current = await this.head(key);
         if (input.IfNoneMatch !== undefined && current) return null;
-        if (input.IfMatch !== undefined && current?.etag !== input.IfMatch) return null;
+        if (input.IfMatch !== undefined && current?.etag !== canonicalEtag(input.IfMatch)) return null;
         throw storageError('put', key, error);
       }
     }
@@ -253,7 +258,8 @@ export class S3Store implements ObjectStore {
     if (attempts <= 1) return null;
     const current = await this.#headObject(key);
     if (current?.Metadata?.[PUT_MARK] !== mark) return null;
-    return { key, size, etag: current.ETag ?? '', uploaded: current.LastModified ?? new Date(), metadata };
+    const etag = this.#etags.answered(current.ETag);
+    return { key, size, etag, uploaded: current.LastModified ?? new Date(), metadata };
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
@@ -271,7 +277,7 @@ export class S3Store implements ObjectStore {
       const objects: ObjectInfo[] = (response.Contents ?? []).map((object) => ({
         key: object.Key ?? '',
         size: object.Size ?? 0,
-        etag: object.ETag ?? '',
+        etag: this.#etags.listed(object.ETag),
         uploaded: object.LastModified ?? new Date(0),
         metadata: {},
       }));

@@ -329,6 +329,20 @@ describe('FileStore', () => {
     expect(requests).toEqual([]);
   });
 
+  it('reads the quoted etag of an object written before etags were canonical as the canonical one', async () => {
+    const root = await freshDirectory();
+    const store = new FileStore(root);
+    const put = (await store.put('q/old', 'body'))!;
+    const [file] = (await readdir(root, { recursive: true })).filter((name) => name.endsWith('~o'));
+    const path = join(root, file!);
+    const text = await readFile(path, 'utf8');
+    await writeFile(path, text.replace(`"e":"${put.etag}"`, `"e":"\\"${put.etag}\\""`));
+    expect(await readFile(path, 'utf8')).toContain(`"e":"\\"${put.etag}\\""`);
+    expect((await store.head('q/old'))?.etag).toBe(put.etag);
+    expect((await store.list('q/')).objects[0]?.etag).toBe(put.etag);
+    expect(await store.put('q/old', 'new body', { ifMatch: (await store.get('q/old'))!.etag })).not.toBeNull();
+  });
+
   it('reads a header longer than one read (4 KiB) whole, through head, get and list alike', async () => {
     const store = new FileStore(await freshDirectory());
     const metadata = { a: 'x'.repeat(5000), b: 'y'.repeat(4000) };
@@ -840,7 +854,7 @@ describe('FileStore across processes', () => {
         expect(written.refused).toBe(true);
         etags.push(...written.etags);
       }
-      expect(etags.map((etag) => etag.split('-')[0])).toEqual(['"1', '"2', '"1', '"2', '"1', '"2']);
+      expect(etags.map((etag) => etag.split('-')[0])).toEqual(['1', '2', '1', '2', '1', '2']);
       expect(new Set(etags).size).toBe(6);
     },
   );

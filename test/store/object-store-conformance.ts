@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { canonicalEtag } from '../../lib/store/etag.ts';
 import type { ByteRange, ListResult, ObjectStore } from '../../lib/store/object-store.ts';
 
 const encoder = new TextEncoder();
@@ -235,6 +236,29 @@ export function defineObjectStoreConformance(
       const fourth = await store.put(key, 'version 4', { ifMatch: (await store.get(key))!.etag });
       expect(fourth).not.toBeNull();
       expect(text((await store.get(key))!.body)).toBe('version 4');
+    });
+
+    it('gives every etag in its canonical form, and takes an If-Match in any form of it', async () => {
+      const prefix = fresh();
+      const key = `${prefix}forms`;
+      const put = await store.put(key, 'version 1');
+      const listed = (await store.list(prefix)).objects[0]!;
+      for (const etag of [put!.etag, (await store.get(key))!.etag, (await store.head(key))!.etag, listed.etag])
+        expect([etag, canonicalEtag(etag)]).toEqual([put!.etag, put!.etag]);
+      // The forms S3-compatible services write etags in: quoted, weak, hex in upper case.
+      let current = put!.etag;
+      for (const form of [`"${current}"`, 'weak', 'upper']) {
+        const etag = form === 'weak' ? `W/"${current}"` : form === 'upper' ? current.toUpperCase() : form;
+        // Of an etag that is not hex (the file store's) the case counts: a stale one is refused.
+        if (form === 'upper' && canonicalEtag(etag) !== current) {
+          expect(await store.put(key, 'refused', { ifMatch: etag })).toBeNull();
+          continue;
+        }
+        const written = await store.put(key, `after ${form}`, { ifMatch: etag });
+        expect(written).not.toBeNull();
+        current = written!.etag;
+      }
+      expect(await store.put(key, 'stale', { ifMatch: `"${put!.etag}"` })).toBeNull();
     });
 
     it(`If-Match after a rewrite that kept the body: the etag is ${etags}`, async () => {

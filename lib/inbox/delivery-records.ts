@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { randomHex } from '../hash.ts';
+import { canonicalEtag } from '../store/etag.ts';
 import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
 import { createNameGenerator } from './notice-name.ts';
 
@@ -100,7 +101,7 @@ export type ClaimOutcome =
 
 export function sameIdentity(claim: Pick<ObjectInfo, 'metadata'>, identity: Identity): boolean {
   return (
-    claim.metadata[META.sourceEtag] === identity.etag &&
+    canonicalEtag(claim.metadata[META.sourceEtag]) === identity.etag &&
     claim.metadata[META.sourceUploaded] === identity.uploaded &&
     (claim.metadata[META.noticeId] ?? '') === identity.noticeId
   );
@@ -113,15 +114,10 @@ export function sameIdentity(claim: Pick<ObjectInfo, 'metadata'>, identity: Iden
  */
 export function isClaimedOriginal(current: ObjectInfo, claim: Pick<ObjectInfo, 'metadata'>): boolean {
   return sameIdentity(claim, {
-    etag: plainEtag(current.etag),
+    etag: current.etag,
     uploaded: current.uploaded.toISOString(),
     noticeId: current.metadata[META.noticeId] ?? '',
   });
-}
-
-/** Etags without quotes or a weak marker: a metadata value need not keep them intact. */
-export function plainEtag(etag: string): string {
-  return etag.replace(/^W\//, '').replaceAll('"', '');
 }
 
 export function postedAtOf(info: ObjectInfo): string {

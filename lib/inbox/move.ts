@@ -4,7 +4,6 @@ import {
   CONCURRENCY,
   META,
   namesOther,
-  plainEtag,
   postedAtOf,
   type ClaimOutcome,
   type FetchedNotice,
@@ -103,10 +102,10 @@ export async function take(
       ctx.log({ level: 'warn', message: 'notice left in place: its check before the move failed', key, error });
       return { kind: 'skipped' };
     }
-    if (!current || plainEtag(current.etag) !== plainEtag(object.etag)) return { kind: 'taken' };
+    if (!current || current.etag !== object.etag) return { kind: 'taken' };
   }
   const identity: Identity = {
-    etag: plainEtag(object.etag),
+    etag: object.etag,
     uploaded: object.uploaded.toISOString(),
     noticeId: object.metadata[META.noticeId] ?? '',
   };

@@ -1,6 +1,6 @@
 import { firstToCreate } from '../store/create-only.ts';
 import { decodeUtf8, type ObjectInfo, type ObjectStore, type StoredObject } from '../store/object-store.ts';
-import { decodeName, type Identity, META, plainEtag } from './delivery-records.ts';
+import { decodeName, type Identity, META } from './delivery-records.ts';
 import type { InboxLogEvent } from './types.ts';
 
 /**
@@ -32,7 +32,7 @@ export async function firstPostBack(
   const current = await ctx.store.head(key);
   if (
     current &&
-    plainEtag(current.etag) === identity.etag &&
+    current.etag === identity.etag &&
     current.uploaded.toISOString() === identity.uploaded &&
     (current.metadata[META.noticeId] ?? '') === identity.noticeId
   ) {

@@ -2,7 +2,6 @@ import { decodeUtf8, type StoredObject } from '../store/object-store.ts';
 import type { SessionMark } from './types.ts';
 import {
   META,
-  plainEtag,
   postedAtOf,
   type ClaimOutcome,
   type FetchedNotice,
@@ -100,7 +99,7 @@ export async function setAside(
     return { kind: 'skipped' };
   }
   const identity: Identity = {
-    etag: plainEtag(object.etag),
+    etag: object.etag,
     uploaded: object.uploaded.toISOString(),
     noticeId: object.metadata[META.noticeId] ?? '',
   };

@@ -1,9 +1,9 @@
 import { StorageError } from '../errors.ts';
+import { canonicalEtag } from '../store/etag.ts';
 import { listAll, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import {
   CLOCK_TOLERANCE_MS,
   META,
-  plainEtag,
   randomId,
   sameIdentity,
   turnSchema,
@@ -129,7 +129,7 @@ export async function removeStaleOriginal(
     const current = await ctx.store.head(key);
     if (
       !current ||
-      plainEtag(current.etag) !== claim.metadata[META.sourceEtag] ||
+      current.etag !== canonicalEtag(claim.metadata[META.sourceEtag]) ||
       current.uploaded.toISOString() !== claim.metadata[META.sourceUploaded]
     )
       return;

@@ -90,9 +90,9 @@ export class SessionLogRunning extends SessionLogBase {
     return readQueued(this.log, scope, keyHash);
   }
 
-  /** Whether an input queued under an older generation (`queued_in`) was taken up there. */
-  async queuedTakenBefore(scope: LogScope, keyHash: string): Promise<boolean> {
-    return takenBefore(this.log, scope, keyHash);
+  /** Whether an input queued under an older generation (`queued_in`) was taken up there or after it. */
+  async queuedTakenBefore(scope: LogScope, entry: { keyHash: string; generation: string }): Promise<boolean> {
+    return takenBefore(this.log, scope, entry);
   }
 
   async removeQueued(scope: LogScope, keyHash: string): Promise<void> {

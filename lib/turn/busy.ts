@@ -240,15 +240,15 @@ export async function pickUp(
         ...(deadTurn === 'refused' ? { onLapsed: refuseLapsedDead } : {}),
         // Once nothing else refuses the claim: a withdraw that lands first refuses it.
         beforeRecord: () => sessions.markQueued(queue, entry.key_sha256, entry.writer),
-        // Under a generation the session left (whatever `scope` says): its key may name a turn
-        // taken up there, perhaps the one a delete took out, which its replay would not find.
+        // Under a generation the session left (whatever `scope` says): its key may name a turn taken
+        // up there or after, perhaps one a delete took out, which its replay would not find.
         check: async (config) => {
           if ((config.generation ?? '') === next.generation) return;
           // Not a generation a delete of the newest turn left: one of an incarnation deleted since
           // (the session was created again), whose inputs are not this session's.
           if (!(config.queued_in ?? []).includes(next.generation)) throw new TakenBefore();
           const left = { ...scope, queuedIn: config.queued_in ?? [] };
-          if (await sessions.queuedTakenBefore(left, entry.key_sha256)) throw new TakenBefore();
+          if (await sessions.queuedTakenBefore(left, next)) throw new TakenBefore();
         },
       });
     } catch (error) {

@@ -250,4 +250,28 @@ describe.each(stores)('an Idempotency-Key on a session that queues behind a busy
     );
     expect(world.logged).toEqual([]);
   });
+
+  it("runs an input queued under a deleted turn's key once the budget is raised after another delete", async () => {
+    const world = process(storeOf());
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    const key = { 'idempotency-key': `deleted-${id}` };
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'one' })).status).toBe(200);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'deleted' }, key)).status).toBe(200);
+    // Its turn deleted, the key is free again.
+    expect((await api.delete(`/v1/sessions/${id}/turns/2`)).status).toBe(200);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' }, key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // The budget is spent: the pickup after the holder leaves the input waiting.
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 1 } })).status).toBe(200);
+    await world.runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    await world.drain();
+    expect((await api.delete(`/v1/sessions/${id}/turns/2`)).status).toBe(200);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 10 } })).status).toBe(200);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['one', 'queued']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+  });
 });

@@ -254,6 +254,60 @@ describe("a queued input the session's budget refuses", () => {
   });
 });
 
+describe('a queued input under a key a deleted turn of an older generation held', () => {
+  /** Session `s`: turn 1, then one under Idempotency-Key `K`, deleted (`K` free again); `input` queued under `key`. */
+  async function queuedUnderFreedKey(world: ReturnType<typeof services>, key: string, input: string) {
+    const { sessions } = world;
+    await sessions.create({ id: 's' });
+    await runTurn(world, 's', { input: 'one' });
+    await runTurn(world, 's', { input: 'keyed' }, { idempotencyKey: 'K' });
+    await world.settle();
+    await sessions.deleteTurn('s', 2);
+    // Spent: the input waits, listed, until a PATCH raises the budget.
+    await sessions.update('s', { budget: { max_turns: 1 } });
+    await sessions.enqueue('s', {
+      input: [{ type: 'message', role: 'user', content: input }],
+      request: {},
+      key_sha256: sha256Hex(key),
+    });
+    expect(await pickUp(world, 's')).toBe('budget_spent');
+    await world.settle();
+  }
+
+  for (const [key, which] of [
+    ['K', 'that key'],
+    ['another key', 'another'],
+  ] as const)
+    it(`runs after a later delete and a budget raise (queued under ${which})`, async () => {
+      const world = services();
+      const { sessions } = world;
+      await queuedUnderFreedKey(world, key, 'queued');
+      const queuedUnder = (await sessions.scope('s')).generation;
+      // Another delete of the newest turn: the generation the input is under is in `queued_in`
+      // now, after it the one whose `idem/` names the deleted turn's key.
+      await sessions.deleteTurn('s', 1);
+      expect((await sessions.scope('s')).queuedIn?.[0]).toBe(queuedUnder);
+      await sessions.update('s', { budget: { max_turns: 10 } });
+      await pickUp(world, 's');
+      await world.settle();
+      expect(await userTexts(sessions, 's')).toEqual(['queued']);
+      expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+    });
+
+  it('can be withdrawn while it waits, after a later delete', async () => {
+    const world = services();
+    const { sessions } = world;
+    await queuedUnderFreedKey(world, 'K', 'queued');
+    await sessions.deleteTurn('s', 1);
+    await sessions.withdrawQueued('s', sha256Hex('K'));
+    await sessions.update('s', { budget: { max_turns: 10 } });
+    await pickUp(world, 's');
+    await world.settle();
+    expect(await userTexts(sessions, 's')).toEqual([]);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+});
+
 /** A store whose first get of a queued input runs `hook` after the read (a delete and a create racing the pickup). */
 class RacingStore extends MemoryStore {
   hook: (() => Promise<void>) | null = null;

@@ -211,10 +211,11 @@ export async function attemptWithdraw(log: LogContext, id: string, keyHash: stri
   try {
     const scope = await sessionScope(log, id);
     const generations = [scope.generation, ...(scope.queuedIn ?? [])];
-    // Read with the entry: a turn under the key ran the input, entry or not. An entry of the
-    // session's own generation is taken only by one there (a key of a turn a delete took out is
-    // free again); one a delete left in `queued_in` by one in any (its pickup's replay, or
-    // log/queue.ts takenBefore).
+    // Read with the entry: a turn under the key ran the input, entry or not. An entry is taken
+    // only by one in its own generation or a later one (a key of a turn a delete took out is free
+    // again, and its pickup claims it in the generation the config names after it landed): of the
+    // session's own generation, by one there; of one a delete left in `queued_in`, by one there or
+    // in one listed before it (its pickup's replay, or log/queue.ts takenBefore).
     const readClaims = () => {
       const read = Promise.all(
         generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
@@ -223,11 +224,11 @@ export async function attemptWithdraw(log: LogContext, id: string, keyHash: stri
       return read;
     };
     let claims = readClaims();
-    const taken = async (own?: boolean) =>
-      (await claims).some((claim, index) => claim !== null && (!own || index === 0));
+    const taken = async (upTo = generations.length) =>
+      (await claims).some((claim, index) => claim !== null && index <= upTo);
     const takenUp = () => ({ kind: 'taken', error: new QueuedInputTakenError(id, keyHash) }) as const;
     let gone = false;
-    for (const generation of generations) {
+    for (const [at, generation] of generations.entries()) {
       const key = queuedKey({ ...scope, generation }, keyHash);
       for (let tries = 0; tries < MAX_REWRITES; tries++) {
         const object = await log.store.get(key);
@@ -241,7 +242,7 @@ export async function attemptWithdraw(log: LogContext, id: string, keyHash: stri
           break;
         }
         const marked = parseStored(key, object.body, queuedInputSchema).taking_at !== undefined;
-        if (marked || (await taken(generation === scope.generation))) return takenUp();
+        if (marked || (await taken(at))) return takenUp();
         // Read unmarked: a tombstone put that fails may have landed.
         sight = 'maybe';
         const put = await log.store.put(key, '', { ifMatch: object.etag });

@@ -330,13 +330,23 @@ async function listGeneration(log: LogContext, scope: LogScope): Promise<QueuedE
 }
 
 /**
- * Whether an input queued under an older generation (`queued_in`) was taken up there: its key
- * names a turn in one of them (`idem/`, which a turn's claim, completion or lease close
- * writes), a turn a delete may have taken out since. Such an input is not run again.
+ * Whether an input queued under `generation`, an older one (`queued_in`), was taken up: its key
+ * names a turn (`idem/`, which a turn's claim, completion or lease close writes) in that
+ * generation or one a delete made after it (listed before it in `queued_in`), a turn a delete may
+ * have taken out since. A pickup claims the input in the session's generation as it reads the
+ * config after the entry landed, so that one or a later one: a key in a generation older than
+ * the entry's names a turn a delete took out before the input was queued (its key free again),
+ * never its own. Such an input is not run again.
  */
-export async function takenBefore(log: LogContext, scope: LogScope, keyHash: string): Promise<boolean> {
+export async function takenBefore(
+  log: LogContext,
+  scope: LogScope,
+  entry: { keyHash: string; generation: string },
+): Promise<boolean> {
+  const left = scope.queuedIn ?? [];
+  const since = left.slice(0, left.indexOf(entry.generation) + 1);
   const claims = await Promise.all(
-    (scope.queuedIn ?? []).map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
+    since.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, entry.keyHash))),
   );
   return claims.some((claim) => claim !== null);
 }

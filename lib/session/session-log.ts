@@ -21,7 +21,9 @@ import { holderScope } from './log/rewind.ts';
 import { packScheduleOf, type OverdueAppend, type PackSchedule } from './log/pack-schedule.ts';
 import { putStateAfter } from './log/state-record.ts';
 import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
-import { previewContext, readContext } from './log/tail-reader.ts';
+import { readContext } from './log/tail-reader.ts';
+import { previewContext, sketchFork, type ForkSketch } from './log/preview-context.ts';
+import type { ForkOptions } from './log/fork.ts';
 import type {
   BeginTurnResult,
   NewContext,
@@ -51,6 +53,7 @@ export { MAX_PAGE_BYTES } from './log/item-pages.ts';
 export type * from './log/types.ts';
 export type { ImportLine } from './log/import.ts';
 export type { ForkOptions } from './log/fork.ts';
+export type { ForkSketch } from './log/preview-context.ts';
 export type { RewindOptions } from './log/rewind.ts';
 export type { SeenItem, SweepResult, TurnSight, TurnSummary };
 export type { TailRequirement };
@@ -229,15 +232,25 @@ export class SessionLog extends SessionLogRunning {
    * The tail view of the whole committed history for a prompt preview (no turn, no writes):
    * `requirement` is computed from the history's aggregates, which are returned too.
    * `fromOverflow`: read from the stored overflow boundary on, as a turn under the safety net does.
-   * `from`: the context starts there (a compaction the previewed turn would make).
+   * `from`: the context starts there (a compaction the previewed turn would make). A `ForkSketch`
+   * (sketchFork): the history the first turn of that fork would read, were it written.
    */
   async previewContext(
-    id: string,
+    id: string | ForkSketch,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
     fromOverflow = false,
     from?: number,
   ): Promise<PreviewContext> {
     return readAgainIfGone(() => previewContext(this.log, id, requirement, fromOverflow, from));
+  }
+
+  /**
+   * A fork of session `id` as `fork` would write it (`fields` beside the parent's: no `id`, a
+   * random one stands), nothing written: its session record and what `previewContext` reads its
+   * history from. Refused as `fork` refuses it (ForkRefusedError, InvalidRequestError).
+   */
+  async sketchFork(id: string, options: ForkOptions): Promise<ForkSketch> {
+    return sketchFork(this.log, id, options);
   }
 
   /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */

@@ -256,6 +256,59 @@ describe('SessionLog.fork', () => {
     expect(prompts[0]!.length).toBeGreaterThan(0);
   });
 
+  it("sketches a fork, writing nothing, whose preview is the written fork's, packed point or not", async () => {
+    const store = new CountingStore(new MemoryStore());
+    const log = new SessionLog(store, OPTIONS);
+    await grown(log, 'p', 4);
+    await turn(log, 'p', [user('one more')], [toolCall('open')]);
+    const { counts } = await log.get('p');
+    const previews = async (id: string) => {
+      const sketch = await log.sketchFork(id, { at_turn: counts.turns, fields: { instructions: 'other' } });
+      expect(sketch.session).toMatchObject({ counts, instructions: 'other', metadata: { origin: 'p' } });
+      expect(sketch.openCalls).toEqual(['open']);
+      return Promise.all(
+        [
+          { toolCalls: 'all' as const, seqs: [] },
+          { toolCalls: 1, seqs: [] },
+        ].map(async (requirement) => {
+          const { items, scope, ...state } = await log.previewContext(sketch, () => requirement);
+          return { items: await log.hydrate(scope, items), state };
+        }),
+      );
+    };
+    const written = async (id: string) => {
+      await log.fork('p', { at_turn: counts.turns, fields: { id, instructions: 'other' } });
+      return Promise.all(
+        [
+          { toolCalls: 'all' as const, seqs: [] },
+          { toolCalls: 1, seqs: [] },
+        ].map(async (requirement) => {
+          const { items, scope, ...state } = await log.previewContext(id, () => requirement);
+          return { items: await log.hydrate(scope, items), state };
+        }),
+      );
+    };
+    store.reset();
+    const early = await previews('p');
+    expect({ put: store.counts.put, delete: store.counts.delete }).toEqual({ put: 0, delete: 0 });
+    expect(early).toEqual(await written('early'));
+    expect(early[0]!.items.length).toBeGreaterThan(early[1]!.items.length);
+    await log.append('p', [output('open', 'done')]);
+    for (let round = 0; round < 4; round++) {
+      await turn(log, 'p', [user(`later ${round}`)], [assistant('ok')]);
+      await log.pack('p');
+    }
+    store.reset();
+    const late = await previews('p');
+    expect({ put: store.counts.put, delete: store.counts.delete }).toEqual({ put: 0, delete: 0 });
+    expect(late).toEqual(early);
+    expect(late).toEqual(await written('late'));
+    // A sketch of a fork of a fork; refused where the fork is.
+    const onFork = await log.sketchFork('late', { at_turn: counts.turns - 1, fields: {} });
+    expect(onFork.session.counts.turns).toBe(counts.turns - 1);
+    await expect(log.sketchFork('p', { at_turn: 99, fields: {} })).rejects.toBeInstanceOf(InvalidRequestError);
+  });
+
   it('refuses a point that is not the end of a record, a turn that is not there, and a running turn', async () => {
     const { store, log } = setup();
     await grown(log, 'p', 6);

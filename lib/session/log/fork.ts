@@ -9,7 +9,7 @@ import { EMPTY_LEDGER } from '../../ledger/usage.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { recordKey, sessionConfigKey, type ForkPoint, type LogScope } from '../keys.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
-import type { LogRecord, SessionConfig } from '../records.ts';
+import type { LogRecord, SessionConfig, SessionCounts } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { unitTop, type LogUnit } from '../unit-cursor.ts';
@@ -41,8 +41,17 @@ export interface ForkOptions {
 
 export type Point = NonNullable<Head['newest']>;
 
-/** See SessionLog.fork. */
-export async function forkSession(log: LogContext, parentId: string, options: ForkOptions): Promise<SessionRecord> {
+/**
+ * A fork as `forkSession` would write it, nothing written: the parent's head it was found in, its
+ * config, its scope, and its first record (the state at the fork point). A session stored before
+ * generations existed, a point still running, one in a segment without record states, or a chain
+ * past MAX_FORK_DEPTH: ForkRefusedError; a point the session does not hold: InvalidRequestError.
+ */
+export async function planFork(
+  log: LogContext,
+  parentId: string,
+  options: ForkOptions,
+): Promise<{ head: Head; config: SessionConfig; scope: LogScope; first: LogRecord; counts: SessionCounts }> {
   // A record or segment packed or merged since the listing: list again.
   const { head, point } = await withFreshListing(async () => {
     const head = await readHead(log, parentId, 100);
@@ -60,9 +69,13 @@ export async function forkSession(log: LogContext, parentId: string, options: Fo
     ...newConfig(log, { ...inherited(head.config), ...options.fields }),
     fork_of: chain,
   };
-  const scope = scopeOf(log.keyPrefix, config);
-  const markers = forkMarkers(log, chain, config.id, config.generation!);
-  const first = forkRecord(point, config.created_at);
+  return { head, config, scope: scopeOf(log.keyPrefix, config), first: forkRecord(point, config.created_at), counts };
+}
+
+/** See SessionLog.fork. */
+export async function forkSession(log: LogContext, parentId: string, options: ForkOptions): Promise<SessionRecord> {
+  const { head, config, scope, first, counts } = await planFork(log, parentId, options);
+  const markers = forkMarkers(log, config.fork_of!, config.id, config.generation!);
   const started = log.clock().getTime();
   try {
     await putForkStart(log, config, scope, first, markers);

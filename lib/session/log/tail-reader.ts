@@ -8,25 +8,15 @@ import { CorruptObjectError } from '../../errors.ts';
 import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import {
-  carriedItems,
-  contextOf,
-  NOTHING_UNDELIVERED,
-  overflowOf,
-  readHead,
-  readRecord,
-  undeliveredOf,
-  withFreshListing,
-  type Head,
-} from './head.ts';
-import type { Base, OpenTurn, PreviewContext, TurnHistory } from './types.ts';
-import { aggregatesOf, fromBoundary, readBase, tailFromBase } from './views.ts';
-import { nextCarried } from './record-carry.ts';
+import { readRecord, withFreshListing, type Head } from './head.ts';
+import type { Base, OpenTurn, TurnHistory } from './types.ts';
+import { aggregatesOf, fromBoundary, tailFromBase } from './views.ts';
 import { servedRead, withOlderRepeated } from './older-repeated.ts';
 
 /**
  * Reading the log from its tail: the tail view a prompt is built from (past the view when it
- * falls short). Pages of items newest first and out-of-line payloads are item-pages.ts.
+ * falls short). Pages of items newest first and out-of-line payloads are item-pages.ts; a
+ * preview's read, preview-context.ts.
  */
 
 /** See SessionLog.readContext. */
@@ -99,60 +89,11 @@ export async function wholeAggregatesOf(log: LogContext, scope: LogScope, base: 
   return aggregatesOf(log.viewPolicy, base).aggregates;
 }
 
-/** See SessionLog.previewContext. */
-export async function previewContext(
-  log: LogContext,
-  id: string,
-  requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
-  fromOverflow = false,
-  from?: number,
-): Promise<PreviewContext> {
-  return withFreshListing(async () => {
-    const { newest, cursor, scope } = await readHead(log, id, 100);
-    if (!newest)
-      return {
-        items: [],
-        aggregates: log.viewPolicy.emptyAggregates(),
-        context: null,
-        overflow: null,
-        carried: [],
-        undelivered: NOTHING_UNDELIVERED,
-        scope,
-      };
-    const context = contextOf(newest);
-    const next = {
-      context,
-      overflow: overflowOf(newest),
-      carried: nextCarried(log, newest, context?.start_seq, cursor.views),
-      undelivered: undeliveredOf(newest),
-      scope,
-    };
-    const base = await readBase(log, scope, newest, cursor);
-    const aggregates = await wholeAggregatesOf(log, scope, base);
-    // As the next turn reads it (readContext): from the overflow boundary when its prompt is fitted by the safety net.
-    const source: ReadSource = {
-      base,
-      newer: [],
-      below: () => ({ newest: carriedItems(newest), cursor: cursorBelow(log, scope, newest) }),
-    };
-    const boundary = fromOverflow ? next.overflow : null;
-    const { items } = await readWindow(
-      log,
-      scope,
-      source,
-      requirement(aggregates, context),
-      from ?? context?.start_seq ?? 0,
-      boundary,
-    );
-    return { items, aggregates, ...next };
-  });
-}
-
 /**
  * Where a read of the tail view finds its items: a base and the items after it (`newer`), and,
  * when the base falls short, the log below: the items newer than every unit of the cursor.
  */
-interface ReadSource {
+export interface ReadSource {
   base: Base;
   newer: readonly LogItem[];
   below: () => { newest: readonly LogItem[]; cursor: UnitCursor };
@@ -162,7 +103,7 @@ interface ReadSource {
  * The tail view for `needed` from `floor` on, read from the overflow boundary `boundary` when
  * given (fromBoundary): from the base when it holds enough, else by walking the log.
  */
-async function readWindow(
+export async function readWindow(
   log: LogContext,
   scope: LogScope,
   source: ReadSource,

@@ -1,0 +1,103 @@
+import type { HistoryAggregates, TailRequirement } from '../../history.ts';
+import { EMPTY_LEDGER } from '../../ledger/usage.ts';
+import type { LogScope } from '../keys.ts';
+import type { ContextStart, LogRecord } from '../records.ts';
+import { logCursor } from '../unit-cursor.ts';
+import { toSessionRecord } from './config-object.ts';
+import type { LogContext } from './context.ts';
+import { planFork, type ForkOptions } from './fork.ts';
+import {
+  carriedItems,
+  contextOf,
+  NOTHING_UNDELIVERED,
+  overflowOf,
+  readHead,
+  undeliveredOf,
+  withFreshListing,
+  type Head,
+} from './head.ts';
+import { nextCarried } from './record-carry.ts';
+import { cursorBelow, readWindow, wholeAggregatesOf, type ReadSource } from './tail-reader.ts';
+import type { PreviewContext, SessionRecord } from './types.ts';
+import { readBase } from './views.ts';
+
+/**
+ * The tail view of a session's committed history for a prompt preview (no turn, no writes), of a
+ * stored session or of a fork that is not written (`ForkSketch`): the fork's first turn reads its
+ * history so, from its first record (the state at the fork point) down into its ancestors'.
+ */
+
+/** A fork of a session as it would be written (log/fork.ts), nothing written: see SessionLog.sketchFork. */
+export interface ForkSketch {
+  /** The fork as `get` would answer it right after it was written (its own usage none yet). */
+  readonly session: SessionRecord;
+  readonly scope: LogScope;
+  /** Its first record: no items, the state at the fork point. */
+  readonly first: LogRecord;
+  /** The calls left open at the fork point (null: none), which its first turn's input may answer. */
+  readonly openCalls: string[] | null;
+}
+
+/** See SessionLog.sketchFork. */
+export async function sketchFork(log: LogContext, parentId: string, options: ForkOptions): Promise<ForkSketch> {
+  const { config, scope, first, counts } = await planFork(log, parentId, options);
+  return { session: toSessionRecord(config, counts, EMPTY_LEDGER), scope, first, openCalls: first.open_calls ?? null };
+}
+
+/** See SessionLog.previewContext. */
+export async function previewContext(
+  log: LogContext,
+  of: string | ForkSketch,
+  requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
+  fromOverflow = false,
+  from?: number,
+): Promise<PreviewContext> {
+  return withFreshListing(async () => {
+    const head: Omit<Head, 'config'> =
+      typeof of === 'string'
+        ? await readHead(log, of, 100)
+        : {
+            scope: of.scope,
+            newest: { record: of.first, done: null },
+            // Its own records are none but the first: the listing goes on into its ancestors'.
+            cursor: logCursor(log.store, of.scope, { pageLimit: 100, below: of.first.record }),
+          };
+    const { newest, cursor, scope } = head;
+    if (!newest)
+      return {
+        items: [],
+        aggregates: log.viewPolicy.emptyAggregates(),
+        context: null,
+        overflow: null,
+        carried: [],
+        undelivered: NOTHING_UNDELIVERED,
+        scope,
+      };
+    const context = contextOf(newest);
+    const next = {
+      context,
+      overflow: overflowOf(newest),
+      carried: nextCarried(log, newest, context?.start_seq, cursor.views),
+      undelivered: undeliveredOf(newest),
+      scope,
+    };
+    const base = await readBase(log, scope, newest, cursor);
+    const aggregates = await wholeAggregatesOf(log, scope, base);
+    // As the next turn reads it (readContext): from the overflow boundary when its prompt is fitted by the safety net.
+    const source: ReadSource = {
+      base,
+      newer: [],
+      below: () => ({ newest: carriedItems(newest), cursor: cursorBelow(log, scope, newest) }),
+    };
+    const boundary = fromOverflow ? next.overflow : null;
+    const { items } = await readWindow(
+      log,
+      scope,
+      source,
+      requirement(aggregates, context),
+      from ?? context?.start_seq ?? 0,
+      boundary,
+    );
+    return { items, aggregates, ...next };
+  });
+}

@@ -22,6 +22,8 @@ import { continuedSession, loopTag, sessionOf } from './sessions.ts';
 import { parseResponseId } from './ids.ts';
 import { canonical } from './history-items.ts';
 import { countNextPrompt } from '../turn/index.ts';
+import type { ForkSketch } from '../session/session-log.ts';
+import { countedBranch, forkInput } from './count-branch.ts';
 import { checkToolChoice } from './tool-choice.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
 import type { Model } from '../models/model.ts';
@@ -36,10 +38,10 @@ import type { Model } from '../models/model.ts';
  * prompt the conversation's next turn would send (the prompt preview's, lib/turn/preview.ts:
  * the stored context after the strategies, pending notices, a due compaction as made, with the
  * input appended); it reads the conversation (its record, its context, its pending notices
- * where `inbox` runs) and a previous response's generation, and answers 409
- * conversation_branching_unsupported for a response that is not its conversation's newest
- * (unless a create naming it would go on after the newest: pastResponse), and 409 turn_in_progress
- * while a turn it would follow runs, as a create's claim answers.
+ * where `inbox` runs) and a previous response's generation. A response that is not its
+ * conversation's newest is counted where a create naming it would go (pastResponse): on after
+ * the newest, or in the branch it would make, sketched, not written (./count-branch.ts). It
+ * answers 409 turn_in_progress while a turn it would follow runs, as a create's claim answers.
  * `item_reference` entries are resolved as a create resolves them (./item-references.ts). No
  * model is called, so a model whose provider has no key configured is counted too (as a
  * model that takes images and files); nothing is stored.
@@ -88,7 +90,10 @@ export async function countInputTokens(
           (sessionId) => ({ sessionId, after: {} }),
           (error: unknown) => pastResponse(facade, prepared, error),
         );
-    const { items, positions } = await storedInput(facade, sessionId, prepared, after);
+    const { items, positions } =
+      typeof sessionId === 'string'
+        ? await storedInput(facade, sessionId, prepared, after)
+        : forkInput(prepared, sessionId);
     const tokens = await countNextPrompt(facade.services, sessionId, {
       input: items,
       model: prepared.model,
@@ -154,8 +159,8 @@ async function storedInput(
   facade: Facade,
   sessionId: string,
   prepared: PreparedRequest,
-  /** Under an older previous_response_id, what pastResponse found resent and taken. */
-  after: { known?: number; taken?: number | undefined },
+  /** Under an older previous_response_id, what pastResponse found resent and taken (`branch`: in a loop's branch). */
+  after: { known?: number; taken?: number | undefined; branch?: true },
 ): Promise<{ items: Item[]; positions: number[] }> {
   const under = prepared.body.conversation !== undefined && prepared.body.conversation !== null;
   const read = under
@@ -164,7 +169,8 @@ async function storedInput(
   checkTools(prepared, read.session);
   const scope = loopScope(facade, prepared);
   const known = under ? await resentUnderConversation(facade, read, prepared, scope) : (after.known ?? 0);
-  const list = await storedList(facade, sessionId, prepared, known);
+  // A loop's branch stores its input's items as sent (./create-response.ts).
+  const list = after.branch ? 'items' : await storedList(facade, sessionId, prepared, known);
   const sent = prepared[list].slice(known);
   const taken = (under ? await takenUnderConversation(facade, read, sent) : after.taken) ?? 0;
   const items = sent.slice(taken);
@@ -190,8 +196,8 @@ async function storedInput(
  * Where a count naming a previous_response_id its conversation went on after goes, as a create
  * would go on (./create-response.ts continuation): after the newest turn when the input resent
  * every item since that response (./resent-after.ts resentAfter, its loop's tag the create's), or
- * after the failed attempts of the step it retries (their items taken); `error`, continuedSession's
- * refusal, otherwise (a branch, not counted). A retry of a request an `abort` notice refused is
+ * after the failed attempts of the step it retries (their items taken); otherwise where the
+ * create branches (./count-branch.ts countedBranch). A retry of a request an `abort` notice refused is
  * refused again, and so is one while the turn right after that response runs (409
  * turn_in_progress, as the create's claim answers it), a tool_choice naming none of the
  * conversation's tools refused before either.
@@ -200,7 +206,10 @@ async function pastResponse(
   facade: Facade,
   prepared: PreparedRequest,
   error: unknown,
-): Promise<{ sessionId: string; after: { known: number; taken?: number | undefined } }> {
+): Promise<{
+  sessionId: string | ForkSketch;
+  after: { known?: number; taken?: number | undefined; branch?: true };
+}> {
   const id = prepared.body.previous_response_id!;
   const ref = parseResponseId(id);
   // A dead turn right after that response, its lease held (continuedSession's 409): a create
@@ -217,8 +226,8 @@ async function pastResponse(
   const tag = loopTag(id, JSON.stringify([loopScope(facade, prepared), first]));
   const resent = await resentAfter(facade, ref.sessionId, ref.turn, prepared, tag);
   const onward = await continuation(facade, ref.sessionId, resent ?? ref.turn, prepared, false);
-  if (!onward) throw error;
-  return { sessionId: ref.sessionId, after: { known: onward.known, taken: onward.taken } };
+  if (onward) return { sessionId: ref.sessionId, after: { known: onward.known, taken: onward.taken } };
+  return countedBranch(facade, prepared, ref, tag, resent !== undefined);
 }
 
 /**

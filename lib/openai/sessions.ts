@@ -165,16 +165,20 @@ export async function branchedSession(
     await forkSession(facade.services, at.sessionId, { at_turn: at.turn, fields });
   } catch (error) {
     if (error instanceof SessionExistsError && idempotencyKey !== undefined) return id;
-    if (error instanceof ForkRefusedError)
-      throw new OpenAIApiError(
-        409,
-        'conversation_branching_unsupported',
-        `Response '${previousResponseId}' cannot be branched from: ${error.message}.`,
-        'previous_response_id',
-      );
-    throw error;
+    throw branchRefused(previousResponseId, error);
   }
   return id;
+}
+
+/** A fork's refusal (ForkRefusedError) as 409 conversation_branching_unsupported naming why; else `error`. */
+export function branchRefused(previousResponseId: string, error: unknown): unknown {
+  if (!(error instanceof ForkRefusedError)) return error;
+  return new OpenAIApiError(
+    409,
+    'conversation_branching_unsupported',
+    `Response '${previousResponseId}' cannot be branched from: ${error.message}.`,
+    'previous_response_id',
+  );
 }
 
 /**

@@ -7,6 +7,7 @@ import { fitTurnPrompt, safetyNetFits, type PromptSource } from './turn-prompt.t
 import { ContextTooLargeError } from '../compaction/check-prompt-fits.ts';
 import { roomFor } from './notices.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
+import type { ForkSketch } from '../session/session-log.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
@@ -41,11 +42,12 @@ export async function previewPrompt(
  * `input` appended after the history as the turn stores it, its model, tools and instructions
  * (null: none) over the session's; counted before it is fitted to the window (a prompt past it,
  * which the turn refuses or truncates, is counted whole). `checkTools` checks the tools it offers
- * (its claim's `checkConfig`). Nothing is written.
+ * (its claim's `checkConfig`). Of a fork not written (`ForkSketch`, SessionLog.sketchFork): its
+ * first turn's, on the history up to the fork point, its inbox empty. Nothing is written.
  */
 export async function countNextPrompt(
   services: TurnServices,
-  sessionId: string,
+  sessionId: string | ForkSketch,
   next: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
   checkTools?: (tools: readonly Tool[]) => void,
 ): Promise<number> {
@@ -72,13 +74,13 @@ export async function countNextPrompt(
  */
 async function buildPreview(
   services: TurnServices,
-  sessionId: string,
+  sessionId: string | ForkSketch,
   query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
   request: PromptSource['request'],
   next?: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
   checkTools?: (tools: readonly Tool[]) => void,
 ) {
-  const stored = await services.sessions.get(sessionId);
+  const stored = typeof sessionId === 'string' ? await services.sessions.get(sessionId) : sessionId.session;
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
   const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
   checkTools?.(plan.tools ?? []);
@@ -98,9 +100,12 @@ async function buildPreview(
   const inbox = plan.strategies.includes('inbox');
   // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them.
   const carried = read.undelivered.notices;
-  const pending = inbox
-    ? [...carried, ...(await services.inbox.peek(sessionId, roomFor(services, carried.length)))]
-    : [];
+  // (A fork not written has no inbox yet: nothing waits in it.)
+  const waiting =
+    inbox && typeof sessionId === 'string'
+      ? await services.inbox.peek(sessionId, roomFor(services, carried.length))
+      : [];
+  const pending = inbox ? [...carried, ...waiting] : [];
   const notices = pending.map((notice) => ({ content: notice.content, pending: true as const }));
   const { built, context } = await fitTurnPrompt(
     services,

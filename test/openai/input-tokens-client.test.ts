@@ -82,11 +82,23 @@ describe('responses.inputTokens.count of a stored conversation', () => {
     expect(counted).toMatchObject({ status: 400, message: (created as Error).message });
   });
 
-  it('refuses a previous response that is not its conversation newest, and one that does not exist', async () => {
+  it('counts the branch an older previous response makes, and refuses one that does not exist', async () => {
     const first = await world.client.responses.create({ model: 'echo', input: 'one' });
     await world.client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
-    const older = await refused(count({ model: 'echo', previous_response_id: first.id, input: 'three' }));
-    expect(older).toBeInstanceOf(OpenAI.ConflictError);
+    // The history up to that response, then the input: as the whole history sent counts.
+    const history = [
+      { role: 'user' as const, content: 'one' },
+      { role: 'assistant' as const, content: first.output_text },
+      { role: 'user' as const, content: 'three' },
+    ];
+    const older = await count({ model: 'echo', previous_response_id: first.id, input: 'three' });
+    expect(older).toBe(await count({ model: 'echo', input: history }));
+    const branched = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'three',
+    });
+    expect(branched.conversation!.id).not.toBe(first.conversation!.id);
     const unknown = await refused(count({ model: 'echo', previous_response_id: 'resp_nothing', input: 'x' }));
     expect(unknown).toMatchObject({ status: 400, code: 'previous_response_not_found' });
   });
@@ -173,6 +185,16 @@ it('a count of a stored conversation reads it and writes nothing', async () => {
     { get: 9, head: 0, put: 0, list: 5, delete: 0 },
     { get: 8, head: 0, put: 0, list: 5, delete: 0 },
   ]);
+  // A response its conversation went on after: the branch a create would make is counted, not made.
+  await openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+  store.reset();
+  const branch = await openai.responses.inputTokens.count({
+    model: 'echo',
+    input: 'other',
+    previous_response_id: first.id,
+  });
+  expect(branch.input_tokens).toBeGreaterThan(0);
+  expect({ put: store.counts.put, delete: store.counts.delete }).toEqual({ put: 0, delete: 0 });
 });
 
 describe('responses.inputTokens.count of a conversation past the window', () => {

@@ -6,6 +6,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { countPromptTokens } from '../../lib/tokens/token-counter.ts';
 import { tokenCounterFor } from '../../lib/tokens/model-limits.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { answeringCall, deadSecondStep, diesSending, HOUR } from '../support/dead-process.ts';
 import { clientInProcess, TOKEN } from './server.ts';
 
@@ -56,7 +57,7 @@ function recording(store: MemoryStore = new MemoryStore(), offset = 0) {
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ name, content: 'stop' }),
     });
-  return { openai: clientInProcess(app, TOKEN), counting, sent, notice };
+  return { openai: clientInProcess(app, TOKEN), store, counting, sent, notice };
 }
 
 type World = ReturnType<typeof recording>;
@@ -235,6 +236,74 @@ const shapes: Record<string, Shape> = {
   'two outputs answering the one open call': async (world) => {
     const { conversation, answer } = await calling(world, 'Lome');
     return { conversation, input: [answer, user('x'), answer], tools };
+  },
+  'a step under a response in the middle of its conversation (a branch)': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    const second = await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: second.id, input: 'three' });
+    return { previous_response_id: second.id, input: 'another three' };
+  },
+  'a branch off a response that ran with instructions the conversation changed since': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one', instructions: 'be terse' });
+    await world.openai.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'two',
+      instructions: 'be very verbose and thorough in every answer',
+    });
+    return { previous_response_id: first.id, input: 'other' };
+  },
+  'a branch with instructions of its own': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one', instructions: 'be terse' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    return { previous_response_id: first.id, input: 'other', instructions: 'answer in French, briefly' };
+  },
+  'a branch answering the call of a response whose call the conversation answered since': async (world) => {
+    const { first, conversation, answer } = await calling(world, 'Lyon');
+    await world.openai.responses.create({ model: 'echo', conversation, input: [answer, user('thanks')], tools });
+    return { previous_response_id: first.id, input: [{ ...answer, output: '12C' }], tools };
+  },
+  'a branch with an output answering no call open at that response': async (world) => {
+    const { first, conversation, answer } = await calling(world, 'Gent');
+    await world.openai.responses.create({ model: 'echo', conversation, input: [answer], tools });
+    const stray = { type: 'function_call_output', call_id: 'call_none', output: 'x' };
+    return { previous_response_id: first.id, input: [stray], tools };
+  },
+  'a branch off a response whose turn packing put in a segment': async (world) => {
+    let previous = await world.openai.responses.create({ model: 'echo', input: 'step 1 of a long conversation' });
+    const ids = [previous.id];
+    for (let step = 2; step <= 6; step++) {
+      previous = await world.openai.responses.create({
+        model: 'echo',
+        previous_response_id: previous.id,
+        input: `step ${step} of a long conversation`,
+      });
+      ids.push(previous.id);
+    }
+    const packed = await new SessionLog(world.store, { keepRecords: 1, packMinRecords: 1 }).pack(
+      previous.conversation!.id,
+    );
+    expect(packed.through).toBeGreaterThanOrEqual(3);
+    return { previous_response_id: ids[2], input: 'a branch off step 3' };
+  },
+  "a loop's later step in the branch its first step made": async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    const step = await world.openai.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [user('branch step 1')],
+    });
+    expect(step.conversation!.id).not.toBe(first.conversation!.id);
+    const input = [user('branch step 1'), { role: 'assistant' as const, content: step.output_text }, user('step 2')];
+    return { previous_response_id: first.id, input };
+  },
+  "a branch off a branch's response, not its newest": async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    const branched = await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'b' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: branched.id, input: 'b2' });
+    return { previous_response_id: branched.id, input: 'b again' };
   },
   'two failed attempts under conversation, the second of another step': async (world) => {
     const { conversation, answer } = await calling(world, 'Male');

@@ -17,7 +17,9 @@ const inputTokensRoute = createRoute({
     'Needs session:turn. The tokens of the prompt the strategies build from `instructions`, `input` and ' +
     "`tools`, by the counter that sizes the model's window. With `previous_response_id` or `conversation`: " +
     "the prompt the conversation's next turn would send, its stored context and the input (it reads the " +
-    'conversation). Calls no model (a provider without its key configured counts too) and stores nothing.',
+    'conversation); with a `previous_response_id` older than its newest, the prompt of the branch a create ' +
+    'would make, which is not made. Calls no model (a provider without its key configured counts too) and ' +
+    'stores nothing.',
   security: requires('session:turn'),
   request: { body: jsonBody(inputTokensSchema) },
   responses: {

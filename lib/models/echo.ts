@@ -4,7 +4,7 @@ import { type Content, contentText, describePart, mediaParts } from '../content.
 import { outputLength, type PromptItem, type PromptMessageItem } from '../items.ts';
 import { imageSize, sniffMediaType } from '../media.ts';
 import { jsonExample } from './json-example.ts';
-import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelStreamEvent } from './model.ts';
+import type { JsonSchema, Model, ModelOutputItem, ModelRequest, ModelResult, ModelStreamEvent } from './model.ts';
 
 export const ECHO_MODEL_ID = 'echo';
 
@@ -25,6 +25,9 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
  * - Usage: input_tokens = ceil(characters of the prompt / 4), counting message content, call
  *   names and arguments, and outputs (an out-of-line output counts its full length);
  *   output_tokens = ceil(characters of the reply / 4) (name plus arguments for a call).
+ * - Forced tools: `toolChoice` `{name}` (or `required`: the first tool offered, and allowed)
+ *   calls that tool when the last user message asks for no call and no call follows it yet,
+ *   its arguments a value of its parameters' schema (./json-example.ts).
  * - Settings: `toolChoice: "none"` makes no call, nor does a tool `allowedTools` leaves out;
  *   a `json_object` response format makes the reply `{"echo": <the text reply>}`, a `json_schema`
  *   one a value that validates against the schema (./json-example.ts), so structured output is
@@ -69,7 +72,10 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
   const lastUser = lastUserIndex >= 0 ? textParts((prompt[lastUserIndex] as PromptMessageItem).content) : '';
   const alreadyCalled = prompt.slice(lastUserIndex + 1).some((item) => item.type === 'function_call');
 
-  const call = alreadyCalled || request.settings?.toolChoice === 'none' ? undefined : parseCall(lastUser, request);
+  const call =
+    alreadyCalled || request.settings?.toolChoice === 'none'
+      ? undefined
+      : (parseCall(lastUser, request) ?? forcedCall(lastUser, request));
   if (call) {
     const item: ModelOutputItem = {
       type: 'function_call',
@@ -118,6 +124,8 @@ function parseCall(text: string, request: ModelRequest): { name: string; argumen
   const argumentsText = match[2]?.trim() || '{}';
   if (!request.tools.some((tool) => tool.name === name)) return undefined;
   if (request.settings?.allowedTools && !request.settings.allowedTools.includes(name)) return undefined;
+  const choice = request.settings?.toolChoice;
+  if (typeof choice === 'object' && choice.name !== name) return undefined;
   try {
     const value: unknown = JSON.parse(argumentsText);
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
@@ -125,6 +133,23 @@ function parseCall(text: string, request: ModelRequest): { name: string; argumen
     return undefined;
   }
   return { name, arguments: argumentsText };
+}
+
+/**
+ * The call a forced tool choice makes when the message asked for none: the named tool, or for
+ * `required` the first tool offered (and allowed), with arguments its schema takes.
+ */
+function forcedCall(text: string, request: ModelRequest): { name: string; arguments: string } | undefined {
+  const choice = request.settings?.toolChoice;
+  if (choice === undefined || choice === 'auto' || choice === 'none') return undefined;
+  const allowed = request.settings?.allowedTools;
+  const tool = request.tools.find((candidate) =>
+    choice === 'required' ? !allowed || allowed.includes(candidate.name) : candidate.name === choice.name,
+  );
+  if (!tool) return undefined;
+  const value = jsonExample((tool.parameters ?? {}) as JsonSchema, text);
+  const object = typeof value === 'object' && value !== null && !Array.isArray(value) ? value : {};
+  return { name: tool.name, arguments: JSON.stringify(object) };
 }
 
 function textParts(content: Content): string {

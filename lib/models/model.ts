@@ -34,7 +34,7 @@ export type JsonSchema = Record<string, unknown>;
 /**
  * Settings a client may ask of one call. lib/models/sdk-model.ts passes each to the AI SDK
  * (call settings, `reasoning`, the response format) or, through the provider wrapper, as
- * provider options; the echo model honours `toolChoice: "none"` and the response format.
+ * provider options; the echo model honours `toolChoice` and the response format.
  */
 export interface ModelSettings {
   topP?: number;

@@ -139,6 +139,62 @@ describe('echo model', () => {
     expect(second.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: call ls {}' }]);
   });
 
+  it('calls the tool a forced tool choice names, with arguments its schema takes, then replies with text', async () => {
+    const catTool: Tool = {
+      type: 'function',
+      name: 'cat',
+      parameters: { type: 'object', properties: { file: { type: 'string', minLength: 1 } }, required: ['file'] },
+    };
+    const tools = [lsTool, catTool];
+    const named = await echoModel.generate({
+      prompt: [user('hello')],
+      tools,
+      settings: { toolChoice: { name: 'cat' } },
+    });
+    expect(named.output).toEqual([
+      expect.objectContaining({ type: 'function_call', name: 'cat', arguments: '{"file":"hello"}' }),
+    ]);
+    const required = await echoModel.generate({ prompt: [user('hello')], tools, settings: { toolChoice: 'required' } });
+    expect(required.output[0]).toMatchObject({ type: 'function_call', name: 'ls' });
+    const allowed = await echoModel.generate({
+      prompt: [user('hello')],
+      tools,
+      settings: { toolChoice: 'required', allowedTools: ['cat'] },
+    });
+    expect(allowed.output[0]).toMatchObject({ type: 'function_call', name: 'cat' });
+    // `call <tool>` still picks the tool when the choice allows it.
+    const asked = await echoModel.generate({
+      prompt: [user('call cat {"file":"a"}')],
+      tools,
+      settings: { toolChoice: 'required' },
+    });
+    expect(asked.output[0]).toMatchObject({ type: 'function_call', name: 'cat', arguments: '{"file":"a"}' });
+    const other = await echoModel.generate({
+      prompt: [user('call ls {}')],
+      tools,
+      settings: { toolChoice: { name: 'cat' } },
+    });
+    expect(other.output[0]).toMatchObject({ type: 'function_call', name: 'cat', arguments: '{"file":"call ls {}"}' });
+    const streamed = await collectStream(
+      echoModel.stream({ prompt: [user('hello')], tools, settings: { toolChoice: { name: 'cat' } } }),
+    );
+    expect(streamed).toEqual([
+      { type: 'item_done', item: named.output[0] },
+      { type: 'done', result: named },
+    ]);
+    const call = named.output[0]!;
+    const answered = await echoModel.generate({
+      prompt: [
+        user('hello'),
+        call,
+        { type: 'function_call_output', call_id: (call as { call_id: string }).call_id, output: 'x' },
+      ],
+      tools,
+      settings: { toolChoice: { name: 'cat' } },
+    });
+    expect(answered.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: hello' }]);
+  });
+
   it('refuses an already aborted call', async () => {
     const controller = new AbortController();
     controller.abort();

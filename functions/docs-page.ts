@@ -16,7 +16,9 @@ export const DOCS_SCRIPT_SOURCE = 'node_modules/@scalar/api-reference/dist/brows
  * The /docs page: the OpenAPI document rendered by Scalar's API reference
  * (@scalar/hono-api-reference), with the document embedded in the page so it needs no second
  * request, the bundle from the service itself, the inspector's icon (without one the browser
- * asks for /favicon.ico, a 404), and no web fonts, telemetry or other outside calls.
+ * asks for /favicon.ico, a 404), and no web fonts, telemetry or other outside calls: nor any
+ * control that calls Scalar's service (its agent, "Ask AI", uploads the document there; its
+ * MCP generator; its developer toolbar, shown on localhost, to share, deploy or make SDKs).
  */
 export function docsPage(document: () => object): MiddlewareHandler {
   return Scalar(() => ({
@@ -26,5 +28,8 @@ export function docsPage(document: () => object): MiddlewareHandler {
     favicon: '/ui/favicon.svg',
     withDefaultFonts: false,
     telemetry: false,
+    agent: { disabled: true },
+    mcp: { disabled: true },
+    showDeveloperTools: 'never' as const,
   }));
 }

@@ -291,6 +291,12 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       const icon = await api.get(favicon!);
       expect(icon.status).toBe(200);
       expect(icon.headers.get('content-type')).toBe('image/svg+xml');
+      // No control of the page calls Scalar's service: its agent ("Ask AI" uploads the
+      // document there), its MCP generator and its developer toolbar (share, deploy, SDKs).
+      const configuration = /"agent": \{\s*"disabled": true\s*\}/;
+      expect(docs.body).toMatch(configuration);
+      expect(docs.body).toMatch(/"mcp": \{\s*"disabled": true\s*\}/);
+      expect(docs.body).toContain('"showDeveloperTools": "never"');
     });
 
     it('answers an unknown route with 404 not_found in the error shape', async () => {

@@ -114,7 +114,8 @@ function cancelled(error: { code: string | null; details?: unknown }): boolean {
  * The headers of `thrown`'s answer, whose body says `error`: an `aborted` one says
  * `x-should-retry: false` (the header the official OpenAI clients obey), so a client does not
  * retry the turn an `abort` notice stopped, and so do a cancelled turn's 409 (cancelled), a
- * conflict a retry meets again (lastingConflict) and a failed turn's answer replayed under its
+ * conflict a retry meets again (lastingConflict), a missing setting's 503 (`not_configured`: it
+ * stays missing until the operator sets it) and a failed turn's answer replayed under its
  * Idempotency-Key (a retry under that key gets the same answer); a model failure whose provider
  * said when to come back (`details.retry_after_seconds`) says `Retry-After`, when it happened,
  * not in its replay (that wait is past, and the key's retry cannot pass); a busy 409 says
@@ -125,7 +126,13 @@ export function errorHeaders(
   thrown: unknown,
   now = Date.now(),
 ): Record<string, string> {
-  if (error.code === 'aborted' || thrown instanceof ReplayedError || lastingConflict(error) || cancelled(error))
+  if (
+    error.code === 'aborted' ||
+    error.code === 'not_configured' ||
+    thrown instanceof ReplayedError ||
+    lastingConflict(error) ||
+    cancelled(error)
+  )
     return { 'x-should-retry': 'false' };
   if (thrown instanceof TailgateError && thrown.code === 'turn_in_progress') {
     const wait = busyWaitMs((thrown.details as { lease_expires_at?: unknown } | undefined)?.lease_expires_at, now);

@@ -97,3 +97,26 @@ describe('a delete refused only because its turn is running stays retryable', ()
     }
   });
 });
+
+describe('a missing setting is not retried by the official client', () => {
+  it('not_configured: a model whose provider has no key, facade and native alike', async () => {
+    // The client retries a 503 twice unless told not to; the setting stays missing until the operator sets it.
+    const { error, sent } = await refusal(() => client.responses.create({ model: 'openai:gpt-4.1-mini', input: 'hi' }));
+    expect(error).toBeInstanceOf(OpenAI.InternalServerError);
+    expect(error).toMatchObject({ status: 503, code: 'not_configured' });
+    expect((error as InstanceType<typeof OpenAI.InternalServerError>).headers.get('x-should-retry')).toBe('false');
+    expect(sent).toEqual(['POST /v1/responses']);
+    await app.request('http://tailgate.test/v1/sessions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'unconfigured-model' }),
+    });
+    const native = await app.request('http://tailgate.test/v1/sessions/unconfigured-model/turns', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'hi', model: 'openai:gpt-4.1-mini' }),
+    });
+    expect(native.status).toBe(503);
+    expect(native.headers.get('x-should-retry')).toBe('false');
+  });
+});

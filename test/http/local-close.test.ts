@@ -56,10 +56,15 @@ function world(storeOf: () => ObjectStore) {
   return { store, one: processOn(store), two: processOn(store) };
 }
 
-/** The keys naming session `id` but its completions (a delete's fence stays). */
+/**
+ * The keys naming session `id` but its completions (a delete's fence stays) and the delete's
+ * marker in the session index (lib/session/log/index-markers.ts).
+ */
 async function leftOf(store: ObjectStore, id: string): Promise<string[]> {
   const listed = await store.list('');
-  return listed.objects.map((object) => object.key).filter((key) => key.includes(id) && !key.endsWith('.done'));
+  return listed.objects
+    .map((object) => object.key)
+    .filter((key) => key.includes(id) && !key.endsWith('.done') && !/^index\/[^/]+\/-/.test(key));
 }
 
 type Close = 'cancel' | 'interrupt' | 'delete';

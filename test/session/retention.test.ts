@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
-import { indexPrefix } from '../../lib/session/log/session-index.ts';
+import { indexPrefix, parseIndexKey } from '../../lib/session/log/session-index.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -41,7 +41,11 @@ describe('retention', () => {
     expect(await w.exists('long')).toBe(true);
     w.at(31);
     expect((await w.log.sweepExpired()).deleted).toEqual(['long']);
-    // Through the delete protocol: nothing of them is left, index entries included.
+    // Through the delete protocol: nothing of them is left but the delete's index marker, which
+    // the next sweep once it stood its hour deletes.
+    expect(await entries(w)).toEqual([]);
+    w.at(32);
+    await w.log.sweepExpired();
     expect((await w.store.list('')).objects.map((object) => object.key)).toEqual([]);
   });
 
@@ -107,7 +111,7 @@ describe('retention', () => {
     expect(first).toMatchObject({ more: true });
     expect(first.deleted).toHaveLength(2);
     expect(await w.log.sweepExpired({ maxDeletes: 2 })).toMatchObject({ more: false, deleted: [expect.any(String)] });
-    expect((await w.store.list(indexPrefix(''))).objects).toEqual([]);
+    expect(await entries(w)).toEqual([]);
   });
 
   it("two processes' sweeps at once delete a session once, neither reporting the other's delete", async () => {
@@ -127,9 +131,17 @@ describe('retention', () => {
     const sweeps = [await a, b];
     expect(sweeps.map((sweep) => sweep.failed)).toEqual([[], []]);
     expect(sweeps.flatMap((sweep) => sweep.deleted)).toEqual(['idle']);
-    expect((await w.store.list('')).objects).toEqual([]);
+    // Nothing left but the delete's index marker (one, though both swept).
+    const left = (await w.store.list('')).objects.map((object) => object.key);
+    expect(left).toEqual([expect.stringMatching(/^index\/\d{13}-idle\/-g\d{13}[0-9a-f]{8}\.\d+$/)]);
   });
 });
+
+/** The sessions' index entries (not a delete's markers). */
+async function entries(w: ReturnType<typeof world>): Promise<string[]> {
+  const listed = (await w.store.list(indexPrefix(''))).objects.map((object) => object.key);
+  return listed.filter((key) => parseIndexKey('', key) !== null);
+}
 
 describe('retention of index entries whose session is gone', () => {
   /**
@@ -159,9 +171,9 @@ describe('retention of index entries whose session is gone', () => {
     await w.log.delete(id);
     put.release();
     await expect(writer).rejects.toThrow('the process stopped');
-    const [orphan] = (await w.store.list(indexPrefix(''))).objects.map((object) => object.key);
-    // Listed, while the session answers 404.
-    expect((await w.log.listSessions({ limit: 10 })).sessions.map((row) => row.id)).toEqual([id]);
+    const [orphan] = (await entries(w)).filter((key) => key.startsWith(indexPrefix('')));
+    // Not listed: the session answers 404.
+    expect((await w.log.listSessions({ limit: 10 })).sessions).toEqual([]);
     expect(await w.exists(id)).toBe(false);
     return orphan!;
   }
@@ -192,10 +204,10 @@ describe('retention of index entries whose session is gone', () => {
     }).sweepExpired();
     expect(sweep).toMatchObject({ deleted: [], failed: [] });
     expect(created).toBeDefined();
-    const entries = (await w.store.list(indexPrefix(''))).objects.map((object) => object.key);
-    expect(entries).toHaveLength(1);
-    expect(entries[0]).not.toBe(orphan);
-    expect(entries[0]!.split('/')[1]).toBe(orphan.split('/')[1]);
+    const left = await entries(w);
+    expect(left).toHaveLength(1);
+    expect(left[0]).not.toBe(orphan);
+    expect(left[0]!.split('/')[1]).toBe(orphan.split('/')[1]);
     expect((await w.log.listSessions({ limit: 10 })).sessions.map((row) => row.id)).toEqual(['x']);
     expect(await w.exists('x')).toBe(true);
   });
@@ -207,11 +219,25 @@ describe('retention of index entries whose session is gone', () => {
     await w.log.create({ id: 'x', expires_after_days: 30 });
     w.at(2);
     expect(await w.log.sweepExpired()).toMatchObject({ deleted: [], failed: [] });
-    const entries = (await w.store.list(indexPrefix(''))).objects.map((object) => object.key);
-    expect(entries).toHaveLength(1);
-    expect(entries[0]).not.toBe(orphan);
+    const left = await entries(w);
+    expect(left).toHaveLength(1);
+    expect(left[0]).not.toBe(orphan);
     expect((await w.log.listSessions({ limit: 10 })).sessions).toMatchObject([
       { id: 'x', expires_at: new Date(START + 30.5 * DAY).toISOString() },
     ]);
+  });
+
+  it('deletes an entry of a session gone that never expires, and counts it', async () => {
+    // No SESSION_TTL_DAYS and no expires_after_days: the entry says the session never expires.
+    const w = world(null);
+    const orphan = await orphaned(w, 'x');
+    expect(await entries(w)).toEqual([orphan]);
+    expect(await w.log.sweepExpired()).toMatchObject({ checked: 1, deleted: [], failed: [] });
+    expect(await entries(w)).toEqual([]);
+    expect(await w.log.sweepExpired()).toMatchObject({ checked: 0, deleted: [], failed: [] });
+    // The delete's marker goes once it stood its hour.
+    w.at(1);
+    expect(await w.log.sweepExpired()).toMatchObject({ failed: [] });
+    expect((await w.store.list('')).objects).toEqual([]);
   });
 });

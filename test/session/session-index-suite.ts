@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { NotFoundError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
-import { indexEntryKey, indexPrefix } from '../../lib/session/log/session-index.ts';
+import { indexEntryKey, indexPrefix, parseIndexKey } from '../../lib/session/log/session-index.ts';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { inbox, SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
@@ -35,7 +36,11 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
     };
     const list = (options: { after?: string; limit?: number } = {}) =>
       log.listSessions({ limit: options.limit ?? 100, background, ...(options.after ? { after: options.after } : {}) });
-    const entries = async () => (await store.list(indexPrefix(keyPrefix), { limit: 1000 })).objects.map((o) => o.key);
+    // The sessions' entries (not the markers a delete leaves, lib/session/log/index-markers.ts).
+    const entries = async () =>
+      (await store.list(indexPrefix(keyPrefix), { limit: 1000 })).objects
+        .map((o) => o.key)
+        .filter((key) => parseIndexKey(keyPrefix, key) !== null);
     return { store, log, keyPrefix, list, background, settle, entries };
   }
 
@@ -241,6 +246,40 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
         expect(await entries()).toHaveLength(2);
       },
     );
+
+    it('a writer stopped after its entry landed past a delete leaves no row of the session deleted', async () => {
+      // The session never expires (no expires_after_days, no SESSION_TTL_DAYS): no sweep would take the entry.
+      const { store, log, list, settle, entries, keyPrefix } = setup();
+      await log.create({ id: 'kept' });
+      await log.create({ id: 'gone', metadata: { v: 1 } });
+      const { indexed } = await log.append('gone', [user('one')]);
+      await log.delete('gone');
+      // The append's background refresh writes the state the append wrote: its put lands after
+      // the delete's clean-up, and its process stops at its config check (nothing after runs).
+      const faults = new FaultyStore(store).failWhen(
+        ({ operation, key }) => operation === 'get' && key === sessionConfigKey(keyPrefix, 'gone'),
+      );
+      await expect(new SessionLog(faults, { keyPrefix }).refreshIndex('gone', indexed)).rejects.toThrow(/injected/);
+      expect(await entries()).toHaveLength(2);
+      await expect(log.get('gone')).rejects.toBeInstanceOf(NotFoundError);
+      // Whatever the page size, no page lists it.
+      for (const limit of [1, 2, 100]) {
+        const seen: string[] = [];
+        let after: string | undefined;
+        for (let pages = 0; pages < 5; pages++) {
+          const page = await list({ limit, ...(after ? { after } : {}) });
+          seen.push(...page.sessions.map((row) => row.id));
+          if (!page.has_more) break;
+          after = page.next_after!;
+        }
+        expect(seen, `limit ${limit}`).toEqual(['kept']);
+      }
+      // The listing deleted the entry after its response; the session's next incarnation lists alone.
+      await settle();
+      expect(await entries()).toHaveLength(1);
+      await log.create({ id: 'gone' });
+      expect((await list()).sessions.map((row) => row.id)).toEqual(['gone', 'kept']);
+    });
 
     it("a delete of the newest turn lists the session's counts now, not those of the turn it took out", async () => {
       const { log, list, entries } = setup();

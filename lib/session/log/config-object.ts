@@ -19,6 +19,7 @@ import { shownTotals } from './charges.ts';
 import { closeTurn } from './lease.ts';
 import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
+import { markDeleted } from './index-markers.ts';
 import type { ClosedTurn, NewSession, SessionPatch, SessionRecord } from './types.ts';
 
 /** The session's config object (`session.json`): create, read, update, delete, and the incarnation it names. */
@@ -213,6 +214,9 @@ export async function deleteSession(
     // leaves none) and after it (an entry a background writer put meanwhile).
     await removeIndexEntries(log, head.config);
     await log.store.delete(configKey);
+    // An entry a writer puts from now on, its config check not run (its process stopped), is
+    // not listed: this marker names its generation (log/index-markers.ts).
+    await markDeleted(log, head.config);
     // A turn claimed between the first read and the config's deletion is fenced too.
     await fence((await readNewest(log, scope)).newest);
     await removeIndexEntries(log, head.config);

@@ -5,6 +5,7 @@ import type { ObjectInfo } from '../../store/object-store.ts';
 import { sessionCounts, type SessionCounts } from '../records.ts';
 import { checkInvariant, type LogContext } from './context.ts';
 import { readConfig } from './head.ts';
+import { markedDeleted, markerStale, parseIndexMarker, type IndexMarker } from './index-markers.ts';
 import {
   compareEntries,
   indexPosition,
@@ -19,6 +20,9 @@ import {
  * The session listing: one listing of the session index (log/session-index.ts) per page, so
  * a page costs one list call and no get, however many sessions and records there are. The
  * index lists the newest created session first; the cursor (`after`) is a position in it.
+ *
+ * An entry of a session deleted (a writer's, put past the delete's clean-up) is not listed: the
+ * delete's marker at its position names its generation (log/index-markers.ts).
  *
  * A session created before the index existed has no entry until its next turn, append or
  * PATCH. A cursor that is a session id (as cursors were before the index) continues after that
@@ -60,15 +64,31 @@ export async function listSessions(
     ...(after !== undefined ? { startAfter: `${prefix}${after}0` } : {}),
   });
   const groups = new Map<string, { entry: IndexEntry; info: ObjectInfo }[]>();
+  const markers = new Map<string, IndexMarker[]>();
+  const gone: string[] = [];
   let lastPosition: string | undefined;
   for (const info of page.objects) {
+    // A delete's marker, the first key of its position (log/index-markers.ts): the entries of
+    // the generation it names are of a session gone, left out and deleted after the response.
+    const marker = parseIndexMarker(log.keyPrefix, info.key);
+    if (marker) {
+      lastPosition = marker.position;
+      markers.set(marker.position, [...(markers.get(marker.position) ?? []), marker]);
+      if (markerStale(log, marker)) gone.push(info.key);
+      continue;
+    }
     const entry = parseIndexKey(log.keyPrefix, info.key);
     if (!entry) continue;
     lastPosition = entry.position;
+    if (markedDeleted(entry, markers.get(entry.position))) {
+      gone.push(info.key);
+      continue;
+    }
     const group = groups.get(entry.position) ?? [];
     group.push({ entry, info });
     groups.set(entry.position, group);
   }
+  if (gone.length > 0) options.background?.(log.store.delete(gone));
   // Two entries of one session (a writer stopped between its put and its delete, or writes
   // reordered): the one with the most turns shows; after the response the session is read and
   // its entry written, and the listed ones go (the one shown may be of a config gone since).

@@ -4,6 +4,7 @@ import { deleteSession } from './config-object.ts';
 import type { Head } from './head.ts';
 import { expiryOf } from './listing.ts';
 import { indexPrefix, lastActivityOf, parseIndexKey, type IndexEntry } from './session-index.ts';
+import { markedDeleted, markerStale, parseIndexMarker, type IndexMarker } from './index-markers.ts';
 
 /**
  * Retention: sessions idle longer than their `expires_after_days`, or SESSION_TTL_DAYS, are
@@ -11,7 +12,9 @@ import { indexPrefix, lastActivityOf, parseIndexKey, type IndexEntry } from './s
  * bucket), reads the head of each session its index entry says has expired (the entry may lag
  * a turn behind), and deletes those still expired through the ordinary delete protocol. An
  * expired entry whose incarnation is gone (404, or the id created again since) is deleted, that
- * key alone: a writer stopped after its entry landed past a delete's clean-up leaves one.
+ * key alone: a writer stopped after its entry landed past a delete's clean-up leaves one. Such
+ * an entry of a generation a delete's marker names (log/index-markers.ts) is deleted whatever
+ * its expiry, and a marker that stood its time goes.
  */
 
 export interface SweepResult {
@@ -31,14 +34,27 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
   const now = log.clock().getTime();
   const prefix = indexPrefix(log.keyPrefix);
   const seen = new Set<string>();
+  const markers = new Map<string, IndexMarker[]>();
   const result: SweepResult = { checked: 0, deleted: [], failed: [], more: false };
   let cursor: string | undefined;
   do {
     const page = await log.store.list(prefix, cursor === undefined ? {} : { cursor });
     for (const info of page.objects) {
+      // A delete's marker (log/index-markers.ts), the first key of its position: deleted once it
+      // stood its time, and the entries of the generation it names go whatever their expiry.
+      const marker = parseIndexMarker(log.keyPrefix, info.key);
+      if (marker) {
+        markers.set(marker.position, [...(markers.get(marker.position) ?? []), marker]);
+        if (markerStale(log, marker)) await orphaned(log, info.key, marker.position.slice(14), result);
+        continue;
+      }
       const entry = parseIndexKey(log.keyPrefix, info.key);
       if (!entry || seen.has(entry.position)) continue;
       result.checked += 1;
+      if (markedDeleted(entry, markers.get(entry.position))) {
+        await orphaned(log, info.key, entry.id, result);
+        continue;
+      }
       const expiry = expiryOf(entry.lastActivityMs, entry.expiresAfterDays ?? log.sessionTtlDays);
       if (expiry === null || expiry > now) continue;
       seen.add(entry.position);
@@ -51,7 +67,7 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
           return !gone && expiredNow(log, entry, head, now);
         };
         if (await deleteSession(log, entry.id, expired)) result.deleted.push(entry.id);
-        else if (gone) await log.store.delete(info.key);
+        else if (gone) await orphaned(log, info.key, entry.id, result);
       } catch (error) {
         // Gone already: another process's sweep, or a client's delete, took it since the listing,
         // or a writer that stopped after its entry landed past the delete left that entry. The

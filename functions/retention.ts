@@ -35,6 +35,7 @@ export async function reportSweep(sweep: Promise<SweepResult>): Promise<void> {
     const result = await sweep;
     if (result.deleted.length > 0)
       console.log(`tailgate: retention deleted ${result.deleted.length} idle sessions: ${result.deleted.join(', ')}`);
+    if (result.orphans > 0) console.log(`tailgate: retention deleted ${result.orphans} index entries of sessions gone`);
     for (const { id, error } of result.failed) {
       console.error(`tailgate: retention of session ${id} failed`, error);
     }

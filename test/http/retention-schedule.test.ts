@@ -14,7 +14,7 @@ afterEach(() => {
 describe('the retention sweep of Node and Deno', () => {
   it('runs a minute after start, then every RETENTION_SWEEP_MS, until stopped', async () => {
     vi.useFakeTimers();
-    const sweep = vi.fn(async () => ({ checked: 0, deleted: [], failed: [], more: false }));
+    const sweep = vi.fn(async () => ({ checked: 0, deleted: [], orphans: 0, failed: [], more: false }));
     const stop = scheduleRetention(sweep);
     await vi.advanceTimersByTimeAsync(59_000);
     expect(sweep).toHaveBeenCalledTimes(0);

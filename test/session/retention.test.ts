@@ -35,7 +35,7 @@ describe('retention', () => {
     await w.log.create({ id: 'short', expires_after_days: 1 });
     for (const id of ['default', 'long', 'short']) await w.touch(id);
     w.at(2);
-    expect((await w.log.sweepExpired()).deleted).toEqual(['short']);
+    expect(await w.log.sweepExpired()).toMatchObject({ deleted: ['short'], orphans: 0 });
     w.at(8);
     expect((await w.log.sweepExpired()).deleted).toEqual(['default']);
     expect(await w.exists('long')).toBe(true);
@@ -202,7 +202,7 @@ describe('retention of index entries whose session is gone', () => {
       clock: () => new Date(START + 2 * DAY),
       sessionTtlDays: 1,
     }).sweepExpired();
-    expect(sweep).toMatchObject({ deleted: [], failed: [] });
+    expect(sweep).toMatchObject({ deleted: [], failed: [], orphans: 1 });
     expect(created).toBeDefined();
     const left = await entries(w);
     expect(left).toHaveLength(1);
@@ -218,7 +218,7 @@ describe('retention of index entries whose session is gone', () => {
     w.at(0.5);
     await w.log.create({ id: 'x', expires_after_days: 30 });
     w.at(2);
-    expect(await w.log.sweepExpired()).toMatchObject({ deleted: [], failed: [] });
+    expect(await w.log.sweepExpired()).toMatchObject({ deleted: [], failed: [], orphans: 1 });
     const left = await entries(w);
     expect(left).toHaveLength(1);
     expect(left[0]).not.toBe(orphan);
@@ -232,12 +232,12 @@ describe('retention of index entries whose session is gone', () => {
     const w = world(null);
     const orphan = await orphaned(w, 'x');
     expect(await entries(w)).toEqual([orphan]);
-    expect(await w.log.sweepExpired()).toMatchObject({ checked: 1, deleted: [], failed: [] });
+    expect(await w.log.sweepExpired()).toMatchObject({ checked: 1, deleted: [], failed: [], orphans: 1 });
     expect(await entries(w)).toEqual([]);
-    expect(await w.log.sweepExpired()).toMatchObject({ checked: 0, deleted: [], failed: [] });
-    // The delete's marker goes once it stood its hour.
+    expect(await w.log.sweepExpired()).toMatchObject({ checked: 0, deleted: [], failed: [], orphans: 0 });
+    // The delete's marker goes once it stood its hour, not counted among the entries.
     w.at(1);
-    expect(await w.log.sweepExpired()).toMatchObject({ failed: [] });
+    expect(await w.log.sweepExpired()).toMatchObject({ failed: [], orphans: 0 });
     expect((await w.store.list('')).objects).toEqual([]);
   });
 });

@@ -22,6 +22,11 @@ export interface SweepResult {
   checked: number;
   /** Sessions deleted. */
   deleted: string[];
+  /**
+   * Index entries deleted whose session was gone (a writer's, put past a delete; or of an
+   * incarnation deleted since): not counted in `deleted`, nor are the delete markers that go.
+   */
+  orphans: number;
   /** The run stopped at `maxDeletes`: more expired sessions may be left for the next. */
   more: boolean;
   /** Sessions whose check or delete failed (left for the next run), with why. */
@@ -35,7 +40,7 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
   const prefix = indexPrefix(log.keyPrefix);
   const seen = new Set<string>();
   const markers = new Map<string, IndexMarker[]>();
-  const result: SweepResult = { checked: 0, deleted: [], failed: [], more: false };
+  const result: SweepResult = { checked: 0, deleted: [], orphans: 0, failed: [], more: false };
   let cursor: string | undefined;
   do {
     const page = await log.store.list(prefix, cursor === undefined ? {} : { cursor });
@@ -45,7 +50,7 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
       const marker = parseIndexMarker(log.keyPrefix, info.key);
       if (marker) {
         markers.set(marker.position, [...(markers.get(marker.position) ?? []), marker]);
-        if (markerStale(log, marker)) await orphaned(log, info.key, marker.position.slice(14), result);
+        if (markerStale(log, marker)) await orphaned(log, info.key, marker.position.slice(14), result, false);
         continue;
       }
       const entry = parseIndexKey(log.keyPrefix, info.key);
@@ -82,10 +87,14 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
   return result;
 }
 
-/** Deletes the index entry `key` of a session gone; a failure is the session's, for the next run. */
-async function orphaned(log: LogContext, key: string, id: string, result: SweepResult): Promise<void> {
+/**
+ * Deletes the index entry `key` of a session gone (counted in `orphans`), or a delete marker
+ * (`entry` false); a failure is the session's, for the next run.
+ */
+async function orphaned(log: LogContext, key: string, id: string, result: SweepResult, entry = true): Promise<void> {
   try {
     await log.store.delete(key);
+    if (entry) result.orphans += 1;
   } catch (error) {
     result.failed.push({ id, error });
   }

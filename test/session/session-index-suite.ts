@@ -281,6 +281,25 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect((await list()).sessions.map((row) => row.id)).toEqual(['gone', 'kept']);
     });
 
+    it('a writer that read the session before a newest turn delete, stopped past the delete: no row', async () => {
+      // The writer read the session (two turns), its put waits; the newest turn is deleted (a new
+      // generation), then the session. The put lands, and the process stops at its config check.
+      const { store, log, hold, list, settle, entries, keyPrefix, entryPut } = await twoTurnsHeld('t');
+      const put = hold(entryPut);
+      const faults = new FaultyStore(store);
+      const refreshing = new SessionLog(faults, { keyPrefix }).refreshIndex('t');
+      await put.reached;
+      faults.failWhen(({ operation, key }) => operation === 'get' && key === sessionConfigKey(keyPrefix, 't'));
+      await log.deleteTurn('t', 2);
+      await log.delete('t');
+      put.open();
+      await expect(refreshing).rejects.toThrow(/injected/);
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toEqual([]);
+      await settle();
+      expect(await entries()).toEqual([]);
+    });
+
     it("a delete of the newest turn lists the session's counts now, not those of the turn it took out", async () => {
       const { log, list, entries } = setup();
       await log.create({ id: 'x' });

@@ -23,6 +23,7 @@ import {
   type Head,
 } from './head.ts';
 import { cursorBelow, readTail, wholeAggregatesOf } from './tail-reader.ts';
+import { ancestorBase } from './ancestor-view.ts';
 import { dropOlderRepeated, viewAggregates } from './older-repeated.ts';
 import type { Base, PackOptions } from './types.ts';
 import { loadKnownKeys, rememberIndex, ShardMissingError, writeKeyShards } from './key-shards.ts';
@@ -59,8 +60,9 @@ const DEFAULT_VIEW_CALLS = 256;
  * are deleted after it (a reader of an older view that meets one gone lists again).
  * `held`: items the caller holds of the log (see readBase). `prior`: the view before, held in
  * memory (see heldView), with `held` every item after it; else the newest view listed is read
- * (`lastView` when it is that one). Returns the view's key and, when this call stored it, the
- * view and its bytes (its chunk's included); null when none was due. `onListing`: given the
+ * (`lastView` when it is that one), or, by a fork listing none, its ancestor's (ancestorBase).
+ * Returns the view's key and, when this call stored it, the view and its bytes (its chunk's
+ * included); null when none was due. `onListing`: given the
  * listing (a page of 100 of `scope`'s records, newest first) the decision was made from.
  */
 export async function writeViewIfDue(
@@ -79,8 +81,11 @@ export async function writeViewIfDue(
   // A compaction since the newest view makes its tail stale (it starts at the old context start).
   const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && listed > 0;
   if (!refresh && !compacted && !viewDue(log, newest, listed, cursor.views[0]?.size ?? 0)) return null;
-  const { base, keys } =
-    prior === undefined
+  // A fork listing no view of its own starts from its ancestor's (log/ancestor-view.ts).
+  const adopted = prior === undefined ? await ancestorBase(log, scope, newest, cursor, held) : null;
+  const { base, keys } = adopted
+    ? await heldBase(log, scope, adopted.view, adopted.since)
+    : prior === undefined
       ? await listedBase(log, scope, newest, cursor, lastView, held)
       : await heldBase(log, scope, prior, held);
   const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys).catch(async (error) => {

@@ -175,6 +175,37 @@ export async function readBase(
       `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`,
     );
   }
+  const { walked, carried, groups } = await itemsAfterView(log, scope, newest, cursor, viewRecord, lastSeq, held);
+  const since = [...walked, ...carried];
+  try {
+    const { keys, flags } = keysAfterView(log.viewPolicy, walked, groups, input);
+    const known = await loadKnownKeys(log, scope, view, keys, flags);
+    return { view, since, known, ...(unusable && view ? { skipped: true as const } : {}) };
+  } catch (error) {
+    // A newer view that cannot serve (skipped above) is no newer view to take.
+    if (!(error instanceof ShardMissingError) || (!unusable && (await newerViewListed(log, scope, view!.record))))
+      throw error;
+    // Its index is gone with no newer view to take (an older view outliving a newer one):
+    // the log itself, read without views, is exact.
+    return readBase(log, scope, newest, logCursor(log.store, scope), input, undefined, false);
+  }
+}
+
+/**
+ * The items after a view (of record `viewRecord`, ending at seq `lastSeq`; 0 and 0: the log's
+ * start) up to the newest record: those the newest record carries (`carried`, of its `groups`),
+ * and those of the log before them (`walked`: from `held` where it covers them, else read via
+ * `cursor`, which the newest record was listed from), dense (see readBase).
+ */
+export async function itemsAfterView(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  cursor: UnitCursor,
+  viewRecord: number,
+  lastSeq: number,
+  held: readonly LogItem[] = [],
+): Promise<{ walked: LogItem[]; carried: LogItem[]; groups: ReturnType<typeof recordGroups> }> {
   const groups = recordGroups(newest).filter((group) => group.record > viewRecord);
   const carried = groups.flatMap((group) => group.items);
   const older: LogItem[][] = [];
@@ -206,20 +237,8 @@ export async function readBase(
     }
   }
   const walked = older.reverse().flat();
-  const since = [...walked, ...carried];
-  checkDense(recordsPrefix(scope), since, lastSeq + 1);
-  try {
-    const { keys, flags } = keysAfterView(log.viewPolicy, walked, groups, input);
-    const known = await loadKnownKeys(log, scope, view, keys, flags);
-    return { view, since, known, ...(unusable && view ? { skipped: true as const } : {}) };
-  } catch (error) {
-    // A newer view that cannot serve (skipped above) is no newer view to take.
-    if (!(error instanceof ShardMissingError) || (!unusable && (await newerViewListed(log, scope, view!.record))))
-      throw error;
-    // Its index is gone with no newer view to take (an older view outliving a newer one):
-    // the log itself, read without views, is exact.
-    return readBase(log, scope, newest, logCursor(log.store, scope), input, undefined, false);
-  }
+  checkDense(recordsPrefix(scope), [...walked, ...carried], lastSeq + 1);
+  return { walked, carried, groups };
 }
 
 /**

@@ -96,3 +96,19 @@ export function clipNames(named: readonly NamedPoint[] | undefined, seq: number)
   }
   return kept;
 }
+
+/** Removes what a flattening wrote under `scope` (of `kinds`), which no config names (it did not commit). */
+export async function sweepFlattened(
+  log: LogContext,
+  scope: LogScope,
+  kinds: readonly string[] = ['turn', 'keys', 'tail', 'blob', 'context', 'idem', 'events'],
+): Promise<void> {
+  for (const kind of kinds) {
+    const prefix = scoped(scope, kind);
+    for (;;) {
+      const page = await log.store.list(prefix, { limit: 1000 });
+      if (page.objects.length > 0) await log.store.delete(page.objects.map((object) => object.key));
+      if (!page.truncated) break;
+    }
+  }
+}

@@ -6,7 +6,6 @@ import {
   newGeneration,
   recordKey,
   recordsPrefix,
-  scoped,
   type ForkPoint,
   type LogScope,
 } from '../keys.ts';
@@ -20,9 +19,10 @@ import { forkChain, giveUp } from './fork.ts';
 import { readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
 import { VIEW_EVERY_RECORDS } from './import.ts';
 import { carryAfter, segmentTurnOf, writeSegment } from './packer.ts';
-import { copyObjects, namesOf } from './flatten-copy.ts';
+import { copyObjects, namesOf, sweepFlattened } from './flatten-copy.ts';
 import type { PackOptions } from './types.ts';
 import { heldView } from './view-writer.ts';
+import { adoptedView } from './ancestor-view.ts';
 
 /**
  * Flattening a history (docs/STORAGE.md, "Deleting the newest turn"): a delete of the newest turn
@@ -98,14 +98,16 @@ export async function flattenHistory(
 
 /**
  * The views of `base`'s history up to its point (the generation a flattening reads and does not
- * copy) as a flattening holds them (HeldViews): its units are read, none written.
+ * copy) as a flattening holds them (HeldViews): from the newest view stored there at or below
+ * its point (log/ancestor-view.ts), else its start; the units after it are read, none written.
  */
 async function baseViews(log: LogContext, scope: LogScope, base: ForkPoint, pack: PackOptions): Promise<HeldViews> {
-  const views: HeldViews = { prior: null, held: [] };
+  const prior = await adoptedView(log, scope, base);
+  const views: HeldViews = { prior, held: [] };
   let read = 0;
-  for (const source of await listSources(log, { ...scope, ancestors: [] }, [base])) {
+  for (const source of await listSources(log, { ...scope, ancestors: [] }, [base], prior?.record)) {
     const piece = await pieceOf(log, source);
-    views.held.push(...piece.items);
+    views.held.push(...piece.items.filter((item) => item.seq > (prior?.last_seq ?? 0)));
     read += 1;
     if (read % VIEW_EVERY_RECORDS === 0) await holdView(log, scope, views, piece.states.at(-1)!, piece.items, pack);
   }
@@ -132,9 +134,9 @@ async function holdView(
 }
 
 /**
- * The newest view a flattening made in memory (log/view-writer.ts heldView; null: none yet)
- * and every item after it, for the new generation's first view: null when the history goes
- * on into another session's (a view is made from the log's start).
+ * The newest view a flattening made in memory (log/view-writer.ts heldView), or the one it
+ * started from (the oldest generation's: baseViews; null: none yet), and every item after it,
+ * for the new generation's first view: null when the history goes on into another session's.
  */
 export interface HeldViews {
   prior: LogView | null;
@@ -254,8 +256,16 @@ function recordAt(state: RecordState, firstSeq: number, items: LogItem[], create
   };
 }
 
-/** The history's units oldest first, through a cursor reading `chain` below an empty generation. */
-async function listSources(log: LogContext, scope: LogScope, chain: readonly ForkPoint[]): Promise<Source[]> {
+/**
+ * The history's units oldest first, through a cursor reading `chain` below an empty generation;
+ * with `after`, only those holding a record after it.
+ */
+async function listSources(
+  log: LogContext,
+  scope: LogScope,
+  chain: readonly ForkPoint[],
+  after = 0,
+): Promise<Source[]> {
   const cursor = logCursor(log.store, { ...scope, ancestors: chain });
   const prefixes = chain.map((point) => ({
     prefix: recordsPrefix(ancestorScope(log.keyPrefix, point)),
@@ -263,6 +273,7 @@ async function listSources(log: LogContext, scope: LogScope, chain: readonly For
   }));
   const sources: Source[] = [];
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+    if ((unit.kind === 'record' ? unit.record : unit.lastRecord) <= after) break;
     const held = prefixes.find(({ prefix }) => unit.key.startsWith(prefix));
     if (!held) throw new CorruptObjectError(unit.key, 'a unit of no generation the history reads');
     sources.push({ unit, upTo: held.upTo });
@@ -377,21 +388,5 @@ export async function orSwept<Result>(
     return result;
   } finally {
     if (flat && result === null) await sweepFlattened(log, flat.scope).catch(() => undefined);
-  }
-}
-
-/** Removes what a flattening wrote under `scope` (of `kinds`), which no config names (it did not commit). */
-export async function sweepFlattened(
-  log: LogContext,
-  scope: LogScope,
-  kinds: readonly string[] = ['turn', 'keys', 'tail', 'blob', 'context', 'idem', 'events'],
-): Promise<void> {
-  for (const kind of kinds) {
-    const prefix = scoped(scope, kind);
-    for (;;) {
-      const page = await log.store.list(prefix, { limit: 1000 });
-      if (page.objects.length > 0) await log.store.delete(page.objects.map((object) => object.key));
-      if (!page.truncated) break;
-    }
   }
 }

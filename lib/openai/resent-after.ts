@@ -162,7 +162,8 @@ export async function storedList(
  * newest response's output.
  * Another caller's or user's branch at that response is never continued, whatever it holds.
  * Undefined when none or several are (a new branch), or when the scope made more than
- * MAX_LOOP_BRANCHES there (what is read stays bounded: one listing, then resentAfter's reads of each fork listed).
+ * MAX_LOOP_BRANCHES there (what is read stays bounded: a page of forks, lib/session/log/children.ts
+ * listForks, then resentAfter's reads of each fork listed).
  */
 export async function branchResentAfter(
   facade: Facade,

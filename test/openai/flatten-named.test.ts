@@ -51,18 +51,11 @@ it('keeps the first generation named once the generations named are cut to their
     expect(read.id).toBe(response.id);
     expect(outputText(read)).toEqual([`echo: ${input}`]);
   }
-  // The fork of the first generation is still one of the conversation's (the session's references
-  // to itself, one per generation a delete read, fill pages of their own).
-  const forks: string[] = [];
-  for (let after: string | null = '', page = 0; after !== null; page++) {
-    expect(page).toBeLessThan(50);
-    const listed = await native('GET', `/v1/sessions/${id}/forks?limit=100${after ? `&after=${after}` : ''}`);
-    expect(listed.status).toBe(200);
-    const body = JSON.parse(listed.body) as { forks: { id: string }[]; next_after: string | null };
-    forks.push(...body.forks.map((row) => row.id));
-    after = body.next_after;
-  }
-  expect(forks).toEqual(['branch']);
+  // The fork of the first generation is still one of the conversation's, on a first page of one:
+  // the session's references to itself, one per generation a delete read, are read past.
+  const listed = await native('GET', `/v1/sessions/${id}/forks?limit=1`);
+  expect(listed.status).toBe(200);
+  expect(JSON.parse(listed.body)).toMatchObject({ forks: [{ id: 'branch' }], has_more: false, next_after: null });
   // An id of a turn whose generation is no longer named is 404, never another turn.
   let found = 0;
   for (const { id: response, input } of kept) {

@@ -80,7 +80,7 @@ const forksQuerySchema = z.object({
     )
     .optional()
     .meta({ param: { name: 'after', in: 'query' }, description: 'The `next_after` of the previous page (opaque).' }),
-  limit: limitText('How many fork references a page reads, 1..100 (default 50).'),
+  limit: limitText('How many forks a page holds at most, 1..100 (default 50).'),
 });
 
 const forkListSchema = z.object({
@@ -100,8 +100,8 @@ const listForksRoute = createRoute({
   path: '/v1/sessions/{id}/forks',
   tags: ['sessions'],
   summary:
-    'The live forks of a session, made from it directly (one listing of its fork references per page, ' +
-    'one read per reference; a page may hold fewer forks than `limit`)',
+    'The live forks of a session, made from it directly (a page reads its fork references on until it ' +
+    'holds `limit` forks: fewer only at the end, or past more references that are no fork of it than a page reads)',
   security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: forksQuerySchema },
   responses: {

@@ -8,7 +8,7 @@ import { namedInRequest, partInRequest, prepareResponseRequest, type PreparedReq
 import { resentUnderConversation } from './conversation-resend.ts';
 import { loopScope } from './history-index.ts';
 import { resentAfter, storedList } from './resent-after.ts';
-import { readWithoutDeadTurn, runningIn } from './dead-turn.ts';
+import { readWithoutDeadTurn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { abortedRetry } from './aborted-retry.ts';
 import { answeredBy, continuation } from './create-response.ts';
@@ -197,7 +197,8 @@ async function storedInput(
  * would go on (./create-response.ts continuation): after the newest turn when the input resent
  * every item since that response (./resent-after.ts resentAfter, its loop's tag the create's), or
  * after the failed attempts of the step it retries (their items taken); otherwise where the
- * create branches (./count-branch.ts countedBranch). A retry of a request an `abort` notice refused is
+ * create branches (./count-branch.ts countedBranch), judged on the conversation as the create reads
+ * it, a dead newest turn closed or taken out first. A retry of a request an `abort` notice refused is
  * refused again, and so is one while the turn right after that response runs (409
  * turn_in_progress, as the create's claim answers it), a tool_choice naming none of the
  * conversation's tools refused before either.
@@ -217,11 +218,15 @@ async function pastResponse(
   if (error instanceof TurnInProgressError && ref)
     checkTools(prepared, await facade.services.sessions.get(ref.sessionId));
   if (!(error instanceof OpenAIApiError && error.code === 'conversation_branching_unsupported') || !ref) throw error;
-  // A turn running right after that response, its lease held: the 409 a create's claim answers.
-  const read = await facade.services.sessions.getWithNewestTurn(ref.sessionId);
+  // Read as the create reads it (./dead-turn.ts): a dead newest turn whose lease ran out is closed
+  // or taken out first, so a retry after it is judged on the failed attempt it left, as the create's.
+  const read = await readWithoutDeadTurn(facade, ref.sessionId);
   checkTools(prepared, read.session);
-  const running = read.newestTurn?.turn === ref.turn + 1 ? runningIn(facade, ref.sessionId, read) : undefined;
+  // A turn running right after that response, its lease held: the 409 a create's claim answers.
+  const running = read.newestTurn?.turn === ref.turn + 1 ? read.running : undefined;
   if (running) throw running;
+  // That response the newest once a dead turn after it went: the create goes on after it.
+  if (read.session.counts.turns <= ref.turn) return { sessionId: ref.sessionId, after: {} };
   const first = prepared.history.slice(0, 1).map((item) => canonical(item));
   const tag = loopTag(id, JSON.stringify([loopScope(facade, prepared), first]));
   const resent = await resentAfter(facade, ref.sessionId, ref.turn, prepared, tag);

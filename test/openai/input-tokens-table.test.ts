@@ -353,6 +353,27 @@ describe('responses.inputTokens.count then responses.create of the same body', (
     await expectCountIsCreate(recording(store, 3 * HOUR), step, true);
   });
 
+  it('a retry under an older previous_response_id after its dead turn, its lease run out', async () => {
+    // A loop under a fixed previous_response_id: its third step resends the second's items, and dies.
+    const store = new MemoryStore();
+    const { openai } = recording(store);
+    const first = await openai.responses.create({ model: 'echo', input: 'one', instructions: 'be terse' });
+    const second = await openai.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'two',
+      instructions: 'be very verbose and thorough in every answer you give to anyone',
+    });
+    const step = {
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [user('two'), { role: 'assistant' as const, content: second.output_text }, user('three')],
+    };
+    await diesSending(store, HOUR, step);
+    // Its retry goes on after the failed attempt (its items taken), not in a branch off the first response.
+    await expectCountIsCreate(recording(store, 3 * HOUR), step, true);
+  });
+
   it.each(['conversation', 'previous_response_id'] as const)(
     'a next step under %s while a streamed turn holds its lease: refused as the create is',
     async (how) => {

@@ -36,6 +36,8 @@ export function canonicalEtag(raw: string | undefined): string {
 export class ServiceEtags {
   #quoted = true;
   #upper = false;
+  /** Whether an answer showed the service's form yet. */
+  #shown = false;
 
   /** The canonical form of an etag a put, get or head answered with; learns the service's form. */
   answered(raw: string | undefined): string {
@@ -44,12 +46,26 @@ export class ServiceEtags {
     const plain = raw!.trim().replace(/^W\//, '');
     this.#quoted = plain.startsWith('"');
     this.#upper = HEX.test(etag) && plain !== plain.toLowerCase();
+    this.#shown = true;
     return etag;
   }
 
   /** The canonical form of an etag a listing gave. */
   listed(raw: string | undefined): string {
     return canonicalEtag(raw);
+  }
+
+  /**
+   * The If-Match to send again a put if-match on `etag` with, refused (412) when sent as `sent`, if
+   * `sent` may not have been in the service's form; else null, the refusal standing. Before
+   * any answer showed the form (a store's first request, or one after listings only), `head`
+   * (the store's, which shows it) must find the key holding `etag`; an answer that showed another
+   * form since the put was sent is enough.
+   */
+  async resent(etag: string, sent: string, head: () => Promise<{ etag: string } | null>): Promise<string | null> {
+    if (!this.#shown && (await head())?.etag !== canonicalEtag(etag)) return null;
+    const condition = this.condition(etag);
+    return condition === sent ? null : condition;
   }
 
   /** `etag` (any form) as the service's If-Match compares it. */

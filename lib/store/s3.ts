@@ -13,6 +13,7 @@ import {
 import { StorageError } from '../errors.ts';
 import { randomHex } from '../hash.ts';
 import { canonicalEtag, ServiceEtags } from './etag.ts';
+import { isNotFound, nameOf, statusOf, storageError } from './s3-errors.ts';
 import {
   bodyBytes,
   type Body,
@@ -225,13 +226,25 @@ export class S3Store implements ObjectStore {
         ? { IfMatch: this.#etags.condition(options.ifMatch) }
         : {}),
     };
+    let resent = false;
     for (let attempt = 1; ; attempt++) {
       try {
         const response = await this.client.send(new PutObjectCommand(input));
         return { key, size: bytes.length, etag: this.#etags.answered(response.ETag), uploaded: new Date(), metadata };
       } catch (error) {
         const status = statusOf(error);
-        if (mark && status === 412) return this.#ownRetry(key, bytes.length, metadata, mark, error);
+        if (mark && status === 412) {
+          const own = await this.#ownRetry(key, bytes.length, metadata, mark, error);
+          // Refused perhaps for the form of its If-Match alone (./etag.ts): sent again once in the service's.
+          const sent: string | undefined = own || resent ? undefined : input.IfMatch;
+          const again: string | null =
+            sent === undefined
+              ? null
+              : await this.#etags.resent(options.ifMatch!, sent, () => this.head(key).catch(() => null));
+          if (!again) return own;
+          [input.IfMatch, resent] = [again, true];
+          continue;
+        }
         // If-Match on a missing key: some services answer 404 rather than 412.
         if (input.IfMatch !== undefined && isNotFound(error)) return null;
         if (!conditional || status !== 409) throw storageError('put', key, error);
@@ -354,14 +367,6 @@ function totalSize(contentRange: string | undefined): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
-function statusOf(error: unknown): number | undefined {
-  return (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
-}
-
-function nameOf(error: unknown): string | undefined {
-  return error instanceof Error ? error.name : undefined;
-}
-
 /** How long a bucket HeadBucket found is taken to be there (ms): a missing one is found within it. */
 const BUCKET_CHECK_MS = 60_000;
 
@@ -374,26 +379,6 @@ function ownMetadata(stored: Record<string, string> | undefined): Record<string,
   return metadata;
 }
 
-/**
- * The key is absent. A missing bucket (NoSuchBucket) is a misconfiguration, not absence; a HEAD's
- * bodiless 404 (NotFound) says neither, which `#checkBucket` settles.
- */
-function isNotFound(error: unknown): boolean {
-  const name = nameOf(error);
-  if (name === 'NoSuchKey' || name === 'NotFound') return true;
-  return statusOf(error) === 404 && name !== 'NoSuchBucket';
-}
-
 function sleep(milliseconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, milliseconds));
-}
-
-function storageError(operation: string, key: string, error: unknown): StorageError {
-  const message = error instanceof Error ? error.message : String(error);
-  return new StorageError(`S3 ${operation} ${key} failed: ${message}`, {
-    operation,
-    key,
-    status: statusOf(error),
-    name: nameOf(error),
-  });
 }

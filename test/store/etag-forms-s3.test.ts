@@ -55,6 +55,22 @@ for (const forms of services) {
       expect(new TextDecoder().decode((await store.get(key))!.body)).toBe('third');
     });
 
+    it("a store's first If-Match, before an answer showed the service's form, lands on the current etag", async () => {
+      const key = `${ownPrefix()}object`;
+      const writer = oddStore();
+      const first = (await writer.put(key, 'first'))!;
+      // Other processes: the one lists the key, the other was handed the etag; neither had an answer.
+      const lister = oddStore();
+      const listed = (await lister.list(key)).objects[0]!;
+      expect(await lister.put(key, 'second', { ifMatch: listed.etag })).not.toBeNull();
+      const second = (await writer.head(key))!;
+      expect(await oddStore().put(key, 'third', { ifMatch: second.etag })).not.toBeNull();
+      // A stale etag is still refused, by a fresh store as by one that knows the form.
+      expect(await oddStore().put(key, 'stale', { ifMatch: first.etag })).toBeNull();
+      expect(await writer.put(key, 'stale', { ifMatch: first.etag })).toBeNull();
+      expect(new TextDecoder().decode((await writer.get(key))!.body)).toBe('third');
+    });
+
     it('a warm append makes the storage calls it makes on a service of one form, and a PATCH lands', async () => {
       expect(await warmAppendCounts(oddStore())).toEqual(await warmAppendCounts(plainStore()));
       const log = new SessionLog(oddStore(), { keyPrefix: ownPrefix() });

@@ -214,8 +214,9 @@ export class SessionLogBase {
 
   /**
    * Writes the session's index entry (its listing row) from its config and newest record (as
-   * read now, or `known`: what an append just wrote), and removes the entry it replaces. Call
-   * it after a turn or an append, in the background.
+   * read now, with the totals a read of the session shows, or `known`: what an append just
+   * wrote), and removes the entry it replaces. Call it after a turn or an append, and once a
+   * stopped turn's spend or a charge was stored, in the background.
    */
   async refreshIndex(id: string, known?: IndexState): Promise<void> {
     return refreshIndex(this.log, id, known);

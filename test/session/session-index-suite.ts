@@ -671,6 +671,34 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       ]);
     });
 
+    it("a cancelled turn's spend and a charge, stored after its close, list from the refresh after each", async () => {
+      // Neither writes a record: the entry after each has the counts and last activity of the
+      // close's, and on a store whose upload times tie (S3's seconds) its totals must outrank it.
+      const { log, list, entries } = setup();
+      await log.create({ id: 'c' });
+      await turn(log, 'c');
+      const begun = await log.beginTurn('c', { input: [user('go')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+      await log.cancelTurn('c', begun.turn.turn);
+      await log.refreshIndex('c');
+      const closed = (await list()).sessions[0]!;
+      const prices = { input: 1, cached_input: 0.5, output: 4 };
+      const spent = turnUsage({ input_tokens: 300, output_tokens: 7 }, prices);
+      expect(await log.storeStoppedSpend(begun.turn, { usage: spent })).toBe(true);
+      await log.refreshIndex('c');
+      const stopped = await log.get('c');
+      expect(closed.usage).toMatchObject({ input_tokens: stopped.usage.input_tokens - 300 });
+      expect((await list()).sessions).toEqual([{ ...closed, usage: stopped.usage }]);
+      expect(await entries()).toHaveLength(1);
+      const charged = turnUsage({ input_tokens: 20, output_tokens: 1 }, prices);
+      expect(await log.storeCharge(begun.turn, { usage: charged })).toBe(true);
+      await log.refreshIndex('c');
+      const both = await log.get('c');
+      expect(both.usage.input_tokens).toBe(stopped.usage.input_tokens + 20);
+      expect((await list()).sessions).toEqual([{ ...closed, usage: both.usage }]);
+      expect(await entries()).toHaveLength(1);
+    });
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

@@ -159,8 +159,9 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     if (written) {
       const scope = scopeOf(log.keyPrefix, next);
       const read = await readNewest(log, scope);
-      await writeIndexEntry(log, next, read.newest);
-      return toSessionRecord(next, countsOf(read.newest), await shownTotals(log, scope, read));
+      const totals = await shownTotals(log, scope, read);
+      await writeIndexEntry(log, next, read.newest, false, totals);
+      return toSessionRecord(next, countsOf(read.newest), totals);
     }
     await backoff(attempt);
   }

@@ -4,6 +4,7 @@ import { sessionConfigKey, validateId } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, ledgerOf, readHead, type Head } from './head.ts';
+import { shownTotals } from './charges.ts';
 import { EMPTY_LEDGER, hasUsage, type Ledger } from '../../ledger/usage.ts';
 import { NANO } from '../../ledger/prices.ts';
 
@@ -28,8 +29,11 @@ import { NANO } from '../../ledger/prices.ts';
  * A writer puts its entry, lists the session's entries, reads the config again (a session
  * deleted or changed meanwhile keeps no stale entry of this writer, and the writer deletes no
  * other), then deletes those it outranks; it deletes its own when it is outranked. Entries rank
- * by turns, then items, then completed turns in the totals, then last activity, then upload time
- * (compareEntries).
+ * by turns, then items, then completed turns in the totals, then the tokens and cost in them, then
+ * last activity, then upload time (compareEntries). An entry written from a read of the session
+ * carries the totals that read shows (log/charges.ts shownTotals: with what a stopped turn stored,
+ * and the charges no record counts yet), so what lands after a turn closed counts in its row once
+ * the session's entry is written again (after a stopped turn's spend or a charge is stored).
  */
 
 const INVERT_TIME = 10_000_000_000_000;
@@ -159,16 +163,31 @@ function parseLedger(text: string): Ledger | null {
 
 /**
  * Positive when `a` outranks `b`: more turns, then more items, then more completed turns in the
- * totals, then a later last activity (at the same counts: a completion, a PATCH or a compaction
- * after the state the other says), then uploaded later.
+ * totals, then more tokens, then more cost in them (at the same counts: a stopped turn's spend or a
+ * charge stored after the state the other counted; the totals only grow), then a later last
+ * activity (at the same counts: a completion, a PATCH or a compaction after the state the other
+ * says), then uploaded later.
  */
 export function compareEntries(a: { entry: IndexEntry; info: ObjectInfo }, b: { entry: IndexEntry; info: ObjectInfo }) {
   return (
     a.entry.counts.turns - b.entry.counts.turns ||
     a.entry.counts.items - b.entry.counts.items ||
     a.entry.ledger.turns - b.entry.ledger.turns ||
+    tokensOf(a.entry.ledger) - tokensOf(b.entry.ledger) ||
+    a.entry.ledger.cost_usd - b.entry.ledger.cost_usd ||
     a.entry.lastActivityMs - b.entry.lastActivityMs ||
     a.info.uploaded.getTime() - b.info.uploaded.getTime()
+  );
+}
+
+/** Every token the totals count. */
+function tokensOf(ledger: Ledger): number {
+  return (
+    ledger.input_tokens +
+    ledger.cached_input_tokens +
+    ledger.cache_write_tokens +
+    ledger.output_tokens +
+    ledger.reasoning_tokens
   );
 }
 
@@ -203,22 +222,30 @@ async function putEntry(log: LogContext, key: string): Promise<void> {
 export type IndexState = Pick<Head, 'config' | 'newest'>;
 
 /**
- * Writes the session's entry from its config and newest record (after a turn or an append, in
- * the background; a session gone meanwhile is left alone): as they are now, or as `known`
- * says, the state its caller wrote. An entry of an older state is no harm: a newer one
- * outranks it (`compareEntries`), whenever either is written. `replacing`: see writeIndexEntry.
+ * Writes the session's entry from its config and newest record (after a turn or an append, or
+ * once a stopped turn's spend or a charge was stored, in the background; a session gone
+ * meanwhile is left alone): as they are now, with the totals a read of the session shows, or as
+ * `known` says, the state its caller wrote (its record's totals). An entry of an older state is no
+ * harm: a newer one outranks it (`compareEntries`), whenever either is written. `replacing`: see
+ * writeIndexEntry.
  */
 export async function refreshIndex(log: LogContext, id: string, known?: IndexState, replacing = false): Promise<void> {
   let head: IndexState;
+  let ledger: Ledger | undefined;
   try {
-    head = known ?? (await readHead(log, id));
+    if (known) head = known;
+    else {
+      const read = await readHead(log, id);
+      head = read;
+      ledger = await shownTotals(log, read.scope, read);
+    }
   } catch (error) {
     if (error instanceof NotFoundError) return;
     throw error;
   }
   // The config changed after the caller read it (a PATCH before its record landed, whose own
   // entry may predate that record): the entry is written again from the state as it is now.
-  if (!(await writeIndexEntry(log, head.config, head.newest, replacing)) && known) await refreshIndex(log, id);
+  if (!(await writeIndexEntry(log, head.config, head.newest, replacing, ledger)) && known) await refreshIndex(log, id);
 }
 
 /**
@@ -226,21 +253,23 @@ export async function refreshIndex(log: LogContext, id: string, known?: IndexSta
  * `replacing`: every other entry of the incarnation that names no generation (written before
  * entries named it), whatever its rank (a delete of the newest turn lowers the counts, and the
  * entries of the turns it took out would outrank its own; those naming the generation before are
- * deleted as any writer deletes them), or those of these keys (settleEntries). False when the
- * config is not `config` any more (the entry was removed again).
+ * deleted as any writer deletes them), or those of these keys (settleEntries). `ledger`: the
+ * totals the entry says (a read's shownTotals), else the newest record's. False when the config is
+ * not `config` any more (the entry was removed again).
  */
 export async function writeIndexEntry(
   log: LogContext,
   config: SessionConfig,
   newest: Head['newest'],
   replacing: boolean | ReadonlySet<string> = false,
+  ledger: Ledger = ledgerOf(newest),
 ): Promise<boolean> {
   const createdMs = Date.parse(config.created_at);
   const key = indexEntryKey(log.keyPrefix, {
     id: config.id,
     createdMs,
     counts: countsOf(newest),
-    ledger: ledgerOf(newest),
+    ledger,
     lastActivityMs: lastActivityOf(config, newest),
     expiresAfterDays: config.expires_after_days ?? null,
     generation: config.generation ?? '',
@@ -315,7 +344,7 @@ export async function settleEntries(
   createdMs: number,
   listed: readonly string[],
 ): Promise<void> {
-  let head: IndexState | null;
+  let head: Head | null;
   try {
     head = await readHead(log, id);
   } catch (error) {
@@ -323,7 +352,7 @@ export async function settleEntries(
     head = null;
   }
   if (head && Date.parse(head.config.created_at) === createdMs)
-    await writeIndexEntry(log, head.config, head.newest, new Set(listed));
+    await writeIndexEntry(log, head.config, head.newest, new Set(listed), await shownTotals(log, head.scope, head));
   else await log.store.delete([...listed]);
 }
 

@@ -9,7 +9,7 @@ import type { StoppedSpendRecord, Undelivered } from '../session/records.ts';
 import type { InboxAbort } from '../inbox/index.ts';
 import type { StoredItem } from '../items.ts';
 import { logUnlessGone } from '../log-unless-gone.ts';
-import { afterResponse } from './after-response.ts';
+import { afterResponse, storeThenList } from './after-response.ts';
 import { afterOwnClose } from './own-close.ts';
 import { pickUp } from './busy.ts';
 import type { TurnNotices } from './notices.ts';
@@ -326,12 +326,12 @@ function chargeStopped(services: TurnServices, attempt: Attempt, error: unknown)
   if (summary) spent.summary_usage = summary;
   if (error instanceof TurnClosedError) storeSpent(services, turn, spent);
   else if (error instanceof LeaseHeldError && (stopped || summary))
-    afterResponse(services, () => services.sessions.storeStoppedSpend(turn, spent, true));
+    storeThenList(services, turn.scope.id, () => services.sessions.storeStoppedSpend(turn, spent, true));
 }
 
-/** Stores, in the background, what `turn`, closed by someone else, spent (log/unbilled.ts). */
+/** Stores, in the background, what `turn`, closed by someone else, spent (log/unbilled.ts), then lists it. */
 function storeSpent(services: TurnServices, turn: OpenTurn, spent: Omit<StoppedSpendRecord, 'format'>): void {
-  afterResponse(services, () => services.sessions.storeStoppedSpend(turn, spent));
+  storeThenList(services, turn.scope.id, () => services.sessions.storeStoppedSpend(turn, spent));
 }
 
 /** Charges the turn's token `usage` (as `turns` turns) and `summary` (as none), in the background. */

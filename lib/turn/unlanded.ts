@@ -1,4 +1,4 @@
-import { afterResponse } from './after-response.ts';
+import { afterResponse, thenListed } from './after-response.ts';
 import { chargeToken, type Attempt } from './close-turn.ts';
 import type { Seen } from './observe.ts';
 import type { CallMeter } from './stopped-spend.ts';
@@ -29,7 +29,8 @@ export function unlanded(services: TurnServices, attempt: Attempt): (failure: un
         const spent = meter.spent(price);
         if (!spent) return;
         chargeToken(services, turn, spent.usage, 0, undefined);
-        await services.sessions.storeCharge(turn, { usage: spent.usage, estimated: spent.estimated });
+        const charge = { usage: spent.usage, estimated: spent.estimated };
+        await thenListed(services, turn.scope.id, services.sessions.storeCharge(turn, charge));
       });
     throw failure;
   };
@@ -59,7 +60,8 @@ export function chargeCarried(
     const spent = meter.spent(price);
     if (!spent) return;
     chargeToken(services, lost.turn, spent.usage, 0, undefined);
-    await services.sessions.storeCharge(lost.turn, { usage: spent.usage, estimated: spent.estimated });
+    const charge = { usage: spent.usage, estimated: spent.estimated };
+    await thenListed(services, lost.turn.scope.id, services.sessions.storeCharge(lost.turn, charge));
   });
 }
 

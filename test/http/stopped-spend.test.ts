@@ -154,6 +154,19 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
     await drain();
   });
 
+  it("a cancelled streamed turn: the session listing's row counts what it spent once it was stored", async () => {
+    const { api, mint, usage, cancelledStreamed } = world(storeOf());
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    // Drained: its spend was stored after the cancel closed the turn, and the row refreshed after it.
+    await cancelledStreamed(id, auth);
+    const totals = await usage(id);
+    expect(totals.total_tokens).toBeGreaterThan(0);
+    const listing = (await api.get('/v1/sessions')).body;
+    expect(listing.sessions).toHaveLength(1);
+    expect(listing.sessions[0]).toMatchObject({ id, usage: totals });
+  });
+
   it("interrupted turns count in the token's budget: the next turn is refused once it is spent", async () => {
     const { api, mint, spent, interrupted } = world(storeOf());
     const auth = await mint({ max_total_tokens: 5 });

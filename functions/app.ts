@@ -29,6 +29,7 @@ import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
 import type { Metrics } from './metrics.ts';
 import { compactionObserver, countedStore, noStorageOps, turnObserver } from './turn-log.ts';
 import { tracingFor } from './tracing.ts';
+import { requestId } from './request-id.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
@@ -114,7 +115,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const log = options.log ?? logToConsole;
   const info = options.info ?? infoToConsole;
   const app = createRouter();
-  app.onError(withOpenAIErrors(createErrorHandler(log), log));
+  app.use('*', requestId);
+  app.onError((error, c) => {
+    // A failure's log message names the request, as its answer's x-request-id does.
+    const logged = (message: string, details?: unknown) => log(`${message} (${c.var.requestId})`, details);
+    return withOpenAIErrors(createErrorHandler(logged), logged)(error, c);
+  });
   app.notFound((c) =>
     OPENAI_PATH.test(c.req.path)
       ? openaiNotFound(c)
@@ -165,7 +171,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => {
     const environment = readEnvironment(c);
     const config = c.get('config');
-    const inputs = serviceInputs(options, environment, config, log);
+    const inputs = serviceInputs(options, environment, config, log, c.var.requestId);
     // The session API needs conditional writes; the first request of the process checks them.
     if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(inputs.store, { keyPrefix: config.keyPrefix });
     c.set(
@@ -232,6 +238,7 @@ function serviceInputs(
   environment: RuntimeEnvironment,
   config: ServiceConfig,
   log: (message: string, details?: unknown) => void,
+  requestId: string | null,
 ): Omit<ServiceInputs, 'background'> {
   const strings = stringEnv(environment);
   const modelEnvironment: ModelEnvironment = {
@@ -253,7 +260,7 @@ function serviceInputs(
       webhookSink: config.webhooks
         ? (options.queueWebhook?.(environment) ?? outboxSink(store, config.keyPrefix, options.webhookStored))
         : undefined,
-      observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent }),
+      observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent, requestId }),
     };
   };
   return {
@@ -285,7 +292,7 @@ export function createOutsideServices(
   const info = options.info ?? infoToConsole;
   return (environment, background) =>
     createServices({
-      ...serviceInputs(options, environment, parseServiceConfig(environment), log),
+      ...serviceInputs(options, environment, parseServiceConfig(environment), log, null),
       background: (task) => background(task.catch((error: unknown) => logBackgroundFailure(log, info, error))),
     });
 }

@@ -23,6 +23,8 @@ export interface RouteAccess {
 }
 
 export interface AppVariables {
+  /** The request's id: its response's `x-request-id`, in its log lines (functions/request-id.ts). */
+  requestId: string;
   config: ServiceConfig;
   services: AppServices;
   /** Who the request acts as (set by auth). */

@@ -38,21 +38,29 @@ export interface TurnLogOptions {
   ops: StorageOps;
   /** LOG_CONTENT: the line carries the turn's input and output. */
   logContent: boolean;
+  /** The id of the request the turn ran in (its x-request-id), null outside one (a queue consumer's run). */
+  requestId: string | null;
 }
 
 /**
- * The log line of a turn: session, turn, status (and error code), model, tokens, cost,
- * duration, time to first output, and the storage operations of its request (a background or
- * queued turn's run: functions/services.ts `inProcess`) until it ended (the work after the
- * answer, such as packing, is not in them). No content unless LOG_CONTENT.
+ * The log line of a turn: the request it ran in (its x-request-id), session, turn, status (and
+ * error code), model, tokens, cost, duration, time to first output, and the storage operations
+ * of its request (a background or queued turn's run: functions/services.ts `inProcess`) until it
+ * ended (the work after the answer, such as packing, is not in them). No content unless LOG_CONTENT.
  */
-export function turnLogLine(outcome: TurnObservation, ops: StorageOps, logContent: boolean): string {
+export function turnLogLine(
+  outcome: TurnObservation,
+  ops: StorageOps,
+  logContent: boolean,
+  requestId: string | null,
+): string {
   const usage = outcome.usage;
   const total = Object.values(ops).reduce((sum, count) => sum + count, 0);
   return JSON.stringify({
     level: outcome.status === 'failed' ? 'warn' : 'info',
     event: 'turn',
     time: new Date().toISOString(),
+    request_id: requestId,
     session_id: outcome.session_id,
     turn: outcome.turn,
     status: outcome.status,
@@ -80,7 +88,7 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
   return (outcome) => {
     // The turn's answer does not depend on its log line: a sink that throws loses only the line.
     try {
-      options.logLine(turnLogLine(outcome, options.ops, options.logContent));
+      options.logLine(turnLogLine(outcome, options.ops, options.logContent, options.requestId));
     } catch {
       // Nothing else to tell: the log is what failed.
     }

@@ -850,7 +850,8 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       });
       expect(response.status).toBe(502);
       expect(((await response.json()) as any).error.code).toBe('model_error');
-      expect(harness.logged.slice(logs)).toContain('tailgate: model_error');
+      // The failure's log message names the request, as its answer's x-request-id does.
+      expect(harness.logged.slice(logs)).toContain(`tailgate: model_error (${response.headers.get('x-request-id')})`);
       const items = await api.get(`/v1/sessions/${id}/items`);
       expect(items.body.items.map((item: any) => item.content)).toEqual(['are you there?']);
       const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'echo then' });

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, expect } from 'vitest';
-import { createApp } from '../../functions/app.ts';
+import { createApp, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SIGNING_KEY } from '../http/http-suite.ts';
 import {
@@ -17,10 +17,14 @@ import { thinksToCall } from '../support/fake-providers/thinking.ts';
 
 export const TOKEN = 'openai-facade-token';
 
-/** The real app on a loopback port (Node server), with an in-memory store (or `store`) and `env`. */
+/**
+ * The real app on a loopback port (Node server), with an in-memory store (or `store`) and `env`;
+ * `logs` takes its turns' log lines and its failures' log messages (default: turn lines to stdout, failures dropped).
+ */
 export async function startTailgate(
   env: Record<string, string> = {},
   store: MemoryStore = new MemoryStore(),
+  logs: Pick<AppOptions, 'log' | 'logLine'> = {},
 ): Promise<{ baseURL: string; store: MemoryStore; close(): Promise<void> }> {
   const environment = {
     API_TOKEN: TOKEN,
@@ -29,7 +33,7 @@ export async function startTailgate(
     DEFAULT_MODEL: 'echo',
     ...env,
   };
-  const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
+  const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {}, ...logs });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));
   const { port } = server.address() as AddressInfo;

@@ -61,6 +61,7 @@ describe('workerd: a conversation its failed first response started', () => {
     const errors: string[] = [];
     const error = console.error;
     console.error = (message?: unknown) => errors.push(String(message));
+    let requestId: string | null = null;
     try {
       const context = createExecutionContext();
       const response = await worker.fetch(
@@ -73,12 +74,13 @@ describe('workerd: a conversation its failed first response started', () => {
         context,
       );
       expect(response.status).toBe(502);
+      requestId = response.headers.get('x-request-id');
       await waitOnExecutionContext(context);
     } finally {
       console.error = error;
     }
-    // The model call's failure is logged, and nothing else.
-    expect(errors).toEqual(['tailgate: model_error']);
+    // The model call's failure is logged, naming its request, and nothing else.
+    expect(errors).toEqual([`tailgate: model_error (${requestId})`]);
   });
 });
 

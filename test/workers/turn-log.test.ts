@@ -37,11 +37,15 @@ describe('workerd: the turn log line', () => {
   it('one JSON line per turn with its numbers, no content unless LOG_CONTENT', async () => {
     const id = freshId('wlog');
     expect((await call('/v1/sessions', { id })).status).toBe(201);
-    expect((await call(`/v1/sessions/${id}/turns`, { input: 'a private prompt' })).status).toBe(200);
+    const answered = await call(`/v1/sessions/${id}/turns`, { input: 'a private prompt' });
+    expect(answered.status).toBe(200);
     const turns = lines.filter((line) => line.startsWith('{"level"'));
     expect(turns).toHaveLength(1);
     const line = JSON.parse(turns[0]!);
     expect(line).toMatchObject({ event: 'turn', session_id: id, turn: 1, status: 'completed', model: 'echo' });
+    // The line names the request as its answer's x-request-id does.
+    expect(line.request_id).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(answered.headers.get('x-request-id')).toBe(line.request_id);
     expect(line.tokens.output).toBeGreaterThan(0);
     expect(line.cost_usd).toBe(0);
     expect(line.storage_ops.put).toBeGreaterThan(0);

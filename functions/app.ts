@@ -30,6 +30,7 @@ import type { Metrics } from './metrics.ts';
 import { compactionObserver, countedStore, noStorageOps, turnObserver } from './turn-log.ts';
 import { tracingFor } from './tracing.ts';
 import { requestId } from './request-id.ts';
+import { corsForApi } from './cors.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
@@ -151,6 +152,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     await next();
   };
   app.use('*', configure);
+  // Before auth: a browser's preflight carries no token.
+  app.use('/v1/*', corsForApi);
   // Filled once every route is registered: the scopes their definitions declare.
   let scopes: ScopeTable = new Map();
   const clock = options.clock ?? (() => new Date());

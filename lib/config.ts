@@ -9,6 +9,7 @@ import { resolveStrategyConfig } from './strategies/strategy-config.ts';
 import {
   booleanText,
   budgetText,
+  corsOriginsText,
   headerListText,
   httpUrlText,
   nonNegativeInteger,
@@ -137,6 +138,8 @@ export const serviceEnvSchema = z.object({
   WEBHOOK_URL: optionalText(),
   WEBHOOK_SECRET: webhookSecretText(),
   WEBHOOK_ALLOW_PRIVATE: booleanText,
+  // The origins browser pages may call the API from (functions/cors.ts; unset: no CORS).
+  CORS_ORIGINS: corsOriginsText(),
   // JSON: the budget of sessions created without one (lib/ledger/usage.ts limitingBudgetSchema).
   DEFAULT_SESSION_BUDGET: budgetText(),
 });
@@ -223,6 +226,8 @@ export interface ServiceConfig {
   tracing: TracingConfig | null;
   /** Webhooks (lib/webhooks/): null when WEBHOOK_SECRET is unset (no event is sent). */
   webhooks: { url: string | undefined; secret: string; allowPrivate: boolean } | null;
+  /** CORS_ORIGINS: `*`, the origins allowed, or null (off: no CORS header, preflights 404). */
+  corsOrigins: '*' | string[] | null;
 }
 
 /** Every variable the service reads, for documentation (docs/CONFIGURATION.md). */
@@ -340,6 +345,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     webhooks: value.WEBHOOK_SECRET
       ? { url: value.WEBHOOK_URL, secret: value.WEBHOOK_SECRET, allowPrivate: value.WEBHOOK_ALLOW_PRIVATE }
       : null,
+    corsOrigins: value.CORS_ORIGINS,
   };
 }
 

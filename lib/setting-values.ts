@@ -166,3 +166,34 @@ export function budgetText() {
     return z.NEVER;
   });
 }
+
+/**
+ * CORS_ORIGINS: the origins a browser page may call the API from, `*` for any, or a
+ * comma-separated list of origins as a browser sends them (`https://app.example.com`, with a
+ * port when not the scheme's own, no path nor trailing slash). Unset or blank: null (CORS off).
+ */
+export function corsOriginsText() {
+  return optionalText().transform((text, context): '*' | string[] | null => {
+    if (text === undefined) return null;
+    const origins = text
+      .split(',')
+      .map((origin) => origin.trim())
+      .filter((origin) => origin !== '');
+    if (origins.length === 1 && origins[0] === '*') return '*';
+    for (const origin of origins) {
+      const problem =
+        origin === '*'
+          ? '"*" allows every origin and is set alone'
+          : !URL.canParse(origin) || !/^https?:$/.test(new URL(origin).protocol)
+            ? `"${origin}" is not an http:// or https:// origin`
+            : new URL(origin).origin !== origin
+              ? `"${origin}" is not an origin as a browser sends it: write ${new URL(origin).origin}`
+              : null;
+      if (problem !== null) {
+        context.addIssue({ code: 'custom', message: `${problem} (CORS_ORIGINS is "*" or a comma-separated list)` });
+        return z.NEVER;
+      }
+    }
+    return origins;
+  });
+}

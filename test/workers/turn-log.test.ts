@@ -91,3 +91,38 @@ describe('workerd: the turn log line', () => {
     expect((await call('/metrics', undefined, {}, 'GET')).status).toBe(404);
   });
 });
+
+describe('workerd: CORS_ORIGINS', () => {
+  it("answers an allowed origin's preflight before auth, and its requests with Allow-Origin", async () => {
+    const page = 'https://app.example.com';
+    const send = async (init: RequestInit, overrides: Record<string, unknown>) => {
+      const context = createExecutionContext();
+      const response = await worker.fetch(
+        new Request(`${origin}/v1/responses`, init) as never,
+        { ...bindings, ...overrides } as never,
+        context,
+      );
+      await waitOnExecutionContext(context);
+      return response;
+    };
+    const preflight = {
+      method: 'OPTIONS',
+      headers: {
+        origin: page,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization',
+      },
+    };
+    const answered = await send(preflight, { CORS_ORIGINS: page });
+    expect(answered.status).toBe(204);
+    expect(answered.headers.get('access-control-allow-origin')).toBe(page);
+    expect(answered.headers.get('access-control-allow-headers')).toContain('Authorization');
+    const refused = await send({ headers: { origin: page } }, { CORS_ORIGINS: page });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('access-control-allow-origin')).toBe(page);
+    expect(refused.headers.get('x-request-id')).toMatch(/^req_/);
+
+    const off = await send(preflight, {});
+    expect(off.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});

@@ -1,7 +1,17 @@
 import { CorruptObjectError } from '../../errors.ts';
-import { ancestorScope, keySetKey, olderRepeatedKey, type ForkPoint, type LogScope } from '../keys.ts';
+import {
+  ancestorScope,
+  keySetKey,
+  olderRepeatedKey,
+  parseRecordsEntry,
+  RECORD_BOUND,
+  recordKey,
+  recordsPrefix,
+  type ForkPoint,
+  type LogScope,
+} from '../keys.ts';
 import type { LogItem } from '../records.ts';
-import { logCursor, type UnitCursor } from '../unit-cursor.ts';
+import type { UnitCursor } from '../unit-cursor.ts';
 import type { LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import type { Head } from './head.ts';
@@ -22,8 +32,9 @@ import { itemsAfterView } from './views.ts';
  * there. Its tail's chunk is not named again: the fork's view writes its own.
  */
 
-/** Pages of the ancestor's records listed for its newest view at or below the fork point. */
+/** Pages of the ancestor's records (from the fork point down) listed for its newest view at or below it. */
 const LISTED_PAGES = 2;
+const PAGE_KEYS = 100;
 
 /**
  * The newest view of the generation `point` names at or below its record (a view of a prefix of
@@ -33,11 +44,7 @@ const LISTED_PAGES = 2;
  */
 export async function adoptedView(log: LogContext, scope: LogScope, point: ForkPoint): Promise<LogView | null> {
   const from = ancestorScope(log.keyPrefix, point);
-  const cursor = logCursor(log.store, from, { pageLimit: 100, below: point.record + 1 });
-  const found = () => cursor.views.some((listed) => listed.record <= point.record);
-  for (let unit = await cursor.next(); unit && !found() && cursor.lists < LISTED_PAGES; unit = await cursor.next());
-  for (const listed of cursor.views) {
-    if (listed.record > point.record) continue;
+  for (const listed of await viewsAtOrBelow(log, from, point.record)) {
     const view = await readView(log, from, listed.key, listed.record).catch((error: unknown) => {
       if (error instanceof CorruptObjectError) return null;
       throw error;
@@ -50,6 +57,31 @@ export async function adoptedView(log: LogContext, scope: LogScope, point: ForkP
     return { ...view };
   }
   return null;
+}
+
+/**
+ * The views of `from` at or below `record`, newest first, from at most LISTED_PAGES pages of its
+ * records listed from `record` down (keys invert the record number: those of the records after it,
+ * however many, list before it and are not listed).
+ */
+async function viewsAtOrBelow(
+  log: LogContext,
+  from: LogScope,
+  record: number,
+): Promise<{ record: number; key: string }[]> {
+  const prefix = recordsPrefix(from);
+  // After every key of record `record + 1` (its record, completion, view, lease and the segments it ends).
+  const after = record + 1 < RECORD_BOUND ? { startAfter: `${recordKey(from, record + 1)}~` } : {};
+  const views: { record: number; key: string }[] = [];
+  let page = await log.store.list(prefix, { limit: PAGE_KEYS, ...after });
+  for (let lists = 1; ; lists++) {
+    for (const object of page.objects) {
+      const entry = parseRecordsEntry(object.key.slice(prefix.length));
+      if (entry?.kind === 'view' && entry.record <= record) views.push({ record: entry.record, key: object.key });
+    }
+    if (views.length > 0 || !page.truncated || page.cursor === undefined || lists >= LISTED_PAGES) return views;
+    page = await log.store.list(prefix, { limit: PAGE_KEYS, cursor: page.cursor });
+  }
 }
 
 /** Copies the objects `view` names under `from` into `to`, create-only (false: one is gone). */

@@ -24,7 +24,7 @@ import { turnOf, USAGE } from './rewind-simulation-suite.ts';
  * that view; and it is the view a pack writes of the new generation from its log alone.
  */
 
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
+const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096, viewCacheBytes: 0 };
 const OUTPUT = `${'tool output line\n'.repeat(40)}`;
 
 /** Counts the gets of segments and their bytes. */

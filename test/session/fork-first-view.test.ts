@@ -19,7 +19,7 @@ import { SessionLog } from '../support/session-log.ts';
  * the fork from its log alone.
  */
 
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
+const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096, viewCacheBytes: 0 };
 const OUTPUT = `${'tool output line\n'.repeat(40)}`;
 const PACK = packOptions(sessionStrategyPlan({}, { strategies: null, strategy_config: {} }));
 

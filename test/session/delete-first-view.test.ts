@@ -24,7 +24,9 @@ import { turnOf, USAGE } from './rewind-simulation-suite.ts';
  * that view; and it is the view a pack writes of the new generation from its log alone.
  */
 
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096, viewCacheBytes: 0 };
+const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
+/** No view cache: a read gets the view stored (views are dropped and written again under their keys). */
+const READ = { ...OPTIONS, viewCacheBytes: 0 };
 const OUTPUT = `${'tool output line\n'.repeat(40)}`;
 
 /** Counts the gets of segments and their bytes. */
@@ -131,7 +133,7 @@ describe('the first view after a delete of the newest turn', () => {
     expect(await storedViews(memory)).toHaveLength(1);
     // The next turn reads that view, not the history.
     store.reset();
-    const begun = await new SessionLog(store, OPTIONS).beginTurn('s', {
+    const begun = await new SessionLog(store, READ).beginTurn('s', {
       input: [{ type: 'message', role: 'user', content: 'go on' }],
     });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
@@ -155,7 +157,7 @@ describe('the first view after a delete of the newest turn', () => {
     const [packed] = await storedViews(memory);
     expect(packed!.key).toBe(stored!.key);
     expect(shape(stored!.view)).toEqual(shape(packed!.view));
-    const after = await new SessionLog(memory, OPTIONS).previewContext('s', requirement);
+    const after = await new SessionLog(memory, READ).previewContext('s', requirement);
     expect(before.items).toEqual(after.items);
     expect(before.aggregates).toEqual(after.aggregates);
   });
@@ -220,14 +222,14 @@ describe('the first view after a delete, from a view naming objects beside it', 
     expect(own).toContain(olderRepeatedKey(scope, older.record, older.before_seq));
     // The next turn's prompt is the one a read of the log alone gives.
     const requirement = pack.requirement!;
-    const before = await new SessionLog(memory, OPTIONS).previewContext('s', requirement);
+    const before = await new SessionLog(memory, READ).previewContext('s', requirement);
     await dropViews(memory);
     await firstView(new SessionLog(memory, { ...OPTIONS, indexDeltaKeys: 16 }), pack);
-    const after = await new SessionLog(memory, OPTIONS).previewContext('s', requirement);
+    const after = await new SessionLog(memory, READ).previewContext('s', requirement);
     expect(before.items).toEqual(after.items);
     expect(before.aggregates).toEqual(after.aggregates);
     // And the history's (a claim reads the view and what it names).
-    const claimed = await new SessionLog(memory, OPTIONS).beginTurn('s', { input: [] });
+    const claimed = await new SessionLog(memory, READ).beginTurn('s', { input: [] });
     if (claimed.kind !== 'claimed') throw new Error('expected a claim');
     expect(claimed.turn.base.view?.record).toBe(claimed.turn.record - 1);
   });

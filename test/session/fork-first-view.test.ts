@@ -19,7 +19,9 @@ import { SessionLog } from '../support/session-log.ts';
  * the fork from its log alone.
  */
 
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096, viewCacheBytes: 0 };
+const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
+/** No view cache: a read gets the view stored (views are dropped and written again under their keys). */
+const READ = { ...OPTIONS, viewCacheBytes: 0 };
 const OUTPUT = `${'tool output line\n'.repeat(40)}`;
 const PACK = packOptions(sessionStrategyPlan({}, { strategies: null, strategy_config: {} }));
 
@@ -72,7 +74,7 @@ describe("a fork's first view", () => {
     expect(segmentGets).toBeLessThanOrEqual(2);
     const [first, ...more] = await storedViews(memory, 'f');
     expect(more).toEqual([]);
-    const before = await new SessionLog(memory, OPTIONS).previewContext('f', PACK.requirement!);
+    const before = await new SessionLog(memory, READ).previewContext('f', PACK.requirement!);
     // No view anywhere: the pack reads the whole history.
     const views = (await memory.list('sessions/', { limit: 1000 })).objects.filter(
       (object) => object.key.endsWith('.view') || object.key.includes('/tail/'),
@@ -81,7 +83,7 @@ describe("a fork's first view", () => {
     await new SessionLog(memory, OPTIONS).pack('f', { ...PACK, refresh: true });
     const [packed] = await storedViews(memory, 'f');
     expect({ ...first!, created_at: null }).toEqual({ ...packed!, created_at: null });
-    const after = await new SessionLog(memory, OPTIONS).previewContext('f', PACK.requirement!);
+    const after = await new SessionLog(memory, READ).previewContext('f', PACK.requirement!);
     expect(before.items).toEqual(after.items);
     expect(before.aggregates).toEqual(after.aggregates);
   });

@@ -21,15 +21,9 @@ import { turnOf, USAGE } from './rewind-simulation-suite.ts';
  * session at a random record's end and a delete of the newest turn.
  */
 
-// No view cache: a view read is the one stored (views are dropped and written again under their keys).
-const OPTIONS = {
-  packMinRecords: 2,
-  keepRecords: 1,
-  segmentTargetBytes: 1024,
-  indexDeltaKeys: 4,
-  viewEveryRecords: 3,
-  viewCacheBytes: 0,
-};
+const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 1024, indexDeltaKeys: 4, viewEveryRecords: 3 };
+/** No view cache: a read gets the view stored (views are dropped and written again under their keys). */
+const READ = { ...OPTIONS, viewCacheBytes: 0 };
 /** Records enough kept out of segments for a delete of the newest turn after a pack. */
 const DELETING = { ...OPTIONS, keepRecords: 3 };
 const PLANS: PackOptions[] = [
@@ -138,7 +132,7 @@ async function history(log: SessionLog, next: (below: number) => number, pack: P
 
 /** The previews of session `id` (from its context start, and from its overflow boundary). */
 async function previews(memory: MemoryStore, id: string, pack: PackOptions) {
-  const log = new SessionLog(memory, OPTIONS);
+  const log = new SessionLog(memory, READ);
   const whole = await log.previewContext(id, pack.requirement!);
   const overflow = await log.previewContext(id, pack.requirement!, true);
   return [whole, overflow].map(({ items, aggregates }) => ({ items, aggregates }));
@@ -151,7 +145,7 @@ async function compared(memory: MemoryStore, id: string, pack: PackOptions) {
   const adopted = await storedViews(memory, id);
   const before = await previews(memory, id, pack);
   await dropViews(memory);
-  await new SessionLog(memory, OPTIONS).pack(id, { ...pack, refresh: true });
+  await new SessionLog(memory, READ).pack(id, { ...pack, refresh: true });
   const alone = await storedViews(memory, id);
   const after = await previews(memory, id, pack);
   return { adopted, alone, before, after };

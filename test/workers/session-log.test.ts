@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { R2Store } from '../../lib/store/r2.ts';
+import { parseIndexMarker } from '../../lib/session/log/index-markers.ts';
 import { defineSessionLogConcurrency } from '../session/session-log-concurrency.ts';
 
 const bucket = (env as { BUCKET: R2Bucket }).BUCKET;
@@ -85,10 +86,15 @@ describe('SessionLog on the R2 binding', () => {
     const page = await log.listItems('r2', { limit: 4, before: 6 });
     expect(page.items.map((item) => item.seq)).toEqual([5, 4, 3, 2]);
     await log.delete('r2');
-    // Only the completion that closed the open turn stays, fencing its late owner.
+    // Only the completion that closed the open turn stays, fencing its late owner, beside the
+    // delete's marker in the session index.
     const left = (await bucket.list({ prefix: keyPrefix })).objects.map((object) => object.key);
-    expect(left).toHaveLength(1);
-    expect(left[0]).toMatch(/\.done$/);
+    const markers = left.filter((key) => parseIndexMarker(keyPrefix, key));
+    expect(markers).toHaveLength(1);
+    expect(parseIndexMarker(keyPrefix, markers[0]!)?.position).toMatch(/-r2$/);
+    const rest = left.filter((key) => !markers.includes(key));
+    expect(rest).toHaveLength(1);
+    expect(rest[0]).toMatch(/\.done$/);
     await expect(log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} })).rejects.toMatchObject({
       code: 'not_found',
     });

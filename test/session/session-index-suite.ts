@@ -281,6 +281,34 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect((await list()).sessions.map((row) => row.id)).toEqual(['gone', 'kept']);
     });
 
+    it('a page reads on past the markers of sessions deleted: it holds limit sessions while any remain', async () => {
+      const counting = { store: undefined as CountingStore | undefined };
+      const { log, list } = setup((store) => (counting.store = new CountingStore(store)));
+      // Created first, so listed last: after 'older' the index holds their markers alone.
+      for (const id of ['o0', 'o1', 'o2']) await log.create({ id });
+      await log.create({ id: 'older' });
+      await log.create({ id: 'live' });
+      for (const id of ['o0', 'o1', 'o2']) await log.delete(id);
+      // Created later, so listed first: their markers come before every key of 'live'.
+      for (let index = 0; index < 6; index++) {
+        await log.create({ id: `d${index}` });
+        await log.delete(`d${index}`);
+      }
+      const before = counting.store!.counts.list;
+      const first = await list({ limit: 1 });
+      expect(first.sessions.map((row) => row.id)).toEqual(['live']);
+      expect(first.has_more).toBe(true);
+      // The page met markers: one listing of `limit` keys, then one reading on.
+      expect(counting.store!.counts.list - before).toBe(2);
+      const second = await list({ limit: 1, after: first.next_after! });
+      expect([second.sessions.map((row) => row.id), second.has_more]).toEqual([['older'], true]);
+      const third = await list({ limit: 5 });
+      expect([third.sessions.map((row) => row.id), third.has_more]).toEqual([['live', 'older'], false]);
+      // Markers alone to the index's end: the page reads on to it, and says so.
+      const last = await list({ limit: 1, after: second.next_after! });
+      expect([last.sessions, last.has_more, last.next_after]).toEqual([[], false, null]);
+    });
+
     it('a writer that read the session before a newest turn delete, stopped past the delete: no row', async () => {
       // The writer read the session (two turns), its put waits; the newest turn is deleted (a new
       // generation), then the session. The put lands, and the process stops at its config check.

@@ -22,13 +22,24 @@ import {
  * index lists the newest created session first; the cursor (`after`) is a position in it.
  *
  * An entry of a session deleted (a writer's, put past the delete's clean-up) is not listed: the
- * delete's marker at its position names its generation (log/index-markers.ts).
+ * delete's marker at its position names its generation (log/index-markers.ts). A page whose
+ * listing holds fewer than `limit` sessions (it met markers, entries left out or two entries of
+ * one session) reads on until it holds `limit` or the index ends, within READ_ON_LISTINGS more
+ * listings: only a page that met such keys costs more than one list call.
  *
  * A session created before the index existed has no entry until its next turn, append or
  * PATCH. A cursor that is a session id (as cursors were before the index) continues after that
  * session's position, for one config read (a 400 when the session is gone, as for any cursor no
  * listing issued).
  */
+
+/**
+ * A page whose first listing (of `limit` keys) holds fewer than `limit` sessions reads on, in
+ * listings of READ_ON_KEYS keys, at most READ_ON_LISTINGS of them: past that many keys of
+ * markers and entries left out, a page may hold fewer sessions, with `has_more`.
+ */
+export const READ_ON_KEYS = 1000;
+export const READ_ON_LISTINGS = 10;
 
 /** A page holds about this many bytes of rows at most (at least one row). */
 export const MAX_LISTING_BYTES = 1024 * 1024;
@@ -58,36 +69,25 @@ export async function listSessions(
   const after =
     options.after === undefined ? undefined : await positionOf(log, checkInvariant(cursorSchema, options.after));
   const prefix = indexPrefix(log.keyPrefix);
+  const scan = new PageScan(log, limit);
   // '0' sorts right after '/', and no id holds '/': every entry of `after` is below it, every later one above.
-  const page = await log.store.list(prefix, {
+  let page = await log.store.list(prefix, {
     limit,
     ...(after !== undefined ? { startAfter: `${prefix}${after}0` } : {}),
   });
-  const groups = new Map<string, { entry: IndexEntry; info: ObjectInfo }[]>();
-  const markers = new Map<string, IndexMarker[]>();
-  const gone: string[] = [];
-  let lastPosition: string | undefined;
-  for (const info of page.objects) {
-    // A delete's marker, the first key of its position (log/index-markers.ts): the entries of
-    // the generation it names are of a session gone, left out and deleted after the response.
-    const marker = parseIndexMarker(log.keyPrefix, info.key);
-    if (marker) {
-      lastPosition = marker.position;
-      markers.set(marker.position, [...(markers.get(marker.position) ?? []), marker]);
-      if (markerStale(log, marker)) gone.push(info.key);
-      continue;
+  let more: string | null | undefined = scan.take(page.objects);
+  // Short of `limit` sessions (markers, entries left out, two entries of one session, or a
+  // store's short page): read on, from where the listing stopped, within READ_ON_LISTINGS.
+  for (let readOn = 0; more === undefined && page.truncated && scan.short(); readOn++) {
+    if (readOn === READ_ON_LISTINGS) {
+      more = scan.boundPosition() ?? after ?? null;
+      break;
     }
-    const entry = parseIndexKey(log.keyPrefix, info.key);
-    if (!entry) continue;
-    lastPosition = entry.position;
-    if (markedDeleted(entry, markers.get(entry.position))) {
-      gone.push(info.key);
-      continue;
-    }
-    const group = groups.get(entry.position) ?? [];
-    group.push({ entry, info });
-    groups.set(entry.position, group);
+    page = await log.store.list(prefix, { limit: READ_ON_KEYS, ...(page.cursor ? { cursor: page.cursor } : {}) });
+    more = scan.take(page.objects);
   }
+  if (more === undefined && page.truncated) more = scan.lastPosition ?? null;
+  const { groups, gone } = scan;
   if (gone.length > 0) options.background?.(log.store.delete(gone));
   // Two entries of one session (a writer stopped between its put and its delete, or writes
   // reordered): the one with the most turns shows; after the response the session is read and
@@ -111,9 +111,71 @@ export async function listSessions(
     sessions.push(found);
     bytes += size;
   }
-  const last = cut ? best[sessions.length - 1]!.position : lastPosition;
-  const hasMore = cut || (page.truncated && last !== undefined);
-  return { sessions, has_more: hasMore, next_after: hasMore ? last! : null };
+  const last = cut ? best[sessions.length - 1]!.position : more;
+  return last ? { sessions, has_more: true, next_after: last } : { sessions, has_more: false, next_after: null };
+}
+
+/**
+ * The keys a page met, in index order: the entries it shows (grouped by position), the markers
+ * and the keys to delete after the response. It takes keys until it holds `limit` sessions and
+ * meets a key of the next position, so the last session it holds has all its keys read.
+ */
+class PageScan {
+  readonly groups = new Map<string, { entry: IndexEntry; info: ObjectInfo }[]>();
+  readonly gone: string[] = [];
+  readonly #markers = new Map<string, IndexMarker[]>();
+  readonly #log: LogContext;
+  readonly #limit: number;
+  /** The position of the last key taken, and the one before it. */
+  lastPosition: string | undefined;
+  #previousPosition: string | undefined;
+
+  constructor(log: LogContext, limit: number) {
+    this.#log = log;
+    this.#limit = limit;
+  }
+
+  /** Whether the page holds fewer than `limit` sessions. */
+  short(): boolean {
+    return this.groups.size < this.#limit;
+  }
+
+  /** Takes `objects`; the position the page ends at once it is full with keys after it, else undefined. */
+  take(objects: readonly ObjectInfo[]): string | undefined {
+    for (const info of objects) {
+      // A delete's marker, the first key of its position (log/index-markers.ts): the entries of
+      // the generations it names are of a session gone, left out and deleted after the response.
+      const marker = parseIndexMarker(this.#log.keyPrefix, info.key);
+      const entry = marker ? null : parseIndexKey(this.#log.keyPrefix, info.key);
+      const position = marker?.position ?? entry?.position;
+      if (position === undefined) continue;
+      if (position !== this.lastPosition) {
+        if (!this.short()) return this.lastPosition;
+        this.#previousPosition = this.lastPosition;
+        this.lastPosition = position;
+      }
+      if (marker) {
+        this.#markers.set(position, [...(this.#markers.get(position) ?? []), marker]);
+        if (markerStale(this.#log, marker)) this.gone.push(info.key);
+      } else if (markedDeleted(entry!, this.#markers.get(position))) {
+        this.gone.push(info.key);
+      } else {
+        const group = this.groups.get(position) ?? [];
+        group.push({ entry: entry!, info });
+        this.groups.set(position, group);
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Where a page cut short by READ_ON_LISTINGS ends: before the last position read when no entry
+   * of it shows (the keys not read of it may hold one, another generation's behind a marker).
+   */
+  boundPosition(): string | undefined {
+    const last = this.lastPosition;
+    return last !== undefined && !this.groups.has(last) ? (this.#previousPosition ?? last) : last;
+  }
 }
 
 function row(entry: IndexEntry, withCounts: boolean, ttlDays: number | null): SessionRow {

@@ -1,4 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { importLines } from '../../lib/transfer.ts';
+import { headerLine } from '../support/export-lines.ts';
 import { READ_ON_KEYS, READ_ON_LISTINGS } from '../../lib/session/log/listing.ts';
 import { indexPosition, indexPrefix } from '../../lib/session/log/session-index.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -49,5 +53,23 @@ describe('session listing: reading on', () => {
     expect(store.counts.list - before).toBe(1 + READ_ON_LISTINGS);
     const second = await log.listSessions({ limit: 1, after: first.next_after! });
     expect([second.sessions.map((row) => row.id), second.has_more]).toEqual([['live'], false]);
+  });
+
+  it('an incarnation imported again at the millisecond of one deleted lists, its entry behind the marker', async () => {
+    const store = new CountingStore(new MemoryStore());
+    const log = new SessionLog(store, { keyPrefix, clock: () => new Date(now) });
+    const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, keyPrefix) });
+    const services = { sessions: log, inbox, env: {} };
+    const limits = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
+    const lines = async function* () {
+      yield new TextEncoder().encode(`${headerLine('x')}\n`);
+    };
+    await importLines(services, lines(), limits);
+    await log.delete('x');
+    // The export keeps `created_at`: the same position, under a generation of its own.
+    await importLines(services, lines(), limits);
+    // The first listing (one key) holds the marker alone; the page reads on to the entry.
+    const page = await log.listSessions({ limit: 1 });
+    expect([page.sessions.map((row) => row.id), page.has_more]).toEqual([['x'], false]);
   });
 });

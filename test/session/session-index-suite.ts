@@ -309,6 +309,29 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect([last.sessions, last.has_more, last.next_after]).toEqual([[], false, null]);
     });
 
+    it('a delete whose marker put fails still removes an entry put while it deleted session.json', async () => {
+      const { hold, wrap } = holding();
+      const faults: FaultyStore[] = [];
+      const { log, list, entries, keyPrefix } = setup((store) => {
+        faults.push(new FaultyStore(store));
+        return wrap(faults[0]!);
+      });
+      await log.create({ id: 'x' });
+      const { indexed } = await log.append('x', [user('one')]);
+      const configDelete = hold((method, key) => method === 'delete' && key === sessionConfigKey(keyPrefix, 'x'));
+      const deleting = log.delete('x');
+      await configDelete.reached;
+      // The append's refresh runs whole before the config goes: its check finds the session, it keeps its entry.
+      await log.refreshIndex('x', indexed);
+      expect(await entries()).toHaveLength(1);
+      faults[0]!.failWhen(({ operation, key }) => operation === 'put' && key.includes('/-'), { times: 1 });
+      configDelete.open();
+      await expect(deleting).rejects.toThrow(/injected/);
+      expect(await entries()).toEqual([]);
+      expect((await list()).sessions).toEqual([]);
+      await expect(log.get('x')).rejects.toBeInstanceOf(NotFoundError);
+    });
+
     it('a writer that read the session before a newest turn delete, stopped past the delete: no row', async () => {
       // The writer read the session (two turns), its put waits; the newest turn is deleted (a new
       // generation), then the session. The put lands, and the process stops at its config check.

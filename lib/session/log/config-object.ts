@@ -216,11 +216,17 @@ export async function deleteSession(
     await removeIndexEntries(log, head.config);
     await log.store.delete(configKey);
     // An entry a writer puts from now on, its config check not run (its process stopped), is
-    // not listed: this marker names its generation (log/index-markers.ts).
-    await markDeleted(log, head.config);
+    // not listed: this marker names its generation (log/index-markers.ts). A failed put fails
+    // the delete only after the second removal ran: a retry, finding no config, knows no
+    // index position to clean.
+    const unmarked = await markDeleted(log, head.config).then(
+      () => null,
+      (error: unknown) => ({ error }),
+    );
     // A turn claimed between the first read and the config's deletion is fenced too.
     await fence((await readNewest(log, scope)).newest);
     await removeIndexEntries(log, head.config);
+    if (unmarked) throw unmarked.error;
     await sweepSession(log, id, keep);
   } finally {
     for (const closed of fenced) log.onClosedByOther?.(closed);

@@ -78,12 +78,12 @@ export async function listSessions(
   let more: string | null | undefined = scan.take(page.objects);
   // Short of `limit` sessions (markers, entries left out, two entries of one session, or a
   // store's short page): read on, from where the listing stopped, within READ_ON_LISTINGS.
-  for (let readOn = 0; more === undefined && page.truncated && scan.short(); readOn++) {
+  for (let readOn = 0; more === undefined && page.truncated && page.cursor && scan.short(); readOn++) {
     if (readOn === READ_ON_LISTINGS) {
-      more = scan.boundPosition() ?? after ?? null;
+      more = scan.boundPosition() ?? null;
       break;
     }
-    page = await log.store.list(prefix, { limit: READ_ON_KEYS, ...(page.cursor ? { cursor: page.cursor } : {}) });
+    page = await log.store.list(prefix, { limit: READ_ON_KEYS, cursor: page.cursor });
     more = scan.take(page.objects);
   }
   if (more === undefined && page.truncated) more = scan.lastPosition ?? null;

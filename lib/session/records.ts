@@ -107,6 +107,16 @@ export const sessionConfigSchema = z
       .min(1)
       .optional(),
     /**
+     * The generations a delete of the newest turn left whose charges may still be owed: put after
+     * that delete read its head, by writers that read the config before it moved, so no write of
+     * the session counts them until they are carried (log/owed-charges.ts). The next write that
+     * reads it carries them; one that carried them all takes the generation out.
+     */
+    carry_from: z
+      .array(z.string().regex(generationSchemaPattern).or(z.literal('')))
+      .min(1)
+      .optional(),
+    /**
      * The SHA-256 of the request that created the session under an Idempotency-Key (POST
      * /v1/conversations): the key sent again with another request is refused.
      */

@@ -21,7 +21,8 @@ import { configReading, parsedSpend, putSpend, shownLedger } from './unbilled.ts
  * that does not land counted nothing; a failed get leaves the charge to the next write. A delete
  * of the newest turn moves the session to another generation: its fence counts (and deletes,
  * before the config moves) every charge its head listed, and one put after that is carried to
- * the generation the session moved to (carry), by the delete or by its writer.
+ * the generation the session moved to (carry), by the delete or by its writer (or, the delete
+ * stopped first, by the next write: log/owed-charges.ts).
  */
 
 /** The most charges one write counts (the others wait for the next write). */
@@ -161,23 +162,23 @@ async function movedTo(log: LogContext, scope: LogScope): Promise<LogScope | nul
 }
 
 /** How many times a delete of the newest turn lists the charges of the generation it left (carriedOn). */
-const CARRY_ATTEMPTS = 3;
+export const CARRY_ATTEMPTS = 3;
 
 /**
  * After a delete of the newest turn moved the config off the generation of `left` (the charges
  * its fence counted deleted before): every charge still there, which no write counted (put after
- * the delete read its head), carried to the generation the config names now. No other write
- * lists that generation again, and its writer may have read the config before it moved: a
- * failure lists it again, up to CARRY_ATTEMPTS times in all (one carried or being carried has
- * its marker, and is passed over); the last one is thrown, leaving what is not carried yet
- * counted by no session total, as a charge whose put failed.
+ * the delete read its head), carried to the generation the config names now. No write lists that
+ * generation on its own again, and its writer may have read the config before it moved: the
+ * config names it in `carry_from` until this ran once without a failure (log/owed-charges.ts). A
+ * failure lists it again, up to `attempts` times in all (one carried or being carried has its
+ * marker, and is passed over); the last one is thrown.
  */
-export async function carriedOn(log: LogContext, left: LogScope): Promise<void> {
+export async function carriedOn(log: LogContext, left: LogScope, attempts = CARRY_ATTEMPTS): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await carryLeft(log, left);
     } catch (error) {
-      if (attempt + 1 >= CARRY_ATTEMPTS) throw error;
+      if (attempt + 1 >= attempts) throw error;
       await backoff(attempt);
     }
   }

@@ -35,6 +35,7 @@ import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
 import { billStopped, chargesClaim, counted, passedClaim, unbilledOf } from './unbilled.ts';
 import { billCharges } from './charges.ts';
+import { payOwed } from './owed-charges.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -191,6 +192,8 @@ export async function prepareCommit(
     if (options.keyHash && options.checkQueued) queued = queuedUnder(log, scope, options.keyHash);
   });
   const { scope } = head;
+  // Charges a delete of the newest turn left owed go on to this generation (none: no call).
+  if (head.config.carry_from) await payOwed(log, head.config, head.configEtag, 1);
   let newest = head.newest;
   // The queue's signal as listed, when raised (keys.ts queueSignalKey): its etag.
   const signal = head.cursor.queueSignal;

@@ -290,6 +290,9 @@ export async function sweepSession(log: LogContext, id: string, keep: ReadonlySe
           /^(queue(_cleared|_taking)?|idem|blob)\//.test(key.slice(prefix.length))
         )
           return false;
+        // Charges a delete of the newest turn left owed, until a write carried them (log/owed-charges.ts).
+        if (config.carry_from?.includes(level) && key.slice(prefix.length).startsWith(`turn/${level}/-charge-`))
+          return false;
         return !pending.has(level) && isOtherGeneration(key.slice(prefix.length), generation!, config.created_at);
       });
     if (keys.length > 0) await log.store.delete(keys);

@@ -47,6 +47,8 @@ export interface Head {
   newest: { record: LogRecord; done: DoneRecord | null; key?: string } | null;
   /** The listing the newest record was found with, positioned after it. */
   cursor: UnitCursor;
+  /** The etag of the config as read (readHead): a write of it if-match (log/owed-charges.ts). */
+  configEtag?: string;
 }
 
 /**
@@ -67,9 +69,10 @@ export async function readHead(
   const firstPage = log.store.list(listPrefix, { limit: pageLimit });
   // Settled either way, so a missing session does not leave the listing's failure unhandled.
   firstPage.catch(() => undefined);
-  const { config } = await readConfig(log, id);
+  const { config, info } = await readConfig(log, id);
   const scope = scopeOf(log.keyPrefix, config);
-  return { config, scope, ...(await readNewest(log, scope, pageLimit, { listPrefix, firstPage }, alongside)) };
+  const newest = await readNewest(log, scope, pageLimit, { listPrefix, firstPage }, alongside);
+  return { config, scope, ...newest, configEtag: info.etag };
 }
 
 /**

@@ -28,7 +28,8 @@ import { openTurnRefused } from './turns.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
-import { carriedOn, dropCharges, withCharges } from './charges.ts';
+import { dropCharges, withCharges } from './charges.ts';
+import { owedAfter, payOwed } from './owed-charges.ts';
 import { heldError } from './busy-lease.ts';
 
 /**
@@ -178,10 +179,10 @@ export async function deleteNewestTurn(
     const { counted, started } = fenced;
     const moved = await moveBack(log, counted, previous, started, flat);
     if (moved) {
-      // The generation left lists its charges to no write of the session again: one put after the
-      // head read goes on to the generation the config names (log/charges.ts carry).
-      await carriedOn(log, head.scope).catch(() => undefined);
-      return moved;
+      // The charges put there after the head read go on to the generation the config names
+      // (log/charges.ts carry): by this delete or, owed (`carry_from`), by the next write.
+      await payOwed(log, moved.config, moved.etag);
+      return moved.session;
     }
     await backoff(attempt);
   }
@@ -270,7 +271,7 @@ async function moveBack(
   previous: Point | null,
   started: number,
   flat: Flattened | null,
-): Promise<SessionRecord | null> {
+): Promise<{ session: SessionRecord; config: SessionConfig; etag: string | undefined } | null> {
   const point = forkPoint(head, previous);
   // Flattened: the generation reads none (its references keep the ones it copied from).
   const read = flat ? [...(flat.scope.ancestors ?? [])] : forkChainBack(head, previous);
@@ -289,6 +290,7 @@ async function moveBack(
   const undone = signal && signal.size > 0 ? [...markers, queueSignalKey(scope)] : markers;
   let config: SessionConfig = head.config;
   let written = false;
+  let etag: string | undefined;
   try {
     await Promise.all([
       putForkStart(log, { ...head.config, generation }, scope, first, markers),
@@ -313,13 +315,14 @@ async function moveBack(
       ...(named.length > 0 ? { named } : {}),
       rewound,
       queued_in,
+      // The charges put there after the head read are owed until carried (log/owed-charges.ts).
+      carry_from: owedAfter(current.config, head.config.generation ?? ''),
     };
-    written =
-      current.config.generation === head.config.generation &&
-      (await log.store.put(sessionConfigKey(log.keyPrefix, config.id), JSON.stringify(config), {
-        ifMatch: current.info.etag,
-        contentType: 'application/json',
-      })) !== null;
+    const put = { ifMatch: current.info.etag, contentType: 'application/json' };
+    const same = current.config.generation === head.config.generation;
+    const key = sessionConfigKey(log.keyPrefix, config.id);
+    etag = same ? (await log.store.put(key, JSON.stringify(config), put))?.etag : undefined;
+    written = etag !== undefined;
   } catch (error) {
     // A put whose answer was lost may have landed: the config says.
     written = (await readConfig(log, head.config.id).catch(() => null))?.config.generation === generation;
@@ -338,7 +341,8 @@ async function moveBack(
   } catch {
     // Listed again from its next turn, append or PATCH.
   }
-  return toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
+  const session = toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
+  return { session, config, etag };
 }
 
 /**

@@ -231,7 +231,7 @@ export const QUEUE_SIGNAL = '-queued';
 
 /**
  * `turn/<g>/-charge-<id>`: what a model call whose turn's record never landed spent, listed before every record
- * (lib/session/log/charges.ts); `id`: random hex (`<id>.carried`, a charge being carried on, lists as none).
+ * (charges.ts); `id`: random hex (`<id>.carried`, a charge being carried on, `<id>.pending`, its copy, list as none).
  */
 export const CHARGE_PREFIX = '-charge-';
 export function chargeKey(scope: LogScope, id: string): string {

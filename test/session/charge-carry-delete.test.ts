@@ -16,7 +16,10 @@ import { SessionLog } from '../support/session-log.ts';
 // A carried charge (lib/session/log/charges.ts carry) goes with its marker, which kept its other
 // carrier off it: a store deleting several keys in no set order (S3's DeleteObjects, R2's batch)
 // may remove the marker and fail on the charge, or remove the marker first. The charge must be
-// gone before its marker is, or its other carrier carries it a second time.
+// gone before its marker is, or its other carrier carries it a second time. A carry that failed
+// is finished by a write once its marker is older than a lease (lib/session/log/owed-charges.ts).
+
+const LEASE_MS = 1000;
 
 describe.each(await memoryAndFileStores('charge-carry-delete'))(
   'a carried charge goes before its marker: %s',
@@ -25,7 +28,8 @@ describe.each(await memoryAndFileStores('charge-carry-delete'))(
       // Its delete of several keys removes the last ones first.
       const faulty = new FaultyStore(storeOf(), { deleteEachLastFirst: true });
       const store = new HeldStore(faulty);
-      const log = new SessionLog(store, {});
+      let now = Date.parse('2026-01-01T00:00:00Z');
+      const log = new SessionLog(store, { clock: () => new Date(now), leaseMs: LEASE_MS });
       const turn = await chargeableSession(log);
 
       // The charge lands after the delete read its head; its writer reads the config once it moved,
@@ -47,6 +51,7 @@ describe.each(await memoryAndFileStores('charge-carry-delete'))(
       listed.release();
       await deleted;
 
+      now += 2 * LEASE_MS;
       expect(await totalsAfterTwoWrites(log)).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 6 });
     });
   },

@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
-import { CHARGED, chargeableSession, fencePut, isCharge, totalsAfterTwoWrites, user } from '../support/charges.ts';
+import {
+  CHARGED,
+  chargeableSession,
+  chargeList,
+  configGet,
+  fencePut,
+  isCharge,
+  totalsAfterTwoWrites,
+  user,
+} from '../support/charges.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
@@ -11,6 +20,8 @@ import { SessionLog } from '../support/session-log.ts';
 // that no write counted (put after its head read, their writers reading the config before it
 // moved): the config it writes names that generation (`carry_from`), so whichever write reads it
 // next carries them (lib/session/log/owed-charges.ts), when the delete stopped before it did.
+
+const LEASE_MS = 1000;
 
 describe.each(await memoryAndFileStores('charge-owed'))(
   'charges a delete of the newest turn owes: %s',
@@ -33,6 +44,108 @@ describe.each(await memoryAndFileStores('charge-owed'))(
       expect(
         JSON.parse(new TextDecoder().decode((await faulty.get(sessionConfigKey('', 's1')))!.body)),
       ).not.toHaveProperty('carry_from');
+    });
+
+    it('count once whichever storage call of the delete its process dies at', async () => {
+      /** The delete dying at its `k`th call from the charge's put on (that call landed or not); its calls. */
+      async function run(inner: ObjectStore, k: number, after: boolean) {
+        let now = Date.parse('2026-01-01T00:00:00Z');
+        const faulty = new FaultyStore(inner);
+        const store = new HeldStore(faulty);
+        const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
+        const log = new SessionLog(store, options);
+        const turn = await chargeableSession(log);
+        const fence = store.hold(fencePut);
+        const deleted = log.deleteTurn('s1', 1).catch(() => undefined);
+        await fence.reached;
+        expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
+        let calls = 0;
+        let dead = false;
+        faulty.failWhen(() => dead);
+        faulty.failWhen(
+          () => {
+            if (++calls !== k) return false;
+            dead = true;
+            return true;
+          },
+          { after, times: 1 },
+        );
+        fence.release();
+        await deleted;
+        // What the dead process left in the background fails too; a new process writes on.
+        faulty.heal();
+        const next = new SessionLog(faulty, options);
+        for (const content of ['b', 'c', 'd']) {
+          now += 3 * LEASE_MS;
+          await next.append('s1', [user(content)]);
+        }
+        return { calls, usage: (await next.get('s1')).usage };
+      }
+      const { calls } = await run(storeOf(), 0, false);
+      expect(calls).toBeGreaterThan(5);
+      for (let k = 1; k <= calls; k++)
+        for (const after of [false, true]) {
+          const { usage } = await run(storeOf(), k, after);
+          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject({
+            turns: 1,
+            input_tokens: 110,
+            output_tokens: 6,
+          });
+        }
+    });
+
+    it("count once whichever storage call of its writer's carry its process dies at", async () => {
+      /** Its writer, reading the config once the delete moved it, dying at its `k`th call from then on. */
+      async function run(k: number, after: boolean) {
+        let now = Date.parse('2026-01-01T00:00:00Z');
+        const store = new HeldStore(storeOf());
+        const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
+        const log = new SessionLog(store, options);
+        const writerStore = new FaultyStore(store);
+        const writer = new SessionLog(writerStore, options);
+        const turn = await chargeableSession(log);
+        const fence = store.hold(fencePut);
+        const deleted = log.deleteTurn('s1', 1);
+        await fence.reached;
+        const read = store.hold(configGet);
+        const stored = writer.storeCharge(turn, { usage: CHARGED }).catch(() => false);
+        await read.reached;
+        // The delete's listing waits until the writer's carry ran (its marker first) or died.
+        const listed = store.hold(chargeList);
+        fence.release();
+        await listed.reached;
+        let calls = 0;
+        let dead = false;
+        writerStore.failWhen(() => dead);
+        writerStore.failWhen(
+          () => {
+            if (++calls !== k) return false;
+            dead = true;
+            return true;
+          },
+          { after, times: 1 },
+        );
+        read.release();
+        await stored;
+        listed.release();
+        await deleted;
+        for (const content of ['b', 'c', 'd']) {
+          now += 3 * LEASE_MS;
+          await log.append('s1', [user(content)]);
+        }
+        return { calls, usage: (await log.get('s1')).usage };
+      }
+      const { calls } = await run(0, false);
+      expect(calls).toBeGreaterThan(4);
+      for (let k = 1; k <= calls; k++)
+        for (const after of [false, true]) {
+          const { usage } = await run(k, after);
+          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject({
+            turns: 1,
+            input_tokens: 110,
+            output_tokens: 6,
+          });
+        }
     });
   },
 );

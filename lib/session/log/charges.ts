@@ -1,12 +1,13 @@
 import { randomHex } from '../../hash.ts';
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
 import { firstToCreate } from '../../store/create-only.ts';
-import { listAll, mapLimit } from '../../store/object-store.ts';
-import { chargeKey, type LogScope } from '../keys.ts';
+import { decodeUtf8, listAll, mapLimit } from '../../store/object-store.ts';
+import { chargeKey, generationSchemaPattern, type LogScope } from '../keys.ts';
+import { StorageError } from '../../errors.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
 import { backoff, PARALLEL_GETS, type LogContext } from './context.ts';
 import { ledgerOf, scopeOf, type Head } from './head.ts';
-import { configReading, parsedSpend, putSpend, shownLedger } from './unbilled.ts';
+import { configReading, parsedSpend, putSpendAt, shownLedger } from './unbilled.ts';
 
 /**
  * Charges: what a model call spent whose turn's record never landed (its put failed, or its
@@ -45,7 +46,11 @@ export async function billCharges(
   const named = new Set(newest?.record.charged ?? []);
   const counted = listed.filter((id) => named.has(id));
   // Counted by a record that landed: gone, it is named no more (a failed delete: named again).
-  if (counted.length > 0) log.store.delete(counted.map((id) => chargeKey(scope, id))).catch(() => undefined);
+  if (counted.length > 0)
+    deleteCharges(
+      log,
+      counted.map((id) => chargeKey(scope, id)),
+    ).catch(() => undefined);
   const found = await uncounted(log, scope, listed, named, all);
   return { ledger: found.reduce(withCharge, ledger), charged: [...counted, ...found.map((charge) => charge.id)] };
 }
@@ -121,7 +126,10 @@ function withCharge(totals: Ledger, { spent }: { spent: StoppedSpendRecord | nul
  */
 export async function dropCharges(log: LogContext, { scope, cursor, newest }: Head): Promise<void> {
   const ids = cursor.charges.length > 0 ? (newest?.record.charged ?? []) : [];
-  if (ids.length > 0) await log.store.delete(ids.map((id) => chargeKey(scope, id)));
+  await deleteCharges(
+    log,
+    ids.map((id) => chargeKey(scope, id)),
+  );
 }
 
 /**
@@ -129,14 +137,20 @@ export async function dropCharges(log: LogContext, { scope, cursor, newest }: He
  * config: a delete of the newest turn that moved the session to another generation meanwhile
  * gets it carried there (carry); a delete of the session (or one deleted and created again), it
  * is deleted again (a sweep may have passed before it landed). False when it will not be counted.
+ * `carried`: the id of a charge a carry puts here (carryOn), create-only under that id.
  */
 export async function storeCharge(
   log: LogContext,
   scope: LogScope,
   spent: Omit<StoppedSpendRecord, 'format'>,
+  carried?: string,
 ): Promise<boolean> {
-  const id = randomHex(8);
-  if (!(await putSpend(log, chargeKey(scope, id), spent))) return false;
+  const id = carried ?? randomHex(8);
+  const put = await putSpendAt(log, chargeKey(scope, id), spent);
+  if (carried !== undefined) {
+    // Found there: put by an earlier try of its carry. Not told: its carry goes no further (resumed).
+    if (put === 'unknown') throw new StorageError(`the carried charge ${chargeKey(scope, id)} was not stored`);
+  } else if (put !== 'stored') return false;
   const now = await movedTo(log, scope);
   if (now === scope) return true;
   if (now) return carry(log, scope, id, now);
@@ -169,11 +183,12 @@ export const CARRY_ATTEMPTS = 3;
  * its fence counted deleted before): every charge still there, which no write counted (put after
  * the delete read its head), carried to the generation the config names now. No write lists that
  * generation on its own again, and its writer may have read the config before it moved: the
- * config names it in `carry_from` until this ran once without a failure (log/owed-charges.ts). A
- * failure lists it again, up to `attempts` times in all (one carried or being carried has its
- * marker, and is passed over); the last one is thrown.
+ * config names it in `carry_from` until this ran once without a failure and left no carry
+ * unfinished (log/owed-charges.ts; true then). A failure lists it again, up to `attempts` times in
+ * all (one carried or being carried has its marker, and is passed over, or resumed once that
+ * marker is older than a lease); the last one is thrown.
  */
-export async function carriedOn(log: LogContext, left: LogScope, attempts = CARRY_ATTEMPTS): Promise<void> {
+export async function carriedOn(log: LogContext, left: LogScope, attempts = CARRY_ATTEMPTS): Promise<boolean> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await carryLeft(log, left);
@@ -184,43 +199,118 @@ export async function carriedOn(log: LogContext, left: LogScope, attempts = CARR
   }
 }
 
-/** One listing of carriedOn: carries each charge of `left` that has no marker. */
-async function carryLeft(log: LogContext, left: LogScope): Promise<void> {
+/**
+ * One listing of carriedOn: carries each charge of `left` that has no marker, and finishes each
+ * carry whose marker is older than a lease (its carrier stopped: resume). True when no carry is
+ * left unfinished (one whose marker is younger, its carrier taken to be at it: listed again).
+ */
+async function carryLeft(log: LogContext, left: LogScope): Promise<boolean> {
   const prefix = chargeKey(left, '');
   // Page after page: a page may hold fewer keys than asked while truncated (R2).
   const names = (await listAll(log.store, prefix)).map((object) => object.key.slice(prefix.length));
-  const marked = new Set(names.filter((name) => name.endsWith(CARRIED)).map((name) => name.slice(0, -CARRIED.length)));
-  const ids = names.filter((name) => !name.endsWith(CARRIED) && !marked.has(name));
-  if (ids.length === 0) return;
+  const charges = new Set(names.filter((name) => !name.includes('.')));
+  const marked = names.filter((name) => name.endsWith(CARRIED)).map((name) => name.slice(0, -CARRIED.length));
+  const ids = [...charges].filter((id) => !marked.includes(id));
+  if (ids.length === 0 && marked.length === 0) return true;
   const to = await movedTo(log, left);
-  if (to && to !== left) await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to));
+  if (!to || to === left) return true;
+  await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to));
+  const finished = await mapLimit(marked, PARALLEL_GETS, (id) => resume(log, left, id, charges.has(id)));
+  return finished.every(Boolean);
 }
 
 /** What a charge's name takes on while it is carried to another generation (carry). */
 const CARRIED = '.carried';
 
+/** The name of a carried charge's copy under the generation it is carried to, before it is a charge there (carry). */
+const PENDING = '.pending';
+
 /**
- * Carries charge `id` of `from`, a generation the session left, to `to`: as a new charge there
- * (storeCharge, which carries it on again when the session left `to` too), then deleted here.
- * Its writer (storeCharge) and the delete that left `from` (carriedOn) may both carry it: the one
- * whose create-only marker (`<charge key>.carried`, a random body, which a listing of the log
- * passes over) lands does (its own found there after a refusal, or a lost answer, too), the other
- * leaves it. One that is gone was counted (by the fence of the delete that left
- * `from`, which deleted it before it moved the config) or carried already. A failure after the
- * marker leaves it (counted nowhere, as a charge whose put failed), and the marker, which goes
- * only once the charge is gone; true unless it was not stored.
+ * Deletes the charges `keys`, each one's pending copy (carry) before it: a charge put by a carry
+ * is gone only once its copy is, which tells a carry resumed that it landed.
+ */
+async function deleteCharges(log: LogContext, keys: string[]): Promise<void> {
+  if (keys.length === 0) return;
+  await log.store.delete(keys.map((key) => `${key}${PENDING}`));
+  await log.store.delete(keys);
+}
+
+/**
+ * Carries charge `id` of `from`, a generation the session left, to `to`. Its writer (storeCharge)
+ * and whoever lists `from` once the config moved (carriedOn) may both carry it: the one whose
+ * create-only marker (`<charge key>.carried`, its body `<ms>:<to's generation>:<random>`, which a
+ * listing of the log passes over) lands does (its own found there after a refusal, or a lost
+ * answer, too), the other leaves it. One that is gone was counted (by the fence of the delete
+ * that left `from`, which deleted it before it moved the config) or carried already. The carry
+ * (carryOn) can be resumed where it stopped, so a carrier that stops after its marker leaves it to
+ * the next listing once the marker is older than a lease; true unless it was not stored.
  */
 async function carry(log: LogContext, from: LogScope, id: string, to: LogScope): Promise<boolean> {
   const key = chargeKey(from, id);
+  const since = log.clock().getTime();
   // A marker refused, or unanswered, that is its own landed (a store's retry refused by its first attempt).
-  if (!(await firstToCreate(log.store, `${key}${CARRIED}`)).first) return true;
+  if (!(await firstToCreate(log.store, `${key}${CARRIED}`, `${since}:${to.generation}`)).first) return true;
   const object = await log.store.get(key);
-  const spent = object ? parsedSpend(object.body) : null;
-  const { format: _, ...carried } = spent ?? { format: 'tailgate.spent.v1' };
-  const stored = spent ? await storeCharge(log, to, carried) : true;
-  // The charge before its marker (a batch delete keeps no order): a marker gone while the charge
-  // is still there would let its other carrier carry it again.
-  await log.store.delete([key]);
+  return carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, object !== null, since);
+}
+
+/**
+ * A carry once its marker landed: the charge `spent` copied to `<to's charge key>.pending`, then
+ * deleted (`there`: not yet), then put as a charge of `to` under its own id, create-only (a
+ * charge there already is this one: storeCharge, which carries it on again when the session left
+ * `to` too), then its copy deleted, then the marker. Each step can be done again: while the charge
+ * is there no copy was put as a charge; while its copy is, the one put is not deleted yet (a
+ * charge's copy goes before it, deleteCharges), so a put again is refused. A carrier that took more
+ * than half a lease since `since` stops (thrown): one resuming may be at it.
+ */
+async function carryOn(
+  log: LogContext,
+  from: LogScope,
+  id: string,
+  to: LogScope,
+  spent: StoppedSpendRecord | null,
+  there: boolean,
+  since: number,
+): Promise<boolean> {
+  const key = chargeKey(from, id);
+  const pending = `${chargeKey(to, id)}${PENDING}`;
+  const inTime = () => {
+    if (log.clock().getTime() - since > log.leaseMs / 2) throw new StorageError(`the carry of ${key} took too long`);
+  };
+  let stored = true;
+  if (there && spent) {
+    inTime();
+    await log.store.put(pending, JSON.stringify(spent), { contentType: 'application/json' });
+  }
+  if (there) await deleteCharges(log, [key]);
+  if (spent) {
+    inTime();
+    const { format: _, ...carried } = spent;
+    stored = await storeCharge(log, to, carried, id);
+    await log.store.delete([pending]);
+  }
   await log.store.delete([`${key}${CARRIED}`]);
   return stored;
+}
+
+/**
+ * Resumes the carry of charge `id` of `from` whose marker is older than a lease (its carrier
+ * stopped; `there`: the charge was listed): from the charge, or, gone, from its pending copy under
+ * the generation the marker names (none: carried, only its marker left). False when the marker
+ * is younger (its carrier may be at it); a marker that names no time (older code's) is left as it
+ * was, true.
+ */
+async function resume(log: LogContext, from: LogScope, id: string, there: boolean): Promise<boolean> {
+  const key = chargeKey(from, id);
+  const marker = await log.store.get(`${key}${CARRIED}`);
+  if (!marker) return true;
+  const [ms, generation] = decodeUtf8(marker.body).split(':');
+  if (!generation?.match(generationSchemaPattern) || !/^\d+$/.test(ms ?? '')) return true;
+  const now = log.clock().getTime();
+  if (now - Number(ms) <= log.leaseMs) return false;
+  const to = { keyPrefix: from.keyPrefix, id: from.id, generation };
+  const source = there ? await log.store.get(key) : null;
+  const object = source ?? (await log.store.get(`${chargeKey(to, id)}${PENDING}`));
+  await carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, source !== null, now);
+  return true;
 }

@@ -11,8 +11,9 @@ import type { LogContext } from './context.ts';
  * `carry_from`, in the same put, so a delete stopped before it carried them (its process gone, its
  * listings failed) leaves them owed, not lost: the next write that reads the config carries them,
  * and takes the generations it carried out of `carry_from` with a put of the config if-match on
- * the one it read. A charge carried already (or being carried) has its marker and is passed over,
- * so carrying again counts nothing twice. Nothing owed (no `carry_from`): no call.
+ * the one it read, once no carry of them is left unfinished (one whose carrier stopped is resumed
+ * once its marker is older than a lease: log/charges.ts carryOn, which can be done again without
+ * counting twice). Nothing owed (no `carry_from`): no call.
  */
 
 /** The scope of `generation`, a generation of session `config` that a delete of its newest turn left. */
@@ -37,8 +38,7 @@ export async function payOwed(
   const carried: string[] = [];
   for (const generation of owed) {
     try {
-      await carriedOn(log, leftScope(log, config, generation), attempts);
-      carried.push(generation);
+      if (await carriedOn(log, leftScope(log, config, generation), attempts)) carried.push(generation);
     } catch {
       // Still owed: the next write lists it again.
     }

@@ -197,7 +197,7 @@ const SPEND_MARK = 'tailgate-spend';
  * another's put may carry the same body (two runs of a background turn spending alike): the
  * object there is this put's when it carries its mark.
  */
-async function putSpendAt(
+export async function putSpendAt(
   log: LogContext,
   key: string,
   spent: Omit<StoppedSpendRecord, 'format'>,

@@ -116,6 +116,8 @@ export const sessionConfigSchema = z
       .array(z.string().regex(generationSchemaPattern).or(z.literal('')))
       .min(1)
       .optional(),
+    /** Random, put anew by each writer that names a generation in `carry_from` again (log/charges.ts oweAgain). */
+    carry_mark: z.string().max(64).optional(),
     /**
      * The SHA-256 of the request that created the session under an Idempotency-Key (POST
      * /v1/conversations): the key sent again with another request is refused.

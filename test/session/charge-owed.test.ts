@@ -147,5 +147,49 @@ describe.each(await memoryAndFileStores('charge-owed'))(
           });
         }
     });
+
+    it('count once whichever call the writer of one put after the delete dies at, once it is owed', async () => {
+      /** The delete done, a charge of the generation it left stored by a writer dying at its `k`th call. */
+      async function run(k: number, after: boolean) {
+        let now = Date.parse('2026-01-01T00:00:00Z');
+        const inner = storeOf();
+        const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
+        const log = new SessionLog(inner, options);
+        const writerStore = new FaultyStore(inner);
+        const writer = new SessionLog(writerStore, options);
+        const turn = await chargeableSession(log);
+        await log.deleteTurn('s1', 1);
+        const calls: string[] = [];
+        let dead = false;
+        writerStore.failWhen(() => dead);
+        writerStore.failWhen(
+          ({ operation, key }) => {
+            calls.push(`${operation} ${key}`);
+            if (calls.length !== k) return false;
+            dead = true;
+            return true;
+          },
+          { after, times: 1 },
+        );
+        await writer.storeCharge(turn, { usage: CHARGED }).catch(() => false);
+        for (const content of ['b', 'c', 'd']) {
+          now += 3 * LEASE_MS;
+          await log.append('s1', [user(content)]);
+        }
+        return { calls, usage: (await log.get('s1')).usage };
+      }
+      const { calls } = await run(0, false);
+      // Its config put names the generation in `carry_from`: from then on the charge is owed.
+      const owed = calls.indexOf(`put ${sessionConfigKey('', 's1')}`) + 1;
+      expect(owed).toBeGreaterThan(1);
+      for (let k = 1; k <= calls.length; k++)
+        for (const after of [false, true]) {
+          const { usage } = await run(k, after);
+          const label = `call ${k} of ${calls.length} (${calls[k - 1]}), ${after ? 'landed' : 'not landed'}`;
+          if (k > owed || (k === owed && after)) expect(usage.input_tokens, label).toBe(110);
+          else expect([100, 110], label).toContain(usage.input_tokens);
+          expect(usage.output_tokens, label).toBe(usage.input_tokens === 110 ? 6 : 5);
+        }
+    });
   },
 );

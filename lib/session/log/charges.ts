@@ -2,11 +2,11 @@ import { randomHex } from '../../hash.ts';
 import { addToLedger, type Ledger } from '../../ledger/usage.ts';
 import { firstToCreate } from '../../store/create-only.ts';
 import { decodeUtf8, listAll, mapLimit } from '../../store/object-store.ts';
-import { chargeKey, generationSchemaPattern, type LogScope } from '../keys.ts';
+import { chargeKey, generationSchemaPattern, sessionConfigKey, type LogScope } from '../keys.ts';
 import { StorageError } from '../../errors.ts';
 import type { LogRecord, StoppedSpendRecord } from '../records.ts';
 import { backoff, PARALLEL_GETS, type LogContext } from './context.ts';
-import { ledgerOf, scopeOf, type Head } from './head.ts';
+import { ledgerOf, readConfig, scopeOf, type Head } from './head.ts';
 import { configReading, parsedSpend, putSpendAt, shownLedger } from './unbilled.ts';
 
 /**
@@ -153,9 +153,35 @@ export async function storeCharge(
   } else if (put !== 'stored') return false;
   const now = await movedTo(log, scope);
   if (now === scope) return true;
-  if (now) return carry(log, scope, id, now);
-  await log.store.delete([chargeKey(scope, id)]);
-  return false;
+  if (!now) {
+    await log.store.delete([chargeKey(scope, id)]);
+    return false;
+  }
+  // Owed first: a carrier that stops after its marker leaves the carry to a later write.
+  await oweAgain(log, scope).catch(() => undefined);
+  return carry(log, scope, id, now);
+}
+
+/** How many times a writer that carries a charge tries to put the config naming its generation in `carry_from`. */
+const OWE_ATTEMPTS = 3;
+
+/**
+ * Names `left`, a generation the session left, in the config's `carry_from`, with a new random
+ * `carry_mark` (if-match, read again when refused): a write that read the config before this put,
+ * and listed `left` before this charge landed, cannot take it out (its put, if-match, refused),
+ * so a carry of it stopped after its marker is resumed by the write after (carriedOn).
+ */
+async function oweAgain(log: LogContext, left: LogScope): Promise<void> {
+  for (let attempt = 0; attempt < OWE_ATTEMPTS; attempt++) {
+    const { config, info } = await readConfig(log, left.id);
+    if ((config.generation ?? '') === left.generation) return;
+    const carry_from = [left.generation, ...(config.carry_from ?? []).filter((g) => g !== left.generation)];
+    const next = { ...config, carry_from, carry_mark: randomHex(8) };
+    const put = { ifMatch: info.etag, contentType: 'application/json' };
+    if (await log.store.put(sessionConfigKey(log.keyPrefix, left.id), JSON.stringify(next), put)) return;
+    await backoff(attempt);
+  }
+  throw new StorageError(`session ${left.id}: too many concurrent updates`);
 }
 
 /**

@@ -13,7 +13,8 @@ import type { LogContext } from './context.ts';
  * and takes the generations it carried out of `carry_from` with a put of the config if-match on
  * the one it read, once no carry of them is left unfinished (one whose carrier stopped is resumed
  * once its marker is older than a lease: log/charges.ts carryOn, which can be done again without
- * counting twice). Nothing owed (no `carry_from`): no call.
+ * counting twice). A charge's writer that carries it itself names its generation again first
+ * (log/charges.ts oweAgain). Nothing owed (no `carry_from`): no call.
  */
 
 /** The scope of `generation`, a generation of session `config` that a delete of its newest turn left. */
@@ -44,9 +45,10 @@ export async function payOwed(
     }
   }
   if (carried.length === 0 || etag === undefined) return false;
-  const { carry_from: _, ...rest } = config;
+  const { carry_from: _, carry_mark, ...rest } = config;
   const left = owed.filter((generation) => !carried.includes(generation));
-  const next: SessionConfig = { ...rest, ...(left.length > 0 ? { carry_from: left } : {}) };
+  const still = left.length > 0 ? { carry_from: left, ...(carry_mark ? { carry_mark } : {}) } : {};
+  const next: SessionConfig = { ...rest, ...still };
   const key = sessionConfigKey(log.keyPrefix, config.id);
   const put = { ifMatch: etag, contentType: 'application/json' };
   const written = await log.store.put(key, JSON.stringify(next), put).catch(() => null);

@@ -49,6 +49,9 @@ export function sessionCounts({ items, turns, tool_calls }: SessionCounts): Sess
   return { items, turns, tool_calls };
 }
 
+/** Generations of one incarnation, nearest first (`''`: the one before generations were named). */
+const generationListSchema = z.array(z.string().regex(generationSchemaPattern).or(z.literal(''))).min(1);
+
 export const sessionConfigSchema = z
   .object({
     format: z.literal('tailgate.session.v1'),
@@ -102,20 +105,12 @@ export const sessionConfigSchema = z
      * The generations of this incarnation a delete of its newest turn left, nearest first:
      * inputs queued under them (`queue/<g>/`) are still taken up (log/queue.ts).
      */
-    queued_in: z
-      .array(z.string().regex(generationSchemaPattern).or(z.literal('')))
-      .min(1)
-      .optional(),
+    queued_in: generationListSchema.optional(),
     /**
-     * The generations a delete of the newest turn left whose charges may still be owed: put after
-     * that delete read its head, by writers that read the config before it moved, so no write of
-     * the session counts them until they are carried (log/owed-charges.ts). The next write that
-     * reads it carries them; one that carried them all takes the generation out.
+     * Generations a delete of the newest turn left whose charges may still be owed: the next write
+     * carries them and takes out each generation it carried whole (log/owed-charges.ts).
      */
-    carry_from: z
-      .array(z.string().regex(generationSchemaPattern).or(z.literal('')))
-      .min(1)
-      .optional(),
+    carry_from: generationListSchema.optional(),
     /** Random, put anew by each writer that names a generation in `carry_from` again (log/charges.ts oweAgain). */
     carry_mark: z.string().max(64).optional(),
     /**

@@ -1,3 +1,5 @@
+import { bracketedMessage } from './field-path.ts';
+
 /**
  * Every error of lib/, in one module: the codes of the API's error JSON (docs/API.md, "Conventions"), the base class
  * and each error class thrown with one of them.
@@ -57,8 +59,7 @@ export function isErrorCode(code: string): code is ErrorCode {
 }
 
 /**
- * The code of an error read back from storage (a replayed turn's stored failure). A code
- * this version does not know is an `internal_error`, never a status it cannot name.
+ * The code of an error read back from storage (a replayed turn's): one this version does not know is `internal_error`.
  *
  * @example storedErrorCode('turn_closed') // 'turn_not_open'
  */
@@ -379,9 +380,8 @@ export class ReplayedError extends TailgateError {
 }
 
 /**
- * What a client may see of an error: its code, message and details, except for server-side
- * failures whose text is the log's (a corrupt object, a storage failure, an internal error,
- * the text of a model provider's failure), which get a generic message.
+ * What a client may see of an error: its code, message (its field in brackets: bracketedMessage) and details; a
+ * server-side failure (a corrupt object, storage, internal, a provider's) gets a generic message, its text the log's.
  *
  * @example clientError({ code: 'storage_error', message: 'S3 get sessions/a/x failed: ECONNRESET' })
  * // { code: 'storage_error', message: 'storage failed' }
@@ -392,7 +392,7 @@ export function clientError<Code extends string>(error: {
   details?: unknown;
 }): { code: Code; message: string; details?: unknown } {
   const generic = CLIENT_MESSAGES[error.code];
-  const message = generic ?? error.message;
+  const message = generic ?? bracketedMessage(error.message, error.details);
   const keepDetails = generic === undefined || CLIENT_DETAILS_KEPT.has(error.code);
   return error.details === undefined || !keepDetails
     ? { code: error.code, message }

@@ -88,6 +88,43 @@ describe('details.field names the offending field one way', () => {
   });
 });
 
+// A refusal's message names its field as OpenAI's `param` does, an array position in brackets
+// (`input[0].call_id`), whichever check refuses it; the OpenAI-compatible routes' message starts
+// with `param` itself, tailgate's own with `body.` or `query.` before a schema's field.
+describe('a message names its field in brackets, as param does', () => {
+  const call = [{ type: 'function_call_output', call_id: 'x', output: 'o' }];
+  const role = [{ type: 'message', role: 'bot', content: 'x' }];
+  const text = [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 7 }] }];
+
+  it('on the OpenAI-compatible routes, the message starts with param', async () => {
+    for (const input of [call, role, text]) {
+      const { status, body } = await api.post('/v1/responses', { model: 'echo', input });
+      expect(status, JSON.stringify(body)).toBe(400);
+      expect(body.error.param).toMatch(/^input\[0\]\./);
+      expect(body.error.message.startsWith(`${body.error.param}: `), body.error.message).toBe(true);
+    }
+    const { body } = await api.post('/v1/responses', { model: 'echo', input: call });
+    expect(body.error.message).toBe(
+      'input[0].call_id: no open function_call with call_id x (unknown, or answered already)',
+    );
+  });
+
+  it("on tailgate's routes, brackets in the message, details.field dotted", async () => {
+    const id = await api.session();
+    const turns = `/v1/sessions/${id}/turns`;
+    const refused = await api.post(turns, { input: call });
+    expect(refused.body.error).toMatchObject({
+      message: 'input[0].call_id: no open function_call with call_id x (unknown, or answered already)',
+      details: { field: 'input.0.call_id' },
+    });
+    const text7 = await api.post(turns, { input: text });
+    expect(text7.body.error).toMatchObject({
+      message: 'body.input[0].content[0].text: Invalid input: expected string, received number',
+      details: { field: 'input.0.content.0.text' },
+    });
+  });
+});
+
 // A 404 of a missing session, or of a turn the session does not have, is told one way whichever
 // route meets it (docs/API.md, "Errors"): `details.id` names the session, `details.turn` the turn.
 describe('a 404 names what is missing one way', () => {

@@ -176,7 +176,7 @@ describe('the official openai client: conversations', () => {
     ] as const) {
       const error = await refused.catch((caught: unknown) => caught);
       expect(error).toMatchObject({ status: 400, param });
-      expect((error as Error).message).toContain(`${param.replace(/\[(\d+)\]/g, '.$1')}: no open function_call`);
+      expect((error as Error).message).toContain(` ${param}: no open function_call`);
     }
   });
 

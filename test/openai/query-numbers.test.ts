@@ -31,9 +31,7 @@ describe('numbers in the facade queries', () => {
     // A whole number past 16 digits says so, not that it is no integer.
     const long = await api.get(`/v1/responses/${id}?stream=true&starting_after=${'9'.repeat(17)}`);
     expect(long.status).toBe(400);
-    expect(long.body.error.message).toBe(
-      'query.starting_after: starting_after must be an integer of at most 16 digits',
-    );
+    expect(long.body.error.message).toBe('starting_after: starting_after must be an integer of at most 16 digits');
     // Numbers it takes reach the next check (a starting_after needs stream=true).
     for (const after of ['-1', '3']) {
       const retrieved = await api.get(`/v1/responses/${id}?starting_after=${after}`);

@@ -341,7 +341,7 @@ describe('the official openai client: responses', () => {
         status: 400,
         param: 'input[0].type',
         message:
-          '400 body.input.0.type: input items of type "web_search_call" are not supported (tailgate takes message, ' +
+          '400 input[0].type: input items of type "web_search_call" are not supported (tailgate takes message, ' +
           'function_call, function_call_output, compaction, reasoning, item_reference)',
       });
       expect(JSON.stringify((builtInCall as { error: unknown }).error)).not.toContain('invalid_union');

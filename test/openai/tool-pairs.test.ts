@@ -107,7 +107,7 @@ async function expectOutputWithoutCall(store: boolean): Promise<void> {
     status: 400,
     type: 'invalid_request_error',
     param: 'input[2].call_id',
-    message: expect.stringMatching(/ input\.2\.call_id: .*call_nowhere/),
+    message: expect.stringMatching(/ input\[2\]\.call_id: .*call_nowhere/),
   });
 }
 
@@ -179,7 +179,7 @@ describe('positions after a superseded compaction reference left out of the inpu
       expect(compacted).toMatchObject({
         status: 400,
         param: 'input[3].call_id',
-        message: expect.stringContaining('input.3.call_id: '),
+        message: expect.stringContaining('input[3].call_id: '),
       });
       const system = await respond(await afterSupersededReference(lateSystem), store);
       expect(system).toMatchObject({

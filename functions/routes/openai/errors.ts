@@ -1,5 +1,6 @@
 import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { bracketPath } from '../../../lib/field-path.ts';
 import { OpenAIApiError, openaiErrorCode, openaiFailure } from '../../../lib/openai/errors.ts';
 import { errorBody, errorHeaders, requestNow } from '../../error-handler.ts';
 import { settleBusy } from '../../../lib/session/log/busy-lease.ts';
@@ -34,7 +35,19 @@ function errorType(status: number): string {
 function paramOf(details: unknown): string | null {
   const field = (details as { field?: unknown } | undefined)?.field;
   if (typeof field !== 'string' || field === '' || field === 'body') return null;
-  return field.replace(/^body\./, '').replaceAll(/\.(\d+)(?=\.|$)/g, '[$1]');
+  return bracketPath(field.replace(/^body\./, ''));
+}
+
+/**
+ * `message`, which names its field (clientError wrote it in brackets), starting with `param`
+ * itself: `body.input[0].role: ...` -> `input[0].role: ...`; an unknown field, as one tailgate
+ * does not support.
+ */
+function messageOf(message: string, param: string | null): string {
+  if (!param) return message;
+  if (/ unknown field$/.test(message)) return `${param}: this field is not supported by tailgate`;
+  const location = ['body.', 'query.', 'param.'].find((prefix) => message.startsWith(`${prefix}${param}: `));
+  return location === undefined ? message : message.slice(location.length);
 }
 
 /** The status and OpenAI-shaped body of any thrown value (tailgate's codes are kept). */
@@ -67,13 +80,12 @@ export function openaiErrorBody(
       },
     };
   }
-  const unsupported = / unknown field$/.test(message);
   const param = paramOf(details);
   return {
     status,
     body: {
       error: {
-        message: unsupported && param ? `${param}: this field is not supported by tailgate` : message,
+        message: messageOf(message, param),
         type: errorType(status),
         param,
         code,

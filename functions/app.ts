@@ -10,6 +10,7 @@ import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import type { Model } from '../lib/models/model.ts';
+import { allowedMethods, methodNotAllowed } from './allowed-methods.ts';
 import { bodyBudget } from './body-budget.ts';
 import {
   bearerAuth,
@@ -126,6 +127,16 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     OPENAI_PATH.test(c.req.path)
       ? openaiNotFound(c)
       : c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
+  );
+
+  // A known path asked with a method it does not serve: 405 (the routes are read once all are registered).
+  let served: ((path: string) => string[]) | undefined;
+  app.use(
+    '*',
+    methodNotAllowed(() => {
+      served ??= allowedMethods(app.routes);
+      return served;
+    }),
   );
 
   // What the Node and Deno servers check at startup: the settings, and the store they name.

@@ -24,6 +24,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
+  method_not_allowed: 405,
   session_exists: 409,
   name_taken: 409,
   inbox_full: 409,
@@ -119,7 +120,8 @@ function cancelled(error: { code: string | null; details?: unknown }): boolean {
  * Idempotency-Key (a retry under that key gets the same answer); a model failure whose provider
  * said when to come back (`details.retry_after_seconds`) says `Retry-After`, when it happened,
  * not in its replay (that wait is past, and the key's retry cannot pass); a busy 409 says
- * `Retry-After` and `retry-after-ms` (busyWaitMs, counted from `now`).
+ * `Retry-After` and `retry-after-ms` (busyWaitMs, counted from `now`); a 405 says the methods
+ * its path takes in `Allow` (functions/allowed-methods.ts).
  */
 export function errorHeaders(
   error: { code: string | null; details?: unknown },
@@ -134,6 +136,8 @@ export function errorHeaders(
     cancelled(error)
   )
     return { 'x-should-retry': 'false' };
+  if (error.code === 'method_not_allowed')
+    return { allow: ((error.details as { allow?: string[] } | undefined)?.allow ?? []).join(', ') };
   if (thrown instanceof TailgateError && thrown.code === 'turn_in_progress') {
     const wait = busyWaitMs((thrown.details as { lease_expires_at?: unknown } | undefined)?.lease_expires_at, now);
     return { 'retry-after': String(Math.max(1, Math.ceil(wait / 1000))), 'retry-after-ms': String(wait) };

@@ -13,6 +13,7 @@ export const ERROR_CODES = [
   'unauthorized',
   'forbidden',
   'not_found',
+  'method_not_allowed',
   'session_exists',
   'name_taken',
   'inbox_full',
@@ -128,9 +129,8 @@ export class CorruptObjectError extends TailgateError {
 }
 
 /**
- * A storage backend failed (network, 5xx, throttling) after its own retries. `message` and
- * `details` may name keys and carry backend text: they are for the log, and the error
- * handler answers clients with a generic message (see `clientError`).
+ * A storage backend failed (network, 5xx, throttling) after its own retries. `message` and `details` may name keys and
+ * carry backend text: they are for the log, and the error handler answers clients with a generic message (clientError).
  */
 export class StorageError extends TailgateError {
   constructor(message: string, details?: unknown) {

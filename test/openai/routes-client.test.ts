@@ -123,7 +123,8 @@ describe('unknown routes answer in the error shape of their API family', () => {
     ['POST', '/v1/embeddings'],
     ['GET', '/v1/files'],
     ['GET', '/v1/models/echo/extra'],
-    ['PUT', '/v1/responses'],
+    // A method a known path does not serve is a 405 (test/http/method-not-allowed.test.ts).
+    ['PUT', '/v1/batches'],
   ])("%s %s: OpenAI's shape", async (method, path) => {
     const response = await request(method, path);
     expect(response.status).toBe(404);

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// A path the API serves, asked with a method it does not serve, is a 405 `method_not_allowed`
+// in the API's error JSON with `Allow` naming the methods it serves (docs/API.md, "Errors"); an
+// unknown path stays a 404, and OPTIONS and HEAD (of a GET) are answered as before.
+const harness = appHarness(new MemoryStore(), { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' });
+const api = createClient(harness);
+
+describe('a method a known path does not serve', () => {
+  it("is a 405 naming the path's methods in Allow, in OpenAI's shape under its paths", async () => {
+    const put = await api.call('PUT', '/v1/responses', {});
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('POST');
+    expect(put.body.error).toEqual({
+      message: 'PUT is not allowed on /v1/responses (it takes POST)',
+      type: 'invalid_request_error',
+      param: null,
+      code: 'method_not_allowed',
+      details: { allow: ['POST'] },
+    });
+    // A concrete path of the OpenAI family is its own, not a response id.
+    const compact = await api.call('DELETE', '/v1/responses/compact');
+    expect(compact.status).toBe(405);
+    expect(compact.headers.get('allow')).toBe('POST');
+    expect(compact.body.error).toMatchObject({ code: 'method_not_allowed', type: 'invalid_request_error' });
+    const models = await api.call('POST', '/v1/models');
+    expect(models.status).toBe(405);
+    expect(models.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it("is a 405 in tailgate's shape under its own paths", async () => {
+    const id = await api.session();
+    const put = await api.call('PUT', `/v1/sessions/${id}`, {});
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('GET, HEAD, PATCH, DELETE');
+    expect(put.body.error).toEqual({
+      code: 'method_not_allowed',
+      message: `PUT is not allowed on /v1/sessions/${id} (it takes GET, HEAD, PATCH, DELETE)`,
+      details: { allow: ['GET', 'HEAD', 'PATCH', 'DELETE'] },
+    });
+    const sessions = await api.call('DELETE', '/v1/sessions');
+    expect(sessions.status).toBe(405);
+    expect(sessions.headers.get('allow')).toBe('GET, HEAD, POST');
+    // A session may be named as a concrete path is: its own routes still read it.
+    expect((await api.post('/v1/sessions', { id: 'import' })).status).toBe(201);
+    expect((await api.get('/v1/sessions/import')).body.id).toBe('import');
+    expect((await api.call('PUT', '/v1/sessions/import')).headers.get('allow')).toBe('GET, HEAD, POST, PATCH, DELETE');
+  });
+
+  it('leaves unknown paths at 404, and OPTIONS and HEAD as they were', async () => {
+    expect((await api.call('PUT', '/v1/nothing')).status).toBe(404);
+    expect((await api.call('GET', '/v1/nothing')).body.error.code).toBe('not_found');
+    expect((await api.call('PUT', '/v1/sessions/s1/nothing')).status).toBe(404);
+    const options = await api.call('OPTIONS', '/v1/responses');
+    expect(options.status).toBe(404);
+    const head = await harness.fetch('/v1/sessions', { method: 'HEAD', headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(head.status).toBe(200);
+    expect(await head.text()).toBe('');
+  });
+
+  it('is answered to any caller, before the token is checked', async () => {
+    const answer = await harness.fetch('/v1/responses', { method: 'PUT' });
+    expect(answer.status).toBe(405);
+    expect(answer.headers.get('allow')).toBe('POST');
+  });
+});

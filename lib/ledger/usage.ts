@@ -179,21 +179,21 @@ export function totalTokens(usage: Pick<Ledger, 'input_tokens' | 'output_tokens'
 
 /**
  * A session's budget: limits on what its completed turns spent (its `Ledger`), checked by
- * lib/ledger/budget.ts.
+ * lib/ledger/budget.ts. A limit of 0 is reached at once: an operator's stop for the next turn.
  */
 export const budgetSchema = z
   .object({
     max_cost_usd: z
       .number()
-      .positive()
+      .nonnegative()
       .finite()
       .optional()
       .meta({ description: 'USD of the turns with a known price (a model without one adds nothing).' }),
-    max_turns: z.number().int().positive().optional().meta({ description: 'Completed model turns.' }),
+    max_turns: z.number().int().nonnegative().optional().meta({ description: 'Completed model turns.' }),
     max_total_tokens: z
       .number()
       .int()
-      .positive()
+      .nonnegative()
       .optional()
       .meta({ description: 'Input plus output tokens of the completed turns.' }),
   })

@@ -245,7 +245,7 @@ describe('parseServiceConfig', () => {
     for (const [text, problem] of [
       ['max_cost_usd=5', 'this is not JSON'],
       ['{"max_cost": 5}', 'Unrecognized key: "max_cost"'],
-      ['{"max_turns": 0}', 'max_turns: Too small: expected number to be >0'],
+      ['{"max_turns": -1}', 'max_turns: Too small: expected number to be >=0'],
       ['{"max_total_tokens": 1.5}', 'max_total_tokens: Invalid input: expected int, received number'],
       ['null', 'Invalid input: expected object, received null'],
       ['{}', 'it names no limit'],

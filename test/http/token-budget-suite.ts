@@ -243,7 +243,7 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
     });
 
     it('a malformed budget is a 400 naming the field', async () => {
-      const bad = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_turns: 0 } });
+      const bad = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_turns: -1 } });
       expect(bad.status).toBe(400);
       expect(bad.body.error.details.field).toBe('budget.max_turns');
     });

@@ -289,7 +289,7 @@ describe('budgets', () => {
   });
 
   it('a bad budget is a 400 naming the field', async () => {
-    const created = await api.post('/v1/sessions', { budget: { max_turns: 0 } });
+    const created = await api.post('/v1/sessions', { budget: { max_turns: -1 } });
     expect(created.status).toBe(400);
     expect(created.body.error.details.field).toBe('budget.max_turns');
     const unknown = await api.post('/v1/sessions', { budget: { max_dollars: 1 } });

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// A session `budget` limit of 0 (docs/API.md, "Sessions") is an operator's stop: taken on a
+// create and a PATCH, and the next turn is refused 402 `budget_exhausted` as a spent budget's
+// is, the inputs queued behind the session waiting until the budget is raised.
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+
+/** The app on a memory store whose background turns wait until `runAll` runs them. */
+function world() {
+  const sent: BackgroundTurn[] = [];
+  const tasks: Promise<unknown>[] = [];
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: (c) => c.env ?? environment,
+    afterResponse: (task) => void tasks.push(task),
+    queueTurn: () => async (run) => void sent.push(run),
+  };
+  const store = new MemoryStore();
+  const runner = createTurnRunner(options);
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  const runAll = async () => {
+    await drain();
+    for (let run = sent.shift(); run; run = sent.shift()) {
+      expect(await runner(run, environment, (task) => void tasks.push(task))).toBe('done');
+      await drain();
+    }
+  };
+  return { api: createClient(appHarness(store, environment, options)), runAll };
+}
+
+describe('a budget limit of 0', () => {
+  it.each([
+    ['max_turns', 1],
+    ['max_total_tokens', 1],
+    ['max_cost_usd', 0],
+  ] as const)('%s: 0 is taken by a PATCH, and the next turn is refused 402', async (limit, spentAfterOne) => {
+    const { api } = world();
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x' })).status).toBe(200);
+    const patched = await api.patch(`/v1/sessions/${id}`, { budget: { [limit]: 0 } });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    expect(patched.body.budget).toEqual({ [limit]: 0 });
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'y' });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+    expect(refused.body.error.code).toBe('budget_exhausted');
+    expect(refused.body.error.details).toMatchObject({ budget: 'session', limit, value: 0 });
+    if (limit !== 'max_total_tokens') expect(refused.body.error.details.spent).toBe(spentAfterOne);
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(1);
+  });
+
+  it('is taken on a create: the first turn is refused', async () => {
+    const { api } = world();
+    const id = await api.session({ budget: { max_turns: 0 } });
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'x' });
+    expect(refused.status).toBe(402);
+    expect(refused.body.error.details).toEqual({ budget: 'session', limit: 'max_turns', spent: 0, value: 0 });
+  });
+
+  it('holds a queued input until the budget is raised', async () => {
+    const { api, runAll } = world();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' })).status).toBe(202);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 0 } })).status).toBe(200);
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(1);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: null })).status).toBe(200);
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(2);
+  });
+});

@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream';
 import { InvalidRequestError, PayloadTooLargeError, TailgateError } from '../lib/errors.ts';
 import { errorBody } from './error-handler.ts';
+import { newRequestId, REQUEST_ID_HEADER } from './request-id.ts';
 
 /** What node:http passes to a server's `clientError` listener. */
 interface ClientError extends Error {
@@ -19,8 +20,9 @@ interface ClientSocket extends Duplex {
  * naming the parser's reason, e.g. the bytes after a body its `Content-Length` cut short,
  * parsed as the next request; 431 `headers_too_large` for headers over the parser's limit, 413
  * `payload_too_large` for chunk extensions over it; `408 Request Timeout` stays without a body (HEADERS_TIMEOUT_MS,
- * REQUEST_TIMEOUT_MS: the request never arrived). As Node does, nothing is written once a
- * response of the connection has begun (it would corrupt it), and the connection is closed.
+ * REQUEST_TIMEOUT_MS: the request never arrived). Each carries a fresh `x-request-id`, as the
+ * app's answers do. As Node does, nothing is written once a response of the connection has
+ * begun (it would corrupt it), and the connection is closed.
  */
 export function answerClientError(error: ClientError, socket: ClientSocket): void {
   if (socket.writable && !socket._httpMessage?.headersSent) socket.write(clientErrorResponse(error));
@@ -28,7 +30,9 @@ export function answerClientError(error: ClientError, socket: ClientSocket): voi
 }
 
 export function clientErrorResponse(error: ClientError): string {
-  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n';
+  const id = `${REQUEST_ID_HEADER}: ${newRequestId()}\r\n`;
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT')
+    return `HTTP/1.1 408 Request Timeout\r\n${id}Connection: close\r\n\r\n`;
   const reason = error.message.replace(/\s+/g, ' ').trim() || 'unreadable request';
   const details = { reason: error.code ?? null };
   let refused: TailgateError;
@@ -47,7 +51,7 @@ export function clientErrorResponse(error: ClientError): string {
   }
   const body = JSON.stringify(errorBody(refused).body);
   return (
-    `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\n` +
+    `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\n${id}` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
   );
 }

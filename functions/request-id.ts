@@ -22,3 +22,31 @@ export const requestId: MiddlewareHandler<AppEnv> = async (c, next) => {
   // Set on the response the request ended with (an error handler's and a stream's too).
   c.header(REQUEST_ID_HEADER, id);
 };
+
+/** An OpenAPI document's operations, as far as its responses go. */
+interface OpenApiResponses {
+  paths?: Record<string, Record<string, { responses?: Record<string, { headers?: Record<string, unknown> }> }>>;
+  components?: { headers?: Record<string, unknown> };
+}
+
+/**
+ * `generated` (an OpenAPI document) with `x-request-id` declared on every response of every operation (one shared
+ * component), beside the headers a route declares of its own: every answer carries it.
+ */
+export function withRequestIdHeader<Document extends object>(generated: Document): Document {
+  const document = generated as OpenApiResponses;
+  const header = {
+    description: "The request's id, in the log lines of its turns and failures",
+    schema: { type: 'string', pattern: '^req_[0-9a-f]{24}$' },
+  };
+  const reference = { $ref: `#/components/headers/${REQUEST_ID_HEADER}` };
+  document.components = {
+    ...document.components,
+    headers: { ...document.components?.headers, [REQUEST_ID_HEADER]: header },
+  };
+  for (const operations of Object.values(document.paths ?? {}))
+    for (const operation of Object.values(operations))
+      for (const response of Object.values(operation.responses ?? {}))
+        response.headers = { ...response.headers, [REQUEST_ID_HEADER]: reference };
+  return generated;
+}

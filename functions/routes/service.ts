@@ -5,6 +5,7 @@ import { createRouter, type AppEnv, type RuntimeEnvironment } from '../router.ts
 import { docsPage, DOCS_SCRIPT_PATH } from '../docs-page.ts';
 import { healthSchema } from '../schemas.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
+import { withRequestIdHeader } from '../request-id.ts';
 
 const healthRoute = createRoute({
   method: 'get',
@@ -39,7 +40,7 @@ export interface ServiceRouteOptions {
  * through to the authenticated routes of `registerOpenApi`.
  */
 export function serviceRoutes(options: ServiceRouteOptions) {
-  const document = () => options.app.getOpenAPIDocument(OPENAPI_INFO);
+  const document = () => openApiDocument(options.app);
   const publicOnly =
     (handler: MiddlewareHandler): MiddlewareHandler =>
     async (c, next) => {
@@ -82,12 +83,17 @@ const OPENAPI_INFO = {
   security: [{ bearer: [] }],
 };
 
+/** The OpenAPI document of `app`'s routes, each response declaring x-request-id (functions/request-id.ts). */
+function openApiDocument(app: OpenAPIHono<AppEnv>) {
+  return withRequestIdHeader(app.getOpenAPIDocument(OPENAPI_INFO));
+}
+
 /** GET /openapi.json (generated from the zod schemas of every route) and GET /docs, behind auth. */
 export function registerOpenApi(app: OpenAPIHono<AppEnv>): void {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
-  app.doc('/openapi.json', OPENAPI_INFO);
+  app.get('/openapi.json', (c) => c.json(openApiDocument(app)));
   app.get(
     '/docs',
-    docsPage(() => app.getOpenAPIDocument(OPENAPI_INFO)),
+    docsPage(() => openApiDocument(app)),
   );
 }

@@ -103,6 +103,33 @@ describe('statuses in /openapi.json', () => {
   });
 });
 
+describe('response headers in /openapi.json', () => {
+  // Every answer carries x-request-id (docs/API.md, Headers): each response the document lists
+  // says so, beside the headers a route declares of its own; the public copy is the same.
+  it('declare x-request-id on every response of every operation', async () => {
+    const document = await openApi();
+    expect(document.components.headers?.['x-request-id']?.schema).toEqual({
+      type: 'string',
+      pattern: '^req_[0-9a-f]{24}$',
+    });
+    const without: string[] = [];
+    for (const [path, operations] of Object.entries(document.paths))
+      for (const [method, operation] of Object.entries(
+        operations as Record<string, { responses: Record<string, any> }>,
+      ))
+        for (const [status, response] of Object.entries(operation.responses))
+          if (response.headers?.['x-request-id']?.$ref !== '#/components/headers/x-request-id')
+            without.push(`${method.toUpperCase()} ${path} ${status}`);
+    expect(without).toEqual([]);
+    const session = document.paths['/v1/sessions/{id}']!.get as { responses: Record<string, any> };
+    expect(Object.keys(session.responses['200'].headers)).toEqual(
+      expect.arrayContaining(['Tailgate-Max-Body-Bytes', 'x-request-id']),
+    );
+    const open = await app.request('/openapi.json', {}, { ...environment, PUBLIC_DOCS: 'true' });
+    expect(await open.json()).toEqual(document);
+  });
+});
+
 describe('content parts in /openapi.json', () => {
   /** Every object schema in the document with a property `type` whose enum is `[type]`. */
   function partSchemas(node: unknown, type: string, found: any[] = []): any[] {

@@ -185,14 +185,17 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => {
     const environment = readEnvironment(c);
     const config = c.get('config');
-    const inputs = serviceInputs(options, environment, config, log, c.var.requestId);
+    // A failure the request's work logs (its turns', and those of the work left after its
+    // response) names the request, as the error handler's does.
+    const requestLog = (message: string, details?: unknown) => log(`${message} (${c.var.requestId})`, details);
+    const inputs = serviceInputs(options, environment, config, requestLog, c.var.requestId);
     // The session API needs conditional writes; the first request of the process checks them.
     if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(inputs.store, { keyPrefix: config.keyPrefix });
     c.set(
       'services',
       createServices({
         ...inputs,
-        background: backgroundRunner(c, log, info, options.afterResponse),
+        background: backgroundRunner(c, requestLog, info, options.afterResponse),
         checkSessionConfig: revocationCheck(c.var.principal),
         tokenBudget: c.var.principal.budget,
       }),

@@ -178,7 +178,11 @@ describe('model failures', () => {
     const stored = await store.list(`sessions/${id}/`);
     for (const object of stored.objects)
       expect(decodeUtf8((await store.get(object.key))!.body)).not.toContain('upstream exploded');
-    expect(logged).toContain(`tailgate: background turn 1 of session ${id} failed`);
+    // The failure's log message names the request that started the turn (its x-request-id).
+    expect(accepted.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(logged).toContain(
+      `tailgate: background turn 1 of session ${id} failed (${accepted.headers.get('x-request-id')})`,
+    );
     expect(providerTextLogged()).toBe(true);
   });
 });

@@ -147,7 +147,10 @@ describe('responses.compact: a compaction whose index cannot be written', () => 
     const compacted = await client.responses.compact({ model: 'echo', previous_response_id: first.id });
     store.failConfig = false;
     expect(compacted.output).toMatchObject([{ type: 'compaction' }]);
-    expect(logged).toContain('tailgate: could not index a compaction');
+    // Named by the request that compacted (its x-request-id).
+    expect(logged).toContainEqual(
+      expect.stringMatching(/^tailgate: could not index a compaction \(req_[0-9a-f]{24}\)$/),
+    );
   });
 });
 

@@ -190,7 +190,12 @@ it('a response interrupted that took notices stays: its interrupt tries its take
     delete: 0,
   });
   const stays = interrupting.logged.filter((line) => line.includes('stays in its session'));
-  expect(stays).toEqual([`tailgate: turn 2 of ${id}, interrupted, stays in its session`]);
+  // Named by the request whose turn found it (its x-request-id).
+  expect(stays).toEqual([
+    expect.stringMatching(
+      new RegExp(`^tailgate: turn 2 of ${id}, interrupted, stays in its session \\(req_[0-9a-f]{24}\\)$`),
+    ),
+  ]);
   await interrupting.drain();
   slow.release();
   expect(await sent).toMatchObject({ status: 409, code: 'turn_cancelled' });

@@ -97,6 +97,10 @@ describe('CORS_ORIGINS', () => {
     const created = await create(app, STRANGER);
     expect(created.status).toBe(200);
     expect(created.headers.get('access-control-allow-origin')).toBeNull();
+    // A cache keeps the answer apart from the listed origin's (docs/API.md, "Browsers").
+    expect(created.headers.get('vary')).toContain('Origin');
+    const unnamed = await app.request('/v1/sessions', { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(unnamed.headers.get('vary')).toContain('Origin');
   });
 
   it('"*" allows every origin', async () => {

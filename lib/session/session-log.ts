@@ -175,7 +175,8 @@ export class SessionLog extends SessionLogRunning {
    * commits it (its `context`). A crash before the completion leaves the previous context
    * (the expired turn is closed with the context it started with). When the key is taken
    * (the same compaction ran already), the stored one wins. Returns it: the turn's
-   * `TurnOutcome` carries it to the completion.
+   * `TurnOutcome` carries it to the completion. A context `contextStartSchema` refuses (what its
+   * readers would refuse) is InvalidRequestError, nothing stored.
    */
   async commitTurnContext(turn: OpenTurn, next: NewContext): Promise<ContextStart> {
     return commitTurnContext(this.log, turn, next);
@@ -189,7 +190,9 @@ export class SessionLog extends SessionLogRunning {
    * it). The summary is stored create-only under `context/<inverted record read>`, then a `compact`
    * record carrying it and the session's totals with that usage commits the move and ends the
    * claim (every summary made is charged in a record: one overtaken carries the newer context).
-   * An open turn: TurnInProgressError. `onLapsed`: told a turn whose lease ran out that the
+   * An open turn: TurnInProgressError. A summary whose context `contextStartSchema` refuses (an
+   * empty `summarized` range, say) is InvalidRequestError: nothing stored, and its claim
+   * ended charging the summary's usage. `onLapsed`: told a turn whose lease ran out that the
    * compaction's claim would close or follow, what it throws refusing the claim (nothing written;
    * CommitOptions.onLapsed).
    */

@@ -1,7 +1,13 @@
-import { StorageError, TailgateError } from '../../errors.ts';
+import { InvalidRequestError, StorageError, TailgateError } from '../../errors.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope } from '../keys.ts';
-import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
+import {
+  contextObjectSchema,
+  contextStartSchema,
+  parseStored,
+  type ContextStart,
+  type SessionConfig,
+} from '../records.ts';
 import { commit, type CommitOptions } from './commit.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from './head.ts';
@@ -250,12 +256,12 @@ async function storeContext(
   // Named by the generation writing it now, whatever the context it was made from named.
   const { generation: _carried, ...made } = next;
   const generation = writtenGeneration(scope);
-  const context: ContextStart = {
+  const context = checkedContext({
     ...made,
     base_record: baseRecord,
     created_at: log.clock().toISOString(),
     ...(generation ? { generation } : {}),
-  };
+  });
   let failure: { error: unknown } | null = null;
   try {
     if (
@@ -273,4 +279,20 @@ async function storeContext(
   if (!existing) throw failure ? failure.error : new StorageError(`context ${key} was refused but is missing`);
   const { format: _format, ...stored } = parseStored(key, existing.body, contextObjectSchema);
   return stored;
+}
+
+/**
+ * A context start about to be stored, checked against the schema every reader of it parses it
+ * with (`contextStartSchema`: the context object, the records and the segments that carry it):
+ * one they would refuse (say an empty `summarized` range, last_seq 0) is refused here, before
+ * anything is written, with invalid_request naming the field.
+ */
+function checkedContext(context: ContextStart): ContextStart {
+  const parsed = contextStartSchema.safeParse(context);
+  if (parsed.success) return context;
+  const issue = parsed.error.issues[0];
+  const field = ['context', ...(issue?.path ?? [])].join('.');
+  throw new InvalidRequestError(`a compaction's context is invalid: ${issue?.message ?? 'refused'} at ${field}`, {
+    field,
+  });
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { sessionPrefix } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { createClient, TOKEN, type HttpHarness } from '../http/http-suite.ts';
@@ -82,6 +83,17 @@ describe('POST /v1/sessions/:id/compact', () => {
       expect(response.body.error.code).toBe('invalid_request');
     },
   );
+
+  it('stores nothing when keep_tokens keeps the whole context: no summary of an empty range', async () => {
+    const id = await api.session({ model: 'echo' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'only turn' })).status).toBe(200);
+    const kept = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 100_000 });
+    expect(kept.status, JSON.stringify(kept.body)).toBe(200);
+    expect(kept.body).toEqual({ session_id: id, compacted: false, context: null, usage: null });
+    const keys = (await store.list(sessionPrefix('', id), { limit: 1000 })).objects.map((object) => object.key);
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.filter((key) => key.startsWith(`${sessionPrefix('', id)}context/`))).toEqual([]);
+  });
 
   it('answers 404 for a missing session', async () => {
     expect((await api.post('/v1/sessions/missing-session/compact', {})).status).toBe(404);

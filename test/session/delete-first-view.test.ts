@@ -2,19 +2,25 @@ import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { logContext } from '../../lib/session/log/context.ts';
 import { readConfig, scopeOf } from '../../lib/session/log/head.ts';
-import { readView } from '../../lib/session/log/view-chunks.ts';
 import { keySetKey, olderRepeatedKey, sessionPrefix } from '../../lib/session/keys.ts';
 import type { PackOptions } from '../../lib/session/log/types.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
-import { CountingStore } from '../support/counting-store.ts';
+import {
+  sessionOfReads,
+  overflowingTurn,
+  SEGMENTED,
+  SegmentCountingStore,
+  samePromptFromTheLogAlone,
+  storedViews,
+  UNCACHED,
+} from '../support/log-views.ts';
 import { allItems } from '../support/repeat-index.ts';
 import { SessionLog } from '../support/session-log.ts';
-import { turnOf, USAGE } from './rewind-simulation-suite.ts';
+import { turnOf } from './rewind-simulation-suite.ts';
 
 /**
  * The first view of the generation a delete of the newest turn writes (lib/session/log/rewind.ts),
@@ -24,29 +30,7 @@ import { turnOf, USAGE } from './rewind-simulation-suite.ts';
  * that view; and it is the view a pack writes of the new generation from its log alone.
  */
 
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
-/** No view cache: a read gets the view stored (views are dropped and written again under their keys). */
-const READ = { ...OPTIONS, viewCacheBytes: 0 };
 const OUTPUT = `${'tool output line\n'.repeat(40)}`;
-
-/** Counts the gets of segments and their bytes. */
-class SegmentCountingStore extends CountingStore {
-  segmentGets = 0;
-  segmentBytes = 0;
-  override async get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
-    const object = await super.get(...args);
-    if (args[0].endsWith('.seg')) {
-      this.segmentGets += 1;
-      this.segmentBytes += object?.body.length ?? 0;
-    }
-    return object;
-  }
-  override reset(): void {
-    super.reset();
-    this.segmentGets = 0;
-    this.segmentBytes = 0;
-  }
-}
 
 const PLANS: [string, PackOptions | undefined][] = [
   ['the default tail', undefined],
@@ -66,17 +50,8 @@ const PLANS: [string, PackOptions | undefined][] = [
 async function deletedSession(pack: PackOptions | undefined) {
   const memory = new MemoryStore();
   const store = new SegmentCountingStore(memory);
-  const log = new SessionLog(store, OPTIONS);
-  await log.create({ id: 's' });
-  for (let n = 1; n <= 80; n++) {
-    const pair: Item[] = [
-      { type: 'function_call', call_id: `c${n}`, name: 'read', arguments: JSON.stringify({ n: n % 30 }) },
-      { type: 'function_call_output', call_id: `c${n}`, output: `${OUTPUT}${n}` },
-    ];
-    await log.append('s', pair);
-    if (n % 10 === 0) await log.pack('s', pack ?? {});
-  }
-  await log.pack('s', pack ?? {});
+  const log = new SessionLog(store, SEGMENTED);
+  await sessionOfReads(log, 's', 80, { file: (n) => n % 30, packEvery: 10, pack });
   await turnOf(log, 's', 'kept');
   await turnOf(log, 's', 'gone');
   const segments = (await memory.list('sessions/s/turn/', { limit: 1000 })).objects.filter((object) =>
@@ -88,31 +63,6 @@ async function deletedSession(pack: PackOptions | undefined) {
   const deleted = { segmentGets: store.segmentGets, segmentBytes: store.segmentBytes };
   const history = segments.reduce((sum, object) => sum + object.size, 0);
   return { memory, store, log, deleted, history };
-}
-
-/** The views of session `s`'s generation, read whole (their chunks' items too). */
-async function storedViews(store: ObjectStore): Promise<{ key: string; view: LogView }[]> {
-  const reader = logContext(store, { viewPolicy, viewCacheBytes: 0 });
-  const scope = scopeOf('', (await readConfig(reader, 's')).config);
-  const listed = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter(
-    (object) => object.key.endsWith('.view') && object.key.includes(`/${scope.generation}/`),
-  );
-  return Promise.all(
-    listed.map(async ({ key }) => {
-      const { record } = JSON.parse(new TextDecoder().decode((await store.get(key))!.body)) as LogView;
-      const view = await readView(reader, scope, key, record);
-      if (!view || view === 'gone') throw new Error(`${key} unread`);
-      return { key, view };
-    }),
-  );
-}
-
-/** Deletes every view of session `s` (of every generation) and their tails' chunks. */
-async function dropViews(store: ObjectStore) {
-  const listed = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter(
-    (object) => object.key.endsWith('.view') || object.key.includes('/tail/'),
-  );
-  await store.delete(listed.map((object) => object.key));
 }
 
 const shape = (view: LogView) => ({ ...view, created_at: null });
@@ -133,13 +83,13 @@ describe('the first view after a delete of the newest turn', () => {
     expect(await storedViews(memory)).toHaveLength(1);
     // The next turn reads that view, not the history.
     store.reset();
-    const begun = await new SessionLog(store, READ).beginTurn('s', {
+    const begun = await new SessionLog(store, UNCACHED).beginTurn('s', {
       input: [{ type: 'message', role: 'user', content: 'go on' }],
     });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
     expect(store.segmentGets).toBe(0);
     expect(begun.turn.base.view?.record).toBe(begun.turn.record - 1);
-    const items = await allItems(new SessionLog(memory, OPTIONS));
+    const items = await allItems(new SessionLog(memory, SEGMENTED));
     expect(begun.turn.aggregates).toEqual(computeAggregates(items));
   });
 
@@ -150,16 +100,16 @@ describe('the first view after a delete of the newest turn', () => {
     expect(more).toEqual([]);
     const requirement = (pack ?? packOptions(sessionStrategyPlan({}, { strategies: null, strategy_config: {} })))
       .requirement!;
-    const before = await log.previewContext('s', requirement);
     // No view anywhere: the pack reads the whole history.
-    await dropViews(memory);
-    await firstView(new SessionLog(memory, OPTIONS), pack);
+    await samePromptFromTheLogAlone(memory, {
+      before: await log.previewContext('s', requirement),
+      read: () => new SessionLog(memory, UNCACHED).previewContext('s', requirement),
+      repack: () => firstView(new SessionLog(memory, SEGMENTED), pack),
+      prefix: sessionPrefix('', 's'),
+    });
     const [packed] = await storedViews(memory);
     expect(packed!.key).toBe(stored!.key);
     expect(shape(stored!.view)).toEqual(shape(packed!.view));
-    const after = await new SessionLog(memory, READ).previewContext('s', requirement);
-    expect(before.items).toEqual(after.items);
-    expect(before.aggregates).toEqual(after.aggregates);
   });
 });
 
@@ -168,7 +118,7 @@ describe('the first view after a delete, from a view naming objects beside it', 
     const memory = new MemoryStore();
     const store = new SegmentCountingStore(memory);
     // Shards of the repeat index past 16 keys, and a `repeated` long enough to split.
-    const log = new SessionLog(store, { ...OPTIONS, indexDeltaKeys: 16 });
+    const log = new SessionLog(store, { ...SEGMENTED, indexDeltaKeys: 16 });
     const pack = packOptions(sessionStrategyPlan({}, { strategies: null, strategy_config: {} }));
     await log.create({ id: 's' });
     // Each file read twice: once, and again by the next step.
@@ -185,19 +135,7 @@ describe('the first view after a delete, from a view naming objects beside it', 
     await log.pack('s', pack);
     // An overflow boundary near the end: the views split `repeated` there.
     const items = (await log.get('s')).counts.items;
-    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'overflowing' }] });
-    if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    await log.completeTurn(begun.turn, {
-      status: 'completed',
-      output: [{ type: 'message', role: 'assistant', content: 're overflowing' }],
-      receipt: {},
-      usage: USAGE,
-      overflow: {
-        message_start_seq: Math.floor(items * 0.9),
-        tool_start_seq: Math.floor(items * 0.95),
-        turn: begun.turn.turn,
-      },
-    });
+    await overflowingTurn(log, 's', Math.floor(items * 0.9), Math.floor(items * 0.95));
     await log.pack('s', { ...pack, refresh: true });
     const [left] = await storedViews(memory);
     expect(left!.view.aggregates.repeated_older).toBeDefined();
@@ -222,14 +160,15 @@ describe('the first view after a delete, from a view naming objects beside it', 
     expect(own).toContain(olderRepeatedKey(scope, older.record, older.before_seq));
     // The next turn's prompt is the one a read of the log alone gives.
     const requirement = pack.requirement!;
-    const before = await new SessionLog(memory, READ).previewContext('s', requirement);
-    await dropViews(memory);
-    await firstView(new SessionLog(memory, { ...OPTIONS, indexDeltaKeys: 16 }), pack);
-    const after = await new SessionLog(memory, READ).previewContext('s', requirement);
-    expect(before.items).toEqual(after.items);
-    expect(before.aggregates).toEqual(after.aggregates);
+    const read = () => new SessionLog(memory, UNCACHED).previewContext('s', requirement);
+    await samePromptFromTheLogAlone(memory, {
+      before: await read(),
+      read,
+      repack: () => firstView(new SessionLog(memory, { ...SEGMENTED, indexDeltaKeys: 16 }), pack),
+      prefix: sessionPrefix('', 's'),
+    });
     // And the history's (a claim reads the view and what it names).
-    const claimed = await new SessionLog(memory, READ).beginTurn('s', { input: [] });
+    const claimed = await new SessionLog(memory, UNCACHED).beginTurn('s', { input: [] });
     if (claimed.kind !== 'claimed') throw new Error('expected a claim');
     expect(claimed.turn.base.view?.record).toBe(claimed.turn.record - 1);
   });

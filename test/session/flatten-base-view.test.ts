@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
-import { CountingStore } from '../support/counting-store.ts';
+import { sessionOfReads, SEGMENTED, SegmentCountingStore } from '../support/log-views.ts';
 import { allItems } from '../support/repeat-index.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { turnOf } from './rewind-simulation-suite.ts';
@@ -15,28 +14,6 @@ import { turnOf } from './rewind-simulation-suite.ts';
  * only the units after it: what it reads of that generation grows with what came after its
  * view, not with its history.
  */
-
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
-const OUTPUT = `${'tool output line\n'.repeat(40)}`;
-
-/** Counts the gets of segments and their bytes. */
-class SegmentCountingStore extends CountingStore {
-  segmentGets = 0;
-  segmentBytes = 0;
-  override async get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
-    const object = await super.get(...args);
-    if (args[0].endsWith('.seg')) {
-      this.segmentGets += 1;
-      this.segmentBytes += object?.body.length ?? 0;
-    }
-    return object;
-  }
-  override reset(): void {
-    super.reset();
-    this.segmentGets = 0;
-    this.segmentBytes = 0;
-  }
-}
 
 const configOf = async (store: MemoryStore) =>
   JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 's')))!.body)) as {
@@ -52,16 +29,8 @@ describe('a flattening reading its oldest generation as a fork', () => {
   ])('reads that generation from its newest view on, not whole (%s)', async (_, pack) => {
     const memory = new MemoryStore();
     const store = new SegmentCountingStore(memory);
-    const log = new SessionLog(store, OPTIONS);
-    await log.create({ id: 's' });
-    for (let n = 1; n <= 80; n++) {
-      const pair: Item[] = [
-        { type: 'function_call', call_id: `c${n}`, name: 'read', arguments: JSON.stringify({ n }) },
-        { type: 'function_call_output', call_id: `c${n}`, output: `${OUTPUT}${n}` },
-      ];
-      await log.append('s', pair);
-    }
-    await log.pack('s', pack ?? {});
+    const log = new SessionLog(store, SEGMENTED);
+    await sessionOfReads(log, 's', 80, { pack });
     const oldest = (await configOf(memory)).generation;
     const segments = (await memory.list(`sessions/s/turn/${oldest}/`, { limit: 1000 })).objects.filter((object) =>
       object.key.endsWith('.seg'),
@@ -83,12 +52,12 @@ describe('a flattening reading its oldest generation as a fork', () => {
       break;
     }
     // Its first view is the history's: a turn reads it, and what it holds is every item's.
-    const begun = await new SessionLog(memory, OPTIONS).beginTurn('s', {
+    const begun = await new SessionLog(memory, SEGMENTED).beginTurn('s', {
       input: [{ type: 'message', role: 'user', content: 'go on' }],
     });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
     expect(begun.turn.base.view?.record).toBe(begun.turn.record - 1);
-    const items = await allItems(new SessionLog(memory, OPTIONS));
+    const items = await allItems(new SessionLog(memory, SEGMENTED));
     expect(begun.turn.aggregates).toEqual(computeAggregates(items));
   });
 });

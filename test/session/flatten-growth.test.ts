@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
+import { sessionOfReads, SEGMENTED } from '../support/log-views.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { contents, turnOf } from './rewind-simulation-suite.ts';
 
@@ -11,25 +11,14 @@ import { contents, turnOf } from './rewind-simulation-suite.ts';
  * reads: what the session stores grows with each delete by what came since, not by its history.
  */
 
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
-const OUTPUT = 'tool output line\n'.repeat(40);
-
 const storedBytes = async (store: MemoryStore) =>
   (await listAll(store, 'sessions/s/')).reduce((sum, object) => sum + object.size, 0);
 
 describe('a session flattened again and again', () => {
   it('stores a bounded copy each time, not its whole history', async () => {
     const store = new MemoryStore();
-    const log = new SessionLog(store, OPTIONS);
-    await log.create({ id: 's' });
-    for (let n = 1; n <= 80; n++) {
-      const pair: Item[] = [
-        { type: 'function_call', call_id: `c${n}`, name: 'read', arguments: JSON.stringify({ n }) },
-        { type: 'function_call_output', call_id: `c${n}`, output: `${OUTPUT}${n}` },
-      ];
-      await log.append('s', pair);
-    }
-    await log.pack('s');
+    const log = new SessionLog(store, SEGMENTED);
+    await sessionOfReads(log, 's', 80);
     const history = await storedBytes(store);
     const kept = (await contents(log, 's')).length;
     let depth = 0;

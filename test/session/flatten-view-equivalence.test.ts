@@ -1,17 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { SeededRandom } from '../../bench/random.ts';
 import type { Item } from '../../lib/items.ts';
-import { logContext } from '../../lib/session/log/context.ts';
-import { readConfig, scopeOf } from '../../lib/session/log/head.ts';
-import { readView } from '../../lib/session/log/view-chunks.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
 import type { PackOptions } from '../../lib/session/log/types.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
-import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
+import { dropViews, overflowingTurn, SEGMENTED, samePromptFromTheLogAlone, storedViews } from '../support/log-views.ts';
 import { SessionLog, summarized } from '../support/session-log.ts';
 import { USAGE } from './rewind-simulation-suite.ts';
 
@@ -21,8 +17,6 @@ import { USAGE } from './rewind-simulation-suite.ts';
  * same generation read from its log alone, whatever the history holds and the strategies need;
  * and the next turn's prompt is the same with it as without it.
  */
-
-const OPTIONS = { packMinRecords: 2, keepRecords: 1, segmentTargetBytes: 2048, blobThreshold: 4096 };
 
 const STRATEGIES: { strategies: string[] | null; strategy_config: Record<string, unknown> }[] = [
   { strategies: null, strategy_config: {} },
@@ -88,7 +82,7 @@ async function flattenedSession(seed: number, pack: PackOptions | undefined) {
   const random = new SeededRandom(seed);
   const next = () => random.next();
   const store = new MemoryStore();
-  const log = new SessionLog(store, OPTIONS);
+  const log = new SessionLog(store, SEGMENTED);
   const config = STRATEGIES[seed % STRATEGIES.length]!;
   await log.create({ id: 's', ...config } as Parameters<SessionLog['create']>[0]);
   const appends = 60 + Math.floor(next() * 40);
@@ -111,20 +105,8 @@ async function flattenedSession(seed: number, pack: PackOptions | undefined) {
   // An overflow boundary a turn moved, now and then: the views' tails start at it.
   if (next() < 0.5) {
     const items = (await log.get('s')).counts.items;
-    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'overflowing' }] });
-    if (begun.kind !== 'claimed') throw new Error('expected a claim');
     const message = 1 + Math.floor(items * next() * 0.5);
-    await log.completeTurn(begun.turn, {
-      status: 'completed',
-      output: [{ type: 'message', role: 'assistant', content: 're overflowing' }],
-      receipt: {},
-      usage: USAGE,
-      overflow: {
-        message_start_seq: message,
-        tool_start_seq: message + Math.floor(items * 0.2),
-        turn: begun.turn.turn,
-      },
-    });
+    await overflowingTurn(log, 's', message, message + Math.floor(items * 0.2));
   }
   await log.pack('s', pack ?? {});
   for (let n = 1; n <= 12; n++) {
@@ -135,23 +117,6 @@ async function flattenedSession(seed: number, pack: PackOptions | undefined) {
     if (stored.named !== undefined) return { store, log, config };
   }
   throw new Error('no delete flattened the history');
-}
-
-/** The views of session `s` stored, read whole (their chunks' items too). */
-async function storedViews(store: ObjectStore): Promise<{ key: string; view: LogView }[]> {
-  const reader = logContext(store, { viewPolicy, viewCacheBytes: 0 });
-  const scope = scopeOf('', (await readConfig(reader, 's')).config);
-  const listed = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter(
-    (object) => object.key.endsWith('.view') && object.key.includes(`/${scope.generation}/`),
-  );
-  return Promise.all(
-    listed.map(async ({ key }) => {
-      const { record } = JSON.parse(new TextDecoder().decode((await store.get(key))!.body)) as LogView;
-      const view = await readView(reader, scope, key, record);
-      if (!view || view === 'gone') throw new Error(`${key} unread`);
-      return { key, view };
-    }),
-  );
 }
 
 const shape = (view: LogView) => ({ ...view, created_at: null });
@@ -167,12 +132,9 @@ describe('a flattening told other strategies than the session has, or none', () 
       const { store, log } = await flattenedSession(seed, other);
       const [flat] = await storedViews(store);
       const before = await log.previewContext('s', pack.requirement!);
-      const chunks = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter((object) =>
-        object.key.includes('/tail/'),
-      );
-      await store.delete([flat!.key, ...chunks.map((object) => object.key)]);
-      await new SessionLog(store, OPTIONS).pack('s', { ...pack, refresh: true });
-      const after = await new SessionLog(store, OPTIONS).previewContext('s', pack.requirement!);
+      await dropViews(store, sessionPrefix('', 's'), [flat!.key]);
+      await new SessionLog(store, SEGMENTED).pack('s', { ...pack, refresh: true });
+      const after = await new SessionLog(store, SEGMENTED).previewContext('s', pack.requirement!);
       const scope = await log.scope('s');
       const told = await log.hydrate(scope, before.items);
       const right = await log.hydrate(scope, after.items);
@@ -204,21 +166,18 @@ describe('the first view a flattening stores', () => {
       );
       expect(segments.length).toBeGreaterThan(16);
       const requirement = pack.requirement!;
-      const before = await log.previewContext('s', requirement);
-      // Without it, a pack reads the whole log of the generation for a new one.
-      const chunks = (await store.list(sessionPrefix('', 's'), { limit: 1000 })).objects.filter((object) =>
-        object.key.includes('/tail/'),
-      );
-      await store.delete([flat!.key, ...chunks.map((object) => object.key)]);
-      const fresh = new SessionLog(store, OPTIONS);
-      await fresh.pack('s', { ...pack, refresh: true });
+      // Without it, a pack reads the whole log of the generation for a new one. The next turn's
+      // prompt is the same from either (a reader that cached neither).
+      await samePromptFromTheLogAlone(store, {
+        before: await log.previewContext('s', requirement),
+        read: () => new SessionLog(store, SEGMENTED).previewContext('s', requirement),
+        repack: () => new SessionLog(store, SEGMENTED).pack('s', { ...pack, refresh: true }),
+        prefix: sessionPrefix('', 's'),
+        views: [flat!.key],
+      });
       const [packed] = await storedViews(store);
       expect(packed!.key).toBe(flat!.key);
       expect(shape(flat!.view)).toEqual(shape(packed!.view));
-      // The next turn's prompt is the same from either (a reader that cached neither).
-      const after = await new SessionLog(store, OPTIONS).previewContext('s', requirement);
-      expect(before.items).toEqual(after.items);
-      expect(before.aggregates).toEqual(after.aggregates);
     },
   );
 });
@@ -229,7 +188,7 @@ describe('a flattening whose last segment is one of the views held in memory', (
     const counts: number[] = [];
     for (let appends = 26; appends <= 36; appends++) {
       const store = new MemoryStore();
-      const log = new SessionLog(store, OPTIONS);
+      const log = new SessionLog(store, SEGMENTED);
       await log.create({ id: 's' });
       // Each append its own segment (past segmentTargetBytes).
       for (let n = 1; n <= appends; n++) {
@@ -258,7 +217,7 @@ describe('a flattening whose last segment is one of the views held in memory', (
       }
       const [flat] = await storedViews(store);
       await store.delete(flat!.key);
-      await new SessionLog(store, OPTIONS).pack('s', { ...pack, refresh: true });
+      await new SessionLog(store, SEGMENTED).pack('s', { ...pack, refresh: true });
       const [packed] = await storedViews(store);
       expect(shape(flat!.view), `${appends} appends`).toEqual(shape(packed!.view));
     }

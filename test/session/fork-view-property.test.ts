@@ -1,15 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
-import { logContext } from '../../lib/session/log/context.ts';
-import { readConfig, scopeOf } from '../../lib/session/log/head.ts';
-import { readView } from '../../lib/session/log/view-chunks.ts';
-import { sessionPrefix } from '../../lib/session/keys.ts';
 import type { PackOptions } from '../../lib/session/log/types.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
-import { viewPolicy } from '../../lib/turn/view-policy.ts';
+import { dropViews, storedViews } from '../support/log-views.ts';
 import { SessionLog, summarized } from '../support/session-log.ts';
 import { turnOf, USAGE } from './rewind-simulation-suite.ts';
 
@@ -45,31 +40,6 @@ function random(seed: number): (below: number) => number {
     state ^= state << 5;
     return (state >>> 0) % below;
   };
-}
-
-/** The views of session `id`'s generation, read whole. */
-async function storedViews(store: ObjectStore, id: string): Promise<LogView[]> {
-  const reader = logContext(store, { viewPolicy, viewCacheBytes: 0 });
-  const scope = scopeOf('', (await readConfig(reader, id)).config);
-  const listed = (await store.list(sessionPrefix('', id), { limit: 1000 })).objects.filter(
-    (object) => object.key.endsWith('.view') && object.key.includes(`/${scope.generation}/`),
-  );
-  return Promise.all(
-    listed.map(async ({ key }) => {
-      const { record } = JSON.parse(new TextDecoder().decode((await store.get(key))!.body)) as LogView;
-      const view = await readView(reader, scope, key, record);
-      if (!view || view === 'gone') throw new Error(`${key} unread`);
-      return view;
-    }),
-  );
-}
-
-/** Deletes every view and view chunk of every session. */
-async function dropViews(store: ObjectStore): Promise<void> {
-  const listed = (await store.list('sessions/', { limit: 10_000 })).objects.filter(
-    (object) => object.key.endsWith('.view') || object.key.includes('/tail/'),
-  );
-  await store.delete(listed.map((object) => object.key));
 }
 
 /** Random calls of a few files (so calls repeat), `step` in their ids. */
@@ -142,11 +112,11 @@ async function previews(memory: MemoryStore, id: string, pack: PackOptions) {
 async function compared(memory: MemoryStore, id: string, pack: PackOptions) {
   const log = new SessionLog(memory, OPTIONS);
   await log.pack(id, { ...pack, refresh: true });
-  const adopted = await storedViews(memory, id);
+  const adopted = (await storedViews(memory, id)).map(({ view }) => view);
   const before = await previews(memory, id, pack);
   await dropViews(memory);
   await new SessionLog(memory, READ).pack(id, { ...pack, refresh: true });
-  const alone = await storedViews(memory, id);
+  const alone = (await storedViews(memory, id)).map(({ view }) => view);
   const after = await previews(memory, id, pack);
   return { adopted, alone, before, after };
 }

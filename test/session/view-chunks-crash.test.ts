@@ -4,8 +4,8 @@ import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { type Body, listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import { copyObjects } from '../support/copy-store.ts';
+import { previewsAfterEachPackCrash, previewsWithAndWithoutViews } from '../support/log-views.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { eachPackCrash } from '../support/repeat-index.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
 
 /**
@@ -33,22 +33,9 @@ async function appendRecords(log: SessionLog, from: number, to: number): Promise
   for (let n = from; n <= to; n++) await log.append('s', record(n, [`p${n}`, `p${n % 4}`]));
 }
 
-/**
- * What a process that never saw the session previews (the prompt's items and what decides
- * them), and the same read with no view or chunk in the store.
- */
-async function previews(store: ObjectStore): Promise<{ read: unknown; reference: unknown }> {
-  const preview = async (on: ObjectStore) => {
-    const { items, aggregates, context, overflow } = await new SessionLog(on, options).previewContext('s', requirement);
-    return { items, aggregates, context, overflow };
-  };
-  const read = await preview(store);
-  const bare = new MemoryStore();
-  await copyObjects(store, bare);
-  const derived = (await listAll(bare, '')).filter((info) => /\.view$|\/tail\//.test(info.key));
-  await bare.delete(derived.map((info) => info.key));
-  return { read, reference: await preview(bare) };
-}
+/** What a process that never saw the session previews, and the same read with no view or chunk stored. */
+const previews = (store: ObjectStore) =>
+  previewsWithAndWithoutViews(store, (on) => new SessionLog(on, options), requirement);
 
 async function chunkKeys(store: ObjectStore): Promise<string[]> {
   return (await listAll(store, 'sessions/s/tail/')).map((info) => info.key);
@@ -75,22 +62,7 @@ describe('views in chunks', () => {
       expect(chunks).toHaveLength(pack.requirement ? 1 : 0);
       expect(chunks).not.toContain(first);
     }
-    let crashes = 0;
-    await eachPackCrash(
-      template,
-      (store) => new SessionLog(store, options),
-      async (store, crashed, where) => {
-        crashes += 1;
-        const after = await previews(store);
-        expect(after.read, where).toEqual(after.reference);
-        // The next pack goes on from whatever the crash left, and what it leaves reads the same.
-        await crashed.pack('s', { requirement, refresh: true });
-        const packed = await previews(store);
-        expect(packed.read, where).toEqual(packed.reference);
-      },
-      { requirement },
-    );
-    expect(crashes).toBeGreaterThan(10);
+    await previewsAfterEachPackCrash(template, (store) => new SessionLog(store, options), requirement, { requirement });
   });
 
   it('read the log past a view whose chunk is gone when no newer view is listed', async () => {

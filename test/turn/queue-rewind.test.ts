@@ -63,9 +63,9 @@ async function queue(turnServices: ReturnType<typeof services>, id: string, cont
   return key_sha256;
 }
 
-/** Session `s` with one turn ('one'), its background work settled. */
-async function withOneTurn(): Promise<ReturnType<typeof services>> {
-  const turnServices = services();
+/** Session `s` (in `store`) with one turn ('one'), its background work settled. */
+async function withOneTurn(store?: ObjectStore): Promise<ReturnType<typeof services>> {
+  const turnServices = services(store);
   await turnServices.sessions.create({ id: 's' });
   await runTurn(turnServices, 's', { input: 'one' });
   await turnServices.settle();
@@ -366,11 +366,8 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 describe('the generations a delete of the newest turn left', () => {
   it('grow by one a delete, and a sweep keeps their idem and blob objects with nothing queued', async () => {
     const store = new MemoryStore();
-    const world = services(store);
+    const world = await withOneTurn(store);
     const { sessions } = world;
-    await sessions.create({ id: 's' });
-    await runTurn(world, 's', { input: 'one' });
-    await world.settle();
     // A fork of the session: its delete sweeps the session (which names another generation by then).
     await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
     const left: string[] = [];
@@ -400,11 +397,8 @@ describe('the generations a delete of the newest turn left', () => {
 
   it("keep a waiting input's image through such a sweep, long after the delete, and it runs with it", async () => {
     const store = new MemoryStore();
-    const world = services(store);
+    const world = await withOneTurn(store);
     const { sessions } = world;
-    await sessions.create({ id: 's' });
-    await runTurn(world, 's', { input: 'one' });
-    await world.settle();
     await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
     const queuedUnder = (await sessions.scope('s')).generation;
     const input = await sessions.storeAttachments('s', [imageMessage('look')]);
@@ -428,11 +422,8 @@ describe('the generations a delete of the newest turn left', () => {
 
   it('receive the entry of an enqueue that read the config before the delete, a year after, and it runs', async () => {
     const store = new DelayedQueueStore();
-    const world = services(store);
+    const world = await withOneTurn(store);
     const { sessions } = world;
-    await sessions.create({ id: 's' });
-    await runTurn(world, 's', { input: 'one' });
-    await world.settle();
     const readUnder = (await sessions.scope('s')).generation;
     // The enqueue read the config; before its entry's put lands, the turn is deleted, more turns
     // are taken and deleted, and a year passes, its queue empty all along.

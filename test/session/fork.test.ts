@@ -262,31 +262,26 @@ describe('SessionLog.fork', () => {
     await grown(log, 'p', 4);
     await turn(log, 'p', [user('one more')], [toolCall('open')]);
     const { counts } = await log.get('p');
+    // The previews of `of` under two tail requirements, their items hydrated.
+    const both = (of: Parameters<SessionLog['previewContext']>[0]) =>
+      Promise.all(
+        [
+          { toolCalls: 'all' as const, seqs: [] },
+          { toolCalls: 1, seqs: [] },
+        ].map(async (requirement) => {
+          const { items, scope, ...state } = await log.previewContext(of, () => requirement);
+          return { items: await log.hydrate(scope, items), state };
+        }),
+      );
     const previews = async (id: string) => {
       const sketch = await log.sketchFork(id, { at_turn: counts.turns, fields: { instructions: 'other' } });
       expect(sketch.session).toMatchObject({ counts, instructions: 'other', metadata: { origin: 'p' } });
       expect(sketch.openCalls).toEqual(['open']);
-      return Promise.all(
-        [
-          { toolCalls: 'all' as const, seqs: [] },
-          { toolCalls: 1, seqs: [] },
-        ].map(async (requirement) => {
-          const { items, scope, ...state } = await log.previewContext(sketch, () => requirement);
-          return { items: await log.hydrate(scope, items), state };
-        }),
-      );
+      return both(sketch);
     };
     const written = async (id: string) => {
       await log.fork('p', { at_turn: counts.turns, fields: { id, instructions: 'other' } });
-      return Promise.all(
-        [
-          { toolCalls: 'all' as const, seqs: [] },
-          { toolCalls: 1, seqs: [] },
-        ].map(async (requirement) => {
-          const { items, scope, ...state } = await log.previewContext(id, () => requirement);
-          return { items: await log.hydrate(scope, items), state };
-        }),
-      );
+      return both(id);
     };
     store.reset();
     const early = await previews('p');

@@ -60,6 +60,11 @@ function world(store: ObjectStore) {
     expect(minted.status, JSON.stringify(minted.body)).toBe(201);
     return { authorization: `Bearer ${minted.body.token as string}` };
   };
+  /** A token of `max_total_tokens`, and a new session. */
+  const budgeted = async (max_total_tokens = 1_000_000) => {
+    const auth = await mint({ max_total_tokens });
+    return { auth, id: await api.session() };
+  };
   const spent = async (auth: Record<string, string>) => (await api.get('/v1/tokens/current', auth)).body.usage;
   const usage = async (id: string) => (await api.get(`/v1/sessions/${id}`)).body.usage;
   /** A streamed turn under `auth`, cancelled through the other app once its first delta came. */
@@ -89,14 +94,13 @@ function world(store: ObjectStore) {
     await drain();
     return taken;
   };
-  return { slow, api, closer, calling, aborted, drain, mint, spent, usage, cancelledStreamed, interrupted };
+  return { slow, api, closer, calling, aborted, drain, budgeted, spent, usage, cancelledStreamed, interrupted };
 }
 
 describe.each(stores)('a turn stopped by someone else charges what it spent: %s', (_, storeOf) => {
   it('a streamed turn cancelled: its prompt and the output streamed count in the token spend', async () => {
-    const { api, mint, spent, cancelledStreamed } = world(storeOf());
-    const auth = await mint({ max_total_tokens: 1_000_000 });
-    const id = await api.session();
+    const { budgeted, spent, cancelledStreamed } = world(storeOf());
+    const { auth, id } = await budgeted();
     await cancelledStreamed(id, auth);
     const usage = await spent(auth);
     // Counted as no turn (none completed); the echo model costs nothing.
@@ -106,9 +110,8 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
   });
 
   it("a turn cancelled while its compaction's summary was made: the summary prompt counts, estimated", async () => {
-    const { api, closer, calling, aborted, drain, mint, spent } = world(storeOf());
-    const auth = await mint({ max_total_tokens: 1_000_000 });
-    const id = await api.session();
+    const { api, closer, calling, aborted, drain, budgeted, spent } = world(storeOf());
+    const { auth, id } = await budgeted();
     for (const input of ['one', 'two', 'three'])
       expect((await api.post(`/v1/sessions/${id}/turns`, { input }, auth)).status).toBe(200);
     await drain();
@@ -155,9 +158,8 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
   });
 
   it("a cancelled streamed turn: the session listing's row counts what it spent once it was stored", async () => {
-    const { api, mint, usage, cancelledStreamed } = world(storeOf());
-    const auth = await mint({ max_total_tokens: 1_000_000 });
-    const id = await api.session();
+    const { api, budgeted, usage, cancelledStreamed } = world(storeOf());
+    const { auth, id } = await budgeted();
     // Drained: its spend was stored after the cancel closed the turn, and the row refreshed after it.
     await cancelledStreamed(id, auth);
     const totals = await usage(id);
@@ -168,9 +170,8 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
   });
 
   it("interrupted turns count in the token's budget: the next turn is refused once it is spent", async () => {
-    const { api, mint, spent, interrupted } = world(storeOf());
-    const auth = await mint({ max_total_tokens: 5 });
-    const id = await api.session();
+    const { api, budgeted, spent, interrupted } = world(storeOf());
+    const { auth, id } = await budgeted(5);
     await interrupted(id, auth);
     // Not streamed: nothing of its output was seen, its prompt is what it spent.
     expect(await spent(auth)).toMatchObject({ turns: 0, input_tokens: 6, output_tokens: 0, total_tokens: 6 });
@@ -183,9 +184,8 @@ describe.each(stores)('a turn stopped by someone else charges what it spent: %s'
   });
 
   it('a cancelled streamed turn: the next turn counts what it spent, once', async () => {
-    const { api, drain, mint, usage, spent, cancelledStreamed } = world(storeOf());
-    const auth = await mint({ max_total_tokens: 1_000_000 });
-    const id = await api.session();
+    const { api, drain, budgeted, usage, spent, cancelledStreamed } = world(storeOf());
+    const { auth, id } = await budgeted();
     await cancelledStreamed(id, auth);
     const stopped = await spent(auth);
     expect(stopped.total_tokens).toBeGreaterThan(0);

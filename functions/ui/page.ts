@@ -143,6 +143,10 @@ export const INSPECTOR_PAGE = `<!doctype html>
               <section aria-labelledby="config-title">
                 <h3 id="config-title">Strategies and thresholds</h3>
                 <form id="config-form">
+                  <p id="config-readonly" class="muted hint" hidden>
+                    This token cannot save these settings (saving needs the admin scope): what you change here only
+                    previews the prompt.
+                  </p>
                   <label for="config-strategies">Strategies (comma-separated)</label>
                   <input id="config-strategies" autocomplete="off" placeholder="default" />
                   <div id="config-thresholds"></div>

@@ -343,13 +343,14 @@ describe('the inspector on session states', () => {
 
   /**
    * The actions `page`'s session view shows once turn 1 is expanded: the chat box, the notice and
-   * abort forms, Save, "Fork here"; with the status line. The tab is closed after.
+   * abort forms, Save (or the note that the token cannot save), "Fork here"; with the status
+   * line. The tab is closed after.
    */
   async function offered(page: Page): Promise<Record<string, boolean | string | null>> {
     await page.locator('details.turn[data-turn="1"] summary').click();
     await page.locator('.turn-seen li.item').first().waitFor();
     const shown: Record<string, boolean | string | null> = {};
-    for (const id of ['chat-section', 'notice-form', 'abort-form', 'config-save'])
+    for (const id of ['chat-section', 'notice-form', 'abort-form', 'config-save', 'config-readonly'])
       shown[id] = await page.locator(`#${id}`).isVisible();
     shown['fork-here'] = (await page.locator('.fork-here').count()) > 0;
     shown.status = await page.locator('#status').textContent();
@@ -365,7 +366,13 @@ describe('the inspector on session states', () => {
     const page = await open('#/', reader.token);
     // It could list no other session: the list is not shown, its session is.
     await page.waitForURL(/#\/s\/scoped-actions$/);
-    const none = { 'chat-section': false, 'notice-form': false, 'abort-form': false, 'config-save': false };
+    const none = {
+      'chat-section': false,
+      'notice-form': false,
+      'abort-form': false,
+      'config-save': false,
+      'config-readonly': true,
+    };
     expect(await offered(page)).toEqual({ ...none, 'fork-here': false, status: '' });
     const scopes = ['session:turn', 'inbox:write'];
     const turner = await call('POST', '/v1/tokens', { scopes, session_id: 'scoped-actions' });
@@ -384,6 +391,7 @@ describe('the inspector on session states', () => {
       'notice-form': true,
       'abort-form': true,
       'config-save': true,
+      'config-readonly': false,
       'fork-here': false,
       status: '',
     });
@@ -395,6 +403,31 @@ describe('the inspector on session states', () => {
     expect(await third.locator('#new-session').isVisible()).toBe(false);
     expect(await third.locator('#status').textContent()).toBe('');
     await third.context().close();
+  });
+
+  it('a token that may not save the config is told so beside it, and Enter in the form saves nothing', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurn('scoped-config', 'one');
+    await call('PATCH', '/v1/sessions/scoped-config', { strategy_config: { max_tool_calls: 5 } });
+    const reader = await call('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'scoped-config' });
+    const page = await open('#/s/scoped-config', reader.token);
+    await expect.poll(() => page.locator('#threshold-max_tool_calls').inputValue()).toBe('5');
+    expect(await page.locator('#config-save').isVisible()).toBe(false);
+    const note = page.locator('#config-readonly');
+    expect(await note.isVisible()).toBe(true);
+    expect(await note.textContent()).toContain('cannot save');
+    expect(await page.locator('#config-strategies').getAttribute('aria-describedby')).toBe('config-readonly');
+    // Enter in a field asks for the preview of what was typed, and writes nothing.
+    const asked = page.waitForRequest(
+      (request) => request.method() === 'PATCH' || new URL(request.url()).searchParams.get('strategies') === 'none',
+    );
+    await page.locator('#config-strategies').fill('none');
+    await page.locator('#config-strategies').press('Enter');
+    expect((await asked).method()).toBe('GET');
+    expect(await page.locator('#config-status').textContent()).not.toContain('Not saved');
+    expect((await call('GET', '/v1/sessions/scoped-config')).strategies ?? null).toBeNull();
+    await page.context().close();
   });
 
   it('a session the new token of the tab may not read shows why, and nothing the previous token read', {

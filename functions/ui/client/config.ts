@@ -1,7 +1,11 @@
-/** A session's strategies and thresholds: edited with a live /prompt preview, saved with PATCH. */
+/**
+ * A session's strategies and thresholds: edited with a live /prompt preview, saved with PATCH,
+ * which needs `admin`. A token without it is told so above the fields, which then only preview.
+ */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
 import { countsText } from './format.ts';
+import { may } from './token.ts';
 import { report, Unauthorized } from './view.ts';
 
 const THRESHOLDS = [
@@ -20,7 +24,15 @@ let previewTimer: ReturnType<typeof setTimeout> | undefined;
 let saves = 0;
 
 export function renderConfig(id: string, session: any): void {
-  $<HTMLInputElement>('config-strategies').value = (session.strategies ?? []).join(',');
+  const savable = may('admin');
+  $('config-save').hidden = !savable;
+  $('config-readonly').hidden = savable;
+  // The note describes every field while it shows (a hidden one would still be read out).
+  const described: Record<string, string> = savable ? {} : { 'aria-describedby': 'config-readonly' };
+  const strategies = $<HTMLInputElement>('config-strategies');
+  if (savable) strategies.removeAttribute('aria-describedby');
+  else strategies.setAttribute('aria-describedby', 'config-readonly');
+  strategies.value = (session.strategies ?? []).join(',');
   const keys = [...new Set([...THRESHOLDS, ...Object.keys(session.strategy_config ?? {})])];
   $('config-thresholds').replaceChildren(
     ...keys.map((key) =>
@@ -36,6 +48,7 @@ export function renderConfig(id: string, session: any): void {
           step: '1',
           value: session.strategy_config?.[key] === undefined ? '' : String(session.strategy_config[key]),
           placeholder: 'default',
+          ...described,
         }),
       ),
     ),
@@ -47,6 +60,8 @@ export function renderConfig(id: string, session: any): void {
   };
   form.onsubmit = async (event) => {
     event.preventDefault();
+    // Enter in a field submits the form even with Save hidden: a token that cannot save sends nothing.
+    if (!savable) return;
     saves++;
     clearTimeout(previewTimer);
     try {

@@ -49,7 +49,7 @@ export function currentSession(): string | null {
  * Opens (or opens again) the view: whatever the view before left loading
  * stops first, and what it showed goes, so a session the token may not read (or that does not
  * exist) shows its title and the API's answer only, never another session's contents. The
- * actions the token may not take are not offered.
+ * actions the token may not take are not offered (the config form says it cannot save: config.ts).
  */
 export async function openSession(id: string): Promise<void> {
   stopLoaders();
@@ -68,7 +68,6 @@ export async function openSession(id: string): Promise<void> {
   offerIf($('chat-section'), 'session:turn');
   offerIf($('notice-form'), 'inbox:write');
   offerIf($('abort-form'), 'inbox:write');
-  offerIf($('config-save'), 'admin');
   $('session-counts').textContent = countsText(session);
   renderLineage(session);
   renderConfig(id, session);

@@ -159,7 +159,7 @@ export async function storeCharge(
   }
   // Owed first: a carrier that stops after its marker leaves the carry to a later write.
   await oweAgain(log, scope).catch(() => undefined);
-  return carry(log, scope, id, now);
+  return (await carry(log, scope, id, now)) !== false;
 }
 
 /** How many times a writer that carries a charge tries to put the config naming its generation in `carry_from`. */
@@ -240,10 +240,14 @@ async function carryLeft(log: LogContext, left: LogScope): Promise<boolean> {
   if (ids.length === 0 && marked.length === 0) return true;
   const to = await movedTo(log, left);
   if (!to || to === left) return true;
-  await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to));
+  // A marker another carrier put since the listing: its carry may be unfinished (listed again).
+  const carried = await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to));
   const finished = await mapLimit(marked, PARALLEL_GETS, (id) => resume(log, left, id, charges.has(id)));
-  return finished.every(Boolean);
+  return carried.every((outcome) => outcome !== THEIRS) && finished.every(Boolean);
 }
+
+/** What carry answers when another carrier's marker is there: that carry may not be finished. */
+const THEIRS = 'theirs';
 
 /** What a charge's name takes on while it is carried to another generation (carry). */
 const CARRIED = '.carried';
@@ -269,13 +273,14 @@ async function deleteCharges(log: LogContext, keys: string[]): Promise<void> {
  * answer, too), the other leaves it. One that is gone was counted (by the fence of the delete
  * that left `from`, which deleted it before it moved the config) or carried already. The carry
  * (carryOn) can be resumed where it stopped, so a carrier that stops after its marker leaves it to
- * the next listing once the marker is older than a lease; true unless it was not stored.
+ * the next listing once the marker is older than a lease; true unless it was not stored, THEIRS
+ * when another carrier's marker is there (its carry may be unfinished).
  */
-async function carry(log: LogContext, from: LogScope, id: string, to: LogScope): Promise<boolean> {
+async function carry(log: LogContext, from: LogScope, id: string, to: LogScope): Promise<boolean | typeof THEIRS> {
   const key = chargeKey(from, id);
   const since = log.clock().getTime();
   // A marker refused, or unanswered, that is its own landed (a store's retry refused by its first attempt).
-  if (!(await firstToCreate(log.store, `${key}${CARRIED}`, `${since}:${to.generation}`)).first) return true;
+  if (!(await firstToCreate(log.store, `${key}${CARRIED}`, `${since}:${to.generation}`)).first) return THEIRS;
   const object = await log.store.get(key);
   return carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, object !== null, since);
 }

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { CHARGED, chargeableSession, user } from '../support/charges.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { type HeldCall, HeldStore } from '../support/held-store.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+// A generation a delete of the newest turn left stays owed (`carry_from`) while a carry of one of
+// its charges is unfinished (lib/session/log/owed-charges.ts): a write that lists the charge with
+// no marker and then finds its marker taken by another carrier leaves the generation owed, so the
+// carry is resumed when that carrier stops after its marker.
+
+const LEASE_MS = 1000;
+
+/** A put of a charge's carried marker. */
+const markerPut = ({ operation, keys }: HeldCall) => operation === 'put' && keys[0]!.endsWith('.carried');
+
+describe.each(await memoryAndFileStores('charge-owed-marker'))('a carry of an owed charge: %s', (_, storeOf) => {
+  it('whose marker another write took is resumed once that carrier died after it', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const inner = storeOf();
+    const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
+    const log = new SessionLog(inner, options);
+    const turn = await chargeableSession(log);
+    await log.deleteTurn('s1', 1);
+    // The charge's writer, a process of its own: it names the generation owed, then waits at its marker.
+    const writerHeld = new HeldStore(inner);
+    const writerStore = new FaultyStore(writerHeld);
+    const writer = new SessionLog(writerStore, options);
+    const writerMarker = writerHeld.hold(markerPut);
+    const stored = writer.storeCharge(turn, { usage: CHARGED }).catch(() => false);
+    await writerMarker.reached;
+    // A write lists the charge with no marker, and waits at its own marker.
+    const held = new HeldStore(inner);
+    const other = new SessionLog(held, options);
+    const otherMarker = held.hold(markerPut);
+    const appended = other.append('s1', [user('b')]);
+    await otherMarker.reached;
+    // The writer's marker lands (its call passed on already), and its process dies right after.
+    writerStore.failWhen(() => true);
+    writerMarker.release();
+    await stored;
+    otherMarker.release();
+    await appended;
+    for (const content of ['c', 'd', 'e']) {
+      now += 3 * LEASE_MS;
+      await log.append('s1', [user(content)]);
+    }
+    expect((await log.get('s1')).usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
+  });
+});

@@ -48,4 +48,36 @@ describe.each(await memoryAndFileStores('charge-owed-marker'))('a carry of an ow
     }
     expect((await log.get('s1')).usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
   });
+
+  it('resumed by two writes at once is carried by one of them', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const inner = storeOf();
+    const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
+    const log = new SessionLog(inner, options);
+    const turn = await chargeableSession(log);
+    await log.deleteTurn('s1', 1);
+    // The charge's writer names the generation owed, puts its marker and dies.
+    const writerStore = new FaultyStore(inner);
+    const writer = new SessionLog(writerStore, options);
+    let dead = false;
+    writerStore.failWhen(() => dead);
+    writerStore.failWhen(({ operation, key }) => {
+      if (operation === 'put' && key.endsWith('.carried')) dead = true;
+      return false;
+    });
+    expect(await writer.storeCharge(turn, { usage: CHARGED }).catch(() => false)).toBe(false);
+    now += 2 * LEASE_MS;
+    // A write resumes the carry, and waits at the put of the charge carried.
+    const held = new HeldStore(inner);
+    const slow = new SessionLog(held, options);
+    const carriedPut = held.hold(({ operation, keys }) => operation === 'put' && /\/-charge-[0-9a-f]+$/.test(keys[0]!));
+    const appended = slow.append('s1', [user('b')]);
+    await carriedPut.reached;
+    // Writes meanwhile resume it too, count the charge, and delete it once counted.
+    for (const content of ['c', 'd', 'e', 'f']) await log.append('s1', [user(content)]);
+    carriedPut.release();
+    await appended;
+    for (const content of ['g', 'h']) await log.append('s1', [user(content)]);
+    expect((await log.get('s1')).usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
+  });
 });

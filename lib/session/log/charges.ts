@@ -326,10 +326,11 @@ async function carryOn(
 
 /**
  * Resumes the carry of charge `id` of `from` whose marker is older than a lease (its carrier
- * stopped; `there`: the charge was listed): from the charge, or, gone, from its pending copy under
- * the generation the marker names (none: carried, only its marker left). False when the marker
- * is younger (its carrier may be at it); a marker that names no time (older code's) is left as it
- * was, true.
+ * stopped; `there`: the charge was listed), once it put the marker again with its own time,
+ * if-match (so it is the carrier now, with half a lease to go): from the charge, or, gone, from
+ * its pending copy under the generation the marker names (none: carried, only its marker left).
+ * False when the marker is younger (its carrier may be at it) or its put was refused (another
+ * resumes it); a marker that names no time (older code's) is left as it was, true.
  */
 async function resume(log: LogContext, from: LogScope, id: string, there: boolean): Promise<boolean> {
   const key = chargeKey(from, id);
@@ -339,6 +340,11 @@ async function resume(log: LogContext, from: LogScope, id: string, there: boolea
   if (!generation?.match(generationSchemaPattern) || !/^\d+$/.test(ms ?? '')) return true;
   const now = log.clock().getTime();
   if (now - Number(ms) <= log.leaseMs) return false;
+  // Taken over (if-match, a body of its own): of writes resuming it at once one goes on, the
+  // others find it younger than a lease; failed, it is listed again.
+  const body = `${now}:${generation}:${crypto.randomUUID()}`;
+  const taken = await log.store.put(`${key}${CARRIED}`, body, { ifMatch: marker.etag }).catch(() => null);
+  if (!taken) return false;
   const to = { keyPrefix: from.keyPrefix, id: from.id, generation };
   const source = there ? await log.store.get(key) : null;
   const object = source ?? (await log.store.get(`${chargeKey(to, id)}${PENDING}`));

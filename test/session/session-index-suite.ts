@@ -750,6 +750,76 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
     });
 
+    it("an append landing after a stopped turn's spend was listed keeps that spend in the row", async () => {
+      // The append read no spend (not stored yet), so its record names the turn still unbilled;
+      // the spend's refresh read the session before that record landed. The append's own entry
+      // (more items) then replaces the spend's: it must count what a read shows, the spend too.
+      const { hold, wrap } = holding();
+      const { log, list, entries, keyPrefix } = setup(wrap);
+      await log.create({ id: 'c' });
+      await turn(log, 'c');
+      const begun = await log.beginTurn('c', { input: [user('go')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+      await log.cancelTurn('c', begun.turn.turn);
+      await log.refreshIndex('c');
+      const records = `${keyPrefix}sessions/c/turn/`;
+      const isRecord = (key: string) => key.startsWith(records) && /\/\d{12}$/.test(key);
+      const recordPut = hold((method, key) => method === 'put' && isRecord(key));
+      const appending = log.append('c', [user('more')]);
+      await recordPut.reached;
+      const spent = turnUsage({ input_tokens: 300, output_tokens: 7 }, { input: 1, cached_input: 0.5, output: 4 });
+      expect(await log.storeStoppedSpend(begun.turn, { usage: spent })).toBe(true);
+      await log.refreshIndex('c');
+      expect((await list()).sessions[0]!.usage).toEqual((await log.get('c')).usage);
+      recordPut.open();
+      const { indexed } = await appending;
+      await log.refreshIndex('c', indexed);
+      const session = await log.get('c');
+      expect((await list()).sessions).toMatchObject([{ id: 'c', counts: session.counts, usage: session.usage }]);
+      expect(await entries()).toHaveLength(1);
+    });
+
+    it.each([
+      ['before', false],
+      ['after', true],
+    ])(
+      "an append landing after a charge was listed keeps the charge in the row (its refresh's put %s)",
+      async (_, late) => {
+        // The append listed no charge (not stored yet), so its record does not count it; the
+        // charge's refresh read the session before that record landed, and its entry, of fewer
+        // items, is outranked by the append's, which counts less: the session is read again.
+        const { hold, wrap } = holding();
+        const { log, list, entries, keyPrefix } = setup(wrap);
+        await log.create({ id: 'c' });
+        await turn(log, 'c');
+        const begun = await log.beginTurn('c', { input: [user('go')] });
+        if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+        const usage = turnUsage({ input_tokens: 10, output_tokens: 1 }, { input: 1, cached_input: 0.5, output: 4 });
+        await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+        await log.refreshIndex('c');
+        const records = `${keyPrefix}sessions/c/turn/`;
+        const isRecord = (key: string) => key.startsWith(records) && /\/\d{12}$/.test(key);
+        const recordPut = hold((method, key) => method === 'put' && isRecord(key));
+        const appending = log.append('c', [user('more')]);
+        await recordPut.reached;
+        const charge = turnUsage({ input_tokens: 300, output_tokens: 7 }, { input: 1, cached_input: 0.5, output: 4 });
+        expect(await log.storeCharge(begun.turn, { usage: charge })).toBe(true);
+        const entryPut = hold((method, key) => late && method === 'put' && key.startsWith(indexPrefix(keyPrefix)));
+        const charged = log.refreshIndex('c');
+        if (late) await entryPut.reached;
+        else await charged;
+        recordPut.open();
+        const { indexed } = await appending;
+        await log.refreshIndex('c', indexed);
+        entryPut.open();
+        await charged;
+        const session = await log.get('c');
+        expect(session.usage.input_tokens).toBe(1000 + 10 + 300);
+        expect((await list()).sessions).toMatchObject([{ id: 'c', counts: session.counts, usage: session.usage }]);
+        expect(await entries()).toHaveLength(1);
+      },
+    );
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

@@ -6,8 +6,8 @@ import { sessionCounts, type SessionCounts } from '../records.ts';
 import { checkInvariant, type LogContext } from './context.ts';
 import { readConfig } from './head.ts';
 import { markedDeleted, markerStale, parseIndexMarker, type IndexMarker } from './index-markers.ts';
+import { compareEntries } from './index-rank.ts';
 import {
-  compareEntries,
   indexPosition,
   indexPrefix,
   isIndexPosition,

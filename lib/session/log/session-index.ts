@@ -5,6 +5,7 @@ import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCount
 import type { LogContext } from './context.ts';
 import { countsOf, ledgerOf, readHead, type Head } from './head.ts';
 import { shownTotals } from './charges.ts';
+import { compareEntries, disagree } from './index-rank.ts';
 import { EMPTY_LEDGER, hasUsage, type Ledger } from '../../ledger/usage.ts';
 import { NANO } from '../../ledger/prices.ts';
 
@@ -161,36 +162,6 @@ function parseLedger(text: string): Ledger | null {
   return { ...ledger, cost_usd: ledger.cost_usd / NANO };
 }
 
-/**
- * Positive when `a` outranks `b`: more turns, then more items, then more completed turns in the
- * totals, then more tokens, then more cost in them (at the same counts: a stopped turn's spend or a
- * charge stored after the state the other counted; the totals only grow), then a later last
- * activity (at the same counts: a completion, a PATCH or a compaction after the state the other
- * says), then uploaded later.
- */
-export function compareEntries(a: { entry: IndexEntry; info: ObjectInfo }, b: { entry: IndexEntry; info: ObjectInfo }) {
-  return (
-    a.entry.counts.turns - b.entry.counts.turns ||
-    a.entry.counts.items - b.entry.counts.items ||
-    a.entry.ledger.turns - b.entry.ledger.turns ||
-    tokensOf(a.entry.ledger) - tokensOf(b.entry.ledger) ||
-    a.entry.ledger.cost_usd - b.entry.ledger.cost_usd ||
-    a.entry.lastActivityMs - b.entry.lastActivityMs ||
-    a.info.uploaded.getTime() - b.info.uploaded.getTime()
-  );
-}
-
-/** Every token the totals count. */
-function tokensOf(ledger: Ledger): number {
-  return (
-    ledger.input_tokens +
-    ledger.cached_input_tokens +
-    ledger.cache_write_tokens +
-    ledger.output_tokens +
-    ledger.reasoning_tokens
-  );
-}
-
 /** The entry of a session just created: no records yet. */
 export async function indexCreated(log: LogContext, config: SessionConfig): Promise<void> {
   const createdMs = Date.parse(config.created_at);
@@ -229,7 +200,13 @@ export type IndexState = Pick<Head, 'config' | 'newest'>;
  * harm: a newer one outranks it (`compareEntries`), whenever either is written. `replacing`: see
  * writeIndexEntry.
  */
-export async function refreshIndex(log: LogContext, id: string, known?: IndexState, replacing = false): Promise<void> {
+export async function refreshIndex(
+  log: LogContext,
+  id: string,
+  known?: IndexState,
+  replacing = false,
+  again = false,
+): Promise<void> {
   let head: IndexState;
   let ledger: Ledger | undefined;
   try {
@@ -244,8 +221,11 @@ export async function refreshIndex(log: LogContext, id: string, known?: IndexSta
     throw error;
   }
   // The config changed after the caller read it (a PATCH before its record landed, whose own
-  // entry may predate that record): the entry is written again from the state as it is now.
-  if (!(await writeIndexEntry(log, head.config, head.newest, replacing, ledger)) && known) await refreshIndex(log, id);
+  // entry may predate that record), or an entry of one state missed what another counts (behind):
+  // the entry is written again from the state as it is now (once more at most, for `behind`).
+  const written = await writeIndexEntry(log, head.config, head.newest, replacing, ledger);
+  if (written === false && known) await refreshIndex(log, id);
+  else if (written === 'behind' && !again) await refreshIndex(log, id, undefined, replacing, true);
 }
 
 /**
@@ -255,7 +235,8 @@ export async function refreshIndex(log: LogContext, id: string, known?: IndexSta
  * entries of the turns it took out would outrank its own; those naming the generation before are
  * deleted as any writer deletes them), or those of these keys (settleEntries). `ledger`: the
  * totals the entry says (a read's shownTotals), else the newest record's. False when the config is
- * not `config` any more (the entry was removed again).
+ * not `config` any more (the entry was removed again); `behind` when an entry of the generation
+ * listed beside it disagrees with it (index-rank.ts disagree): one missed spend the other counts.
  */
 export async function writeIndexEntry(
   log: LogContext,
@@ -263,7 +244,7 @@ export async function writeIndexEntry(
   newest: Head['newest'],
   replacing: boolean | ReadonlySet<string> = false,
   ledger: Ledger = ledgerOf(newest),
-): Promise<boolean> {
+): Promise<boolean | 'behind'> {
   const createdMs = Date.parse(config.created_at);
   const key = indexEntryKey(log.keyPrefix, {
     id: config.id,
@@ -326,7 +307,9 @@ export async function writeIndexEntry(
   );
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
-  return true;
+  return listed.some((other) => other !== mine && !replaced(other) && disagree(mine.entry, other.entry))
+    ? 'behind'
+    : true;
 }
 
 /**

@@ -5,6 +5,7 @@ import { turnUsage } from '../../lib/ledger/usage.ts';
 import { indexPrefix, parseIndexKey } from '../../lib/session/log/session-index.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { SessionLog } from '../support/session-log.ts';
+import type { OpenTurn } from '../../lib/session/log/types.ts';
 import { SeededRandom } from '../../bench/random.ts';
 
 /**
@@ -63,7 +64,7 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
   }
 
   const DAY = 86_400_000;
-  const KINDS = ['turn', 'refresh', 'stopped', 'append', 'rewind', 'patch', 'delete', 'list'] as const;
+  const KINDS = ['turn', 'refresh', 'stopped', 'append', 'rewind', 'patch', 'delete', 'list', 'charge'] as const;
 
   it(`${label}: two or three index writers interleaved at random end with the session's one row, or none`, async () => {
     const base = Number(process.env.INDEX_RACE_SEED ?? 1);
@@ -87,10 +88,12 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
           .map((o) => o.key)
           .filter((key) => parseIndexKey(keyPrefix, key) !== null);
       const usage = turnUsage({ input_tokens: 10, output_tokens: 5 }, { input: 1, cached_input: 0.5, output: 4 });
+      let opened: OpenTurn | undefined;
       const runTurn = async (refresh: boolean) => {
         const begun = await log.beginTurn('x', { input: [user('go')] });
         if (begun.kind !== 'claimed') return;
         await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+        opened = begun.turn;
         if (refresh) await log.refreshIndex('x');
       };
       // A writer that stops after its put, list and config read (its process gone): its entry stays.
@@ -144,6 +147,10 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
             return log.delete('x');
           case 'list':
             return log.listSessions({ limit: 100, background: (work) => void schedule.task(() => work) });
+          case 'charge':
+            // What a call spent whose turn's record never landed, then the row refreshed (lib/turn/unlanded.ts).
+            if (await log.storeCharge(opened!, { usage })) await log.refreshIndex('x');
+            return;
         }
       };
       schedule.start();

@@ -4,9 +4,45 @@
  * "Conventions").
  */
 
-/** `input.0.content.1` -> `input[0].content[1]`. */
+/** `input.0.content.1` -> `input[0].content[1]`: every segment of digits read as an array position. */
 export function bracketPath(field: string): string {
   return field.replaceAll(/\.(\d+)(?=\.|$)/g, '[$1]');
+}
+
+/** A schema's issue as `details.issues` holds it (functions/error-handler.ts validationError). */
+interface Issue {
+  code?: unknown;
+  path?: unknown;
+  keys?: unknown;
+}
+
+/** The path an issue names: an unknown field's key after the object's path. */
+function issuePath(issue: Issue): (string | number)[] | undefined {
+  if (!Array.isArray(issue.path)) return undefined;
+  const path = issue.path.filter((segment) => typeof segment === 'string' || typeof segment === 'number');
+  if (path.length !== issue.path.length) return undefined;
+  if (issue.code !== 'unrecognized_keys') return path;
+  const key = Array.isArray(issue.keys) ? issue.keys[0] : undefined;
+  return typeof key === 'string' ? [...path, key] : undefined;
+}
+
+/**
+ * `details.field` with its array positions in brackets. A schema's refusal tells them from an
+ * object's keys (its issue's path has numbers for positions), so a metadata key `"0"` stays
+ * `metadata.0`; any other check's field names no key of digits, and each is a position.
+ */
+export function bracketedField(details: unknown): string | undefined {
+  const { field, issues } = (details ?? {}) as { field?: unknown; issues?: unknown };
+  if (typeof field !== 'string') return undefined;
+  if (Array.isArray(issues))
+    for (const issue of issues as Issue[]) {
+      const path = issue && typeof issue === 'object' ? issuePath(issue) : undefined;
+      if (path === undefined || path.map(String).join('.') !== field || path.length === 0) continue;
+      return path
+        .map((segment, at) => (typeof segment === 'number' ? `[${segment}]` : at === 0 ? segment : `.${segment}`))
+        .join('');
+    }
+  return bracketPath(field);
 }
 
 /** Where a message names its field: the body's or query's schema puts `body.` or `query.` before it. */
@@ -20,7 +56,7 @@ const LOCATIONS = ['', 'body.', 'query.', 'param.'];
 export function bracketedMessage(message: string, details: unknown): string {
   const field = (details as { field?: unknown } | undefined)?.field;
   if (typeof field !== 'string') return message;
-  const bracketed = bracketPath(field);
+  const bracketed = bracketedField(details) ?? field;
   if (bracketed === field) return message;
   const location = LOCATIONS.find((prefix) => message.startsWith(`${prefix}${field}: `));
   return location === undefined ? message : `${location}${bracketed}${message.slice(location.length + field.length)}`;

@@ -109,6 +109,27 @@ describe('a message names its field in brackets, as param does', () => {
     );
   });
 
+  it('writes an object key of digits as a key, not an array position', async () => {
+    for (const [key, param] of [
+      ['0', 'metadata.0'],
+      ['a.1', 'metadata.a.1'],
+    ] as const) {
+      const { status, body } = await api.post('/v1/responses', { model: 'echo', input: 'x', metadata: { [key]: 5 } });
+      expect(status, JSON.stringify(body)).toBe(400);
+      expect(body.error.param).toBe(param);
+      expect(body.error.message.startsWith(`${param}: `), body.error.message).toBe(true);
+    }
+    const item = [{ type: 'message', role: 'user', content: 'x', 7: 'y' }];
+    const unknown = await api.post('/v1/responses', { model: 'echo', input: item });
+    expect(unknown.body.error.param).toBe('input[0].7');
+    const id = await api.session();
+    const own = await api.post(`/v1/sessions/${id}/turns`, { input: item });
+    expect(own.body.error).toMatchObject({
+      message: 'body.input[0].7: unknown field',
+      details: { field: 'input.0.7' },
+    });
+  });
+
   it("on tailgate's routes, brackets in the message, details.field dotted", async () => {
     const id = await api.session();
     const turns = `/v1/sessions/${id}/turns`;

@@ -1,6 +1,6 @@
 import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { bracketPath } from '../../../lib/field-path.ts';
+import { bracketedField } from '../../../lib/field-path.ts';
 import { OpenAIApiError, openaiErrorCode, openaiFailure } from '../../../lib/openai/errors.ts';
 import { errorBody, errorHeaders, requestNow } from '../../error-handler.ts';
 import { settleBusy } from '../../../lib/session/log/busy-lease.ts';
@@ -35,7 +35,7 @@ function errorType(status: number): string {
 function paramOf(details: unknown): string | null {
   const field = (details as { field?: unknown } | undefined)?.field;
   if (typeof field !== 'string' || field === '' || field === 'body') return null;
-  return bracketPath(field.replace(/^body\./, ''));
+  return (bracketedField(details) ?? field).replace(/^body\./, '');
 }
 
 /**

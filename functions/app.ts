@@ -129,16 +129,6 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       : c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
   );
 
-  // A known path asked with a method it does not serve: 405 (the routes are read once all are registered).
-  let served: ((path: string) => string[]) | undefined;
-  app.use(
-    '*',
-    methodNotAllowed(() => {
-      served ??= allowedMethods(app.routes);
-      return served;
-    }),
-  );
-
   // What the Node and Deno servers check at startup: the settings, and the store they name.
   const checkSettings = (c: Context) => {
     const environment = readEnvironment(c);
@@ -165,6 +155,16 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', configure);
   // Before auth: a browser's preflight carries no token.
   app.use('/v1/*', corsForApi);
+  // A known path asked with a method it does not serve: 405, before auth and with CORS's headers (the
+  // routes are read once all are registered).
+  let served: ((path: string) => string[]) | undefined;
+  app.use(
+    '*',
+    methodNotAllowed(() => {
+      served ??= allowedMethods(app.routes);
+      return served;
+    }),
+  );
   // Filled once every route is registered: the scopes their definitions declare.
   let scopes: ScopeTable = new Map();
   const clock = options.clock ?? (() => new Date());

@@ -32,9 +32,10 @@ export const CORS_REQUEST_HEADERS = [
   'X-Stainless-Timeout',
 ];
 
-/** The response headers a page may read: a request's id, the retry advice, the body limits. */
+/** The response headers a page may read: a request's id, the retry advice, the body limits, a 405's methods. */
 export const CORS_RESPONSE_HEADERS = [
   REQUEST_ID_HEADER,
+  'Allow',
   'Retry-After',
   'retry-after-ms',
   'x-should-retry',

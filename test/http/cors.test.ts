@@ -90,6 +90,19 @@ describe('CORS_ORIGINS', () => {
     expect(refused.headers.get('access-control-allow-origin')).toBe(PAGE);
   });
 
+  it('lets an allowed origin read a 405 and its Allow', async () => {
+    const app = appWith({ CORS_ORIGINS: PAGE });
+    const refused = await app.request('/v1/responses', {
+      method: 'DELETE',
+      headers: { origin: PAGE, authorization: `Bearer ${TOKEN}` },
+    });
+    expect(refused.status).toBe(405);
+    expect(refused.headers.get('allow')).toBe('POST');
+    expect(refused.headers.get('access-control-allow-origin')).toBe(PAGE);
+    expect(refused.headers.get('access-control-expose-headers')!.toLowerCase().split(',')).toContain('allow');
+    expect(refused.headers.get('vary')).toContain('Origin');
+  });
+
   it('allows no other origin: its preflight and answers carry no Allow-Origin', async () => {
     const app = appWith({ CORS_ORIGINS: PAGE });
     const answered = await preflight(app, STRANGER);

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { Metrics } from '../../functions/metrics.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { createClient, TOKEN } from './http-suite.ts';
@@ -67,3 +69,31 @@ describe('a method a known path does not serve', () => {
     expect(answer.headers.get('allow')).toBe('POST');
   });
 });
+
+// Every route an app registers, whichever entry builds it (Node and Deno bring /metrics and the
+// scripts of /docs and /ui; Workers neither), is served with its method, and HEAD with GET: the
+// 405 answers only what no route serves.
+describe('every registered route', () => {
+  it.each([
+    ['Node and Deno', { metrics: new Metrics(), docsScript: script, inspectorScript: script }],
+    ['Workers', { tokenSetting: 'workers' as const }],
+  ])('%s: is answered with its method, never 405', async (_entry, options) => {
+    const store = new MemoryStore();
+    const app = createApp({ store: () => store, log: () => {}, logLine: () => {}, ...options });
+    const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', METRICS_TOKEN: 'metrics' };
+    const routes = app.routes.filter((route) => route.method !== 'ALL');
+    expect(routes.map((route) => route.path)).toEqual(expect.arrayContaining(['/healthz', '/docs', '/ui']));
+    for (const route of routes) {
+      const path = route.path.replaceAll(/:[a-z_0-9]+/g, 'x1');
+      for (const method of route.method === 'GET' ? ['GET', 'HEAD'] : [route.method]) {
+        const answer = await app.request(path, { method }, environment);
+        expect(answer.status, `${method} ${route.path}`).not.toBe(405);
+        await answer.body?.cancel();
+      }
+    }
+  });
+});
+
+async function script(): Promise<Uint8Array<ArrayBuffer>> {
+  return new Uint8Array(new ArrayBuffer(0));
+}

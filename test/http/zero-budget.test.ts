@@ -9,10 +9,11 @@ import { createClient, TOKEN } from './http-suite.ts';
 // create and a PATCH, and the next turn is refused 402 `budget_exhausted` as a spent budget's
 // is, the inputs queued behind the session waiting until the budget is raised.
 
-const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+const environment: Record<string, string> = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 
 /** The app on a memory store whose background turns wait until `runAll` runs them. */
-function world() {
+function world(settings: Record<string, string> = {}) {
+  const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', ...settings };
   const sent: BackgroundTurn[] = [];
   const tasks: Promise<unknown>[] = [];
   const options: AppOptions = {
@@ -77,5 +78,30 @@ describe('a budget limit of 0', () => {
     await runAll();
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
     expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(2);
+  });
+});
+
+// A token minted with a 0 limit (docs/API.md, "Tokens") calls no model: its first turn is
+// refused 402 with `budget: "token"`; what calls none (reading the session, its spend) it does.
+describe('a token budget limit of 0', () => {
+  it.each([
+    ['max_turns', 0],
+    ['max_total_tokens', 0],
+    ['max_cost_usd', 0],
+  ] as const)('%s: the token is minted, and its first turn refused 402', async (limit, spent) => {
+    const { api } = world({ TOKEN_SIGNING_KEY: 'BrZfSyf8sJb29DyhJhnf4tWjPRctEZf4ZNwQaSOaQUg=' });
+    const minted = await api.post('/v1/tokens', {
+      scopes: ['session:read', 'session:turn'],
+      budget: { [limit]: 0 },
+    });
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'x' }, bearer);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+    expect(refused.body.error.details).toEqual({ budget: 'token', limit, spent, value: 0 });
+    const current = await api.get('/v1/tokens/current', bearer);
+    expect(current.body.remaining).toEqual({ [limit]: 0 });
+    expect((await api.get(`/v1/sessions/${id}`, bearer)).status).toBe(200);
   });
 });

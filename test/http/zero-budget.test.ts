@@ -100,6 +100,12 @@ describe('a token budget limit of 0', () => {
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'x' }, bearer);
     expect(refused.status, JSON.stringify(refused.body)).toBe(402);
     expect(refused.body.error.details).toEqual({ budget: 'token', limit, spent, value: 0 });
+    const stateless = await api.post(
+      '/v1/chat/completions',
+      { model: 'echo', messages: [{ role: 'user', content: 'x' }] },
+      bearer,
+    );
+    expect(stateless.status, JSON.stringify(stateless.body)).toBe(402);
     const current = await api.get('/v1/tokens/current', bearer);
     expect(current.body.remaining).toEqual({ [limit]: 0 });
     expect((await api.get(`/v1/sessions/${id}`, bearer)).status).toBe(200);

@@ -85,6 +85,18 @@ export function defineQueueForksSuite(label: string, harness: HttpHarness): void
       expect((await api.delete(`/v1/sessions/${id}/queue/${'c'.repeat(64)}`)).status).toBe(404);
     });
 
+    it('holds a queued input behind a budget limit of 0 until a PATCH raises it', async () => {
+      const id = await api.session({ on_busy: 'enqueue', budget: { max_turns: 0 } });
+      await queue(id, 'e'.repeat(64), 'held', '2026-01-01T00:00:00.000Z');
+      // The listing's pickup meets the spent budget: the input waits.
+      expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
+      const raised = await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 1 } });
+      expect(raised.status, JSON.stringify(raised.body)).toBe(200);
+      await expect.poll(async () => (await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(1);
+      expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+    });
+
     it('answers bad queries and missing sessions with 4xx', async () => {
       const id = await api.session();
       for (const path of [`/v1/sessions/${id}/queue?limit=0`, `/v1/sessions/${id}/forks?after=nope`]) {

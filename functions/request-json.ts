@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
 import { InvalidRequestError } from '../lib/errors.ts';
+import { bracketSegments, pathDetails } from '../lib/field-path.ts';
 import { textProblem } from '../lib/items.ts';
 
 /** Deepest nesting of arrays and objects a request body may have (the body itself is level 1). */
@@ -34,10 +35,11 @@ export function checkJsonValue(value: unknown, base: string): void {
     }
     if (typeof current !== 'object' || current === null) continue;
     if (depth > MAX_JSON_DEPTH) {
-      throw new InvalidRequestError(`${fieldName(base, path)}: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, {
-        field: fieldName(base, path),
-        limit: MAX_JSON_DEPTH,
-      });
+      const [field, bracketed] = fieldName(base, path);
+      throw new InvalidRequestError(
+        `${field}: JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+        pathDetails({ field, limit: MAX_JSON_DEPTH }, bracketed),
+      );
     }
     if (Array.isArray(current)) {
       for (let index = current.length - 1; index >= 0; index--)
@@ -57,18 +59,25 @@ export function checkJsonValue(value: unknown, base: string): void {
 function refuseBadText(text: string, base: string, path: PathSegment | undefined, what = 'value'): void {
   const problem = textProblem(text);
   if (problem === undefined) return;
-  const field = fieldName(base, path);
-  throw new InvalidRequestError(`${field}: ${what === 'key' ? 'the key ' : ''}${problem}`, { field });
+  const [field, bracketed] = fieldName(base, path);
+  throw new InvalidRequestError(
+    `${field}: ${what === 'key' ? 'the key ' : ''}${problem}`,
+    pathDetails({ field }, bracketed),
+  );
 }
 
-/** `body.input.0.content`; a key that is not clean text is shown escaped. */
-function fieldName(base: string, path: PathSegment | undefined): string {
-  const keys: string[] = [];
+/**
+ * `body.input.0.content`, and as a message writes it, `body.input[0].content` (lib/field-path.ts:
+ * a key of digits stays a key); a key that is not clean text is shown escaped.
+ */
+function fieldName(base: string, path: PathSegment | undefined): [field: string, bracketed: string] {
+  const keys: (string | number)[] = [];
   for (let segment = path; segment !== undefined; segment = segment.parent) {
     const key = segment.key;
-    keys.push(typeof key === 'number' || textProblem(key) === undefined ? String(key) : JSON.stringify(key));
+    keys.push(typeof key === 'number' || textProblem(key) === undefined ? key : JSON.stringify(key));
   }
-  return [base, ...keys.reverse()].join('.');
+  const segments = [base, ...keys.reverse()];
+  return [segments.join('.'), bracketSegments(segments)];
 }
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });

@@ -26,21 +26,41 @@ function issuePath(issue: Issue): (string | number)[] | undefined {
   return typeof key === 'string' ? [...path, key] : undefined;
 }
 
+/** The bracketed field of details whose check knew its path (`pathDetails`). */
+const KNOWN = new WeakMap<object, string>();
+
+/** `["input", 0, "content"]` -> `input[0].content`: a number a position, a string a key. */
+export function bracketSegments(path: readonly (string | number)[]): string {
+  return path
+    .map((segment, at) => (typeof segment === 'number' ? `[${segment}]` : at === 0 ? segment : `.${segment}`))
+    .join('');
+}
+
 /**
- * `details.field` with its array positions in brackets. A schema's refusal tells them from an
- * object's keys (its issue's path has numbers for positions), so a metadata key `"0"` stays
- * `metadata.0`; any other check's field names no key of digits, and each is a position.
+ * `details` of a refusal whose check knows the path of its dotted `field`: `bracketed` the
+ * field with its positions in brackets (bracketSegments), as its message then writes it.
+ */
+export function pathDetails<Details extends { field: string }>(details: Details, bracketed: string): Details {
+  KNOWN.set(details, bracketed);
+  return details;
+}
+
+/**
+ * `details.field` with its array positions in brackets. A check that knew its path said which
+ * segments are positions (pathDetails), and so does a schema's refusal (its issue's path has
+ * numbers for positions), so a metadata key `"0"` stays `metadata.0`; any other check's field
+ * names no key of digits, and each is a position.
  */
 export function bracketedField(details: unknown): string | undefined {
   const { field, issues } = (details ?? {}) as { field?: unknown; issues?: unknown };
   if (typeof field !== 'string') return undefined;
+  const known = details && typeof details === 'object' ? KNOWN.get(details) : undefined;
+  if (known !== undefined) return known;
   if (Array.isArray(issues))
     for (const issue of issues as Issue[]) {
       const path = issue && typeof issue === 'object' ? issuePath(issue) : undefined;
       if (path === undefined || path.map(String).join('.') !== field || path.length === 0) continue;
-      return path
-        .map((segment, at) => (typeof segment === 'number' ? `[${segment}]` : at === 0 ? segment : `.${segment}`))
-        .join('');
+      return bracketSegments(path);
     }
   return bracketPath(field);
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
+import { bracketSegments, pathDetails } from '../field-path.ts';
 import { idSchema, messageItemSchema, storedItemSchema, toolSchema, type StoredItem } from '../items.ts';
 import { budgetSchema, suppliedLedgerSchema } from '../ledger/usage.ts';
 import { MAX_TTL_DAYS, onBusySchema } from './fields.ts';
@@ -88,8 +89,12 @@ export function parseExportLine<Schema extends z.ZodType>(
   const issue = parsed.error.issues[0];
   // An unknown key is named as a schema's refusal names it: its path, the key last.
   const unknown = issue?.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
-  const field = [`line ${line}`, ...(issue?.path ?? []).map(String), ...unknown].join('.');
-  throw new InvalidRequestError(`${field}: ${issue?.message ?? 'invalid'}`, { field });
+  const path = [`line ${line}`, ...(issue?.path ?? []).filter((key) => typeof key !== 'symbol'), ...unknown];
+  const field = path.join('.');
+  throw new InvalidRequestError(
+    `${field}: ${issue?.message ?? 'invalid'}`,
+    pathDetails({ field }, bracketSegments(path)),
+  );
 }
 
 /**

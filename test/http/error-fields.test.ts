@@ -119,6 +119,21 @@ describe('a message names its field in brackets, as param does', () => {
       expect(body.error.param).toBe(param);
       expect(body.error.message.startsWith(`${param}: `), body.error.message).toBe(true);
     }
+    // The JSON check before the schema, and an import's line, tell a key from a position too.
+    const nul = await api.post('/v1/responses', { model: 'echo', input: 'x', metadata: { 0: 'a\u0000b' } });
+    expect(nul.body.error).toMatchObject({ param: 'metadata.0', message: 'metadata.0: contains NUL (U+0000)' });
+    const nulOwn = await api.post('/v1/sessions', { metadata: { 0: ['a\u0000b'] } });
+    expect(nulOwn.body.error).toMatchObject({
+      message: 'body.metadata.0[0]: contains NUL (U+0000)',
+      details: { field: 'body.metadata.0.0' },
+    });
+    const tools = [{ type: 'function', name: 'f', 3: 1 }];
+    const header = `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), tools })}\n`;
+    const imported = await api.post('/v1/sessions/import', header, { 'content-type': 'application/x-ndjson' });
+    expect(imported.body.error).toMatchObject({
+      message: 'line 1.tools[0].3: Unrecognized key: "3"',
+      details: { field: 'line 1.tools.0.3' },
+    });
     const item = [{ type: 'message', role: 'user', content: 'x', 7: 'y' }];
     const unknown = await api.post('/v1/responses', { model: 'echo', input: item });
     expect(unknown.body.error.param).toBe('input[0].7');

@@ -9,8 +9,6 @@ import { createClient, TOKEN } from './http-suite.ts';
 // create and a PATCH, and the next turn is refused 402 `budget_exhausted` as a spent budget's
 // is, the inputs queued behind the session waiting until the budget is raised.
 
-const environment: Record<string, string> = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
-
 /** The app on a memory store whose background turns wait until `runAll` runs them. */
 function world(settings: Record<string, string> = {}) {
   const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', ...settings };

@@ -109,3 +109,16 @@ describe('a token budget limit of 0', () => {
     expect((await api.get(`/v1/sessions/${id}`, bearer)).status).toBe(200);
   });
 });
+
+// DEFAULT_SESSION_BUDGET with a 0 limit (docs/CONFIGURATION.md): a session created without a
+// budget of its own takes no turn until a PATCH sets one.
+describe('a default session budget limit of 0', () => {
+  it('refuses the turns of a session created without a budget until a PATCH sets one', async () => {
+    const { api } = world({ DEFAULT_SESSION_BUDGET: '{"max_turns": 0}' });
+    const id = await api.session();
+    expect((await api.get(`/v1/sessions/${id}`)).body.budget).toEqual({ max_turns: 0 });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x' })).status).toBe(402);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 5 } })).status).toBe(200);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x' })).status).toBe(200);
+  });
+});

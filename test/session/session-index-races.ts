@@ -16,7 +16,12 @@ import { SeededRandom } from '../../bench/random.ts';
  * session has exactly one entry, the one a writer of the session as it is now writes, or none
  * once it was deleted.
  */
-export function defineSessionIndexRaces(label: string, makeStore: () => ObjectStore, rounds: number): void {
+export function defineSessionIndexRaces(
+  label: string,
+  makeStore: () => ObjectStore,
+  rounds: number,
+  firstSeed = Number(process.env.INDEX_RACE_SEED ?? 1),
+): void {
   const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 
   /**
@@ -67,7 +72,7 @@ export function defineSessionIndexRaces(label: string, makeStore: () => ObjectSt
   const KINDS = ['turn', 'refresh', 'stopped', 'append', 'rewind', 'patch', 'delete', 'list', 'charge'] as const;
 
   it(`${label}: two or three index writers interleaved at random end with the session's one row, or none`, async () => {
-    const base = Number(process.env.INDEX_RACE_SEED ?? 1);
+    const base = firstSeed;
     for (let round = 0; round < rounds; round++) {
       const seed = base + round;
       // Seeded (bench/random.ts): a failing round names its seed.

@@ -212,12 +212,18 @@ export const CARRY_ATTEMPTS = 3;
  * config names it in `carry_from` until this ran once without a failure and left no carry
  * unfinished (log/owed-charges.ts; true then). A failure lists it again, up to `attempts` times in
  * all (one carried or being carried has its marker, and is passed over, or resumed once that
- * marker is older than a lease); the last one is thrown.
+ * marker is older than a lease); the last one is thrown. `onMoved` is called for each charge this
+ * call put under the generation the config names (a failure after it does not take it back).
  */
-export async function carriedOn(log: LogContext, left: LogScope, attempts = CARRY_ATTEMPTS): Promise<boolean> {
+export async function carriedOn(
+  log: LogContext,
+  left: LogScope,
+  attempts = CARRY_ATTEMPTS,
+  onMoved: () => void = () => undefined,
+): Promise<boolean> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await carryLeft(log, left);
+      return await carryLeft(log, left, onMoved);
     } catch (error) {
       if (attempt + 1 >= attempts) throw error;
       await backoff(attempt);
@@ -230,7 +236,7 @@ export async function carriedOn(log: LogContext, left: LogScope, attempts = CARR
  * carry whose marker is older than a lease (its carrier stopped: resume). True when no carry is
  * left unfinished (one whose marker is younger, its carrier taken to be at it: listed again).
  */
-async function carryLeft(log: LogContext, left: LogScope): Promise<boolean> {
+async function carryLeft(log: LogContext, left: LogScope, onMoved: () => void): Promise<boolean> {
   const prefix = chargeKey(left, '');
   // Page after page: a page may hold fewer keys than asked while truncated (R2).
   const names = (await listAll(log.store, prefix)).map((object) => object.key.slice(prefix.length));
@@ -241,13 +247,20 @@ async function carryLeft(log: LogContext, left: LogScope): Promise<boolean> {
   const to = await movedTo(log, left);
   if (!to || to === left) return true;
   // A marker another carrier put since the listing: its carry may be unfinished (listed again).
-  const carried = await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to));
-  const finished = await mapLimit(marked, PARALLEL_GETS, (id) => resume(log, left, id, charges.has(id)));
+  const moved = <T>(outcome: T): T => {
+    if (outcome === MOVED) onMoved();
+    return outcome;
+  };
+  const carried = await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to).then(moved));
+  const finished = await mapLimit(marked, PARALLEL_GETS, (id) => resume(log, left, id, charges.has(id)).then(moved));
   return carried.every((outcome) => outcome !== THEIRS) && finished.every(Boolean);
 }
 
 /** What carry answers when another carrier's marker is there: that carry may not be finished. */
 const THEIRS = 'theirs';
+
+/** What a carry answers when it put the charge under the generation it carries to (not found gone). */
+const MOVED = 'moved';
 
 /** What a charge's name takes on while it is carried to another generation (carry). */
 const CARRIED = '.carried';
@@ -273,10 +286,16 @@ async function deleteCharges(log: LogContext, keys: string[]): Promise<void> {
  * answer, too), the other leaves it. One that is gone was counted (by the fence of the delete
  * that left `from`, which deleted it before it moved the config) or carried already. The carry
  * (carryOn) can be resumed where it stopped, so a carrier that stops after its marker leaves it to
- * the next listing once the marker is older than a lease; true unless it was not stored, THEIRS
- * when another carrier's marker is there (its carry may be unfinished).
+ * the next listing once the marker is older than a lease; MOVED when it put the charge there,
+ * false when that was not stored, THEIRS when another carrier's marker is there (its carry may be
+ * unfinished), else true.
  */
-async function carry(log: LogContext, from: LogScope, id: string, to: LogScope): Promise<boolean | typeof THEIRS> {
+async function carry(
+  log: LogContext,
+  from: LogScope,
+  id: string,
+  to: LogScope,
+): Promise<boolean | typeof MOVED | typeof THEIRS> {
   const key = chargeKey(from, id);
   const since = log.clock().getTime();
   // A marker refused, or unanswered, that is its own landed (a store's retry refused by its first attempt).
@@ -292,7 +311,8 @@ async function carry(log: LogContext, from: LogScope, id: string, to: LogScope):
  * `to` too), then its copy deleted, then the marker. Each step can be done again: while the charge
  * is there no copy was put as a charge; while its copy is, the one put is not deleted yet (a
  * charge's copy goes before it, deleteCharges), so a put again is refused. A carrier that took more
- * than half a lease since `since` stops (thrown): one resuming may be at it.
+ * than half a lease since `since` stops (thrown): one resuming may be at it. MOVED once it put the
+ * charge under `to` (or found it there), false when that put failed, true with nothing to put.
  */
 async function carryOn(
   log: LogContext,
@@ -302,13 +322,13 @@ async function carryOn(
   spent: StoppedSpendRecord | null,
   there: boolean,
   since: number,
-): Promise<boolean> {
+): Promise<boolean | typeof MOVED> {
   const key = chargeKey(from, id);
   const pending = `${chargeKey(to, id)}${PENDING}`;
   const inTime = () => {
     if (log.clock().getTime() - since > log.leaseMs / 2) throw new StorageError(`the carry of ${key} took too long`);
   };
-  let stored = true;
+  let stored: boolean | typeof MOVED = true;
   if (there && spent) {
     inTime();
     await log.store.put(pending, JSON.stringify(spent), { contentType: 'application/json' });
@@ -317,7 +337,7 @@ async function carryOn(
   if (spent) {
     inTime();
     const { format: _, ...carried } = spent;
-    stored = await storeCharge(log, to, carried, id);
+    stored = (await storeCharge(log, to, carried, id)) && MOVED;
     await log.store.delete([pending]);
   }
   await log.store.delete([`${key}${CARRIED}`]);
@@ -330,9 +350,10 @@ async function carryOn(
  * if-match (so it is the carrier now, with half a lease to go): from the charge, or, gone, from
  * its pending copy under the generation the marker names (none: carried, only its marker left).
  * False when the marker is younger (its carrier may be at it) or its put was refused (another
- * resumes it); a marker that names no time (older code's) is left as it was, true.
+ * resumes it); MOVED when it put the charge under that generation; a marker that names no time
+ * (older code's) is left as it was, true.
  */
-async function resume(log: LogContext, from: LogScope, id: string, there: boolean): Promise<boolean> {
+async function resume(log: LogContext, from: LogScope, id: string, there: boolean): Promise<boolean | typeof MOVED> {
   const key = chargeKey(from, id);
   const marker = await log.store.get(`${key}${CARRIED}`);
   if (!marker) return true;
@@ -348,6 +369,6 @@ async function resume(log: LogContext, from: LogScope, id: string, there: boolea
   const to = { keyPrefix: from.keyPrefix, id: from.id, generation };
   const source = there ? await log.store.get(key) : null;
   const object = source ?? (await log.store.get(`${chargeKey(to, id)}${PENDING}`));
-  await carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, source !== null, now);
-  return true;
+  const outcome = await carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, source !== null, now);
+  return outcome === MOVED ? MOVED : true;
 }

@@ -2,6 +2,7 @@ import { sessionConfigKey, type LogScope } from '../keys.ts';
 import type { SessionConfig } from '../records.ts';
 import { CARRY_ATTEMPTS, carriedOn } from './charges.ts';
 import type { LogContext } from './context.ts';
+import { refreshIndex } from './session-index.ts';
 
 /**
  * Charges a delete of the newest turn owes (docs/STORAGE.md **Charges**): once it moved the config
@@ -26,20 +27,22 @@ function leftScope(log: LogContext, config: SessionConfig, generation: string): 
  * Carries the charges of each generation `config` owes (`carry_from`), each listed up to
  * `attempts` times, then, given the etag `config` was read with, puts it without those carried
  * (if-match: a config changed meanwhile keeps them, for the write after). True when none is owed
- * any more; a failure leaves the generation owed, never thrown.
+ * any more; a failure leaves the generation owed, never thrown. `onMoved`: called for each charge
+ * it put under the generation the config names.
  */
 export async function payOwed(
   log: LogContext,
   config: SessionConfig,
   etag: string | undefined,
   attempts = CARRY_ATTEMPTS,
+  onMoved?: () => void,
 ): Promise<boolean> {
   const owed = config.carry_from ?? [];
   if (owed.length === 0) return true;
   const carried: string[] = [];
   for (const generation of owed) {
     try {
-      if (await carriedOn(log, leftScope(log, config, generation), attempts)) carried.push(generation);
+      if (await carriedOn(log, leftScope(log, config, generation), attempts, onMoved)) carried.push(generation);
     } catch {
       // Still owed: the next write lists it again.
     }
@@ -53,6 +56,19 @@ export async function payOwed(
   const put = { ifMatch: etag, contentType: 'application/json' };
   const written = await log.store.put(key, JSON.stringify(next), put).catch(() => null);
   return written !== null && left.length === 0;
+}
+
+/**
+ * payOwed by a delete of the newest turn once it moved the config to `config` and wrote the
+ * session's index entry (log/rewind.ts moveBack): a charge it carried landed after that entry's
+ * read, and maybe after its own writer's refresh, which met the carry under way (log/charges.ts
+ * storeCharge), so no entry counts it yet: the entry is written again. None carried: no write.
+ */
+export async function paidAfterMove(log: LogContext, config: SessionConfig, etag: string | undefined): Promise<void> {
+  let moved = 0;
+  await payOwed(log, config, etag, CARRY_ATTEMPTS, () => moved++);
+  // Failed, it is listed again from the session's next turn, append or PATCH.
+  if (moved > 0) await refreshIndex(log, config.id).catch(() => undefined);
 }
 
 /** `carry_from` of the config a delete of the newest turn puts on leaving `left`, from the one it read. */

@@ -29,7 +29,7 @@ import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
 import { dropCharges, withCharges } from './charges.ts';
-import { owedAfter, payOwed } from './owed-charges.ts';
+import { owedAfter, paidAfterMove } from './owed-charges.ts';
 import { heldError } from './busy-lease.ts';
 
 /**
@@ -180,8 +180,9 @@ export async function deleteNewestTurn(
     const moved = await moveBack(log, counted, previous, started, flat);
     if (moved) {
       // The charges put there after the head read go on to the generation the config names
-      // (log/charges.ts carry): by this delete or, owed (`carry_from`), by the next write.
-      await payOwed(log, moved.config, moved.etag);
+      // (log/charges.ts carry): by this delete (its entry written again then) or, owed
+      // (`carry_from`), by the next write.
+      await paidAfterMove(log, moved.config, moved.etag);
       return moved.session;
     }
     await backoff(attempt);

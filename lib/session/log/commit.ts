@@ -192,8 +192,14 @@ export async function prepareCommit(
     if (options.keyHash && options.checkQueued) queued = queuedUnder(log, scope, options.keyHash);
   });
   const { scope } = head;
-  // Charges a delete of the newest turn left owed go on to this generation (none: no call).
-  if (head.config.carry_from) await payOwed(log, head.config, head.configEtag, 1);
+  // Charges a delete of the newest turn left owed go on to this generation (none: no call). One
+  // carried landed after the listing: read again, so the record, the budget check and the row that
+  // a write from the record's state writes (an append's) count it.
+  if (head.config.carry_from) {
+    let moved = 0;
+    await payOwed(log, head.config, head.configEtag, 1, () => moved++);
+    if (moved > 0) return null;
+  }
   let newest = head.newest;
   // The queue's signal as listed, when raised (keys.ts queueSignalKey): its etag.
   const signal = head.cursor.queueSignal;

@@ -15,7 +15,9 @@ import { refreshIndex } from './session-index.ts';
  * the one it read, once no carry of them is left unfinished (one whose carrier stopped is resumed
  * once its marker is older than a lease: log/charges.ts carryOn, which can be done again without
  * counting twice). A charge's writer that carries it itself names its generation again first
- * (log/charges.ts oweAgain). Nothing owed (no `carry_from`): no call.
+ * (log/charges.ts oweAgain). Nothing owed (no `carry_from`): no call. A commit that carried one
+ * reads the session again, so its own record counts it (log/commit.ts prepareCommit); a delete
+ * writes the session's index entry again (paidAfterMove).
  */
 
 /** The scope of `generation`, a generation of session `config` that a delete of its newest turn left. */

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { CHARGED, chargeableSession, fencePut, isCharge, user } from '../support/charges.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { HeldStore } from '../support/held-store.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+// A charge a delete of the newest turn left owed (`carry_from`) is carried by the next write
+// (lib/session/log/owed-charges.ts), after that write read the session: the session's row counts
+// it once that write is done, as a read of the session does.
+
+describe.each(await memoryAndFileStores('charge-owed-row'))('a charge carried by the next write: %s', (_, storeOf) => {
+  it("is in the session's row after an append carried it", async () => {
+    const faulty = new FaultyStore(storeOf());
+    const store = new HeldStore(faulty);
+    const log = new SessionLog(store, {});
+    const turn = await chargeableSession(log);
+    const fence = store.hold(fencePut);
+    const deleted = log.deleteTurn('s1', 1);
+    await fence.reached;
+    expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
+    // Its listings of charges fail, as a process that died once it moved the config.
+    faulty.failWhen(({ operation, key }) => operation === 'list' && isCharge(key));
+    fence.release();
+    await deleted;
+    faulty.heal();
+    // An append and its row, from the state it wrote (lib/turn/append.ts).
+    const { indexed } = await log.append('s1', [user('b')]);
+    await log.refreshIndex('s1', indexed);
+    const { usage } = await log.get('s1');
+    expect(usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
+    const [row] = (await log.listSessions({ limit: 10 })).sessions;
+    expect(row?.usage).toEqual(usage);
+  });
+});

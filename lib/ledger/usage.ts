@@ -52,16 +52,28 @@ export const storedTurnUsageSchema = z
     }),
   );
 
-/** A provider's usage with the cost at `price` (undefined: no known price). */
+/**
+ * A provider's usage with the cost at `price` (undefined: no known price). Each count is taken as
+ * the whole, non-negative number the ledger, the receipts and the token spend are read back with
+ * (`tokens`): a provider's fraction rounds, a negative or non-finite count is 0. An
+ * OpenAI-compatible backend's usage is any JSON number, and a count stored otherwise would leave
+ * the completion carrying it unreadable.
+ */
 export function turnUsage(usage: ModelUsage, price: ModelPrice | undefined): TurnUsage {
   const counted = {
-    input_tokens: usage.input_tokens,
-    cached_input_tokens: usage.cached_input_tokens ?? 0,
-    cache_write_tokens: usage.cache_write_tokens ?? 0,
-    output_tokens: usage.output_tokens,
-    reasoning_tokens: usage.reasoning_tokens ?? 0,
+    input_tokens: tokenCount(usage.input_tokens),
+    cached_input_tokens: tokenCount(usage.cached_input_tokens),
+    cache_write_tokens: tokenCount(usage.cache_write_tokens),
+    output_tokens: tokenCount(usage.output_tokens),
+    reasoning_tokens: tokenCount(usage.reasoning_tokens),
   };
   return { ...counted, cost_usd: costOf(counted, price) };
+}
+
+/** A reported token count as `tokens` takes it: rounded, at least 0, at most a safe integer. */
+function tokenCount(value: number | undefined): number {
+  if (value === undefined || !Number.isFinite(value) || value <= 0) return 0;
+  return Math.min(Math.round(value), Number.MAX_SAFE_INTEGER);
 }
 
 /**

@@ -3,7 +3,7 @@ import { InvalidRequestError } from '../errors.ts';
 import { bracketSegments, pathDetails } from '../field-path.ts';
 import { idSchema, messageItemSchema, storedItemSchema, toolSchema, type StoredItem } from '../items.ts';
 import { budgetSchema, suppliedLedgerSchema } from '../ledger/usage.ts';
-import { MAX_TTL_DAYS, onBusySchema } from './fields.ts';
+import { MAX_STRATEGIES, MAX_TTL_DAYS, onBusySchema } from './fields.ts';
 import { contextStartSchema } from './records.ts';
 
 /**
@@ -29,7 +29,7 @@ export const exportHeaderSchema = z
     created_at: z.iso.datetime({ offset: true }),
     instructions: z.string().nullable(),
     model: z.string().min(1).max(200).nullable(),
-    strategies: z.array(z.string().min(1).max(100)).max(50).nullable(),
+    strategies: z.array(z.string().min(1).max(100)).max(MAX_STRATEGIES).nullable(),
     strategy_config: z.record(z.string(), z.number()),
     tools: z.array(toolSchema).max(512),
     metadata: z.record(z.string(), z.unknown()),

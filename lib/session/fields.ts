@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { idSchema, toolListSchema, toolSchema } from '../items.ts';
 import { budgetSchema, sessionUsageSchema } from '../ledger/usage.ts';
+import { splitStrategyNames } from '../history.ts';
 
 /**
  * The wire schemas of a session (docs/API.md, "Sessions"): what a client sends to create or
@@ -9,11 +10,28 @@ import { budgetSchema, sessionUsageSchema } from '../ledger/usage.ts';
  * `sessionFields` and `sessionSchema`, and in the stored config (lib/session/records.ts).
  */
 
-/** A strategy list: comma-separated, or an array of names, applied in order. */
-export const strategiesFieldSchema = z.union([z.string().max(1000), z.array(z.string().min(1).max(100)).max(50)]).meta({
-  description: 'A comma-separated string or an array of strategy names, applied in order.',
-  example: 'shorten_tools_epoch_increment,inbox',
-});
+/** The most strategy names a list holds (a session's export carries them: lib/session/export-format.ts). */
+export const MAX_STRATEGIES = 50;
+
+/**
+ * A strategy list: comma-separated, or an array of names, applied in order. A string holds at
+ * most MAX_STRATEGIES names, as an array does: the session stores the names, and its export's
+ * header takes no more.
+ */
+export const strategiesFieldSchema = z
+  .union([
+    z
+      .string()
+      .max(1000)
+      .refine((list) => splitStrategyNames(list).length <= MAX_STRATEGIES, {
+        message: `names at most ${MAX_STRATEGIES} strategies`,
+      }),
+    z.array(z.string().min(1).max(100)).max(MAX_STRATEGIES),
+  ])
+  .meta({
+    description: 'A comma-separated string or an array of strategy names, applied in order.',
+    example: 'shorten_tools_epoch_increment,inbox',
+  });
 
 /** Strategy thresholds by key, checked against the strategies' config schema where they are used. */
 export const strategyConfigFieldSchema = z.record(z.string(), z.number()).meta({

@@ -57,12 +57,15 @@ export const storedTurnUsageSchema = z
  * the whole, non-negative number the ledger, the receipts and the token spend are read back with
  * (`tokens`): a provider's fraction rounds, a negative or non-finite count is 0. An
  * OpenAI-compatible backend's usage is any JSON number, and a count stored otherwise would leave
- * the completion carrying it unreadable.
+ * the completion carrying it unreadable. Cached input tokens count at most the input tokens (they
+ * are some of them): a session's totals stay what its export's header takes back
+ * (`suppliedLedgerSchema`), and its cache_read_share at most 1.
  */
 export function turnUsage(usage: ModelUsage, price: ModelPrice | undefined): TurnUsage {
+  const input = tokenCount(usage.input_tokens);
   const counted = {
-    input_tokens: tokenCount(usage.input_tokens),
-    cached_input_tokens: tokenCount(usage.cached_input_tokens),
+    input_tokens: input,
+    cached_input_tokens: Math.min(tokenCount(usage.cached_input_tokens), input),
     cache_write_tokens: tokenCount(usage.cache_write_tokens),
     output_tokens: tokenCount(usage.output_tokens),
     reasoning_tokens: tokenCount(usage.reasoning_tokens),

@@ -10,9 +10,14 @@ import { spendWorld as world } from './spend-world.ts';
 const fake = fakeProviderForFile();
 
 /** The recorded Chat Completions answer with its usage's token counts replaced. */
-function answerWithUsage(prompt: number, completion: number) {
+function answerWithUsage(prompt: number, completion: number, cached = 0) {
   const answer = JSON.parse(fixture('openai-chat-text.json'));
-  answer.usage = { ...answer.usage, prompt_tokens: prompt, completion_tokens: completion };
+  answer.usage = {
+    ...answer.usage,
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+  };
   return { json: answer };
 }
 
@@ -39,5 +44,25 @@ describe("a provider's usage that is no whole, non-negative count", () => {
     await drain();
     const spent = await api.get('/v1/tokens/current', auth);
     expect(spent.body.usage).toMatchObject({ turns: 2 });
+  });
+});
+
+describe('cached input tokens reported above the input tokens', () => {
+  it('count as the input tokens: the share stays at most 1, and the export imports', async () => {
+    fake.next = answerWithUsage(5, 3, 12);
+    const { api, auth, drain } = await world(fake.provider.baseURL, { MODEL_MAX_RETRIES: '0' });
+    const id = await api.session();
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello there' }, auth);
+    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    await drain();
+    const session = await api.get(`/v1/sessions/${id}`);
+    expect(session.body.usage).toMatchObject({ input_tokens: 5, cached_input_tokens: 5, cache_read_share: 1 });
+    const exported = await api.get(`/v1/sessions/${id}/export`);
+    expect(exported.status).toBe(200);
+    const [header, ...rest] = (exported.body as string).split('\n');
+    const copy = [JSON.stringify({ ...JSON.parse(header!), id: `${id}-copy` }), ...rest].join('\n');
+    const imported = await api.post('/v1/sessions/import', copy, { 'content-type': 'application/x-ndjson' });
+    expect(imported.status, JSON.stringify(imported.body)).toBe(201);
+    expect(imported.body.usage).toMatchObject({ input_tokens: 5, cached_input_tokens: 5 });
   });
 });

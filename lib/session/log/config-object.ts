@@ -1,4 +1,4 @@
-import { NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from '../../errors.ts';
+import { InvalidRequestError, NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import { splitStrategyNames } from '../../history.ts';
@@ -27,7 +27,10 @@ import type { ClosedTurn, NewSession, SessionPatch, SessionRecord } from './type
 /** See SessionLog.create. */
 export async function createSession(log: LogContext, input: NewSession, requestHash?: string): Promise<SessionRecord> {
   const fields = input.budget || !log.defaultBudget ? input : { ...input, budget: log.defaultBudget };
-  const config = { ...newConfig(log, fields), ...(requestHash !== undefined ? { request_sha256: requestHash } : {}) };
+  const config = checkedConfig({
+    ...newConfig(log, fields),
+    ...(requestHash !== undefined ? { request_sha256: requestHash } : {}),
+  });
   const key = sessionConfigKey(log.keyPrefix, config.id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
   const written = await putJsonCreateOnly(log.store, key, config, `"generation":"${config.generation}"`);
@@ -152,6 +155,7 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     else if (fields.webhook_url !== undefined) next.webhook_url = fields.webhook_url;
     if (fields.on_busy === null) delete next.on_busy;
     else if (fields.on_busy !== undefined) next.on_busy = fields.on_busy;
+    checkedConfig(next);
     const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
       ifMatch: info.etag,
       contentType: 'application/json',
@@ -299,6 +303,20 @@ export async function sweepSession(log: LogContext, id: string, keep: ReadonlySe
     if (!page.truncated || !page.cursor) break;
     cursor = page.cursor;
   }
+}
+
+/**
+ * A config about to be stored by a create or a PATCH, checked against the schema every read of
+ * it parses it with (`sessionConfigSchema`): a field it would refuse (a retention of 0 days, a
+ * negative budget) is InvalidRequestError naming the field, nothing stored, rather than a
+ * session no read takes back. The routes' schemas refuse such fields first.
+ */
+function checkedConfig(config: SessionConfig): SessionConfig {
+  const parsed = sessionConfigSchema.safeParse(config);
+  if (parsed.success) return config;
+  const issue = parsed.error.issues[0];
+  const field = (issue?.path ?? []).join('.');
+  throw new InvalidRequestError(`${field || 'the session'}: ${issue?.message ?? 'refused'}`, { field });
 }
 
 export function toSessionRecord(config: SessionConfig, counts: SessionCounts, ledger: Ledger): SessionRecord {

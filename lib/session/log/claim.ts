@@ -27,6 +27,7 @@ import { packedCloser, packedTurn } from './packed-turn.ts';
 import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
 import { addToLedger, EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
+import { outcomeSchema } from './outcome-schema.ts';
 
 /**
  * A model turn's claim (its record, create-only, with an Idempotency-Key's `idem/` once it
@@ -35,14 +36,6 @@ import { addToLedger, EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
 
 /** An idempotency key as a request gives it. */
 const idempotencyKeySchema = z.string().min(1).max(256);
-
-const outcomeSchema = z.object({
-  status: z.enum(['completed', 'failed', 'aborted']),
-  output: z.array(outputItemSchema),
-  receipt: z.unknown(),
-  response: z.unknown().optional(),
-  error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict().optional(),
-});
 
 export interface ClaimOptions {
   input: Item[];

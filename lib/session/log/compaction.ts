@@ -1,5 +1,5 @@
 import { InvalidRequestError, StorageError, TailgateError } from '../../errors.ts';
-import type { TurnUsage } from '../../ledger/usage.ts';
+import { turnUsageSchema, type TurnUsage } from '../../ledger/usage.ts';
 import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope } from '../keys.ts';
 import {
   contextObjectSchema,
@@ -9,7 +9,7 @@ import {
   type SessionConfig,
 } from '../records.ts';
 import { commit, type CommitOptions } from './commit.ts';
-import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { checkInvariant, PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from './head.ts';
 import { claimCompaction, ClaimMoved, type CompactionClaim } from './compaction-claim.ts';
 import { leaseOf } from './lease.ts';
@@ -140,10 +140,13 @@ async function compactOnce(
   let summary: Summarized | null;
   try {
     summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null }, claimSession);
+    // Added to the totals the record carries, or stored as the claim's spend: as their readers take it.
+    if (summary) checkInvariant(turnUsageSchema, summary.usage);
   } catch (error) {
     // No summary: a claim not ended stores an empty spend, so the write passing it over waits for
-    // none; or what a call that failed spent, which the end of the claim charges.
-    const charge = error instanceof ChargedFailure ? error.charge : undefined;
+    // none; or what a call that failed spent, which the end of the claim charges (as its readers take it).
+    const charged = error instanceof ChargedFailure ? error.charge : undefined;
+    const charge = turnUsageSchema.safeParse(charged).success ? charged : undefined;
     if (claim && !(await claim.release(check, charge))) await claim.storeSpend(charge);
     const cause = error instanceof ChargedFailure ? error.cause : error;
     if (cause instanceof ClaimMoved || cause instanceof Moved) return null;

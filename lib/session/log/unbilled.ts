@@ -12,7 +12,7 @@ import {
   type StoppedSpendRecord,
   type Unbilled,
 } from '../records.ts';
-import type { LogContext } from './context.ts';
+import { checkInvariant, type LogContext } from './context.ts';
 import { ledgerOf } from './head.ts';
 
 /**
@@ -202,7 +202,10 @@ export async function putSpendAt(
   key: string,
   spent: Omit<StoppedSpendRecord, 'format'>,
 ): Promise<'stored' | 'other' | 'unknown'> {
-  const body = JSON.stringify({ format: 'tailgate.spent.v1', ...spent } satisfies StoppedSpendRecord);
+  // As every read of it parses it (parsedSpend): one it refused would count as nothing spent.
+  const record = { format: 'tailgate.spent.v1', ...spent } satisfies StoppedSpendRecord;
+  checkInvariant(stoppedSpendSchema, record);
+  const body = JSON.stringify(record);
   const mark = randomHex(8);
   const options = { onlyIfAbsent: true, contentType: 'application/json', metadata: { [SPEND_MARK]: mark } };
   try {

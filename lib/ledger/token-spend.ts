@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { backoff, MAX_CLAIM_ATTEMPTS } from '../session/log/context.ts';
+import { backoff, checkInvariant, MAX_CLAIM_ATTEMPTS } from '../session/log/context.ts';
 import { InvalidRequestError, StorageError } from '../errors.ts';
 import type { ObjectStore } from '../store/object-store.ts';
 import { parseStoredOrUndefined } from '../session/records.ts';
@@ -97,6 +97,8 @@ export class TokenSpend {
       const current = await this.#get();
       const charged = addToLedger(current?.ledger ?? EMPTY_LEDGER, usage, turns);
       const ledger = summary ? addToLedger(charged, summary, 0) : charged;
+      // As `#get` reads it back: a record it refused would count as nothing spent, the limits gone.
+      checkInvariant(ledgerSchema, ledger);
       const body = JSON.stringify({ ledger, expires_at: new Date(this.budget.expires * 1000).toISOString() });
       const written = await this.#store.put(
         this.#key,

@@ -26,6 +26,16 @@ function budget(limits: TokenBudget['limits'], expires = 2_000_000_000): TokenBu
 }
 
 describe('token spend', () => {
+  it('refuses a charge whose totals its reads would refuse, keeping what was spent', async () => {
+    const spend = new TokenSpend(new MemoryStore(), 'p/', budget({ max_turns: 1 }));
+    await spend.charge(USAGE);
+    // Read back as nothing spent, such a record would lift the token's limits.
+    await expect(spend.charge({ ...USAGE, input_tokens: 0.5 })).rejects.toThrow(/invariant/);
+    await expect(spend.charge({ ...USAGE, output_tokens: -8 })).rejects.toThrow(/invariant/);
+    expect(await spend.read()).toEqual(addToLedger(EMPTY_LEDGER, USAGE));
+    expect(() => spend.check(addToLedger(EMPTY_LEDGER, USAGE))).toThrow();
+  });
+
   it('counts every one of many concurrent charges exactly', async () => {
     const spend = new TokenSpend(new MemoryStore(), 'p/', budget({ max_turns: 1000 }));
     await Promise.all(Array.from({ length: 40 }, () => spend.charge(USAGE)));

@@ -4,7 +4,7 @@ import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
 
-// A create or a PATCH stores only a config its reads take back (`sessionConfigSchema`): a field
+// A create, a fork or a PATCH stores only a config its reads take back (`sessionConfigSchema`): a field
 // it would refuse is refused before the put, and the session stays as it was. The routes'
 // schemas refuse such fields first; the log holds to it for any caller.
 
@@ -32,5 +32,20 @@ describe('a session config a read would refuse', () => {
     expect(refused).toBeInstanceOf(InvalidRequestError);
     expect(refused.details).toMatchObject({ field: 'budget.max_cost_usd' });
     expect(await store.get(sessionConfigKey('', 'refused'))).toBeNull();
+  });
+
+  it('a fork with one is refused, nothing stored', async () => {
+    const store = new MemoryStore();
+    const sessions = new SessionLog(store);
+    await sessions.create({ id: 'p' });
+    await sessions.append('p', [{ type: 'message', role: 'user', content: 'a' }]);
+    const keys = async () => (await store.list('', { limit: 1000 })).objects.map((object) => object.key);
+    const before = await keys();
+    const refused = await sessions
+      .fork('p', { at_seq: 1, fields: { id: 'f', budget: { max_turns: 0.5 } } })
+      .catch((error) => error);
+    expect(refused).toBeInstanceOf(InvalidRequestError);
+    expect(refused.details).toMatchObject({ field: 'budget.max_turns' });
+    expect(await keys()).toEqual(before);
   });
 });

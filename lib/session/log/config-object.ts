@@ -306,12 +306,12 @@ export async function sweepSession(log: LogContext, id: string, keep: ReadonlySe
 }
 
 /**
- * A config about to be stored by a create or a PATCH, checked against the schema every read of
+ * A config about to be stored by a create, a fork or a PATCH, checked against the schema every read of
  * it parses it with (`sessionConfigSchema`): a field it would refuse (a retention of 0 days, a
  * negative budget) is InvalidRequestError naming the field, nothing stored, rather than a
  * session no read takes back. The routes' schemas refuse such fields first.
  */
-function checkedConfig(config: SessionConfig): SessionConfig {
+export function checkedConfig(config: SessionConfig): SessionConfig {
   const parsed = sessionConfigSchema.safeParse(config);
   if (parsed.success) return config;
   const issue = parsed.error.issues[0];

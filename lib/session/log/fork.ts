@@ -14,7 +14,7 @@ import { SegmentReader } from '../segment.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { unitTop, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
-import { newConfig, sweepSession, toSessionRecord } from './config-object.ts';
+import { checkedConfig, newConfig, sweepSession, toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { countsOf, readConfig, readHead, readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
@@ -65,10 +65,10 @@ export async function planFork(
     throw new ForkRefusedError(
       `a fork reads at most ${MAX_FORK_DEPTH} sessions' histories; this one would read ${chain.length}`,
     );
-  const config: SessionConfig = {
+  const config = checkedConfig({
     ...newConfig(log, { ...inherited(head.config), ...options.fields }),
     fork_of: chain,
-  };
+  });
   return { head, config, scope: scopeOf(log.keyPrefix, config), first: forkRecord(point, config.created_at), counts };
 }
 

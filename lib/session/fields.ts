@@ -29,7 +29,7 @@ export const strategiesFieldSchema = z
     z.array(z.string().min(1).max(100)).max(MAX_STRATEGIES),
   ])
   .meta({
-    description: 'A comma-separated string or an array of strategy names, applied in order.',
+    description: 'A comma-separated string or an array of strategy names (at most 50), applied in order.',
     example: 'shorten_tools_epoch_increment,inbox',
   });
 

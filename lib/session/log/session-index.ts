@@ -29,7 +29,8 @@ import { NANO } from '../../ledger/prices.ts';
  *
  * A writer puts its entry, lists the session's entries, reads the config again (a session
  * deleted or changed meanwhile keeps no stale entry of this writer, and the writer deletes no
- * other), then deletes those it outranks; it deletes its own when it is outranked. Entries rank
+ * other; a PATCH's `updated_at` is a change too, the last activity an entry says), then deletes
+ * those it outranks; it deletes its own when it is outranked. Entries rank
  * by turns, then items, then completed turns in the totals, then the tokens and cost in them, then
  * last activity, then upload time (compareEntries). An entry written from a read of the session
  * carries the totals that read shows (log/charges.ts shownTotals: with what a stopped turn stored,
@@ -261,7 +262,7 @@ export async function writeIndexEntry(
   // of the newest turn's, which moves the generation) is put only after that config landed, so
   // a writer that finds its config still current never lists one, and deletes none.
   const listed = await sessionEntries(log, config.id, createdMs);
-  // Deleted, created again or given other metadata meanwhile: that writer's entry stands.
+  // Deleted, created again, given other metadata or PATCHed meanwhile: that writer's entry stands.
   const configKey = sessionConfigKey(log.keyPrefix, config.id);
   const current = await log.store.get(configKey);
   const now = current ? parseStored(configKey, current.body, sessionConfigSchema) : null;
@@ -270,6 +271,7 @@ export async function writeIndexEntry(
     now.created_at !== config.created_at ||
     (now.generation ?? '') !== (config.generation ?? '') ||
     now.expires_after_days !== config.expires_after_days ||
+    now.updated_at !== config.updated_at ||
     JSON.stringify(now.metadata) !== JSON.stringify(config.metadata)
   ) {
     await log.store.delete(key);

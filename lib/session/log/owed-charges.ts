@@ -2,7 +2,6 @@ import { sessionConfigKey, type LogScope } from '../keys.ts';
 import type { SessionConfig } from '../records.ts';
 import { CARRY_ATTEMPTS, carriedOn } from './charges.ts';
 import type { LogContext } from './context.ts';
-import { refreshIndex } from './session-index.ts';
 
 /**
  * Charges a delete of the newest turn owes (docs/STORAGE.md **Charges**): once it moved the config
@@ -17,7 +16,7 @@ import { refreshIndex } from './session-index.ts';
  * counting twice). A charge's writer that carries it itself names its generation again first
  * (log/charges.ts oweAgain). Nothing owed (no `carry_from`): no call. A commit that carried one
  * reads the session again, so its own record counts it (log/commit.ts prepareCommit); a delete
- * writes the session's index entry again (paidAfterMove).
+ * writes the session's index entry after it carried them (log/rewind.ts).
  */
 
 /** The scope of `generation`, a generation of session `config` that a delete of its newest turn left. */
@@ -58,19 +57,6 @@ export async function payOwed(
   const put = { ifMatch: etag, contentType: 'application/json' };
   const written = await log.store.put(key, JSON.stringify(next), put).catch(() => null);
   return written !== null && left.length === 0;
-}
-
-/**
- * payOwed by a delete of the newest turn once it moved the config to `config` and wrote the
- * session's index entry (log/rewind.ts moveBack): a charge it carried landed after that entry's
- * read, and maybe after its own writer's refresh, which met the carry under way (log/charges.ts
- * storeCharge), so no entry counts it yet: the entry is written again. None carried: no write.
- */
-export async function paidAfterMove(log: LogContext, config: SessionConfig, etag: string | undefined): Promise<void> {
-  let moved = 0;
-  await payOwed(log, config, etag, CARRY_ATTEMPTS, () => moved++);
-  // Failed, it is listed again from the session's next turn, append or PATCH.
-  if (moved > 0) await refreshIndex(log, config.id).catch(() => undefined);
 }
 
 /** `carry_from` of the config a delete of the newest turn puts on leaving `left`, from the one it read. */

@@ -29,7 +29,7 @@ import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
 import { dropCharges, withCharges } from './charges.ts';
-import { owedAfter, paidAfterMove } from './owed-charges.ts';
+import { owedAfter, payOwed } from './owed-charges.ts';
 import { heldError } from './busy-lease.ts';
 
 /**
@@ -180,9 +180,13 @@ export async function deleteNewestTurn(
     const moved = await moveBack(log, counted, previous, started, flat);
     if (moved) {
       // The charges put there after the head read go on to the generation the config names
-      // (log/charges.ts carry): by this delete (its entry written again then) or, owed
-      // (`carry_from`), by the next write.
-      await paidAfterMove(log, moved.config, moved.etag);
+      // (log/charges.ts carry): by this delete or, owed (`carry_from`), by the next write.
+      await payOwed(log, moved.config, moved.etag);
+      // Written once those charges were carried, so the row counts them as a read does; replacing:
+      // fewer turns and items than the entries of the turns taken out, which would outrank it.
+      await refreshIndex(log, id, undefined, true).catch(() => {
+        // Listed again from its next turn, append or PATCH.
+      });
       return moved.session;
     }
     await backoff(attempt);
@@ -335,12 +339,6 @@ async function moveBack(
   if (!written) {
     await leave(log, { ...head.config, generation, fork_of: chain }, scope, first.record, undone, flat);
     return null;
-  }
-  try {
-    // Fewer turns and items than the entries of the turns taken out, which would outrank it.
-    await refreshIndex(log, config.id, undefined, true);
-  } catch {
-    // Listed again from its next turn, append or PATCH.
   }
   const session = toSessionRecord(config, countsOf(previous), await shownLedger(log, head.scope, head.newest));
   return { session, config, etag };

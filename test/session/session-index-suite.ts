@@ -750,6 +750,48 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
     });
 
+    it("a PATCH whose read of a charge fails leaves its metadata's row, the charge counted", async () => {
+      // The charge's refresh listed it; the PATCH's read missed it (a transient failure), so the
+      // old metadata's entry counts more tokens. It still goes: the row says the PATCH's metadata,
+      // and the PATCH, behind it, reads the session again and counts the charge.
+      let failing = false;
+      const { log, list, entries } = setup(
+        (store) =>
+          new Proxy(store, {
+            get(target, property) {
+              const value = Reflect.get(target, property, target) as unknown;
+              if (typeof value !== 'function') return value;
+              if (property !== 'get') return (value as (...args: unknown[]) => unknown).bind(target);
+              return async (key: string, ...rest: unknown[]) => {
+                if (failing && key.includes('-charge-')) {
+                  failing = false;
+                  throw new Error('transient storage error');
+                }
+                return (value as (...args: unknown[]) => unknown).call(target, key, ...rest);
+              };
+            },
+          }),
+      );
+      await log.create({ id: 'm', metadata: { v: 1 } });
+      await turn(log, 'm');
+      const begun = await log.beginTurn('m', { input: [user('go')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+      const usage = turnUsage({ input_tokens: 10, output_tokens: 1 }, { input: 1, cached_input: 0.5, output: 4 });
+      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+      const charge = turnUsage({ input_tokens: 300, output_tokens: 7 }, { input: 1, cached_input: 0.5, output: 4 });
+      expect(await log.storeCharge(begun.turn, { usage: charge })).toBe(true);
+      await log.refreshIndex('m');
+      failing = true;
+      await log.update('m', { metadata: { v: 2 } });
+      expect(failing).toBe(false);
+      const session = await log.get('m');
+      expect(session.usage.input_tokens).toBe(1000 + 10 + 300);
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([
+        { id: 'm', metadata: { v: 2 }, counts: session.counts, usage: session.usage },
+      ]);
+    });
+
     it("an append landing after a stopped turn's spend was listed keeps that spend in the row", async () => {
       // The append read no spend (not stored yet), so its record names the turn still unbilled;
       // the spend's refresh read the session before that record landed. The append's own entry

@@ -18,7 +18,7 @@ import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
 import { shownTotals } from './charges.ts';
 import { closeTurn } from './lease.ts';
 import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
-import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
+import { indexCreated, refreshIndex, removeIndexEntries, writeIndexEntry } from './session-index.ts';
 import { markDeleted } from './index-markers.ts';
 import type { ClosedTurn, NewSession, SessionPatch, SessionRecord } from './types.ts';
 
@@ -164,7 +164,9 @@ export async function updateSession(log: LogContext, id: string, fields: Session
       const scope = scopeOf(log.keyPrefix, next);
       const read = await readNewest(log, scope);
       const totals = await shownTotals(log, scope, read);
-      await writeIndexEntry(log, next, read.newest, false, totals);
+      // Behind an entry of the config before (its read missed a charge, a get failed): read again.
+      if ((await writeIndexEntry(log, next, read.newest, false, totals)) === 'behind')
+        await refreshIndex(log, id, undefined, false, true).catch(() => undefined);
       return toSessionRecord(next, countsOf(read.newest), totals);
     }
     await backoff(attempt);

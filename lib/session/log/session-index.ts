@@ -30,7 +30,8 @@ import { NANO } from '../../ledger/prices.ts';
  * A writer puts its entry, lists the session's entries, reads the config again (a session
  * deleted or changed meanwhile keeps no stale entry of this writer, and the writer deletes no
  * other; a PATCH's `updated_at` is a change too, the last activity an entry says), then deletes
- * those it outranks; it deletes its own when it is outranked. Entries rank
+ * those it outranks and those of an older config's settings; it deletes its own when it is
+ * outranked. Entries rank
  * by turns, then items, then completed turns in the totals, then the tokens and cost in them, then
  * last activity, then upload time (compareEntries). An entry written from a read of the session
  * carries the totals that read shows (log/charges.ts shownTotals: with what a stopped turn stored,
@@ -294,13 +295,10 @@ export async function writeIndexEntry(
   // turn stored after the state read (a delete of the newest turn moves the generation).
   const replaced = (other: (typeof listed)[number]) =>
     replacing === true ? other.entry.generation === undefined : replacing !== false && replacing.has(other.info.key);
+  // One of other settings is of an older config, whatever its rank: its writer finds it changed
+  // and removes its own, and the row says the settings of the config read above.
   const stale = listed.filter(
-    (other) =>
-      other !== mine &&
-      (replaced(other) ||
-        gone(other) ||
-        compareEntries(mine, other) > 0 ||
-        (compareEntries(mine, other) === 0 && outdated(other))),
+    (other) => other !== mine && (replaced(other) || outdated(other) || compareEntries(mine, other) > 0),
   );
   // An entry of other settings than the config read above does not outrank this one: its writer
   // read an older config, finds it changed and removes its own (that writer's entry stands then).
@@ -309,7 +307,12 @@ export async function writeIndexEntry(
   );
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
-  return listed.some((other) => other !== mine && !replaced(other) && disagree(mine.entry, other.entry))
+  // An older config's entry of this generation outranking this one counts what this writer's
+  // read missed (a charge whose get failed, a record landed after it): read again.
+  const missed = (other: (typeof listed)[number]) => !gone(other) && outdated(other) && compareEntries(other, mine) > 0;
+  return listed.some(
+    (other) => other !== mine && !replaced(other) && (disagree(mine.entry, other.entry) || missed(other)),
+  )
     ? 'behind'
     : true;
 }

@@ -32,4 +32,30 @@ describe.each(await memoryAndFileStores('charge-owed-row'))('a charge carried by
     const [row] = (await log.listSessions({ limit: 10 })).sessions;
     expect(row?.usage).toEqual(usage);
   });
+
+  it("is in the session's row after an append carried it and failed to delete its marker", async () => {
+    const faulty = new FaultyStore(storeOf());
+    const store = new HeldStore(faulty);
+    const log = new SessionLog(store, {});
+    const turn = await chargeableSession(log);
+    const fence = store.hold(fencePut);
+    const deleted = log.deleteTurn('s1', 1);
+    await fence.reached;
+    expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
+    faulty.failWhen(({ operation, key }) => operation === 'list' && isCharge(key));
+    fence.release();
+    await deleted;
+    faulty.heal();
+    const before = faulty.injected;
+    // The append's carry puts the charge under the session's generation, then fails to delete
+    // its marker (its last step): the charge is there all the same, and the append counts it.
+    faulty.failWhen(({ operation, key }) => operation === 'delete' && key.endsWith('.carried'), { times: 1 });
+    const { indexed } = await log.append('s1', [user('b')]);
+    await log.refreshIndex('s1', indexed);
+    expect(faulty.injected - before).toBe(1);
+    const { usage } = await log.get('s1');
+    expect(usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
+    const [row] = (await log.listSessions({ limit: 10 })).sessions;
+    expect(row?.usage).toEqual(usage);
+  });
 });

@@ -247,20 +247,13 @@ async function carryLeft(log: LogContext, left: LogScope, onMoved: () => void): 
   const to = await movedTo(log, left);
   if (!to || to === left) return true;
   // A marker another carrier put since the listing: its carry may be unfinished (listed again).
-  const moved = <T>(outcome: T): T => {
-    if (outcome === MOVED) onMoved();
-    return outcome;
-  };
-  const carried = await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to).then(moved));
-  const finished = await mapLimit(marked, PARALLEL_GETS, (id) => resume(log, left, id, charges.has(id)).then(moved));
+  const carried = await mapLimit(ids, PARALLEL_GETS, (id) => carry(log, left, id, to, onMoved));
+  const finished = await mapLimit(marked, PARALLEL_GETS, (id) => resume(log, left, id, charges.has(id), onMoved));
   return carried.every((outcome) => outcome !== THEIRS) && finished.every(Boolean);
 }
 
 /** What carry answers when another carrier's marker is there: that carry may not be finished. */
 const THEIRS = 'theirs';
-
-/** What a carry answers when it put the charge under the generation it carries to (not found gone). */
-const MOVED = 'moved';
 
 /** What a charge's name takes on while it is carried to another generation (carry). */
 const CARRIED = '.carried';
@@ -286,22 +279,22 @@ async function deleteCharges(log: LogContext, keys: string[]): Promise<void> {
  * answer, too), the other leaves it. One that is gone was counted (by the fence of the delete
  * that left `from`, which deleted it before it moved the config) or carried already. The carry
  * (carryOn) can be resumed where it stopped, so a carrier that stops after its marker leaves it to
- * the next listing once the marker is older than a lease; MOVED when it put the charge there,
- * false when that was not stored, THEIRS when another carrier's marker is there (its carry may be
- * unfinished), else true.
+ * the next listing once the marker is older than a lease; true unless it was not stored, THEIRS
+ * when another carrier's marker is there (its carry may be unfinished). `onMoved`: see carryOn.
  */
 async function carry(
   log: LogContext,
   from: LogScope,
   id: string,
   to: LogScope,
-): Promise<boolean | typeof MOVED | typeof THEIRS> {
+  onMoved: () => void = () => undefined,
+): Promise<boolean | typeof THEIRS> {
   const key = chargeKey(from, id);
   const since = log.clock().getTime();
   // A marker refused, or unanswered, that is its own landed (a store's retry refused by its first attempt).
   if (!(await firstToCreate(log.store, `${key}${CARRIED}`, `${since}:${to.generation}`)).first) return THEIRS;
   const object = await log.store.get(key);
-  return carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, object !== null, since);
+  return carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, object !== null, since, onMoved);
 }
 
 /**
@@ -311,8 +304,9 @@ async function carry(
  * `to` too), then its copy deleted, then the marker. Each step can be done again: while the charge
  * is there no copy was put as a charge; while its copy is, the one put is not deleted yet (a
  * charge's copy goes before it, deleteCharges), so a put again is refused. A carrier that took more
- * than half a lease since `since` stops (thrown): one resuming may be at it. MOVED once it put the
- * charge under `to` (or found it there), false when that put failed, true with nothing to put.
+ * than half a lease since `since` stops (thrown): one resuming may be at it. False when the put
+ * under `to` failed; `onMoved` is called as soon as it landed (or was found there), before the
+ * deletes after it, so a failure of those does not hide that the charge is under `to` now.
  */
 async function carryOn(
   log: LogContext,
@@ -322,13 +316,14 @@ async function carryOn(
   spent: StoppedSpendRecord | null,
   there: boolean,
   since: number,
-): Promise<boolean | typeof MOVED> {
+  onMoved: () => void,
+): Promise<boolean> {
   const key = chargeKey(from, id);
   const pending = `${chargeKey(to, id)}${PENDING}`;
   const inTime = () => {
     if (log.clock().getTime() - since > log.leaseMs / 2) throw new StorageError(`the carry of ${key} took too long`);
   };
-  let stored: boolean | typeof MOVED = true;
+  let stored = true;
   if (there && spent) {
     inTime();
     await log.store.put(pending, JSON.stringify(spent), { contentType: 'application/json' });
@@ -337,7 +332,8 @@ async function carryOn(
   if (spent) {
     inTime();
     const { format: _, ...carried } = spent;
-    stored = (await storeCharge(log, to, carried, id)) && MOVED;
+    stored = await storeCharge(log, to, carried, id);
+    if (stored) onMoved();
     await log.store.delete([pending]);
   }
   await log.store.delete([`${key}${CARRIED}`]);
@@ -350,10 +346,16 @@ async function carryOn(
  * if-match (so it is the carrier now, with half a lease to go): from the charge, or, gone, from
  * its pending copy under the generation the marker names (none: carried, only its marker left).
  * False when the marker is younger (its carrier may be at it) or its put was refused (another
- * resumes it); MOVED when it put the charge under that generation; a marker that names no time
- * (older code's) is left as it was, true.
+ * resumes it); a marker that names no time (older code's) is left as it was, true. `onMoved`: see
+ * carryOn.
  */
-async function resume(log: LogContext, from: LogScope, id: string, there: boolean): Promise<boolean | typeof MOVED> {
+async function resume(
+  log: LogContext,
+  from: LogScope,
+  id: string,
+  there: boolean,
+  onMoved: () => void,
+): Promise<boolean> {
   const key = chargeKey(from, id);
   const marker = await log.store.get(`${key}${CARRIED}`);
   if (!marker) return true;
@@ -369,6 +371,6 @@ async function resume(log: LogContext, from: LogScope, id: string, there: boolea
   const to = { keyPrefix: from.keyPrefix, id: from.id, generation };
   const source = there ? await log.store.get(key) : null;
   const object = source ?? (await log.store.get(`${chargeKey(to, id)}${PENDING}`));
-  const outcome = await carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, source !== null, now);
-  return outcome === MOVED ? MOVED : true;
+  await carryOn(log, from, id, to, object ? parsedSpend(object.body) : null, source !== null, now, onMoved);
+  return true;
 }

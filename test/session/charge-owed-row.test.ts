@@ -59,3 +59,29 @@ describe.each(await memoryAndFileStores('charge-owed-row'))('a charge carried by
     expect(row?.usage).toEqual(usage);
   });
 });
+
+describe.each(await memoryAndFileStores('charge-carried-row'))(
+  'a charge carried by a delete of the newest turn: %s',
+  (_, storeOf) => {
+    it("is in the session's row when the delete failed to delete its marker after carrying it", async () => {
+      const faulty = new FaultyStore(storeOf());
+      const store = new HeldStore(faulty);
+      const log = new SessionLog(store, {});
+      const turn = await chargeableSession(log);
+      const fence = store.hold(fencePut);
+      const deleted = log.deleteTurn('s1', 1);
+      await fence.reached;
+      expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
+      // The carry's last step fails: the charge is under the generation the config names all the same.
+      faulty.failWhen(({ operation, key }) => operation === 'delete' && key.endsWith('.carried'), { times: 1 });
+      fence.release();
+      await deleted;
+      expect(faulty.injected).toBe(1);
+      const { usage } = await log.get('s1');
+      // The deleted turn's spend stays counted, and the charge with it.
+      expect(usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
+      const [row] = (await log.listSessions({ limit: 10 })).sessions;
+      expect(row?.usage).toEqual(usage);
+    });
+  },
+);

@@ -19,11 +19,14 @@ describe('the log line of a notice set aside', () => {
     );
     const id = await api.session();
     await store.put(`sessions/${id}/inbox/0001-bin.md`, new Uint8Array([0xff, 0xfe, 0x00, 0x41]));
-    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' });
+    expect(turn.status).toBe(200);
+    const requestId = turn.headers.get('x-request-id');
     const lines = logged.filter(([message]) => message.startsWith('tailgate inbox:'));
+    // Logged during the request: the line names its x-request-id.
     expect(lines).toStrictEqual([
       [
-        'tailgate inbox: notice set aside as inbox_unreadable/0001-bin.md: content is not valid UTF-8',
+        `tailgate inbox: notice set aside as inbox_unreadable/0001-bin.md: content is not valid UTF-8 (${requestId})`,
         { key: `sessions/${id}/inbox/0001-bin.md` },
       ],
     ]);

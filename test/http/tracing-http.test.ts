@@ -39,7 +39,10 @@ describe('node: a collector that cannot be reached', () => {
     expect(turn.status).toBe(200);
     expect(await turn.json()).toMatchObject({ turn: 1, output: [{ content: 'echo: is anyone collecting?' }] });
     await expect
-      .poll(() => logged.includes('tailgate: background task failed'), { timeout: 20_000, interval: 100 })
+      .poll(() => logged.some((line) => line.startsWith('tailgate: background task failed (req_')), {
+        timeout: 20_000,
+        interval: 100,
+      })
       .toBe(true);
   });
 });

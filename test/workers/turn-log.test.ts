@@ -117,7 +117,8 @@ describe('workerd: CORS_ORIGINS', () => {
     expect(answered.status).toBe(204);
     expect(answered.headers.get('access-control-allow-origin')).toBe(page);
     expect(answered.headers.get('access-control-allow-headers')).toContain('Authorization');
-    const refused = await send({ headers: { origin: page } }, { CORS_ORIGINS: page });
+    const request = { method: 'POST', headers: { origin: page, 'content-type': 'application/json' }, body: '{}' };
+    const refused = await send(request, { CORS_ORIGINS: page });
     expect(refused.status).toBe(401);
     expect(refused.headers.get('access-control-allow-origin')).toBe(page);
     expect(refused.headers.get('x-request-id')).toMatch(/^req_/);

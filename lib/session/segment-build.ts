@@ -121,13 +121,14 @@ function segmentBody(content: SegmentContent, firstSeq: number): LineBuffer {
   else for (const item of content.carried ?? []) body.append(JSON.stringify(item));
   for (const [index, item] of content.items.entries()) if (item.type === 'message') itemLine(item, index);
   // As if the base's items came first: its unmatched calls still await an output.
-  const orphans: Record<string, number> = { ...at?.orphans };
+  // Keyed by client-chosen call ids (`constructor`, `__proto__`): no prototype, own keys only.
+  const orphans: Record<string, number> = Object.assign(Object.create(null), at?.orphans);
   const awaiting = new Map<string, number[]>();
   for (const item of [...(base?.unmatched ?? []), ...content.items]) {
     if (item.type === 'function_call') awaiting.set(item.call_id, [...(awaiting.get(item.call_id) ?? []), item.seq]);
     else if (item.type === 'function_call_output') {
       if (awaiting.has(item.call_id)) awaiting.delete(item.call_id);
-      else if (!(item.call_id in orphans)) orphans[item.call_id] = item.seq;
+      else if (!Object.hasOwn(orphans, item.call_id)) orphans[item.call_id] = item.seq;
     }
   }
   const unmatched = [...awaiting.values()].flat().sort((a, b) => a - b);

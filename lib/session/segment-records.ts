@@ -10,6 +10,22 @@ import {
 
 /** The schemas of a segment's lines and index (lib/session/segment.ts reads them, segment-build.ts writes them). */
 
+/**
+ * A JSON object of call ids (client-chosen, so `constructor` or `__proto__` as well) to positive
+ * seqs, read into an object without a prototype: each key of the JSON is an own key, `__proto__`
+ * too (a copy by z.record leaves it out), and no other key reads as one.
+ */
+const callIdSeqsSchema = z
+  .custom<Record<string, number>>(
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      !Array.isArray(value) &&
+      Object.values(value).every((seq) => Number.isSafeInteger(seq) && (seq as number) > 0),
+    { message: 'expected an object of call ids to positive seqs' },
+  )
+  .transform((value): Record<string, number> => Object.assign(Object.create(null), value));
+
 /** One model turn's outcome inside a segment (what replay needs once the record is packed). */
 export const segmentTurnSchema = z
   .object({
@@ -86,7 +102,7 @@ export const segmentIndexSchema = z
     /** Seqs of function_calls with no output of their call_id later in this segment. */
     unmatched: z.array(z.number().int().positive()),
     /** call_id -> seq of the first output in this segment whose call is in an older one. */
-    orphans: z.record(z.string(), z.number().int().positive()),
+    orphans: callIdSeqsSchema,
     messages: z
       .object({
         offset: z.number().int().nonnegative(),

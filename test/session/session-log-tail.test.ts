@@ -2,6 +2,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Item, PromptItem, StoredItem } from '../../lib/items.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { logContext } from '../../lib/session/log/context.ts';
+import { readTail } from '../../lib/session/log/tail-reader.ts';
+import { logCursor } from '../../lib/session/unit-cursor.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
@@ -250,44 +254,64 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
   });
 
   it('finds the output of a required call packed in a newer segment than the call', async () => {
-    const log = new SessionLog(new MemoryStore(), {
-      packMinRecords: 1,
-      keepRecords: 1,
-      segmentTargetBytes: 1,
-      recentRecords: 0,
-    });
-    await log.create({ id: 's' });
-    const steps: Item[][] = [
-      [{ type: 'function_call', call_id: 'early', name: 'ls', arguments: '{}' }],
-      [{ type: 'message', role: 'user', content: 'between' }],
-      [{ type: 'function_call_output', call_id: 'early', output: 'late answer' }],
-      [{ type: 'message', role: 'user', content: 'after' }],
-      [
-        { type: 'function_call', call_id: 'c2', name: 'cat', arguments: '{}' },
-        { type: 'function_call_output', call_id: 'c2', output: 'x' },
-      ],
-      [
-        { type: 'function_call', call_id: 'c3', name: 'cat', arguments: '{"a":1}' },
-        { type: 'function_call_output', call_id: 'c3', output: 'y' },
-      ],
-    ];
-    const full: StoredItem[] = [];
-    for (const items of steps) {
-      const { first_seq } = await log.append('s', items);
-      full.push(...items.map((item, index) => ({ ...item, seq: first_seq + index, created_at: '' }) as StoredItem));
-      await log.pack('s');
-    }
-    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'now' }] });
-    if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    full.push(...begun.turn.input);
-    for (const requirement of [
-      { toolCalls: 1, seqs: [1] },
-      { toolCalls: 2, seqs: [1] },
-      { toolCalls: 0, seqs: [1, 5] },
-    ]) {
-      const { items: view } = await log.readContext(begun.turn, requirement);
-      expect(strip(view)).toEqual(strip(selectTail(full, requirement)));
-      expect(view.some((item) => item.type === 'function_call_output' && item.call_id === 'early')).toBe(true);
-    }
+    await expectLateAnswerFound('early');
   });
+
+  it.each(['constructor', '__proto__', 'toString', 'hasOwnProperty'])(
+    'finds it for call id %s, a property of every object',
+    async (id) => {
+      await expectLateAnswerFound(id);
+    },
+  );
 });
+
+/** A call answered two records later, each record packed on its own: its output is an orphan of a newer segment. */
+async function expectLateAnswerFound(id: string) {
+  const store = new MemoryStore();
+  const log = new SessionLog(store, {
+    packMinRecords: 1,
+    keepRecords: 1,
+    segmentTargetBytes: 1,
+    recentRecords: 0,
+  });
+  await log.create({ id: 's' });
+  const steps: Item[][] = [
+    [{ type: 'function_call', call_id: id, name: 'ls', arguments: '{}' }],
+    [{ type: 'message', role: 'user', content: 'between' }],
+    // The output, with a call and its output after it in its segment: a cut between them leaves
+    // the output below the cut, found through the segment's orphans.
+    [
+      { type: 'function_call_output', call_id: id, output: 'late answer' },
+      { type: 'function_call', call_id: 'c2', name: 'cat', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'c2', output: 'x' },
+    ],
+    [{ type: 'message', role: 'user', content: 'after' }],
+  ];
+  const full: StoredItem[] = [];
+  for (const items of steps) {
+    const { first_seq } = await log.append('s', items);
+    full.push(...items.map((item, index) => ({ ...item, seq: first_seq + index, created_at: '' }) as StoredItem));
+    await log.pack('s');
+  }
+  const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'now' }] });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  full.push(...begun.turn.input);
+  for (const requirement of [
+    { toolCalls: 1, seqs: [1] },
+    { toolCalls: 2, seqs: [1] },
+    { toolCalls: 0, seqs: [1, 4] },
+  ]) {
+    const { items: view } = await log.readContext(begun.turn, requirement);
+    expect(strip(view)).toEqual(strip(selectTail(full, requirement)));
+    expect(view.some((item) => item.type === 'function_call_output' && item.call_id === id)).toBe(true);
+    // The walk of the log on its own (as past a view), through the segments.
+    const walked = await readTail(
+      logContext(store, { viewPolicy }),
+      begun.turn.scope,
+      [],
+      logCursor(store, begun.turn.scope),
+      requirement,
+    );
+    expect(strip(walked)).toEqual(strip(selectTail(full, requirement)));
+  }
+}

@@ -286,7 +286,7 @@ export async function readTail(
   for (const { call, segment } of pendingCalls) {
     for (let newer = segment - 1; newer >= 0; newer--) {
       const candidate = segments[newer]!;
-      const outputSeq = candidate.orphans[call.call_id];
+      const outputSeq = Object.hasOwn(candidate.orphans, call.call_id) ? candidate.orphans[call.call_id] : undefined;
       if (outputSeq === undefined || outputSeq <= call.seq || outputSeq > candidate.top) continue;
       if (outputSeq < cutSeq)
         before.push(

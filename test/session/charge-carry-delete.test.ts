@@ -1,17 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import {
-  CHARGED,
-  chargeableSession,
+  COUNTED,
   chargeList,
   configGet,
-  fencePut,
+  fencedDelete,
   isCharge,
+  leaseClock,
   totalsAfterTwoWrites,
 } from '../support/charges.ts';
-import { FaultyStore } from '../support/faulty-store.ts';
-import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { SessionLog } from '../support/session-log.ts';
 
 // A carried charge (lib/session/log/charges.ts carry) goes with its marker, which kept its other
 // carrier off it: a store deleting several keys in no set order (S3's DeleteObjects, R2's batch)
@@ -26,20 +23,17 @@ describe.each(await memoryAndFileStores('charge-carry-delete'))(
   (_, storeOf) => {
     it('a delete of the charge failing after its marker went leaves no second carrier to it', async () => {
       // Its delete of several keys removes the last ones first.
-      const faulty = new FaultyStore(storeOf(), { deleteEachLastFirst: true });
-      const store = new HeldStore(faulty);
-      let now = Date.parse('2026-01-01T00:00:00Z');
-      const log = new SessionLog(store, { clock: () => new Date(now), leaseMs: LEASE_MS });
-      const turn = await chargeableSession(log);
+      const clock = leaseClock(LEASE_MS);
+      const { faulty, store, log, charge, fence, deleted } = await fencedDelete(storeOf(), {
+        log: clock.options,
+        store: { deleteEachLastFirst: true },
+      });
 
       // The charge lands after the delete read its head; its writer reads the config once it moved,
       // and carries it while the delete's listing of the generation it left waits.
-      const fence = store.hold(fencePut);
-      const deleted = log.deleteTurn('s1', 1);
-      await fence.reached;
       const listed = store.hold(chargeList);
       const read = store.hold(configGet);
-      const stored = log.storeCharge(turn, { usage: CHARGED }).catch(() => 'failed');
+      const stored = charge().catch(() => 'failed');
       await read.reached;
       fence.release();
       await listed.reached;
@@ -51,8 +45,8 @@ describe.each(await memoryAndFileStores('charge-carry-delete'))(
       listed.release();
       await deleted;
 
-      now += 2 * LEASE_MS;
-      expect(await totalsAfterTwoWrites(log)).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 6 });
+      clock.advance(2 * LEASE_MS);
+      expect(await totalsAfterTwoWrites(log)).toMatchObject(COUNTED);
     });
   },
 );

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CHARGED, chargeableSession, user } from '../support/charges.ts';
+import { appendsLeasesApart, CHARGED, chargeableSession, leaseClock, user } from '../support/charges.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { type HeldCall, HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
@@ -15,14 +16,19 @@ const LEASE_MS = 1000;
 /** A put of a charge's carried marker. */
 const markerPut = ({ operation, keys }: HeldCall) => operation === 'put' && keys[0]!.endsWith('.carried');
 
+/** Session `s1` whose turn 1 was deleted, over `inner`: the turn a charge of the generation it left is stored for. */
+async function deletedSession(inner: ObjectStore) {
+  const clock = leaseClock(LEASE_MS);
+  const log = new SessionLog(inner, clock.options);
+  const turn = await chargeableSession(log);
+  await log.deleteTurn('s1', 1);
+  return { clock, options: clock.options, log, turn };
+}
+
 describe.each(await memoryAndFileStores('charge-owed-marker'))('a carry of an owed charge: %s', (_, storeOf) => {
   it('whose marker another write took is resumed once that carrier died after it', async () => {
-    let now = Date.parse('2026-01-01T00:00:00Z');
     const inner = storeOf();
-    const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
-    const log = new SessionLog(inner, options);
-    const turn = await chargeableSession(log);
-    await log.deleteTurn('s1', 1);
+    const { clock, options, log, turn } = await deletedSession(inner);
     // The charge's writer, a process of its own: it names the generation owed, then waits at its marker.
     const writerHeld = new HeldStore(inner);
     const writerStore = new FaultyStore(writerHeld);
@@ -42,20 +48,13 @@ describe.each(await memoryAndFileStores('charge-owed-marker'))('a carry of an ow
     await stored;
     otherMarker.release();
     await appended;
-    for (const content of ['c', 'd', 'e']) {
-      now += 3 * LEASE_MS;
-      await log.append('s1', [user(content)]);
-    }
+    await appendsLeasesApart(log, ['c', 'd', 'e'], clock);
     expect((await log.get('s1')).usage).toMatchObject({ input_tokens: 110, output_tokens: 6 });
   });
 
   it('resumed by two writes at once is carried by one of them', async () => {
-    let now = Date.parse('2026-01-01T00:00:00Z');
     const inner = storeOf();
-    const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
-    const log = new SessionLog(inner, options);
-    const turn = await chargeableSession(log);
-    await log.deleteTurn('s1', 1);
+    const { clock, options, log, turn } = await deletedSession(inner);
     // The charge's writer names the generation owed, puts its marker and dies.
     const writerStore = new FaultyStore(inner);
     const writer = new SessionLog(writerStore, options);
@@ -66,7 +65,7 @@ describe.each(await memoryAndFileStores('charge-owed-marker'))('a carry of an ow
       return false;
     });
     expect(await writer.storeCharge(turn, { usage: CHARGED }).catch(() => false)).toBe(false);
-    now += 2 * LEASE_MS;
+    clock.advance(2 * LEASE_MS);
     // A write resumes the carry, and waits at the put of the charge carried.
     const held = new HeldStore(inner);
     const slow = new SessionLog(held, options);

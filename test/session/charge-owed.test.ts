@@ -1,15 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import {
+  appendsLeasesApart,
   CHARGED,
+  COUNTED,
   chargeableSession,
   chargeList,
   configGet,
+  dieAt,
+  fencedDelete,
   fencePut,
-  isCharge,
+  leaseClock,
+  owedByDelete,
   totalsAfterTwoWrites,
-  user,
 } from '../support/charges.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore } from '../support/held-store.ts';
@@ -27,20 +30,8 @@ describe.each(await memoryAndFileStores('charge-owed'))(
   'charges a delete of the newest turn owes: %s',
   (_, storeOf) => {
     it('are counted by the next writes when its process stops listing them', async () => {
-      const faulty = new FaultyStore(storeOf());
-      const store = new HeldStore(faulty);
-      const log = new SessionLog(store, {});
-      const turn = await chargeableSession(log);
-      const fence = store.hold(fencePut);
-      const deleted = log.deleteTurn('s1', 1);
-      await fence.reached;
-      expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
-      // Its listings of charges fail, as a process that died once it moved the config.
-      faulty.failWhen(({ operation, key }) => operation === 'list' && isCharge(key));
-      fence.release();
-      await deleted;
-      faulty.heal();
-      expect(await totalsAfterTwoWrites(log)).toMatchObject({ turns: 1, input_tokens: 110, output_tokens: 6 });
+      const { faulty, log } = await owedByDelete(storeOf());
+      expect(await totalsAfterTwoWrites(log)).toMatchObject(COUNTED);
       expect(
         JSON.parse(new TextDecoder().decode((await faulty.get(sessionConfigKey('', 's1')))!.body)),
       ).not.toHaveProperty('carry_from');
@@ -48,61 +39,36 @@ describe.each(await memoryAndFileStores('charge-owed'))(
 
     it('count once whichever storage call of the delete its process dies at', async () => {
       /** The delete dying at its `k`th call from the charge's put on (that call landed or not); its calls. */
-      async function run(inner: ObjectStore, k: number, after: boolean) {
-        let now = Date.parse('2026-01-01T00:00:00Z');
-        const faulty = new FaultyStore(inner);
-        const store = new HeldStore(faulty);
-        const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
-        const log = new SessionLog(store, options);
-        const turn = await chargeableSession(log);
-        const fence = store.hold(fencePut);
-        const deleted = log.deleteTurn('s1', 1).catch(() => undefined);
-        await fence.reached;
-        expect(await log.storeCharge(turn, { usage: CHARGED })).toBe(true);
-        let calls = 0;
-        let dead = false;
-        faulty.failWhen(() => dead);
-        faulty.failWhen(
-          () => {
-            if (++calls !== k) return false;
-            dead = true;
-            return true;
-          },
-          { after, times: 1 },
-        );
+      async function run(k: number, after: boolean) {
+        const clock = leaseClock(LEASE_MS);
+        const { faulty, charge, fence, deleted } = await fencedDelete(storeOf(), { log: clock.options, caught: true });
+        expect(await charge()).toBe(true);
+        const calls = dieAt(faulty, k, after);
         fence.release();
         await deleted;
         // What the dead process left in the background fails too; a new process writes on.
         faulty.heal();
-        const next = new SessionLog(faulty, options);
-        for (const content of ['b', 'c', 'd']) {
-          now += 3 * LEASE_MS;
-          await next.append('s1', [user(content)]);
-        }
-        return { calls, usage: (await next.get('s1')).usage };
+        const next = new SessionLog(faulty, clock.options);
+        await appendsLeasesApart(next, ['b', 'c', 'd'], clock);
+        return { calls: calls.length, usage: (await next.get('s1')).usage };
       }
-      const { calls } = await run(storeOf(), 0, false);
+      const { calls } = await run(0, false);
       expect(calls).toBeGreaterThan(5);
       for (let k = 1; k <= calls; k++)
         for (const after of [false, true]) {
-          const { usage } = await run(storeOf(), k, after);
-          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject({
-            turns: 1,
-            input_tokens: 110,
-            output_tokens: 6,
-          });
+          const { usage } = await run(k, after);
+          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject(COUNTED);
         }
     });
 
     it("count once whichever storage call of its writer's carry its process dies at", async () => {
       /** Its writer, reading the config once the delete moved it, dying at its `k`th call from then on. */
       async function run(k: number, after: boolean) {
-        let now = Date.parse('2026-01-01T00:00:00Z');
+        const clock = leaseClock(LEASE_MS);
         const store = new HeldStore(storeOf());
-        const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
-        const log = new SessionLog(store, options);
+        const log = new SessionLog(store, clock.options);
         const writerStore = new FaultyStore(store);
-        const writer = new SessionLog(writerStore, options);
+        const writer = new SessionLog(writerStore, clock.options);
         const turn = await chargeableSession(log);
         const fence = store.hold(fencePut);
         const deleted = log.deleteTurn('s1', 1);
@@ -114,68 +80,36 @@ describe.each(await memoryAndFileStores('charge-owed'))(
         const listed = store.hold(chargeList);
         fence.release();
         await listed.reached;
-        let calls = 0;
-        let dead = false;
-        writerStore.failWhen(() => dead);
-        writerStore.failWhen(
-          () => {
-            if (++calls !== k) return false;
-            dead = true;
-            return true;
-          },
-          { after, times: 1 },
-        );
+        const calls = dieAt(writerStore, k, after);
         read.release();
         await stored;
         listed.release();
         await deleted;
-        for (const content of ['b', 'c', 'd']) {
-          now += 3 * LEASE_MS;
-          await log.append('s1', [user(content)]);
-        }
-        return { calls, usage: (await log.get('s1')).usage };
+        await appendsLeasesApart(log, ['b', 'c', 'd'], clock);
+        return { calls: calls.length, usage: (await log.get('s1')).usage };
       }
       const { calls } = await run(0, false);
       expect(calls).toBeGreaterThan(4);
       for (let k = 1; k <= calls; k++)
         for (const after of [false, true]) {
           const { usage } = await run(k, after);
-          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject({
-            turns: 1,
-            input_tokens: 110,
-            output_tokens: 6,
-          });
+          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject(COUNTED);
         }
     });
 
     it('count once whichever call the writer of one put after the delete dies at, once it is owed', async () => {
       /** The delete done, a charge of the generation it left stored by a writer dying at its `k`th call. */
       async function run(k: number, after: boolean) {
-        let now = Date.parse('2026-01-01T00:00:00Z');
+        const clock = leaseClock(LEASE_MS);
         const inner = storeOf();
-        const options = { clock: () => new Date(now), leaseMs: LEASE_MS };
-        const log = new SessionLog(inner, options);
+        const log = new SessionLog(inner, clock.options);
         const writerStore = new FaultyStore(inner);
-        const writer = new SessionLog(writerStore, options);
+        const writer = new SessionLog(writerStore, clock.options);
         const turn = await chargeableSession(log);
         await log.deleteTurn('s1', 1);
-        const calls: string[] = [];
-        let dead = false;
-        writerStore.failWhen(() => dead);
-        writerStore.failWhen(
-          ({ operation, key }) => {
-            calls.push(`${operation} ${key}`);
-            if (calls.length !== k) return false;
-            dead = true;
-            return true;
-          },
-          { after, times: 1 },
-        );
+        const calls = dieAt(writerStore, k, after);
         await writer.storeCharge(turn, { usage: CHARGED }).catch(() => false);
-        for (const content of ['b', 'c', 'd']) {
-          now += 3 * LEASE_MS;
-          await log.append('s1', [user(content)]);
-        }
+        await appendsLeasesApart(log, ['b', 'c', 'd'], clock);
         return { calls, usage: (await log.get('s1')).usage };
       }
       const { calls } = await run(0, false);

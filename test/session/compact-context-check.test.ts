@@ -1,50 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../lib/errors.ts';
-import type { Item } from '../../lib/items.ts';
 import { contextPrefix, sessionPrefix } from '../../lib/session/keys.ts';
-import type { Summarize } from '../../lib/session/log/compaction.ts';
 import type { NewContext } from '../../lib/session/log/types.ts';
-import { MemoryStore } from '../../lib/store/memory.ts';
+import { answering, CONTEXT as valid, threeItemSession, user } from '../support/refused-writes.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 // A compaction stores only a context start its readers take back (`contextStartSchema`: the
 // context object, the records and the packed segments that carry it): one they would refuse is
 // refused before anything is written, and the session goes on as if it had not been tried.
 
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 /** Small segments, so a few appends pack into segments whose states carry the context. */
 const OPTIONS = { segmentTargetBytes: 2048, packMinRecords: 2, keepRecords: 1 };
-const USAGE = {
-  input_tokens: 40,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 5,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-};
-const valid: NewContext = {
-  start_seq: 3,
-  summary: 's',
-  summarized: { first_seq: 1, last_seq: 2 },
-  interrupted: [],
-  model: 'm',
-};
 
-/** A summarizer that claims the session, as the service's does, and answers `context`. */
-const answering =
-  (context: NewContext): Summarize =>
-  async (_view, claim) => {
-    await claim();
-    return { context, usage: USAGE };
-  };
-
-async function session() {
-  const store = new MemoryStore();
-  const log = new SessionLog(store, OPTIONS);
-  await log.create({ id: 'p' });
-  await log.append('p', [user('a'), user('b'), user('c')]);
-  return { store, log };
-}
+const session = () => threeItemSession(OPTIONS);
 
 /** Appends and packs, so the session's records, and the context they carry, go into segments. */
 async function packedOn(log: SessionLog) {

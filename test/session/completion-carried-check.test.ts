@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
 import type { TurnOutcome } from '../../lib/session/log/types.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { claimedTurn, SPENT as USAGE, user } from '../support/refused-writes.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 // A turn's completion stores, beside its items, the usage the session's totals add, the context
@@ -10,15 +10,6 @@ import { SessionLog } from '../support/session-log.ts';
 // left to its lease (closed by the next claim once it ran out).
 
 const LEASE_MS = 1000;
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const USAGE = {
-  input_tokens: 10,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 2,
-  reasoning_tokens: 0,
-  cost_usd: null,
-};
 
 describe("a completion's carried field its readers would refuse", () => {
   it.each<[string, Partial<TurnOutcome>]>([
@@ -29,11 +20,9 @@ describe("a completion's carried field its readers would refuse", () => {
   ])('%s: refused, nothing stored, the session readable', async (_name, carried) => {
     let now = Date.parse('2030-01-01T00:00:00Z');
     const sessions = new SessionLog(new MemoryStore(), { clock: () => new Date(now), leaseMs: LEASE_MS });
-    await sessions.create({ id: 's' });
-    const claimed = await sessions.beginTurn('s', { input: [user('one')] });
-    if (claimed.kind !== 'claimed') throw new Error('expected a claim');
+    const turn = await claimedTurn(sessions);
     const outcome: TurnOutcome = { status: 'completed', output: [user('echo')], receipt: {}, ...carried };
-    await expect(sessions.completeTurn(claimed.turn, outcome)).rejects.toThrow(/invariant/);
+    await expect(sessions.completeTurn(turn, outcome)).rejects.toThrow(/invariant/);
     expect((await sessions.get('s')).counts).toMatchObject({ items: 1, turns: 1 });
     now += 2 * LEASE_MS;
     const next = await sessions.beginTurn('s', { input: [user('two')] });

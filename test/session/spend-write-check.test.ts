@@ -1,21 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { claimedTurn, SPENT as USAGE, user } from '../support/refused-writes.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 // What a turn spent, stored apart from its completion (a charge, a stopped turn's spend), is read
 // back with `stoppedSpendSchema`, and one it refuses would count as nothing spent: such a spend is
 // refused before the put, and the session's totals stay as they were.
-
-const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const USAGE = {
-  input_tokens: 10,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 2,
-  reasoning_tokens: 0,
-  cost_usd: null,
-};
 
 describe('a spend its readers would refuse', () => {
   it.each([
@@ -24,15 +14,13 @@ describe('a spend its readers would refuse', () => {
   ])('%s: refused as a charge, nothing stored', async (_name, spent) => {
     const store = new MemoryStore();
     const sessions = new SessionLog(store);
-    await sessions.create({ id: 's' });
-    const claimed = await sessions.beginTurn('s', { input: [user('one')] });
-    if (claimed.kind !== 'claimed') throw new Error('expected a claim');
+    const turn = await claimedTurn(sessions);
     const keys = async () => (await store.list('', { limit: 1000 })).objects.map((object) => object.key);
     const before = await keys();
-    await expect(sessions.storeCharge(claimed.turn, spent)).rejects.toThrow(/invariant/);
+    await expect(sessions.storeCharge(turn, spent)).rejects.toThrow(/invariant/);
     expect(await keys()).toEqual(before);
-    expect(await sessions.storeCharge(claimed.turn, { usage: USAGE })).toBe(true);
-    await sessions.completeTurn(claimed.turn, { status: 'completed', output: [user('echo')], receipt: {} });
+    expect(await sessions.storeCharge(turn, { usage: USAGE })).toBe(true);
+    await sessions.completeTurn(turn, { status: 'completed', output: [user('echo')], receipt: {} });
     await sessions.append('s', [user('two')]);
     expect((await sessions.get('s')).usage).toMatchObject({ input_tokens: 10, output_tokens: 2 });
   });

@@ -9,17 +9,24 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/** A world of `seed` with session `s`, and two actors each to send a turn of one Idempotency-Key. */
+async function keyedRace(seed: number) {
+  const world = new World(seeded(seed));
+  const admin = world.actor();
+  await world.run(admin.services.sessions.create({ id: 's' }), [admin]);
+  const actors = [world.actor(), world.actor()];
+  const race = () => world.run(Promise.all(actors.map((actor) => ops.turn(actor, 's', 'K', 'key-1'))), actors);
+  return { world, actors, race };
+}
+
 // Two requests of one Idempotency-Key race: both call the model while their claims' records are
 // put, one claim is lost, and that request replays the turn the other stored. The provider billed
 // its call all the same: the session's totals count it (as a charge), once.
 it('a keyed turn that replays the turn its key took meanwhile charges the call its lost claim aborted', async () => {
   let raced = 0;
   for (let seed = 1; seed <= 12; seed++) {
-    const world = new World(seeded(seed));
-    const admin = world.actor();
-    await world.run(admin.services.sessions.create({ id: 's' }), [admin]);
-    const actors = [world.actor(), world.actor()];
-    const outcomes = await world.run(Promise.all(actors.map((actor) => ops.turn(actor, 's', 'K', 'key-1'))), actors);
+    const { world, race } = await keyedRace(seed);
+    const outcomes = await race();
     // (One may be refused while the other runs: 409, nothing called.)
     for (const outcome of outcomes) if (!outcome.ok) expect(outcome.status, `seed ${seed}`).toBe(409);
     if (world.billed.length === 2) raced += 1;
@@ -43,13 +50,10 @@ it('a keyed turn that replays the turn its key took meanwhile charges the call i
 it('a keyed turn replaying the turn its key took tells the call its lost claim aborted in its log line', async () => {
   let raced = 0;
   for (let seed = 1; seed <= 12; seed++) {
-    const world = new World(seeded(seed));
-    const admin = world.actor();
-    await world.run(admin.services.sessions.create({ id: 's' }), [admin]);
-    const actors = [world.actor(), world.actor()];
+    const { world, actors, race } = await keyedRace(seed);
     const told: TurnObservation[] = [];
     for (const actor of actors) actor.services.observeTurn = (outcome) => void told.push(outcome);
-    await world.run(Promise.all(actors.map((actor) => ops.turn(actor, 's', 'K', 'key-1'))), actors);
+    await race();
     if (world.billed.length !== 2) continue;
     raced += 1;
     const replayed = told.filter((outcome) => outcome.status === 'replayed');

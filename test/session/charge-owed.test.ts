@@ -10,6 +10,7 @@ import {
   dieAt,
   fencedDelete,
   fencePut,
+  forEachDeath,
   leaseClock,
   owedByDelete,
   totalsAfterTwoWrites,
@@ -54,11 +55,9 @@ describe.each(await memoryAndFileStores('charge-owed'))(
       }
       const { calls } = await run(0, false);
       expect(calls).toBeGreaterThan(5);
-      for (let k = 1; k <= calls; k++)
-        for (const after of [false, true]) {
-          const { usage } = await run(k, after);
-          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject(COUNTED);
-        }
+      await forEachDeath(calls, async (k, after, label) => {
+        expect((await run(k, after)).usage, label).toMatchObject(COUNTED);
+      });
     });
 
     it("count once whichever storage call of its writer's carry its process dies at", async () => {
@@ -90,11 +89,9 @@ describe.each(await memoryAndFileStores('charge-owed'))(
       }
       const { calls } = await run(0, false);
       expect(calls).toBeGreaterThan(4);
-      for (let k = 1; k <= calls; k++)
-        for (const after of [false, true]) {
-          const { usage } = await run(k, after);
-          expect(usage, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`).toMatchObject(COUNTED);
-        }
+      await forEachDeath(calls, async (k, after, label) => {
+        expect((await run(k, after)).usage, label).toMatchObject(COUNTED);
+      });
     });
 
     it('count once whichever call the writer of one put after the delete dies at, once it is owed', async () => {

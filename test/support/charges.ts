@@ -78,6 +78,16 @@ export async function appendsLeasesApart(log: SessionLog, contents: string[], cl
   }
 }
 
+/** `check(k, after, label)` for each call `k` of `calls` a process may die at, that call landed or not. */
+export async function forEachDeath(
+  calls: number,
+  check: (k: number, after: boolean, label: string) => Promise<void>,
+): Promise<void> {
+  for (let k = 1; k <= calls; k++)
+    for (const after of [false, true])
+      await check(k, after, `call ${k} of ${calls}, ${after ? 'landed' : 'not landed'}`);
+}
+
 /**
  * A process over `store` dying at its `k`th call from now on (that call landed when `after`, or
  * not), every call after it failing too; `calls` records each call seen (`<operation> <key>`).

@@ -28,6 +28,7 @@ export interface QueuedRow {
  * of `queue/<g>/` (and of each generation in `queued_in`), then a read of each of the first
  * `limit` entries (with two or more, a get of the one a pickup marked, listed first:
  * log/queue-taking.ts), and of as many after them as were left out, so the rows fill the page.
+ * (Inputs the store stamped alike are read to order them: log/queue.ts listQueued.)
  * A withdraw's tombstone is not read, nor an entry past the rows. Left out,
  * of the rows, their positions and `total`, as they will not run: a tombstone, an entry taken up
  * between the listing and its read, and one marked whose turn is stored (a head more: `takenUp`,

@@ -277,13 +277,15 @@ export async function listQueued(log: LogContext, scope: LogScope): Promise<Queu
   const generations = [scope.generation, ...(scope.queuedIn ?? [])];
   const listed = await Promise.all(generations.map((generation) => listGeneration(log, { ...scope, generation })));
   const byUpload = listed.flat().sort((a, b) => a.uploaded.getTime() - b.uploaded.getTime() || byKey(a, b));
-  // Entries the store stamped alike (S3 keeps upload times to the second) go in the order they
-  // were queued: each one's `enqueued_at`, read (a get each; none where the times differ).
+  // Inputs the store stamped alike (S3 keeps upload times to the second) go in the order they
+  // were queued: each one's `enqueued_at`, read (a get each; none where the times differ). A
+  // tombstone among them is not read (its size tells it): it goes first, as listed.
   const ordered: QueuedEntry[] = [];
   for (let start = 0; start < byUpload.length; ) {
     let end = start + 1;
     while (end < byUpload.length && byUpload[end]!.uploaded.getTime() === byUpload[start]!.uploaded.getTime()) end++;
-    const tied = byUpload.slice(start, end);
+    const tied = byUpload.slice(start, end).filter((entry) => !entry.withdrawn);
+    ordered.push(...byUpload.slice(start, end).filter((entry) => entry.withdrawn));
     ordered.push(...(tied.length > 1 ? await byEnqueueTime(log, scope, tied) : tied));
     start = end;
   }

@@ -83,8 +83,14 @@ export interface AppOptions {
    * So too where it sets MAX_BODY_BYTES, for a 413's message (functions/body-budget.ts).
    */
   tokenSetting?: TokenSetting;
-  /** Where background turns go (the Workers queue); without it, the process runs them. */
-  queueTurn?: (environment: RuntimeEnvironment) => ((run: BackgroundTurn) => Promise<void>) | undefined;
+  /**
+   * Where background turns go (the Workers queue), sent by the request `requestId` names (null
+   * outside a request); without it, the process runs them.
+   */
+  queueTurn?: (
+    environment: RuntimeEnvironment,
+    requestId: string | null,
+  ) => ((run: BackgroundTurn) => Promise<void>) | undefined;
   /** Where webhook events go (the Workers queue); without it, the store's outbox. */
   queueWebhook?: (environment: RuntimeEnvironment) => WebhookSink | undefined;
   /** Told when an event was stored in the outbox (Node and Deno: wakes the delivery loop). */
@@ -292,7 +298,7 @@ function serviceInputs(
     info: options.info ?? infoToConsole,
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
-    startBackground: options.queueTurn?.(environment),
+    startBackground: options.queueTurn?.(environment, requestId),
     running: runningUnder(options),
   };
 }
@@ -300,16 +306,21 @@ function serviceInputs(
 /**
  * The services of work outside a request (the Workers queue consumer's background turns, the
  * webhook outbox's drainer): the services a request would have, from the environment, with
- * `background` for the work they leave running.
+ * `background` for the work they leave running; `requestId`, the request a queue message came
+ * from, names it in the log lines of its turns (and of the inputs their closes take up).
  */
 export function createOutsideServices(
   options: AppOptions,
-): (environment: RuntimeEnvironment, background: (task: Promise<unknown>) => void) => AppServices {
+): (
+  environment: RuntimeEnvironment,
+  background: (task: Promise<unknown>) => void,
+  requestId?: string | null,
+) => AppServices {
   const log = options.log ?? logToConsole;
   const info = options.info ?? infoToConsole;
-  return (environment, background) =>
+  return (environment, background, requestId = null) =>
     createServices({
-      ...serviceInputs(options, environment, parseServiceConfig(environment), log, null),
+      ...serviceInputs(options, environment, parseServiceConfig(environment), log, requestId),
       background: (task) => background(task.catch((error: unknown) => logBackgroundFailure(log, info, error))),
     });
 }
@@ -329,7 +340,7 @@ export function createTurnRunner(
 ) => Promise<'done' | { retryAfterSeconds: number }> {
   const servicesFor = createOutsideServices(options);
   return async (run, environment, background, attempts = 1) => {
-    const services = servicesFor(environment, background);
+    const services = servicesFor(environment, background, run.request_id ?? null);
     const outcome = await runBackgroundTurn(services, run);
     if (outcome === 'done') return outcome;
     return { retryAfterSeconds: retryDelaySeconds(attempts, services.config.turnLeaseMs) };

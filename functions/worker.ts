@@ -27,10 +27,12 @@ const options: AppOptions = {
   // A deployment without a token is told of `wrangler secret put`, not of --allow-anonymous.
   tokenSetting: 'workers',
   // Background turns go to the queue, whose consumer below runs them: a consumer has minutes
-  // of wall time where waitUntil has about 30 s. Without the binding the isolate runs them.
-  queueTurn: (environment) => {
+  // of wall time where waitUntil has about 30 s. Without the binding the isolate runs them. A
+  // message names the request that sent it, for its turn's log line.
+  queueTurn: (environment, requestId) => {
     const queue = (environment as unknown as Env).TURNS;
-    return queue ? async (run) => void (await queue.send(run)) : undefined;
+    if (!queue) return undefined;
+    return async (run) => void (await queue.send(requestId === null ? run : { ...run, request_id: requestId }));
   },
   // Webhook events go to their queue, durably once `send` resolved; without the binding, to
   // the bucket's outbox, which the Cron Trigger drains.
@@ -40,11 +42,15 @@ const options: AppOptions = {
   },
 };
 const app = createApp(options);
-/** A background turn's message, as lib/turn/background.ts sends it. */
+/**
+ * A background turn's message, as lib/turn/background.ts claims it and `queueTurn` above sends
+ * it (with its request's id; a message from older code, or one sent outside a request, has none).
+ */
 const backgroundTurnSchema: z.ZodType<BackgroundTurn> = z.object({
   session_id: z.string(),
   turn: z.number().int().positive(),
   writer: z.string(),
+  request_id: z.string().optional(),
 });
 const runTurn = createTurnRunner(options);
 const outsideServices = createOutsideServices(options);

@@ -93,11 +93,16 @@ export interface HeldLease {
   etag?: string | undefined;
 }
 
-/** What a runner needs to take a claimed background turn over (the queue message). */
+/**
+ * What a runner needs to take a claimed background turn over (the queue message), and the
+ * `x-request-id` of the request that sent it, which its turn's log line names (absent in a
+ * message from older code, and in one sent outside a request).
+ */
 export interface BackgroundTurn {
   session_id: string;
   turn: number;
   writer: string;
+  request_id?: string | undefined;
 }
 
 /** The service types of a turn; its wire types are derived from the schemas in wire.ts. */

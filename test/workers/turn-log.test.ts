@@ -87,6 +87,43 @@ describe('workerd: the turn log line', () => {
     expect(second.storage_ops).toEqual({ get: 2, head: 0, put: 3, list: 2, delete: 0, total: 7 });
   });
 
+  // A background turn run by the TURNS queue consumer names the request that queued it: its
+  // message carries the request's id; a message without one (sent by older code) still runs, and
+  // its line names no request.
+  it('a background turn run by the queue consumer names the request that sent it', async () => {
+    const id = freshId('wbgreq');
+    const sent: BackgroundTurn[] = [];
+    const turns = { send: async (run: BackgroundTurn) => void sent.push(run) };
+    const deliver = async (messages: BackgroundTurn[]) => {
+      const batch = createMessageBatch<BackgroundTurn>(
+        'tailgate-turns',
+        messages.map((body, index) => ({ id: `r${index}`, timestamp: new Date(), attempts: 1, body })),
+      );
+      const context = createExecutionContext();
+      await worker.queue(batch as never, { ...bindings, TURNS: turns } as never, context);
+      await waitOnExecutionContext(context);
+    };
+    const logged = (turn: number) =>
+      lines
+        .filter((line) => line.startsWith('{"level"'))
+        .map((line) => JSON.parse(line))
+        .find((line) => line.session_id === id && line.turn === turn);
+    expect((await call('/v1/sessions', { id })).status).toBe(201);
+    const answered = await call(`/v1/sessions/${id}/turns`, { input: 'first', background: true }, { TURNS: turns });
+    expect(answered.status).toBe(202);
+    const requestId = answered.headers.get('x-request-id');
+    expect(requestId).toMatch(/^req_[0-9a-f]{24}$/);
+    expect(sent).toEqual([{ session_id: id, turn: 1, writer: expect.any(String), request_id: requestId }]);
+    await deliver(sent.splice(0));
+    expect(logged(1)).toMatchObject({ status: 'completed', request_id: requestId });
+
+    const again = await call(`/v1/sessions/${id}/turns`, { input: 'second', background: true }, { TURNS: turns });
+    expect(again.status).toBe(202);
+    const older = sent.splice(0).map(({ session_id, turn, writer }) => ({ session_id, turn, writer }));
+    await deliver(older);
+    expect(logged(2)).toMatchObject({ status: 'completed', request_id: null });
+  });
+
   it('the Worker serves no /metrics', async () => {
     expect((await call('/metrics', undefined, {}, 'GET')).status).toBe(404);
   });

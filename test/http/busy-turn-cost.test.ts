@@ -23,8 +23,21 @@ const QUEUED_TURN = { get: 2, head: 0, put: 3, list: 2, delete: 0, total: 7 };
 
 type Line = { turn: number | null; status: string; storage_ops: Record<string, number> };
 
+/**
+ * A clock a millisecond later at each stamp: two inputs queued within one millisecond would be
+ * stamped alike and read to be ordered (docs/STORAGE.md, "Queued inputs"), a count that would
+ * depend on the machine's speed.
+ */
+function movingClock(): () => Date {
+  let now = 0;
+  return () => {
+    now = Math.max(Date.now(), now + 1);
+    return new Date(now);
+  };
+}
+
 function world() {
-  const store = new CountingStore(new MemoryStore());
+  const store = new CountingStore(new MemoryStore({ clock: movingClock() }));
   const slow = heldEcho();
   const { options: held, drain } = heldOptions(slow.model);
   const lines: Line[] = [];

@@ -2,13 +2,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import { queueMarkerKey } from '../../lib/session/keys.ts';
-import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { queuedRuns } from '../support/queued-runs.ts';
 import { createClient, parseSse, TOKEN } from './http-suite.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 
@@ -57,27 +56,11 @@ function gated(store: ObjectStore, held: (key: string) => boolean) {
  * turn holds the session until then), and whose work after a response is awaited by `drain`.
  */
 function process(store: ObjectStore) {
-  const sent: BackgroundTurn[] = [];
-  const tasks: Promise<unknown>[] = [];
   const infos: string[] = [];
-  const options: AppOptions = {
-    store: () => store,
-    readEnvironment: (c) => c.env ?? environment,
-    info: (line) => void infos.push(line),
-    afterResponse: (task) => void tasks.push(task),
-    queueTurn: () => async (run) => void sent.push(run),
-  };
-  const runner = createTurnRunner(options);
-  const drain = async () => {
-    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-  };
-  const runAll = async () => {
-    await drain();
-    for (let run = sent.shift(); run; run = sent.shift()) {
-      expect(await runner(run, environment, (task) => void tasks.push(task))).toBe('done');
-      await drain();
-    }
-  };
+  const { options, drain, runAll } = queuedRuns(
+    { store: () => store, readEnvironment: (c) => c.env ?? environment, info: (line) => void infos.push(line) },
+    environment,
+  );
   const harness = appHarness(store, environment, options);
   return { api: createClient(harness), store, drain, runAll, logged: harness.logged, infos };
 }

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { queuedRuns } from '../support/queued-runs.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
 // What happens as a matter of course (a queued background turn cancelled before its runner took
@@ -15,30 +14,18 @@ const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 /** A process whose background turns wait in `sent` (a queue) until `runAll` runs them. */
 function process() {
   const store = new MemoryStore();
-  const sent: BackgroundTurn[] = [];
-  const tasks: Promise<unknown>[] = [];
   const errors: unknown[][] = [];
   const infos: string[] = [];
-  const options: AppOptions = {
-    store: () => store,
-    readEnvironment: (c) => c.env ?? environment,
-    log: (...line) => void errors.push(line),
-    info: (line) => void infos.push(line),
-    logLine: () => undefined,
-    afterResponse: (task) => void tasks.push(task),
-    queueTurn: () => async (run) => void sent.push(run),
-  };
-  const runner = createTurnRunner(options);
-  const drain = async () => {
-    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-  };
-  const runAll = async () => {
-    await drain();
-    for (let run = sent.shift(); run; run = sent.shift()) {
-      expect(await runner(run, environment, (task) => void tasks.push(task))).toBe('done');
-      await drain();
-    }
-  };
+  const { options, sent, runAll } = queuedRuns(
+    {
+      store: () => store,
+      readEnvironment: (c) => c.env ?? environment,
+      log: (...line) => void errors.push(line),
+      info: (line) => void infos.push(line),
+      logLine: () => undefined,
+    },
+    environment,
+  );
   return { api: createClient(appHarness(store, environment, options)), sent, runAll, errors, infos };
 }
 

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { queuedRuns } from '../support/queued-runs.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
 // A session `budget` limit of 0 (docs/API.md, "Sessions") is an operator's stop: taken on a
@@ -12,26 +11,11 @@ import { createClient, TOKEN } from './http-suite.ts';
 /** The app on a memory store whose background turns wait until `runAll` runs them. */
 function world(settings: Record<string, string> = {}) {
   const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', ...settings };
-  const sent: BackgroundTurn[] = [];
-  const tasks: Promise<unknown>[] = [];
-  const options: AppOptions = {
-    store: () => store,
-    readEnvironment: (c) => c.env ?? environment,
-    afterResponse: (task) => void tasks.push(task),
-    queueTurn: () => async (run) => void sent.push(run),
-  };
   const store = new MemoryStore();
-  const runner = createTurnRunner(options);
-  const drain = async () => {
-    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-  };
-  const runAll = async () => {
-    await drain();
-    for (let run = sent.shift(); run; run = sent.shift()) {
-      expect(await runner(run, environment, (task) => void tasks.push(task))).toBe('done');
-      await drain();
-    }
-  };
+  const { options, runAll } = queuedRuns(
+    { store: () => store, readEnvironment: (c) => c.env ?? environment },
+    environment,
+  );
   return { api: createClient(appHarness(store, environment, options)), runAll };
 }
 

@@ -52,6 +52,13 @@ export function newHeader(key: string, name: string, version: number, options: P
   };
 }
 
+/**
+ * The permissions of what the store makes: its user's alone, whatever the umask (docs/SECURITY.md,
+ * "What the operator keeps secret": whoever reads the store reads every conversation).
+ */
+export const PRIVATE_FILE = 0o600;
+export const PRIVATE_DIRECTORY = 0o700;
+
 export const OBJECT = '~o';
 export const DIRECTORY = '~d';
 export const LOCK = '~l';

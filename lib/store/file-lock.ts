@@ -17,7 +17,17 @@ import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
-import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep, uniqueTag } from './file-format.ts';
+import {
+  BREAKER,
+  LOCK,
+  PRIVATE_DIRECTORY,
+  PRIVATE_FILE,
+  TEMP,
+  codeOf,
+  processAlive,
+  sleep,
+  uniqueTag,
+} from './file-format.ts';
 
 /**
  * The file store's per-key write lock, exact for any number of writers in one process and
@@ -155,7 +165,7 @@ function tryCreate(directory: string, name: string, path: string, content: strin
     let created = false;
     try {
       try {
-        writeFileSync(aside, content, { flag: 'wx' });
+        writeFileSync(aside, content, { flag: 'wx', mode: PRIVATE_FILE });
       } catch (error) {
         // Created, then failed (a full disk): ours to remove. EEXIST: another's name.
         created = codeOf(error) !== 'EEXIST' && codeOf(error) !== 'ENOENT';
@@ -220,7 +230,7 @@ function makeDurable(directory: string): void {
  */
 function makeDirectories(directory: string): string | undefined {
   try {
-    mkdirSync(directory);
+    mkdirSync(directory, PRIVATE_DIRECTORY);
     return directory;
   } catch (error) {
     if (codeOf(error) === 'EEXIST') return undefined;
@@ -228,7 +238,7 @@ function makeDirectories(directory: string): string | undefined {
     if (codeOf(error) !== 'ENOENT' || parent === directory) throw error;
     const first = makeDirectories(parent);
     try {
-      mkdirSync(directory);
+      mkdirSync(directory, PRIVATE_DIRECTORY);
     } catch (again) {
       // Made meanwhile by another writer.
       if (codeOf(again) !== 'EEXIST') throw again;

@@ -2,7 +2,7 @@ import { Buffer } from 'node:buffer';
 import { closeSync, fsync, linkSync, openSync, unlink } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { bodyLength } from './object-store.ts';
-import { codeOf, type Header, writeAllSync, writePartsSync } from './file-format.ts';
+import { codeOf, type Header, PRIVATE_FILE, writeAllSync, writePartsSync } from './file-format.ts';
 import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
 
 /**
@@ -29,7 +29,7 @@ export async function writeTemp(
     const temp = join(directory, tempName(name));
     let fd: number;
     try {
-      fd = openSync(temp, 'wx');
+      fd = openSync(temp, 'wx', PRIVATE_FILE);
     } catch (error) {
       // A dead predecessor's leftover under this pid had the name: the next one.
       if (codeOf(error) === 'EEXIST') {

@@ -9,6 +9,7 @@ import {
   listItemsQuerySchema,
   sessionIdParamsSchema,
 } from '../schemas.ts';
+import { namedInRequest } from '../../lib/openai/request.ts';
 import { checkItemSizes } from '../../lib/session/item-size.ts';
 import { appendItems } from '../../lib/turn/index.ts';
 
@@ -54,7 +55,12 @@ export function itemRoutes() {
       checkItemSizes(items, c.var.config.maxItemBytes);
       const key = c.req.valid('header')['idempotency-key'];
       const keyed = key === undefined ? {} : { idempotencyKey: key };
-      return c.json(await appendItems(c.var.services, id, items, keyed), 201);
+      // The open-call check names an item by its place in a turn's `input`: here it is in `items`.
+      const positions = items.map((_, index) => index);
+      const appended = await appendItems(c.var.services, id, items, keyed).catch((error: unknown) => {
+        throw namedInRequest(error, positions, 'items');
+      });
+      return c.json(appended, 201);
     })
     .openapi(listItemsRoute, async (c) => {
       const { id } = c.req.valid('param');

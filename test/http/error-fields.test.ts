@@ -61,6 +61,23 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(api.post(`/v1/sessions/${id}/turns`, { input }))).toBe('input.0.call_id');
   });
 
+  it('in an append, the path in its items, as an image refused there is named', async () => {
+    const id = await api.session();
+    const items = `/v1/sessions/${id}/items`;
+    const note = { type: 'message', role: 'user', content: 'x' };
+    const output = { type: 'function_call_output', call_id: 'call_none', output: 'x' };
+    const unanswered = await api.post(items, { items: [note, output] });
+    expect(await fieldOf(Promise.resolve(unanswered))).toBe('items.1.call_id');
+    expect(unanswered.body.error.message).toBe(
+      'items[1].call_id: no open function_call with call_id call_none (unknown, or answered already)',
+    );
+    const call = { type: 'function_call', call_id: 'call_twice', name: 'f', arguments: '{}' };
+    const reopened = await api.post(items, { items: [note, call, call] });
+    expect(await fieldOf(Promise.resolve(reopened))).toBe('items.2.call_id');
+    expect(reopened.body.error.message).toBe('items[2].call_id: a call with call_id call_twice is already open');
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(0);
+  });
+
   it('in the JSON check before any schema, the path with body. before it', async () => {
     expect(await fieldOf(api.post('/v1/sessions', { metadata: { note: 'a\u0000b' } }))).toBe('body.metadata.note');
   });

@@ -42,6 +42,7 @@ import { receiptRoutes } from './routes/receipts.ts';
 import { eventRoutes } from './routes/events.ts';
 import { queueAndForkRoutes } from './routes/queue-forks.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
+import { noMetricsRoute } from './routes/metrics.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { isStreamedImport, transferRoutes } from './routes/transfer.ts';
@@ -151,8 +152,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   );
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.
   app.route('/', inspectorRoutes(options.inspectorScript));
-  // GET /metrics with METRICS_TOKEN; with an admin token it is the authenticated route below.
-  if (options.metrics) app.route('/', options.metrics.tokenRoute(readEnvironment));
+  // GET /metrics with METRICS_TOKEN (an admin token: the authenticated route below); none on a Worker.
+  app.route('/', options.metrics ? options.metrics.tokenRoute(readEnvironment) : noMetricsRoute());
 
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.set('config', parseServiceConfig(readEnvironment(c)));
@@ -161,8 +162,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', configure);
   // Before auth: a browser's preflight carries no token.
   app.use('/v1/*', corsForApi);
-  // A known path asked with a method it does not serve: 405, before auth and with CORS's headers (the
-  // routes are read once all are registered).
+  // A known path asked with a method it does not serve: 405 before auth, with CORS's headers (routes read lazily).
   let served: ((path: string) => string[]) | undefined;
   app.use(
     '*',

@@ -53,3 +53,23 @@ export function metricsTokenRoute(metrics: RenderedMetrics, readEnvironment: (c:
     return c.body(metrics.render(), 200, { 'content-type': PROMETHEUS_TEXT });
   });
 }
+
+/**
+ * GET /metrics where no process counts (a Worker): a 404 that says so, answered before auth, so
+ * that a scraper holding METRICS_TOKEN is not told its token is wrong.
+ */
+export function noMetricsRoute() {
+  return createRouter().get('/metrics', (c) =>
+    c.json(
+      {
+        error: {
+          code: 'not_found',
+          message:
+            'a Worker serves no /metrics: it keeps no process to count in; each turn is one JSON log line ' +
+            '(Workers Logs, wrangler tail; docs/API.md, "Metrics and logs")',
+        },
+      },
+      404,
+    ),
+  );
+}

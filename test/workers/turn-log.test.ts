@@ -124,8 +124,20 @@ describe('workerd: the turn log line', () => {
     expect(logged(2)).toMatchObject({ status: 'completed', request_id: null });
   });
 
-  it('the Worker serves no /metrics', async () => {
-    expect((await call('/metrics', undefined, {}, 'GET')).status).toBe(404);
+  it('the Worker serves no /metrics, and says so to any token, a METRICS_TOKEN scraper too', async () => {
+    for (const authorization of ['Bearer test-token', 'Bearer a-scraper-token', undefined]) {
+      const context = createExecutionContext();
+      const response = await worker.fetch(
+        new Request(`${origin}/metrics`, authorization ? { headers: { authorization } } : {}) as never,
+        { ...bindings, METRICS_TOKEN: 'a-scraper-token' } as never,
+        context,
+      );
+      await waitOnExecutionContext(context);
+      expect(response.status).toBe(404);
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      expect(error.code).toBe('not_found');
+      expect(error.message).toMatch(/^a Worker serves no \/metrics/);
+    }
   });
 });
 

@@ -1,4 +1,5 @@
 import { InvalidRequestError, TailgateError } from './errors.ts';
+import { bracketedField, pathDetails } from './field-path.ts';
 import type { Inbox } from './inbox/index.ts';
 import { exportHeaderSchema, parseExportLine, type ExportHeader } from './session/export-format.ts';
 import type { ImportLine, SessionLog, SessionRecord } from './session/session-log.ts';
@@ -69,7 +70,8 @@ export async function importLines(
 
 /**
  * The header's config checked as a create checks it; a refusal naming a field names it as every
- * line's does (`line <n>.webhook_url`), not as the create's body would (`webhook_url`).
+ * line's does, its message starting with it (`line <n>.webhook_url: ...`, positions in brackets),
+ * not as the create's body would (`webhook_url`).
  */
 function checkHeaderLine(
   check: (header: ExportHeader) => ExportHeader,
@@ -81,11 +83,20 @@ function checkHeaderLine(
   } catch (error) {
     const details = error instanceof TailgateError ? (error.details as { field?: unknown } | undefined) : undefined;
     if (typeof details?.field !== 'string') throw error;
+    const inner = bracketedField(details) ?? details.field;
     const field = `line ${line}.${details.field}`;
-    throw new TailgateError((error as TailgateError).code, `line ${line}: ${(error as Error).message}`, {
-      ...details,
-      field,
-    });
+    const bracketed = `line ${line}.${inner}`;
+    const message = (error as Error).message;
+    // The field the message starts with (`body.metadata is ...`, `strategy_config.0: ...`) is the line's.
+    const named = ['', 'body.']
+      .flatMap((location) => [`${location}${details.field}`, `${location}${inner}`])
+      .find((start) => message.startsWith(`${start}: `) || message.startsWith(`${start} `));
+    const rest = named === undefined ? `: ${message}` : message.slice(named.length);
+    throw new TailgateError(
+      (error as TailgateError).code,
+      `${bracketed}${rest}`,
+      pathDetails({ ...details, field }, bracketed),
+    );
   }
 }
 

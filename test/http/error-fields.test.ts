@@ -103,6 +103,25 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(send(header({ model: 'nosuch:model' })))).toBe('line 1.model');
     expect(await fieldOf(send(header({ colour: 'red' })))).toBe('line 1.colour');
   });
+
+  it("in an import's header, a message that starts with the field, as every line's does", async () => {
+    const header = (fields: Record<string, unknown>) =>
+      `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), ...fields })}\n`;
+    const send = async (fields: Record<string, unknown>) =>
+      (await api.post('/v1/sessions/import', header(fields), { 'content-type': 'application/x-ndjson' })).body.error;
+    expect(await send({ strategy_config: { epoch_sise: 10 } })).toMatchObject({
+      message: 'line 1.strategy_config.epoch_sise: unknown key',
+      details: { field: 'line 1.strategy_config.epoch_sise' },
+    });
+    expect(await send({ model: 'nosuch:model' })).toMatchObject({
+      message: expect.stringMatching(/^line 1\.model: unknown model "nosuch:model"/),
+      details: { field: 'line 1.model' },
+    });
+    expect(await send({ metadata: { note: 'x'.repeat(70_000) } })).toMatchObject({
+      message: expect.stringMatching(/^line 1\.metadata is \d+ bytes; at most \d+ are allowed/),
+      details: { field: 'line 1.metadata' },
+    });
+  });
 });
 
 // A refusal's message names its field as OpenAI's `param` does, an array position in brackets

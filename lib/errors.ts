@@ -1,4 +1,4 @@
-import { bracketedMessage } from './field-path.ts';
+import { answeredDetails, bracketedMessage } from './field-path.ts';
 
 /**
  * Every error of lib/, in one module: the codes of the API's error JSON (docs/API.md, "Conventions"), the base class
@@ -374,7 +374,7 @@ export class AbortedError extends TailgateError {
 /** A replayed turn that had failed: the stored error, rethrown with its code. */
 export class ReplayedError extends TailgateError {
   constructor(error: { code: string; message: string; details?: unknown }) {
-    super(storedErrorCode(error.code), error.message, error.details);
+    super(storedErrorCode(error.code), error.message, answeredDetails(error.details, error.message));
     this.name = 'ReplayedError';
   }
 }

@@ -81,3 +81,24 @@ export function bracketedMessage(message: string, details: unknown): string {
   const location = LOCATIONS.find((prefix) => message.startsWith(`${prefix}${field}: `));
   return location === undefined ? message : `${location}${bracketed}${message.slice(location.length + field.length)}`;
 }
+
+/**
+ * `details` of a refusal answered before (`message` as clientError wrote it, kept as JSON: a turn's
+ * stored failure), its field's path as that message starts with it: a message that starts with the
+ * field in brackets (`body.metadata.0[0]: ...` for `body.metadata.0.0`) says which of its segments
+ * of digits are keys; any other, nothing more than `details` says.
+ */
+export function answeredDetails(details: unknown, message: string): unknown {
+  const field = (details as { field?: unknown } | undefined)?.field;
+  if (typeof field !== 'string' || !details || typeof details !== 'object') return details;
+  for (const location of LOCATIONS) {
+    if (!message.startsWith(location)) continue;
+    const end = message.indexOf(': ', location.length);
+    const written = end < 0 ? undefined : message.slice(location.length, end);
+    if (written !== undefined && written.replaceAll(/\[(\d+)\]/g, '.$1') === field) {
+      KNOWN.set(details, written);
+      break;
+    }
+  }
+  return details;
+}

@@ -1,6 +1,7 @@
 import type { Tool } from '../items.ts';
 import type { ModelSettings } from '../models/model.ts';
 import { InvalidRequestError, TailgateError } from '../errors.ts';
+import { bracketedField, pathDetails } from '../field-path.ts';
 import { callsNone, checkToolChoice, modelToolChoice } from './tool-choice.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
@@ -223,7 +224,9 @@ export function namedInRequest(
   if (!named || position === undefined) return error;
   const field = `${name}.${position}${named[2]}`;
   const message = error.message.replace(named[0], field).replace(`input[${named[1]}]`, `${name}[${position}]`);
-  return new InvalidRequestError(message, { ...details, field });
+  // The copy keeps which of the path's segments of digits are keys (lib/field-path.ts).
+  const bracketed = (bracketedField(details) ?? '').replace(`input[${named[1]}]`, `${name}[${position}]`);
+  return new InvalidRequestError(message, pathDetails({ ...details, field }, bracketed));
 }
 
 /**

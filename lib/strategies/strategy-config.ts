@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
+import { bracketSegments, pathDetails } from '../field-path.ts';
 import { splitStrategyNames } from '../history.ts';
 
 const count = () => z.number().int().nonnegative();
@@ -156,8 +157,10 @@ function parseLayer(raw: unknown, layer: string): StrategyConfigLayer {
     issue.code === 'unrecognized_keys' ? String(issue.keys[0]) : issue.path.length > 0 ? String(issue.path[0]) : '';
   const reason = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
   // The field's path in the body (or query) that sent it, as a schema names one.
-  const field = key === '' ? 'strategy_config' : `strategy_config.${key}`;
-  throw new InvalidRequestError(`${field}: ${reason}`, { field, layer });
+  const path = key === '' ? ['strategy_config'] : ['strategy_config', key];
+  const field = path.join('.');
+  // A key of digits is a key (`strategy_config.0`), not a position.
+  throw new InvalidRequestError(`${field}: ${reason}`, pathDetails({ field, layer }, bracketSegments(path)));
 }
 
 function parseEnvLayer(env: Record<string, string | undefined>): StrategyConfigLayer {

@@ -155,6 +155,23 @@ describe('a message names its field in brackets, as param does', () => {
       expect(body.error.param).toBe(param);
       expect(body.error.message.startsWith(`${param}: `), body.error.message).toBe(true);
     }
+    // So does a strategy threshold's check, in a create, a patch, and an import's header.
+    const thresholds = { strategy_config: { 0: 10 } };
+    const created = await api.post('/v1/sessions', thresholds);
+    expect(created.body.error).toMatchObject({
+      message: 'strategy_config.0: unknown key',
+      details: { field: 'strategy_config.0' },
+    });
+    const patched = await api.patch(`/v1/sessions/${await api.session()}`, thresholds);
+    expect(patched.body.error.message).toBe('strategy_config.0: unknown key');
+    const headerThresholds = `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), ...thresholds })}\n`;
+    const importedThresholds = await api.post('/v1/sessions/import', headerThresholds, {
+      'content-type': 'application/x-ndjson',
+    });
+    expect(importedThresholds.body.error).toMatchObject({
+      message: 'line 1.strategy_config.0: unknown key',
+      details: { field: 'line 1.strategy_config.0' },
+    });
     // The JSON check before the schema, and an import's line, tell a key from a position too.
     const nul = await api.post('/v1/responses', { model: 'echo', input: 'x', metadata: { 0: 'a\u0000b' } });
     expect(nul.body.error).toMatchObject({ param: 'metadata.0', message: 'metadata.0: contains NUL (U+0000)' });

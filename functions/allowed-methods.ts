@@ -71,14 +71,21 @@ function concreteLead(segments: readonly string[]): number {
  */
 export function methodNotAllowed(served: () => (path: string) => string[]): MiddlewareHandler {
   return async (c, next) => {
-    const method = c.req.method;
-    if (method === 'OPTIONS') return next();
-    const allow = served()(c.req.path);
-    if (allow.length === 0 || allow.includes(method)) return next();
-    throw new TailgateError(
-      'method_not_allowed',
-      `${method} is not allowed on ${c.req.path} (it takes ${allow.join(', ')})`,
-      { allow },
-    );
+    const refusal = methodRefusal(c.req.method, c.req.path, served());
+    if (refusal) throw refusal;
+    return next();
   };
+}
+
+/**
+ * The 405 of `method` on `path` (methodNotAllowed), read from the routes alone, none of the
+ * settings: null when a route serves it, the path is unknown, or the method is OPTIONS.
+ */
+export function methodRefusal(method: string, path: string, served: (path: string) => string[]): TailgateError | null {
+  if (method === 'OPTIONS') return null;
+  const allow = served(path);
+  if (allow.length === 0 || allow.includes(method)) return null;
+  return new TailgateError('method_not_allowed', `${method} is not allowed on ${path} (it takes ${allow.join(', ')})`, {
+    allow,
+  });
 }

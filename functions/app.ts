@@ -10,7 +10,7 @@ import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import type { Model } from '../lib/models/model.ts';
-import { allowedMethods, methodNotAllowed } from './allowed-methods.ts';
+import { allowedMethods, methodNotAllowed, methodRefusal } from './allowed-methods.ts';
 import { bodyBudget } from './body-budget.ts';
 import {
   bearerAuth,
@@ -155,22 +155,22 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   // GET /metrics with METRICS_TOKEN (an admin token: the authenticated route below); none on a Worker.
   app.route('/', options.metrics ? options.metrics.tokenRoute(readEnvironment) : noMetricsRoute());
 
+  // A known path asked with a method it does not serve: 405 before auth, with CORS's headers (routes read lazily).
+  let served: ((path: string) => string[]) | undefined;
+  const servedMethods = () => (served ??= allowedMethods(app.routes));
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
-    c.set('config', parseServiceConfig(readEnvironment(c)));
+    try {
+      c.set('config', parseServiceConfig(readEnvironment(c)));
+    } catch (error) {
+      // Settings that do not parse are a 503, but a method no route serves is its 405 (no settings read).
+      throw methodRefusal(c.req.method, c.req.path, servedMethods()) ?? error;
+    }
     await next();
   };
   app.use('*', configure);
   // Before auth: a browser's preflight carries no token.
   app.use('/v1/*', corsForApi);
-  // A known path asked with a method it does not serve: 405 before auth, with CORS's headers (routes read lazily).
-  let served: ((path: string) => string[]) | undefined;
-  app.use(
-    '*',
-    methodNotAllowed(() => {
-      served ??= allowedMethods(app.routes);
-      return served;
-    }),
-  );
+  app.use('*', methodNotAllowed(servedMethods));
   // Filled once every route is registered: the scopes their definitions declare.
   let scopes: ScopeTable = new Map();
   const clock = options.clock ?? (() => new Date());

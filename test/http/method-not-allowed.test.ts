@@ -68,6 +68,33 @@ describe('a method a known path does not serve', () => {
     expect(answer.status).toBe(405);
     expect(answer.headers.get('allow')).toBe('POST');
   });
+
+  it('is answered while the settings do not parse, which every request it could run answers 503', async () => {
+    const broken = appHarness(new MemoryStore(), { API_TOKEN: TOKEN, MAX_BODY_BYTES: 'lots', DEFAULT_MODEL: 'echo' });
+    const put = await broken.fetch('/v1/responses', { method: 'PUT' });
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('POST');
+    expect(((await put.json()) as any).error).toMatchObject({
+      code: 'method_not_allowed',
+      details: { allow: ['POST'] },
+    });
+    const post = await broken.fetch('/healthz', { method: 'POST' });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+    await post.body?.cancel();
+    for (const [method, path] of [
+      ['POST', '/v1/responses'],
+      ['GET', '/healthz'],
+      ['PUT', '/v1/nothing'],
+    ] as const) {
+      const answer = await broken.fetch(path, { method, headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(answer.status, `${method} ${path}`).toBe(503);
+      expect(((await answer.json()) as any).error).toMatchObject({
+        code: 'not_configured',
+        details: { variable: 'MAX_BODY_BYTES' },
+      });
+    }
+  });
 });
 
 // Every route an app registers, whichever entry builds it (Node and Deno bring /metrics and the

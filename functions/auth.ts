@@ -91,6 +91,8 @@ const RESPONSE_ROUTE = /^\/v1\/responses\/:id(\/|$)/;
 const DEFERRED_ROUTES: ReadonlySet<string> = new Set([
   'POST /v1/responses',
   'POST /v1/responses/compact',
+  // A count of a conversation's next turn names it in the body, as a response does.
+  'POST /v1/responses/input_tokens',
   'POST /v1/chat/completions',
   'POST /v1/conversations',
   // The model list names no session: any token with session:read may read it.

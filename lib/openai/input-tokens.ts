@@ -104,6 +104,8 @@ export async function countInputTokens(
     });
     return { object: 'response.input_tokens', input_tokens: tokens };
   }
+  // As a `store: false` create: it touches no session, so a token bound to one is refused (403).
+  facade.authorize(null);
   // An input a `store: false` create refuses (an output answering no call before it) is not counted.
   checkInputCalls(prepared);
   const tools = prepared.turnTools ?? [];

@@ -91,6 +91,8 @@ const SAMPLE_BODIES: Record<string, () => unknown> = {
   'POST /v1/responses': () => ({ model: 'echo', input: 'hello' }),
   // Inline input alone: compacted statelessly, so only a token bound to no session may.
   'POST /v1/responses/compact': () => ({ model: 'echo', input: 'hello' }),
+  // Inline input alone: counted as a `store: false` response's, so only a token bound to no session may.
+  'POST /v1/responses/input_tokens': () => ({ model: 'echo', input: 'hello' }),
   'POST /v1/conversations': () => ({ metadata: { topic: 'tokens' } }),
   'POST /v1/conversations/{id}': () => ({ metadata: { topic: 'tokens' } }),
   'POST /v1/conversations/{id}/items': () => ({ items: [{ type: 'message', role: 'user', content: 'note' }] }),
@@ -526,6 +528,75 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect((await call(poster, 'GET', `/v1/sessions/${id}`)).status).toBe(403);
       expect((await call(poster, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(403);
       expect((await call(poster, 'DELETE', `/v1/sessions/${id}/inbox/0001-budget.md`)).status).toBe(204);
+    });
+  });
+
+  describe(`${label}: a bound token on the facade's token count`, () => {
+    /** A session with one response of the facade: its id and that response's. */
+    async function conversation(): Promise<{ id: string; response: string }> {
+      const id = await createSession();
+      const answered = await call(TOKEN, 'POST', '/v1/responses', { model: 'echo', input: 'hello', conversation: id });
+      expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+      return { id, response: answered.body.id as string };
+    }
+
+    /** What a request answered, without what differs between two requests (the request id). */
+    function answer(result: { status: number; headers: Headers; body: any }) {
+      return { status: result.status, challenge: result.headers.get('www-authenticate'), body: result.body };
+    }
+
+    it('counts its own conversation (by conversation or previous_response_id) as an unbound token does', async () => {
+      const own = await conversation();
+      const bound = await mint({ scopes: ['session:turn'], session_id: own.id });
+      for (const named of [{ conversation: own.id }, { previous_response_id: own.response }]) {
+        const body = { model: 'echo', input: 'and then?', ...named };
+        const counted = await call(bound, 'POST', '/v1/responses/input_tokens', body);
+        expect(counted.status, JSON.stringify(counted.body)).toBe(200);
+        expect(counted.body).toEqual(await call(TOKEN, 'POST', '/v1/responses/input_tokens', body).then((r) => r.body));
+        expect(counted.body.input_tokens).toBeGreaterThan(0);
+      }
+      // An older response than the newest is counted in the branch a create would make, a new
+      // conversation: refused as that create is (403).
+      const newer = { model: 'echo', input: 'more', previous_response_id: own.response };
+      expect((await call(TOKEN, 'POST', '/v1/responses', newer)).status).toBe(200);
+      const branch = { model: 'echo', input: 'instead', previous_response_id: own.response };
+      const branched = await call(bound, 'POST', '/v1/responses/input_tokens', branch);
+      expect(branched.status, JSON.stringify(branched.body)).toBe(403);
+      expect(answer(branched)).toEqual(answer(await call(bound, 'POST', '/v1/responses', branch)));
+      // Once revoked, the count is refused as every request of the token is.
+      await call(TOKEN, 'POST', `/v1/sessions/${own.id}/tokens/revoke`);
+      const body = { model: 'echo', input: 'and then?', conversation: own.id };
+      expectInvalidToken(await call(bound, 'POST', '/v1/responses/input_tokens', body), /revoked/);
+    });
+
+    it("refuses another session's conversation as POST /v1/responses refuses it (403)", async () => {
+      const own = await conversation();
+      const other = await conversation();
+      const bound = await mint({ scopes: ['session:turn'], session_id: own.id });
+      const missing = `conv_${'0'.repeat(24)}`;
+      const named = [{ conversation: other.id }, { previous_response_id: other.response }, { conversation: missing }];
+      for (const elsewhere of named) {
+        const body = { model: 'echo', input: 'and then?', ...elsewhere };
+        const counted = await call(bound, 'POST', '/v1/responses/input_tokens', body);
+        const created = await call(bound, 'POST', '/v1/responses', body);
+        expect(counted.status, JSON.stringify(counted.body)).toBe(403);
+        expect(counted.body.error.code).toBe('forbidden');
+        expect(answer(counted)).toEqual(answer(created));
+      }
+      expect((await call(TOKEN, 'GET', `/v1/sessions/${other.id}`)).body.counts.turns).toBe(1);
+    });
+
+    it('refuses a count of inline input alone as POST /v1/responses refuses a stateless response (403)', async () => {
+      const own = await conversation();
+      const bound = await mint({ scopes: ['session:turn'], session_id: own.id });
+      const body = { model: 'echo', input: 'hello' };
+      const counted = await call(bound, 'POST', '/v1/responses/input_tokens', body);
+      expect(counted.status, JSON.stringify(counted.body)).toBe(403);
+      expect(counted.body.error.details).toEqual({ session_id: own.id });
+      expect(answer(counted)).toEqual(answer(await call(bound, 'POST', '/v1/responses', { ...body, store: false })));
+      expect(answer(counted)).toEqual(answer(await call(bound, 'POST', '/v1/responses', body)));
+      // An unbound token counts it.
+      expect((await call(TOKEN, 'POST', '/v1/responses/input_tokens', body)).status).toBe(200);
     });
   });
 

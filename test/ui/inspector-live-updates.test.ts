@@ -73,11 +73,12 @@ describe('the inspector follows what other clients do', () => {
     const page = await open('#/s/watched');
     const row = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"]`);
     // Chromium keeps the reader's place by scroll anchoring; without it (as in a browser that
-    // has none), the timeline keeps it itself.
-    await page.evaluate(() => (document.getElementById('timeline')!.style.overflowAnchor = 'none'));
-    // Turn 6 expanded, and scrolled to the top of the viewport, the rows above it out of view.
+    // has none), the timeline keeps it itself. Anchoring is off for the whole page: off for the
+    // timeline alone, Chromium anchors to what follows it, and moves the rows when one above grows.
+    await page.evaluate(() => (document.documentElement.style.overflowAnchor = 'none'));
+    // Turn 6 expanded (all of it loaded), and scrolled to the top of the viewport, the rows above it out of view.
     await row(6).locator('summary').click();
-    await row(6).locator('.turn-output li').first().waitFor();
+    await row(6).locator('.turn-seen', { hasText: 'Start of the history.' }).waitFor();
     await page.evaluate(() => {
       (document.querySelector('details.turn[data-turn="6"]') as any).marked = true;
       document.querySelector('details.turn[data-turn="6"]')!.scrollIntoView({ block: 'start' });

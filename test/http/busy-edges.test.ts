@@ -61,7 +61,10 @@ function queuedRunner(store: MemoryStore | FaultyStore = new MemoryStore(), opti
   return { ...built, sent, runAll };
 }
 
-/** Holds the first two create-only record puts (`turn/<g>/<n>`) until both wait: both claims read an idle head. */
+/**
+ * Holds the first two create-only record puts (`turn/<g>/<n>`) until both wait: both claims read
+ * an idle head. The first waits for the second however long it takes (a loaded machine).
+ */
 class PairedClaims extends MemoryStore {
   #waiting: (() => void)[] = [];
   override async put(key: string, body: Body, options?: PutOptions) {
@@ -69,7 +72,6 @@ class PairedClaims extends MemoryStore {
       await new Promise<void>((resolve) => {
         this.#waiting.push(resolve);
         if (this.#waiting.length === 2) for (const go of this.#waiting) go();
-        else setTimeout(resolve, 2000);
       });
     }
     return super.put(key, body, options);

@@ -239,12 +239,15 @@ describe('the inspector at /ui in Chromium', () => {
     expect(await turn.locator('.turn-output li').first().textContent()).toContain('echo:');
     await turn.locator('.synthetic-context_notice').waitFor();
     const compacted = turn.locator('.turn-seen li.treatment-compacted').first();
-    // Older items load as the end of the list scrolls into view.
-    for (let pages = 0; pages < 5 && (await compacted.count()) === 0; pages++) {
-      await turn.locator('.turn-seen > p.muted').last().scrollIntoViewIfNeeded();
-      await page.waitForTimeout(300);
+    // Older items load as the end of the list scrolls into view: scrolled to again once a page came.
+    const seen = turn.locator('.turn-seen li.item');
+    const end = turn.locator('.turn-seen > p.muted').last();
+    while ((await compacted.count()) === 0) {
+      const shown = await seen.count();
+      expect(await end.textContent()).not.toBe('Start of the history.');
+      await end.scrollIntoViewIfNeeded();
+      await expect.poll(async () => (await compacted.count()) > 0 || (await seen.count()) > shown).toBe(true);
     }
-    await compacted.waitFor();
     expect(await compacted.locator('.stamp').textContent()).toMatch(/^stamp md5 [0-9a-f]{5}$/);
     expect(await compacted.locator('pre').textContent()).toMatch(/\[compacted: \d+ chars, md5 [0-9a-f]{5}\./);
     await compacted.getByRole('button', { name: 'Show stored original' }).click();

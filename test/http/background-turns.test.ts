@@ -299,7 +299,7 @@ describe('background turns on Node', () => {
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
     expect(sent).toHaveLength(1);
     expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 2 } })).status).toBe(200);
-    await vi.waitFor(() => expect(sent).toHaveLength(2));
+    await vi.waitFor(() => expect(sent).toHaveLength(2), { timeout: 15_000 });
     expect(await consume(sent[1]!)).toBe('done');
     expect(await settled(api, id, 2)).toMatchObject({ status: 'completed' });
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);

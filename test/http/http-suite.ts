@@ -1003,13 +1003,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(preview.body.items.filter((item: any) => item.compacted).length).toBeGreaterThan(0);
       expect(preview.body.context.items_in_prompt).toBeLessThan(4 * calls);
       // Old records were packed into segments after the turns (in the background).
-      let segments = 0;
-      for (let attempt = 0; attempt < 50 && segments === 0; attempt++) {
+      const segments = async () => {
         const listed = await harness.store.list(`${harness.keyPrefix}sessions/${id}/turn/`, { limit: 1000 });
-        segments = listed.objects.filter((object) => object.key.endsWith('.seg')).length;
-        if (segments === 0) await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      expect(segments).toBeGreaterThan(0);
+        return listed.objects.filter((object) => object.key.endsWith('.seg')).length;
+      };
+      await expect.poll(segments, { timeout: 15_000 }).toBeGreaterThan(0);
     });
   });
 
@@ -1067,13 +1065,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       const reader = response.body!.getReader();
       await reader.read();
       await reader.cancel();
-      let counts: any;
-      for (let attempt = 0; attempt < 50; attempt++) {
-        counts = (await api.get(`/v1/sessions/${id}`)).body.counts;
-        if (counts.turns === 1 && counts.items === 2) break;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      expect(counts).toMatchObject({ items: 2, turns: 1 });
+      await expect
+        .poll(async () => (await api.get(`/v1/sessions/${id}`)).body.counts, { timeout: 15_000 })
+        .toMatchObject({ items: 2, turns: 1 });
       const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'next' });
       expect(next.status).toBe(200);
       expect(next.body.turn).toBe(2);
@@ -1343,13 +1337,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(next.status).toBe(200);
       expect(next.body.context.notices_delivered).toEqual(['0001-note.md', 'zz-after.md']);
       // Rewritten after the response, in the background.
-      let carrier: number | null = null;
-      for (let attempt = 0; attempt < 50 && carrier !== 2; attempt++) {
+      const carrier = async () => {
         const records = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered;
-        carrier = records.find((notice: any) => notice.name === '0001-note.md').turn;
-        if (carrier !== 2) await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      expect(carrier).toBe(2);
+        return records.find((notice: any) => notice.name === '0001-note.md').turn;
+      };
+      await expect.poll(carrier, { timeout: 15_000 }).toBe(2);
     });
   });
 

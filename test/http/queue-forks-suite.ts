@@ -93,7 +93,9 @@ export function defineQueueForksSuite(label: string, harness: HttpHarness): void
       expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
       const raised = await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 1 } });
       expect(raised.status, JSON.stringify(raised.body)).toBe(200);
-      await expect.poll(async () => (await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(1);
+      await expect
+        .poll(async () => (await api.get(`/v1/sessions/${id}`)).body.counts.turns, { timeout: 15_000 })
+        .toBe(1);
       expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
     });
 

@@ -131,10 +131,13 @@ describe('the usage ledger', () => {
       cache_read_share: 3600 / 4190,
     });
     // The listing row is written in the background after each turn.
-    await vi.waitFor(async () => {
-      const listing = await api.get('/v1/sessions?limit=100');
-      expect(listing.body.sessions.find((row: any) => row.id === id).usage).toEqual(session.body.usage);
-    });
+    await vi.waitFor(
+      async () => {
+        const listing = await api.get('/v1/sessions?limit=100');
+        expect(listing.body.sessions.find((row: any) => row.id === id).usage).toEqual(session.body.usage);
+      },
+      { timeout: 15_000 },
+    );
   });
 
   it('a model without a price costs null, never 0, and the total says it is unknown', async () => {
@@ -207,12 +210,12 @@ describe("compactions' summaries", () => {
       expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
     const row = async () => (await api.get('/v1/sessions?limit=100')).body.sessions.find((row: any) => row.id === id);
     const before = (await api.get(`/v1/sessions/${id}`)).body.usage;
-    await vi.waitFor(async () => expect((await row()).usage).toEqual(before));
+    await vi.waitFor(async () => expect((await row()).usage).toEqual(before), { timeout: 15_000 });
     expect((await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 })).body.compacted).toBe(true);
     const after = (await api.get(`/v1/sessions/${id}`)).body.usage;
     expect(after).toMatchObject(times(3));
     // Written again in the background after the compaction, as after a turn.
-    await vi.waitFor(async () => expect((await row()).usage).toEqual(after));
+    await vi.waitFor(async () => expect((await row()).usage).toEqual(after), { timeout: 15_000 });
   });
 
   it("a compacting turn answers its summary's usage apart, in its receipt too; the totals take both", async () => {

@@ -282,7 +282,7 @@ describe('PackSchedule', () => {
     const asked = [1, 2, 3].map(() => schedule.run('s', pack, () => undefined));
     await Promise.resolve();
     release();
-    await vi.waitFor(() => expect(calls).toBe(2));
+    await vi.waitFor(() => expect(calls).toBe(2), { timeout: 15_000 });
     release();
     await Promise.all([first, ...asked]);
     expect({ calls, most }).toEqual({ calls: 2, most: 1 });

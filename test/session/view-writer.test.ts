@@ -158,7 +158,7 @@ describe('a burst of appends', () => {
       return result;
     };
     await schedule.run('s', pack, () => undefined);
-    await vi.waitFor(() => expect(given).toHaveLength(2));
+    await vi.waitFor(() => expect(given).toHaveLength(2), { timeout: 15_000 });
     // And one asked for later.
     await schedule.run('s', pack, () => undefined);
     expect(new Set(written).size).toBe(3);

@@ -138,12 +138,15 @@ describe('the running turns of a process', () => {
     expect(await turn).toMatchObject({ code: 'not_found' });
     await store.landed;
     // Removed after the answer, once every renewal under way ended.
-    await vi.waitFor(async () => {
-      const left = await store.list('');
-      expect(
-        left.objects.map((object) => object.key).filter((key) => key.includes('/s/') && !key.endsWith('.done')),
-      ).toEqual([]);
-    });
+    await vi.waitFor(
+      async () => {
+        const left = await store.list('');
+        expect(
+          left.objects.map((object) => object.key).filter((key) => key.includes('/s/') && !key.endsWith('.done')),
+        ).toEqual([]);
+      },
+      { timeout: 15_000 },
+    );
     expect(running.size).toBe(0);
   });
 });

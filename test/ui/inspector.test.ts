@@ -286,7 +286,8 @@ describe('the inspector at /ui in Chromium', () => {
     await expect
       .poll(() => page.locator('#inbox-delivered').textContent())
       .toContain(`0001-budget.md → turn ${TURNS + 1}`);
-    expect(await page.locator('#inbox-pending li').count()).toBe(0);
+    // The pending list is read beside the delivered one, and may show after it.
+    await expect.poll(() => page.locator('#inbox-pending li').count()).toBe(0);
     const added = page.locator(`#timeline details.turn[data-turn="${TURNS + 1}"]`);
     await added.waitFor();
     // The view was not drawn again: the expanded turn is the same element, still open, still

@@ -247,8 +247,11 @@ export class FileStore implements ObjectStore {
 
   async delete(keys: string | string[]): Promise<void> {
     // The directories whose names changed, and the files removed, freed through the thread pool.
-    const removed: Array<{ directory: string; key: string }> = [];
+    const removed = new Map<string, string>();
     const released: Promise<void>[] = [];
+    // Each fsync's failure, or undefined: settled, so that one failing while the files are freed is
+    // not an unhandled rejection.
+    let synced: Promise<unknown>[] = [];
     try {
       for (const key of Array.isArray(keys) ? keys : [keys]) {
         const { directory, name } = this.#location(key);
@@ -267,27 +270,41 @@ export class FileStore implements ObjectStore {
               released.push(release(aside));
             }
           });
-          removed.push({ directory, key });
+          if (!removed.has(directory)) removed.set(directory, key);
         } catch (error) {
           throw asStorageError('delete', key, error);
         }
       }
+      // Fsynced before the delete answers (as a put's directory is), each directory once however
+      // many of its keys were deleted, while the files are freed: the fsync and the freeing are a
+      // thread-pool round trip each, run side by side (as an overwrite's are) rather than one
+      // after the other. The temp names' removal needs no fsync (`release`).
+      synced = [...removed].map(([directory, key]) => this.#syncForDelete(directory, key));
     } finally {
       // Their temp names gone, emptied directories can be removed.
       await Promise.all(released);
     }
-    // Fsynced before the delete answers (as a put's directory is).
-    // Each directory pruned once, however many of its keys were deleted (a failed rmdir is a call too).
-    const directories = new Map<string, string>();
-    for (const { directory, key } of removed) if (!directories.has(directory)) directories.set(directory, key);
-    const changed = new Map<string, string>();
-    for (const [directory, key] of directories) changed.set(this.#pruneDirectories(directory), key);
-    for (const [directory, key] of changed) {
-      // A directory another delete pruned meanwhile is made durable through its parent.
-      await syncDirectory(directory).catch((error: unknown) => {
-        throw asStorageError('delete', key, error);
-      });
+    // A directory left empty is removed (a failed rmdir is a call too, once a directory), and the
+    // one above that kept it fsynced after that (an fsync of it begun before would not cover it).
+    const above = new Map<string, string>();
+    for (const [directory, key] of removed) {
+      const left = this.#pruneDirectories(directory);
+      if (left !== directory && !above.has(left)) above.set(left, key);
     }
+    for (const [directory, key] of above) synced.push(this.#syncForDelete(directory, key));
+    const failure = (await Promise.all(synced)).find((error) => error !== undefined);
+    if (failure !== undefined) throw failure;
+  }
+
+  /**
+   * A delete's fsync of `directory` (one another delete pruned meanwhile is made durable through
+   * its parent): resolves to its failure as a StorageError, or undefined.
+   */
+  #syncForDelete(directory: string, key: string): Promise<unknown> {
+    return syncDirectory(directory).then(
+      () => undefined,
+      (error: unknown) => asStorageError('delete', key, error),
+    );
   }
 
   /**

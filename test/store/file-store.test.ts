@@ -421,6 +421,36 @@ describe('FileStore', () => {
     expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
   });
 
+  it('a delete fsyncs its directory while the removed file is freed, not once it is', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('d/a', 'first');
+    await store.put('d/b', 'other');
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const saved = { fsync: fs.fsync, unlink: fs.unlink };
+    const events: string[] = [];
+    fs.fsync = (fd, callback) => {
+      if (fs.fstatSync(fd).isDirectory()) events.push('directory fsync begun');
+      saved.fsync(fd, callback);
+    };
+    fs.unlink = (path, callback) =>
+      saved.unlink(path, (error) => {
+        events.push('file freed');
+        callback(error);
+      });
+    syncBuiltinESMExports();
+    try {
+      await store.delete('d/a');
+    } finally {
+      Object.assign(fs, saved);
+      syncBuiltinESMExports();
+    }
+    // Each a thread-pool round trip: the second began once the first ended, both on the delete's way.
+    expect(events).toEqual(['directory fsync begun', 'file freed']);
+    expect(await store.list('d/')).toMatchObject({ objects: [{ key: 'd/b' }] });
+    expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
+  });
+
   it('a temp file whose fsync fails fails the put (create-only or not) with StorageError and is removed', async () => {
     const directory = await freshDirectory();
     const store = new FileStore(directory);

@@ -12,6 +12,8 @@ ${wrapped(SECTIONS.join(', '), ' '.repeat(35), 100)};
                                    that ran has no sound figures (bench/quick-check.ts; CI runs it)
   --append-items=<n>               items the append-load section loads per store
                                    (default 100,000; 1,000,000 is the target size)
+  --append-stores=<stores>         the stores the append-load section loads (comma-separated, of
+                                   memory, file, s3; default all three)
   --cold-sizes=<n,...>             sizes of the cold-turn section (default 100,10000,100000;
                                    1000000 loads for many minutes)
   --window-items=<n,...>           session sizes of the realistic-window section
@@ -37,8 +39,18 @@ function wrapped(text: string, indent: string, width: number): string {
 }
 
 /** The options of bench/run.ts that take a value (`--name=value`), and those that take none. */
-const VALUED = ['only', 'append-items', 'cold-sizes', 'window-items', 'workerd-log', 'workerd-load-budget'];
+const VALUED = [
+  'only',
+  'append-items',
+  'append-stores',
+  'cold-sizes',
+  'window-items',
+  'workerd-log',
+  'workerd-load-budget',
+];
 const FLAGS = ['quick'];
+/** The stores `--append-stores` may name (bench/append-load.ts `LoadStore`). */
+const APPEND_STORES = ['memory', 'file', 's3'];
 
 /**
  * Whether bench/run.ts should stop before running anything, given its arguments: with `--help`
@@ -63,6 +75,12 @@ function argumentProblem(argument: string): string | undefined {
   if (FLAGS.includes(name)) return value === undefined ? undefined : `--${name} takes no value`;
   if (!VALUED.includes(name)) return `unknown option --${name}`;
   if (!value) return `--${name} needs a value (--${name}=...)`;
+  if (name === 'append-stores') {
+    const unknownStores = value.split(',').filter((store) => !APPEND_STORES.includes(store));
+    return unknownStores.length > 0
+      ? `unknown store ${unknownStores.join(', ')}; known: ${APPEND_STORES.join(', ')}`
+      : undefined;
+  }
   if (name !== 'only') return undefined;
   const unknown = value.split(',').filter((section) => !(SECTIONS as readonly string[]).includes(section));
   return unknown.length > 0 ? `unknown section ${unknown.join(', ')}; known: ${SECTIONS.join(', ')}` : undefined;

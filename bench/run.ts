@@ -327,7 +327,15 @@ if (runs('append-load')) {
   const items = itemsArgument ? Number(itemsArgument.slice('--append-items='.length)) : quick ? 5_000 : 100_000;
   results.appendLoad = [];
   // S3 runs fauxqs, which needs node:sqlite (Node 22.5 and later).
-  const stores: LoadStore[] = ['memory', 'file', ...(process.getBuiltinModule?.('node:sqlite') ? ['s3' as const] : [])];
+  const available: LoadStore[] = [
+    'memory',
+    'file',
+    ...(process.getBuiltinModule?.('node:sqlite') ? ['s3' as const] : []),
+  ];
+  // `--append-stores=file` (or a comma-separated list): those stores alone, to compare one store's rate.
+  const storesArgument = argv.find((argument) => argument.startsWith('--append-stores='));
+  const chosen = storesArgument?.slice('--append-stores='.length).split(',');
+  const stores = chosen ? available.filter((store) => chosen.includes(store)) : available;
   for (const store of stores) {
     log(`append load: ${items} items through POST /items, ${store} store (bench/append-load.ts, child process)`);
     results.appendLoad.push(await measureAppendLoad({ store, items, batch: 250, seed: 3 }));

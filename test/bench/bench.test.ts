@@ -555,6 +555,7 @@ describe('bench', () => {
       '--only=',
       '--quick',
       '--append-items=',
+      '--append-stores=',
       '--cold-sizes=',
       '--window-items=',
       '--workerd-log=',
@@ -568,6 +569,7 @@ describe('bench', () => {
       [['--quick=yes'], '--quick takes no value'],
       [['--only'], '--only needs a value'],
       [['--only=memory,nope'], 'unknown section nope'],
+      [['--append-stores=file,disk'], 'unknown store disk'],
     ] as const) {
       const stop = benchArgumentsExit(argv);
       expect(stop?.code, argv.join(' ')).toBe(2);
@@ -580,6 +582,7 @@ describe('bench', () => {
         '--only=workerd,memory',
         '--quick',
         '--append-items=5000',
+        '--append-stores=file,memory',
         '--cold-sizes=100,2000',
         '--window-items=100',
         '--workerd-log=debug',

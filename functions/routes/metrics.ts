@@ -55,11 +55,12 @@ export function metricsTokenRoute(metrics: RenderedMetrics, readEnvironment: (c:
 }
 
 /**
- * GET /metrics where no process counts (a Worker): a 404 that says so, answered before auth, so
- * that a scraper holding METRICS_TOKEN is not told its token is wrong.
+ * /metrics where no process counts (a Worker): a 404 that says so, answered before auth, so
+ * that a scraper holding METRICS_TOKEN is not told its token is wrong; to every method, so that
+ * no 405 names a GET that is this 404 (an `all` route: functions/allowed-methods.ts lists none).
  */
 export function noMetricsRoute() {
-  return createRouter().get('/metrics', (c) =>
+  return createRouter().all('/metrics', (c) =>
     c.json(
       {
         error: {

@@ -97,6 +97,22 @@ describe('a method a known path does not serve', () => {
   });
 });
 
+// A Worker serves no /metrics (docs/API.md, "Service"): its 404 saying so answers every method,
+// where a 405 naming GET would send the caller to that 404.
+describe("a Worker's /metrics", () => {
+  it('is a 404 whatever the method, never a 405 naming GET', async () => {
+    const store = new MemoryStore();
+    const app = createApp({ store: () => store, log: () => {}, logLine: () => {}, tokenSetting: 'workers' });
+    for (const environment of [{ API_TOKEN: TOKEN }, { API_TOKEN: TOKEN, MAX_BODY_BYTES: 'lots' }])
+      for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE']) {
+        const answer = await app.request('/metrics', { method }, environment);
+        expect(answer.status, `${method} /metrics`).toBe(404);
+        expect(answer.headers.get('allow'), `${method} /metrics`).toBeNull();
+        await answer.body?.cancel();
+      }
+  });
+});
+
 // Every route an app registers, whichever entry builds it (Node and Deno bring /metrics and the
 // scripts of /docs and /ui; Workers neither), is served with its method, and HEAD with GET: the
 // 405 answers only what no route serves.

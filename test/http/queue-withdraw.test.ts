@@ -222,6 +222,21 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
   });
 
+  it('answers 409, not 404, for an input taken up as a turn that was deleted since', async () => {
+    // docs/API.md, "Busy sessions": the withdraw reads whether the key's index entry stands, not
+    // which turn it names, and a deleted turn's entry stands in the generation it was deleted from.
+    const world = setup();
+    const { api } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    await world.runAll();
+    expect((await api.delete(`/v1/sessions/${id}/turns/2`)).status).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}/turns`)).body.turns.map((turn: any) => turn.turn)).toEqual([1]);
+    const withdrawn = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+    expect(withdrawn.status, JSON.stringify(withdrawn.body)).toBe(409);
+    expect(withdrawn.body.error.code).toBe('queued_input_taken');
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+  });
+
   it('answers 409 queued_input_taken for an input a pickup took up already: its turn runs', async () => {
     const world = setup();
     const { api } = world;

@@ -24,7 +24,7 @@ import { createServices, type AppServices, type ServiceInputs } from './services
 import type { WebhookSink } from '../lib/webhooks/events.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
 import { retryDelaySeconds, RunningTurns, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
-import { createErrorHandler } from './error-handler.ts';
+import { createErrorHandler, logToConsole } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
 import type { Metrics } from './metrics.ts';
@@ -102,12 +102,6 @@ export interface AppOptions {
    * it at shutdown (functions/local-server.ts).
    */
   afterResponse?: (task: Promise<unknown>) => void;
-}
-
-/** The log when none is given: a message alone is one line (no "undefined" after it). */
-function logToConsole(message: string, details?: unknown): void {
-  if (details === undefined) console.error(message);
-  else console.error(message, details);
 }
 
 /** Routine events when no `info` is given: info level (Workers Logs does not count them as errors). */

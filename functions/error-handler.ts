@@ -10,6 +10,7 @@ import {
   TURN_CANCELLED,
   type ErrorCode,
 } from '../lib/errors.ts';
+import { loggable } from '../lib/loggable.ts';
 import { interruptedBy } from '../lib/session/log/lease.ts';
 import { settleBusy } from '../lib/session/log/busy-lease.ts';
 
@@ -59,7 +60,7 @@ export interface ErrorBody {
 /** The status and JSON body for any thrown value; unknown errors become a generic 500. */
 export function errorBody(
   error: unknown,
-  log: (message: string, error: unknown) => void = logError,
+  log: (message: string, error: unknown) => void = logToConsole,
 ): { status: ContentfulStatusCode; body: ErrorBody } {
   if (error instanceof TailgateError) {
     const status = STATUS_BY_CODE[error.code];
@@ -87,8 +88,13 @@ export function errorBody(
   return { status: 500, body: { error: { code: 'internal_error', message: 'internal error' } } };
 }
 
-function logError(message: string, error: unknown): void {
-  console.error(message, error);
+/**
+ * The log when none is given: a message alone is one line (no "undefined" after it); an error
+ * after it is named by its `name` (lib/loggable.ts), not by its class, which the Worker's bundle renames.
+ */
+export function logToConsole(message: string, details?: unknown): void {
+  if (details === undefined) console.error(message);
+  else console.error(message, loggable(details));
 }
 
 /**
@@ -164,7 +170,7 @@ function busyWaitMs(leaseExpiresAt: unknown, now: number): number {
 }
 
 /** Hono's onError: the single error JSON shape from the HTTP API; server-side failures go to `log`. */
-export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
+export function createErrorHandler(log: (message: string, error: unknown) => void = logToConsole): ErrorHandler {
   return async (error, c) => {
     // A busy 409 names its holder's renewed lease (lib/session/log/busy-lease.ts).
     await settleBusy(error);

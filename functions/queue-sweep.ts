@@ -1,4 +1,5 @@
 import { sweepQueues } from '../lib/turn/index.ts';
+import { loggable } from '../lib/loggable.ts';
 import { schedulePeriodic } from './retention.ts';
 import type { AppServices } from './services.ts';
 
@@ -24,9 +25,10 @@ export const QUEUE_SWEEP_MS = 60_000;
 export async function sweepQueuedSessions(services: () => AppServices): Promise<void> {
   try {
     const sweep = await sweepQueues(services());
-    for (const { id, error } of sweep.failed) console.error(`tailgate: the queue sweep of session ${id} failed`, error);
+    for (const { id, error } of sweep.failed)
+      console.error(`tailgate: the queue sweep of session ${id} failed`, loggable(error));
   } catch (error) {
-    console.error('tailgate: queue sweep failed', error);
+    console.error('tailgate: queue sweep failed', loggable(error));
   }
 }
 

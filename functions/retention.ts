@@ -4,6 +4,7 @@ import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import { sessionLogFor } from './services.ts';
 import { sweepTokenSpend } from '../lib/ledger/token-spend.ts';
+import { loggable } from '../lib/loggable.ts';
 
 /**
  * The retention sweep (lib/session/log/retention.ts) with a deployment's settings: on Workers
@@ -37,10 +38,10 @@ export async function reportSweep(sweep: Promise<SweepResult>): Promise<void> {
       console.log(`tailgate: retention deleted ${result.deleted.length} idle sessions: ${result.deleted.join(', ')}`);
     if (result.orphans > 0) console.log(`tailgate: retention deleted ${result.orphans} index entries of sessions gone`);
     for (const { id, error } of result.failed) {
-      console.error(`tailgate: retention of session ${id} failed`, error);
+      console.error(`tailgate: retention of session ${id} failed`, loggable(error));
     }
   } catch (error) {
-    console.error('tailgate: retention sweep failed', error);
+    console.error('tailgate: retention sweep failed', loggable(error));
   }
 }
 

@@ -5,6 +5,7 @@ import type { WebhookEntry } from '../lib/webhooks/events.ts';
 import { outboxPrefix } from '../lib/webhooks/intent.ts';
 import { drainOutbox } from '../lib/webhooks/outbox.ts';
 import { pickUpAfterLeaseClose } from '../lib/turn/index.ts';
+import { loggable } from '../lib/loggable.ts';
 import { sessionLogFor, closesByOthers, type AppServices } from './services.ts';
 
 /**
@@ -64,7 +65,7 @@ export function scheduleWebhooks(drain: () => Promise<number | null>): { wake: (
     try {
       wait = await drain();
     } catch (error) {
-      console.error('tailgate: webhook delivery failed', error);
+      console.error('tailgate: webhook delivery failed', loggable(error));
     }
     running = false;
     if (stopped) return;

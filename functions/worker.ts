@@ -8,6 +8,7 @@ import { createApp, createOutsideServices, createTurnRunner, type AppOptions } f
 import { sweepQueuedSessions } from './queue-sweep.ts';
 import { reportSweep, sweepExpiredSessions } from './retention.ts';
 import { deliverQueued, drainWebhooks } from './webhooks.ts';
+import { loggable } from '../lib/loggable.ts';
 import { retryDelaySeconds as webhookDelaySeconds } from '../lib/webhooks/deliver.ts';
 
 /**
@@ -104,7 +105,7 @@ export default {
     const services = () => outsideServices(environment, background);
     await Promise.resolve()
       .then(() => drainWebhooks(services()))
-      .catch((error: unknown) => console.error('tailgate: webhook delivery failed', error));
+      .catch((error: unknown) => console.error('tailgate: webhook delivery failed', loggable(error)));
     await sweepQueuedSessions(services);
   },
   // A webhook event (its delivery, retried by the queue with backoff), or a background turn (a
@@ -132,7 +133,7 @@ export default {
           if (outcome === 'done') message.ack();
           else message.retry({ delaySeconds: outcome.retryAfterSeconds });
         } catch (error) {
-          console.error(`tailgate: queue message ${message.id} failed`, error);
+          console.error(`tailgate: queue message ${message.id} failed`, loggable(error));
           const { attempts } = message;
           message.retry({
             delaySeconds: event.success

@@ -34,6 +34,7 @@ import type { FetchedNotice } from './delivery-records.ts';
 import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import { withdrawNotice } from './post-back.ts';
 import { passOverOversized, setAsideLimit } from './set-aside.ts';
+import { loggable } from '../loggable.ts';
 import { forget, giveBack, type LostTurn, recordCarrier, recover, type Runner, tookNothing } from './carry.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
@@ -395,5 +396,5 @@ export class Inbox {
 }
 
 function defaultLog(event: InboxLogEvent): void {
-  if (event.level === 'warn') console.warn(`inbox: ${event.message}`, event.key ?? '', event.error ?? '');
+  if (event.level === 'warn') console.warn(`inbox: ${event.message}`, event.key ?? '', loggable(event.error) ?? '');
 }

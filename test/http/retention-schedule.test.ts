@@ -37,7 +37,10 @@ describe('the retention sweep of Node and Deno', () => {
     await vi.advanceTimersByTimeAsync(60_000 + RETENTION_SWEEP_MS);
     stop();
     expect(sweep).toHaveBeenCalledTimes(2);
-    expect(error).toHaveBeenCalledWith('tailgate: retention sweep failed', expect.any(Error));
+    expect(error).toHaveBeenCalledWith(
+      'tailgate: retention sweep failed',
+      expect.stringMatching(/^Error: store down\n\s+at /),
+    );
     error.mockRestore();
   });
 

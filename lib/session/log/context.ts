@@ -6,6 +6,7 @@ import type { Budget } from '../../ledger/usage.ts';
 import type { SessionLogOptions, ViewPolicy } from './types.ts';
 import { recordCacheOf, type RecordCache } from './record-cache.ts';
 import { viewCacheOf, type ViewCache } from './view-cache.ts';
+import { loggable } from '../../loggable.ts';
 
 /**
  * What every part of a session log works with: the store, the key prefix, the clock and the
@@ -101,7 +102,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     onQueueWaiting: options.onQueueWaiting,
     onClosedByOther: options.onClosedByOther,
     onDeleted: options.onDeleted,
-    log: options.log ?? ((message, details) => console.error(message, details)),
+    log: options.log ?? ((message, details) => console.error(message, loggable(details))),
   };
 }
 

@@ -1,0 +1,34 @@
+/**
+ * A thrown value as a failure's log line shows it, the same on every runtime: an Error as the
+ * text `Name: message`, its stack's frames, its own fields (a TailgateError's `code` and
+ * `details`) as JSON and its cause, each error named by its `name` (the classes of lib/ and
+ * functions/ set it). The runtimes' own display of an error names its class, which the Worker's
+ * bundle does not keep (wrangler.toml, `keep_names`): `Ao [ModelError]: …`. Anything else is
+ * returned as it is.
+ *
+ * @example loggable(new StorageError('R2 get k failed')) // 'StorageError: R2 get k failed\n    at …\n{"code":…}'
+ */
+export function loggable(error: unknown, depth = 0): unknown {
+  if (!(error instanceof Error)) return error;
+  const { name, message, stack, cause, ...fields } = error as Error & Record<string, unknown>;
+  const head = `${String(name ?? 'Error')}${message ? `: ${message}` : ''}`;
+  const lines = [
+    head,
+    ...String(stack ?? '')
+      .split('\n')
+      .filter((line) => /^\s+at /.test(line)),
+  ];
+  if (Object.keys(fields).length > 0) lines.push(json(fields));
+  if (cause !== undefined) lines.push(`[cause]: ${depth < 4 ? String(loggable(cause, depth + 1)) : '…'}`);
+  return lines.join('\n');
+}
+
+/** Fields as one line of JSON, at most 4 KiB; ones that do not serialize are named. */
+function json(fields: Record<string, unknown>): string {
+  try {
+    const text = JSON.stringify(fields);
+    return text.length > 4096 ? `${text.slice(0, 4096)}…` : text;
+  } catch {
+    return `{${Object.keys(fields).join(', ')}}`;
+  }
+}

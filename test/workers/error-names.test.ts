@@ -1,0 +1,119 @@
+import { format } from 'node:util';
+import { Hono } from 'hono';
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { createErrorHandler } from '../../functions/error-handler.ts';
+import { sweepQueuedSessions } from '../../functions/queue-sweep.ts';
+import { reportSweep } from '../../functions/retention.ts';
+import { scheduleWebhooks } from '../../functions/webhooks.ts';
+import { TailgateError } from '../../lib/errors.ts';
+import { loggable } from '../../lib/loggable.ts';
+import { logContext } from '../../lib/session/log/context.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
+
+// The Worker's bundle keeps no class names (wrangler.toml, `keep_names`): a class is named as
+// the minifier renamed it, as `Ao` here, and only its `name` says what it is. A failure's log
+// line names it by that `name` (lib/loggable.ts), here in workerd as on Node and Deno.
+class Ao extends TailgateError {
+  constructor(details?: unknown) {
+    super('storage_error', 'R2 get sessions/s1/config.json failed: bucket gone', details);
+    this.name = 'StorageError';
+  }
+}
+
+/** What console.error wrote while `run` ran, each call's arguments as the console formats them. */
+async function consoleErrors(run: (lines: readonly string[]) => Promise<unknown>): Promise<string[]> {
+  const error = console.error;
+  const lines: string[] = [];
+  console.error = (...args: unknown[]) => void lines.push(format(...args));
+  try {
+    await run(lines);
+  } finally {
+    console.error = error;
+  }
+  return lines;
+}
+
+describe('loggable', () => {
+  it("names an error by its `name`, with its stack's frames, its fields and its cause", () => {
+    const line = String(loggable(new Error('the sweep failed', { cause: new Ao({ key: 'k' }) })));
+    const [head, ...rest] = line.split('\n');
+    expect(head).toBe('Error: the sweep failed');
+    expect(rest[0]).toMatch(/^\s+at /);
+    expect(line).toContain('[cause]: StorageError: R2 get sessions/s1/config.json failed: bucket gone\n    at ');
+    expect(line).toContain('\n{"code":"storage_error","details":{"key":"k"}}');
+    expect(line).not.toMatch(/\bAo\b/);
+  });
+
+  it('leaves a value that is no Error as it is', () => {
+    const value = { reason: 'not an error' };
+    expect(loggable(value)).toBe(value);
+    expect(loggable('text')).toBe('text');
+    expect(loggable(undefined)).toBeUndefined();
+  });
+
+  it('names fields that do not serialize instead of throwing', () => {
+    const error = new Ao({ big: 1n });
+    expect(String(loggable(error)).split('\n').at(-1)).toBe('{code, details}');
+  });
+});
+
+describe("a failure's log line", () => {
+  const names = (lines: string[]) => lines.map((line) => line.split('\n')[0]);
+
+  it("the error handler's default log names the error by its `name`", async () => {
+    const app = new Hono();
+    app.onError(createErrorHandler());
+    app.get('/', () => {
+      throw new Ao();
+    });
+    const lines = await consoleErrors(async () => app.request('/'));
+    expect(names(lines)).toEqual([
+      'tailgate: storage_error StorageError: R2 get sessions/s1/config.json failed: bucket gone',
+    ]);
+  });
+
+  it("the app's default log names it too, after the message and its request id", async () => {
+    const app = createApp({
+      store: () => {
+        throw new Ao();
+      },
+      readEnvironment: () => ({ API_TOKEN: 'token' }),
+    });
+    let requestId: string | null = null;
+    const lines = await consoleErrors(async () => {
+      const response = await app.request('/v1/sessions/s1', { headers: { authorization: 'Bearer token' } });
+      requestId = response.headers.get('x-request-id');
+    });
+    expect(requestId).toMatch(/^req_/);
+    expect(names(lines)).toEqual([
+      `tailgate: storage_error (${requestId}) StorageError: R2 get sessions/s1/config.json failed: bucket gone`,
+    ]);
+  });
+
+  it('so do the sweeps, the webhook delivery loop and the session log', async () => {
+    const lines = await consoleErrors(async (logged) => {
+      await reportSweep(Promise.reject(new Ao()));
+      await reportSweep(
+        Promise.resolve({ checked: 1, deleted: [], orphans: 0, more: false, failed: [{ id: 's1', error: new Ao() }] }),
+      );
+      await sweepQueuedSessions(() => {
+        throw new Ao();
+      });
+      const loop = scheduleWebhooks(async () => {
+        throw new Ao();
+      });
+      await expect.poll(() => logged.length).toBe(4);
+      loop.stop();
+      logContext(new MemoryStore(), { viewPolicy }).log('tailgate: a session log failure', new Ao());
+    });
+    expect(names(lines)).toEqual([
+      'tailgate: retention sweep failed StorageError: R2 get sessions/s1/config.json failed: bucket gone',
+      'tailgate: retention of session s1 failed StorageError: R2 get sessions/s1/config.json failed: bucket gone',
+      'tailgate: queue sweep failed StorageError: R2 get sessions/s1/config.json failed: bucket gone',
+      'tailgate: webhook delivery failed StorageError: R2 get sessions/s1/config.json failed: bucket gone',
+      'tailgate: a session log failure StorageError: R2 get sessions/s1/config.json failed: bucket gone',
+    ]);
+  });
+});

@@ -23,10 +23,23 @@ export function loggable(error: unknown, depth = 0): unknown {
   return lines.join('\n');
 }
 
-/** Fields as one line of JSON, at most 4 KiB; ones that do not serialize are named. */
+/**
+ * A field's value to depth 2, deeper objects `[Object]` and arrays `[Array]`, text cut at 200
+ * characters: as far as the runtimes' own display goes (a provider SDK's error carries its
+ * request, the prompt, which a log line does not copy).
+ */
+function clipped(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value;
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth > 2) return Array.isArray(value) ? '[Array]' : '[Object]';
+  if (Array.isArray(value)) return value.map((entry) => clipped(entry, depth + 1));
+  return Object.fromEntries(Object.entries(value).map(([key, entry]) => [key, clipped(entry, depth + 1)]));
+}
+
+/** Fields as one line of JSON (`clipped`), at most 4 KiB; ones that do not serialize are named. */
 function json(fields: Record<string, unknown>): string {
   try {
-    const text = JSON.stringify(fields);
+    const text = JSON.stringify(clipped(fields, 0));
     return text.length > 4096 ? `${text.slice(0, 4096)}…` : text;
   } catch {
     return `{${Object.keys(fields).join(', ')}}`;

@@ -53,6 +53,20 @@ describe('loggable', () => {
     expect(loggable(undefined)).toBeUndefined();
   });
 
+  it("shows a field's nesting to depth 2 and its long text cut, as the runtimes' display does", () => {
+    // A provider SDK's error carries the request it made: the prompt, which a log line must not copy whole.
+    const error = Object.assign(new Error('bad request'), {
+      statusCode: 400,
+      requestBodyValues: { model: 'm', input: [{ role: 'user', content: 'secret words '.repeat(100) }] },
+    });
+    const fields = String(loggable(error)).split('\n').at(-1);
+    expect(fields).toBe('{"statusCode":400,"requestBodyValues":{"model":"m","input":["[Object]"]}}');
+    const long = String(loggable(new Ao({ message: 'x'.repeat(500) })))
+      .split('\n')
+      .at(-1);
+    expect(long).toBe(`{"code":"storage_error","details":{"message":"${'x'.repeat(200)}…"}}`);
+  });
+
   it('names fields that do not serialize instead of throwing', () => {
     const error = new Ao({ big: 1n });
     expect(String(loggable(error)).split('\n').at(-1)).toBe('{code, details}');

@@ -218,7 +218,7 @@ async function unaccountedNotices(ctx: InboxContext, sessionId: string, turn: nu
  * (an `abort` among them) those turns consumed. One listing of `inbox_removed/` per 1000
  * records, and a head per recent record where listings carry no metadata (S3).
  */
-async function lostDeliveries(ctx: InboxContext, sessionId: string, lost: readonly LostTurn[]) {
+export async function lostDeliveries(ctx: InboxContext, sessionId: string, lost: readonly LostTurn[]) {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
   const turns = new Map(lost.map((entry) => [entry.turn, entry]));

@@ -33,6 +33,7 @@ import { generateName, markMetadata, markOf, META, randomId, type ListedNotice }
 import type { FetchedNotice } from './delivery-records.ts';
 import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import { withdrawNotice } from './post-back.ts';
+import { previewLost } from './lost-preview.ts';
 import { passOverOversized, setAsideLimit } from './set-aside.ts';
 import { loggable } from '../loggable.ts';
 import { forget, giveBack, type LostTurn, recordCarrier, recover, type Runner, tookNothing } from './carry.ts';
@@ -51,33 +52,7 @@ type Given = Parameters<typeof giveBack>[2];
  * its content. Names starting with "." and keys with a further "/" are not notices and are
  * left alone.
  *
- * How a move stays at-most-once without rename or copy (the R2 binding has neither):
- * 1. `get` the notice. One too large or not valid UTF-8 is set aside (lib/inbox/set-aside.ts).
- * 2. Claim: a create-only `put` of the same bytes to `inbox_removed/<name>`, with metadata
- *    naming the original (its etag, upload time and, for API posts, a random notice id), the
- *    posted time, the delivery time and the turn. The create-only put is the commit point.
- *    When the key is taken, the occupant is compared with the original: the same original
- *    means another consumer already claimed this very notice, and we back off. Otherwise an
- *    earlier delivery holds the name and we try `<stem>.1<ext>`, `<stem>.2<ext>` ... (after
- *    one listing of the taken slots, checking any slot written since the notice was uploaded
- *    for a claim of it), so no earlier delivery is overwritten and no notice is claimed under
- *    two names.
- * 3. Delete the original.
- * 4. Deliver the content read in step 1, now owned by the claim.
- *
- * The content is read and checked before the claim (there is no server-side copy, so the
- * bytes are in hand anyway): an unreadable notice is never claimed, and a claimed notice is
- * always deliverable. A crash, or a claim whose answer is lost, after step 2 loses the
- * notice (never delivers it twice). When step 3 fails, the notice is still delivered (it was
- * claimed) and the leftover original is recognised as claimed by every later consume; the
- * next turn's consume deletes it (any consume, once the claim is a minute old: see
- * `removeStaleOriginal` in move.ts). Identity is etag + upload time (+ notice id): a
- * client that rewrites the same bytes under a delivered name within the storage clock's
- * resolution (a second on S3) is taken for the delivered notice, and that rewrite is dropped.
- *
- * The cost is a list plus three operations per notice (get, put, delete). A name delivered
- * before adds a head and a list, and on S3 (listings carry no metadata) a head per slot
- * written in the last seconds.
+ * How a move stays at-most-once without rename or copy, and what it costs: lib/inbox/move.ts.
  *
  * @example
  * const inbox = new Inbox(store, { keyPrefix: 'prod/', sessionExists: sessionExistsIn(store, 'prod/') });
@@ -325,6 +300,14 @@ export class Inbox {
       room,
     ).before;
     return previewNotices(this.#context, shown);
+  }
+
+  /**
+   * What `recover` would take over now from turns closed by someone else, without side effects
+   * (for the prompt preview; lib/inbox/lost-preview.ts `previewLost`).
+   */
+  async peekLost(sessionId: string, lost: readonly LostTurn[]): Promise<PreviewNotice[]> {
+    return previewLost(this.#context, sessionId, lost);
   }
 
   /** Takes over, for turn `turn`, what turns closed by someone else consumed (lib/inbox/carry.ts `recover`). */

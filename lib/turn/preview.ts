@@ -98,13 +98,14 @@ async function buildPreview(
     safetyNetFits(plan, budget, request),
   );
   const inbox = plan.strategies.includes('inbox');
-  // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them.
-  const carried = read.undelivered.notices;
-  // (A fork not written has no inbox yet: nothing waits in it.)
-  const waiting =
-    inbox && typeof sessionId === 'string'
-      ? await services.inbox.peek(sessionId, roomFor(services, carried.length))
-      : [];
+  // (A fork not written has no inbox yet: nothing waits in it, nor was taken from it.)
+  const written = inbox && typeof sessionId === 'string' ? sessionId : undefined;
+  // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them
+  // (lib/turn/notices.ts): a failed turn's, then those the turns closed by someone else took.
+  const lost = read.undelivered.lost_turns;
+  const recovered = written && lost.length > 0 ? await services.inbox.peekLost(written, lost) : [];
+  const carried = [...read.undelivered.notices, ...recovered];
+  const waiting = written ? await services.inbox.peek(written, roomFor(services, carried.length)) : [];
   const pending = inbox ? [...carried, ...waiting] : [];
   const notices = pending.map((notice) => ({ content: notice.content, pending: true as const }));
   const { built, context } = await fitTurnPrompt(

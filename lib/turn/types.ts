@@ -165,7 +165,16 @@ export type TurnSessionLog = Pick<
 /** The part of the inbox the pipeline uses. */
 export type TurnInbox = Pick<
   Inbox,
-  'consume' | 'fetch' | 'peek' | 'noticesPerTurn' | 'recover' | 'recordCarrier' | 'giveBack' | 'forget' | 'tookNothing'
+  | 'consume'
+  | 'fetch'
+  | 'peek'
+  | 'peekLost'
+  | 'noticesPerTurn'
+  | 'recover'
+  | 'recordCarrier'
+  | 'giveBack'
+  | 'forget'
+  | 'tookNothing'
 >;
 
 /** Everything one request's pipeline works with, built per request by the runtime entry. */

@@ -3,8 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { TailgateError } from '../../lib/errors.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { previewPrompt, runTurn, type TurnResponse } from '../../lib/turn/index.ts';
+import { previewPrompt, runTurn, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import { killedAtCompletion } from '../support/killed-at-completion.ts';
 import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 /**
@@ -25,7 +26,12 @@ type Step =
   /** The output of the newest call left open, after other items. */
   | { kind: 'late'; output: string }
   | { kind: 'turn' }
+  /** A turn whose process dies as it writes its completion, holding the notices it took, closed by its lease. */
+  | { kind: 'dead' }
   | { kind: 'notice'; text: string };
+
+/** The turns' lease (TURN_LEASE_MS), which the clock passes once a turn's process died. */
+const LEASE_MS = 30_000;
 
 /** A text of up to `maxLength` characters, long ones included (a short piece repeated). */
 const text = (maxLength: number) =>
@@ -46,6 +52,7 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'open' as const }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('late' as const), output: text(2500) }) },
   { weight: 3, arbitrary: fc.constant({ kind: 'turn' as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'dead' as const }) },
   {
     weight: 1,
     arbitrary: fc.record({ kind: fc.constant('notice' as const), text: text(200) }),
@@ -92,12 +99,17 @@ describe('previewPrompt', () => {
   it('shows exactly the prompt the next turn sends: overflow drop, compaction and notices', async () => {
     // Outputs sent whose call a compaction summarized: some runs have them.
     let lateSent = 0;
+    // Turns that died holding notices, which a later turn took over: some runs have them.
+    let deadHeld = 0;
     await fc.assert(
       fc.asyncProperty(
         caseArbitrary,
         async ({ steps, strategies, windowShare, last, turnBeforeLast, instructions, notices }) => {
           const model = recordingEcho();
-          const { sessions, inbox, services } = turnWorld(new MemoryStore(), model);
+          let now = Date.parse('2026-01-01T00:00:00Z');
+          const clock = () => new Date(now);
+          const store = new MemoryStore({ clock });
+          const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
           const contextLimit = Math.max(300, Math.floor((windowShare * JSON.stringify(steps).length) / 4));
           await sessions.create({
             id: 's',
@@ -124,6 +136,14 @@ describe('previewPrompt', () => {
               ]);
             if (step.kind === 'notice') await post(step.text);
             if (step.kind === 'turn') await outcome(runTurn(services, 's', { input: [] }));
+            if (step.kind === 'dead') {
+              await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+              now += LEASE_MS + 1;
+              // Closed by a read (GET .../turns/{turn}), as the next turn's claim would.
+              const { turns } = (await sessions.get('s')).counts;
+              await sessions.closeIfExpired('s', turns).catch(() => null);
+              if ((await inbox.listDelivered('s')).some((record) => record.turn === turns)) deadHeld += 1;
+            }
           }
           if (turnBeforeLast) await outcome(runTurn(services, 's', { input: [] }));
           await sessions.append('s', [{ type: 'message', role: 'user', content: last }]);
@@ -202,6 +222,22 @@ describe('previewPrompt', () => {
               notices: [' '.repeat(205), ' '.repeat(169)],
             },
           ],
+          // A turn that died holding a notice, which the next turn takes over, and one pending after it.
+          [
+            {
+              steps: [
+                { kind: 'message', role: 'user', text: 'a' },
+                { kind: 'notice', text: 'taken by the dead turn' },
+                { kind: 'dead' },
+              ],
+              strategies: null,
+              windowShare: 0,
+              last: 'b',
+              turnBeforeLast: false,
+              instructions: null,
+              notices: ['still in the inbox'],
+            },
+          ],
           // A call left open, summarized by the compaction of a turn, then answered.
           [
             {
@@ -225,6 +261,7 @@ describe('previewPrompt', () => {
       },
     );
     expect(lateSent).toBeGreaterThan(0);
+    expect(deadHeld).toBeGreaterThan(0);
   });
 });
 
@@ -294,6 +331,30 @@ describe('previewPrompt, case by case', () => {
   });
 });
 
+describe('previewPrompt after a turn whose process died holding notices', () => {
+  it('shows first the notices that turn took, closed by its lease, as the next turn delivers them', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const clock = () => new Date(now);
+    const store = new MemoryStore({ clock });
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
+    await sessions.create({ id: 's' });
+    await inbox.post('s', { name: '0001-n', content: 'budget low' });
+    // Turn 1 moves the notice, then its process dies as it writes its completion.
+    await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+    now += LEASE_MS + 1;
+    // A read closes it (GET .../turns/1): `lease_expired`; the next turn takes its notice over.
+    expect(await sessions.closeIfExpired('s', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    expect(await inbox.listPending('s')).toEqual([]);
+
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.notices_pending).toEqual(['0001-n']);
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.context.notices_delivered).toEqual(['0001-n']);
+    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+  });
+});
+
 describe('previewPrompt over an inbox holding more than a turn takes', () => {
   /** The 32 names a turn takes of `n10`, `n11`, ... from `from` on. */
   const taken = (from: number, count = 32) => Array.from({ length: count }, (_, index) => `n${from + index}`);
@@ -345,4 +406,11 @@ function toolPair(index: number, output: string): Item[] {
     { type: 'function_call', call_id: `call_${index}`, name: 'read', arguments: `{"n":${index}}` },
     { type: 'function_call_output', call_id: `call_${index}`, output },
   ];
+}
+
+/** A turn without input in a process that dies as it writes the turn's completion (`killedAtCompletion`). */
+async function diesHolding(services: TurnServices): Promise<void> {
+  const left: Promise<unknown>[] = [];
+  await runTurn({ ...services, background: (task) => void left.push(task) }, 's', { input: [] }).catch(() => null);
+  await Promise.allSettled(left);
 }

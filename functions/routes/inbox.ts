@@ -88,7 +88,9 @@ export function inboxRoutes() {
     })
     .openapi(listDeliveredRoute, async (c) => {
       const { id } = c.req.valid('param');
-      return c.json(await c.var.services.inbox.deliveredPage(id, c.req.valid('query')), 200);
+      const { inbox, sessions } = c.var.services;
+      // The records of turns closed by someone else, which no receipt names, are listed under no turn.
+      return c.json(await inbox.deliveredPage(id, c.req.valid('query'), () => sessions.lostTurns(id)), 200);
     })
     .openapi(listUnreadableRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -182,13 +182,18 @@ export class Inbox {
   }
 
   /**
-   * A page of the record of deliveries (docs/API.md, `GET .../inbox/delivered`; lib/inbox/pages.ts).
+   * A page of the record of deliveries (docs/API.md, `GET .../inbox/delivered`; lib/inbox/pages.ts),
+   * given `lost`, the turns closed by someone else, their records listed under no turn.
    *
    * @throws NotFoundError for a missing session.
    */
-  async deliveredPage(sessionId: string, page: PageRequest = {}): Promise<Page<'delivered', DeliveryRecord>> {
+  async deliveredPage(
+    sessionId: string,
+    page: PageRequest = {},
+    lost?: () => Promise<readonly LostTurn[]>,
+  ): Promise<Page<'delivered', DeliveryRecord>> {
     await this.#requireSession(sessionId);
-    return deliveredPage(this.#store, this.#removedPrefix(sessionId), page);
+    return deliveredPage(this.#store, this.#removedPrefix(sessionId), page, lost);
   }
 
   /**

@@ -1,5 +1,15 @@
 import { mapLimit, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
-import { CONCURRENCY, decodeName, META, postedAtOf, turnSchema, validTime, withMetadata } from './delivery-records.ts';
+import type { LostTurn } from './carry.ts';
+import {
+  CLOCK_TOLERANCE_MS,
+  CONCURRENCY,
+  decodeName,
+  META,
+  postedAtOf,
+  turnSchema,
+  validTime,
+  withMetadata,
+} from './delivery-records.ts';
 import { isNoticeName } from './notice-name.ts';
 import type { DeliveryRecord, Page, PendingNotice, UnreadableNotice } from './types.ts';
 
@@ -44,25 +54,33 @@ export async function pendingPage(
 /**
  * A page of the record of deliveries, in `stored_as` byte order. Costs a list, plus a head per
  * record of the page when the listing carries no metadata (S3). An object put into
- * `inbox_removed/` by something else is listed with its upload time and `turn: null`.
+ * `inbox_removed/` by something else is listed with its upload time and `turn: null`. So is a
+ * record of a turn closed by someone else (`lost`, read once when the page lists a record),
+ * written since its claim: that turn's receipt names none of its notices, and the next turn
+ * takes the record over (lib/inbox/carry.ts `recover`) and delivers it.
  */
 export async function deliveredPage(
   store: ObjectStore,
   removedPrefix: string,
   page: PageRequest,
+  lost: () => Promise<readonly LostTurn[]> = async () => [],
 ): Promise<Page<'delivered', DeliveryRecord>> {
   const { objects, ...more } = await listPage(store, removedPrefix, page, isRecordName);
+  const closed = new Map((objects.length > 0 ? await lost() : []).map((entry) => [entry.turn, entry.since]));
   const delivered = await mapLimit(objects, CONCURRENCY, async (listed) => {
     const info = await withMetadata(store, listed);
     const storedAs = info.key.slice(removedPrefix.length);
     const uploaded = info.uploaded.toISOString();
-    const turn = turnSchema.safeParse(info.metadata[META.turn]);
+    const owner = turnSchema.safeParse(info.metadata[META.turn]);
+    const since = owner.success ? closed.get(owner.data) : undefined;
+    // As lib/inbox/carry.ts finds the records of such a turn: written since its claim.
+    const lostWith = since !== undefined && info.uploaded.getTime() >= Date.parse(since) - CLOCK_TOLERANCE_MS;
     return {
       name: decodeName(info.metadata[META.name]) ?? storedAs,
       stored_as: storedAs,
       posted_at: postedAtOf(info),
       delivered_at: validTime(info.metadata[META.deliveredAt]) ?? uploaded,
-      turn: turn.success ? turn.data : null,
+      turn: owner.success && !lostWith ? owner.data : null,
     };
   });
   return { delivered, ...more };

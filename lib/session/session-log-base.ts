@@ -28,7 +28,8 @@ import { deleteNewestTurn, type RewindOptions } from './log/rewind.ts';
 import type { ExportHeader } from './export-format.ts';
 import { payloadKey } from './log/item-pages.ts';
 import type { NewSession, SessionLogOptions, SessionRecord } from './log/types.ts';
-import type { SessionConfig } from './records.ts';
+import type { SessionConfig, Undelivered } from './records.ts';
+import { readHead, undeliveredOf } from './log/head.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
 import { refreshIndex, type IndexState } from './log/session-index.ts';
 import { sweepExpired, type SweepResult } from './log/retention.ts';
@@ -155,6 +156,14 @@ export class SessionLogBase {
    */
   async getWithNewestTurn(id: string): ReturnType<typeof getSessionWithNewestTurn> {
     return readAgainIfGone(() => getSessionWithNewestTurn(this.log, id));
+  }
+
+  /**
+   * The turns closed by someone else (a lapsed lease, a cancel) whose notices the next turn takes
+   * over: the `undelivered.lost_turns` of the session's newest object (its head, as `get` reads it).
+   */
+  async lostTurns(id: string): Promise<Undelivered['lost_turns']> {
+    return readAgainIfGone(async () => undeliveredOf((await readHead(this.log, id)).newest).lost_turns);
   }
 
   /** The session's config object alone (one get): its settings, without the log's counts. */

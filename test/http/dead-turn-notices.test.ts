@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
+import { killedAtCompletion } from '../support/killed-at-completion.ts';
+import { TOKEN } from './http-suite.ts';
+
+/**
+ * A turn that took an inbox notice and whose process died (a kill -9) before it closed, closed
+ * by `GET .../turns/1` once its lease ran out (`lease_expired`): what the reads tell of that
+ * notice then (the turn's receipt, `.../inbox/delivered`), what the next turn delivers, and what
+ * a retake after such a turn costs a process started afresh (README: the exceptions to a turn's 8
+ * storage operations), as its log line counts them (`storage_ops`).
+ */
+
+const LEASE_MS = 3000;
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: String(LEASE_MS) };
+
+type Line = { turn: number | null; storage_ops: Record<string, number> };
+
+/** Processes of the app on one memory store, sharing a clock the test moves. */
+function world() {
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const clock = () => new Date(now);
+  const store = new MemoryStore({ clock });
+  /** A process of the app seeing the store as `wrap` gives it, its models `model` (echo by default). */
+  const processOf = (wrap: (store: ObjectStore) => ObjectStore = (inner) => inner, model: Model = echoModel) => {
+    const calls: StoreCall[] = [];
+    const seen = new FaultyStore(wrap(store)).failWhen((call) => {
+      calls.push(call);
+      return false;
+    });
+    const lines: Line[] = [];
+    const tasks: Promise<unknown>[] = [];
+    const app = createApp({
+      store: () => new CountingStore(seen),
+      readEnvironment: () => environment,
+      log: () => {},
+      info: () => {},
+      logLine: (line) => void lines.push(JSON.parse(line)),
+      clock,
+      wrapModel: () => model,
+      afterResponse: (task) => void tasks.push(task),
+    });
+    const call = async (method: string, path: string, body?: object) => {
+      const response = await app.request(`http://tailgate.test/v1/sessions/s${path}`, {
+        method,
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+      return { status: response.status, body: (await response.json().catch(() => null)) as any };
+    };
+    const drain = async () => {
+      while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+    };
+    return { call, drain, calls, lines, app };
+  };
+  /** Session `s`, with notice `0001-n` pending when `notice`. */
+  const session = async (notice: boolean) => {
+    const { app } = processOf();
+    const created = await app.request('http://tailgate.test/v1/sessions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 's' }),
+    });
+    expect(created.status).toBe(201);
+    if (notice)
+      expect((await processOf().call('POST', '/inbox', { name: '0001-n', content: 'budget low' })).status).toBe(201);
+  };
+  /** Turn 1 (input `one`), whose process dies as it writes its completion; the clock then passes its lease. */
+  const diedHolding = async () => {
+    const dying = processOf(killedAtCompletion);
+    expect((await dying.call('POST', '/turns', { input: 'one' })).status).toBeGreaterThanOrEqual(500);
+    await dying.drain();
+    now += LEASE_MS + 1;
+  };
+  return { processOf, session, diedHolding };
+}
+
+describe('a turn that took a notice, whose process died, closed by its lease', () => {
+  it('lists its notice under no turn, as its receipt names none, until the next turn delivers it', async () => {
+    const { processOf, session, diedHolding } = world();
+    await session(true);
+    await diedHolding();
+    const reader = processOf();
+    const closed = await reader.call('GET', '/turns/1');
+    expect(closed.body).toMatchObject({ status: 'failed', error: { code: 'lease_expired' }, notices: [] });
+    expect((await reader.call('GET', '/inbox')).body.pending).toEqual([]);
+    // Taken, but delivered by no turn yet: listed under none.
+    expect((await reader.call('GET', '/inbox/delivered')).body.delivered).toMatchObject([
+      { name: '0001-n', stored_as: '0001-n', turn: null },
+    ]);
+    const next = await reader.call('POST', '/turns', { input: [] });
+    expect(next.body.context.notices_delivered).toEqual(['0001-n']);
+    await reader.drain();
+    // Every record listed under a closed turn is in that turn's receipt, and one turn's only.
+    expect((await reader.call('GET', '/inbox/delivered')).body.delivered).toMatchObject([{ name: '0001-n', turn: 2 }]);
+    expect((await reader.call('GET', '/turns/2')).body.notices).toMatchObject([
+      { name: '0001-n', stored_as: '0001-n' },
+    ]);
+    expect((await reader.call('GET', '/turns/1')).body.notices).toEqual([]);
+  });
+});

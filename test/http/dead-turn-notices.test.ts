@@ -20,7 +20,8 @@ import { TOKEN } from './http-suite.ts';
 const LEASE_MS = 3000;
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: String(LEASE_MS) };
 
-type Line = { turn: number | null; storage_ops: Record<string, number> };
+/** A turn's log line, with the storage calls its process made until the line was written (`calls`). */
+type Line = { turn: number | null; storage_ops: Record<string, number>; calls: StoreCall[] };
 
 /** Processes of the app on one memory store, sharing a clock the test moves. */
 function world() {
@@ -41,7 +42,7 @@ function world() {
       readEnvironment: () => environment,
       log: () => {},
       info: () => {},
-      logLine: (line) => void lines.push(JSON.parse(line)),
+      logLine: (line) => void lines.push({ ...JSON.parse(line), calls: [...calls] }),
       clock,
       wrapModel: () => model,
       afterResponse: (task) => void tasks.push(task),
@@ -78,7 +79,24 @@ function world() {
     await dying.drain();
     now += LEASE_MS + 1;
   };
-  return { processOf, session, diedHolding };
+  /** Turn 1 (input `one`), whose model call failed (502): an ordinary failure. */
+  const failed = async () => {
+    const failing = processOf(undefined, { ...echoModel, generate: () => Promise.reject(new Error('down')) });
+    expect((await failing.call('POST', '/turns', { input: 'one' })).status).toBeGreaterThanOrEqual(500);
+    await failing.drain();
+  };
+  /** The log line of a retake (`input: []`) of turn 1 by a process started afresh, once a read closed turn 1. */
+  const retake = async () => {
+    const reader = processOf();
+    expect((await reader.call('GET', '/turns/1')).body.status).toBe('failed');
+    await reader.drain();
+    const fresh = processOf();
+    const taken = await fresh.call('POST', '/turns', { input: [] });
+    expect(taken.body.output).toMatchObject([{ type: 'message', content: 'echo: one' }]);
+    await fresh.drain();
+    return fresh.lines.find((line) => line.turn === 2)!;
+  };
+  return { processOf, session, diedHolding, failed, retake };
 }
 
 describe('a turn that took a notice, whose process died, closed by its lease', () => {
@@ -103,5 +121,31 @@ describe('a turn that took a notice, whose process died, closed by its lease', (
       { name: '0001-n', stored_as: '0001-n' },
     ]);
     expect((await reader.call('GET', '/turns/1')).body.notices).toEqual([]);
+  });
+});
+
+describe('a retake after a turn closed by its lease, by a process started afresh', () => {
+  /** Of `line`'s calls, those of `operation` on keys under `part`. */
+  const callsOf = (line: Line, operation: string, part: string) =>
+    line.calls.filter((call) => call.operation === operation && call.key.includes(part));
+
+  it('costs 3 calls more than one after a failed turn: the stopped turn’s spend twice, its notices', async () => {
+    const ordinary = world();
+    await ordinary.session(false);
+    await ordinary.failed();
+    const afterFailure = await ordinary.retake();
+    expect(afterFailure.storage_ops).toEqual({ get: 2, head: 0, put: 2, list: 2, delete: 0, total: 6 });
+
+    const { session, diedHolding, retake } = world();
+    await session(false);
+    await diedHolding();
+    const line = await retake();
+    expect(line.storage_ops).toEqual({ get: 4, head: 0, put: 2, list: 3, delete: 0, total: 9 });
+    // Its claim and its completion each look for what the stopped turn spent (docs/STORAGE.md,
+    // "Stopped spend"), and its claim lists the notices that turn took (docs/STORAGE.md, "Notices").
+    expect(callsOf(line, 'get', '/spent/')).toHaveLength(2);
+    expect(callsOf(line, 'list', '/inbox_removed/')).toHaveLength(1);
+    expect(callsOf(afterFailure, 'get', '/spent/')).toHaveLength(0);
+    expect(callsOf(afterFailure, 'list', '/inbox_removed/')).toHaveLength(0);
   });
 });

@@ -79,6 +79,15 @@ export async function countInputTokens(
   facade = { ...facade, services: { ...facade.services, model: countingModel(facade.services.model) } };
   const stored = body.previous_response_id || body.conversation;
   if (!body.input && !stored) throw new OpenAIApiError(400, 'invalid_request', 'give the input to count', 'input');
+  // The session the body names is authorized before anything else, as a create's limits authorize
+  // it (functions/rate-limit.ts): a bound token is refused the create's 403 whatever else the body
+  // holds (both fields set, an item_reference of a third session).
+  const named = body.conversation
+    ? typeof body.conversation === 'string'
+      ? body.conversation
+      : body.conversation.id
+    : body.previous_response_id && parseResponseId(body.previous_response_id)?.sessionId;
+  if (named) facade.authorize(named);
   const { input, origins } = await resolveItemReferences(facade, body.input ?? []);
   const { personality: _style, ...asked } = body;
   const prepared = prepareResponseRequest(facade, { ...asked, input, store: !!stored }, origins);

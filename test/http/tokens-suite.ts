@@ -574,7 +574,18 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const other = await conversation();
       const bound = await mint({ scopes: ['session:turn'], session_id: own.id });
       const missing = `conv_${'0'.repeat(24)}`;
-      const named = [{ conversation: other.id }, { previous_response_id: other.response }, { conversation: missing }];
+      const items = await call(TOKEN, 'GET', `/v1/conversations/${(await conversation()).id}/items`);
+      const third = items.body.data[0].id as string;
+      const named = [
+        { conversation: other.id },
+        { conversation: { id: other.id } },
+        { previous_response_id: other.response },
+        { conversation: missing },
+        // Both named, the conversation another session's: the create's 403, not the 400 of both set.
+        { conversation: other.id, previous_response_id: own.response },
+        // Another session's response, its input referring to a third's item: refused for the response's.
+        { previous_response_id: other.response, input: [{ type: 'item_reference', id: third }] },
+      ];
       for (const elsewhere of named) {
         const body = { model: 'echo', input: 'and then?', ...elsewhere };
         const counted = await call(bound, 'POST', '/v1/responses/input_tokens', body);

@@ -112,6 +112,68 @@ describe('the inspector follows what other clients do', () => {
     await page.context().close();
   });
 
+  it('a followed turn ending above the reader leaves the rows the reader looks at where they were', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'ending' });
+    for (let index = 1; index <= 12; index++) await call('POST', '/v1/sessions/ending/turns', { input: `t${index}` });
+    const running = await call('POST', '/v1/sessions/ending/turns', {
+      input: 'hold on',
+      model: 'openai-compatible:fake',
+      background: true,
+    });
+    const page = await open('#/s/ending');
+    const row = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"]`);
+    await expect.poll(() => page.locator('#timeline .live-text').textContent(), { timeout: 30_000 }).toBe('Hello');
+    // As in a browser without scroll anchoring (above), and the live updates' reads of the
+    // session held: the turn's follower alone draws its end.
+    await page.evaluate(() => (document.documentElement.style.overflowAnchor = 'none'));
+    const polls = await hold(page, (url) => url.pathname === '/v1/sessions/ending');
+    await row(6).locator('summary').click();
+    await row(6).locator('.turn-seen', { hasText: 'Start of the history.' }).waitFor();
+    await row(6).evaluate((details) => details.scrollIntoView({ block: 'start' }));
+    const top = () => row(6).evaluate((details) => details.getBoundingClientRect().top);
+    const before = await top();
+    expect(await page.locator('#timeline').evaluate((list) => list.getBoundingClientRect().top < 0)).toBe(true);
+    release();
+    await expect.poll(() => row(running.turn).getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    expect(await page.locator('#timeline .live').count()).toBe(0);
+    expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
+    polls.release();
+    await page.context().close();
+  });
+
+  it('the row the reader looks at, drawn again as newer turns come, stays where it was', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'redrawn' });
+    for (let index = 1; index <= 25; index++) await call('POST', '/v1/sessions/redrawn/turns', { input: `t${index}` });
+    const page = await open('#/s/redrawn');
+    const row = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"]`);
+    await row(25).waitFor();
+    await page.evaluate(() => (document.documentElement.style.overflowAnchor = 'none'));
+    // The newest row at the top of the viewport, its first pixels out of view, and marked.
+    await row(25).evaluate((details) => {
+      (details as any).marked = true;
+      details.parentElement!.scrollIntoView({ block: 'start' });
+      window.scrollBy(0, 4);
+    });
+    const top = () => row(25).evaluate((details) => details.parentElement!.getBoundingClientRect().top);
+    const before = await top();
+    expect(await page.locator('#timeline').evaluate((list) => list.getBoundingClientRect().top < 0)).toBe(true);
+    // Between two polls, another client deletes turn 25 and takes two turns: 25 again, and 26.
+    const { asked, release } = await hold(page, (url) => url.pathname === '/v1/sessions/redrawn', 1);
+    await asked;
+    await call('DELETE', '/v1/sessions/redrawn/turns/25');
+    for (const input of ['t25 again', 't26']) await call('POST', '/v1/sessions/redrawn/turns', { input });
+    release();
+    await row(26).waitFor({ state: 'attached', timeout: 30_000 });
+    expect(await row(25).evaluate((details) => (details as any).marked === true)).toBe(false);
+    expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
+    expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+
   it('a newest turn deleted by another client goes, and the turn numbered again in its place shows', {
     timeout: 90_000,
   }, async () => {

@@ -134,17 +134,34 @@ function sameTurn(a: any, b: any): boolean {
 }
 
 /**
- * Runs `change` (rows added or replaced in `list`) so that what the reader looks at stays where
- * it was: when the list's top is scrolled out of view, the page scrolls by what the rows above
- * the first of those shown before moved it.
+ * Runs `change` (rows added, replaced or redrawn in `list`) so that what the reader looks at
+ * stays where it was: when the list's top is scrolled out of view, the page scrolls by what the
+ * rows above the first of those shown before moved it. A row drawn again in its place (a new
+ * element for the same turn) stands for the one it replaced; when the first row shown went, the
+ * next shown that stays is measured.
  */
 function keepingScroll<T>(list: HTMLElement, change: () => T): T {
-  const anchor = [...list.children].find((entry) => entry.getBoundingClientRect().bottom > 0);
-  const top = anchor?.getBoundingClientRect().top;
+  const rows = [...list.children] as HTMLElement[];
+  const first = rows.findIndex((entry) => entry.getBoundingClientRect().bottom > 0);
+  const shown = (first < 0 ? [] : rows.slice(first))
+    .filter((entry, index) => index === 0 || entry.getBoundingClientRect().top < window.innerHeight)
+    .map((entry) => ({ entry, turn: turnOf(entry), top: entry.getBoundingClientRect().top }));
   const result = change();
-  if (anchor?.isConnected && top !== undefined && list.getBoundingClientRect().top < 0)
-    window.scrollBy(0, anchor.getBoundingClientRect().top - top);
+  if (list.getBoundingClientRect().top >= 0) return result;
+  for (const { entry, turn, top } of shown) {
+    const now = entry.isConnected
+      ? entry
+      : turn && list.querySelector(`:scope > li > details[data-turn="${turn}"]`)?.parentElement;
+    if (!now) continue;
+    window.scrollBy(0, now.getBoundingClientRect().top - top);
+    break;
+  }
   return result;
+}
+
+/** The number of the turn a row of the list shows. */
+function turnOf(entry: Element): string | undefined {
+  return entry.querySelector(':scope > details[data-turn]')?.getAttribute('data-turn') ?? undefined;
 }
 
 /**
@@ -159,10 +176,16 @@ function turnEntry(
   const entry = el('li', {}, turnRow(id, turn));
   if (!isOpen(turn)) return { entry };
   const end = followTurn(id, turn, entry, (now) => {
-    const row = turnRow(id, now);
-    if (entry.querySelector('details')?.open) row.setAttribute('open', '');
-    entry.replaceChildren(row);
-    ended(now);
+    const redraw = () => {
+      const row = turnRow(id, now);
+      if (entry.querySelector('details')?.open) row.setAttribute('open', '');
+      entry.replaceChildren(row);
+      ended(now);
+    };
+    // Its live part goes: the rows below it move up, the reader's place is kept.
+    const list = entry.parentElement;
+    if (list) keepingScroll(list, redraw);
+    else redraw();
     void refreshQueue(id).catch(report);
   });
   return { entry, end };

@@ -34,7 +34,8 @@ export function normalizeSessionFields(
   if (typeof body.model === 'string') services.model(body.model);
   if (typeof body.webhook_url === 'string') checkWebhookUrl(body.webhook_url, services.config);
   if (body.strategies !== undefined)
-    fields.strategies = body.strategies === null ? null : resolveStrategyNames(body.strategies, services.env);
+    fields.strategies =
+      body.strategies === null ? null : resolveStrategyNames(body.strategies, services.env, 'strategies');
   if (body.strategy_config !== undefined) {
     fields.strategy_config =
       body.strategy_config === null

@@ -1,4 +1,6 @@
 import type { Item, Tool } from '../items.ts';
+import { TailgateError, UnknownStrategyError } from '../errors.ts';
+import { pathDetails } from '../field-path.ts';
 import { sha256Hex } from '../hash.ts';
 import type { Model } from '../models/model.ts';
 import type { PackOptions, SessionRecord } from '../session/session-log.ts';
@@ -11,14 +13,28 @@ import type { TurnServices, TurnRequest } from './types.ts';
 /**
  * The strategy names a list resolves to (undefined: PROMPT_STRATEGY from env, else the
  * default list). Throws UnknownStrategyError (400, listing the known names) for an unknown
- * one, so a bad list is refused before anything is stored.
+ * one, so a bad list is refused before anything is stored; a list the request gave as `field`
+ * is named there (`strategies`, or `strategies.1` for the second name of an array).
  */
 export function resolveStrategyNames(
   spec: string | readonly string[] | undefined,
   env: Record<string, string | undefined>,
+  field?: string,
 ): string[] {
-  return resolveStrategies(spec, builtInRegistry, env).map((strategy) => strategy.name);
+  try {
+    return resolveStrategies(spec, builtInRegistry, env).map((strategy) => strategy.name);
+  } catch (error) {
+    if (field === undefined || spec === undefined || !(error instanceof UnknownStrategyError)) throw error;
+    const position = typeof spec === 'string' ? -1 : spec.findIndex((name) => name.trim() === error.strategy);
+    const [dotted, bracketed] = position < 0 ? [field, field] : [`${field}.${position}`, `${field}[${position}]`];
+    const details = pathDetails({ field: dotted, ...(error.details as object) }, bracketed);
+    throw new TailgateError(error.code, `${bracketed}: ${error.message}`, details);
+  }
 }
+
+/** `strategies` when the request gives its own list, else nothing: the session's was checked when written. */
+const requestField = (request: { strategies?: unknown }) =>
+  request.strategies !== undefined ? 'strategies' : undefined;
 
 export interface TurnPlan {
   strategies: string[];
@@ -57,7 +73,11 @@ export function planTurn(
     strategy_config?: Record<string, unknown> | undefined;
   },
 ): TurnPlan {
-  const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
+  const strategies = resolveStrategyNames(
+    request.strategies ?? session.strategies ?? undefined,
+    services.env,
+    requestField(request),
+  );
   const strategyConfig = resolveStrategyConfig({
     env: services.env,
     session: session.strategy_config,
@@ -77,7 +97,7 @@ export function checkRequest(
   services: TurnServices,
   request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config'>,
 ): void {
-  resolveStrategyNames(request.strategies, services.env);
+  resolveStrategyNames(request.strategies, services.env, 'strategies');
   resolveStrategyConfig({ env: services.env, request: request.strategy_config });
   if (request.model !== undefined) services.model(request.model);
 }
@@ -97,7 +117,11 @@ export function checkTurnModels(
   services.model(request.model ?? config.model ?? services.config.defaultModel);
   const summaryModel = services.config.summaryModel;
   if (!services.tokenSpend || !summaryModel) return;
-  const strategies = resolveStrategyNames(request.strategies ?? config.strategies ?? undefined, services.env);
+  const strategies = resolveStrategyNames(
+    request.strategies ?? config.strategies ?? undefined,
+    services.env,
+    requestField(request),
+  );
   if (request.compaction === undefined && !strategies.includes('compact')) return;
   services.tokenSpend.checkPriced(summaryModel, services.config.modelPrices, 'SUMMARY_MODEL');
 }

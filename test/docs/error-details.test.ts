@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { TurnInProgressError } from '../../lib/errors.ts';
+import { TailgateError, TurnInProgressError } from '../../lib/errors.ts';
+import { resolveStrategyNames } from '../../lib/turn/plan.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const api = readFileSync(join(root, 'docs/API.md'), 'utf8');
@@ -19,5 +20,18 @@ describe("docs/API.md's error table", () => {
     // A client that finds a dead turn's lease still running learns from these when to send again.
     const { details } = new TurnInProgressError('s', 3, '2030-01-01T00:00:00.000Z');
     expect(documentedDetails('turn_in_progress')).toEqual(expect.arrayContaining(Object.keys(details ?? {})));
+  });
+
+  it("names every detail an unknown strategy's answer carries, the request's field among them", () => {
+    let refused: unknown;
+    try {
+      resolveStrategyNames(['inbox', 'nosuch'], {}, 'strategies');
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(TailgateError);
+    const details = (refused as TailgateError).details as object;
+    expect(details).toMatchObject({ field: 'strategies.1', strategy: 'nosuch' });
+    expect(documentedDetails('unknown_strategy')).toEqual(expect.arrayContaining(Object.keys(details)));
   });
 });

@@ -122,6 +122,45 @@ describe('details.field names the offending field one way', () => {
       details: { field: 'line 1.metadata' },
     });
   });
+
+  it('in an unknown strategy, the list or its position, in a create, a patch, a turn and an import', async () => {
+    const refused = async (response: Promise<{ status: number; body: any }>) => {
+      const { status, body } = await response;
+      expect(status, JSON.stringify(body)).toBe(400);
+      expect(body.error.code).toBe('unknown_strategy');
+      expect(body.error.details.known).toContain('inbox');
+      return { message: body.error.message, field: body.error.details.field };
+    };
+    const unknown = 'unknown strategy "nosuch"; known strategies: ';
+    expect(await refused(api.post('/v1/sessions', { strategies: 'inbox,nosuch' }))).toEqual({
+      message: expect.stringMatching(new RegExp(`^strategies: ${unknown}`)),
+      field: 'strategies',
+    });
+    expect(await refused(api.post('/v1/sessions', { strategies: ['inbox', 'nosuch'] }))).toEqual({
+      message: expect.stringMatching(/^strategies\[1\]: unknown strategy "nosuch"/),
+      field: 'strategies.1',
+    });
+    const id = await api.session();
+    expect(await refused(api.patch(`/v1/sessions/${id}`, { strategies: ['nosuch'] }))).toMatchObject({
+      field: 'strategies.0',
+    });
+    const turns = `/v1/sessions/${id}/turns`;
+    expect(await refused(api.post(turns, { input: 'x', strategies: 'nosuch' }))).toMatchObject({ field: 'strategies' });
+    expect(await refused(api.post(turns, { input: 'x', background: true, strategies: [' nosuch'] }))).toMatchObject({
+      field: 'strategies.0',
+    });
+    expect(await refused(api.get(`/v1/sessions/${id}/prompt?strategies=nosuch`))).toMatchObject({
+      field: 'strategies',
+    });
+    const header = (strategies: unknown) =>
+      `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), strategies })}\n`;
+    const send = (text: string) => api.post('/v1/sessions/import', text, { 'content-type': 'application/x-ndjson' });
+    expect(await refused(send(header(['inbox', 'nosuch'])))).toEqual({
+      message: expect.stringMatching(/^line 1\.strategies\[1\]: unknown strategy "nosuch"; known strategies: /),
+      field: 'line 1.strategies.1',
+    });
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
+  });
 });
 
 // A refusal's message names its field as OpenAI's `param` does, an array position in brackets

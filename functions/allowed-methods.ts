@@ -89,3 +89,21 @@ export function methodRefusal(method: string, path: string, served: (path: strin
     allow,
   });
 }
+
+/**
+ * What a request is answered while the settings do not parse (`error`, their 503
+ * `not_configured`), decided from the routes alone, none of the settings read: a path no route
+ * serves is its 404 (`notFound`, the app's), a method its path does not take its 405
+ * (methodRefusal), and any request a route could serve, `/healthz` among them, the 503 (thrown).
+ * OPTIONS is left to the 503: the API's CORS answers a preflight on any path under `/v1/`.
+ */
+export function unconfiguredAnswer(
+  method: string,
+  path: string,
+  served: (path: string) => string[],
+  error: unknown,
+  notFound: () => Response | Promise<Response>,
+): Response | Promise<Response> {
+  if (method !== 'OPTIONS' && served(path).length === 0) return notFound();
+  throw methodRefusal(method, path, served) ?? error;
+}

@@ -10,7 +10,7 @@ import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import type { Model } from '../lib/models/model.ts';
-import { allowedMethods, methodNotAllowed, methodRefusal } from './allowed-methods.ts';
+import { allowedMethods, methodNotAllowed, unconfiguredAnswer } from './allowed-methods.ts';
 import { bodyBudget } from './body-budget.ts';
 import {
   bearerAuth,
@@ -156,8 +156,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     try {
       c.set('config', parseServiceConfig(readEnvironment(c)));
     } catch (error) {
-      // Settings that do not parse are a 503, but a method no route serves is its 405 (no settings read).
-      throw methodRefusal(c.req.method, c.req.path, servedMethods()) ?? error;
+      // Settings that do not parse are a 503, but a path no route serves is its 404, a method none serves its 405.
+      return unconfiguredAnswer(c.req.method, c.req.path, servedMethods(), error, () => c.notFound());
     }
     await next();
   };

@@ -85,7 +85,8 @@ describe('a method a known path does not serve', () => {
     for (const [method, path] of [
       ['POST', '/v1/responses'],
       ['GET', '/healthz'],
-      ['PUT', '/v1/nothing'],
+      ['GET', '/v1/sessions/s1'],
+      ['OPTIONS', '/v1/nothing'],
     ] as const) {
       const answer = await broken.fetch(path, { method, headers: { authorization: `Bearer ${TOKEN}` } });
       expect(answer.status, `${method} ${path}`).toBe(503);
@@ -110,6 +111,45 @@ describe("a Worker's /metrics", () => {
         expect(answer.headers.get('allow'), `${method} /metrics`).toBeNull();
         await answer.body?.cancel();
       }
+  });
+});
+
+// An unknown path is a 404 `not_found` whatever the settings, as a method its path does not take
+// is a 405: decided from the routes alone (docs/API.md, "Errors").
+describe('a path no route serves, while the settings do not parse', () => {
+  const broken = appHarness(new MemoryStore(), { API_TOKEN: TOKEN, MAX_BODY_BYTES: 'lots', DEFAULT_MODEL: 'echo' });
+  const answer = async (method: string, path: string) => {
+    const response = await broken.fetch(path, { method, headers: { authorization: `Bearer ${TOKEN}` } });
+    return { status: response.status, error: ((await response.json()) as any).error };
+  };
+
+  it("is a 404 not_found, in tailgate's shape under its own paths and elsewhere", async () => {
+    for (const [method, path] of [
+      ['GET', '/nothing'],
+      ['PUT', '/v1/sessions/s1/nothing'],
+      ['POST', '/v1/tokens/t1/nothing'],
+    ] as const)
+      expect(await answer(method, path), `${method} ${path}`).toEqual({
+        status: 404,
+        error: { code: 'not_found', message: `no route for ${method} ${path}` },
+      });
+  });
+
+  it("is a 404 in OpenAI's shape under its paths", async () => {
+    for (const [method, path] of [
+      ['GET', '/v1/nothing'],
+      ['PUT', '/v1/nothing'],
+      ['DELETE', '/v1/responses/r1/nothing'],
+    ] as const)
+      expect(await answer(method, path), `${method} ${path}`).toEqual({
+        status: 404,
+        error: {
+          message: `no route for ${method} ${path}`,
+          type: 'invalid_request_error',
+          param: null,
+          code: 'not_found',
+        },
+      });
   });
 });
 

@@ -236,7 +236,8 @@ export class SessionLog extends SessionLogRunning {
    * `requirement` is computed from the history's aggregates, which are returned too.
    * `fromOverflow`: read from the stored overflow boundary on, as a turn under the safety net does.
    * `from`: the context starts there (a compaction the previewed turn would make). A `ForkSketch`
-   * (sketchFork): the history the first turn of that fork would read, were it written.
+   * (sketchFork): the history the first turn of that fork would read, were it written. A newest
+   * turn open past its lease is read closed, as the next claim closes it (log/lease.ts asClaimCloses).
    */
   async previewContext(
     id: string | ForkSketch,

@@ -26,8 +26,12 @@ type Step =
   /** The output of the newest call left open, after other items. */
   | { kind: 'late'; output: string }
   | { kind: 'turn' }
-  /** A turn whose process dies as it writes its completion, holding the notices it took, closed by its lease. */
-  | { kind: 'dead' }
+  /**
+   * A turn whose process dies as it writes its completion, holding the notices it took, its lease
+   * run out: `closed` by a read, or left open for whatever comes next to close (the next turn's
+   * claim, when it is the last step: it then dies after the newest user message, which would close it).
+   */
+  | { kind: 'dead'; closed: boolean }
   | { kind: 'notice'; text: string };
 
 /** The turns' lease (TURN_LEASE_MS), which the clock passes once a turn's process died. */
@@ -52,7 +56,7 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'open' as const }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('late' as const), output: text(2500) }) },
   { weight: 3, arbitrary: fc.constant({ kind: 'turn' as const }) },
-  { weight: 1, arbitrary: fc.constant({ kind: 'dead' as const }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('dead' as const), closed: fc.boolean() }) },
   {
     weight: 1,
     arbitrary: fc.record({ kind: fc.constant('notice' as const), text: text(200) }),
@@ -99,8 +103,10 @@ describe('previewPrompt', () => {
   it('shows exactly the prompt the next turn sends: overflow drop, compaction and notices', async () => {
     // Outputs sent whose call a compaction summarized: some runs have them.
     let lateSent = 0;
-    // Turns that died holding notices, which a later turn took over: some runs have them.
+    // Turns that died holding notices, which a later turn took over: some runs have them, closed
+    // before the preview, and left open for the next turn's claim to close.
     let deadHeld = 0;
+    let openHeld = 0;
     await fc.assert(
       fc.asyncProperty(
         caseArbitrary,
@@ -121,7 +127,10 @@ describe('previewPrompt', () => {
           const post = (content: string) => inbox.post('s', { name: `${posted++}.md`, content });
           // Earlier turns move the overflow boundary, compact, and deliver (or, failing, carry) notices.
           const open: Item[] = [];
-          for (const [index, step] of steps.entries()) {
+          const dies = () =>
+            diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+          const leftOpen = steps.at(-1)?.kind === 'dead' && !(steps.at(-1) as { closed: boolean }).closed;
+          for (const [index, step] of (leftOpen ? steps.slice(0, -1) : steps).entries()) {
             if (step.kind === 'message')
               await sessions.append('s', [{ type: 'message', role: step.role, content: step.text }]);
             if (step.kind === 'tool') await sessions.append('s', toolPair(index, step.output));
@@ -137,16 +146,23 @@ describe('previewPrompt', () => {
             if (step.kind === 'notice') await post(step.text);
             if (step.kind === 'turn') await outcome(runTurn(services, 's', { input: [] }));
             if (step.kind === 'dead') {
-              await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+              await dies();
               now += LEASE_MS + 1;
-              // Closed by a read (GET .../turns/{turn}), as the next turn's claim would.
+              // Closed by a read (GET .../turns/{turn}), as the next turn's claim would (or by the next step).
               const { turns } = (await sessions.get('s')).counts;
-              await sessions.closeIfExpired('s', turns).catch(() => null);
+              if (step.closed) await sessions.closeIfExpired('s', turns).catch(() => null);
               if ((await inbox.listDelivered('s')).some((record) => record.turn === turns)) deadHeld += 1;
             }
           }
           if (turnBeforeLast) await outcome(runTurn(services, 's', { input: [] }));
           await sessions.append('s', [{ type: 'message', role: 'user', content: last }]);
+          if (leftOpen) {
+            // Its lease runs out with nothing closing it: the next turn's claim does.
+            await dies();
+            now += LEASE_MS + 1;
+            const { turns } = (await sessions.get('s')).counts;
+            if ((await inbox.listDelivered('s')).some((record) => record.turn === turns)) openHeld += 1;
+          }
           for (const content of notices) await post(content);
 
           const preview = await outcome(previewPrompt(services, 's', {}));
@@ -228,7 +244,23 @@ describe('previewPrompt', () => {
               steps: [
                 { kind: 'message', role: 'user', text: 'a' },
                 { kind: 'notice', text: 'taken by the dead turn' },
-                { kind: 'dead' },
+                { kind: 'dead', closed: true },
+              ],
+              strategies: null,
+              windowShare: 0,
+              last: 'b',
+              turnBeforeLast: false,
+              instructions: null,
+              notices: ['still in the inbox'],
+            },
+          ],
+          // The same, the dead turn left open (its lease run out) for the next turn's claim to close.
+          [
+            {
+              steps: [
+                { kind: 'message', role: 'user', text: 'a' },
+                { kind: 'notice', text: 'taken by the dead turn' },
+                { kind: 'dead', closed: false },
               ],
               strategies: null,
               windowShare: 0,
@@ -262,6 +294,7 @@ describe('previewPrompt', () => {
     );
     expect(lateSent).toBeGreaterThan(0);
     expect(deadHeld).toBeGreaterThan(0);
+    expect(openHeld).toBeGreaterThan(0);
   });
 });
 
@@ -351,6 +384,33 @@ describe('previewPrompt after a turn whose process died holding notices', () => 
     expect(preview.context.notices_pending).toEqual(['0001-n']);
     const turn = await runTurn(services, 's', { input: [] });
     expect(turn.context.notices_delivered).toEqual(['0001-n']);
+    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+  });
+
+  it('shows them too when nothing closed that turn, its lease run out, and writes nothing', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const clock = () => new Date(now);
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
+    await sessions.create({ id: 's' });
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await inbox.post('s', { name: '0001-n', content: 'budget low' });
+    await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+    await inbox.post('s', { name: '0002-n', content: 'posted after' });
+    // While its lease runs the turn is not dead: the next turn's claim would wait (409), not take it over.
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual(['0002-n']);
+    now += LEASE_MS + 1;
+    expect((await sessions.getWithNewestTurn('s')).newestTurn).toMatchObject({ turn: 1, status: null });
+
+    store.reset();
+    const preview = await previewPrompt(services, 's', {});
+    expect(store.counts).toMatchObject({ put: 0, delete: 0 });
+    expect((await sessions.getWithNewestTurn('s')).newestTurn).toMatchObject({ turn: 1, status: null });
+    expect(preview.context.notices_pending).toEqual(['0001-n', '0002-n']);
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.turn).toBe(2);
+    expect(turn.context.notices_delivered).toEqual(['0001-n', '0002-n']);
     expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
   });
 });

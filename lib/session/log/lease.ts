@@ -174,35 +174,8 @@ export async function closeTurn(
 ): Promise<DoneRecord | null> {
   if (record.idempotency_key_sha256)
     await indexKey(log, scope, record.idempotency_key_sha256, record.record, record.request_sha256);
-  const carried = record.undelivered ?? NOTHING_UNDELIVERED;
-  const undelivered: Undelivered = {
-    notices: carried.notices,
-    lost_turns:
-      record.turn !== undefined
-        ? [...carried.lost_turns, { turn: record.turn, since: record.created_at }]
-        : carried.lost_turns,
-  };
   const writer = crypto.randomUUID();
-  const done: DoneRecord = {
-    format: 'tailgate.done.v1',
-    record: record.record,
-    completed_at: log.clock().toISOString(),
-    writer,
-    status: outcome.status,
-    items: [],
-    counts: record.counts,
-    ...(outcome.error ? { error: outcome.error } : {}),
-    ...(record.open_calls ? { open_calls: record.open_calls } : {}),
-    ...(isEmpty(undelivered) ? {} : { undelivered }),
-  };
-  // What the turn spent is its own to store: the chain counts it once it did (log/unbilled.ts).
-  const unbilled = [
-    ...(record.unbilled ?? []),
-    ...(record.turn !== undefined
-      ? [{ generation: scope.generation, turn: record.turn, closed_at: done.completed_at }]
-      : []),
-  ];
-  if (unbilled.length > 0) done.unbilled = unbilled;
+  const done = closingDone(log, scope, record, outcome, writer);
   const key = doneKey(scope, record.record);
   const written = await putJsonCreateOnly(log.store, key, done, `"writer":"${writer}"`);
   if (!written) return null;
@@ -237,6 +210,64 @@ export async function closeTurn(
   }
   if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   return done;
+}
+
+/** The completion `closeTurn` writes for `record` now, by `writer`. */
+function closingDone(
+  log: LogContext,
+  scope: LogScope,
+  record: LogRecord,
+  outcome: StoredOutcome,
+  writer: string,
+): DoneRecord {
+  const carried = record.undelivered ?? NOTHING_UNDELIVERED;
+  const undelivered: Undelivered = {
+    notices: carried.notices,
+    lost_turns:
+      record.turn !== undefined
+        ? [...carried.lost_turns, { turn: record.turn, since: record.created_at }]
+        : carried.lost_turns,
+  };
+  const done: DoneRecord = {
+    format: 'tailgate.done.v1',
+    record: record.record,
+    completed_at: log.clock().toISOString(),
+    writer,
+    status: outcome.status,
+    items: [],
+    counts: record.counts,
+    ...(outcome.error ? { error: outcome.error } : {}),
+    ...(record.open_calls ? { open_calls: record.open_calls } : {}),
+    ...(isEmpty(undelivered) ? {} : { undelivered }),
+  };
+  // What the turn spent is its own to store: the chain counts it once it did (log/unbilled.ts).
+  const unbilled = [
+    ...(record.unbilled ?? []),
+    ...(record.turn !== undefined
+      ? [{ generation: scope.generation, turn: record.turn, closed_at: done.completed_at }]
+      : []),
+  ];
+  if (unbilled.length > 0) done.unbilled = unbilled;
+  return done;
+}
+
+/**
+ * The newest record as the next claim finds it once it closed what it closes (log/commit.ts): an
+ * open model turn whose lease ran out (by `leaseOf` and the log's clock, as the claim judges it)
+ * with the completion `closeLapsed` would write (a writer of none), `lease_expired`, naming the
+ * turn in `undelivered.lost_turns`; any other as it is. Nothing is written: for a preview
+ * (log/preview-context.ts).
+ */
+export async function asClaimCloses<Newest extends { record: LogRecord; done: DoneRecord | null }>(
+  log: LogContext,
+  scope: LogScope,
+  newest: Newest,
+): Promise<Newest> {
+  const { record } = newest;
+  if (record.kind !== 'turn' || newest.done) return newest;
+  if ((await leaseOf(log, scope, record)) > log.clock().getTime()) return newest;
+  const outcome: StoredOutcome = { status: 'failed', error: leaseExpired(scope.id, record.turn ?? 0) };
+  return { ...newest, done: closingDone(log, scope, record, outcome, '') };
 }
 
 /**

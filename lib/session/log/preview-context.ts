@@ -16,6 +16,7 @@ import {
   withFreshListing,
   type Head,
 } from './head.ts';
+import { asClaimCloses } from './lease.ts';
 import { nextCarried } from './record-carry.ts';
 import { cursorBelow, readWindow, wholeAggregatesOf, type ReadSource } from './tail-reader.ts';
 import type { PreviewContext, SessionRecord } from './types.ts';
@@ -62,7 +63,9 @@ export async function previewContext(
             // Its own records are none but the first: the listing goes on into its ancestors'.
             cursor: logCursor(log.store, of.scope, { pageLimit: 100, below: of.first.record }),
           };
-    const { newest, cursor, scope } = head;
+    const { cursor, scope } = head;
+    // An open turn whose lease ran out is read closed, as the next turn's claim closes it first.
+    const newest = head.newest && typeof of === 'string' ? await asClaimCloses(log, scope, head.newest) : head.newest;
     if (!newest)
       return {
         items: [],

@@ -266,6 +266,39 @@ describe("the inspector's panels", () => {
     await context(page).close();
   });
 
+  it("a delivery record under no turn (its turn closed by someone else) reads as the next turn's", {
+    timeout: 60_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'no-turn' });
+    for (const name of ['held.md', 'delivered.md']) {
+      await call('POST', '/v1/sessions/no-turn/inbox', { name, content: name });
+      await call('POST', '/v1/sessions/no-turn/turns', { input: `after ${name}` });
+    }
+    const context = await node.browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), TOKEN);
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('console', (message) => void (message.type() === 'error' && errors.push(message.text())));
+    page.on('pageerror', (error) => void errors.push(error.message));
+    // The server's page, as a session answers it whose dead turn took `held.md` and no turn delivered it yet.
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/no-turn/inbox/delivered',
+      async (route) => {
+        const answer = await route.fetch();
+        const body = await answer.json();
+        for (const record of body.delivered) if (record.name === 'held.md') record.turn = null;
+        await route.fulfill({ response: answer, json: body });
+      },
+    );
+    await page.goto(`${node.origin}/ui#/s/no-turn`);
+    await expect
+      .poll(() => page.locator('#inbox-delivered li').allTextContents())
+      .toEqual(['delivered.md → turn 2', 'held.md → the next turn (a turn closed by someone else took it)']);
+    expect(await page.locator('#status').textContent()).toBe('');
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
   it('the chat box sends an image, picked or pasted, with its text as one message', { timeout: 60_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'chat-image' });
     const page = await open('#/s/chat-image');

@@ -19,13 +19,15 @@ function showUnreadable(): void {
 
 const pendingRow = (notice: any) => el('li', {}, `${notice.name} (${counted(notice.size, 'byte')})`);
 
-const deliveredRow = (notice: any) =>
-  el(
-    'li',
-    {},
-    `${notice.name} → turn ` +
-      `${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`,
-  );
+/**
+ * A delivery record: its turn, or (`turn` null) the next turn's, which takes over what a turn
+ * closed by someone else took.
+ */
+const deliveredRow = (notice: any) => {
+  const turn =
+    notice.turn === null ? 'the next turn (a turn closed by someone else took it)' : `turn ${notice.turn ?? '?'}`;
+  return el('li', {}, `${notice.name} → ${turn}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`);
+};
 
 /**
  * The inbox's pending notices and delivery records, a page of each, with a button for the next

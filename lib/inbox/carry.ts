@@ -175,7 +175,7 @@ async function kept(
  * one its holder took it through, or, for a record its consuming turn `<turn>` wrote (at `<ms>`),
  * `taken-<turn>-<ms>`.
  */
-function decisionOf(record: StoredObject): string {
+export function decisionOf(record: StoredObject): string {
   return takenAs(record) ?? `taken-${record.metadata[META.turn]}-${record.uploaded.getTime()}`;
 }
 

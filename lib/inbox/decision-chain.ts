@@ -47,6 +47,28 @@ export async function decide(
   }
 }
 
+/**
+ * Where the chain at `<key>/<decision>` stands for a taker starting now, read only (the prompt
+ * preview; `decide` creates the keys): `open` when the first key not yet created is its to take,
+ * `givenBack` when a give-back's key ends the chain (the notice goes back to the inbox), undefined
+ * when a taker not among `lost` holds it. A get per key walked.
+ */
+export async function peekDecision(
+  ctx: InboxContext,
+  key: string,
+  decision: string,
+  lost: ReadonlySet<string>,
+): Promise<'open' | 'givenBack' | undefined> {
+  for (;;) {
+    const found = await ctx.store.get(`${key}/${decision}`);
+    if (!found) return 'open';
+    const holder = takerOf(found);
+    if (holder === RETURNED) return 'givenBack';
+    if (holder === undefined || !lost.has(holder)) return undefined;
+    decision = after(decision, holder);
+  }
+}
+
 /** The taker a give-back's decision key names (`returned:<random>`): the chain ends there. */
 export const RETURNED = 'returned';
 

@@ -1,5 +1,6 @@
 import { decodeUtf8, mapLimit } from '../store/object-store.ts';
-import { type LostTurn, lostDeliveries } from './carry.ts';
+import { decisionOf, type LostTurn, lostDeliveries } from './carry.ts';
+import { peekDecision } from './decision-chain.ts';
 import { CONCURRENCY, decodeName, META } from './delivery-records.ts';
 import type { InboxContext } from './move.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
@@ -11,8 +12,11 @@ import type { PreviewNotice } from './types.ts';
  * prompt preview: the notices of the delivery records naming one of those turns, written since
  * its claim, in name order, an `abort` left out (it ended the turn that took it). One listing
  * of `inbox_removed/` (per 1000 records, and a head per recent record where listings carry no
- * metadata, S3) and a get per record found; never writes. A record read away meanwhile (taken
- * over by a turn starting now) is left out, as is one that no longer names a lost turn.
+ * metadata, S3), a get per record found and one per decision key beside it; never writes. A
+ * record read away meanwhile (taken over by a turn starting now) is left out, as is one that no
+ * longer names a lost turn, and one whose chain of decision keys (lib/inbox/decision-chain.ts)
+ * another holds or a give-back ended: that notice goes back to the inbox (a give-back that died
+ * once it posted it back left the record), where the turn takes it, and `Inbox.peek` shows it.
  */
 export async function previewLost(
   ctx: InboxContext,
@@ -27,7 +31,9 @@ export async function previewLost(
     if (name === ABORT_NOTICE_NAME) return null;
     const object = await ctx.store.get(info.key);
     const from = object?.metadata[META.turn];
-    return object && from !== undefined && turns.has(from) ? { name, content: decodeUtf8(object.body) } : null;
+    if (!object || from === undefined || !turns.has(from)) return null;
+    const open = (await peekDecision(ctx, info.key, decisionOf(object), turns)) === 'open';
+    return open ? { name, content: decodeUtf8(object.body) } : null;
   });
   return found
     .filter((notice): notice is PreviewNotice => notice !== null)

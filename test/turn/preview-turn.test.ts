@@ -5,6 +5,7 @@ import type { Item, PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
 import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
@@ -411,6 +412,41 @@ describe('previewPrompt after a turn whose process died holding notices', () => 
     const turn = await runTurn(services, 's', { input: [] });
     expect(turn.turn).toBe(2);
     expect(turn.context.notices_delivered).toEqual(['0001-n', '0002-n']);
+    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+  });
+});
+
+describe('previewPrompt after a dead turn whose give-back died once it posted a notice back', () => {
+  it('shows that notice once, where the next turn delivers it: from the inbox', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const clock = () => new Date(now);
+    const store = new MemoryStore({ clock });
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
+    await sessions.create({ id: 's' });
+    await inbox.post('s', { name: '0001-n', content: 'budget low' });
+    await inbox.post('s', { name: '0002-n', content: 'disk full' });
+    await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+    now += LEASE_MS + 1;
+    expect(await sessions.closeIfExpired('s', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    // Turn 1's give-back of `0001-n` posts it back, then dies before it deletes the delivery record.
+    const dying = turnWorld(
+      new FaultyStore(store).failWhen(
+        ({ operation, key }) => operation === 'delete' && key.includes('/inbox_removed/'),
+      ),
+      model,
+      { clock, leaseMs: LEASE_MS },
+    );
+    await dying.inbox.giveBack('s', [{ name: '0001-n', stored_as: '0001-n' }], 1);
+    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(['0001-n']);
+
+    // Read only: the preview walks the decision keys beside the records, creating none.
+    const counting = new CountingStore(store);
+    const preview = await previewPrompt(turnWorld(counting, model, { clock, leaseMs: LEASE_MS }).services, 's', {});
+    expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.context.notices_delivered).toEqual(['0002-n', '0001-n']);
+    expect(preview.context.notices_pending).toEqual(turn.context.notices_delivered);
     expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
   });
 });

@@ -3,13 +3,14 @@
  * text `Name: message`, its stack's frames, its own fields (a TailgateError's `code` and
  * `details`) as JSON and its cause, each error named by its `name` (the classes of lib/ and
  * functions/ set it). The runtimes' own display of an error names its class, which the Worker's
- * bundle does not keep (wrangler.toml, `keep_names`): `Ao [ModelError]: …`. Anything else is
- * returned as it is.
+ * bundle does not keep (wrangler.toml, `keep_names`): `Ao [ModelError]: …`. A plain object
+ * holding errors (`{key, error}`, as the app logs an inbox warning) is copied with each of them so
+ * shown; anything else is returned as it is.
  *
  * @example loggable(new StorageError('R2 get k failed')) // 'StorageError: R2 get k failed\n    at …\n{"code":…}'
  */
 export function loggable(error: unknown, depth = 0): unknown {
-  if (!(error instanceof Error)) return error;
+  if (!(error instanceof Error)) return depth === 0 ? withLoggableFields(error) : error;
   const { name, message, stack, cause, ...fields } = error as Error & Record<string, unknown>;
   const head = `${String(name ?? 'Error')}${message ? `: ${message}` : ''}`;
   const lines = [
@@ -44,4 +45,12 @@ function json(fields: Record<string, unknown>): string {
   } catch {
     return `{${Object.keys(fields).join(', ')}}`;
   }
+}
+
+/** `value`, a plain object, with each of its own fields that is an Error `loggable`; else `value` itself. */
+function withLoggableFields(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype) return value;
+  const entries = Object.entries(value);
+  if (!entries.some(([, field]) => field instanceof Error)) return value;
+  return Object.fromEntries(entries.map(([key, field]) => [key, field instanceof Error ? loggable(field, 1) : field]));
 }

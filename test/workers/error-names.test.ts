@@ -2,7 +2,7 @@ import { format } from 'node:util';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
-import { createErrorHandler } from '../../functions/error-handler.ts';
+import { createErrorHandler, logToConsole } from '../../functions/error-handler.ts';
 import { sweepQueuedSessions } from '../../functions/queue-sweep.ts';
 import { reportSweep } from '../../functions/retention.ts';
 import { scheduleWebhooks } from '../../functions/webhooks.ts';
@@ -104,6 +104,17 @@ describe("a failure's log line", () => {
     expect(names(lines)).toEqual([
       `tailgate: storage_error (${requestId}) StorageError: R2 get sessions/s1/config.json failed: bucket gone`,
     ]);
+  });
+
+  it("the app's inbox warning, its error beside the notice's key, names it too", async () => {
+    // As functions/services.ts logs an inbox warning: `{key, error}`.
+    const lines = await consoleErrors(async () =>
+      logToConsole('tailgate inbox: notice not moved', { key: 'sessions/s1/inbox/n', error: new Ao() }),
+    );
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('sessions/s1/inbox/n');
+    expect(lines[0]).toContain('StorageError: R2 get sessions/s1/config.json failed: bucket gone');
+    expect(lines[0]).not.toMatch(/\bAo\b/);
   });
 
   it('so do the sweeps, the webhook delivery loop and the session log', async () => {

@@ -20,7 +20,7 @@ export function loggable(error: unknown, depth = 0): unknown {
       .filter((line) => /^\s+at /.test(line)),
   ];
   if (Object.keys(fields).length > 0) lines.push(json(fields));
-  if (cause !== undefined) lines.push(`[cause]: ${depth < 4 ? String(loggable(cause, depth + 1)) : '…'}`);
+  if (cause !== undefined) lines.push(`[cause]: ${depth < 4 ? causeText(cause, depth + 1) : '…'}`);
   return lines.join('\n');
 }
 
@@ -35,6 +35,12 @@ function clipped(value: unknown, depth: number): unknown {
   if (depth > 2) return Array.isArray(value) ? '[Array]' : '[Object]';
   if (Array.isArray(value)) return value.map((entry) => clipped(entry, depth + 1));
   return Object.fromEntries(Object.entries(value).map(([key, entry]) => [key, clipped(entry, depth + 1)]));
+}
+
+/** A cause: an Error as `loggable` shows it, an object as its fields (`json`), anything else as text. */
+function causeText(cause: unknown, depth: number): string {
+  if (cause instanceof Error) return String(loggable(cause, depth));
+  return typeof cause === 'object' && cause !== null ? json(cause as Record<string, unknown>) : String(cause);
 }
 
 /** Fields as one line of JSON (`clipped`), at most 4 KiB; ones that do not serialize are named. */

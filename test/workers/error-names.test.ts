@@ -67,6 +67,16 @@ describe('loggable', () => {
     expect(long).toBe(`{"code":"storage_error","details":{"message":"${'x'.repeat(200)}…"}}`);
   });
 
+  it('shows a cause that is no Error as its fields, not as [object Object]', () => {
+    const line = String(loggable(new Error('the call failed', { cause: { status: 503, body: 'y'.repeat(300) } })));
+    expect(line.split('\n').at(-1)).toBe(`[cause]: {"status":503,"body":"${'y'.repeat(200)}…"}`);
+    expect(
+      String(loggable(new Error('the call failed', { cause: 'timeout' })))
+        .split('\n')
+        .at(-1),
+    ).toBe('[cause]: timeout');
+  });
+
   it('names fields that do not serialize instead of throwing', () => {
     const error = new Ao({ big: 1n });
     expect(String(loggable(error)).split('\n').at(-1)).toBe('{code, details}');

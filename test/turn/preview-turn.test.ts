@@ -416,6 +416,30 @@ describe('previewPrompt after a turn whose process died holding notices', () => 
   });
 });
 
+describe("previewPrompt at the very ms a dead turn's lease runs out", () => {
+  it('reads the turn closed, as the claim closes a lease that ends now, and one ms before reads it open', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const clock = () => new Date(now);
+    const store = new MemoryStore({ clock });
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
+    await sessions.create({ id: 's' });
+    await inbox.post('s', { name: '0001-n', content: 'budget low' });
+    await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+    const { newestTurn } = await sessions.getWithNewestTurn('s');
+    const expires = Date.parse(newestTurn!.lease_expires_at!);
+    now = expires - 1;
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual([]);
+    await expect(runTurn(services, 's', { input: [] })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    now = expires;
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.notices_pending).toEqual(['0001-n']);
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.context.notices_delivered).toEqual(['0001-n']);
+    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+  });
+});
+
 describe('previewPrompt after a dead turn whose give-back died once it posted a notice back', () => {
   it('shows that notice once, where the next turn delivers it: from the inbox', async () => {
     let now = Date.parse('2026-01-01T00:00:00Z');
@@ -446,6 +470,40 @@ describe('previewPrompt after a dead turn whose give-back died once it posted a 
     expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
     const turn = await runTurn(services, 's', { input: [] });
     expect(turn.context.notices_delivered).toEqual(['0002-n', '0001-n']);
+    expect(preview.context.notices_pending).toEqual(turn.context.notices_delivered);
+    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+  });
+});
+
+describe('previewPrompt after a dead turn whose give-back died before it posted a notice back', () => {
+  it('leaves that notice out, as the next turn posts it back after it took the inbox', async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const clock = () => new Date(now);
+    const store = new MemoryStore({ clock });
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
+    await sessions.create({ id: 's' });
+    await inbox.post('s', { name: '0001-n', content: 'budget low' });
+    await inbox.post('s', { name: '0002-n', content: 'disk full' });
+    await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+    now += LEASE_MS + 1;
+    expect(await sessions.closeIfExpired('s', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    // Turn 1's give-back of `0001-n` decides it goes back, then dies before it posts it to the inbox.
+    const dying = turnWorld(
+      new FaultyStore(store).failWhen(({ operation, key }) => operation === 'put' && key.includes('/inbox/')),
+      model,
+      { clock, leaseMs: LEASE_MS },
+    );
+    await dying.inbox.giveBack('s', [{ name: '0001-n', stored_as: '0001-n' }], 1);
+    expect(await inbox.listPending('s')).toEqual([]);
+
+    const counting = new CountingStore(store);
+    const preview = await previewPrompt(turnWorld(counting, model, { clock, leaseMs: LEASE_MS }).services, 's', {});
+    expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
+    const turn = await runTurn(services, 's', { input: [] });
+    // The turn lists the inbox before it finishes that give-back: the notice waits for the turn after.
+    expect(turn.context.notices_delivered).toEqual(['0002-n']);
+    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(['0001-n']);
     expect(preview.context.notices_pending).toEqual(turn.context.notices_delivered);
     expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
   });

@@ -733,6 +733,9 @@ describe('FileStore', () => {
     try {
       const c = store.delete('d/c');
       while (!heldFirst) await new Promise((r) => setTimeout(r, 1));
+      // d/c's fsync begins beside the freeing of its file: once its temp name is gone, d/c found d~d
+      // not empty (a~o, b~o) and waits for that fsync alone, as the deletes below rely on.
+      while ((await readdir(join(directory, 'd~d'))).length > 2) await new Promise((r) => setTimeout(r, 1));
       let aAnswered = false;
       const a = store.delete('d/a').then(() => (aAnswered = true)); // waits for d~d's next fsync
       while ((await readdir(join(directory, 'd~d'))).includes('a~o')) await new Promise((r) => setTimeout(r, 1));

@@ -141,7 +141,9 @@ describe("a failure's log line", () => {
       });
       await expect.poll(() => logged.length).toBe(4);
       loop.stop();
-      logContext(new MemoryStore(), { viewPolicy }).log('tailgate: a session log failure', new Ao());
+      const log = logContext(new MemoryStore(), { viewPolicy }).log;
+      log('tailgate: a session log failure', new Ao());
+      log('tailgate: a session log line without details');
     });
     expect(names(lines)).toEqual([
       'tailgate: retention sweep failed StorageError: R2 get sessions/s1/config.json failed: bucket gone',
@@ -149,6 +151,7 @@ describe("a failure's log line", () => {
       'tailgate: queue sweep failed StorageError: R2 get sessions/s1/config.json failed: bucket gone',
       'tailgate: webhook delivery failed StorageError: R2 get sessions/s1/config.json failed: bucket gone',
       'tailgate: a session log failure StorageError: R2 get sessions/s1/config.json failed: bucket gone',
+      'tailgate: a session log line without details',
     ]);
   });
 });

@@ -102,7 +102,10 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     onQueueWaiting: options.onQueueWaiting,
     onClosedByOther: options.onClosedByOther,
     onDeleted: options.onDeleted,
-    log: options.log ?? ((message, details) => console.error(message, loggable(details))),
+    log:
+      options.log ??
+      ((message, details) =>
+        details === undefined ? console.error(message) : console.error(message, loggable(details))),
   };
 }
 

@@ -15,10 +15,16 @@ let node: InspectorNode;
 let provider: FakeProvider;
 /** Lets the fake provider's model end the answer it began (a turn on `openai-compatible:fake`). */
 let release: () => void = () => undefined;
+/** What the fake model writes, a line at a time, to a turn asked to `write lines`. */
+const LINES = Array.from({ length: 40 }, (_, index) => `line ${index + 1}`);
 
 beforeAll(async () => {
-  provider = await startFakeProvider(() => ({
-    sse: chunk('Hello') + finish(),
+  provider = await startFakeProvider((request) => ({
+    // Asked for lines, a slow model: after its first words, a line at a time.
+    sse: JSON.stringify(request.body).includes('write lines')
+      ? chunk('Hello') + LINES.map((line) => chunk(`\n${line}`)).join('') + finish()
+      : chunk('Hello') + finish(),
+    gapMs: 5,
     pause: { after: 1, until: new Promise<void>((resolve) => (release = resolve)) },
   }));
   node = await startInspectorNode({ API_TOKEN: TOKEN, OPENAI_COMPATIBLE_BASE_URL: provider.baseURL });
@@ -138,6 +144,49 @@ describe('the inspector follows what other clients do', () => {
     release();
     await expect.poll(() => row(running.turn).getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
     expect(await page.locator('#timeline .live').count()).toBe(0);
+    expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
+    polls.release();
+    await page.context().close();
+  });
+
+  it('a followed turn whose text grows above the reader leaves the rows the reader looks at where they were', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'growing' });
+    for (let index = 1; index <= 12; index++) await call('POST', '/v1/sessions/growing/turns', { input: `t${index}` });
+    const running = await call('POST', '/v1/sessions/growing/turns', {
+      input: 'write lines',
+      model: 'openai-compatible:fake',
+      background: true,
+    });
+    const page = await open('#/s/growing');
+    const row = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"]`);
+    await expect.poll(() => page.locator('#timeline .live-text').textContent(), { timeout: 30_000 }).toBe('Hello');
+    // As in a browser without scroll anchoring (above); the live updates' reads of the session
+    // held, so that the turn's follower alone draws its text and its end.
+    await page.evaluate(() => (document.documentElement.style.overflowAnchor = 'none'));
+    const polls = await hold(page, (url) => url.pathname === '/v1/sessions/growing');
+    await row(6).locator('summary').click();
+    await row(6).locator('.turn-seen', { hasText: 'Start of the history.' }).waitFor();
+    await row(6).evaluate((details) => details.scrollIntoView({ block: 'start' }));
+    const top = () => row(6).evaluate((details) => details.getBoundingClientRect().top);
+    const before = await top();
+    expect(await page.locator('#timeline').evaluate((list) => list.getBoundingClientRect().top < 0)).toBe(true);
+    // Where the reader's row is each time the live text grew, with the lines shown then.
+    await page.evaluate(() => {
+      const text = document.querySelector('#timeline .live-text')!;
+      const details = document.querySelector('details.turn[data-turn="6"]')!;
+      const seen: { lines: number; top: number }[] = [];
+      (window as any).grown = seen;
+      new MutationObserver(() =>
+        seen.push({ lines: text.textContent!.split('\n').length, top: details.getBoundingClientRect().top }),
+      ).observe(text, { childList: true, characterData: true, subtree: true });
+    });
+    release();
+    await expect.poll(() => row(running.turn).getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    const grown: { lines: number; top: number }[] = await page.evaluate(() => (window as any).grown);
+    expect(Math.max(...grown.map((seen) => seen.lines))).toBe(LINES.length + 1);
+    for (const seen of grown) expect(Math.abs(seen.top - before)).toBeLessThanOrEqual(1);
     expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
     polls.release();
     await page.context().close();

@@ -16,8 +16,16 @@ export const isOpen = (turn: any) => turn.status === 'queued' || turn.status ===
 /**
  * Follows `turn` in `box` until it ended, then calls `ended` once. Returns a function that ends
  * it with the turn as read elsewhere (the live updates found it ended): the follower stops.
+ * Its text grows `box` through `grow` (which keeps the reader's place), once an animation frame
+ * with what came since the last one.
  */
-export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn: any) => void): (now: any) => void {
+export function followTurn(
+  id: string,
+  turn: any,
+  box: HTMLElement,
+  ended: (turn: any) => void,
+  grow: (change: () => void) => void = (change) => change(),
+): (now: any) => void {
   const text = el('pre', { class: 'live-text', 'aria-live': 'polite' });
   const cancel = el('button', { type: 'button', class: 'danger' }, 'Cancel');
   offerIf(cancel, 'session:turn');
@@ -47,6 +55,15 @@ export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn
         message.textContent = `Cancel refused: ${error instanceof Error ? error.message : String(error)}`;
     }
   });
+  // The text that came since the last frame (none is drawn while the tab is hidden: all of it once shown).
+  let pending = '';
+  let drawing = false;
+  const draw = () => {
+    drawing = false;
+    const more = pending;
+    pending = '';
+    if (more !== '' && !stopped.signal.aborted) grow(() => text.append(more));
+  };
   let after = 0;
   let failures = 0;
   const follow = async () => {
@@ -61,7 +78,11 @@ export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn
           if (response.ok && response.body)
             await readEvents(response.body, (event, data, number) => {
               if (number !== null) after = number;
-              if (event === 'output_text.delta') text.textContent += data.delta;
+              if (event !== 'output_text.delta') return;
+              pending += data.delta;
+              if (drawing) return;
+              drawing = true;
+              requestAnimationFrame(draw);
             });
         } catch {
           // The connection dropped (or the view changed): resumed after the last event seen.

@@ -141,6 +141,8 @@ function sameTurn(a: any, b: any): boolean {
  * next shown that stays is measured.
  */
 function keepingScroll<T>(list: HTMLElement, change: () => T): T {
+  // The list's top in view: a change inside it moves nothing the reader looks at above it.
+  if (list.getBoundingClientRect().top >= 0) return change();
   const rows = [...list.children] as HTMLElement[];
   const first = rows.findIndex((entry) => entry.getBoundingClientRect().bottom > 0);
   const shown = (first < 0 ? [] : rows.slice(first))
@@ -175,19 +177,27 @@ function turnEntry(
 ): { entry: HTMLElement; end?: (turn: any) => void } {
   const entry = el('li', {}, turnRow(id, turn));
   if (!isOpen(turn)) return { entry };
-  const end = followTurn(id, turn, entry, (now) => {
-    const redraw = () => {
-      const row = turnRow(id, now);
-      if (entry.querySelector('details')?.open) row.setAttribute('open', '');
-      entry.replaceChildren(row);
-      ended(now);
-    };
-    // Its live part goes: the rows below it move up, the reader's place is kept.
+  // Its live text grows, then its live part goes: the rows below it move, the reader's place is kept.
+  const kept = (change: () => void) => {
     const list = entry.parentElement;
-    if (list) keepingScroll(list, redraw);
-    else redraw();
-    void refreshQueue(id).catch(report);
-  });
+    if (list) keepingScroll(list, change);
+    else change();
+  };
+  const end = followTurn(
+    id,
+    turn,
+    entry,
+    (now) => {
+      kept(() => {
+        const row = turnRow(id, now);
+        if (entry.querySelector('details')?.open) row.setAttribute('open', '');
+        entry.replaceChildren(row);
+        ended(now);
+      });
+      void refreshQueue(id).catch(report);
+    },
+    kept,
+  );
   return { entry, end };
 }
 

@@ -440,19 +440,25 @@ describe("previewPrompt at the very ms a dead turn's lease runs out", () => {
   });
 });
 
+/** A session whose turn 1 died holding notices `0001-n` and `0002-n` and was closed once its lease ran out. */
+async function closedHoldingTwo() {
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const clock = () => new Date(now);
+  const store = new MemoryStore({ clock });
+  const model = recordingEcho();
+  const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
+  await sessions.create({ id: 's' });
+  await inbox.post('s', { name: '0001-n', content: 'budget low' });
+  await inbox.post('s', { name: '0002-n', content: 'disk full' });
+  await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
+  now += LEASE_MS + 1;
+  expect(await sessions.closeIfExpired('s', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+  return { store, clock, model, inbox, services };
+}
+
 describe('previewPrompt after a dead turn whose give-back died once it posted a notice back', () => {
   it('shows that notice once, where the next turn delivers it: from the inbox', async () => {
-    let now = Date.parse('2026-01-01T00:00:00Z');
-    const clock = () => new Date(now);
-    const store = new MemoryStore({ clock });
-    const model = recordingEcho();
-    const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
-    await sessions.create({ id: 's' });
-    await inbox.post('s', { name: '0001-n', content: 'budget low' });
-    await inbox.post('s', { name: '0002-n', content: 'disk full' });
-    await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
-    now += LEASE_MS + 1;
-    expect(await sessions.closeIfExpired('s', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    const { store, clock, model, inbox, services } = await closedHoldingTwo();
     // Turn 1's give-back of `0001-n` posts it back, then dies before it deletes the delivery record.
     const dying = turnWorld(
       new FaultyStore(store).failWhen(
@@ -477,17 +483,7 @@ describe('previewPrompt after a dead turn whose give-back died once it posted a 
 
 describe('previewPrompt after a dead turn whose give-back died before it posted a notice back', () => {
   it('leaves that notice out, as the next turn posts it back after it took the inbox', async () => {
-    let now = Date.parse('2026-01-01T00:00:00Z');
-    const clock = () => new Date(now);
-    const store = new MemoryStore({ clock });
-    const model = recordingEcho();
-    const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
-    await sessions.create({ id: 's' });
-    await inbox.post('s', { name: '0001-n', content: 'budget low' });
-    await inbox.post('s', { name: '0002-n', content: 'disk full' });
-    await diesHolding(turnWorld(killedAtCompletion(store), model, { clock, leaseMs: LEASE_MS }).services);
-    now += LEASE_MS + 1;
-    expect(await sessions.closeIfExpired('s', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    const { store, clock, model, inbox, services } = await closedHoldingTwo();
     // Turn 1's give-back of `0001-n` decides it goes back, then dies before it posts it to the inbox.
     const dying = turnWorld(
       new FaultyStore(store).failWhen(({ operation, key }) => operation === 'put' && key.includes('/inbox/')),

@@ -118,29 +118,38 @@ describe('the inspector follows what other clients do', () => {
     await page.context().close();
   });
 
-  it('a followed turn ending above the reader leaves the rows the reader looks at where they were', {
-    timeout: 90_000,
-  }, async () => {
-    await call('POST', '/v1/sessions', { id: 'ending' });
-    for (let index = 1; index <= 12; index++) await call('POST', '/v1/sessions/ending/turns', { input: `t${index}` });
-    const running = await call('POST', '/v1/sessions/ending/turns', {
-      input: 'hold on',
+  /**
+   * A session of 12 turns and a 13th running in the background on the fake model (`input`), its
+   * page open as in a browser without scroll anchoring (above) and the live updates' reads of the
+   * session held, so that the turn's follower alone draws its text and its end; turn 6 expanded
+   * and scrolled to the top, where the reader looks (`top`, at first `before`).
+   */
+  async function readerBelowARunningTurn(id: string, input: string) {
+    await call('POST', '/v1/sessions', { id });
+    for (let index = 1; index <= 12; index++) await call('POST', `/v1/sessions/${id}/turns`, { input: `t${index}` });
+    const running = await call('POST', `/v1/sessions/${id}/turns`, {
+      input,
       model: 'openai-compatible:fake',
       background: true,
     });
-    const page = await open('#/s/ending');
+    const page = await open(`#/s/${id}`);
     const row = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"]`);
     await expect.poll(() => page.locator('#timeline .live-text').textContent(), { timeout: 30_000 }).toBe('Hello');
-    // As in a browser without scroll anchoring (above), and the live updates' reads of the
-    // session held: the turn's follower alone draws its end.
     await page.evaluate(() => (document.documentElement.style.overflowAnchor = 'none'));
-    const polls = await hold(page, (url) => url.pathname === '/v1/sessions/ending');
+    const polls = await hold(page, (url) => url.pathname === `/v1/sessions/${id}`);
     await row(6).locator('summary').click();
     await row(6).locator('.turn-seen', { hasText: 'Start of the history.' }).waitFor();
     await row(6).evaluate((details) => details.scrollIntoView({ block: 'start' }));
     const top = () => row(6).evaluate((details) => details.getBoundingClientRect().top);
     const before = await top();
     expect(await page.locator('#timeline').evaluate((list) => list.getBoundingClientRect().top < 0)).toBe(true);
+    return { running, page, row, top, before, polls };
+  }
+
+  it('a followed turn ending above the reader leaves the rows the reader looks at where they were', {
+    timeout: 90_000,
+  }, async () => {
+    const { running, page, row, top, before, polls } = await readerBelowARunningTurn('ending', 'hold on');
     release();
     await expect.poll(() => row(running.turn).getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
     expect(await page.locator('#timeline .live').count()).toBe(0);
@@ -152,26 +161,7 @@ describe('the inspector follows what other clients do', () => {
   it('a followed turn whose text grows above the reader leaves the rows the reader looks at where they were', {
     timeout: 90_000,
   }, async () => {
-    await call('POST', '/v1/sessions', { id: 'growing' });
-    for (let index = 1; index <= 12; index++) await call('POST', '/v1/sessions/growing/turns', { input: `t${index}` });
-    const running = await call('POST', '/v1/sessions/growing/turns', {
-      input: 'write lines',
-      model: 'openai-compatible:fake',
-      background: true,
-    });
-    const page = await open('#/s/growing');
-    const row = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"]`);
-    await expect.poll(() => page.locator('#timeline .live-text').textContent(), { timeout: 30_000 }).toBe('Hello');
-    // As in a browser without scroll anchoring (above); the live updates' reads of the session
-    // held, so that the turn's follower alone draws its text and its end.
-    await page.evaluate(() => (document.documentElement.style.overflowAnchor = 'none'));
-    const polls = await hold(page, (url) => url.pathname === '/v1/sessions/growing');
-    await row(6).locator('summary').click();
-    await row(6).locator('.turn-seen', { hasText: 'Start of the history.' }).waitFor();
-    await row(6).evaluate((details) => details.scrollIntoView({ block: 'start' }));
-    const top = () => row(6).evaluate((details) => details.getBoundingClientRect().top);
-    const before = await top();
-    expect(await page.locator('#timeline').evaluate((list) => list.getBoundingClientRect().top < 0)).toBe(true);
+    const { running, page, row, top, before, polls } = await readerBelowARunningTurn('growing', 'write lines');
     // Where the reader's row is each time the live text grew, with the lines shown then.
     await page.evaluate(() => {
       const text = document.querySelector('#timeline .live-text')!;

@@ -42,7 +42,7 @@ import { receiptRoutes } from './routes/receipts.ts';
 import { eventRoutes } from './routes/events.ts';
 import { queueAndForkRoutes } from './routes/queue-forks.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
-import { noMetricsRoute } from './routes/metrics.ts';
+import { noMetricsRoute } from './routes/no-metrics.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { isStreamedImport, transferRoutes } from './routes/transfer.ts';

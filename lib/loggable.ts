@@ -32,6 +32,8 @@ export function loggable(error: unknown, depth = 0): unknown {
 function clipped(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value;
   if (typeof value !== 'object' || value === null) return value;
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return `[${value.byteLength} bytes]`;
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
   if (depth > 2) return Array.isArray(value) ? '[Array]' : '[Object]';
   if (Array.isArray(value)) return value.map((entry) => clipped(entry, depth + 1));
   return Object.fromEntries(Object.entries(value).map(([key, entry]) => [key, clipped(entry, depth + 1)]));

@@ -77,6 +77,16 @@ describe('loggable', () => {
     ).toBe('[cause]: timeout');
   });
 
+  it('shows bytes by their length and a date as its time, not entry by entry', () => {
+    const error = Object.assign(new Error('bad answer'), {
+      body: new Uint8Array(1_000_000),
+      at: new Date('2026-01-01T00:00:00Z'),
+    });
+    expect(String(loggable(error)).split('\n').at(-1)).toBe(
+      '{"body":"[1000000 bytes]","at":"2026-01-01T00:00:00.000Z"}',
+    );
+  });
+
   it('names fields that do not serialize instead of throwing', () => {
     const error = new Ao({ big: 1n });
     expect(String(loggable(error)).split('\n').at(-1)).toBe('{code, details}');

@@ -24,7 +24,8 @@ import { createServices, type AppServices, type ServiceInputs } from './services
 import type { WebhookSink } from '../lib/webhooks/events.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
 import { retryDelaySeconds, RunningTurns, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
-import { createErrorHandler, logToConsole } from './error-handler.ts';
+import { createErrorHandler } from './error-handler.ts';
+import { logToConsole } from '../lib/loggable.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
 import type { Metrics } from './metrics.ts';

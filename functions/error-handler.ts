@@ -10,7 +10,7 @@ import {
   TURN_CANCELLED,
   type ErrorCode,
 } from '../lib/errors.ts';
-import { loggable } from '../lib/loggable.ts';
+import { logToConsole } from '../lib/loggable.ts';
 import { interruptedBy } from '../lib/session/log/lease.ts';
 import { settleBusy } from '../lib/session/log/busy-lease.ts';
 
@@ -86,15 +86,6 @@ export function errorBody(
   }
   log('tailgate: unexpected error', error);
   return { status: 500, body: { error: { code: 'internal_error', message: 'internal error' } } };
-}
-
-/**
- * The log when none is given: a message alone is one line (no "undefined" after it); an error
- * after it is named by its `name` (lib/loggable.ts), not by its class, which the Worker's bundle renames.
- */
-export function logToConsole(message: string, details?: unknown): void {
-  if (details === undefined) console.error(message);
-  else console.error(message, loggable(details));
 }
 
 /**

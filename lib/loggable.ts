@@ -62,3 +62,12 @@ function withLoggableFields(value: unknown): unknown {
   if (!entries.some(([, field]) => field instanceof Error)) return value;
   return Object.fromEntries(entries.map(([key, field]) => [key, field instanceof Error ? loggable(field, 1) : field]));
 }
+
+/**
+ * A failure's line on the console when no log is given: a message alone is one line (no
+ * "undefined" after it); details after it are `loggable`.
+ */
+export function logToConsole(message: string, details?: unknown): void {
+  if (details === undefined) console.error(message);
+  else console.error(message, loggable(details));
+}

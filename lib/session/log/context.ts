@@ -6,7 +6,7 @@ import type { Budget } from '../../ledger/usage.ts';
 import type { SessionLogOptions, ViewPolicy } from './types.ts';
 import { recordCacheOf, type RecordCache } from './record-cache.ts';
 import { viewCacheOf, type ViewCache } from './view-cache.ts';
-import { loggable } from '../../loggable.ts';
+import { logToConsole } from '../../loggable.ts';
 
 /**
  * What every part of a session log works with: the store, the key prefix, the clock and the
@@ -102,10 +102,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     onQueueWaiting: options.onQueueWaiting,
     onClosedByOther: options.onClosedByOther,
     onDeleted: options.onDeleted,
-    log:
-      options.log ??
-      ((message, details) =>
-        details === undefined ? console.error(message) : console.error(message, loggable(details))),
+    log: options.log ?? logToConsole,
   };
 }
 

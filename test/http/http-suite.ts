@@ -91,6 +91,14 @@ export function createClient(harness: HttpHarness) {
       expect(created.status, JSON.stringify(created.body)).toBe(201);
       return id;
     },
+    /** Session `id`'s export imported as `<id>-copy`: the import's answer. */
+    async importCopy(id: string): Promise<ApiResult> {
+      const exported = await call('GET', `/v1/sessions/${id}/export`);
+      expect(exported.status).toBe(200);
+      const [header, ...rest] = (exported.body as string).split('\n');
+      const copy = [JSON.stringify({ ...JSON.parse(header!), id: `${id}-copy` }), ...rest].join('\n');
+      return call('POST', '/v1/sessions/import', copy, { 'content-type': 'application/x-ndjson' });
+    },
   };
 }
 

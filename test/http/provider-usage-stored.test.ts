@@ -9,6 +9,16 @@ import { spendWorld as world } from './spend-world.ts';
 
 const fake = fakeProviderForFile();
 
+/** A session whose first turn the fake provider answered (`fake.next`), its background work done. */
+async function firstTurn() {
+  const { api, auth, drain } = await world(fake.provider.baseURL, { MODEL_MAX_RETRIES: '0' });
+  const id = await api.session();
+  const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello there' }, auth);
+  expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+  await drain();
+  return { api, auth, drain, id };
+}
+
 /** The recorded Chat Completions answer with its usage's token counts replaced. */
 function answerWithUsage(prompt: number, completion: number, cached = 0) {
   const answer = JSON.parse(fixture('openai-chat-text.json'));
@@ -27,11 +37,7 @@ describe("a provider's usage that is no whole, non-negative count", () => {
     ['negative', -3, -1, { input_tokens: 0, output_tokens: 0 }],
   ])('%s: the turn is stored with counts its readers take', async (_name, prompt, completion, counted) => {
     fake.next = answerWithUsage(prompt, completion);
-    const { api, auth, drain } = await world(fake.provider.baseURL, { MODEL_MAX_RETRIES: '0' });
-    const id = await api.session();
-    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello there' }, auth);
-    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
-    await drain();
+    const { api, auth, drain, id } = await firstTurn();
     const session = await api.get(`/v1/sessions/${id}`);
     expect(session.status, JSON.stringify(session.body)).toBe(200);
     expect(session.body.usage).toMatchObject({ turns: 1, ...counted });
@@ -50,18 +56,10 @@ describe("a provider's usage that is no whole, non-negative count", () => {
 describe('cached input tokens reported above the input tokens', () => {
   it('count as the input tokens: the share stays at most 1, and the export imports', async () => {
     fake.next = answerWithUsage(5, 3, 12);
-    const { api, auth, drain } = await world(fake.provider.baseURL, { MODEL_MAX_RETRIES: '0' });
-    const id = await api.session();
-    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello there' }, auth);
-    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
-    await drain();
+    const { api, auth, drain, id } = await firstTurn();
     const session = await api.get(`/v1/sessions/${id}`);
     expect(session.body.usage).toMatchObject({ input_tokens: 5, cached_input_tokens: 5, cache_read_share: 1 });
-    const exported = await api.get(`/v1/sessions/${id}/export`);
-    expect(exported.status).toBe(200);
-    const [header, ...rest] = (exported.body as string).split('\n');
-    const copy = [JSON.stringify({ ...JSON.parse(header!), id: `${id}-copy` }), ...rest].join('\n');
-    const imported = await api.post('/v1/sessions/import', copy, { 'content-type': 'application/x-ndjson' });
+    const imported = await api.importCopy(id);
     expect(imported.status, JSON.stringify(imported.body)).toBe(201);
     expect(imported.body.usage).toMatchObject({ input_tokens: 5, cached_input_tokens: 5 });
   });

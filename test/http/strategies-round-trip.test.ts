@@ -26,11 +26,7 @@ describe('a strategy list sent as a string', () => {
 
   it('of 50 names is stored, and its export imports', async () => {
     const id = await api.session({ strategies: names(50) });
-    const exported = await api.get(`/v1/sessions/${id}/export`);
-    expect(exported.status).toBe(200);
-    const [header, ...rest] = (exported.body as string).split('\n');
-    const copy = [JSON.stringify({ ...JSON.parse(header!), id: `${id}-copy` }), ...rest].join('\n');
-    const imported = await api.post('/v1/sessions/import', copy, { 'content-type': 'application/x-ndjson' });
+    const imported = await api.importCopy(id);
     expect(imported.status, JSON.stringify(imported.body)).toBe(201);
     expect(imported.body.strategies).toHaveLength(50);
   });

@@ -6,7 +6,7 @@ import { abortedRetry, refusedAgain, retriedAfter } from './aborted-retry.ts';
 import { createBackgroundResponse } from './background-response.ts';
 import type { Facade } from './facade.ts';
 import { compactionScope } from './compaction-index.ts';
-import { findHistory, loopScope } from './history-index.ts';
+import { findHistory, loopScope, type HistoryMatch } from './history-index.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
@@ -86,13 +86,7 @@ async function createStoredResponse(
     ? loopTag(body.previous_response_id, JSON.stringify([loopScope(facade, prepared), first]))
     : undefined;
   const keyed = idempotencyKey !== undefined;
-  // Only a stored conversation's compaction item (compactionId) is indexed under its own scope.
-  const { anchor } = prepared;
-  const start = anchor && parseCompactionId(anchor.id) ? compactionScope(facade, anchor) : undefined;
-  const match =
-    whole && !fresh ? await findHistory(facade, loop, prepared.history, keyed, prepared.compactedAt, start) : undefined;
-  // A resend of the request an `abort` notice refused is refused again (./aborted-retry.ts).
-  if (match?.aborted) throw await refusedAgain(facade, match.session.id, match.turn);
+  const match = whole && !fresh ? await resentConversation(facade, prepared, keyed) : undefined;
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match
@@ -283,6 +277,27 @@ async function createStoredResponse(
     return createBackgroundResponse(facade, context, request, options, body.stream === true).catch(branched);
   if (body.stream) return streamStoredTurn(facade, context, request, options).catch(branched);
   return runStoredTurn(facade, context, request, options, branched);
+}
+
+/**
+ * The stored conversation a request with neither previous_response_id nor conversation goes on
+ * in: the one whose whole history its input resends, in its loop's scope, when the caller may use
+ * it (./history-index.ts findHistory); undefined when it starts a new one (which a token bound to
+ * a session may not). A resend of the request an `abort` notice refused is refused again
+ * (./aborted-retry.ts). The create decides so, and so does a count's caller (./input-tokens.ts).
+ */
+export async function resentConversation(
+  facade: Facade,
+  prepared: PreparedRequest,
+  keyed: boolean,
+): Promise<HistoryMatch | undefined> {
+  // Only a stored conversation's compaction item (compactionId) is indexed under its own scope.
+  const { anchor } = prepared;
+  const start = anchor && parseCompactionId(anchor.id) ? compactionScope(facade, anchor) : undefined;
+  const scope = loopScope(facade, prepared);
+  const match = await findHistory(facade, scope, prepared.history, keyed, prepared.compactedAt, start);
+  if (match?.aborted) throw await refusedAgain(facade, match.session.id, match.turn);
+  return match;
 }
 
 /**

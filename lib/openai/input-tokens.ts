@@ -11,7 +11,7 @@ import { resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { abortedRetry } from './aborted-retry.ts';
-import { answeredBy, continuation } from './create-response.ts';
+import { answeredBy, continuation, resentConversation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import type { Item, Tool } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
@@ -34,7 +34,9 @@ import type { Model } from '../models/model.ts';
  * sizes a model's window (`CONTEXT_LIMIT`, a budget's reserve), over the prompt the strategies
  * build, with the tools offered, before it is fitted to the window. Without
  * previous_response_id or conversation, a `store: false` response's prompt of the instructions
- * and the input (its checks refuse the same inputs); nothing is read. With one of them, the
+ * and the input (its checks refuse the same inputs); nothing is read, but for a token bound to a
+ * session the history index, where a create finds the conversation the input resends (its own, or
+ * the create's 403). With one of them, the
  * prompt the conversation's next turn would send (the prompt preview's, lib/turn/preview.ts:
  * the stored context after the strategies, pending notices, a due compaction as made, with the
  * input appended); it reads the conversation (its record, its context, its pending notices
@@ -113,8 +115,15 @@ export async function countInputTokens(
     });
     return { object: 'response.input_tokens', input_tokens: tokens };
   }
-  // As a `store: false` create: it touches no session, so a token bound to one is refused (403).
-  facade.authorize(null);
+  // As a create with neither field: a resend of a stored conversation's whole history goes on in it
+  // (./create-response.ts resentConversation), any other input starts a new conversation, which a
+  // token bound to a session may not (the create's 403). Looked up for such a token alone: the
+  // count is a `store: false` response's either way.
+  try {
+    facade.authorize(null);
+  } catch (refused) {
+    if (!(await resentConversation(facade, prepared, false))) throw refused;
+  }
   // An input a `store: false` create refuses (an output answering no call before it) is not counted.
   checkInputCalls(prepared);
   const tools = prepared.turnTools ?? [];

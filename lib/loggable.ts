@@ -26,8 +26,9 @@ export function loggable(error: unknown, depth = 0): unknown {
 
 /**
  * A field's value to depth 2, deeper objects `[Object]` and arrays `[Array]`, text cut at 200
- * characters: as far as the runtimes' own display goes (a provider SDK's error carries its
- * request, the prompt, which a log line does not copy).
+ * characters, of an array or object its first 100 entries and a count of the rest: as far as
+ * the runtimes' own display goes (a provider SDK's error carries its request, the prompt, which a
+ * log line does not copy).
  */
 function clipped(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value;
@@ -35,9 +36,20 @@ function clipped(value: unknown, depth: number): unknown {
   if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return `[${value.byteLength} bytes]`;
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
   if (depth > 2) return Array.isArray(value) ? '[Array]' : '[Object]';
-  if (Array.isArray(value)) return value.map((entry) => clipped(entry, depth + 1));
-  return Object.fromEntries(Object.entries(value).map(([key, entry]) => [key, clipped(entry, depth + 1)]));
+  if (Array.isArray(value)) {
+    const shown = value.slice(0, MAX_ENTRIES).map((entry) => clipped(entry, depth + 1));
+    return value.length > MAX_ENTRIES ? [...shown, `… ${value.length - MAX_ENTRIES} more`] : shown;
+  }
+  const keys = Object.keys(value);
+  const shown = keys
+    .slice(0, MAX_ENTRIES)
+    .map((key) => [key, clipped((value as Record<string, unknown>)[key], depth + 1)]);
+  if (keys.length > MAX_ENTRIES) shown.push(['…', `${keys.length - MAX_ENTRIES} more`]);
+  return Object.fromEntries(shown);
 }
+
+/** The entries of an array or object a log line shows (the runtimes' display shows 100 of an array). */
+const MAX_ENTRIES = 100;
 
 /** A cause: an Error as `loggable` shows it, an object as its fields (`json`), anything else as text. */
 function causeText(cause: unknown, depth: number): string {

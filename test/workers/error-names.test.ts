@@ -87,6 +87,21 @@ describe('loggable', () => {
     );
   });
 
+  it('shows at most 100 entries of a long array or object, counting the rest', () => {
+    const error = Object.assign(new Error('bad answer'), {
+      ids: Array.from({ length: 1_000_000 }, (_, index) => index),
+      byId: Object.fromEntries(Array.from({ length: 1000 }, (_, index) => [`k${index}`, index])),
+    });
+    const fields = JSON.parse(String(loggable(error)).split('\n').at(-1)!);
+    expect(fields.ids).toHaveLength(101);
+    expect(fields.ids.slice(98)).toEqual([98, 99, '… 999900 more']);
+    expect(Object.keys(fields.byId)).toHaveLength(101);
+    expect(Object.entries(fields.byId).slice(99)).toEqual([
+      ['k99', 99],
+      ['…', '900 more'],
+    ]);
+  });
+
   it('names fields that do not serialize instead of throwing', () => {
     const error = new Ao({ big: 1n });
     expect(String(loggable(error)).split('\n').at(-1)).toBe('{code, details}');

@@ -26,9 +26,9 @@ export function loggable(error: unknown, depth = 0): unknown {
 
 /**
  * A field's value to depth 2, deeper objects `[Object]` and arrays `[Array]`, text cut at 200
- * characters, of an array or object its first 100 entries and a count of the rest: as far as
- * the runtimes' own display goes (a provider SDK's error carries its request, the prompt, which a
- * log line does not copy).
+ * characters, of an array or object its first 100 entries and a count of the rest, an error as
+ * its name, message and fields: as far as the runtimes' own display goes (a provider SDK's error
+ * carries its request, the prompt, which a log line does not copy).
  */
 function clipped(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value;
@@ -40,10 +40,11 @@ function clipped(value: unknown, depth: number): unknown {
     const shown = value.slice(0, MAX_ENTRIES).map((entry) => clipped(entry, depth + 1));
     return value.length > MAX_ENTRIES ? [...shown, `… ${value.length - MAX_ENTRIES} more`] : shown;
   }
-  const keys = Object.keys(value);
+  const fields = value instanceof Error ? Object.assign({ name: value.name, message: value.message }, value) : value;
+  const keys = Object.keys(fields);
   const shown = keys
     .slice(0, MAX_ENTRIES)
-    .map((key) => [key, clipped((value as Record<string, unknown>)[key], depth + 1)]);
+    .map((key) => [key, clipped((fields as Record<string, unknown>)[key], depth + 1)]);
   if (keys.length > MAX_ENTRIES) shown.push(['…', `${keys.length - MAX_ENTRIES} more`]);
   return Object.fromEntries(shown);
 }

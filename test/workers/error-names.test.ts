@@ -87,6 +87,15 @@ describe('loggable', () => {
     );
   });
 
+  it('names an error inside a field by its name and message, not as the empty object of its enumerable fields', () => {
+    const inner = Object.assign(new TypeError('socket hang up'), { code: 'ECONNRESET' });
+    const error = new Ao({ key: 'k', error: inner });
+    expect(JSON.parse(String(loggable(error)).split('\n').at(-1)!).details).toEqual({
+      key: 'k',
+      error: { name: 'TypeError', message: 'socket hang up', code: 'ECONNRESET' },
+    });
+  });
+
   it('shows at most 100 entries of a long array or object, counting the rest', () => {
     const error = Object.assign(new Error('bad answer'), {
       ids: Array.from({ length: 1_000_000 }, (_, index) => index),

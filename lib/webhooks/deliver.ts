@@ -20,13 +20,19 @@ const ATTEMPT_TIMEOUT_MS = 10_000;
 /**
  * The log line of an event's `attempts`-th failed attempt, or null: the first is logged (a wrong
  * URL or a receiver that is down shows at once, not hours later), and the last, after which the
- * event is given up; those between are not.
+ * event is given up; those between are not. It names the URL's origin alone: a receiver's path
+ * or query is often its secret, which an admin token sets and no other reads (docs/SECURITY.md).
  */
 export function failedAttemptLine(entry: WebhookEntry, attempts: number, failure: string): string | null {
-  const event = `tailgate webhooks: ${entry.id} to ${entry.url}`;
+  const event = `tailgate webhooks: ${entry.id} to ${urlOrigin(entry.url)}`;
   if (attempts >= MAX_ATTEMPTS) return `${event} given up after ${attempts} attempts: ${failure}`;
   if (attempts === 1) return `${event} failed: ${failure}; retried up to ${MAX_ATTEMPTS - 1} more times`;
   return null;
+}
+
+/** `url`'s scheme, host and port; a text that is no URL (checked when delivered) as `an invalid URL`. */
+function urlOrigin(url: string): string {
+  return URL.canParse(url) ? new URL(url).origin : 'an invalid URL';
 }
 
 /** Seconds to wait after the `attempts`-th failed attempt: 2, 4, 8, ... up to an hour. */

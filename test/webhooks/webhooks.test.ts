@@ -174,7 +174,9 @@ describe('webhook outbox', () => {
 
   it('retries with backoff after a 500, with the same webhook-id, until a 200', async () => {
     const w = world();
-    await w.services.sessions.create({ id: 's2', webhook_url: receiver.url });
+    // A receiver's path and query are often its secret: the log line names the URL's origin alone.
+    const secretUrl = `${receiver.url}/hooks/s3cr3t-path?token=s3cr3t-query`;
+    await w.services.sessions.create({ id: 's2', webhook_url: secretUrl });
     await runTurn(w.services, 's2', { input: 'x', strategies: [] });
     await w.settle();
     receiver.answer(500);
@@ -183,8 +185,10 @@ describe('webhook outbox', () => {
     const [entry] = (await w.outbox()).filter((e) => JSON.parse(e.body).type === 'turn.completed');
     expect(entry).toMatchObject({ attempts: 1, last_error: 'answered 500' });
     // The first failure is logged (a wrong URL shows at once), the attempts after it only at the last.
-    const firstFailure = `tailgate webhooks: ${entry.id} to ${receiver.url} failed: answered 500; ${RETRIED}`;
+    const origin = new URL(receiver.url).origin;
+    const firstFailure = `tailgate webhooks: ${entry.id} to ${origin} failed: answered 500; ${RETRIED}`;
     expect(w.logged.filter((line) => line.includes(entry.id))).toEqual([firstFailure]);
+    expect(w.logged.join('\n')).not.toContain('s3cr3t');
     // Not due yet: nothing is posted.
     const posted = receiver.deliveries.length;
     await w.drain();
@@ -234,8 +238,8 @@ describe('webhook outbox', () => {
     }
     expect(delays).toEqual([2, 4, 3600]);
     expect(logged).toEqual([
-      [`tailgate webhooks: msg_queued to ${receiver.url} failed: answered 500; ${RETRIED}`],
-      [`tailgate webhooks: msg_queued to ${receiver.url} given up after 15 attempts: answered 500`],
+      [`tailgate webhooks: msg_queued to ${new URL(receiver.url).origin} failed: answered 500; ${RETRIED}`],
+      [`tailgate webhooks: msg_queued to ${new URL(receiver.url).origin} given up after 15 attempts: answered 500`],
     ]);
   });
 

@@ -13,23 +13,69 @@ export const DOCS_SCRIPT_PATH = '/docs/scalar-api-reference.js';
 export const DOCS_SCRIPT_SOURCE = 'node_modules/@scalar/api-reference/dist/browser/standalone.js';
 
 /**
+ * The /docs page's Content-Security-Policy for `nonce`: scripts only from the service itself or
+ * carrying the response's nonce (the inline start-up scripts), and no `eval`; styles from the
+ * service or inline (the reference draws its theme as a `<style>` element of its own making and
+ * sets `style` attributes, neither of which a nonce or hash can name); images and fonts from the
+ * service or inline; requests ("Test Request") to the service only; no frames, forms or
+ * `<base>`; and the page framed by no one.
+ */
+export function docsPolicy(nonce: string): string {
+  return [
+    "default-src 'none'",
+    `script-src 'self' 'nonce-${nonce}'`,
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+/** 128 random bits, base64: a nonce no one can guess before the response names it. */
+function randomNonce(): string {
+  return btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16))));
+}
+
+/**
+ * A script that sets the bundle's zod to run without compiling validators (`z.config({ jitless })`,
+ * kept on `globalThis.__zod_globalConfig`): otherwise it probes whether it may with `Function('')`,
+ * which the policy refuses, a violation reported on every visit.
+ */
+function jitless(nonce: string): string {
+  return `  <script nonce="${nonce}">globalThis.__zod_globalConfig = { jitless: true };</script>`;
+}
+
+/**
  * The /docs page: the OpenAPI document rendered by Scalar's API reference
  * (@scalar/hono-api-reference), with the document embedded in the page so it needs no second
  * request, the bundle from the service itself, the inspector's icon (without one the browser
  * asks for /favicon.ico, a 404), and no web fonts, telemetry or other outside calls: nor any
  * control that calls Scalar's service (its agent, "Ask AI", uploads the document there; its
  * MCP generator; its developer toolbar, shown on localhost, to share, deploy or make SDKs).
+ * Each response has a nonce of its own, which its Content-Security-Policy (`docsPolicy`) names.
  */
 export function docsPage(document: () => object): MiddlewareHandler {
-  return Scalar(() => ({
-    content: document() as Record<string, unknown>,
-    cdn: DOCS_SCRIPT_PATH,
-    pageTitle: 'tailgate API',
-    favicon: '/ui/favicon.svg',
-    withDefaultFonts: false,
-    telemetry: false,
-    agent: { disabled: true },
-    mcp: { disabled: true },
-    showDeveloperTools: 'never' as const,
-  }));
+  return async (c, next) => {
+    const nonce = randomNonce();
+    c.header('content-security-policy', docsPolicy(nonce));
+    c.header('x-content-type-options', 'nosniff');
+    const render = Scalar(() => ({
+      content: document() as Record<string, unknown>,
+      cdn: DOCS_SCRIPT_PATH,
+      nonce,
+      pageTitle: 'tailgate API',
+      favicon: '/ui/favicon.svg',
+      withDefaultFonts: false,
+      telemetry: false,
+      agent: { disabled: true },
+      mcp: { disabled: true },
+      showDeveloperTools: 'never' as const,
+    }));
+    const page = await render(c, next);
+    if (!(page instanceof Response)) return page;
+    return c.html((await page.text()).replace('</head>', `${jitless(nonce)}\n  </head>`));
+  };
 }

@@ -182,6 +182,34 @@ describe('the inspector follows what other clients do', () => {
     await page.context().close();
   });
 
+  it('a refused Cancel of a followed turn above the reader leaves the rows the reader looks at where they were', {
+    timeout: 90_000,
+  }, async () => {
+    const { running, page, row, top, before, polls } = await readerBelowARunningTurn('cancel-refused', 'hold on');
+    // The API refuses the cancel with a reason long enough to take a line of its own under the turn's row.
+    const reason = `The turn cannot be cancelled now: ${'its runner is finishing a step of the answer, '.repeat(6)}`;
+    await page.route(
+      (url) => url.pathname === `/v1/sessions/cancel-refused/turns/${running.turn}/cancel`,
+      (route) =>
+        route.fulfill({
+          status: 409,
+          contentType: 'application/json',
+          body: JSON.stringify({ error: { code: 'conflict', message: reason } }),
+        }),
+    );
+    const live = page.locator('#timeline .live');
+    const height = await live.evaluate((box) => box.getBoundingClientRect().height);
+    // Pressed where it is, out of view: a click by the mouse would scroll to it.
+    await live.getByRole('button', { name: 'Cancel' }).evaluate((button: HTMLButtonElement) => button.click());
+    await expect.poll(() => live.locator('.error').textContent()).toBe(`Cancel refused: ${reason}`);
+    expect(await live.evaluate((box) => box.getBoundingClientRect().height)).toBeGreaterThan(height);
+    expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
+    release();
+    await expect.poll(() => row(running.turn).getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    polls.release();
+    await page.context().close();
+  });
+
   it('the row the reader looks at, drawn again as newer turns come, stays where it was', {
     timeout: 90_000,
   }, async () => {

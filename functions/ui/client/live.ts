@@ -17,7 +17,7 @@ export const isOpen = (turn: any) => turn.status === 'queued' || turn.status ===
  * Follows `turn` in `box` until it ended, then calls `ended` once. Returns a function that ends
  * it with the turn as read elsewhere (the live updates found it ended): the follower stops.
  * Its text grows `box` through `grow` (which keeps the reader's place), once an animation frame
- * with what came since the last one.
+ * with what came since the last one; so does the reason a cancel was refused.
  */
 export function followTurn(
   id: string,
@@ -51,8 +51,10 @@ export function followTurn(
       await api(`${path}/cancel`, { method: 'POST' });
       end(await api(path));
     } catch (error) {
-      if (!(error instanceof Unauthorized))
-        message.textContent = `Cancel refused: ${error instanceof Error ? error.message : String(error)}`;
+      if (error instanceof Unauthorized) return;
+      // The reason may take a line of its own: the rows below move, the reader's place is kept.
+      const reason = `Cancel refused: ${error instanceof Error ? error.message : String(error)}`;
+      grow(() => (message.textContent = reason));
     }
   });
   // The text that came since the last frame (none is drawn while the tab is hidden: all of it once shown).

@@ -146,7 +146,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     }),
   );
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.
-  app.route('/', inspectorRoutes(options.inspectorScript));
+  app.route('/', inspectorRoutes({ script: options.inspectorScript, readEnvironment }));
   // GET /metrics with METRICS_TOKEN (an admin token: the authenticated route below); none on a Worker.
   app.route('/', options.metrics ? options.metrics.tokenRoute(readEnvironment) : noMetricsRoute());
 

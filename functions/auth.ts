@@ -177,6 +177,16 @@ const HOW_TO_SET_A_TOKEN: Record<TokenSetting, string> = {
     'servers, for local development)',
 };
 
+/**
+ * Whether a request needs a bearer token under `config`: not when anonymous access lets every
+ * request in, nor when no token could be accepted (every request is a 503 `not_configured`).
+ * What `authenticate` decides first; the inspector's page reads it to ask for a token up front.
+ */
+export function needsToken(config: ServiceConfig): boolean {
+  if (config.apiToken !== undefined) return true;
+  return !config.allowAnonymous && config.tokenSigningKey !== undefined;
+}
+
 async function authenticate(
   c: Context,
   config: ServiceConfig,

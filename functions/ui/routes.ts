@@ -1,5 +1,8 @@
-import { Hono } from 'hono';
-import { INSPECTOR_FAVICON, INSPECTOR_PAGE } from './page.ts';
+import { type Context, Hono } from 'hono';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { needsToken } from '../auth.ts';
+import type { RuntimeEnvironment } from '../router.ts';
+import { INSPECTOR_FAVICON, inspectorPage } from './page.ts';
 import { INSPECTOR_CSS } from './styles.ts';
 
 /**
@@ -12,12 +15,27 @@ import { INSPECTOR_CSS } from './styles.ts';
  * (scripts/assets.mjs): on Workers the static assets serve it (wrangler.toml
  * `[assets]`), on Node and Deno `script` reads it (functions/local-server.ts: 503 `not_configured`
  * while it is not built).
+ *
+ * The page says whether the API needs a token (`inspectorPage`), so that a tab holding none asks
+ * for it before calling the API; with settings that do not parse it says nothing, and the first
+ * call shows the API's answer.
  */
-export function inspectorRoutes(script?: () => Promise<Uint8Array<ArrayBuffer>>): Hono {
+export function inspectorRoutes(options: {
+  script?: (() => Promise<Uint8Array<ArrayBuffer>>) | undefined;
+  readEnvironment: (c: Context) => RuntimeEnvironment;
+}): Hono {
+  const tokenNeeded = (c: Context) => {
+    try {
+      return needsToken(parseServiceConfig(options.readEnvironment(c)));
+    } catch {
+      return false;
+    }
+  };
+  const script = options.script;
   const headers = { 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' };
   const routes = new Hono()
     .get('/ui', (c) =>
-      c.html(INSPECTOR_PAGE, 200, {
+      c.html(inspectorPage(tokenNeeded(c)), 200, {
         ...headers,
         'content-security-policy':
           "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data: blob:; frame-ancestors 'none'",

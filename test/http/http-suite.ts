@@ -171,6 +171,23 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(policy).toContain("default-src 'self'");
     });
 
+    it('GET /ui says whether the API needs a token, so a tab holding none asks before calling it', async () => {
+      const marked = (html: string) => /<body data-token="required">/.test(html);
+      expect(marked(await (await harness.fetch('/ui')).text())).toBe(true);
+      const signed = { API_TOKEN: undefined, TOKEN_SIGNING_KEY: 'q3Jv9nL2bXo8Zk1Ww4Tt7Ee0Rr6Yy5Uu3Ii9Oo2Pp1A=' };
+      expect(marked(await (await harness.fetchWithEnv(signed, '/ui')).text())).toBe(true);
+      // Anonymous access, no token configured (every call a 503), or settings that do not parse: no mark.
+      for (const environment of [
+        { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' },
+        { API_TOKEN: undefined, TOKEN_SIGNING_KEY: undefined, ALLOW_ANONYMOUS: 'false' },
+        { DEFAULT_SESSION_BUDGET: '5 USD' },
+      ]) {
+        const page = await harness.fetchWithEnv(environment, '/ui');
+        expect(page.status).toBe(200);
+        expect(marked(await page.text())).toBe(false);
+      }
+    });
+
     it.each([
       ['no header', {}],
       ['a wrong token', { authorization: 'Bearer nope' }],

@@ -136,13 +136,15 @@ describe('the inspector at /ui in Chromium', () => {
     if (state) await rm(state, { recursive: true, force: true });
   });
 
-  it('asks for a token on a 401, says when one is refused, keeps it in sessionStorage, and lists sessions', {
+  it('asks for a token before any call, says when one is refused, keeps it in sessionStorage, and lists sessions', {
     timeout: 60_000,
   }, async () => {
     await page.goto(`${server.origin}/ui`);
     await page.getByLabel('Bearer token').waitFor();
     expect(await page.locator('#list-view').isHidden()).toBe(true);
     expect(await page.locator('#token-error').isHidden()).toBe(true);
+    // Asked before any call to the API (a refused one would be a console error).
+    expect(consoleErrors).toEqual([]);
     expect(await axeViolations(page)).toEqual([]);
     await page.getByLabel('Bearer token').fill('not-the-token');
     await page.getByRole('button', { name: 'Use token' }).click();
@@ -599,8 +601,8 @@ describe('the inspector at /ui in Chromium', () => {
   });
 
   it('logs no console errors but the ones the tests cause on purpose', () => {
-    // Chromium logs every 4xx fetch as a console error; the 401s that show the token form and
-    // the 409 of the aborted turn are the ones these tests cause on purpose.
+    // Chromium logs every 4xx fetch as a console error; the 401s of the refused token and the
+    // 409 of the aborted turn are the ones these tests cause on purpose.
     expect(
       consoleErrors.filter(
         (text) => !/Failed to load resource: the server responded with a status of (401|409)/.test(text),

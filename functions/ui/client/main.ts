@@ -9,7 +9,7 @@ import { wireInbox } from './inbox.ts';
 import { currentSession, openSession, wireChat } from './session.ts';
 import { listSessions, wireSessions } from './sessions.ts';
 import { boundSession } from './token.ts';
-import { report, status, stopLoaders, TOKEN_KEY } from './view.ts';
+import { report, showToken, status, stopLoaders, TOKEN_KEY } from './view.ts';
 
 function route(): void {
   stopLoaders();
@@ -17,7 +17,9 @@ function route(): void {
   const id = currentSession();
   // A token bound to a session opens that session: it could list no other.
   const bound = boundSession();
-  if (!id && bound !== null) location.replace(`#/s/${encodeURIComponent(bound)}`);
+  // The API needs a token and the tab holds none: asked for before any call (one would be a 401).
+  if (document.body.dataset.token === 'required' && !sessionStorage.getItem(TOKEN_KEY)) showToken();
+  else if (!id && bound !== null) location.replace(`#/s/${encodeURIComponent(bound)}`);
   else if (id) void openSession(id).catch(report);
   else listSessions();
 }

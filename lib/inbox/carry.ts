@@ -175,12 +175,12 @@ async function kept(
  * one its holder took it through, or, for a record its consuming turn `<turn>` wrote (at `<ms>`),
  * `taken-<turn>-<ms>`.
  */
-export function decisionOf(record: StoredObject): string {
+export function decisionOf(record: Pick<StoredObject, 'metadata' | 'uploaded'>): string {
   return takenAs(record) ?? `taken-${record.metadata[META.turn]}-${record.uploaded.getTime()}`;
 }
 
 /** The decision key a turn took delivery record `record` over through, if it did. */
-function takenAs(record: StoredObject): string | undefined {
+function takenAs(record: Pick<StoredObject, 'metadata'>): string | undefined {
   const taken = record.metadata[META.takenAs];
   return taken !== undefined && /^taken-[^/]+$/.test(taken) ? taken : undefined;
 }

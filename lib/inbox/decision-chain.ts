@@ -51,10 +51,11 @@ export async function decide(
  * Where the chain at `<key>/<decision>` stands for a taker starting now, read only (the prompt
  * preview; `decide` creates the keys): `open` when the first key not yet created is its to take,
  * `givenBack` when a give-back's key ends the chain (the notice goes back to the inbox), undefined
- * when a taker not among `lost` holds it. A get per key walked.
+ * when a taker not among `lost` holds it. A get per key walked. The prompt preview and the
+ * delivered listing (lib/inbox/pages.ts) both tell by it.
  */
 export async function peekDecision(
-  ctx: InboxContext,
+  ctx: Pick<InboxContext, 'store'>,
   key: string,
   decision: string,
   lost: ReadonlySet<string>,

@@ -1,5 +1,6 @@
 import { mapLimit, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
-import type { LostTurn } from './carry.ts';
+import { decisionOf, type LostTurn } from './carry.ts';
+import { peekDecision } from './decision-chain.ts';
 import {
   CLOCK_TOLERANCE_MS,
   CONCURRENCY,
@@ -57,7 +58,11 @@ export async function pendingPage(
  * `inbox_removed/` by something else is listed with its upload time and `turn: null`. So is a
  * record of a turn closed by someone else (`lost`, read once when the page lists a record),
  * written since its claim: that turn's receipt names none of its notices, and the next turn
- * takes the record over (lib/inbox/carry.ts `recover`) and delivers it.
+ * takes the record over (lib/inbox/carry.ts `recover`) and delivers it. Unless a give-back ended
+ * its chain of decision keys (lib/inbox/decision-chain.ts `peekDecision`, a get per key walked,
+ * as the prompt preview tells it: lib/inbox/lost-preview.ts): the notice goes back to the inbox
+ * (lib/inbox/give-back.ts), pending once it is posted back, so such a record, left by a give-back
+ * that died before it deleted it, is left out (a page may then hold fewer than `limit`).
  */
 export async function deliveredPage(
   store: ObjectStore,
@@ -67,7 +72,8 @@ export async function deliveredPage(
 ): Promise<Page<'delivered', DeliveryRecord>> {
   const { objects, ...more } = await listPage(store, removedPrefix, page, isRecordName);
   const closed = new Map((objects.length > 0 ? await lost() : []).map((entry) => [entry.turn, entry.since]));
-  const delivered = await mapLimit(objects, CONCURRENCY, async (listed) => {
+  const closedTurns = new Set([...closed.keys()].map(String));
+  const delivered = await mapLimit(objects, CONCURRENCY, async (listed): Promise<DeliveryRecord | null> => {
     const info = await withMetadata(store, listed);
     const storedAs = info.key.slice(removedPrefix.length);
     const uploaded = info.uploaded.toISOString();
@@ -75,6 +81,8 @@ export async function deliveredPage(
     const since = owner.success ? closed.get(owner.data) : undefined;
     // As lib/inbox/carry.ts finds the records of such a turn: written since its claim.
     const lostWith = since !== undefined && info.uploaded.getTime() >= Date.parse(since) - CLOCK_TOLERANCE_MS;
+    if (lostWith && (await peekDecision({ store }, info.key, decisionOf(info), closedTurns)) === 'givenBack')
+      return null;
     return {
       name: decodeName(info.metadata[META.name]) ?? storedAs,
       stored_as: storedAs,
@@ -83,7 +91,7 @@ export async function deliveredPage(
       turn: owner.success && !lostWith ? owner.data : null,
     };
   });
-  return { delivered, ...more };
+  return { delivered: delivered.filter((record) => record !== null), ...more };
 }
 
 /**

@@ -1,36 +1,23 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import { env as runtimeEnv } from 'hono/adapter';
-import { parseServiceConfig, stringEnv, type ServiceConfig } from '../lib/config.ts';
+import { parseServiceConfig } from '../lib/config.ts';
 
 export type { AppEnv, RuntimeEnvironment } from './router.ts';
+export type { AppOptions } from './app-options.ts';
 import { InvalidRequestError, NotFoundError } from '../lib/errors.ts';
-import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
-import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
-import type { Model } from '../lib/models/model.ts';
 import { allowedMethods, methodNotAllowed, unconfiguredAnswer } from './allowed-methods.ts';
 import { bodyBudget } from './body-budget.ts';
-import {
-  bearerAuth,
-  checkRevocation,
-  declaredScopes,
-  revocationCheck,
-  type ScopeTable,
-  type TokenSetting,
-} from './auth.ts';
-import { createServices, type AppServices, type ServiceInputs } from './services.ts';
-import type { WebhookSink } from '../lib/webhooks/events.ts';
-import { outboxSink } from '../lib/webhooks/outbox.ts';
-import { retryDelaySeconds, RunningTurns, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
+import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
+import { createServices, type AppServices } from './services.ts';
+import { infoToConsole, serviceInputs } from './service-inputs.ts';
+import type { AppOptions } from './app-options.ts';
+import { retryDelaySeconds, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { logToConsole } from '../lib/loggable.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
-import type { Metrics } from './metrics.ts';
-import { compactionObserver, countedStore, noStorageOps, turnObserver } from './turn-log.ts';
-import { tracingFor } from './tracing.ts';
 import { requestId } from './request-id.ts';
 import { corsForApi } from './cors.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
@@ -51,64 +38,6 @@ import { turnRoutes } from './routes/turns.ts';
 import { openaiRoutes } from './routes/openai/index.ts';
 import { OPENAI_PATH, openaiNotFound, withOpenAIErrors } from './routes/openai/errors.ts';
 import { inspectorRoutes } from './ui/routes.ts';
-
-export interface AppOptions {
-  /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
-  store: (environment: RuntimeEnvironment, config: ServiceConfig) => ObjectStore;
-  /** Reads the runtime environment; default hono's `env(c)` (c.env, process.env, Deno.env). */
-  readEnvironment?: (c: Context) => RuntimeEnvironment;
-  /** Extra model settings, e.g. a `fetch` for tests; merged over the environment. */
-  modelEnvironment?: Partial<ModelEnvironment>;
-  /** Wraps each model a request resolves (the benchmark's worker measures the prompt handed to it). */
-  wrapModel?: (model: Model) => Model;
-  clock?: () => Date;
-  /** Where failures go (default: console.error). */
-  log?: (message: string, details?: unknown) => void;
-  /** Where routine events go, one line each (default: console.info): TurnServices.info. */
-  info?: (message: string) => void;
-  /** Real tokenizers (Node and Deno entries); the Workers entry leaves them out (bundle size). */
-  tokenEncoders?: TokenEncoders;
-  /** The /docs page's script (Node and Deno entries); Workers serve it as a static asset. */
-  docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
-  /** The inspector's script, .assets/ui/app.js (Node and Deno entries); Workers serve it as a static asset. */
-  inspectorScript?: () => Promise<Uint8Array<ArrayBuffer>>;
-  /**
-   * The process's metrics, served at GET /metrics by the routes they bring (Node and Deno);
-   * Workers keep none, and their bundle leaves the routes out.
-   */
-  metrics?: Metrics;
-  /** Where each turn's JSON log line goes (default: stdout). */
-  logLine?: (line: string) => void;
-  /**
-   * Where a deployment sets its token, for the 503 of one without (functions/auth.ts): `workers`
-   * names `wrangler secret put`; the default, `server`, the environment and --allow-anonymous.
-   * So too where it sets MAX_BODY_BYTES, for a 413's message (functions/body-budget.ts).
-   */
-  tokenSetting?: TokenSetting;
-  /**
-   * Where background turns go (the Workers queue), sent by the request `requestId` names (null
-   * outside a request); without it, the process runs them.
-   */
-  queueTurn?: (
-    environment: RuntimeEnvironment,
-    requestId: string | null,
-  ) => ((run: BackgroundTurn) => Promise<void>) | undefined;
-  /** Where webhook events go (the Workers queue); without it, the store's outbox. */
-  queueWebhook?: (environment: RuntimeEnvironment) => WebhookSink | undefined;
-  /** Told when an event was stored in the outbox (Node and Deno: wakes the delivery loop). */
-  webhookStored?: () => void;
-  /**
-   * Told of the work a request leaves running after its response where there is no
-   * `waitUntil` (Node and Deno: a background turn, a charge, a pack), so the server waits for
-   * it at shutdown (functions/local-server.ts).
-   */
-  afterResponse?: (task: Promise<unknown>) => void;
-}
-
-/** Routine events when no `info` is given: info level (Workers Logs does not count them as errors). */
-function infoToConsole(message: string): void {
-  console.info(message);
-}
 
 /**
  * Assembles the HTTP API: one router per resource, one error handler, auth, body limits,
@@ -232,77 +161,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
 }
 
 /**
- * The turn attempts running under an app's options (lib/turn/running.ts): one registry per
- * options object, which a runtime entry builds once for its process (or isolate) and hands to
- * createApp and createOutsideServices alike, so a close written by a request stops at once a
- * turn that a request or a queue consumer of the same process runs. Apps built from distinct
- * options (tests' simulated processes over one store) share none: there a close is found at
- * the turn's next lease renewal, as across processes.
- */
-const runningTurns = new WeakMap<AppOptions, RunningTurns>();
-
-function runningUnder(options: AppOptions): RunningTurns {
-  let running = runningTurns.get(options);
-  if (!running) {
-    running = new RunningTurns();
-    runningTurns.set(options, running);
-  }
-  return running;
-}
-
-/** What a request's services and a background runner's share, from the runtime environment. */
-function serviceInputs(
-  options: AppOptions,
-  environment: RuntimeEnvironment,
-  config: ServiceConfig,
-  log: (message: string, details?: unknown) => void,
-  requestId: string | null,
-): Omit<ServiceInputs, 'background'> {
-  const strings = stringEnv(environment);
-  const modelEnvironment: ModelEnvironment = {
-    ...strings,
-    MODEL_TIMEOUT_MS: config.modelTimeoutMs,
-    MODEL_MAX_RETRIES: config.modelMaxRetries,
-    ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}),
-    ...options.modelEnvironment,
-  };
-  const logLine = options.logLine ?? ((line: string) => console.log(line));
-  const backend = options.store(environment, config);
-  // The storage operations of this request (or queue message), for its turns' log lines; a turn
-  // it runs in process after its response (a background or queued one) counts its own.
-  const counted = (): Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'> => {
-    const ops = noStorageOps();
-    const store = countedStore(backend, ops, options.metrics);
-    return {
-      store,
-      webhookSink: config.webhooks
-        ? (options.queueWebhook?.(environment) ?? outboxSink(store, config.keyPrefix, options.webhookStored))
-        : undefined,
-      observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent, requestId }),
-    };
-  };
-  return {
-    ...counted(),
-    countedApart: counted,
-    observeCompaction: options.metrics ? compactionObserver(options.metrics) : undefined,
-    tracing: tracingFor(config.tracing),
-    config,
-    env: strings,
-    model: (id) => (options.wrapModel ?? ((model: Model) => model))(resolveModel(id, modelEnvironment)),
-    log,
-    info: options.info ?? infoToConsole,
-    ...(options.clock ? { clock: options.clock } : {}),
-    ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
-    startBackground: options.queueTurn?.(environment, requestId),
-    running: runningUnder(options),
-  };
-}
-
-/**
  * The services of work outside a request (the Workers queue consumer's background turns, the
  * webhook outbox's drainer): the services a request would have, from the environment, with
  * `background` for the work they leave running; `requestId`, the request a queue message came
- * from, names it in the log lines of its turns (and of the inputs their closes take up).
+ * from, names it in the log lines of its turns (and of the inputs their closes take up whose
+ * entries name no request); `enqueuedBy`, the request that queued the input a message's turn
+ * runs (BackgroundTurn `enqueued_by`), names that turn in its place.
  */
 export function createOutsideServices(
   options: AppOptions,
@@ -310,12 +174,13 @@ export function createOutsideServices(
   environment: RuntimeEnvironment,
   background: (task: Promise<unknown>) => void,
   requestId?: string | null,
+  enqueuedBy?: string,
 ) => AppServices {
   const log = options.log ?? logToConsole;
   const info = options.info ?? infoToConsole;
-  return (environment, background, requestId = null) =>
+  return (environment, background, requestId = null, enqueuedBy = undefined) =>
     createServices({
-      ...serviceInputs(options, environment, parseServiceConfig(environment), log, requestId),
+      ...serviceInputs(options, environment, parseServiceConfig(environment), log, requestId, enqueuedBy),
       background: (task) => background(task.catch((error: unknown) => logBackgroundFailure(log, info, error))),
     });
 }
@@ -335,7 +200,7 @@ export function createTurnRunner(
 ) => Promise<'done' | { retryAfterSeconds: number }> {
   const servicesFor = createOutsideServices(options);
   return async (run, environment, background, attempts = 1) => {
-    const services = servicesFor(environment, background, run.request_id ?? null);
+    const services = servicesFor(environment, background, run.request_id ?? null, run.enqueued_by);
     const outcome = await runBackgroundTurn(services, run);
     if (outcome === 'done') return outcome;
     return { retryAfterSeconds: retryDelaySeconds(attempts, services.config.turnLeaseMs) };

@@ -54,9 +54,11 @@ export interface ServiceInputs {
   /**
    * The store, webhook sink and observer of a turn this process runs after the response (a
    * background or queued one, `runInProcess`), over the same backend: its storage operations
-   * counted apart from the request's, for its own log line (functions/app.ts).
+   * counted apart from the request's, for its own log line (functions/service-inputs.ts).
    */
-  countedApart?: (() => Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'>) | undefined;
+  countedApart?: ((enqueuedBy?: string) => Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'>) | undefined;
+  /** The `x-request-id` of the request served (TurnServices.requestId); none outside one. */
+  requestId?: string | null;
   /** Told how each turn ended (functions/turn-log.ts). */
   observeTurn?: TurnServices['observeTurn'];
   /** Told what each manual compaction's summary used (functions/turn-log.ts). */
@@ -69,7 +71,7 @@ export interface ServiceInputs {
   tokenBudget?: TokenBudget | null;
   /** Where webhook events go: the Workers queue, else the store's outbox (functions/app.ts). */
   webhookSink?: WebhookSink | undefined;
-  /** The app's running turn attempts (functions/app.ts), which a close written here stops at once. */
+  /** The app's running turn attempts (functions/service-inputs.ts), which a close written here stops at once. */
   running?: RunningTurns | undefined;
 }
 
@@ -203,7 +205,8 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     // A claimed background or queued turn runs as the token its record names (charged to it, its
     // model checked at its claim), not as the request that runs it: without this one's budget.
-    startBackground: inputs.startBackground ?? ((run) => runInProcess(inProcess(services, inputs), run)),
+    startBackground: inputs.startBackground ?? ((run) => runInProcess(inProcess(services, inputs, run), run)),
+    requestId: inputs.requestId ?? null,
     ...(observeTurn ? { observeTurn } : {}),
     ...(inputs.observeCompaction ? { observeCompaction: inputs.observeCompaction } : {}),
     // A turn's spans are exported once it ended, on a timer so that serializing and sending
@@ -231,11 +234,12 @@ export function createServices(inputs: ServiceInputs): AppServices {
 /**
  * The services of a turn run in process after the response: without the request token's budget,
  * and, where the inputs count storage operations, with a counter of its own (its log line counts
- * its run's operations alone, as a queue consumer's does, not the request's that started it).
+ * its run's operations alone, as a queue consumer's does, not the request's that started it; a
+ * queued input's turn is named by the request that queued it, `run.enqueued_by`).
  */
-function inProcess(services: AppServices, inputs: ServiceInputs): AppServices {
+function inProcess(services: AppServices, inputs: ServiceInputs, run: BackgroundTurn): AppServices {
   if (!inputs.countedApart) return withoutTokenBudget(services, inputs);
-  return createServices({ ...inputs, ...inputs.countedApart(), tokenBudget: null });
+  return createServices({ ...inputs, ...inputs.countedApart(run.enqueued_by), tokenBudget: null });
 }
 
 /** `services` without the request token's budget: its spend, and the price check of its models. */

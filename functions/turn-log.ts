@@ -38,12 +38,18 @@ export interface TurnLogOptions {
   ops: StorageOps;
   /** LOG_CONTENT: the line carries the turn's input and output. */
   logContent: boolean;
-  /** The id of the request the turn ran in (its x-request-id), null outside one (a queue consumer's run). */
+  /**
+   * The id of the request the turn ran in (its x-request-id), null outside one (a queue consumer's
+   * run); for a queued input's turn, the request that queued it, as its entry names it.
+   */
   requestId: string | null;
+  /** A queued input's turn whose entry names its request: the request whose pickup ran it (null outside one). */
+  pickupRequestId?: string | null;
 }
 
 /**
- * The log line of a turn: the request it ran in (its x-request-id), session, turn, status (and
+ * The log line of a turn: the request it ran in (its x-request-id; a queued input's turn: the
+ * request that queued it, and apart the one whose pickup ran it), session, turn, status (and
  * error code), model, tokens, cost, duration, time to first output, and the storage operations
  * of its request (a background or queued turn's run: functions/services.ts `inProcess`) until it
  * ended (the work after the answer, such as packing, is not in them). No content unless LOG_CONTENT.
@@ -53,6 +59,7 @@ export function turnLogLine(
   ops: StorageOps,
   logContent: boolean,
   requestId: string | null,
+  pickupRequestId: string | null = null,
 ): string {
   const usage = outcome.usage;
   const total = Object.values(ops).reduce((sum, count) => sum + count, 0);
@@ -61,6 +68,7 @@ export function turnLogLine(
     event: 'turn',
     time: new Date().toISOString(),
     request_id: requestId,
+    pickup_request_id: pickupRequestId,
     session_id: outcome.session_id,
     turn: outcome.turn,
     status: outcome.status,
@@ -88,7 +96,9 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
   return (outcome) => {
     // The turn's answer does not depend on its log line: a sink that throws loses only the line.
     try {
-      options.logLine(turnLogLine(outcome, options.ops, options.logContent, options.requestId));
+      options.logLine(
+        turnLogLine(outcome, options.ops, options.logContent, options.requestId, options.pickupRequestId),
+      );
     } catch {
       // Nothing else to tell: the log is what failed.
     }

@@ -45,13 +45,15 @@ const options: AppOptions = {
 const app = createApp(options);
 /**
  * A background turn's message, as lib/turn/background.ts claims it and `queueTurn` above sends
- * it (with its request's id; a message from older code, or one sent outside a request, has none).
+ * it (with its request's id; a message from older code, or one sent outside a request, has none;
+ * a queued input's turn also names the request that queued it, `enqueued_by`, if its entry does).
  */
 const backgroundTurnSchema: z.ZodType<BackgroundTurn> = z.object({
   session_id: z.string(),
   turn: z.number().int().positive(),
   writer: z.string(),
   request_id: z.string().optional(),
+  enqueued_by: z.string().optional(),
 });
 const runTurn = createTurnRunner(options);
 const outsideServices = createOutsideServices(options);

@@ -22,7 +22,8 @@ import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { markTaking, withdrawing, withdrawQueued } from './log/queue-withdraw.ts';
 import { markedQueues, markIfQueued, unmarkIfEmpty, unmarkWhileSpent } from './log/queue-markers.ts';
 import type { OpenTurn, StoredOutcome } from './log/types.ts';
-import type { QueuedInput, TurnStatus } from './records.ts';
+import type { QueuedInput } from './queued-input.ts';
+import type { TurnStatus } from './records.ts';
 import { SessionLogBase } from './session-log-base.ts';
 
 /**

@@ -1,25 +1,15 @@
-import {
-  BudgetExhaustedError,
-  IdempotencyKeyReusedError,
-  InvalidRequestError,
-  StorageError,
-  TurnInProgressError,
-  TurnNotOpenError,
-} from '../errors.ts';
+import { StorageError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
-import { BoundedCache } from '../session/log/bounded-cache.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { ClosedTurn } from '../session/log/types.ts';
 import type { OnBusy } from '../session/fields.ts';
 import { afterResponse } from './after-response.ts';
-import { claimInput } from './background.ts';
 import { inputItems, requestHash } from './plan.ts';
 import { requestRecord } from './receipt.ts';
 import type { TurnObservation, TurnOptions, TurnRequest, TurnServices } from './types.ts';
 import { observedClaim } from './observe.ts';
-import { idleEntry } from '../webhooks/events.ts';
-import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
 import { LapsedDeadTurn, refuseLapsedDead, takeOutDead, takeOutInterrupted } from './dead-turn.ts';
+import { pickUp, type ClosedBefore } from './pickup.ts';
 
 /**
  * The busy policy (docs/API.md, "Busy sessions"): what a turn does when another holds the
@@ -152,6 +142,7 @@ async function enqueueTurn(
       request: requestRecord(request),
       key_sha256: key === undefined ? sha256Hex(crypto.randomUUID()) : sha256Hex(key),
       ...(key === undefined ? {} : { request_sha256: requestHash(input, request) }),
+      ...(services.requestId ? { request_id: services.requestId } : {}),
     },
     attachments.store,
   );
@@ -160,15 +151,6 @@ async function enqueueTurn(
   // close, or the next one.
   afterResponse(services, () => pickUp(services, sessionId));
   return queued;
-}
-
-/** The turn whose close a pickup follows: with nothing queued, the session is idle after it. */
-export interface ClosedBefore {
-  turn: number;
-  /** The session's own `webhook_url` (undefined: not known, read when webhooks are on). */
-  webhookUrl?: string | null | undefined;
-  /** The etag of the queue's signal as the turn's claim listed it, when set: lowered if nothing waits. */
-  signal?: string | undefined;
 }
 
 /**
@@ -182,153 +164,6 @@ export async function cancelOpenTurn(services: TurnServices, sessionId: string, 
   await services.sessions.cancelTurn(sessionId, turn);
   afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   services.background(pickUp(services, sessionId, undefined, { turn }));
-}
-
-/** What a pickup met: `budget_spent` when the session's budget refused the oldest input (it waits). */
-export type PickedUp = 'budget_spent' | undefined;
-
-/**
- * Takes up the oldest queued input while the session is idle: claims it as a background turn
- * under its key hash and hands it to a runner, whose completion takes up the next. A claim
- * that replays (its turn was stored by an earlier pickup that died before removing it) only
- * removes it; a busy session leaves the queue to the turn that holds it. At most one turn is
- * started per call. After a close (`closed`), an empty queue sends `session.idle`. An empty queue
- * lowers the queue's signal (log/queue.ts) when one was read set before the listing (`signal`, or
- * the closed turn's), if it is still as read.
- */
-export async function pickUp(
-  services: TurnServices,
-  sessionId: string,
-  known?: LogScope,
-  closed?: ClosedBefore,
-  signal: string | undefined = closed?.signal,
-): Promise<PickedUp> {
-  const { sessions } = services;
-  const scope = known ?? (await sessions.scope(sessionId));
-  // Withdrawn inputs met on the way: passed over, their tombstones left to their withdraws. Each
-  // is met once and counts as no try, so no number of them keeps the inputs behind from a pickup.
-  const withdrawn = new Set<string>();
-  // A dead turn answered at its end is taken out before an input is stored after it (./dead-turn.ts),
-  // once: one that stays is followed.
-  let deadTurn: 'refused' | 'followed' = 'refused';
-  for (let tries = 0; tries < 8 + withdrawn.size; tries++) {
-    const next = (await sessions.queued(scope)).find((queued) => !withdrawn.has(queued.keyHash));
-    if (!next) {
-      // Refused: an enqueue raised it since (its entry is listed next time). Failed: it stays raised.
-      if (signal) await sessions.lowerQueueSignal(scope, signal).catch(() => false);
-      if (closed) await sendIdle(services, scope, closed);
-      return;
-    }
-    // An input queued under a generation a delete of the newest turn left (log/queue.ts).
-    const queue = next.generation === scope.generation ? scope : { ...scope, generation: next.generation };
-    const entry = await sessions.readQueued(queue, next.keyHash);
-    // Taken up by another pickup meanwhile, or withdrawn.
-    if (!entry) {
-      if (await sessions.queuedWithdrawing(queue, next.keyHash)) withdrawn.add(next.keyHash);
-      continue;
-    }
-    // Its images and files are where it was queued: the turn reads them in its own generation.
-    await sessions.copyBlobs(sessionId, next.generation, entry.input);
-    let claimed: Awaited<ReturnType<typeof claimInput>>;
-    try {
-      claimed = await claimInput(services, sessionId, {
-        input: entry.input,
-        request: entry.request,
-        keyHash: entry.key_sha256,
-        fromQueue: true,
-        ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
-        ...(deadTurn === 'refused' ? { onLapsed: refuseLapsedDead } : {}),
-        // Once nothing else refuses the claim: a withdraw that lands first refuses it.
-        beforeRecord: () => sessions.markQueued(queue, entry.key_sha256, entry.writer),
-        // Under a generation the session left (whatever `scope` says): its key may name a turn taken
-        // up there or after, perhaps one a delete took out, which its replay would not find.
-        check: async (config) => {
-          if ((config.generation ?? '') === next.generation) return;
-          // Not a generation a delete of the newest turn left: one of an incarnation deleted since
-          // (the session was created again), whose inputs are not this session's.
-          if (!(config.queued_in ?? []).includes(next.generation)) throw new TakenBefore();
-          const left = { ...scope, queuedIn: config.queued_in ?? [] };
-          if (await sessions.queuedTakenBefore(left, next)) throw new TakenBefore();
-        },
-      });
-    } catch (error) {
-      if (error instanceof TurnInProgressError) return;
-      // The client of the dead turn retries it: stored after this input, its own would be stored twice.
-      // `scope` stays as read: the input's turn, claimed in the generation the take-out moved to,
-      // lists the signal raised there, which its close lowers. A pickup given `signal` meets none: the
-      // claim that listed it refused a dead turn first, and a turn closing itself is no such turn.
-      if (error instanceof LapsedDeadTurn) {
-        if (!(await takeOutDead(services, sessionId))) deadTurn = 'followed';
-        continue;
-      }
-      // The session's budget is spent: the input waits, listed, until a PATCH raises it (whose
-      // pickup takes it up), or its client withdraws it (DELETE .../queue/{queued_turn}).
-      if (error instanceof BudgetExhaustedError) {
-        tellWaiting(services, sessionId, entry.key_sha256);
-        return 'budget_spent';
-      }
-      // One queued again under its key since is read again: it is an input of its own.
-      if (error instanceof QueuedWithdrawnError) {
-        if (!error.requeued) withdrawn.add(entry.key_sha256);
-        continue;
-      }
-      if (error instanceof TakenBefore) {
-        await sessions.removeQueued(queue, entry.key_sha256);
-        continue;
-      }
-      // Its key stored another request first (as a turn): that one stands, this input goes. An
-      // input no longer valid (an output whose call an input before it answered) goes too,
-      // logged: left at the head of the queue, it would hold every input behind it. Marked first
-      // (as the entry read), so its removal deletes no input queued under its key since its
-      // withdraw, and no withdraw lands between the two.
-      if (error instanceof InvalidRequestError) {
-        const marked = await sessions.markQueued(queue, entry.key_sha256, entry.writer).then(
-          () => true,
-          (markError: unknown) => {
-            if (!(markError instanceof QueuedWithdrawnError)) throw markError;
-            if (!markError.requeued) withdrawn.add(entry.key_sha256);
-            return false;
-          },
-        );
-        if (!marked) continue;
-        services.info(`${queuedInput(sessionId, entry.key_sha256)} was dropped: its turn refused it: ${error.message}`);
-      } else if (error instanceof IdempotencyKeyReusedError) {
-        // Its enqueue checked the key (log/queue.ts), but the other request's turn landed, or
-        // indexed its key, only after that check: its 202 answered an input that never runs.
-        const which = queuedInput(sessionId, entry.key_sha256);
-        services.info(`${which} was dropped: its Idempotency-Key ran another request first`);
-      } else throw error;
-      claimed = { turn: 0, status: 'failed' };
-    }
-    // Its turn goes to a runner before the entry goes: a removal that fails leaves the entry to
-    // the next pickup (whose claim replays it), not the turn without a runner until its lease ends.
-    if (claimed.run) await services.startBackground(claimed.run);
-    // A claim that could not index its key leaves the entry, marked, to the pickup after its turn
-    // (whose completion indexes it): a withdraw that found neither would answer that it never runs.
-    if (claimed.keyIndexed !== false) await sessions.removeQueued(queue, entry.key_sha256);
-    if (claimed.run) return;
-  }
-}
-
-/**
- * The queued inputs this process has told as waiting for budget (session id, then key hash):
- * every pickup meets such an input again (each listing of the queue, each close, each periodic
- * sweep) until a PATCH raises the budget, and one line for it is enough. Bounded: once full,
- * the oldest go first (and are told again should a pickup meet them again).
- */
-const toldWaiting = new BoundedCache<true>(4096);
-
-/** Logs, once in this process, that session `sessionId`'s input `keyHash` waits for budget. */
-function tellWaiting(services: TurnServices, sessionId: string, keyHash: string): void {
-  const key = `${sessionId} ${keyHash}`;
-  if (toldWaiting.has(key)) return;
-  toldWaiting.set(key, true, 1);
-  services.info(`${queuedInput(sessionId, keyHash)} waits: the session's budget is spent`);
-}
-
-/** How a log line names a queued input. */
-function queuedInput(sessionId: string, keyHash: string): string {
-  return `tailgate: a queued input of session ${sessionId} (key sha256 ${keyHash})`;
 }
 
 /**
@@ -385,16 +220,4 @@ export function pickUpFirst(services: () => TurnServices): (scope: LogScope, sig
       current.log(`tailgate: session ${scope.id}: the pickup before a new turn failed`, error);
     }
   };
-}
-
-/** A queued input whose key names a turn of a generation the session left (log/queue.ts). */
-class TakenBefore extends Error {}
-
-/** `session.idle` for the session's webhook, if it has one. */
-async function sendIdle(services: TurnServices, scope: LogScope, closed: ClosedBefore): Promise<void> {
-  const { webhookSink, config } = services;
-  if (!webhookSink || !config.webhooks) return;
-  const own = closed.webhookUrl !== undefined ? closed.webhookUrl : (await services.sessions.get(scope.id)).webhook_url;
-  const url = own ?? config.webhooks.url;
-  if (url !== undefined) await webhookSink(idleEntry(scope, closed.turn, url, new Date()));
 }

@@ -11,7 +11,7 @@ import type { StoredItem } from '../items.ts';
 import { logUnlessGone } from '../log-unless-gone.ts';
 import { afterResponse, storeThenList } from './after-response.ts';
 import { afterOwnClose } from './own-close.ts';
-import { pickUp } from './busy.ts';
+import { pickUp } from './pickup.ts';
 import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
 import type { PromptInputs } from './turn-prompt.ts';

@@ -13,7 +13,7 @@ import { ChargedFailure } from '../session/log/compaction.ts';
 import type { Item } from '../items.ts';
 import { afterResponse } from './after-response.ts';
 import { appendItems } from './append.ts';
-import { pickUp } from './busy.ts';
+import { pickUp } from './pickup.ts';
 import { writeWithoutDead } from './dead-turn.ts';
 import type { TurnServices } from './types.ts';
 

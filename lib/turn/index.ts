@@ -10,11 +10,11 @@ export { retryDelaySeconds, runBackgroundTurn, runInProcess } from './background
 export {
   cancelOpenTurn,
   listQueue,
-  pickUp,
   pickUpAfterLeaseClose,
   pickUpFirst,
   takeUnderPolicy,
 } from './busy.ts';
+export { pickUp } from './pickup.ts';
 export { journalEvents, turnAsItStands } from './journal.ts';
 export { sweepQueues } from './queue-sweep.ts';
 export { RunningTurns } from './running.ts';

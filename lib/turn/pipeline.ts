@@ -20,7 +20,7 @@ import {
   packOptions,
   requestHash,
 } from './plan.ts';
-import { pickUp } from './busy.ts';
+import { pickUp } from './pickup.ts';
 import { replay } from './replay.ts';
 import {
   backgroundSpend,

@@ -1,7 +1,7 @@
 import { BudgetExhaustedError, NotFoundError } from '../errors.ts';
 import { checkBudget } from '../ledger/budget.ts';
 import { mapLimit } from '../store/object-store.ts';
-import { pickUp } from './busy.ts';
+import { pickUp } from './pickup.ts';
 import type { SessionLog, SessionRecord } from '../session/session-log.ts';
 import type { TurnServices } from './types.ts';
 

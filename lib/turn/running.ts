@@ -29,7 +29,7 @@ interface Registered {
  * (a cancel, an `interrupt`, a delete of the session once it ended, a close of a lapsed lease)
  * stops one within STOP_CHECK_MS instead of at its next lease renewal (lib/turn/renewal.ts,
  * which stays the way another process's close is found). One registry per app
- * (functions/app.ts): what it holds is only ever aborted, with the error the renewal's check
+ * (functions/service-inputs.ts): what it holds is only ever aborted, with the error the renewal's check
  * would have aborted it with, never read from storage.
  */
 export class RunningTurns {

@@ -103,6 +103,12 @@ export interface BackgroundTurn {
   turn: number;
   writer: string;
   request_id?: string | undefined;
+  /**
+   * A queued input's turn (lib/turn/busy.ts `pickUp`): the `x-request-id` of the request that
+   * queued it, as its queue entry names it, which its log line names in place of `request_id`
+   * (absent for any other turn, and for an entry stored before entries named it).
+   */
+  enqueued_by?: string | undefined;
 }
 
 /** The service types of a turn; its wire types are derived from the schemas in wire.ts. */
@@ -190,6 +196,8 @@ export interface TurnServices {
   background: (task: Promise<unknown>) => void;
   /** Failures: what an operator acts on (console.error by default). */
   log: (message: string, details?: unknown) => void;
+  /** The `x-request-id` of the request these services serve (none outside one): a queued input keeps it. */
+  requestId?: string | null;
   /**
    * Routine events, one line each: a turn cancelled, interrupted or stopped by its session's
    * delete, a queued message delivered again, a queued input dropped (console.info by default).
@@ -231,7 +239,7 @@ export interface TurnServices {
   /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */
   tracer?: Tracer;
   /**
-   * The turn attempts this process runs (one registry per app, functions/app.ts): each attempt
+   * The turn attempts this process runs (one registry per app, functions/service-inputs.ts): each attempt
    * is in it while it runs, and a close the session log writes here stops it at once
    * (lib/turn/running.ts). Without it, only a lease renewal finds a close.
    */

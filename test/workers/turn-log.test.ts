@@ -67,7 +67,8 @@ describe('workerd: the turn log line', () => {
     expect(
       (await call(`/v1/sessions/${id}/turns`, { input: 'first', background: true }, { TURNS: turns })).status,
     ).toBe(202);
-    expect((await call(`/v1/sessions/${id}/turns`, { input: 'later' }, { TURNS: turns })).status).toBe(202);
+    const enqueued = await call(`/v1/sessions/${id}/turns`, { input: 'later' }, { TURNS: turns });
+    expect(enqueued.status).toBe(202);
     const deliver = async () => {
       const batch = createMessageBatch<BackgroundTurn>(
         'tailgate-turns',
@@ -82,6 +83,12 @@ describe('workerd: the turn log line', () => {
     const logged = lines.filter((line) => line.startsWith('{"level"')).map((line) => JSON.parse(line));
     const second = logged.find((line) => line.session_id === id && line.turn === 2);
     expect(second).toMatchObject({ status: 'completed' });
+    // Named by the request that queued it (its message says so, `enqueued_by`), and apart by the
+    // request whose run took it up: the consumer's of turn 1, whose message named the first request.
+    const first = logged.find((line) => line.session_id === id && line.turn === 1);
+    expect(second.request_id).toBe(enqueued.headers.get('x-request-id'));
+    expect(second.pickup_request_id).toBe(first.request_id);
+    expect(first.request_id).toMatch(/^req_/);
     // The newest record, listed with the etag its put returned in this isolate, is taken from the
     // record cache (lib/session/log/record-cache.ts): one get less than a turn's 8.
     expect(second.storage_ops).toEqual({ get: 2, head: 0, put: 3, list: 2, delete: 0, total: 7 });

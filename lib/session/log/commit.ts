@@ -1,7 +1,8 @@
 import { NotNewestTurnError, StorageError, TurnNotOpenError } from '../../errors.ts';
 import type { Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
-import type { ContextStart, LogItem, LogRecord, QueuedInput, SessionConfig, Unbilled } from '../records.ts';
+import type { QueuedInput } from '../queued-input.ts';
+import type { ContextStart, LogItem, LogRecord, SessionConfig, Unbilled } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
 import { MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import {

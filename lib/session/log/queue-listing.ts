@@ -1,7 +1,7 @@
 import { mapLimit } from '../../store/object-store.ts';
 import { itemText } from '../../tokens/token-counter.ts';
 import type { Item } from '../../items.ts';
-import type { QueuedInput } from '../records.ts';
+import type { QueuedInput } from '../queued-input.ts';
 import { sessionScope } from './config-object.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { listQueued, readQueued, type QueuedEntry } from './queue.ts';

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../errors.ts';
 import { idempotencyKey, queueTakingKey, type LogScope } from '../keys.ts';
-import { parseStoredOrUndefined, type QueuedInput } from '../records.ts';
+import { parseStoredOrUndefined } from '../records.ts';
+import type { QueuedInput } from '../queued-input.ts';
 import { sessionScope } from './config-object.ts';
 import { readNewest } from './head.ts';
 import type { LogContext } from './context.ts';

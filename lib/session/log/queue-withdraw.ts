@@ -1,7 +1,8 @@
 import { NotFoundError, StorageError, TailgateError } from '../../errors.ts';
 import { firstToCreate } from '../../store/create-only.ts';
 import { idempotencyKey, queuedKey, tombstoneClearKey, type LogScope } from '../keys.ts';
-import { parseStored, queuedInputSchema } from '../records.ts';
+import { queuedInputSchema } from '../queued-input.ts';
+import { parseStored } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import { backoff, type LogContext } from './context.ts';
 import { forgetTakingIfDeleted, nameTaking } from './queue-taking.ts';

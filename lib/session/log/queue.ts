@@ -1,7 +1,8 @@
 import { IdempotencyKeyReusedError, NotFoundError } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { idempotencyKey, queuedKey, queuedPrefix, queueSignalKey, type LogScope } from '../keys.ts';
-import { idempotencyClaimSchema, parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
+import { queuedInputSchema, type QueuedInput } from '../queued-input.ts';
+import { idempotencyClaimSchema, parseStored } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import { backoff, type LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';

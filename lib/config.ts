@@ -5,7 +5,7 @@ import { resolveStrategies } from './strategies/prepare-prompt.ts';
 import { builtInRegistry } from './strategies/registry.ts';
 import type { ModelPrices } from './ledger/prices.ts';
 import type { Budget } from './ledger/usage.ts';
-import { resolveStrategyConfig } from './strategies/strategy-config.ts';
+import { resolveStrategyConfig, strategyConfigEnvName, strategyConfigKeys } from './strategies/strategy-config.ts';
 import {
   booleanText,
   budgetText,
@@ -274,7 +274,10 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
       ),
     );
   }
-  collect(() => checkStrategyEnvironment(stringEnv(env)));
+  // Each threshold and PROMPT_STRATEGY on its own, so that one bad value hides no other.
+  const strategyEnv = stringEnv(env);
+  for (const name of [...strategyConfigKeys.map(strategyConfigEnvName), 'PROMPT_STRATEGY'])
+    collect(() => checkStrategyEnvironment({ [name]: strategyEnv[name] }));
   // Read from the raw text too, so that they are checked when another setting is invalid.
   const text = (name: string) => (typeof plain[name] === 'string' ? (plain[name] as string) : undefined);
   const modelAliases = collect(() => parseModelAliases(parsed.data?.MODEL_ALIASES ?? text('MODEL_ALIASES')));

@@ -160,6 +160,23 @@ describe('parseServiceConfig', () => {
     for (const name of variables) expect((error as Error).message).toContain(`invalid setting ${name}: `);
   });
 
+  it('names every invalid strategy setting at once: each threshold and PROMPT_STRATEGY', () => {
+    const error = (() => {
+      try {
+        parseServiceConfig({ EPOCH_SIZE: 'abc', FULL_IMAGES: 'x', PROMPT_STRATEGY: 'bogus' });
+      } catch (caught) {
+        return caught;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(NotConfiguredError);
+    const variables = ['EPOCH_SIZE', 'FULL_IMAGES', 'PROMPT_STRATEGY'];
+    expect(new Set(((error as NotConfiguredError).details as { variables: string[] }).variables)).toEqual(
+      new Set(variables),
+    );
+    for (const name of variables) expect((error as Error).message).toContain(`invalid setting ${name}: `);
+  });
+
   it('accepts good strategy settings', () => {
     expect(() =>
       parseServiceConfig({

@@ -14,6 +14,7 @@ import {
   httpUrlText,
   nonNegativeInteger,
   numberText,
+  wholeNumber,
   optionalText,
   MAX_TIMER_MS,
   positiveInteger,
@@ -87,7 +88,7 @@ export const serviceEnvSchema = z.object({
   MAX_IMAGE_BYTES: positiveInteger(DEFAULTS.maxImageBytes),
   MAX_FILE_BYTES: positiveInteger(DEFAULTS.maxFileBytes),
   // Days a session may stay idle before the retention sweep deletes it (unset: kept for ever).
-  SESSION_TTL_DAYS: z.preprocess(numberText, z.number().int().min(1).max(MAX_TTL_DAYS).optional()),
+  SESSION_TTL_DAYS: z.preprocess(numberText, wholeNumber().min(1).max(MAX_TTL_DAYS).optional()),
   VIEW_CACHE_BYTES: nonNegativeInteger(DEFAULTS.viewCacheBytes),
   // Node and Deno's default; functions/worker.ts gives a Worker a smaller one.
   RECORD_CACHE_BYTES: nonNegativeInteger(DEFAULTS.recordCacheBytes),
@@ -123,8 +124,8 @@ export const serviceEnvSchema = z.object({
     booleanText,
   ),
   // Turns a minute per session and per token (functions/rate-limit.ts; unset: no limit).
-  RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: z.preprocess(numberText, z.number().int().positive().optional()),
-  RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: z.preprocess(numberText, z.number().int().positive().optional()),
+  RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: z.preprocess(numberText, wholeNumber().positive().optional()),
+  RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: z.preprocess(numberText, wholeNumber().positive().optional()),
   // GET /metrics with this bearer token besides an admin one (Node and Deno).
   METRICS_TOKEN: secretText(),
   // The per-turn log line carries the turn's input and output (off: no content is logged).
@@ -234,9 +235,8 @@ export interface ServiceConfig {
 export const SERVICE_ENV_NAMES = Object.keys(serviceEnvSchema.shape);
 
 /**
- * Parses the service settings from a plain env object (non-string values such as bindings
- * are ignored). Throws NotConfiguredError naming the variable when one is invalid, and every
- * one of them when several are (`details.variables`).
+ * Parses the service settings from a plain env object (non-string values such as bindings are
+ * ignored). Throws NotConfiguredError naming every invalid variable (`details.variables` if several).
  *
  * @example parseServiceConfig({ API_TOKEN: 'secret', KEY_PREFIX: 'prod/' }).maxBodyBytes // 4194304
  */

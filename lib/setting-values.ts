@@ -84,11 +84,18 @@ function base64Bytes(text: string): Uint8Array | null {
 export const MAX_TIMER_MS = 2_147_483_647;
 
 export function positiveInteger(fallback: number, max = Number.MAX_SAFE_INTEGER) {
-  return z.preprocess(numberText, z.number().int().positive().max(max).default(fallback));
+  return z.preprocess(numberText, wholeNumber().positive().max(max).default(fallback));
 }
 
 export function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEGER) {
-  return z.preprocess(numberText, z.number().int().min(0).max(max).default(fallback));
+  return z.preprocess(numberText, wholeNumber().min(0).max(max).default(fallback));
+}
+
+const WHOLE_NUMBER = 'must be a whole number in digits, without a unit (4194304, not 4MB)';
+
+/** A whole-number setting, whose refusal tells how to write one (`4MB`, `30s` and `2.5` are not). */
+export function wholeNumber() {
+  return z.number({ error: WHOLE_NUMBER }).int({ error: WHOLE_NUMBER });
 }
 
 /** A variable's text as a number (unset and blank: the default). */

@@ -92,6 +92,17 @@ describe('parseServiceConfig', () => {
     expect(() => parseServiceConfig({ [name]: value })).toThrow(name);
   });
 
+  it.each([
+    ['MAX_BODY_BYTES', '4MB'],
+    ['TURN_LEASE_MS', '30s'],
+    ['SESSION_TTL_DAYS', '2.5'],
+    ['RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN', 'ten'],
+  ])('tells the operator %s=%j must be a whole number in digits, without a unit', (name, value) => {
+    expect(() => parseServiceConfig({ [name]: value })).toThrow(
+      `invalid setting ${name}: must be a whole number in digits, without a unit`,
+    );
+  });
+
   it.each(['TURN_LEASE_MS', 'MODEL_TIMEOUT_MS'])(
     'refuses %s over 2147483647, the longest a timer waits (a longer one fires at once)',
     (name) => {

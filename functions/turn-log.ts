@@ -87,8 +87,26 @@ export function turnLogLine(
     duration_ms: outcome.duration_ms,
     first_output_ms: outcome.first_output_ms,
     storage_ops: { ...ops, total },
-    ...(logContent ? { input: outcome.request.input, output: outcome.output } : {}),
+    ...(logContent ? inlineDataAsSize({ input: outcome.request.input, output: outcome.output }) : {}),
   });
+}
+
+/** A `data:` URL with a media type: an image or file sent inline (up to MAX_IMAGE_BYTES, MAX_FILE_BYTES). */
+const DATA_URL = /^data:([\w.+-]+\/[\w.+-]+)?((?:;[^,;]*)*?)(;base64)?,/;
+
+/**
+ * LOG_CONTENT's input and output, each inline image or file written as its media type and size
+ * (`[data:image/png, 70 bytes]`): its bytes would make a line of megabytes, which log sinks cut.
+ */
+function inlineDataAsSize(content: object): object {
+  const text = JSON.stringify(content, (_key, value: unknown) => {
+    const match = typeof value === 'string' ? DATA_URL.exec(value) : null;
+    if (match === null) return value;
+    const data = (value as string).slice(match[0].length);
+    const bytes = match[3] ? Math.floor((data.replace(/=+$/, '').length * 3) / 4) : data.length;
+    return `[data:${match[1] ?? 'text/plain'}, ${bytes} bytes]`;
+  });
+  return JSON.parse(text) as object;
 }
 
 /** The observer a request's turns report to (lib/turn/observe.ts). */

@@ -215,6 +215,23 @@ describe('GET /metrics and the turn log line (Node)', () => {
     expect(logged.output[0].content).toBe('echo: a logged prompt');
   });
 
+  it('logs an inline image of the input under LOG_CONTENT as its media type and size, not its bytes', async () => {
+    const id = freshId('logged-image');
+    await call('POST', '/v1/sessions', { id });
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+    const content = [
+      { type: 'input_text', text: 'see' },
+      { type: 'input_image', image_url: `data:image/png;base64,${png}` },
+    ];
+    lines.length = 0;
+    const input = [{ type: 'message', role: 'user', content }];
+    expect((await call('POST', `/v1/sessions/${id}/turns`, { input }, { LOG_CONTENT: 'true' })).status).toBe(200);
+    expect(lines[0]).not.toContain(png);
+    const logged = JSON.parse(lines[0]!);
+    expect(logged.input[0].content[0].text).toBe('see');
+    expect(logged.input[0].content[1].image_url).toBe(`[data:image/png, ${atob(png).length} bytes]`);
+  });
+
   it('logs a failed turn with its error code', async () => {
     lines.length = 0;
     expect((await call('POST', `/v1/sessions/${freshId('none')}/turns`, { input: 'hi' })).status).toBe(404);

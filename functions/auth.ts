@@ -259,7 +259,10 @@ export function revocationCheck(principal: Principal): ((config: SessionConfig) 
     if (config.id !== principal.sessionId) return;
     if ((config.token_generation ?? 0) > principal.generation) throw invalidToken('the token was revoked');
     if (!sameIncarnation(config, principal.incarnation))
-      throw invalidToken('the token was minted for a deleted session with this id');
+      throw invalidToken(
+        'the token was minted for an earlier session with this id, deleted or replaced by an import since: ' +
+          'mint a new token',
+      );
   };
 }
 

@@ -31,6 +31,9 @@ describe("a bound token and its session's incarnation", () => {
     expect(imported.status, JSON.stringify(imported.body)).toBe(201);
     const read = await api.get(`/v1/sessions/${id}`, bound);
     expect(read.status, JSON.stringify(read.body)).toBe(401);
+    // Its message names both ways a session of that id is another one now, not a delete alone.
+    expect(read.body.error.message).toMatch(/deleted or replaced by an import/);
+    expect(read.body.error.message).toMatch(/mint a new token/);
     // A token minted for the imported session opens it.
     const fresh = await api.post('/v1/tokens', { scopes: ['session:read'], session_id: id });
     expect((await api.get(`/v1/sessions/${id}`, { authorization: `Bearer ${fresh.body.token}` })).status).toBe(200);

@@ -162,7 +162,10 @@ export const promptQuerySchema = z.object({
 
 export const promptPreviewSchema = z.object({
   items: z.array(storedItemOutSchema),
-  context: turnContextSchema.extend({ notices_pending: z.array(z.string()).optional() }),
+  context: turnContextSchema.extend({
+    notices_pending: z.array(z.string()).optional(),
+    queued_turn: z.string().optional(),
+  }),
 });
 
 export const noticeNameSchema = z

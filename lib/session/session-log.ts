@@ -22,7 +22,7 @@ import { packScheduleOf, type OverdueAppend, type PackSchedule } from './log/pac
 import { putStateAfter } from './log/state-record.ts';
 import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
 import { readContext } from './log/tail-reader.ts';
-import { previewContext, sketchFork, type ForkSketch } from './log/preview-context.ts';
+import { previewContext, sketchFork, type ForkSketch, type PreviewContext } from './log/preview-context.ts';
 import type { ForkOptions } from './log/fork.ts';
 import type {
   BeginTurnResult,
@@ -30,7 +30,6 @@ import type {
   OpenTurn,
   PackOptions,
   PackResult,
-  PreviewContext,
   TurnHistory,
   TurnOutcome,
 } from './log/types.ts';

@@ -1,7 +1,10 @@
 import type { Item, PromptItem, Tool } from '../items.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { TurnServices, TurnContext } from './types.ts';
-import { planTurn, CONTEXT_REQUIREMENT } from './plan.ts';
+import { planTurn, CONTEXT_REQUIREMENT, type TurnPlan } from './plan.ts';
+import type { TurnRequest } from './wire.ts';
+import type { LogScope } from '../session/keys.ts';
+import type { QueuedInput } from '../session/records.ts';
 import { promptBudget } from './model-call.ts';
 import { fitTurnPrompt, safetyNetFits, type PromptSource } from './turn-prompt.ts';
 import { ContextTooLargeError } from '../compaction/check-prompt-fits.ts';
@@ -18,19 +21,22 @@ import type { ForkSketch } from '../session/session-log.ts';
  * put them, marked `pending: true`; the context counts them in `notices_pending`, not
  * `notices_delivered`. A compaction the turn would make is shown as made, its summary (which
  * only the model can write) an empty pending item, and `context.compaction.pending: true`.
+ * When the next claim would take the oldest queued input up first (`on_busy: enqueue`, its own
+ * request then refused as busy), the prompt is that input's turn's, named by `context.queued_turn`.
  */
 export async function previewPrompt(
   services: TurnServices,
   sessionId: string,
-  query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
-): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
-  const { built, context, read, pending } = await buildPreview(services, sessionId, query, {});
+  query: PreviewQuery,
+): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[]; queued_turn?: string } }> {
+  const { built, context, read, pending, queued } = await buildPreview(services, sessionId, query, {});
   return {
     items: built.hydrated,
     context: {
       ...context,
       notices_delivered: [],
       notices_pending: pending.map((notice) => notice.name),
+      ...(queued ? { queued_turn: queued } : {}),
       ...(read.context && context.context_start_seq === undefined ? { context_start_seq: read.context.start_seq } : {}),
     },
   };
@@ -67,6 +73,19 @@ export async function countNextPrompt(
   }
 }
 
+type PreviewQuery = {
+  strategies?: string | string[] | undefined;
+  strategy_config?: Record<string, unknown> | undefined;
+};
+
+/** A turn's request: its input, and what it sets over the session. */
+type NextRequest = {
+  input: Item[];
+  model?: string | undefined;
+  tools?: Tool[] | undefined;
+  instructions?: string | null;
+};
+
 /**
  * The next turn's prompt as `request` would have it fitted (`next`: a request's turn), with what it
  * was built from; `checkTools` checks the tools its plan offers first, as a claim does before the
@@ -75,11 +94,11 @@ export async function countNextPrompt(
 async function buildPreview(
   services: TurnServices,
   sessionId: string | ForkSketch,
-  query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
+  query: PreviewQuery,
   request: PromptSource['request'],
-  next?: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
+  next?: NextRequest,
   checkTools?: (tools: readonly Tool[]) => void,
-) {
+): Promise<PreviewBuilt> {
   const stored = typeof sessionId === 'string' ? await services.sessions.get(sessionId) : sessionId.session;
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
   const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
@@ -97,6 +116,21 @@ async function buildPreview(
       context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
     safetyNetFits(plan, budget, request),
   );
+  // The next claim takes the oldest queued input up first: its turn is the next, as it was queued.
+  if (read.queueFirst && next === undefined && typeof sessionId === 'string') {
+    const queued = await oldestQueued(services, read.scope);
+    if (queued) {
+      const { input, request: queuedRequest, key_sha256: name } = queued;
+      const asked = queuedRequest as Partial<TurnRequest>;
+      const settings = {
+        strategies: query.strategies ?? asked.strategies,
+        strategy_config: query.strategy_config ?? asked.strategy_config,
+      };
+      const fitting = asked.truncation !== undefined ? { truncation: asked.truncation } : {};
+      const nextTurn = { input, model: asked.model, tools: asked.tools };
+      return { ...(await buildPreview(services, sessionId, settings, fitting, nextTurn)), queued: name };
+    }
+  }
   const inbox = plan.strategies.includes('inbox');
   // (A fork not written has no inbox yet: nothing waits in it, nor was taken from it.)
   const written = inbox && typeof sessionId === 'string' ? sessionId : undefined;
@@ -132,4 +166,26 @@ async function buildPreview(
     null,
   );
   return { built, context, read, pending, plan, budget };
+}
+
+type PreviewBuilt = Awaited<ReturnType<typeof fitTurnPrompt>> & {
+  read: Awaited<ReturnType<TurnServices['sessions']['previewContext']>>;
+  pending: Awaited<ReturnType<TurnServices['inbox']['peek']>>;
+  plan: TurnPlan;
+  budget: ReturnType<typeof promptBudget>;
+  /** The queued input whose turn it is (its `queued_turn`), when the next claim takes it up first. */
+  queued?: string;
+};
+
+/**
+ * The queued input a pickup would take up first (lib/turn/busy.ts `pickUp`): the oldest still
+ * there, withdrawn ones passed over; null when none. Reads only.
+ */
+async function oldestQueued(services: TurnServices, scope: LogScope): Promise<QueuedInput | null> {
+  for (const entry of await services.sessions.queued(scope)) {
+    if (entry.withdrawn) continue;
+    const found = await services.sessions.readQueued({ ...scope, generation: entry.generation }, entry.keyHash);
+    if (found) return found;
+  }
+  return null;
 }

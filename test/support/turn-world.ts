@@ -5,7 +5,7 @@ import type { PromptItem } from '../../lib/items.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { runInProcess, type TurnServices } from '../../lib/turn/index.ts';
+import { pickUpAfterLeaseClose, pickUpFirst, runInProcess, type TurnServices } from '../../lib/turn/index.ts';
 import { SessionLog } from './session-log.ts';
 
 /**
@@ -76,11 +76,23 @@ export function recordingEcho(): Model & { prompts: PromptItem[][] } {
  * A turn's services on `store` with `model` as the default model, background work dropped
  * (nothing packs) and logs discarded: the setup of tests that watch one turn's storage calls.
  * With `clock` and `leaseMs`, the session log and the inbox read that clock and turns hold
- * leases of that length (TURN_LEASE_MS).
+ * leases of that length (TURN_LEASE_MS). With `kept`, background work (a queued input's turn
+ * among it) is kept there instead, and queued inputs are taken up as the service's log takes
+ * them (functions/services.ts): by a new turn's claim first, and after a lapsed lease's close.
  */
-export function turnWorld(store: ObjectStore, model: Model, timing: { clock?: () => Date; leaseMs?: number } = {}) {
-  const { clock, leaseMs } = timing;
-  const sessions = new SessionLog(store, { ...(clock ? { clock } : {}), ...(leaseMs ? { leaseMs } : {}) });
+export function turnWorld(
+  store: ObjectStore,
+  model: Model,
+  timing: { clock?: () => Date; leaseMs?: number; kept?: Promise<unknown>[] } = {},
+) {
+  const { clock, leaseMs, kept } = timing;
+  const sessions = new SessionLog(store, {
+    ...(clock ? { clock } : {}),
+    ...(leaseMs ? { leaseMs } : {}),
+    ...(kept
+      ? { onQueueWaiting: pickUpFirst(() => services), onLeaseClosed: pickUpAfterLeaseClose(() => services) }
+      : {}),
+  });
   const inbox = new Inbox(store, {
     ...(clock ? { clock } : {}),
     log: () => {},
@@ -92,7 +104,7 @@ export function turnWorld(store: ObjectStore, model: Model, timing: { clock?: ()
     config: parseServiceConfig(leaseMs ? { TURN_LEASE_MS: String(leaseMs) } : {}),
     env: { DEFAULT_MODEL: model.id },
     model: () => model,
-    background: () => undefined,
+    background: kept ? (task) => void kept.push(task.catch(() => undefined)) : () => undefined,
     startBackground: (run) => runInProcess(services, run),
     log: () => {},
     info: () => {},

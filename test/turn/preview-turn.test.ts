@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { TailgateError } from '../../lib/errors.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
@@ -80,6 +81,11 @@ const caseArbitrary = fc.record({
   turnBeforeLast: fc.boolean(),
   instructions: fc.option(text(200), { nil: null }),
   notices: fc.array(text(300), { maxLength: 3 }),
+  /**
+   * Inputs queued (`on_busy: enqueue`) behind the turn left open by a last `dead` step, while its
+   * lease ran: the next claim closes that turn and takes the oldest up first, as its own turn.
+   */
+  queued: fc.array(text(300), { maxLength: 2 }),
 });
 
 /** What the model reads of an item: no `pending` mark, no `created_at`, a pending summary's text unknown. */
@@ -108,15 +114,21 @@ describe('previewPrompt', () => {
     // before the preview, and left open for the next turn's claim to close.
     let deadHeld = 0;
     let openHeld = 0;
+    let queuedFirst = 0;
     await fc.assert(
       fc.asyncProperty(
         caseArbitrary,
-        async ({ steps, strategies, windowShare, last, turnBeforeLast, instructions, notices }) => {
+        async ({ steps, strategies, windowShare, last, turnBeforeLast, instructions, notices, queued }) => {
           const model = recordingEcho();
           let now = Date.parse('2026-01-01T00:00:00Z');
           const clock = () => new Date(now);
           const store = new MemoryStore({ clock });
-          const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS });
+          // Queued inputs are taken up as the service takes them; their turns run in `kept`.
+          const kept: Promise<unknown>[] = [];
+          const settle = async () => {
+            for (let rounds = 0; rounds < 20 && kept.length > 0; rounds++) await Promise.all(kept.splice(0));
+          };
+          const { sessions, inbox, services } = turnWorld(store, model, { clock, leaseMs: LEASE_MS, kept });
           const contextLimit = Math.max(300, Math.floor((windowShare * JSON.stringify(steps).length) / 4));
           await sessions.create({
             id: 's',
@@ -160,6 +172,11 @@ describe('previewPrompt', () => {
           if (leftOpen) {
             // Its lease runs out with nothing closing it: the next turn's claim does.
             await dies();
+            for (const [index, content] of queued.entries()) {
+              const input: Item[] = [{ type: 'message', role: 'user', content }];
+              await sessions.enqueue('s', { input, request: {}, key_sha256: sha256Hex(`${index}`) });
+              now += 1000;
+            }
             now += LEASE_MS + 1;
             const { turns } = (await sessions.get('s')).counts;
             if ((await inbox.listDelivered('s')).some((record) => record.turn === turns)) openHeld += 1;
@@ -168,7 +185,17 @@ describe('previewPrompt', () => {
 
           const preview = await outcome(previewPrompt(services, 's', {}));
           const before = model.prompts.length;
-          const turn = await outcome(runTurn(services, 's', { input: [] }));
+          const { turns } = (await sessions.get('s')).counts;
+          let turn = await outcome(runTurn(services, 's', { input: [] }));
+          if (leftOpen && queued.length > 0) {
+            // The next claim took the oldest queued input up first, its own request refused as busy.
+            expect(turn).toEqual({ code: 'turn_in_progress' });
+            await settle();
+            const first = await sessions.getTurn('s', turns + 1);
+            turn = first.error ? { code: first.error.code } : ({ context: first.context } as unknown as TurnResponse);
+            if (!('code' in preview)) expect(preview.context.queued_turn).toBe(sha256Hex('0'));
+            queuedFirst += 1;
+          } else if (!('code' in preview)) expect(preview.context.queued_turn).toBeUndefined();
           if (!('code' in preview) && preview.context.compaction?.pending && 'code' in turn) {
             // Only the summary, which the preview cannot know, can make the compacted prompt too
             // large: the turn stored it, and the preview now shows it and answers as the turn did.
@@ -180,9 +207,10 @@ describe('previewPrompt', () => {
             expect(turn).toEqual(preview);
             return;
           }
-          const sent = model.prompts.at(-1)!;
-          expect(model.prompts.length).toBeGreaterThan(before);
           const pendingSummary = preview.context.compaction?.pending === true;
+          // The turn's own call, after its summary's (a queued input's turn may have others after it).
+          const sent = model.prompts[before + (pendingSummary ? 1 : 0)]!;
+          expect(model.prompts.length).toBeGreaterThan(before);
           expect(seen(sent, pendingSummary)).toEqual(seen(preview.items, pendingSummary));
           const { context } = turn as TurnResponse;
           expect(preview.context.overflow_dropped).toEqual(context.overflow_dropped);
@@ -224,6 +252,7 @@ describe('previewPrompt', () => {
               turnBeforeLast: true,
               instructions: ' '.repeat(193),
               notices: [],
+              queued: [],
             },
           ],
           // Found by a run: a turn without input (not a retake) kept the newest items whole
@@ -237,6 +266,7 @@ describe('previewPrompt', () => {
               turnBeforeLast: false,
               instructions: ' ',
               notices: [' '.repeat(205), ' '.repeat(169)],
+              queued: [],
             },
           ],
           // A turn that died holding a notice, which the next turn takes over, and one pending after it.
@@ -253,6 +283,7 @@ describe('previewPrompt', () => {
               turnBeforeLast: false,
               instructions: null,
               notices: ['still in the inbox'],
+              queued: [],
             },
           ],
           // The same, the dead turn left open (its lease run out) for the next turn's claim to close.
@@ -269,6 +300,24 @@ describe('previewPrompt', () => {
               turnBeforeLast: false,
               instructions: null,
               notices: ['still in the inbox'],
+              queued: [],
+            },
+          ],
+          // Inputs queued behind the dead turn left open: the next claim takes the oldest up first.
+          [
+            {
+              steps: [
+                { kind: 'message', role: 'user', text: 'a' },
+                { kind: 'notice', text: 'taken by the dead turn' },
+                { kind: 'dead', closed: false },
+              ],
+              strategies: null,
+              windowShare: 0,
+              last: 'b',
+              turnBeforeLast: false,
+              instructions: null,
+              notices: ['still in the inbox'],
+              queued: ['queued first', 'queued second'],
             },
           ],
           // A call left open, summarized by the compaction of a turn, then answered.
@@ -288,6 +337,7 @@ describe('previewPrompt', () => {
               turnBeforeLast: false,
               instructions: null,
               notices: [],
+              queued: [],
             },
           ],
         ],
@@ -296,6 +346,7 @@ describe('previewPrompt', () => {
     expect(lateSent).toBeGreaterThan(0);
     expect(deadHeld).toBeGreaterThan(0);
     expect(openHeld).toBeGreaterThan(0);
+    expect(queuedFirst).toBeGreaterThan(0);
   });
 });
 

@@ -1,7 +1,8 @@
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { EMPTY_LEDGER } from '../../ledger/usage.ts';
 import type { LogScope } from '../keys.ts';
-import type { ContextStart, LogRecord } from '../records.ts';
+import type { PromptItem } from '../../items.ts';
+import type { ContextStart, LogItem, LogRecord, OverflowBoundary, Undelivered } from '../records.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
@@ -19,7 +20,7 @@ import {
 import { asClaimCloses } from './lease.ts';
 import { nextCarried } from './record-carry.ts';
 import { cursorBelow, readWindow, wholeAggregatesOf, type ReadSource } from './tail-reader.ts';
-import type { PreviewContext, SessionRecord } from './types.ts';
+import type { SessionRecord } from './types.ts';
 import { readBase } from './views.ts';
 
 /**
@@ -27,6 +28,25 @@ import { readBase } from './views.ts';
  * stored session or of a fork that is not written (`ForkSketch`): the fork's first turn reads its
  * history so, from its first record (the state at the fork point) down into its ancestors'.
  */
+
+/** What the prompt preview reads: the history's tail, and what the next turn's claim would start from. */
+export interface PreviewContext {
+  items: PromptItem[];
+  aggregates: HistoryAggregates;
+  context: ContextStart | null;
+  /** The overflow boundary the next turn starts from (null: none). */
+  overflow: OverflowBoundary | null;
+  /** The items the next turn's record would carry, as `OpenTurn.carried`. */
+  carried: LogItem[];
+  undelivered: Undelivered;
+  scope: LogScope;
+  /**
+   * Whether the next turn's claim would take the oldest queued input up first, its own request
+   * then refused as busy: the session idle (or its turn's lease run out), the queue's signal
+   * raised, its busy policy not `interrupt` (log/commit.ts).
+   */
+  queueFirst: boolean;
+}
 
 /** A fork of a session as it would be written (log/fork.ts), nothing written: see SessionLog.sketchFork. */
 export interface ForkSketch {
@@ -54,7 +74,7 @@ export async function previewContext(
   from?: number,
 ): Promise<PreviewContext> {
   return withFreshListing(async () => {
-    const head: Omit<Head, 'config'> =
+    const head: Omit<Head, 'config'> & Partial<Pick<Head, 'config'>> =
       typeof of === 'string'
         ? await readHead(log, of, 100)
         : {
@@ -75,9 +95,16 @@ export async function previewContext(
         carried: [],
         undelivered: NOTHING_UNDELIVERED,
         scope,
+        queueFirst: false,
       };
     const context = contextOf(newest);
+    // The claim of a new turn that finds the session idle (once it closed a lapsed turn) and the
+    // queue's signal raised takes the oldest queued input up first, unless it interrupts (log/commit.ts).
+    const signal = head.config ? cursor.queueSignal : null;
+    const idle = !(newest.record.kind === 'turn' && !newest.done);
+    const interrupts = head.config?.on_busy === 'interrupt';
     const next = {
+      queueFirst: idle && !interrupts && signal !== null && signal.size > 0,
       context,
       overflow: overflowOf(newest),
       carried: nextCarried(log, newest, context?.start_seq, cursor.views),

@@ -174,19 +174,6 @@ export interface TurnOutcome {
   readonly overflow?: OverflowBoundary;
 }
 
-/** What the prompt preview reads: the history's tail, and what the next turn's claim would start from. */
-export interface PreviewContext {
-  items: PromptItem[];
-  aggregates: HistoryAggregates;
-  context: ContextStart | null;
-  /** The overflow boundary the next turn starts from (null: none). */
-  overflow: OverflowBoundary | null;
-  /** The items the next turn's record would carry, as `OpenTurn.carried`. */
-  carried: LogItem[];
-  undelivered: Undelivered;
-  scope: LogScope;
-}
-
 /** What a compaction decided: the new context start and its summary (see ContextStart). */
 export type NewContext = Omit<ContextStart, 'base_record' | 'created_at'>;
 

@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../lib/hash.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { killedAtCompletion } from '../support/killed-at-completion.ts';
+import type { SessionLog } from '../support/session-log.ts';
+import { recordingEcho, turnWorld, userTexts } from '../support/turn-world.ts';
+
+/**
+ * GET /prompt (`previewPrompt`, lib/turn/preview.ts) on a busy session: the prompt the next turn
+ * sends when inputs wait queued behind a turn whose lease ran out, and under `on_busy: interrupt`.
+ */
+
+const LEASE_MS = 30_000;
+
+/** Session `s`'s world on `store`, queued inputs taken up as the service does, background work kept for `settle`. */
+function busyWorld(store: ObjectStore = new MemoryStore({ clock: () => new Date(clock.now) })) {
+  const model = recordingEcho();
+  const kept: Promise<unknown>[] = [];
+  const world = turnWorld(store, model, { clock: () => new Date(clock.now), leaseMs: LEASE_MS, kept });
+  const settle = async () => {
+    for (let rounds = 0; rounds < 20 && kept.length > 0; rounds++) await Promise.all(kept.splice(0));
+  };
+  return { ...world, store, model, settle };
+}
+
+const clock = { now: Date.parse('2026-01-01T00:00:00Z') };
+
+/** A turn without input whose process dies as it writes its completion, its lease left to run out. */
+async function dies(store: ObjectStore, model = recordingEcho()): Promise<void> {
+  const left: Promise<unknown>[] = [];
+  const { services } = turnWorld(killedAtCompletion(store), model, {
+    clock: () => new Date(clock.now),
+    leaseMs: LEASE_MS,
+  });
+  await runTurn({ ...services, background: (task) => void left.push(task) }, 's', { input: [] }).catch(() => null);
+  await Promise.allSettled(left);
+}
+
+/** Queues `content` as an enqueue does (its pickup left to the next claim). */
+async function queue(sessions: SessionLog, content: string): Promise<void> {
+  await sessions.enqueue('s', {
+    input: [{ type: 'message', role: 'user', content }],
+    request: {},
+    key_sha256: sha256Hex(content),
+  });
+}
+
+/** What the model reads of an item: no `pending` mark, no `created_at`. */
+function seen(prompt: PromptItem[]): unknown[] {
+  return prompt.map((item) => {
+    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
+    return rest;
+  });
+}
+
+describe('previewPrompt with inputs queued behind a turn whose lease ran out', () => {
+  it("shows the oldest queued input's turn, which the next claim takes up first, and writes nothing", async () => {
+    const world = busyWorld(new CountingStore(new MemoryStore({ clock: () => new Date(clock.now) })));
+    const { sessions, inbox, services, model } = world;
+    await sessions.create({ id: 's' });
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await inbox.post('s', { name: '0001-n', content: 'taken by the dead turn' });
+    await dies(world.store, model);
+    await queue(sessions, 'queued first');
+    clock.now += 1000;
+    await queue(sessions, 'queued second');
+    await inbox.post('s', { name: '0002-n', content: 'posted after' });
+    clock.now += LEASE_MS + 1;
+
+    (world.store as CountingStore).reset();
+    const preview = await previewPrompt(services, 's', {});
+    expect((world.store as CountingStore).counts).toMatchObject({ put: 0, delete: 0 });
+    expect(userTexts(preview.items).at(-1)).toBe('queued first');
+    expect(preview.context.notices_pending).toEqual(['0001-n', '0002-n']);
+
+    // The next turn request takes the queued input up first (its own is then refused: the session is busy).
+    const before = model.prompts.length;
+    await expect(runTurn(services, 's', { input: [] })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    await world.settle();
+    expect(seen(model.prompts[before]!)).toEqual(seen(preview.items));
+  });
+
+  it('shows the turn itself under `on_busy: interrupt`, which runs before the queued inputs', async () => {
+    const world = busyWorld();
+    const { sessions, services, model } = world;
+    await sessions.create({ id: 's', on_busy: 'interrupt' });
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await dies(world.store, model);
+    await queue(sessions, 'queued first');
+    clock.now += LEASE_MS + 1;
+
+    const preview = await previewPrompt(services, 's', {});
+    expect(userTexts(preview.items)).toEqual(['hello']);
+    const before = model.prompts.length;
+    await runTurn(services, 's', { input: [] });
+    expect(seen(model.prompts[before]!)).toEqual(seen(preview.items));
+  });
+});

@@ -3,7 +3,7 @@ import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
+import { previewPrompt, runTurn, takeUnderPolicy, type TurnResponse } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
 import type { SessionLog } from '../support/session-log.ts';
@@ -98,5 +98,42 @@ describe('previewPrompt with inputs queued behind a turn whose lease ran out', (
     const before = model.prompts.length;
     await runTurn(services, 's', { input: [] });
     expect(seen(model.prompts[before]!)).toEqual(seen(preview.items));
+  });
+});
+
+describe('previewPrompt under `on_busy: interrupt` while a turn holds its lease', () => {
+  it('shows the turn that interrupts it: that turn read cancelled, the notices it took first', async () => {
+    const world = busyWorld(new CountingStore(new MemoryStore({ clock: () => new Date(clock.now) })));
+    const { sessions, inbox, services, model } = world;
+    await sessions.create({ id: 's', on_busy: 'interrupt' });
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await inbox.post('s', { name: '0001-n', content: 'taken by the running turn' });
+    // Its process died as it wrote its completion: its lease still runs, as a live turn's does.
+    await dies(world.store, model);
+    await inbox.post('s', { name: '0002-n', content: 'posted after' });
+    expect((await sessions.getWithNewestTurn('s')).newestTurn).toMatchObject({ turn: 1, status: null });
+
+    (world.store as CountingStore).reset();
+    const preview = await previewPrompt(services, 's', {});
+    expect((world.store as CountingStore).counts).toMatchObject({ put: 0, delete: 0 });
+    expect((await sessions.getWithNewestTurn('s')).newestTurn).toMatchObject({ turn: 1, status: null });
+    expect(preview.context.notices_pending).toEqual(['0001-n', '0002-n']);
+
+    const before = model.prompts.length;
+    const taken = await takeUnderPolicy(services, 's', { input: [] }, {}, (busy) => runTurn(busy, 's', { input: [] }));
+    expect(taken).toMatchObject({ kind: 'taken', value: { turn: 2 } });
+    expect(seen(model.prompts[before]!)).toEqual(seen(preview.items));
+    const { context } = (taken as { value: TurnResponse }).value;
+    expect(context.notices_delivered).toEqual(preview.context.notices_pending);
+  });
+
+  it('shows the session as it stands under `reject`: the next turn is refused while the lease runs', async () => {
+    const world = busyWorld();
+    const { sessions, inbox, services, model } = world;
+    await sessions.create({ id: 's' });
+    await inbox.post('s', { name: '0001-n', content: 'taken by the running turn' });
+    await dies(world.store, model);
+    expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual([]);
+    await expect(runTurn(services, 's', { input: [] })).rejects.toMatchObject({ code: 'turn_in_progress' });
   });
 });

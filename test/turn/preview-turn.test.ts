@@ -4,7 +4,7 @@ import { TailgateError } from '../../lib/errors.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { previewPrompt, runTurn, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
+import { previewPrompt, runTurn, takeUnderPolicy, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
@@ -86,6 +86,12 @@ const caseArbitrary = fc.record({
    * lease ran: the next claim closes that turn and takes the oldest up first, as its own turn.
    */
   queued: fc.array(text(300), { maxLength: 2 }),
+  /**
+   * The session's busy policy is `interrupt`: the next turn runs before the queued inputs, and
+   * cancels the turn left open when its lease still runs (`live`).
+   */
+  interrupt: fc.boolean(),
+  live: fc.boolean(),
 });
 
 /** What the model reads of an item: no `pending` mark, no `created_at`, a pending summary's text unknown. */
@@ -115,10 +121,23 @@ describe('previewPrompt', () => {
     let deadHeld = 0;
     let openHeld = 0;
     let queuedFirst = 0;
+    // Turns left open whose lease still ran, which the next turn interrupted: some runs have them.
+    let interrupted = 0;
     await fc.assert(
       fc.asyncProperty(
         caseArbitrary,
-        async ({ steps, strategies, windowShare, last, turnBeforeLast, instructions, notices, queued }) => {
+        async ({
+          steps,
+          strategies,
+          windowShare,
+          last,
+          turnBeforeLast,
+          instructions,
+          notices,
+          queued,
+          interrupt,
+          live,
+        }) => {
           const model = recordingEcho();
           let now = Date.parse('2026-01-01T00:00:00Z');
           const clock = () => new Date(now);
@@ -135,6 +154,7 @@ describe('previewPrompt', () => {
             instructions,
             strategies,
             strategy_config: windowShare > 0 ? { context_limit: contextLimit } : {},
+            ...(interrupt ? { on_busy: 'interrupt' as const } : {}),
           });
           let posted = 0;
           const post = (content: string) => inbox.post('s', { name: `${posted++}.md`, content });
@@ -177,17 +197,24 @@ describe('previewPrompt', () => {
               await sessions.enqueue('s', { input, request: {}, key_sha256: sha256Hex(`${index}`) });
               now += 1000;
             }
-            now += LEASE_MS + 1;
+            // Under `interrupt` its lease may still run: the next turn cancels it.
+            if (!(interrupt && live)) now += LEASE_MS + 1;
             const { turns } = (await sessions.get('s')).counts;
             if ((await inbox.listDelivered('s')).some((record) => record.turn === turns)) openHeld += 1;
+            if (interrupt && live) interrupted += 1;
           }
           for (const content of notices) await post(content);
 
           const preview = await outcome(previewPrompt(services, 's', {}));
           const before = model.prompts.length;
           const { turns } = (await sessions.get('s')).counts;
-          let turn = await outcome(runTurn(services, 's', { input: [] }));
-          if (leftOpen && queued.length > 0) {
+          // A turn request as the route takes it, under the session's busy policy.
+          let turn = await outcome(
+            takeUnderPolicy(services, 's', { input: [] }, {}, (busy) => runTurn(busy, 's', { input: [] })).then(
+              (taken) => (taken as { value: TurnResponse }).value,
+            ),
+          );
+          if (leftOpen && queued.length > 0 && !interrupt) {
             // The next claim took the oldest queued input up first, its own request refused as busy.
             expect(turn).toEqual({ code: 'turn_in_progress' });
             await settle();
@@ -253,6 +280,8 @@ describe('previewPrompt', () => {
               instructions: ' '.repeat(193),
               notices: [],
               queued: [],
+              interrupt: false,
+              live: false,
             },
           ],
           // Found by a run: a turn without input (not a retake) kept the newest items whole
@@ -267,6 +296,8 @@ describe('previewPrompt', () => {
               instructions: ' ',
               notices: [' '.repeat(205), ' '.repeat(169)],
               queued: [],
+              interrupt: false,
+              live: false,
             },
           ],
           // A turn that died holding a notice, which the next turn takes over, and one pending after it.
@@ -284,6 +315,8 @@ describe('previewPrompt', () => {
               instructions: null,
               notices: ['still in the inbox'],
               queued: [],
+              interrupt: false,
+              live: false,
             },
           ],
           // The same, the dead turn left open (its lease run out) for the next turn's claim to close.
@@ -301,6 +334,8 @@ describe('previewPrompt', () => {
               instructions: null,
               notices: ['still in the inbox'],
               queued: [],
+              interrupt: false,
+              live: false,
             },
           ],
           // Inputs queued behind the dead turn left open: the next claim takes the oldest up first.
@@ -318,6 +353,28 @@ describe('previewPrompt', () => {
               instructions: null,
               notices: ['still in the inbox'],
               queued: ['queued first', 'queued second'],
+              interrupt: false,
+              live: false,
+            },
+          ],
+          // The same under `interrupt`, the dead turn's lease still running: the next turn cancels it,
+          // takes over the notice it took, and runs before the queued inputs.
+          [
+            {
+              steps: [
+                { kind: 'message', role: 'user', text: 'a' },
+                { kind: 'notice', text: 'taken by the dead turn' },
+                { kind: 'dead', closed: false },
+              ],
+              strategies: null,
+              windowShare: 0,
+              last: 'b',
+              turnBeforeLast: false,
+              instructions: null,
+              notices: ['still in the inbox'],
+              queued: ['queued first'],
+              interrupt: true,
+              live: true,
             },
           ],
           // A call left open, summarized by the compaction of a turn, then answered.
@@ -338,6 +395,8 @@ describe('previewPrompt', () => {
               instructions: null,
               notices: [],
               queued: [],
+              interrupt: false,
+              live: false,
             },
           ],
         ],
@@ -347,6 +406,7 @@ describe('previewPrompt', () => {
     expect(deadHeld).toBeGreaterThan(0);
     expect(openHeld).toBeGreaterThan(0);
     expect(queuedFirst).toBeGreaterThan(0);
+    expect(interrupted).toBeGreaterThan(0);
   });
 });
 

@@ -130,7 +130,7 @@ export async function cancelTurn(
     {
       status: 'failed',
       error: interrupt
-        ? { code: TURN_CANCELLED, message: `turn ${turnNumber} was interrupted`, details: { interrupted: true } }
+        ? interrupted(turnNumber)
         : { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` },
     },
     config.webhook_url,
@@ -255,19 +255,28 @@ function closingDone(
  * The newest record as the next claim finds it once it closed what it closes (log/commit.ts): an
  * open model turn whose lease ran out (by `leaseOf` and the log's clock, as the claim judges it)
  * with the completion `closeLapsed` would write (a writer of none), `lease_expired`, naming the
- * turn in `undelivered.lost_turns`; any other as it is. Nothing is written: for a preview
- * (log/preview-context.ts).
+ * turn in `undelivered.lost_turns`; under `interrupt` (the busy policy), one whose lease runs with
+ * the completion an interrupt's cancel writes (`cancelTurn`); any other as it is. Nothing is
+ * written: for a preview (log/preview-context.ts).
  */
 export async function asClaimCloses<Newest extends { record: LogRecord; done: DoneRecord | null }>(
   log: LogContext,
   scope: LogScope,
   newest: Newest,
+  interrupts = false,
 ): Promise<Newest> {
   const { record } = newest;
   if (record.kind !== 'turn' || newest.done) return newest;
-  if ((await leaseOf(log, scope, record)) > log.clock().getTime()) return newest;
-  const outcome: StoredOutcome = { status: 'failed', error: leaseExpired(scope.id, record.turn ?? 0) };
+  const turn = record.turn ?? 0;
+  const lapsed = (await leaseOf(log, scope, record)) <= log.clock().getTime();
+  if (!lapsed && !interrupts) return newest;
+  const outcome: StoredOutcome = { status: 'failed', error: lapsed ? leaseExpired(scope.id, turn) : interrupted(turn) };
   return { ...newest, done: closingDone(log, scope, record, outcome, '') };
+}
+
+/** The error an `interrupt`'s cancel stores for turn `turn` (cancelTurn). */
+function interrupted(turn: number): { code: string; message: string; details: { interrupted: true } } {
+  return { code: TURN_CANCELLED, message: `turn ${turn} was interrupted`, details: { interrupted: true } };
 }
 
 /**

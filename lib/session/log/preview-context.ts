@@ -84,8 +84,11 @@ export async function previewContext(
             cursor: logCursor(log.store, of.scope, { pageLimit: 100, below: of.first.record }),
           };
     const { cursor, scope } = head;
-    // An open turn whose lease ran out is read closed, as the next turn's claim closes it first.
-    const newest = head.newest && typeof of === 'string' ? await asClaimCloses(log, scope, head.newest) : head.newest;
+    // An open turn whose lease ran out is read closed, as the next turn's claim closes it first;
+    // under `interrupt` one whose lease runs too, as the next turn cancels it (lib/turn/busy.ts).
+    const interrupts = head.config?.on_busy === 'interrupt';
+    const newest =
+      head.newest && typeof of === 'string' ? await asClaimCloses(log, scope, head.newest, interrupts) : head.newest;
     if (!newest)
       return {
         items: [],
@@ -102,7 +105,6 @@ export async function previewContext(
     // queue's signal raised takes the oldest queued input up first, unless it interrupts (log/commit.ts).
     const signal = head.config ? cursor.queueSignal : null;
     const idle = !(newest.record.kind === 'turn' && !newest.done);
-    const interrupts = head.config?.on_busy === 'interrupt';
     const next = {
       queueFirst: idle && !interrupts && signal !== null && signal.size > 0,
       context,

@@ -5,6 +5,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { previewPrompt, runTurn, takeUnderPolicy, type TurnResponse } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
 import type { SessionLog } from '../support/session-log.ts';
 import { recordingEcho, turnWorld, userTexts } from '../support/turn-world.ts';
@@ -135,5 +136,83 @@ describe('previewPrompt under `on_busy: interrupt` while a turn holds its lease'
     await dies(world.store, model);
     expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual([]);
     await expect(runTurn(services, 's', { input: [] })).rejects.toMatchObject({ code: 'turn_in_progress' });
+  });
+});
+
+describe('previewPrompt behind the lapsed fence of a take-out of a dead turn cut short', () => {
+  it('shows that dead turn as it stands, closed; the next turn takes it out first', async () => {
+    const world = busyWorld();
+    const { sessions, services, model } = world;
+    await sessions.create({ id: 's' });
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    // A turn answered at its end (a stored Responses response) whose process died; its lease runs out.
+    const dying = turnWorld(killedAtCompletion(world.store), model, {
+      clock: () => new Date(clock.now),
+      leaseMs: LEASE_MS,
+    });
+    const left: Promise<unknown>[] = [];
+    await runTurn(
+      { ...dying.services, background: (task) => void left.push(task) },
+      's',
+      { input: 'dead input' },
+      { answeredAtEnd: true },
+    ).catch(() => null);
+    await Promise.allSettled(left);
+    clock.now += LEASE_MS + 1;
+    // The next turn's take-out of it lands its fence, then its store fails: the turn stays, fenced.
+    let fenced = false;
+    const failing = new FaultyStore(world.store).failWhen(({ operation, key, options }) => {
+      if (operation === 'put' && options?.onlyIfAbsent === true && /\/turn\/[^/]+\/\d+$/.test(key)) fenced = true;
+      return fenced && operation === 'delete';
+    });
+    const cut = turnWorld(failing, model, { clock: () => new Date(clock.now), leaseMs: LEASE_MS });
+    await expect(
+      takeUnderPolicy(cut.services, 's', { input: [] }, {}, (busy, lapsed) =>
+        runTurn(busy, 's', { input: [] }, lapsed),
+      ),
+    ).rejects.toThrow();
+    expect(fenced).toBe(true);
+    clock.now += LEASE_MS + 1;
+
+    // The preview shows the session as it stands: the dead turn's input, the turn read closed.
+    const preview = await previewPrompt(services, 's', {});
+    expect(userTexts(preview.items)).toEqual(['hello', 'dead input']);
+    const before = model.prompts.length;
+    await takeUnderPolicy(services, 's', { input: [] }, {}, (busy, lapsed) =>
+      runTurn(busy, 's', { input: [] }, lapsed),
+    );
+    // The next turn took the dead turn out first: its prompt is the preview's without that turn.
+    expect(userTexts(model.prompts[before]!)).toEqual(['hello']);
+    expect(seen(model.prompts[before]!)).toEqual(seen(preview.items.filter((item) => item.seq! < 2)));
+  });
+});
+
+describe('previewPrompt behind the lapsed fence of a delete of the newest turn cut short', () => {
+  it('shows the turn the delete left, as the next turn goes on after the fence', async () => {
+    const world = busyWorld();
+    const { sessions, inbox, services, model } = world;
+    await sessions.create({ id: 's' });
+    await runTurn(services, 's', { input: 'kept' });
+    await inbox.post('s', { name: '0001-n', content: 'waiting' });
+    // The delete's fence lands, then its store fails: the turn stays, fenced for the delete's lease.
+    let fenced = false;
+    const failing = new FaultyStore(world.store).failWhen(({ operation, key, options }) => {
+      if (operation === 'put' && options?.onlyIfAbsent === true && /\/turn\/[^/]+\/\d+$/.test(key)) fenced = true;
+      return fenced && operation === 'delete';
+    });
+    const cut = turnWorld(failing, model, { clock: () => new Date(clock.now), leaseMs: LEASE_MS });
+    await expect(cut.sessions.deleteTurn('s', 1)).rejects.toThrow();
+    expect(fenced).toBe(true);
+    // While the fence's lease runs the next turn is refused; once it ran out, the turn goes on after it.
+    await expect(runTurn(services, 's', { input: [] })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    clock.now += LEASE_MS + 1;
+
+    const preview = await previewPrompt(services, 's', {});
+    expect(userTexts(preview.items)).toEqual(['kept']);
+    const before = model.prompts.length;
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.turn).toBe(2);
+    expect(seen(model.prompts[before]!)).toEqual(seen(preview.items));
+    expect(turn.context.notices_delivered).toEqual(preview.context.notices_pending);
   });
 });

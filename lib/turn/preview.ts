@@ -4,7 +4,7 @@ import type { TurnServices, TurnContext } from './types.ts';
 import { planTurn, CONTEXT_REQUIREMENT, type TurnPlan } from './plan.ts';
 import type { TurnRequest } from './wire.ts';
 import type { LogScope } from '../session/keys.ts';
-import type { QueuedInput } from '../session/records.ts';
+import type { QueuedInput } from '../session/queued-input.ts';
 import { promptBudget } from './model-call.ts';
 import { fitTurnPrompt, safetyNetFits, type PromptSource } from './turn-prompt.ts';
 import { ContextTooLargeError } from '../compaction/check-prompt-fits.ts';

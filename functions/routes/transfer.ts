@@ -79,19 +79,29 @@ export function transferRoutes() {
       return new Response(body, { status: 200, headers: { 'content-type': NDJSON } }) as never;
     })
     .openapi(importRoute, async (c) => {
-      if (!NDJSON_CONTENT_TYPE.test(c.req.header('content-type') ?? ''))
-        throw new InvalidRequestError(`an import is JSON Lines: send Content-Type: ${NDJSON}`, {
-          field: 'content-type',
+      const body = readBody(c.req.raw.body);
+      try {
+        if (!NDJSON_CONTENT_TYPE.test(c.req.header('content-type') ?? ''))
+          throw new InvalidRequestError(`an import is JSON Lines: send Content-Type: ${NDJSON}`, {
+            field: 'content-type',
+          });
+        const { config, services } = c.var;
+        const session = await importLines(services, body.chunks, {
+          maxItemBytes: config.maxItemBytes,
+          maxNoticeBytes: config.maxNoticeBytes,
+          maxLineBytes: importLineBytes(config.maxBodyBytes),
+          checkValue: checkJsonValue,
+          checkHeader: (header) => ({ ...header, ...normalizeSessionFields(header, services) }) as typeof header,
         });
-      const { config, services } = c.var;
-      const session = await importLines(services, chunksOf(c.req.raw.body), {
-        maxItemBytes: config.maxItemBytes,
-        maxNoticeBytes: config.maxNoticeBytes,
-        maxLineBytes: importLineBytes(config.maxBodyBytes),
-        checkValue: checkJsonValue,
-        checkHeader: (header) => ({ ...header, ...normalizeSessionFields(header, services) }) as typeof header,
-      });
-      return c.json(session, 201);
+        return c.json(session, 201);
+      } catch (error) {
+        // Refused before its body was read to its end (a taken id, a bad line): the rest stays
+        // unread, so the connection closes after the answer, which says so, as a body refused
+        // unread does (functions/body-budget.ts): a keep-alive client then sends its next
+        // request on a new connection, not on one the server ends under it.
+        if (!body.ended()) c.header('Connection', 'close');
+        throw error;
+      }
     });
 }
 
@@ -106,13 +116,21 @@ function importLineBytes(maxBodyBytes: number): number {
   return maxBodyBytes + Math.ceil(maxBodyBytes / 4) + 1024;
 }
 
-/** The chunks of a request body, read as they arrive. */
-async function* chunksOf(body: ReadableStream<Uint8Array> | null): AsyncGenerator<Uint8Array> {
-  if (!body) return;
-  const reader = body.getReader();
-  try {
-    for (let next = await reader.read(); !next.done; next = await reader.read()) yield next.value;
-  } finally {
-    reader.releaseLock();
+/** The chunks of a request body, read as they arrive, and whether they were read to its end. */
+function readBody(body: ReadableStream<Uint8Array> | null): {
+  chunks: AsyncGenerator<Uint8Array>;
+  ended: () => boolean;
+} {
+  let ended = !body;
+  async function* chunks(): AsyncGenerator<Uint8Array> {
+    if (!body) return;
+    const reader = body.getReader();
+    try {
+      for (let next = await reader.read(); !next.done; next = await reader.read()) yield next.value;
+      ended = true;
+    } finally {
+      reader.releaseLock();
+    }
   }
+  return { chunks: chunks(), ended: () => ended };
 }

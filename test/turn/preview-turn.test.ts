@@ -407,7 +407,8 @@ describe('previewPrompt', () => {
     expect(openHeld).toBeGreaterThan(0);
     expect(queuedFirst).toBeGreaterThan(0);
     expect(interrupted).toBeGreaterThan(0);
-  });
+    // 80 runs of up to a dozen turns each: a ceiling for a loaded machine, not a measure.
+  }, 90_000);
 });
 
 describe('previewPrompt, case by case', () => {

@@ -47,9 +47,11 @@ export { removeStaleOriginal } from './slots.ts';
  * client that rewrites the same bytes under a delivered name within the storage clock's
  * resolution (a second on S3) is taken for the delivered notice, and that rewrite is dropped.
  *
- * The cost is a list plus three operations per notice (get, put, delete). A name delivered
- * before adds a head and a list, and on S3 (listings carry no metadata) a head per slot
- * written in the last seconds.
+ * The cost is a list plus three operations per notice (get, put, delete), and a head before
+ * the move of a notice read earlier (`Inbox.fetch`, as a turn reads its notices). A name
+ * delivered before adds the refused put, a head of what holds the name and a list of its
+ * slots, and on S3 (listings carry no metadata) a head per slot uploaded since
+ * CLOCK_TOLERANCE_MS before the notice (lib/inbox/slots.ts `claimSlot`).
  */
 
 /** What the inbox's functions work with: its store, settings and where a session's notices are. */

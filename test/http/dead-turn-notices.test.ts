@@ -1,11 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { createApp } from '../../functions/app.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { CountingStore } from '../support/counting-store.ts';
-import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
+import { countedProcess, type CountedLine } from '../support/counted-process.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
 import { TOKEN } from './http-suite.ts';
 
@@ -20,46 +18,14 @@ import { TOKEN } from './http-suite.ts';
 const LEASE_MS = 3000;
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: String(LEASE_MS) };
 
-/** A turn's log line, with the storage calls its process made until the line was written (`calls`). */
-type Line = { turn: number | null; storage_ops: Record<string, number>; calls: StoreCall[] };
-
 /** Processes of the app on one memory store, sharing a clock the test moves. */
 function world() {
   let now = Date.parse('2026-01-01T00:00:00Z');
   const clock = () => new Date(now);
   const store = new MemoryStore({ clock });
   /** A process of the app seeing the store as `wrap` gives it, its models `model` (echo by default). */
-  const processOf = (wrap: (store: ObjectStore) => ObjectStore = (inner) => inner, model: Model = echoModel) => {
-    const calls: StoreCall[] = [];
-    const seen = new FaultyStore(wrap(store)).failWhen((call) => {
-      calls.push(call);
-      return false;
-    });
-    const lines: Line[] = [];
-    const tasks: Promise<unknown>[] = [];
-    const app = createApp({
-      store: () => new CountingStore(seen),
-      readEnvironment: () => environment,
-      log: () => {},
-      info: () => {},
-      logLine: (line) => void lines.push({ ...JSON.parse(line), calls: [...calls] }),
-      clock,
-      wrapModel: () => model,
-      afterResponse: (task) => void tasks.push(task),
-    });
-    const call = async (method: string, path: string, body?: object) => {
-      const response = await app.request(`http://tailgate.test/v1/sessions/s${path}`, {
-        method,
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        ...(body ? { body: JSON.stringify(body) } : {}),
-      });
-      return { status: response.status, body: (await response.json().catch(() => null)) as any };
-    };
-    const drain = async () => {
-      while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-    };
-    return { call, drain, calls, lines, app };
-  };
+  const processOf = (wrap: (store: ObjectStore) => ObjectStore = (inner) => inner, model: Model = echoModel) =>
+    countedProcess(wrap(store), { environment, clock, base: '/v1/sessions/s', model });
   /** Session `s`, with notice `0001-n` pending when `notice`. */
   const session = async (notice: boolean) => {
     const { app } = processOf();
@@ -126,7 +92,7 @@ describe('a turn that took a notice, whose process died, closed by its lease', (
 
 describe('a retake after a turn closed by its lease, by a process started afresh', () => {
   /** Of `line`'s calls, those of `operation` on keys under `part`. */
-  const callsOf = (line: Line, operation: string, part: string) =>
+  const callsOf = (line: CountedLine, operation: string, part: string) =>
     line.calls.filter((call) => call.operation === operation && call.key.includes(part));
 
   it('costs 3 calls more than one after a failed turn: the stopped turn’s spend twice, its notices', async () => {

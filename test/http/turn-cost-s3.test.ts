@@ -1,9 +1,8 @@
 import { describe, expect, inject, it } from 'vitest';
-import { createApp } from '../../functions/app.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../../lib/store/write-probe.ts';
-import { CountingStore } from '../support/counting-store.ts';
-import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
+import { countedProcess, type CountedLine } from '../support/counted-process.ts';
+import type { StoreCall } from '../support/faulty-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
 import { conditionalGatewayForFile } from '../support/s3-gateway-hooks.ts';
 import { createTestS3Store } from '../support/s3-store.ts';
@@ -22,9 +21,6 @@ import { TOKEN } from './http-suite.ts';
 
 const gateway = conditionalGatewayForFile();
 const LEASE_MS = 3000;
-
-/** A turn's log line, with the storage calls its process made until the line was written (`calls`). */
-type Line = { turn: number | null; storage_ops: Record<string, number>; calls: StoreCall[] };
 
 /** What a plain turn costs: config, listing, view, newest record and its completion; inbox listing; two puts. */
 const PLAIN = { get: 4, head: 0, put: 2, list: 2, delete: 0, total: 8 };
@@ -60,34 +56,7 @@ async function world(settings: Record<string, string> = {}) {
   const processOf = async (wrap: (store: ObjectStore) => ObjectStore = (inner) => inner) => {
     const store = createTestS3Store(gateway().endpoint, inject('s3Bucket'));
     await requireConditionalWrites(store, { keyPrefix: environment.KEY_PREFIX });
-    const calls: StoreCall[] = [];
-    const seen = new FaultyStore(wrap(store)).failWhen((call) => {
-      calls.push(call);
-      return false;
-    });
-    const lines: Line[] = [];
-    const tasks: Promise<unknown>[] = [];
-    const app = createApp({
-      store: () => new CountingStore(seen),
-      readEnvironment: () => environment,
-      log: () => {},
-      info: () => {},
-      logLine: (line) => void lines.push({ ...JSON.parse(line), calls: [...calls] }),
-      clock,
-      afterResponse: (task) => void tasks.push(task),
-    });
-    const call = async (method: string, path: string, body?: object) => {
-      const response = await app.request(`http://tailgate.test/v1/sessions${path}`, {
-        method,
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        ...(body ? { body: JSON.stringify(body) } : {}),
-      });
-      return { status: response.status, body: (await response.json().catch(() => null)) as any };
-    };
-    const drain = async () => {
-      while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-    };
-    return { call, drain, lines };
+    return countedProcess(wrap(store), { environment, clock, base: '/v1/sessions' });
   };
   /** A turn (input `input`) by a process started afresh: its response and log line. */
   const turn = async (input: string | [] = 'go') => {
@@ -119,7 +88,7 @@ async function world(settings: Record<string, string> = {}) {
 }
 
 /** Of `line`'s calls, the keys (after the session's prefix) `operation` was called on. */
-function keysOf(line: Line, operation: StoreCall['operation']): string[] {
+function keysOf(line: CountedLine, operation: StoreCall['operation']): string[] {
   return line.calls
     .filter((call) => call.operation === operation && call.key.includes('/sessions/s/'))
     .map((call) => call.key.slice(call.key.indexOf('/sessions/s/') + '/sessions/s/'.length))

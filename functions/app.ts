@@ -11,7 +11,7 @@ import { allowedMethods, methodNotAllowed, unconfiguredAnswer } from './allowed-
 import { bodyBudget } from './body-budget.ts';
 import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
 import { createServices, type AppServices } from './services.ts';
-import { infoToConsole, serviceInputs } from './service-inputs.ts';
+import { infoToConsole, serviceInputs, type QueuedRun } from './service-inputs.ts';
 import type { AppOptions } from './app-options.ts';
 import { retryDelaySeconds, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
 import { createErrorHandler } from './error-handler.ts';
@@ -165,8 +165,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
  * webhook outbox's drainer): the services a request would have, from the environment, with
  * `background` for the work they leave running; `requestId`, the request a queue message came
  * from, names it in the log lines of its turns (and of the inputs their closes take up whose
- * entries name no request); `enqueuedBy`, the request that queued the input a message's turn
- * runs (BackgroundTurn `enqueued_by`), names that turn in its place.
+ * entries name no request); `queued`, a message's turn of a queued input, is named by the
+ * request that queued it (BackgroundTurn `enqueued_by`) in its place, and no other turn is.
  */
 export function createOutsideServices(
   options: AppOptions,
@@ -174,13 +174,13 @@ export function createOutsideServices(
   environment: RuntimeEnvironment,
   background: (task: Promise<unknown>) => void,
   requestId?: string | null,
-  enqueuedBy?: string,
+  queued?: QueuedRun,
 ) => AppServices {
   const log = options.log ?? logToConsole;
   const info = options.info ?? infoToConsole;
-  return (environment, background, requestId = null, enqueuedBy = undefined) =>
+  return (environment, background, requestId = null, queued = undefined) =>
     createServices({
-      ...serviceInputs(options, environment, parseServiceConfig(environment), log, requestId, enqueuedBy),
+      ...serviceInputs(options, environment, parseServiceConfig(environment), log, requestId, queued),
       background: (task) => background(task.catch((error: unknown) => logBackgroundFailure(log, info, error))),
     });
 }
@@ -200,7 +200,7 @@ export function createTurnRunner(
 ) => Promise<'done' | { retryAfterSeconds: number }> {
   const servicesFor = createOutsideServices(options);
   return async (run, environment, background, attempts = 1) => {
-    const services = servicesFor(environment, background, run.request_id ?? null, run.enqueued_by);
+    const services = servicesFor(environment, background, run.request_id ?? null, run);
     const outcome = await runBackgroundTurn(services, run);
     if (outcome === 'done') return outcome;
     return { retryAfterSeconds: retryDelaySeconds(attempts, services.config.turnLeaseMs) };

@@ -2,7 +2,7 @@ import { stringEnv, type ServiceConfig } from '../lib/config.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import type { Model } from '../lib/models/model.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
-import { RunningTurns } from '../lib/turn/index.ts';
+import { RunningTurns, type BackgroundTurn } from '../lib/turn/index.ts';
 import type { AppOptions } from './app-options.ts';
 import type { RuntimeEnvironment } from './router.ts';
 import type { ServiceInputs } from './services.ts';
@@ -33,6 +33,9 @@ function runningUnder(options: AppOptions): RunningTurns {
   return running;
 }
 
+/** A queued input's turn (BackgroundTurn `enqueued_by`: the request that queued it), which its log line is named by. */
+export type QueuedRun = Pick<BackgroundTurn, 'session_id' | 'turn' | 'enqueued_by'>;
+
 /** What a request's services and a background runner's share, from the runtime environment. */
 export function serviceInputs(
   options: AppOptions,
@@ -40,7 +43,7 @@ export function serviceInputs(
   config: ServiceConfig,
   log: (message: string, details?: unknown) => void,
   requestId: string | null,
-  enqueuedBy?: string,
+  queued?: QueuedRun,
 ): Omit<ServiceInputs, 'background'> {
   const strings = stringEnv(environment);
   const modelEnvironment: ModelEnvironment = {
@@ -54,28 +57,27 @@ export function serviceInputs(
   const backend = options.store(environment, config);
   // The storage operations of this request (or queue message), for its turns' log lines; a turn
   // it runs in process after its response (a background or queued one) counts its own. A queued
-  // input's turn (`enqueuedBy`: the request that queued it) is named by that request, and this
-  // one, whose pickup ran it, apart.
-  const counted = (queuedBy: string | undefined): Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'> => {
+  // input's turn (`queued`, naming the request that queued it) is named by that request, and this
+  // one, whose pickup ran it, apart; any other turn these services tell of (a lapsed lease they
+  // close) is named by this request alone.
+  const counted = (run: QueuedRun | undefined): Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'> => {
     const ops = noStorageOps();
     const store = countedStore(backend, ops, options.metrics);
+    const named = { logLine, metrics: options.metrics, ops, logContent: config.logContent };
+    const observe = turnObserver({ ...named, requestId });
+    const by = run?.enqueued_by;
+    const own = by === undefined ? undefined : turnObserver({ ...named, requestId: by, pickupRequestId: requestId });
     return {
       store,
       webhookSink: config.webhooks
         ? (options.queueWebhook?.(environment) ?? outboxSink(store, config.keyPrefix, options.webhookStored))
         : undefined,
-      observeTurn: turnObserver({
-        logLine,
-        metrics: options.metrics,
-        ops,
-        logContent: config.logContent,
-        requestId: queuedBy ?? requestId,
-        pickupRequestId: queuedBy === undefined ? null : requestId,
-      }),
+      observeTurn: (outcome) =>
+        (own && outcome.session_id === run!.session_id && outcome.turn === run!.turn ? own : observe)(outcome),
     };
   };
   return {
-    ...counted(enqueuedBy),
+    ...counted(queued),
     countedApart: counted,
     requestId,
     observeCompaction: options.metrics ? compactionObserver(options.metrics) : undefined,

@@ -56,7 +56,7 @@ export interface ServiceInputs {
    * background or queued one, `runInProcess`), over the same backend: its storage operations
    * counted apart from the request's, for its own log line (functions/service-inputs.ts).
    */
-  countedApart?: ((enqueuedBy?: string) => Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'>) | undefined;
+  countedApart?: ((run?: BackgroundTurn) => Pick<ServiceInputs, 'store' | 'webhookSink' | 'observeTurn'>) | undefined;
   /** The `x-request-id` of the request served (TurnServices.requestId); none outside one. */
   requestId?: string | null;
   /** Told how each turn ended (functions/turn-log.ts). */
@@ -239,7 +239,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
  */
 function inProcess(services: AppServices, inputs: ServiceInputs, run: BackgroundTurn): AppServices {
   if (!inputs.countedApart) return withoutTokenBudget(services, inputs);
-  return createServices({ ...inputs, ...inputs.countedApart(run.enqueued_by), tokenBudget: null });
+  return createServices({ ...inputs, ...inputs.countedApart(run), tokenBudget: null });
 }
 
 /** `services` without the request token's budget: its spend, and the price check of its models. */

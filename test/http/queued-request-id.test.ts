@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { createApp, createOutsideServices, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { queuedInputSchema } from '../../lib/session/queued-input.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { claimInput } from '../../lib/turn/background.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { createClient, TOKEN } from './http-suite.ts';
@@ -84,5 +85,42 @@ describe("a queued input's turn names the request that queued it", () => {
     expect(queuedInputSchema.parse({ ...entry, request_id: 'req_1' }).request_id).toBe('req_1');
     expect(queuedInputSchema.safeParse({ ...entry, request_id: 5 }).success).toBe(false);
     expect(queuedInputSchema.safeParse({ ...entry, request_id: '' }).success).toBe(false);
+  });
+
+  it('names only its own turn so: a lapsed lease it closes is logged under the request running it', async () => {
+    const store = new MemoryStore();
+    const lease = { ...environment, TURN_LEASE_MS: '3000' };
+    let now = Date.parse('2026-01-01T00:00:00.000Z');
+    const lines: Line[] = [];
+    const options: AppOptions = {
+      store: () => store,
+      readEnvironment: () => lease,
+      clock: () => new Date(now),
+      logLine: (line) => void lines.push(JSON.parse(line)),
+      log: () => undefined,
+      info: () => undefined,
+    };
+    const app = createApp(options);
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const created = await app.request('/v1/sessions', { method: 'POST', headers, body: '{}' }, lease);
+    const { id } = (await created.json()) as { id: string };
+    const servicesFor = createOutsideServices(options);
+    // A turn claimed, whose runner never comes: its lease runs out.
+    const dead = await claimInput(
+      servicesFor(lease, () => undefined),
+      id,
+      {
+        input: [{ type: 'message', role: 'user', content: 'never run' }],
+        request: {},
+      },
+    );
+    now += 60_000;
+    // The services of a queued input's turn (turn 7 of another session), run by the message of
+    // request req_pickup, which close that lapsed lease on their way.
+    const queued = { session_id: 'sess_other', turn: 7, writer: 'w', enqueued_by: 'req_enqueuer' };
+    const services = servicesFor(lease, () => undefined, 'req_pickup', queued);
+    expect(await services.sessions.closeIfExpired(id, dead.turn)).toMatchObject({ status: 'failed' });
+    const line = lines.find((each) => each.turn === dead.turn && each.status === 'failed');
+    expect(line).toMatchObject({ request_id: 'req_pickup', pickup_request_id: null });
   });
 });

@@ -36,7 +36,8 @@ import type { Model } from '../models/model.ts';
  * previous_response_id or conversation, a `store: false` response's prompt of the instructions
  * and the input (its checks refuse the same inputs); nothing is read, but for a token bound to a
  * session the history index, where a create finds the conversation the input resends (its own, or
- * the create's 403). With one of them, the
+ * the create's 403), and that conversation, a dead response after that history taken out first as
+ * the create takes it out. With one of them, the
  * prompt the conversation's next turn would send (the prompt preview's, lib/turn/preview.ts:
  * the stored context after the strategies, pending notices, a due compaction as made, with the
  * input appended); it reads the conversation (its record, its context, its pending notices

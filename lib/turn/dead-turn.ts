@@ -12,7 +12,7 @@ import type { TurnServices } from './types.ts';
  * failed `lease_expired` with no output (or open, its lease run out: closed so first), is taken
  * out of its session, its newest turn, before anything is stored after it: by the next request on
  * its conversation (lib/openai/dead-turn.ts), a native turn, the pickup of an input queued
- * behind it (./busy.ts), an append (./append.ts), a manual compaction's claim
+ * behind it (./pickup.ts), an append (./append.ts), a manual compaction's claim
  * (./compact-session.ts), or an `interrupt` that cancelled it while its lease ran
  * (takeOutInterrupted), so that the retry, coming after any of them, stores its input once. So is
  * one an `interrupt` cancelled, dead or not (failed `turn_cancelled`, `details.interrupted`, with

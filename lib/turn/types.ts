@@ -104,7 +104,7 @@ export interface BackgroundTurn {
   writer: string;
   request_id?: string | undefined;
   /**
-   * A queued input's turn (lib/turn/busy.ts `pickUp`): the `x-request-id` of the request that
+   * A queued input's turn (lib/turn/pickup.ts `pickUp`): the `x-request-id` of the request that
    * queued it, as its queue entry names it, which its log line names in place of `request_id`
    * (absent for any other turn, and for an entry stored before entries named it).
    */

@@ -137,7 +137,7 @@ it('responses.compact naming a response older than the one before the newest tur
 
 // The pickups that take a dead turn out (after its lease's close, a listing of the queue) lower
 // no signal themselves: the queued input's turn, claimed in the generation the take-out moved
-// to, lists that generation's signal, and its close lowers it there (lib/turn/busy.ts pickUp).
+// to, lists that generation's signal, and its close lowers it there (lib/turn/pickup.ts pickUp).
 for (const closer of ['a listing of the queue', "a reader of the dead turn's events"] as const)
   it(`the queue's signal is lowered in the new generation once ${closer} took the dead turn out`, async () => {
     const dead = await deadSecondStep();

@@ -55,13 +55,16 @@ function jitless(nonce: string): string {
  * asks for /favicon.ico, a 404), and no web fonts, telemetry or other outside calls: nor any
  * control that calls Scalar's service (its agent, "Ask AI", uploads the document there; its
  * MCP generator; its developer toolbar, shown on localhost, to share, deploy or make SDKs).
- * Each response has a nonce of its own, which its Content-Security-Policy (`docsPolicy`) names.
+ * Each response has a nonce of its own, which its Content-Security-Policy (`docsPolicy`) names,
+ * and is stored by no cache (`no-store`), which would serve that nonce again.
  */
 export function docsPage(document: () => object): MiddlewareHandler {
   return async (c, next) => {
     const nonce = randomNonce();
     c.header('content-security-policy', docsPolicy(nonce));
     c.header('x-content-type-options', 'nosniff');
+    // A page served again from a cache would name its nonce again.
+    c.header('cache-control', 'no-store');
     const render = Scalar(() => ({
       content: document() as Record<string, unknown>,
       cdn: DOCS_SCRIPT_PATH,

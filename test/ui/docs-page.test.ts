@@ -51,6 +51,8 @@ describe('the /docs page', () => {
     expect(html).toContain(`<script type="text/javascript" nonce="${nonce}">`);
     const again = (await fetch(`${node.origin}/docs`)).headers.get('content-security-policy') ?? '';
     expect(again).not.toContain(`'nonce-${nonce}'`);
+    // Kept by no cache, browser's or shared: a page served again from one would serve its nonce again.
+    expect(response.headers.get('cache-control')).toBe('no-store');
   });
 
   it('renders the API reference in Chromium under its policy, breaking none of it', { timeout: 60_000 }, async () => {

@@ -93,9 +93,15 @@ export function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEG
 
 const WHOLE_NUMBER = 'must be a whole number in digits, without a unit (4194304, not 4MB)';
 
-/** A whole-number setting, whose refusal tells how to write one (`4MB`, `30s` and `2.5` are not). */
+/**
+ * A whole-number setting, whose refusal tells how to write one (`4MB`, `30s` and `2.5` are not).
+ * Only for a value that is no whole number: the schema's own message would also stand for every
+ * check chained after it (`positive`, `min`, `max`), whose refusals say the range instead.
+ */
 export function wholeNumber() {
-  return z.number({ error: WHOLE_NUMBER }).int({ error: WHOLE_NUMBER });
+  return z
+    .number({ error: (issue) => (issue.code === 'invalid_type' ? WHOLE_NUMBER : undefined) })
+    .int({ error: WHOLE_NUMBER });
 }
 
 /** A variable's text as a number (unset and blank: the default). */

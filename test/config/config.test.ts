@@ -103,6 +103,17 @@ describe('parseServiceConfig', () => {
     );
   });
 
+  it.each([
+    ['MAX_BODY_BYTES', '-5', 'Too small: expected number to be >0'],
+    ['VIEW_CACHE_BYTES', '-1', 'Too small: expected number to be >=0'],
+    ['SESSION_TTL_DAYS', '0', 'Too small: expected number to be >=1'],
+    ['SESSION_TTL_DAYS', '99999999', 'Too big: expected number to be <=36500'],
+    ['RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN', '0', 'Too small: expected number to be >0'],
+    ['TURN_LEASE_MS', '2147483648', 'Too big: expected number to be <=2147483647'],
+  ])('tells the operator a whole %s=%j out of its range what the range is, not to write digits', (name, value, why) => {
+    expect(() => parseServiceConfig({ [name]: value })).toThrow(`invalid setting ${name}: ${why}`);
+  });
+
   it.each(['TURN_LEASE_MS', 'MODEL_TIMEOUT_MS'])(
     'refuses %s over 2147483647, the longest a timer waits (a longer one fires at once)',
     (name) => {

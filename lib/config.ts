@@ -1,11 +1,9 @@
 import { MAX_TTL_DAYS } from './session/fields.ts';
 import { z } from 'zod';
-import { InvalidRequestError, NotConfiguredError, UnknownStrategyError } from './errors.ts';
-import { resolveStrategies } from './strategies/prepare-prompt.ts';
-import { builtInRegistry } from './strategies/registry.ts';
+import { NotConfiguredError } from './errors.ts';
+import { strategySettingProblems } from './strategy-settings.ts';
 import type { ModelPrices } from './ledger/prices.ts';
 import type { Budget } from './ledger/usage.ts';
-import { resolveStrategyConfig, strategyConfigEnvName, strategyConfigKeys } from './strategies/strategy-config.ts';
 import {
   booleanText,
   budgetText,
@@ -274,10 +272,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
       ),
     );
   }
-  // Each threshold and PROMPT_STRATEGY on its own, so that one bad value hides no other.
-  const strategyEnv = stringEnv(env);
-  for (const name of [...strategyConfigKeys.map(strategyConfigEnvName), 'PROMPT_STRATEGY'])
-    collect(() => checkStrategyEnvironment({ [name]: strategyEnv[name] }));
+  problems.push(...strategySettingProblems(stringEnv(env)));
   // Read from the raw text too, so that they are checked when another setting is invalid.
   const text = (name: string) => (typeof plain[name] === 'string' ? (plain[name] as string) : undefined);
   const modelAliases = collect(() => parseModelAliases(parsed.data?.MODEL_ALIASES ?? text('MODEL_ALIASES')));
@@ -363,30 +358,6 @@ function checkWebhookSettings(url: string | undefined, plain: Record<string, unk
     throw new NotConfiguredError('invalid setting WEBHOOK_SECRET: WEBHOOK_URL is set, and its events must be signed', {
       variable: 'WEBHOOK_SECRET',
     });
-}
-
-/**
- * The strategy settings of the environment (PROMPT_STRATEGY's names, the thresholds'
- * upper-case variables) are the operator's: a bad one is `not_configured` naming the
- * variable, not a 400 blaming the request that happened to read it.
- */
-function checkStrategyEnvironment(env: Record<string, string | undefined>): void {
-  try {
-    resolveStrategyConfig({ env });
-    resolveStrategies(undefined, builtInRegistry, env);
-  } catch (error) {
-    if (error instanceof UnknownStrategyError) {
-      throw new NotConfiguredError(`invalid setting PROMPT_STRATEGY: ${error.message}`, {
-        variable: 'PROMPT_STRATEGY',
-        known: error.known,
-      });
-    }
-    if (!(error instanceof InvalidRequestError)) throw error;
-    // "environment EPOCH_SIZE: not a number", with `details.field` the variable.
-    const variable = String((error.details as { field?: unknown } | undefined)?.field ?? 'environment');
-    const reason = error.message.slice(error.message.indexOf(': ') + 2);
-    throw new NotConfiguredError(`invalid setting ${variable}: ${reason}`, { variable });
-  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { createHmac, hash } from 'node:crypto';
+import { createHash, createHmac, hash } from 'node:crypto';
 
 /**
  * Hashes through `node:crypto`, which all three runtimes provide natively (Workers with
@@ -24,6 +24,12 @@ export function randomHex(bytes: number): string {
 /** Hex SHA-256 of a string (UTF-8) or bytes. */
 export function sha256Hex(data: string | Uint8Array): string {
   return hash('sha256', data, 'hex');
+}
+
+/** A SHA-256 of bytes given in parts, as hex once all are given. */
+export function sha256Parts(): { update: (bytes: Uint8Array) => void; hex: () => string } {
+  const hasher = createHash('sha256');
+  return { update: (bytes) => void hasher.update(bytes), hex: () => hasher.digest('hex') };
 }
 
 /** Base64 HMAC-SHA256 of a string (UTF-8) under `key`. */

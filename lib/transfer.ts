@@ -1,5 +1,6 @@
 import { InvalidRequestError, TailgateError } from './errors.ts';
 import { bracketedField, pathDetails } from './field-path.ts';
+import { sha256Parts } from './hash.ts';
 import type { Inbox } from './inbox/index.ts';
 import { exportHeaderSchema, parseExportLine, type ExportHeader } from './session/export-format.ts';
 import type { ImportLine, SessionLog, SessionRecord } from './session/session-log.ts';
@@ -55,12 +56,28 @@ export async function importLines(
     format: _format,
     ...header
   } = options.checkHeader ? checkHeaderLine(options.checkHeader, parsed, headerLine!.line) : parsed;
+  // The export's SHA-256 is of its lines, each with one line end: sent again with other line
+  // ends, blank lines or chunks, it is the same export (a retry finishes it, log/import-pending.ts).
+  const digest = sha256Parts();
+  const hashed = (batch: ImportLine[]) => {
+    for (const { raw } of batch) {
+      digest.update(raw);
+      digest.update(LINE_END);
+    }
+    return batch;
+  };
+  hashed(first.value);
+  const lines = (async function* () {
+    if (rest.length > 0) yield rest;
+    for await (const batch of batches) yield hashed(batch);
+  })();
   return services.sessions.import({
     header,
-    lines: (async function* () {
-      if (rest.length > 0) yield rest;
-      yield* batches;
-    })(),
+    lines,
+    exportSha256: async () => {
+      for await (const batch of lines) void batch;
+      return digest.hex();
+    },
     maxItemBytes: options.maxItemBytes,
     maxNoticeBytes: options.maxNoticeBytes,
     pack: packOptions(sessionStrategyPlan(services.env, header)),
@@ -101,6 +118,7 @@ function checkHeaderLine(
 }
 
 const NEWLINE = 10;
+const LINE_END = new Uint8Array([NEWLINE]);
 
 /**
  * The JSON value of every non-blank line of `chunks` (UTF-8, `\n` or `\r\n`), numbered from 1,

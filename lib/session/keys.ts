@@ -191,9 +191,9 @@ export function forkMarkerKey(scope: LogScope, childId: string, childGeneration:
   return `${forkMarkersPrefix(scope)}${validateId(childId)}.${childGeneration}`;
 }
 
-/** The prefixes holding every object of one incarnation (all but the config and the inbox). */
+/** The prefixes of every object of one incarnation an import writes (all but the config and the inbox). */
 export function generationPrefixes(scope: LogScope): string[] {
-  return ['turn', 'keys', 'tail', 'blob', 'idem', 'context'].map((kind) => scoped(scope, kind));
+  return ['turn', 'keys', 'tail', 'blob', 'idem', 'context', 'import'].map((kind) => scoped(scope, kind));
 }
 
 /** Every generation's records: a listing of it shows the newest generation first. */

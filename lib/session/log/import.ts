@@ -1,4 +1,4 @@
-import { InvalidRequestError, SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
+import { InvalidRequestError, NotFoundError, SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8, toBytes } from '../../store/object-store.ts';
 import {
@@ -21,12 +21,12 @@ import {
 } from '../keys.ts';
 import { MAX_OPEN_CALLS, type ContextStart, type LogItem, type LogRecord, type SessionConfig } from '../records.ts';
 import { trackCall } from './open-calls.ts';
-import { deleteSession, newIncarnation, toSessionRecord } from './config-object.ts';
+import { deleteSession, newIncarnation } from './config-object.ts';
 import type { LogContext } from './context.ts';
-import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';
+import { readConfig, scopeOf } from './head.ts';
+import { finishImport, resumeImport, stagePending } from './import-pending.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { heldView, writeViewIfDue } from './view-writer.ts';
-import { writeIndexEntry } from './session-index.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
 import type { LogView } from '../view-records.ts';
 
@@ -65,6 +65,8 @@ export interface ImportOptions {
   attachmentLimits: AttachmentLimits;
   /** Writes the delivered-notice records once the config exists (they are not under a generation). */
   afterCreate: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>;
+  /** The export's SHA-256 (log/import-pending.ts), once `lines` are read to their end (it reads the rest). */
+  exportSha256: () => Promise<string>;
 }
 
 /**
@@ -100,7 +102,12 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
       field: 'line 1.created_at',
     });
   const configKey = sessionConfigKey(log.keyPrefix, id);
-  if (await log.store.head(configKey)) throw new SessionExistsError(id);
+  const existing = await readConfig(log, id).catch((error: unknown) => {
+    if (error instanceof NotFoundError) return null;
+    throw error;
+  });
+  // Its own import stopped after its config: the same export finishes it (log/import-pending.ts).
+  if (existing) return resumeImport(log, existing.config, options.exportSha256, options.afterCreate);
   const config: SessionConfig = {
     format: 'tailgate.session.v1',
     id,
@@ -122,6 +129,7 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
   let notices: ExportNotice[];
   try {
     notices = await writeLog(log, scope, options);
+    await stagePending(log, scope, { export_sha256: await options.exportSha256(), notices });
     const written = await putCreateOnly(
       log.store,
       configKey,
@@ -136,18 +144,11 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     throw error;
   }
   try {
-    await options.afterCreate(config, notices);
+    return await finishImport(log, config, notices, options.afterCreate);
   } catch (error) {
     await deleteSession(log, id).catch(() => undefined);
     throw error;
   }
-  const { newest } = await readNewest(log, scope);
-  try {
-    await writeIndexEntry(log, config, newest);
-  } catch {
-    // The session exists: without its index entry it is listed from its next turn, append or PATCH.
-  }
-  return toSessionRecord(config, countsOf(newest), ledgerOf(newest));
 }
 
 /** Checks every line and writes the log; returns the notices, for after the config. */

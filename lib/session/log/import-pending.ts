@@ -1,0 +1,97 @@
+import { z } from 'zod';
+import { SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
+import { putCreateOnly } from '../../store/create-only.ts';
+import { decodeUtf8 } from '../../store/object-store.ts';
+import { exportNoticeSchema, type ExportNotice } from '../export-format.ts';
+import { scoped, type LogScope } from '../keys.ts';
+import { parseStored, type SessionConfig } from '../records.ts';
+import { toSessionRecord } from './config-object.ts';
+import type { LogContext } from './context.ts';
+import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';
+import { writeIndexEntry } from './session-index.ts';
+import type { SessionRecord } from './types.ts';
+
+/**
+ * What an import writes after its commit point (the delivered-notice records, not under a
+ * generation, and the index entry), kept before it in `import/<g>/pending` with the SHA-256 of
+ * the export, and deleted once written: a session whose import stopped after its config was
+ * created keeps it, and the same export sent again writes the rest and is answered as the first
+ * import would have been (docs/STORAGE.md, "Import").
+ */
+
+/** `import/<g>/pending`: under the generation, swept with it (keys.ts generationPrefixes). */
+function importPendingKey(scope: LogScope): string {
+  return `${scoped(scope, 'import')}pending`;
+}
+
+const pendingSchema = z.object({
+  format: z.literal('tailgate.import.v1'),
+  export_sha256: z.string(),
+  notices: z.array(exportNoticeSchema),
+});
+
+/** What an import has left to write once its config exists. */
+export type PendingImport = z.infer<typeof pendingSchema>;
+
+/** Writes what remains to do after the config, before it (create-only: the generation is new). */
+export async function stagePending(log: LogContext, scope: LogScope, pending: Omit<PendingImport, 'format'>) {
+  const key = importPendingKey(scope);
+  const body = JSON.stringify({ format: 'tailgate.import.v1', ...pending });
+  const written = await putCreateOnly(
+    log.store,
+    key,
+    body,
+    { contentType: 'application/json' },
+    (object) => decodeUtf8(object.body) === body,
+  );
+  if (!written) throw new StorageError(`import: ${key} was written by someone else`);
+}
+
+/**
+ * Writes the delivered notices and the index entry of an imported session whose config exists,
+ * then deletes its pending object: the session is whole. A failure of the notices is thrown
+ * (the pending object kept); the index entry and the delete are best effort.
+ */
+export async function finishImport(
+  log: LogContext,
+  config: SessionConfig,
+  notices: ExportNotice[],
+  writeNotices: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>,
+): Promise<SessionRecord> {
+  const scope = scopeOf(log.keyPrefix, config);
+  await writeNotices(config, notices);
+  const { newest } = await readNewest(log, scope);
+  try {
+    await writeIndexEntry(log, config, newest);
+  } catch {
+    // The session exists: without its index entry it is listed from its next turn, append or PATCH.
+  }
+  // Left, a retry of the same export writes the notices again, as it would have found them.
+  await log.store.delete(importPendingKey(scope)).catch(() => undefined);
+  return toSessionRecord(config, countsOf(newest), ledgerOf(newest));
+}
+
+/**
+ * An import of an id whose session exists: when that session's own import stopped after its
+ * config (its pending object stands) and `exportSha256` (read to the body's end) is the export
+ * it came from, its rest is written and it is answered; else 409 `session_exists`.
+ */
+export async function resumeImport(
+  log: LogContext,
+  config: SessionConfig,
+  exportSha256: () => Promise<string>,
+  writeNotices: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>,
+): Promise<SessionRecord> {
+  const key = importPendingKey(scopeOf(log.keyPrefix, config));
+  const object = await log.store.get(key);
+  if (!object) throw new SessionExistsError(config.id);
+  const pending = parseStored(key, object.body, pendingSchema);
+  if ((await exportSha256()) !== pending.export_sha256)
+    throw new TailgateError(
+      'session_exists',
+      `session ${config.id} already exists; its import from another export did not finish: ` +
+        'send that export again to finish it, or delete the session and import this one',
+      { id: config.id, import_unfinished: true },
+    );
+  return finishImport(log, config, pending.notices, writeNotices);
+}

@@ -328,6 +328,8 @@ describe('a request that takes the queue up first, crashed at each storage call'
         }
       }
     },
+    // A crash at each of the storage calls of a queue taken up: a ceiling for a loaded machine.
+    90_000,
   );
 
   // Each outage's length and first failure apart: one test would outlast a loaded machine's timeout.

@@ -692,9 +692,12 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect((await call(client, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
       expect((await call(TOKEN, 'DELETE', `/v1/sessions/${id}`)).status).toBe(204);
       expect((await call(TOKEN, 'POST', '/v1/sessions', { id })).status).toBe(201);
-      expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}`), /deleted session/);
-      expectInvalidToken(await call(client, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' }), /deleted session/);
-      expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}/inbox`), /deleted session/);
+      expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}`), /earlier session with this id/);
+      expectInvalidToken(
+        await call(client, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' }),
+        /earlier session with this id/,
+      );
+      expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}/inbox`), /earlier session with this id/);
       const fresh = await mint({ scopes: ['session:turn'], session_id: id });
       expect((await call(fresh, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
     });

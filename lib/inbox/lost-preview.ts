@@ -16,7 +16,9 @@ import type { PreviewNotice } from './types.ts';
  * record read away meanwhile (taken over by a turn starting now) is left out, as is one that no
  * longer names a lost turn, and one whose chain of decision keys (lib/inbox/decision-chain.ts)
  * another holds or a give-back ended: that notice goes back to the inbox (a give-back that died
- * once it posted it back left the record), where the turn takes it, and `Inbox.peek` shows it.
+ * once it posted it back left the record), where the turn takes it, and `Inbox.peek` shows it. One
+ * a give-back that died did not post back yet is posted back by the next turn's `recover`, after
+ * that turn listed the inbox alongside its claim: the turn after takes it, and neither shows here.
  */
 export async function previewLost(
   ctx: InboxContext,

@@ -68,7 +68,9 @@ describe('the delivered listing of a record whose chain a give-back ended', () =
 
   it('lists it in neither until the next turn posts it back as it starts, and takes it then', async () => {
     const { inbox, finish } = await giveBackStalled('post');
-    // Turn 9 finds the give-back unfinished: it posts the notice back, then takes it from the inbox.
+    // Turn 9 finds the give-back unfinished: it posts the notice back. A consume that lists the inbox
+    // after that takes it; a turn lists the inbox alongside its claim, before, and leaves it to the
+    // turn after (test/turn/preview-turn.test.ts, the give-back states).
     expect(await inbox.recover('s1', lost, 9)).toEqual([]);
     const ninth = await inbox.consume('s1', { turn: 9 });
     expect(ninth.delivered.map((notice) => notice.content)).toEqual(['once']);

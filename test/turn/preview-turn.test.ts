@@ -568,52 +568,50 @@ async function closedHoldingTwo() {
   return { store, clock, model, inbox, services };
 }
 
-describe('previewPrompt after a dead turn whose give-back died once it posted a notice back', () => {
-  it('shows that notice once, where the next turn delivers it: from the inbox', async () => {
-    const { store, clock, model, inbox, services } = await closedHoldingTwo();
-    // Turn 1's give-back of `0001-n` posts it back, then dies before it deletes the delivery record.
-    const dying = turnWorld(
-      new FaultyStore(store).failWhen(
-        ({ operation, key }) => operation === 'delete' && key.includes('/inbox_removed/'),
-      ),
-      model,
-      { clock, leaseMs: LEASE_MS },
-    );
-    await dying.inbox.giveBack('s', [{ name: '0001-n', stored_as: '0001-n' }], 1);
-    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(['0001-n']);
+/**
+ * Where turn 1's give-back of `0001-n` stands when the next turn starts: none ran (its record names
+ * turn 1, its chain open); it decided the notice goes back, then died before it posted it back (or
+ * once it posted it, before it deleted the record); or it finished (the record gone). The next turn
+ * lists the inbox alongside its claim, then takes over the closed turn's notices, finishing a
+ * give-back it finds on a record's chain: a notice that give-back had not posted back yet waits in
+ * the inbox for the turn after.
+ */
+const giveBackStates = [
+  { state: 'none', gives: false, dies: null, next: ['0001-n', '0002-n'], after: [] },
+  { state: 'decided', gives: true, dies: 'put', next: ['0002-n'], after: ['0001-n'] },
+  { state: 'posted', gives: true, dies: 'delete', next: ['0002-n', '0001-n'], after: [] },
+  { state: 'finished', gives: true, dies: null, next: ['0002-n', '0001-n'], after: [] },
+] as const;
 
-    // Read only: the preview walks the decision keys beside the records, creating none.
-    const counting = new CountingStore(store);
-    const preview = await previewPrompt(turnWorld(counting, model, { clock, leaseMs: LEASE_MS }).services, 's', {});
-    expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
-    const turn = await runTurn(services, 's', { input: [] });
-    expect(turn.context.notices_delivered).toEqual(['0002-n', '0001-n']);
-    expect(preview.context.notices_pending).toEqual(turn.context.notices_delivered);
-    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
-  });
-});
-
-describe('previewPrompt after a dead turn whose give-back died before it posted a notice back', () => {
-  it('leaves that notice out, as the next turn posts it back after it took the inbox', async () => {
+describe('previewPrompt after a dead turn, wherever its give-back of a notice stands', () => {
+  it.each(giveBackStates)('give-back $state: shows what the next turn and the turn after deliver', async (world) => {
     const { store, clock, model, inbox, services } = await closedHoldingTwo();
-    // Turn 1's give-back of `0001-n` decides it goes back, then dies before it posts it to the inbox.
-    const dying = turnWorld(
-      new FaultyStore(store).failWhen(({ operation, key }) => operation === 'put' && key.includes('/inbox/')),
-      model,
-      { clock, leaseMs: LEASE_MS },
-    );
-    await dying.inbox.giveBack('s', [{ name: '0001-n', stored_as: '0001-n' }], 1);
+    if (world.gives) {
+      // The give-back dies at the first call `dies` names: its post back, or the delete of the record.
+      const dying = turnWorld(
+        new FaultyStore(store).failWhen(({ operation, key }) =>
+          world.dies === 'put' ? operation === 'put' && key.includes('/inbox/') : operation === world.dies,
+        ),
+        model,
+        { clock, leaseMs: LEASE_MS },
+      );
+      await dying.inbox.giveBack('s', [{ name: '0001-n', stored_as: '0001-n' }], 1);
+    }
+    const posted = world.gives && world.dies !== 'put' ? ['0001-n'] : [];
+    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(posted);
+    for (const delivers of [world.next, world.after]) {
+      // Read only: the preview walks the decision keys beside the records, creating none.
+      const counting = new CountingStore(store);
+      const preview = await previewPrompt(turnWorld(counting, model, { clock, leaseMs: LEASE_MS }).services, 's', {});
+      expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
+      const prompts = model.prompts.length;
+      const turn = await runTurn(services, 's', { input: [] });
+      expect(turn.context.notices_delivered).toEqual(delivers);
+      expect(preview.context.notices_pending).toEqual(turn.context.notices_delivered);
+      expect(model.prompts).toHaveLength(prompts + 1);
+      expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+    }
     expect(await inbox.listPending('s')).toEqual([]);
-
-    const counting = new CountingStore(store);
-    const preview = await previewPrompt(turnWorld(counting, model, { clock, leaseMs: LEASE_MS }).services, 's', {});
-    expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
-    const turn = await runTurn(services, 's', { input: [] });
-    // The turn lists the inbox before it finishes that give-back: the notice waits for the turn after.
-    expect(turn.context.notices_delivered).toEqual(['0002-n']);
-    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(['0001-n']);
-    expect(preview.context.notices_pending).toEqual(turn.context.notices_delivered);
-    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
   });
 });
 

@@ -100,6 +100,7 @@ export class MemoryTurnDriver implements TurnDriver {
       readQueued: (scope, keyHash) => log.readQueued(scope, keyHash),
       copyBlobs: (id, from, items) => log.copyBlobs(id, from, items),
       queuedTakenBefore: (scope, keyHash) => log.queuedTakenBefore(scope, keyHash),
+      queuedTakenUp: (scope, entry, input) => log.queuedTakenUp(scope, entry, input),
       removeQueued: (scope, keyHash) => log.removeQueued(scope, keyHash),
       lowerQueueSignal: (scope, etag) => log.lowerQueueSignal(scope, etag),
       markQueued: (scope, keyHash, writer) => log.markQueued(scope, keyHash, writer),

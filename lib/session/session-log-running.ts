@@ -19,6 +19,7 @@ import {
   type QueuedEntry,
 } from './log/queue.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
+import { takenUp } from './log/queue-taking.ts';
 import { markTaking, withdrawing, withdrawQueued } from './log/queue-withdraw.ts';
 import { markedQueues, markIfQueued, unmarkIfEmpty, unmarkWhileSpent } from './log/queue-markers.ts';
 import type { OpenTurn, StoredOutcome } from './log/types.ts';
@@ -94,6 +95,14 @@ export class SessionLogRunning extends SessionLogBase {
   /** Whether an input queued under an older generation (`queued_in`) was taken up there or after it. */
   async queuedTakenBefore(scope: LogScope, entry: { keyHash: string; generation: string }): Promise<boolean> {
     return takenBefore(this.log, scope, entry);
+  }
+
+  /**
+   * Whether queued input `input` (listed as `entry`) is taken up: marked by a pickup whose turn is
+   * stored (log/queue-taking.ts `takenUp`). Reads only.
+   */
+  async queuedTakenUp(scope: LogScope, entry: { keyHash: string; generation: string }, input: QueuedInput) {
+    return takenUp(this.log, scope, entry, input);
   }
 
   async removeQueued(scope: LogScope, keyHash: string): Promise<void> {

@@ -6,6 +6,8 @@ import {
 } from '../errors.ts';
 import { BoundedCache } from '../session/log/bounded-cache.ts';
 import type { LogScope } from '../session/keys.ts';
+import { checkCalls } from '../session/log/open-calls.ts';
+import type { QueuedInput } from '../session/queued-input.ts';
 import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
 import { idleEntry } from '../webhooks/events.ts';
 import { claimInput } from './background.ts';
@@ -177,6 +179,39 @@ function enqueuedBy(entry: { request_id?: string | undefined }): Pick<Background
 /** How a log line names a queued input. */
 function queuedInput(sessionId: string, keyHash: string): string {
   return `tailgate: a queued input of session ${sessionId} (key sha256 ${keyHash})`;
+}
+
+/**
+ * Whether a pickup passes queued input `input` (listed as `entry`) over without running it, read
+ * only (for the prompt preview, which shows the turn of the first it runs): taken up already (a
+ * pickup marked it and its turn is stored, log/queue-taking.ts `takenUp`: its claim replays, and the
+ * entry is removed), queued under a generation the session left and taken up there or after
+ * (`TakenBefore`), or refused by its turn's claim as invalid against the calls the session leaves
+ * open (`openCalls`; null: not tracked), and dropped. Passed over, each stores nothing, so the next
+ * is judged against the same calls. Costs, for a marked input, a head of each generation and
+ * perhaps a read of the newest record; for one of a generation left, a head of each since it.
+ */
+export async function passedOver(
+  services: Pick<TurnServices, 'sessions'>,
+  scope: LogScope,
+  entry: { keyHash: string; generation: string },
+  input: QueuedInput,
+  openCalls: readonly string[] | null,
+): Promise<boolean> {
+  if (openCalls !== null && refused(() => checkCalls(input.input, openCalls))) return true;
+  if (entry.generation !== scope.generation && (await services.sessions.queuedTakenBefore(scope, entry))) return true;
+  return services.sessions.queuedTakenUp(scope, entry, input);
+}
+
+/** Whether `check` refuses what it checks (InvalidRequestError, the 400 of a claim). */
+function refused(check: () => unknown): boolean {
+  try {
+    check();
+    return false;
+  } catch (error) {
+    if (error instanceof InvalidRequestError) return true;
+    throw error;
+  }
 }
 
 /** A queued input whose key names a turn of a generation the session left (log/queue.ts). */

@@ -9,6 +9,7 @@ import { promptBudget } from './model-call.ts';
 import { fitTurnPrompt, safetyNetFits, type PromptSource } from './turn-prompt.ts';
 import { ContextTooLargeError } from '../compaction/check-prompt-fits.ts';
 import { roomFor } from './notices.ts';
+import { passedOver } from './pickup.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import type { ForkSketch } from '../session/session-log.ts';
 
@@ -118,7 +119,7 @@ async function buildPreview(
   );
   // The next claim takes the oldest queued input up first: its turn is the next, as it was queued.
   if (read.queueFirst && next === undefined && typeof sessionId === 'string') {
-    const queued = await oldestQueued(services, read.scope);
+    const queued = await oldestQueued(services, read.scope, read.openCalls);
     if (queued) {
       const { input, request: queuedRequest, key_sha256: name } = queued;
       const asked = queuedRequest as Partial<TurnRequest>;
@@ -178,14 +179,19 @@ type PreviewBuilt = Awaited<ReturnType<typeof fitTurnPrompt>> & {
 };
 
 /**
- * The queued input a pickup would take up first (lib/turn/busy.ts `pickUp`): the oldest still
- * there, withdrawn ones passed over; null when none. Reads only.
+ * The queued input a pickup would take up first (lib/turn/pickup.ts `pickUp`): the oldest still
+ * there, withdrawn ones passed over, and those the pickup passes over (`passedOver`: taken up
+ * already, or refused as invalid against the calls `openCalls` leaves open); null when none. Reads only.
  */
-async function oldestQueued(services: TurnServices, scope: LogScope): Promise<QueuedInput | null> {
+async function oldestQueued(
+  services: TurnServices,
+  scope: LogScope,
+  openCalls: readonly string[] | null,
+): Promise<QueuedInput | null> {
   for (const entry of await services.sessions.queued(scope)) {
     if (entry.withdrawn) continue;
     const found = await services.sessions.readQueued({ ...scope, generation: entry.generation }, entry.keyHash);
-    if (found) return found;
+    if (found && !(await passedOver(services, scope, entry, found, openCalls))) return found;
   }
   return null;
 }

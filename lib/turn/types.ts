@@ -151,6 +151,7 @@ export type TurnSessionLog = Pick<
   | 'readQueued'
   | 'copyBlobs'
   | 'queuedTakenBefore'
+  | 'queuedTakenUp'
   | 'removeQueued'
   | 'lowerQueueSignal'
   | 'markQueued'

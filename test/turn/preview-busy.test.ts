@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
-import type { PromptItem } from '../../lib/items.ts';
+import type { Item, PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { previewPrompt, runTurn, takeUnderPolicy, type TurnResponse } from '../../lib/turn/index.ts';
+import { pickUp, previewPrompt, runTurn, takeUnderPolicy, type TurnResponse } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
@@ -216,3 +216,70 @@ describe('previewPrompt behind the lapsed fence of a delete of the newest turn c
     expect(turn.context.notices_delivered).toEqual(preview.context.notices_pending);
   });
 });
+
+describe('previewPrompt with queued inputs the pickup passes over', () => {
+  /** Session `s`: `hello`, a turn that died, `queued first` and `queued second` behind it, its lease run out. */
+  async function queuedBehindDead(world: ReturnType<typeof busyWorld>, first: Item[] | string = 'queued first') {
+    const { sessions, model } = world;
+    await sessions.create({ id: 's' });
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await dies(world.store, model);
+    await (typeof first === 'string' ? queue(sessions, first) : queueItems(sessions, first, 'first'));
+    clock.now += 1000;
+    await queue(sessions, 'queued second');
+    clock.now += LEASE_MS + 1;
+  }
+
+  /** The next turn request as the preview shows it, and the prompt the model was sent first after it. */
+  async function previewThenNext(world: ReturnType<typeof busyWorld>) {
+    const { services, model } = world;
+    const counting = new CountingStore(world.store);
+    const preview = await previewPrompt(busyWorld(counting).services, 's', {});
+    expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
+    const before = model.prompts.length;
+    const outcome = await runTurn(services, 's', { input: [] }).then(
+      () => 'ran',
+      (error: { code?: string }) => error.code,
+    );
+    await world.settle();
+    return { preview, outcome, sent: model.prompts[before]! };
+  }
+
+  it('passes over an input a pickup marked whose turn is stored, and shows the one after it', async () => {
+    const world = busyWorld();
+    await queuedBehindDead(world);
+    // A pickup claims `queued first` and runs its turn, then its store fails as it removes the entry.
+    const failing = busyWorld(
+      new FaultyStore(world.store).failWhen(({ operation, key }) => operation === 'delete' && key.includes('/queue/')),
+    );
+    await expect(pickUp(failing.services, 's')).rejects.toThrow();
+    await failing.settle();
+    const listed = await world.sessions.queued((await world.sessions.getWithNewestTurn('s')).scope);
+    expect(listed).toHaveLength(2);
+    // Its turn stored (turn 2, after the dead one), its entry still there, marked.
+    expect((await world.sessions.get('s')).counts.turns).toBe(2);
+
+    const { preview, outcome, sent } = await previewThenNext(world);
+    expect(userTexts(preview.items).at(-1)).toBe('queued second');
+    expect(preview.context.queued_turn).toBe(sha256Hex('queued second'));
+    expect(outcome).toBe('turn_in_progress');
+    expect(seen(sent)).toEqual(seen(preview.items));
+  });
+
+  it('passes over an input its turn would refuse as invalid, as the pickup drops it', async () => {
+    const world = busyWorld();
+    // `queued first` answers a call no turn left open: the pickup drops it (the enqueue took it unchecked).
+    const output: Item = { type: 'function_call_output', call_id: 'call_none', output: 'late' };
+    await queuedBehindDead(world, [output]);
+    const { preview, outcome, sent } = await previewThenNext(world);
+    expect(userTexts(preview.items).at(-1)).toBe('queued second');
+    expect(preview.context.queued_turn).toBe(sha256Hex('queued second'));
+    expect(outcome).toBe('turn_in_progress');
+    expect(seen(sent)).toEqual(seen(preview.items));
+  });
+});
+
+/** Queues `input` under the key `key` as an enqueue does. */
+async function queueItems(sessions: SessionLog, input: Item[], key: string): Promise<void> {
+  await sessions.enqueue('s', { input, request: {}, key_sha256: sha256Hex(key) });
+}

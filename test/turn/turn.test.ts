@@ -368,6 +368,7 @@ describe('storage operations per turn', () => {
         enqueue: log.enqueue.bind(log),
         readQueued: log.readQueued.bind(log),
         queuedTakenBefore: log.queuedTakenBefore.bind(log),
+        queuedTakenUp: log.queuedTakenUp.bind(log),
         removeQueued: log.removeQueued.bind(log),
         lowerQueueSignal: log.lowerQueueSignal.bind(log),
         markQueued: log.markQueued.bind(log),

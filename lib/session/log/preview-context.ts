@@ -18,6 +18,7 @@ import {
   type Head,
 } from './head.ts';
 import { asClaimCloses } from './lease.ts';
+import { openCallsOf } from './open-calls.ts';
 import { nextCarried } from './record-carry.ts';
 import { cursorBelow, readWindow, wholeAggregatesOf, type ReadSource } from './tail-reader.ts';
 import type { SessionRecord } from './types.ts';
@@ -39,6 +40,8 @@ export interface PreviewContext {
   /** The items the next turn's record would carry, as `OpenTurn.carried`. */
   carried: LogItem[];
   undelivered: Undelivered;
+  /** The calls the next turn's input may answer (null: not tracked), as its claim checks them (./open-calls.ts). */
+  openCalls: string[] | null;
   scope: LogScope;
   /**
    * Whether the next turn's claim would take the oldest queued input up first, its own request
@@ -97,6 +100,7 @@ export async function previewContext(
         overflow: null,
         carried: [],
         undelivered: NOTHING_UNDELIVERED,
+        openCalls: [],
         scope,
         queueFirst: false,
       };
@@ -111,6 +115,7 @@ export async function previewContext(
       overflow: overflowOf(newest),
       carried: nextCarried(log, newest, context?.start_seq, cursor.views),
       undelivered: undeliveredOf(newest),
+      openCalls: openCallsOf(newest),
       scope,
     };
     const base = await readBase(log, scope, newest, cursor);

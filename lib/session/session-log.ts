@@ -17,7 +17,7 @@ import {
 } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
 import { pack } from './log/packer.ts';
-import { holderScope } from './log/rewind.ts';
+import { holderScope, type RewindOptions } from './log/rewind.ts';
 import { packScheduleOf, type OverdueAppend, type PackSchedule } from './log/pack-schedule.ts';
 import { putStateAfter } from './log/state-record.ts';
 import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
@@ -237,14 +237,17 @@ export class SessionLog extends SessionLogRunning {
    * `from`: the context starts there (a compaction the previewed turn would make). A `ForkSketch`
    * (sketchFork): the history the first turn of that fork would read, were it written. A newest
    * turn open past its lease is read closed, as the next claim closes it (log/lease.ts asClaimCloses).
+   * Given `tookNothing` (as for deleteTurn), the dead turn of a turn answered at its end, which the
+   * next turn takes out first, is read taken out, unless its delete is refused (log/dead-preview.ts).
    */
   async previewContext(
     id: string | ForkSketch,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
     fromOverflow = false,
     from?: number,
+    tookNothing?: RewindOptions['tookNothing'],
   ): Promise<PreviewContext> {
-    return readAgainIfGone(() => previewContext(this.log, id, requirement, fromOverflow, from));
+    return readAgainIfGone(() => previewContext(this.log, id, requirement, fromOverflow, from, tookNothing));
   }
 
   /**

@@ -111,11 +111,17 @@ async function buildPreview(
     created_at,
   }));
   const budget = promptBudget(plan.model, plan.strategyConfig, {}, services.tokenEncoders);
+  const tookNothing =
+    typeof sessionId === 'string'
+      ? (lost: Parameters<TurnServices['inbox']['tookNothing']>[1]) => services.inbox.tookNothing(sessionId, lost)
+      : undefined;
   const read = await services.sessions.previewContext(
     sessionId,
     (aggregates, context) =>
       context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
     safetyNetFits(plan, budget, request),
+    undefined,
+    tookNothing,
   );
   // The next claim takes the oldest queued input up first: its turn is the next, as it was queued.
   if (read.queueFirst && next === undefined && typeof sessionId === 'string') {
@@ -161,7 +167,8 @@ async function buildPreview(
       history: [...read.items, ...input],
       aggregates: read.context ? undefined : read.aggregates,
       readFrom: async (startSeq) =>
-        (await services.sessions.previewContext(sessionId, () => CONTEXT_REQUIREMENT, false, startSeq)).items,
+        (await services.sessions.previewContext(sessionId, () => CONTEXT_REQUIREMENT, false, startSeq, tookNothing))
+          .items,
       notices: { forPrompt: () => notices },
     },
     null,

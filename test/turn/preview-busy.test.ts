@@ -139,26 +139,67 @@ describe('previewPrompt under `on_busy: interrupt` while a turn holds its lease'
   });
 });
 
-describe('previewPrompt behind the lapsed fence of a take-out of a dead turn cut short', () => {
-  it('shows that dead turn as it stands, closed; the next turn takes it out first', async () => {
+/** A turn answered at its end (a stored Responses response) of `input`, whose process died; its lease runs out. */
+async function diesAnsweredAtEnd(world: ReturnType<typeof busyWorld>, input: string): Promise<void> {
+  const dying = turnWorld(killedAtCompletion(world.store), world.model, {
+    clock: () => new Date(clock.now),
+    leaseMs: LEASE_MS,
+  });
+  const left: Promise<unknown>[] = [];
+  await runTurn(
+    { ...dying.services, background: (task) => void left.push(task) },
+    's',
+    { input },
+    { answeredAtEnd: true },
+  )
+    // Its process died: nothing answers it.
+    .catch(() => null);
+  await Promise.allSettled(left);
+  clock.now += LEASE_MS + 1;
+}
+
+/** The preview, read only, then the next turn request (taking the session as the service does): the prompt it sent. */
+async function previewThenTurn(world: ReturnType<typeof busyWorld>) {
+  const counting = new CountingStore(world.store);
+  const preview = await previewPrompt(busyWorld(counting).services, 's', {});
+  expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
+  const before = world.model.prompts.length;
+  const turn = await takeUnderPolicy(world.services, 's', { input: [] }, {}, (busy, lapsed) =>
+    runTurn(busy, 's', { input: [] }, lapsed),
+  );
+  return { preview, sent: world.model.prompts[before]!, turn: (turn as { value: TurnResponse }).value };
+}
+
+describe('previewPrompt after the dead turn of a response answered at its end', () => {
+  it('reads that turn taken out, as the next turn takes it out first, its lease run out', async () => {
+    const world = busyWorld();
+    await world.sessions.create({ id: 's' });
+    await world.sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await diesAnsweredAtEnd(world, 'dead input');
+    const { preview, sent } = await previewThenTurn(world);
+    expect(userTexts(sent)).toEqual(['hello']);
+    expect(seen(sent)).toEqual(seen(preview.items));
+  });
+
+  it('reads it as it stands when it took an inbox notice, which keeps it in: the next turn follows it', async () => {
+    const world = busyWorld();
+    await world.sessions.create({ id: 's' });
+    await world.sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await world.inbox.post('s', { name: '0001-n', content: 'taken by the dead turn' });
+    await diesAnsweredAtEnd(world, 'dead input');
+    const { preview, sent, turn } = await previewThenTurn(world);
+    expect(userTexts(sent)).toEqual(['hello', 'dead input']);
+    expect(seen(sent)).toEqual(seen(preview.items));
+    expect(turn.context.notices_delivered).toEqual(preview.context.notices_pending);
+    expect(preview.context.notices_pending).toEqual(['0001-n']);
+  });
+
+  it('reads it taken out behind the lapsed fence of a take-out of it cut short, as the next turn', async () => {
     const world = busyWorld();
     const { sessions, services, model } = world;
     await sessions.create({ id: 's' });
     await sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
-    // A turn answered at its end (a stored Responses response) whose process died; its lease runs out.
-    const dying = turnWorld(killedAtCompletion(world.store), model, {
-      clock: () => new Date(clock.now),
-      leaseMs: LEASE_MS,
-    });
-    const left: Promise<unknown>[] = [];
-    await runTurn(
-      { ...dying.services, background: (task) => void left.push(task) },
-      's',
-      { input: 'dead input' },
-      { answeredAtEnd: true },
-    ).catch(() => null);
-    await Promise.allSettled(left);
-    clock.now += LEASE_MS + 1;
+    await diesAnsweredAtEnd(world, 'dead input');
     // The next turn's take-out of it lands its fence, then its store fails: the turn stays, fenced.
     let fenced = false;
     const failing = new FaultyStore(world.store).failWhen(({ operation, key, options }) => {
@@ -174,16 +215,9 @@ describe('previewPrompt behind the lapsed fence of a take-out of a dead turn cut
     expect(fenced).toBe(true);
     clock.now += LEASE_MS + 1;
 
-    // The preview shows the session as it stands: the dead turn's input, the turn read closed.
-    const preview = await previewPrompt(services, 's', {});
-    expect(userTexts(preview.items)).toEqual(['hello', 'dead input']);
-    const before = model.prompts.length;
-    await takeUnderPolicy(services, 's', { input: [] }, {}, (busy, lapsed) =>
-      runTurn(busy, 's', { input: [] }, lapsed),
-    );
-    // The next turn took the dead turn out first: its prompt is the preview's without that turn.
-    expect(userTexts(model.prompts[before]!)).toEqual(['hello']);
-    expect(seen(model.prompts[before]!)).toEqual(seen(preview.items.filter((item) => item.seq! < 2)));
+    const { preview, sent } = await previewThenTurn({ ...world, services });
+    expect(userTexts(sent)).toEqual(['hello']);
+    expect(seen(sent)).toEqual(seen(preview.items));
   });
 });
 

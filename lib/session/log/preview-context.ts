@@ -17,7 +17,9 @@ import {
   withFreshListing,
   type Head,
 } from './head.ts';
+import { pastDeadTurn } from './dead-preview.ts';
 import { asClaimCloses } from './lease.ts';
+import type { RewindOptions } from './rewind.ts';
 import { openCallsOf } from './open-calls.ts';
 import { nextCarried } from './record-carry.ts';
 import { cursorBelow, readWindow, wholeAggregatesOf, type ReadSource } from './tail-reader.ts';
@@ -75,6 +77,7 @@ export async function previewContext(
   requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
   fromOverflow = false,
   from?: number,
+  tookNothing?: RewindOptions['tookNothing'],
 ): Promise<PreviewContext> {
   return withFreshListing(async () => {
     const head: Omit<Head, 'config'> & Partial<Pick<Head, 'config'>> =
@@ -86,12 +89,16 @@ export async function previewContext(
             // Its own records are none but the first: the listing goes on into its ancestors'.
             cursor: logCursor(log.store, of.scope, { pageLimit: 100, below: of.first.record }),
           };
-    const { cursor, scope } = head;
+    const { scope } = head;
+    let { cursor } = head;
     // An open turn whose lease ran out is read closed, as the next turn's claim closes it first;
     // under `interrupt` one whose lease runs too, as the next turn cancels it (lib/turn/busy.ts).
     const interrupts = head.config?.on_busy === 'interrupt';
-    const newest =
+    let newest =
       head.newest && typeof of === 'string' ? await asClaimCloses(log, scope, head.newest, interrupts) : head.newest;
+    // The dead turn of a turn answered at its end, which the next turn takes out first: read from before it.
+    const past = newest && tookNothing ? await pastDeadTurn(log, scope, newest, tookNothing) : undefined;
+    if (past) ({ newest, cursor } = past);
     if (!newest)
       return {
         items: [],

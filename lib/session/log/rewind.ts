@@ -197,7 +197,7 @@ export async function deleteNewestTurn(
 /**
  * The record the session goes back to: the one before turn `turn`, which must be the newest
  * record with items (records without any, a fork's first or a fence, are passed over), and
- * closed. Null when the turn is the session's first record.
+ * closed. Null when the turn is the session's first record. Reads only (a prompt preview's, ./dead-preview.ts).
  */
 async function pointBefore(log: LogContext, head: Head, turn: number, options: RewindOptions): Promise<Point | null> {
   const id = head.config.id;
@@ -395,3 +395,5 @@ function deliveredNotices(done: DoneRecord): boolean {
   const aborted = (done.receipt as { abort?: unknown } | undefined)?.abort !== undefined;
   return aborted || (Array.isArray(context?.notices_delivered) && context.notices_delivered.length > 0);
 }
+
+export { pointBefore };

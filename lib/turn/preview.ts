@@ -104,12 +104,6 @@ async function buildPreview(
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
   const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
   checkTools?.(plan.tools ?? []);
-  const created_at = new Date().toISOString();
-  const input = (next?.input ?? []).map((item, index) => ({
-    ...item,
-    seq: session.counts.items + 1 + index,
-    created_at,
-  }));
   const budget = promptBudget(plan.model, plan.strategyConfig, {}, services.tokenEncoders);
   const tookNothing =
     typeof sessionId === 'string'
@@ -123,6 +117,10 @@ async function buildPreview(
     undefined,
     tookNothing,
   );
+  // Past a dead turn the next turn takes out first, its counts are those before that turn.
+  const counts = read.counts ?? session.counts;
+  const created_at = new Date().toISOString();
+  const input = (next?.input ?? []).map((item, index) => ({ ...item, seq: counts.items + 1 + index, created_at }));
   // The next claim takes the oldest queued input up first: its turn is the next, as it was queued.
   if (read.queueFirst && next === undefined && typeof sessionId === 'string') {
     const queued = await oldestQueued(services, read.scope, read.openCalls);
@@ -155,7 +153,7 @@ async function buildPreview(
       turn: {
         scope: read.scope,
         session,
-        turn: session.counts.turns + 1,
+        turn: counts.turns + 1,
         input,
         carried: read.carried,
         context: read.context,

@@ -140,7 +140,11 @@ describe('previewPrompt under `on_busy: interrupt` while a turn holds its lease'
 });
 
 /** A turn answered at its end (a stored Responses response) of `input`, whose process died; its lease runs out. */
-async function diesAnsweredAtEnd(world: ReturnType<typeof busyWorld>, input: string): Promise<void> {
+async function diesAnsweredAtEnd(
+  world: ReturnType<typeof busyWorld>,
+  input: string,
+  meanwhile?: () => Promise<void>,
+): Promise<void> {
   const dying = turnWorld(killedAtCompletion(world.store), world.model, {
     clock: () => new Date(clock.now),
     leaseMs: LEASE_MS,
@@ -155,6 +159,8 @@ async function diesAnsweredAtEnd(world: ReturnType<typeof busyWorld>, input: str
     // Its process died: nothing answers it.
     .catch(() => null);
   await Promise.allSettled(left);
+  // While its lease runs (an input queued behind it).
+  await meanwhile?.();
   clock.now += LEASE_MS + 1;
 }
 
@@ -192,6 +198,23 @@ describe('previewPrompt after the dead turn of a response answered at its end', 
     expect(seen(sent)).toEqual(seen(preview.items));
     expect(turn.context.notices_delivered).toEqual(preview.context.notices_pending);
     expect(preview.context.notices_pending).toEqual(['0001-n']);
+  });
+
+  it("shows the queued input's turn after the history before it, as the pickup takes it out first", async () => {
+    const world = busyWorld();
+    await world.sessions.create({ id: 's' });
+    await world.sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    await diesAnsweredAtEnd(world, 'dead input', () => queue(world.sessions, 'queued first'));
+    const counting = new CountingStore(world.store);
+    const preview = await previewPrompt(busyWorld(counting).services, 's', {});
+    expect(counting.counts).toMatchObject({ put: 0, delete: 0 });
+    expect(preview.context.queued_turn).toBe(sha256Hex('queued first'));
+    const before = world.model.prompts.length;
+    await expect(runTurn(world.services, 's', { input: [] })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    await world.settle();
+    const sent = world.model.prompts[before]!;
+    expect(userTexts(sent)).toEqual(['hello', 'queued first']);
+    expect(seen(sent)).toEqual(seen(preview.items));
   });
 
   it('reads it taken out behind the lapsed fence of a take-out of it cut short, as the next turn', async () => {

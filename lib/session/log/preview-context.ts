@@ -2,7 +2,7 @@ import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { EMPTY_LEDGER } from '../../ledger/usage.ts';
 import type { LogScope } from '../keys.ts';
 import type { PromptItem } from '../../items.ts';
-import type { ContextStart, LogItem, LogRecord, OverflowBoundary, Undelivered } from '../records.ts';
+import type { ContextStart, LogItem, LogRecord, OverflowBoundary, SessionCounts, Undelivered } from '../records.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
@@ -10,6 +10,7 @@ import { planFork, type ForkOptions } from './fork.ts';
 import {
   carriedItems,
   contextOf,
+  countsOf,
   NOTHING_UNDELIVERED,
   overflowOf,
   readHead,
@@ -42,6 +43,8 @@ export interface PreviewContext {
   /** The items the next turn's record would carry, as `OpenTurn.carried`. */
   carried: LogItem[];
   undelivered: Undelivered;
+  /** The counts the next turn goes on from, when not the session's: a dead turn read taken out (./dead-preview.ts). */
+  counts?: SessionCounts;
   /** The calls the next turn's input may answer (null: not tracked), as its claim checks them (./open-calls.ts). */
   openCalls: string[] | null;
   scope: LogScope;
@@ -99,8 +102,11 @@ export async function previewContext(
     // The dead turn of a turn answered at its end, which the next turn takes out first: read from before it.
     const past = newest && tookNothing ? await pastDeadTurn(log, scope, newest, tookNothing) : undefined;
     if (past) ({ newest, cursor } = past);
+    // Its items' seqs and its number are the next turn's (log/rewind.ts).
+    const counts = past ? { counts: countsOf(newest) } : {};
     if (!newest)
       return {
+        ...counts,
         items: [],
         aggregates: log.viewPolicy.emptyAggregates(),
         context: null,
@@ -124,6 +130,7 @@ export async function previewContext(
       undelivered: undeliveredOf(newest),
       openCalls: openCallsOf(newest),
       scope,
+      ...counts,
     };
     const base = await readBase(log, scope, newest, cursor);
     const aggregates = await wholeAggregatesOf(log, scope, base);

@@ -139,11 +139,12 @@ describe('previewPrompt under `on_busy: interrupt` while a turn holds its lease'
   });
 });
 
-/** A turn answered at its end (a stored Responses response) of `input`, whose process died; its lease runs out. */
+/** A turn answered at its end (a stored response) of `input` whose process died; its lease lapses: `lapse`. */
 async function diesAnsweredAtEnd(
   world: ReturnType<typeof busyWorld>,
   input: string,
   meanwhile?: () => Promise<void>,
+  lapse = true,
 ): Promise<void> {
   const dying = turnWorld(killedAtCompletion(world.store), world.model, {
     clock: () => new Date(clock.now),
@@ -161,7 +162,7 @@ async function diesAnsweredAtEnd(
   await Promise.allSettled(left);
   // While its lease runs (an input queued behind it).
   await meanwhile?.();
-  clock.now += LEASE_MS + 1;
+  if (lapse) clock.now += LEASE_MS + 1;
 }
 
 /** The preview, read only, then the next turn request (taking the session as the service does): the prompt it sent. */
@@ -198,6 +199,18 @@ describe('previewPrompt after the dead turn of a response answered at its end', 
     expect(seen(sent)).toEqual(seen(preview.items));
     expect(turn.context.notices_delivered).toEqual(preview.context.notices_pending);
     expect(preview.context.notices_pending).toEqual(['0001-n']);
+  });
+
+  it('reads it taken out under `interrupt` while its lease runs, as the turn cancelling it takes it out', async () => {
+    const world = busyWorld();
+    await world.sessions.create({ id: 's', on_busy: 'interrupt' });
+    await world.sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    // Its lease still runs: the next turn cancels it (an interrupt), then takes it out.
+    await diesAnsweredAtEnd(world, 'dead input', undefined, false);
+    expect((await world.sessions.getWithNewestTurn('s')).newestTurn).toMatchObject({ turn: 1, status: null });
+    const { preview, sent } = await previewThenTurn(world);
+    expect(userTexts(sent)).toEqual(['hello']);
+    expect(seen(sent)).toEqual(seen(preview.items));
   });
 
   it("shows the queued input's turn after the history before it, as the pickup takes it out first", async () => {

@@ -1,3 +1,4 @@
+import { fenceOf } from './fence.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { EMPTY_LEDGER } from '../../ledger/usage.ts';
 import type { LogScope } from '../keys.ts';
@@ -122,8 +123,10 @@ export async function previewContext(
     // queue's signal raised takes the oldest queued input up first, unless it interrupts (log/commit.ts).
     const signal = head.config ? cursor.queueSignal : null;
     const idle = !(newest.record.kind === 'turn' && !newest.done);
+    const waiting = idle && !interrupts && signal !== null && signal.size > 0;
+    // A fence holding the session (a delete's, a manual compaction's) refuses that claim first.
     const next = {
-      queueFirst: idle && !interrupts && signal !== null && signal.size > 0,
+      queueFirst: waiting && !((await fenceOf(log, scope, newest)) > log.clock().getTime()),
       context,
       overflow: overflowOf(newest),
       carried: nextCarried(log, newest, context?.start_seq, cursor.views),

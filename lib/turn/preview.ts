@@ -96,7 +96,7 @@ async function buildPreview(
   services: TurnServices,
   sessionId: string | ForkSketch,
   query: PreviewQuery,
-  request: PromptSource['request'],
+  request: PromptSource['request'] & Pick<TurnRequest, 'max_output_tokens'>,
   next?: NextRequest,
   checkTools?: (tools: readonly Tool[]) => void,
 ): Promise<PreviewBuilt> {
@@ -104,7 +104,13 @@ async function buildPreview(
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
   const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
   checkTools?.(plan.tools ?? []);
-  const budget = promptBudget(plan.model, plan.strategyConfig, {}, services.tokenEncoders);
+  // The reply's room as its request asks (a queued input's `max_output_tokens`), as the turn has it.
+  const budget = promptBudget(
+    plan.model,
+    plan.strategyConfig,
+    { maxOutputTokens: request.max_output_tokens },
+    services.tokenEncoders,
+  );
   const tookNothing =
     typeof sessionId === 'string'
       ? (lost: Parameters<TurnServices['inbox']['tookNothing']>[1]) => services.inbox.tookNothing(sessionId, lost)
@@ -131,7 +137,10 @@ async function buildPreview(
         strategies: query.strategies ?? asked.strategies,
         strategy_config: query.strategy_config ?? asked.strategy_config,
       };
-      const fitting = asked.truncation !== undefined ? { truncation: asked.truncation } : {};
+      const fitting = {
+        ...(asked.truncation !== undefined ? { truncation: asked.truncation } : {}),
+        ...(asked.max_output_tokens !== undefined ? { max_output_tokens: asked.max_output_tokens } : {}),
+      };
       const nextTurn = { input, model: asked.model, tools: asked.tools };
       return { ...(await buildPreview(services, sessionId, settings, fitting, nextTurn)), queued: name };
     }

@@ -8,7 +8,8 @@ import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 /**
  * What GET /prompt costs when the next claim takes a queued input up first (docs/API.md, "Prompt
- * preview"): reading the queue costs a listing of it and a read of the input shown, no more.
+ * preview"): the session read again under the input's settings, a listing of the queue and a read
+ * of the input shown, no more.
  */
 
 const LEASE_MS = 30_000;
@@ -40,13 +41,15 @@ async function previewCost(queued: number) {
   return { preview, counts: store.counts };
 }
 
-it('reads the queue with one listing and one get of the input shown, over what it reads of the session', async () => {
+it('reads the session twice, the queue with one listing and the input shown with one get', async () => {
   const plain = await previewCost(0);
   const behind = await previewCost(1);
   expect(behind.preview.context.queued_turn).toBe(sha256Hex('queued 0'));
-  expect({ list: behind.counts.list - plain.counts.list, get: behind.counts.get - plain.counts.get }).toEqual({
-    list: 1,
-    get: 1,
-  });
-  expect(behind.counts.head).toBe(plain.counts.head);
+  // At most twice a plain preview's reads (the first, under the session's settings, ends before
+  // the inbox), and the queue's listing and the input's get.
+  expect(behind.counts.list).toBeLessThanOrEqual(2 * plain.counts.list + 1);
+  expect(behind.counts.get).toBeLessThanOrEqual(2 * plain.counts.get + 1);
+  expect(behind.counts.head).toBe(2 * plain.counts.head);
+  expect(behind.counts.list + behind.counts.get).toBeGreaterThan(plain.counts.list + plain.counts.get + 2);
+  expect(behind.counts.put + behind.counts.delete).toBe(0);
 });

@@ -1,4 +1,4 @@
-import { decodeUtf8, mapLimit, type ObjectStore, type StoredObject } from '../store/object-store.ts';
+import { decodeUtf8, mapLimit, type ObjectInfo, type ObjectStore, type StoredObject } from '../store/object-store.ts';
 import type { DeliveredNotice, InboxLogEvent, PreviewNotice, SessionMark } from './types.ts';
 import {
   CONCURRENCY,
@@ -122,7 +122,9 @@ export async function take(
     return { kind: 'taken' };
   }
   // Read a while ago: the original must still be the one read, or it may have been taken
-  // and given back (posted again) since, and its old claim deleted.
+  // and given back (posted again) since, and its old claim deleted. A post of a give-back has
+  // the same bytes, so the same etag where the etag is the body's (S3, R2): the upload time and
+  // notice id tell it apart, a new notice this consume did not read (nor its `returned-as`).
   if ('read' in notice) {
     let current: Awaited<ReturnType<typeof ctx.store.head>>;
     try {
@@ -132,7 +134,7 @@ export async function take(
       ctx.log({ level: 'warn', message: 'notice left in place: its check before the move failed', key, error });
       return { kind: 'skipped' };
     }
-    if (!current || current.etag !== object.etag) return { kind: 'taken' };
+    if (!current || !sameObject(current, object)) return { kind: 'taken' };
   }
   const identity: Identity = {
     etag: object.etag,
@@ -177,6 +179,15 @@ export async function take(
     });
   }
   return { kind: 'claimed', storedAs: claim.storedAs, content, postedAt };
+}
+
+/** Whether `current`, the notice now under the name, is `object` as read: etag, upload time, notice id. */
+function sameObject(current: ObjectInfo, object: ObjectInfo): boolean {
+  return (
+    current.etag === object.etag &&
+    current.uploaded.getTime() === object.uploaded.getTime() &&
+    (current.metadata[META.noticeId] ?? '') === (object.metadata[META.noticeId] ?? '')
+  );
 }
 
 /** Moves notices (a few at a time) and returns those delivered, in the order given. */

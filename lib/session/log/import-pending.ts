@@ -28,10 +28,15 @@ const pendingSchema = z.object({
   format: z.literal('tailgate.import.v1'),
   export_sha256: z.string(),
   notices: z.array(exportNoticeSchema),
+  /** The import's last record (0: it wrote none): a newer one means the session was written since. */
+  record: z.number().int().nonnegative(),
 });
 
 /** What an import has left to write once its config exists. */
 export type PendingImport = z.infer<typeof pendingSchema>;
+
+/** What an import's log writing leaves for after it: the notices and its last record (0: none). */
+export type WrittenLog = Pick<PendingImport, 'notices' | 'record'>;
 
 /** Writes what remains to do after the config, before it (create-only: the generation is new). */
 export async function stagePending(log: LogContext, scope: LogScope, pending: Omit<PendingImport, 'format'>) {
@@ -73,8 +78,11 @@ export async function finishImport(
 
 /**
  * An import of an id whose session exists: when that session's own import stopped after its
- * config (its pending object stands) and `exportSha256` (read to the body's end) is the export
- * it came from, its rest is written and it is answered; else 409 `session_exists`.
+ * config (its pending object stands), nothing was written to its log since (its newest record is
+ * still the import's last one) and `exportSha256` (read to the body's end) is the export it came
+ * from, its rest is written and it is answered; else 409 `session_exists`. A pending object of a
+ * session written since (an import answered whose delete of it failed, or a session used without
+ * the retry) is deleted then: the session is no longer the export's, and nothing finishes it.
  */
 export async function resumeImport(
   log: LogContext,
@@ -82,10 +90,16 @@ export async function resumeImport(
   exportSha256: () => Promise<string>,
   writeNotices: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>,
 ): Promise<SessionRecord> {
-  const key = importPendingKey(scopeOf(log.keyPrefix, config));
+  const scope = scopeOf(log.keyPrefix, config);
+  const key = importPendingKey(scope);
   const object = await log.store.get(key);
   if (!object) throw new SessionExistsError(config.id);
   const pending = parseStored(key, object.body, pendingSchema);
+  const { newest } = await readNewest(log, scope);
+  if ((newest?.record.record ?? 0) !== pending.record) {
+    await log.store.delete(key).catch(() => undefined);
+    throw new SessionExistsError(config.id);
+  }
   if ((await exportSha256()) !== pending.export_sha256)
     throw new TailgateError(
       'session_exists',

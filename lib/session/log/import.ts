@@ -24,7 +24,7 @@ import { trackCall } from './open-calls.ts';
 import { deleteSession, newIncarnation } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { readConfig, scopeOf } from './head.ts';
-import { finishImport, resumeImport, stagePending } from './import-pending.ts';
+import { finishImport, resumeImport, stagePending, type WrittenLog } from './import-pending.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { heldView, writeViewIfDue } from './view-writer.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
@@ -126,10 +126,10 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     ...(header.budget !== undefined || log.defaultBudget ? { budget: header.budget ?? log.defaultBudget! } : {}),
   };
   const scope = scopeOf(log.keyPrefix, config);
-  let notices: ExportNotice[];
+  let wrote: WrittenLog;
   try {
-    notices = await writeLog(log, scope, options);
-    await stagePending(log, scope, { export_sha256: await options.exportSha256(), notices });
+    wrote = await writeLog(log, scope, options);
+    await stagePending(log, scope, { export_sha256: await options.exportSha256(), ...wrote });
     const written = await putCreateOnly(
       log.store,
       configKey,
@@ -144,15 +144,15 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     throw error;
   }
   try {
-    return await finishImport(log, config, notices, options.afterCreate);
+    return await finishImport(log, config, wrote.notices, options.afterCreate);
   } catch (error) {
     await deleteSession(log, id).catch(() => undefined);
     throw error;
   }
 }
 
-/** Checks every line and writes the log; returns the notices, for after the config. */
-async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions): Promise<ExportNotice[]> {
+/** Checks every line and writes the log: the notices, for after the config, and its last record (0: none). */
+async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions): Promise<WrittenLog> {
   const writes = new PendingWrites();
   try {
     return await writeChunks(log, scope, options, writes);
@@ -195,7 +195,7 @@ async function writeChunks(
   scope: LogScope,
   options: ImportOptions,
   writes: PendingWrites,
-): Promise<ExportNotice[]> {
+): Promise<WrittenLog> {
   const recordBytes = Math.max(1, log.segmentTargetBytes);
   const pending = new Set<string>();
   const notices: ExportNotice[] = [];
@@ -343,7 +343,7 @@ async function writeChunks(
   }
   // A session of no items may still have counted turns (its only turn deleted): its record carries the usage.
   if (seq > 0 || options.header.ledger) await flush(true);
-  return notices;
+  return { notices, record };
 }
 
 /** Whether an item's content or output is a string (not content parts, whose objects the schema may strip). */

@@ -40,8 +40,11 @@ export type WrittenLog = Pick<PendingImport, 'notices' | 'record'>;
 
 /** Writes what remains to do after the config, before it (create-only: the generation is new). */
 export async function stagePending(log: LogContext, scope: LogScope, pending: Omit<PendingImport, 'format'>) {
-  const key = importPendingKey(scope);
-  const body = JSON.stringify({ format: 'tailgate.import.v1', ...pending });
+  await putNew(log, importPendingKey(scope), JSON.stringify({ format: 'tailgate.import.v1', ...pending }));
+}
+
+/** A create-only put under the new generation: nothing else writes there, so a refusal is a fault. */
+export async function putNew(log: LogContext, key: string, body: string): Promise<void> {
   const written = await putCreateOnly(
     log.store,
     key,

@@ -1,4 +1,4 @@
-import { InvalidRequestError, NotFoundError, SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
+import { InvalidRequestError, NotFoundError, SessionExistsError, TailgateError } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8, toBytes } from '../../store/object-store.ts';
 import {
@@ -24,7 +24,7 @@ import { trackCall } from './open-calls.ts';
 import { deleteSession, newIncarnation } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { readConfig, scopeOf } from './head.ts';
-import { finishImport, resumeImport, stagePending, type WrittenLog } from './import-pending.ts';
+import { finishImport, putNew, resumeImport, stagePending, type WrittenLog } from './import-pending.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { heldView, writeViewIfDue } from './view-writer.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
@@ -384,16 +384,4 @@ async function sweepGeneration(log: LogContext, scope: LogScope): Promise<void> 
       if (!page.truncated) break;
     }
   }
-}
-
-/** A create-only put under the new generation: nothing else writes there, so a refusal is a fault. */
-async function putNew(log: LogContext, key: string, body: string): Promise<void> {
-  const written = await putCreateOnly(
-    log.store,
-    key,
-    body,
-    { contentType: 'application/json' },
-    (object) => decodeUtf8(object.body) === body,
-  );
-  if (!written) throw new StorageError(`import: ${key} was written by someone else`);
 }

@@ -140,6 +140,7 @@ async function buildPreview(
       const fitting = {
         ...(asked.truncation !== undefined ? { truncation: asked.truncation } : {}),
         ...(asked.max_output_tokens !== undefined ? { max_output_tokens: asked.max_output_tokens } : {}),
+        ...(asked.compaction !== undefined ? { compaction: asked.compaction } : {}),
       };
       const nextTurn = { input, model: asked.model, tools: asked.tools };
       return { ...(await buildPreview(services, sessionId, settings, fitting, nextTurn)), queued: name };

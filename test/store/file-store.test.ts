@@ -714,12 +714,18 @@ describe('FileStore', () => {
     const root = new Promise<void>((resolve) => (resumeRoot = resolve));
     let rootSynced = false;
     let heldFirst = false;
+    let firstSynced = false;
     // d~d's first fsync (d/c's delete) is held; so are the root's (the pruning delete's).
     fs.fsync = (fd, callback) => {
       const { ino } = fs.fstatSync(fd);
       if (ino === dIno && !heldFirst) {
         heldFirst = true;
-        void first.then(() => fsync(fd, callback));
+        void first.then(() =>
+          fsync(fd, (error) => {
+            firstSynced = true;
+            callback(error);
+          }),
+        );
       } else if (ino === rootIno) {
         void root.then(() =>
           fsync(fd, (error) => {
@@ -744,13 +750,15 @@ describe('FileStore', () => {
       const b = store.delete('d/b').then(() => (bAnswered = true));
       while ((await readdir(directory)).length > 0) await new Promise((r) => setTimeout(r, 1));
       resumeFirst();
-      await c;
+      // d/c may wait for the root's fsync too: on a loaded machine its own prune check can run
+      // after d/b emptied d~d, so it is awaited only once the root's fsync is let go.
+      while (!firstSynced) await new Promise((r) => setTimeout(r, 1));
       await new Promise((r) => setTimeout(r, 100));
       // d/a's and d/b's unlinks came after the held fsync began; only the root's fsync, after the
       // prune, covers them: neither delete may answer before it.
       expect({ aAnswered, bAnswered, rootSynced }).toEqual({ aAnswered: false, bAnswered: false, rootSynced: false });
       resumeRoot();
-      await Promise.all([a, b]);
+      await Promise.all([a, b, c]);
     } finally {
       resumeFirst();
       resumeRoot();

@@ -44,7 +44,8 @@ import type { Model } from '../models/model.ts';
  * where `inbox` runs) and a previous response's generation. A response that is not its
  * conversation's newest is counted where a create naming it would go (pastResponse): on after
  * the newest, or in the branch it would make, sketched, not written (./count-branch.ts). It
- * answers 409 turn_in_progress while a turn it would follow runs, as a create's claim answers.
+ * answers 409 turn_in_progress while a turn it would follow runs, or an input queued before it
+ * waits for its claim to take up first (lib/turn/preview.ts), as a create's claim answers.
  * `item_reference` entries are resolved as a create resolves them (./item-references.ts). No
  * model is called, so a model whose provider has no key configured is counted too (as a
  * model that takes images and files); nothing is stored.

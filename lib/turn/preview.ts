@@ -8,6 +8,7 @@ import type { QueuedInput } from '../session/queued-input.ts';
 import { promptBudget } from './model-call.ts';
 import { fitTurnPrompt, safetyNetFits, type PromptSource } from './turn-prompt.ts';
 import { ContextTooLargeError } from '../compaction/check-prompt-fits.ts';
+import { TurnInProgressError } from '../errors.ts';
 import { roomFor } from './notices.ts';
 import { passedOver } from './pickup.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
@@ -48,7 +49,9 @@ export async function previewPrompt(
  * one's: it reads its history from the context start, the safety net unused) would build: its
  * `input` appended after the history as the turn stores it, its model, tools and instructions
  * (null: none) over the session's; counted before it is fitted to the window (a prompt past it,
- * which the turn refuses or truncates, is counted whole). `checkTools` checks the tools it offers
+ * which the turn refuses or truncates, is counted whole). When its claim would take a queued input
+ * up first (as the preview shows that input's turn), 409 turn_in_progress naming that turn, as the
+ * claim is then refused. `checkTools` checks the tools it offers
  * (its claim's `checkConfig`). Of a fork not written (`ForkSketch`, SessionLog.sketchFork): its
  * first turn's, on the history up to the fork point, its inbox empty. Nothing is written.
  */
@@ -85,6 +88,8 @@ type NextRequest = {
   model?: string | undefined;
   tools?: Tool[] | undefined;
   instructions?: string | null;
+  /** A queued input's, which its pickup claims (no new turn: no queued input goes first, as at its claim). */
+  fromQueue?: boolean;
 };
 
 /**
@@ -127,9 +132,11 @@ async function buildPreview(
   const counts = read.counts ?? session.counts;
   const created_at = new Date().toISOString();
   const input = (next?.input ?? []).map((item, index) => ({ ...item, seq: counts.items + 1 + index, created_at }));
-  // The next claim takes the oldest queued input up first: its turn is the next, as it was queued.
-  if (read.queueFirst && next === undefined && typeof sessionId === 'string') {
+  // The next claim takes the oldest queued input up first: its turn is the next, as it was queued,
+  // and a request's own (a count's) is then refused as busy, as its claim is.
+  if (read.queueFirst && !next?.fromQueue && typeof sessionId === 'string') {
     const queued = await oldestQueued(services, read.scope, read.openCalls);
+    if (queued && next) throw new TurnInProgressError(sessionId, counts.turns + 1);
     if (queued) {
       const { input, request: queuedRequest, key_sha256: name } = queued;
       const asked = queuedRequest as Partial<TurnRequest>;
@@ -142,7 +149,7 @@ async function buildPreview(
         ...(asked.max_output_tokens !== undefined ? { max_output_tokens: asked.max_output_tokens } : {}),
         ...(asked.compaction !== undefined ? { compaction: asked.compaction } : {}),
       };
-      const nextTurn = { input, model: asked.model, tools: asked.tools };
+      const nextTurn = { input, model: asked.model, tools: asked.tools, fromQueue: true };
       return { ...(await buildPreview(services, sessionId, settings, fitting, nextTurn)), queued: name };
     }
   }

@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { countPromptTokens } from '../../lib/tokens/token-counter.ts';
 import { tokenCounterFor } from '../../lib/tokens/model-limits.ts';
@@ -83,6 +84,15 @@ async function failsStreamed({ openai }: World, body: object) {
 async function fails({ openai }: World, body: object) {
   const answer = await openai.responses.create({ ...body, model: 'unreachable' } as never).catch((e: unknown) => e);
   expect((answer as { status?: unknown }).status).not.toBe('completed');
+}
+
+/**
+ * Queues `content` in conversation `id` as a native enqueue (`on_busy: "enqueue"`) stores it, its
+ * pickup left to the next claim: that claim takes it up first, and is then refused as busy.
+ */
+async function queueNative({ store }: World, id: string, content: string) {
+  const input = [{ type: 'message' as const, role: 'user' as const, content }];
+  await new SessionLog(store).enqueue(id, { input, request: {}, key_sha256: sha256Hex(content) });
 }
 
 type Shape = (world: World) => Promise<object>;
@@ -304,6 +314,16 @@ const shapes: Record<string, Shape> = {
     const branched = await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'b' });
     await world.openai.responses.create({ model: 'echo', previous_response_id: branched.id, input: 'b2' });
     return { previous_response_id: branched.id, input: 'b again' };
+  },
+  'a step under conversation while a native input waits queued, its pickup not yet done': async (world) => {
+    const { conversation } = await calling(world, 'Bonn');
+    await queueNative(world, conversation, 'queued first');
+    return { conversation, input: 'and now?', tools };
+  },
+  'a step under the newest previous_response_id while a native input waits queued': async (world) => {
+    const { first } = await calling(world, 'Sana');
+    await queueNative(world, first.conversation!.id, 'queued first');
+    return { previous_response_id: first.id, input: 'and now?', tools };
   },
   'two failed attempts under conversation, the second of another step': async (world) => {
     const { conversation, answer } = await calling(world, 'Male');

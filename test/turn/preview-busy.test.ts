@@ -102,6 +102,39 @@ describe('previewPrompt with inputs queued behind a turn whose lease ran out', (
   });
 });
 
+describe('previewPrompt with inputs queued behind a turn whose lease ran out, the budget spent', () => {
+  it("shows the queued input's turn: the request is refused, that turn runs once the budget is raised", async () => {
+    const world = busyWorld();
+    const { sessions, services, model } = world;
+    await sessions.create({ id: 's', budget: { max_turns: 1 } });
+    await runTurn(services, 's', { input: 'hello' });
+    await dies(world.store, model);
+    await queue(sessions, 'queued first');
+    clock.now += LEASE_MS + 1;
+
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.queued_turn).toBe(sha256Hex('queued first'));
+    expect(userTexts(preview.items)).toEqual(['hello', 'queued first']);
+    // The claim checks the budget before it takes the queue up: the request is refused, nothing runs.
+    const before = model.prompts.length;
+    await expect(
+      takeUnderPolicy(services, 's', { input: 'own' }, {}, (busy, lapsed) =>
+        runTurn(busy, 's', { input: 'own' }, lapsed),
+      ),
+    ).rejects.toMatchObject({ code: 'budget_exhausted' });
+    await world.settle();
+    expect(model.prompts.length).toBe(before);
+    const scope = (await sessions.getWithNewestTurn('s')).scope;
+    expect((await sessions.queued(scope)).map((entry) => entry.keyHash)).toEqual([sha256Hex('queued first')]);
+    // A PATCH raising the budget takes the queue up (functions/routes/sessions.ts): the input's turn runs first.
+    await sessions.update('s', { budget: { max_turns: 5 } });
+    expect(seen((await previewPrompt(services, 's', {})).items)).toEqual(seen(preview.items));
+    await pickUp(services, 's');
+    await world.settle();
+    expect(seen(model.prompts[before]!)).toEqual(seen(preview.items));
+  });
+});
+
 describe('previewPrompt under `on_busy: interrupt` while a turn holds its lease', () => {
   it('shows the turn that interrupts it: that turn read cancelled, the notices it took first', async () => {
     const world = busyWorld(new CountingStore(new MemoryStore({ clock: () => new Date(clock.now) })));

@@ -13,6 +13,7 @@ import { roomFor } from './notices.ts';
 import { passedOver } from './pickup.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import type { ForkSketch } from '../session/session-log.ts';
+import type { RewindOptions } from '../session/log/rewind.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
@@ -104,6 +105,7 @@ async function buildPreview(
   request: PromptSource['request'] & Pick<TurnRequest, 'max_output_tokens'>,
   next?: NextRequest,
   checkTools?: (tools: readonly Tool[]) => void,
+  tookNothing = askedOnce(services, sessionId),
 ): Promise<PreviewBuilt> {
   const stored = typeof sessionId === 'string' ? await services.sessions.get(sessionId) : sessionId.session;
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
@@ -116,10 +118,6 @@ async function buildPreview(
     { maxOutputTokens: request.max_output_tokens },
     services.tokenEncoders,
   );
-  const tookNothing =
-    typeof sessionId === 'string'
-      ? (lost: Parameters<TurnServices['inbox']['tookNothing']>[1]) => services.inbox.tookNothing(sessionId, lost)
-      : undefined;
   const read = await services.sessions.previewContext(
     sessionId,
     (aggregates, context) =>
@@ -150,7 +148,8 @@ async function buildPreview(
         ...(asked.compaction !== undefined ? { compaction: asked.compaction } : {}),
       };
       const nextTurn = { input, model: asked.model, tools: asked.tools, fromQueue: true };
-      return { ...(await buildPreview(services, sessionId, settings, fitting, nextTurn)), queued: name };
+      const built = await buildPreview(services, sessionId, settings, fitting, nextTurn, undefined, tookNothing);
+      return { ...built, queued: name };
     }
   }
   const inbox = plan.strategies.includes('inbox');
@@ -189,6 +188,23 @@ async function buildPreview(
     null,
   );
   return { built, context, read, pending, plan, budget };
+}
+
+/**
+ * Whether the turns closed by someone else took no notice (the inbox's `tookNothing`, which lists the
+ * delivery records: a dead turn's take-out asks it), asked once for each question in a preview however
+ * often it reads the session (a queued input's turn, a compaction's read again), as the turn's take-out
+ * asks it once. None for a fork not written (no inbox yet).
+ */
+function askedOnce(services: TurnServices, sessionId: string | ForkSketch): RewindOptions['tookNothing'] {
+  if (typeof sessionId !== 'string') return undefined;
+  const answers = new Map<string, Promise<boolean>>();
+  return (lost) => {
+    const question = JSON.stringify(lost);
+    const answer = answers.get(question) ?? services.inbox.tookNothing(sessionId, lost);
+    answers.set(question, answer);
+    return answer;
+  };
 }
 
 type PreviewBuilt = Awaited<ReturnType<typeof fitTurnPrompt>> & {

@@ -3,7 +3,14 @@ import { sha256Hex } from '../../lib/hash.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { pickUp, previewPrompt, runTurn, takeUnderPolicy, type TurnResponse } from '../../lib/turn/index.ts';
+import {
+  pickUp,
+  previewPrompt,
+  runTurn,
+  takeUnderPolicy,
+  type TurnResponse,
+  type TurnServices,
+} from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
@@ -198,6 +205,22 @@ async function diesAnsweredAtEnd(
   if (lapse) clock.now += LEASE_MS + 1;
 }
 
+/** `services` whose inbox counts the calls of `tookNothing` (lib/inbox/carry.ts: a listing of the delivery records). */
+function askedTookNothing(services: TurnServices): { services: TurnServices; count: () => number } {
+  let asked = 0;
+  const inbox = new Proxy(services.inbox, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (property === 'tookNothing') asked += 1;
+        return (value as (...args: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { services: { ...services, inbox }, count: () => asked };
+}
+
 /** The preview, read only, then the next turn request (taking the session as the service does): the prompt it sent. */
 async function previewThenTurn(world: ReturnType<typeof busyWorld>) {
   const counting = new CountingStore(world.store);
@@ -261,6 +284,30 @@ describe('previewPrompt after the dead turn of a response answered at its end', 
     const sent = world.model.prompts[before]!;
     expect(userTexts(sent)).toEqual(['hello', 'queued first']);
     expect(seen(sent)).toEqual(seen(preview.items));
+  });
+
+  it('asks whether that turn took notices once, as its take-out does, reading the queued turn again', async () => {
+    const world = busyWorld();
+    await world.sessions.create({ id: 's' });
+    await world.sessions.append('s', [{ type: 'message', role: 'user', content: 'hello' }]);
+    // Notices delivered before: the question lists their delivery records, whose number grows.
+    for (const name of ['0001-n', '0002-n']) {
+      await world.inbox.post('s', { name, content: `delivered ${name}` });
+      await runTurn(world.services, 's', { input: [] });
+    }
+    await diesAnsweredAtEnd(world, 'dead input', () => queue(world.sessions, 'queued first'));
+    const asking = askedTookNothing(world.services);
+    const preview = await previewPrompt(asking.services, 's', {});
+    expect(preview.context.queued_turn).toBe(sha256Hex('queued first'));
+    const previewAsked = asking.count();
+    const turn = askedTookNothing(world.services);
+    await expect(
+      takeUnderPolicy(turn.services, 's', { input: [] }, {}, (busy, lapsed) =>
+        runTurn(busy, 's', { input: [] }, lapsed),
+      ),
+    ).rejects.toMatchObject({ code: 'turn_in_progress' });
+    expect(turn.count()).toBe(1);
+    expect(previewAsked).toBe(turn.count());
   });
 
   it('reads it taken out behind the lapsed fence of a take-out of it cut short, as the next turn', async () => {

@@ -204,13 +204,18 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
         if (session === null && error instanceof NotFoundError) authorizeSession(c, null);
         throw error;
       });
-    for (const [kind, key, limit] of checks) {
+    const take = async (kind: LimitKind, key: string, limit: TurnLimit | undefined) => {
       const wait = limit ? await limit.take(key) : null;
-      if (wait === null) continue;
+      if (wait === null) return;
       refused(kind);
       c.header('Retry-After', String(wait));
       throw new RateLimitedError(kind, limit!.perMinute, wait);
-    }
+    };
+    for (const [kind, key, limit] of checks) await take(kind, key, limit);
+    // A response naming none may go on in the conversation whose whole history it resends (a
+    // client's tool loop): that session's limit counts it once the route found it.
+    if (session === null && c.req.path === RESPONSES)
+      c.set('takeSessionTurn', (id) => take('session', `session:${id}`, limits(c, 'session')));
     return next();
   };
 }

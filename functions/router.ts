@@ -31,6 +31,11 @@ export interface AppVariables {
   principal: Principal;
   /** What the matched route asks of a token (set by auth). */
   access: RouteAccess;
+  /**
+   * A response naming no session: counts one turn under the limit of the session its resent
+   * history goes on in, once found (429 over it; functions/rate-limit.ts).
+   */
+  takeSessionTurn?: (sessionId: string) => Promise<void>;
 }
 
 export interface AppEnv {

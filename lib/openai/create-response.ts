@@ -87,6 +87,8 @@ async function createStoredResponse(
     : undefined;
   const keyed = idempotencyKey !== undefined;
   const match = whole && !fresh ? await resentConversation(facade, prepared, keyed) : undefined;
+  // A client's loop step goes on in `match`: counted under its session's rate limit, as one naming it.
+  if (match) await facade.takeSessionTurn?.(match.session.id);
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match

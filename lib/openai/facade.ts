@@ -28,6 +28,8 @@ export interface Facade {
   checkItems(items: readonly Item[]): void;
   /** The OpenAI-shaped error body of a thrown value (for an error sent inside a stream). */
   errorBody(error: unknown): unknown;
+  /** Counts a turn of `sessionId`, found by the history a request resends, under its rate limit (429). */
+  takeSessionTurn?: ((sessionId: string) => Promise<void>) | undefined;
 }
 
 /**

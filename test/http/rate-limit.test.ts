@@ -119,6 +119,46 @@ describe('the in-process limiter', () => {
 });
 
 describe('the session a turn names', () => {
+  it("counts a client loop's step that resends its whole history under the conversation it goes on in", async () => {
+    // The AI SDK's and @openai/agents' loops name neither previous_response_id nor conversation:
+    // each step resends the history, and the history index finds the conversation it continues.
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const limited = { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '2' };
+    const metadata = { loop: freshId('loop') };
+    const step = async (input: unknown[]) => {
+      const response = await harness.fetchWithEnv(limited, '/v1/responses', {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model: 'echo', input, metadata }),
+      });
+      return {
+        status: response.status,
+        retryAfter: response.headers.get('retry-after'),
+        body: (await response.json()) as any,
+      };
+    };
+    let history: unknown[] = [{ role: 'user', content: 'step 0' }];
+    const first = await step(history);
+    expect(first.status).toBe(200);
+    const conversation = first.body.conversation.id;
+    const statuses: number[] = [];
+    for (let n = 1; n <= 3; n++) {
+      history = [...history, ...first.body.output, { role: 'user', content: `step ${n}` }];
+      const answer = await step(history);
+      statuses.push(answer.status);
+      if (answer.status !== 200) {
+        expect(answer.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
+        expect(Number(answer.retryAfter)).toBeGreaterThanOrEqual(1);
+        break;
+      }
+      expect(answer.body.conversation.id).toBe(conversation);
+      first.body.output = answer.body.output;
+    }
+    // The first step started the conversation, uncounted under it (no session yet); the next two
+    // are its limit's two turns, and the third is refused.
+    expect(statuses).toEqual([200, 200, 429]);
+  });
+
   it('is counted only when it is a session id: a long or odd name keeps no key (the route refuses it)', async () => {
     const keys: string[] = [];
     const recording = {

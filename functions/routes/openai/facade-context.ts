@@ -15,6 +15,7 @@ export function facadeOf(c: Context<AppEnv>): Facade {
     authorize: (sessionId, header) => authorizeSession(c, sessionId, header),
     checkItems: (items) => checkItemSizes(items, c.var.config.maxItemBytes),
     errorBody: (error) => openaiErrorBody(error, c.var.services.log).body,
+    takeSessionTurn: c.var.takeSessionTurn,
   };
 }
 

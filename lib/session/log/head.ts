@@ -1,6 +1,6 @@
 import { lowerBound } from '../../sorted.ts';
 import { CorruptObjectError, NotFoundError } from '../../errors.ts';
-import type { ListResult, ObjectInfo } from '../../store/object-store.ts';
+import type { ListResult, StoredObject } from '../../store/object-store.ts';
 import { recordsListPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
@@ -102,7 +102,7 @@ export async function readNewest(
   });
 }
 
-export async function readConfig(log: LogContext, id: string): Promise<{ config: SessionConfig; info: ObjectInfo }> {
+export async function readConfig(log: LogContext, id: string): Promise<{ config: SessionConfig; info: StoredObject }> {
   const key = sessionConfigKey(log.keyPrefix, id);
   const object = await log.store.get(key);
   if (!object) throw new NotFoundError(`session ${id} not found`, { id });

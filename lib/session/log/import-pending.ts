@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
+import { sha256Hex } from '../../hash.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
 import { exportNoticeSchema, type ExportNotice } from '../export-format.ts';
 import { scoped, type LogScope } from '../keys.ts';
@@ -30,6 +31,8 @@ const pendingSchema = z.object({
   notices: z.array(exportNoticeSchema),
   /** The import's last record (0: it wrote none): a newer one means the session was written since. */
   record: z.number().int().nonnegative(),
+  /** The SHA-256 of the config the import created: another config means it was written since (a PATCH). */
+  config_sha256: z.string().optional(),
 });
 
 /** What an import has left to write once its config exists. */
@@ -37,6 +40,11 @@ export type PendingImport = z.infer<typeof pendingSchema>;
 
 /** What an import's log writing leaves for after it: the notices and its last record (0: none). */
 export type WrittenLog = Pick<PendingImport, 'notices' | 'record'>;
+
+/** The SHA-256 a pending object holds of a config's bytes (`config_sha256`). */
+export function configSha256(body: string | Uint8Array): string {
+  return sha256Hex(body);
+}
 
 /** Writes what remains to do after the config, before it (create-only: the generation is new). */
 export async function stagePending(log: LogContext, scope: LogScope, pending: Omit<PendingImport, 'format'>) {
@@ -81,15 +89,17 @@ export async function finishImport(
 
 /**
  * An import of an id whose session exists: when that session's own import stopped after its
- * config (its pending object stands), nothing was written to its log since (its newest record is
- * still the import's last one) and `exportSha256` (read to the body's end) is the export it came
- * from, its rest is written and it is answered; else 409 `session_exists`. A pending object of a
- * session written since (an import answered whose delete of it failed, or a session used without
+ * config (its pending object stands), nothing was written to the session since (its newest
+ * record is still the import's last one, its config, `configBody`, still the one the import
+ * created) and `exportSha256` (read to the body's end) is the export it came from, its rest is
+ * written and it is answered; else 409 `session_exists`. A pending object of a session written
+ * since (an import answered whose delete of it failed, or a session used, or PATCHed, without
  * the retry) is deleted then: the session is no longer the export's, and nothing finishes it.
  */
 export async function resumeImport(
   log: LogContext,
   config: SessionConfig,
+  configBody: Uint8Array,
   exportSha256: () => Promise<string>,
   writeNotices: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>,
 ): Promise<SessionRecord> {
@@ -99,7 +109,8 @@ export async function resumeImport(
   if (!object) throw new SessionExistsError(config.id);
   const pending = parseStored(key, object.body, pendingSchema);
   const { newest } = await readNewest(log, scope);
-  if ((newest?.record.record ?? 0) !== pending.record) {
+  const patched = pending.config_sha256 !== undefined && pending.config_sha256 !== configSha256(configBody);
+  if (patched || (newest?.record.record ?? 0) !== pending.record) {
     await log.store.delete(key).catch(() => undefined);
     throw new SessionExistsError(config.id);
   }

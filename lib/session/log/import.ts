@@ -24,7 +24,7 @@ import { trackCall } from './open-calls.ts';
 import { deleteSession, newIncarnation } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { readConfig, scopeOf } from './head.ts';
-import { finishImport, putNew, resumeImport, stagePending, type WrittenLog } from './import-pending.ts';
+import { configSha256, finishImport, putNew, resumeImport, stagePending, type WrittenLog } from './import-pending.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { heldView, writeViewIfDue } from './view-writer.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
@@ -107,7 +107,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     throw error;
   });
   // Its own import stopped after its config: the same export finishes it (log/import-pending.ts).
-  if (existing) return resumeImport(log, existing.config, options.exportSha256, options.afterCreate);
+  if (existing)
+    return resumeImport(log, existing.config, existing.info.body, options.exportSha256, options.afterCreate);
   const config: SessionConfig = {
     format: 'tailgate.session.v1',
     id,
@@ -129,13 +130,11 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
   let wrote: WrittenLog;
   try {
     wrote = await writeLog(log, scope, options);
-    await stagePending(log, scope, { export_sha256: await options.exportSha256(), ...wrote });
-    const written = await putCreateOnly(
-      log.store,
-      configKey,
-      JSON.stringify(config),
-      { contentType: 'application/json' },
-      (object) => decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
+    const body = JSON.stringify(config);
+    const sums = { export_sha256: await options.exportSha256(), config_sha256: configSha256(body) };
+    await stagePending(log, scope, { ...sums, ...wrote });
+    const written = await putCreateOnly(log.store, configKey, body, { contentType: 'application/json' }, (object) =>
+      decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
     );
     if (!written) throw new SessionExistsError(id);
   } catch (error) {

@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { exportText, headerLine, messageLine } from '../support/export-lines.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/**
+ * An import stopped after its config (the process gone at its first delivered-notice record),
+ * then written to, or raced, before the same export is sent again: the retry finishes only a
+ * session nothing has written to since, and writes no delivery record over one it did not write
+ * nor into a session deleted meanwhile.
+ */
+
+const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
+const ID = 'raced';
+
+function world(store: ObjectStore) {
+  const sessions = new SessionLog(store);
+  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
+  const services: TransferServices = { sessions, inbox, env: {} };
+  return { sessions, inbox, services };
+}
+
+async function* bytes(text: string): AsyncGenerator<Uint8Array> {
+  yield new TextEncoder().encode(text);
+}
+
+function noticeLine(storedAs: string, content: string): string {
+  return JSON.stringify({
+    type: 'notice',
+    stored_as: storedAs,
+    name: storedAs,
+    posted_at: '2026-01-01T00:00:01.000Z',
+    delivered_at: '2026-01-01T00:00:02.000Z',
+    turn: 1,
+    content,
+  });
+}
+
+const LINES = [headerLine(ID), messageLine(1), messageLine(2), noticeLine('note', 'imported note')];
+const EXPORTED = `${LINES.join('\n')}\n`;
+
+async function keysUnder(store: ObjectStore, part: string): Promise<string[]> {
+  const page = await store.list(`sessions/${ID}/`, { limit: 1000 });
+  return page.objects.map((object) => object.key).filter((key) => key.includes(part));
+}
+
+/** The import stopped at its first delivered-notice record: the session exists, its pending object too. */
+async function stoppedImport(memory: MemoryStore): Promise<void> {
+  let stopped = false;
+  const faulty = new FaultyStore(memory).failWhen(({ key }) => {
+    stopped ||= key.includes('/inbox_removed/');
+    return stopped;
+  });
+  await expect(importLines(world(faulty).services, bytes(EXPORTED), LIMITS)).rejects.toMatchObject({
+    code: 'storage_error',
+  });
+  expect(await keysUnder(memory, '/import/')).toHaveLength(1);
+}
+
+describe('an import stopped after its config, the same export sent again', () => {
+  it('is 409 session_exists once a PATCH wrote the session, the PATCH kept and the pending object gone', async () => {
+    const memory = new MemoryStore();
+    await stoppedImport(memory);
+    const w = world(memory);
+    await w.sessions.update(ID, { metadata: { patched: 'yes' } });
+    const before = await exportText(w.services, ID);
+
+    await expect(importLines(w.services, bytes(EXPORTED), LIMITS)).rejects.toMatchObject({
+      code: 'session_exists',
+      details: { id: ID },
+    });
+    expect(await exportText(w.services, ID)).toBe(before);
+    expect(before).toContain('"patched":"yes"');
+    expect(await keysUnder(memory, '/inbox_removed/')).toEqual([]);
+    expect(await keysUnder(memory, '/import/')).toEqual([]);
+  });
+});

@@ -13,7 +13,7 @@ import { toBytes, type ObjectInfo, type ObjectStore } from '../store/object-stor
 import { ABORT_NOTICE_NAME, isNoticeName, noticeNameSchema } from './notice-name.ts';
 import { dropStale, holdsAtLeast, inNameOrder, listWindow, splitAtAbort } from './listing.ts';
 import { deliveredPage, everyPage, pendingPage, unreadablePage, type PageRequest } from './pages.ts';
-import { exportDelivered, importDelivered } from './transfer.ts';
+import { exportDelivered, importDelivered, type ImportedNotices } from './transfer.ts';
 import type { ExportNotice } from '../session/export-format.ts';
 import type {
   ConsumeOptions,
@@ -353,7 +353,7 @@ export class Inbox {
   }
 
   /** Writes the delivered-notice records of an imported session (lib/inbox/transfer.ts). */
-  async importDelivered(sessionId: string, notices: readonly ExportNotice[]): Promise<void> {
+  async importDelivered(sessionId: string, notices: readonly ExportNotice[]): Promise<ImportedNotices> {
     return importDelivered(this.#store, this.#keyPrefix, sessionId, notices);
   }
 

@@ -1,6 +1,7 @@
 import type { ExportNotice } from '../session/export-format.ts';
 import { inboxRemovedPrefix } from '../session/keys.ts';
-import { mapLimit, type ObjectStore } from '../store/object-store.ts';
+import { putCreateOnly } from '../store/create-only.ts';
+import { mapLimit, type ObjectStore, type StoredObject } from '../store/object-store.ts';
 import { CONCURRENCY, decodeName, META, postedAtOf, turnSchema, validTime, withMetadata } from './delivery-records.ts';
 
 /**
@@ -45,23 +46,41 @@ export async function* exportDelivered(store: ObjectStore, keyPrefix: string, id
   } while (cursor !== undefined);
 }
 
-/** Writes the delivery records of an import (its config exists: they show from now on). */
+/** What an import's delivery records met: the keys that hold them, and the names another record held. */
+export interface ImportedNotices {
+  written: string[];
+  taken: string[];
+}
+
+/**
+ * Writes the delivery records of an import (its config exists: they show from now on),
+ * create-only: a name a record not of this export holds (a notice delivered meanwhile) is left
+ * to it and answered in `taken`; one holding this very record (an earlier attempt's) is ours.
+ */
 export async function importDelivered(
   store: ObjectStore,
   keyPrefix: string,
   id: string,
   notices: readonly ExportNotice[],
-): Promise<void> {
+): Promise<ImportedNotices> {
   const prefix = inboxRemovedPrefix(keyPrefix, id);
+  const done: ImportedNotices = { written: [], taken: [] };
   await mapLimit(notices, CONCURRENCY, async (notice) => {
-    await store.put(`${prefix}${notice.stored_as}`, notice.content, {
-      contentType: 'text/plain; charset=utf-8',
-      metadata: {
-        [META.name]: encodeURIComponent(notice.name),
-        [META.postedAt]: notice.posted_at,
-        [META.deliveredAt]: notice.delivered_at,
-        ...(notice.turn === null ? {} : { [META.turn]: String(notice.turn) }),
-      },
-    });
+    const key = `${prefix}${notice.stored_as}`;
+    const metadata: Record<string, string> = {
+      [META.name]: encodeURIComponent(notice.name),
+      [META.postedAt]: notice.posted_at,
+      [META.deliveredAt]: notice.delivered_at,
+      ...(notice.turn === null ? {} : { [META.turn]: String(notice.turn) }),
+    };
+    // A delivery's claim names the notice it moved (META.sourceEtag); an import's record does not.
+    const ours = (found: StoredObject) =>
+      found.metadata[META.sourceEtag] === undefined &&
+      found.metadata[META.deliveredAt] === notice.delivered_at &&
+      decoder.decode(found.body) === notice.content;
+    const options = { contentType: 'text/plain; charset=utf-8', metadata };
+    if (await putCreateOnly(store, key, notice.content, options, ours)) done.written.push(key);
+    else done.taken.push(notice.stored_as);
   });
+  return done;
 }

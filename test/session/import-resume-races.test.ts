@@ -6,6 +6,7 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { importLines, type TransferServices } from '../../lib/transfer.ts';
 import { exportText, headerLine, messageLine } from '../support/export-lines.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { HeldStore } from '../support/held-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 /**
@@ -78,5 +79,45 @@ describe('an import stopped after its config, the same export sent again', () =>
     expect(before).toContain('"patched":"yes"');
     expect(await keysUnder(memory, '/inbox_removed/')).toEqual([]);
     expect(await keysUnder(memory, '/import/')).toEqual([]);
+  });
+
+  it('writes no delivery record over one delivered meanwhile under its name, and is 409 session_exists', async () => {
+    const memory = new MemoryStore();
+    await stoppedImport(memory);
+    const held = new HeldStore(memory);
+    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
+    const retry = importLines(world(held).services, bytes(EXPORTED), LIMITS);
+    retry.catch(() => undefined);
+    await hold.reached;
+    // Another actor posts a notice of the same name and a turn's consume delivers it, before the put lands.
+    const other = world(memory);
+    await other.inbox.post(ID, { name: 'note', content: 'delivered live' });
+    expect((await other.inbox.consume(ID, { turn: 1 })).delivered.map((notice) => notice.name)).toEqual(['note']);
+    hold.release();
+
+    await expect(retry).rejects.toMatchObject({ code: 'session_exists', details: { id: ID } });
+    expect(await keysUnder(memory, '/inbox_removed/')).toEqual([`sessions/${ID}/inbox_removed/note`]);
+    const kept = await memory.get(`sessions/${ID}/inbox_removed/note`);
+    expect(new TextDecoder().decode(kept!.body)).toBe('delivered live');
+    expect(await keysUnder(memory, '/import/')).toEqual([]);
+  });
+
+  it('writes no delivery record into a session deleted meanwhile: the id is free, and imports again', async () => {
+    const memory = new MemoryStore();
+    await stoppedImport(memory);
+    const held = new HeldStore(memory);
+    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
+    const retry = importLines(world(held).services, bytes(EXPORTED), LIMITS);
+    retry.catch(() => undefined);
+    await hold.reached;
+    const other = world(memory);
+    await other.sessions.delete(ID);
+    expect(await keysUnder(memory, '/')).toEqual([]);
+    hold.release();
+
+    await expect(retry).rejects.toMatchObject({ code: 'not_found', details: { id: ID } });
+    expect(await keysUnder(memory, '/')).toEqual([]);
+    await importLines(other.services, bytes(EXPORTED), LIMITS);
+    expect(await exportText(other.services, ID)).toBe(EXPORTED);
   });
 });

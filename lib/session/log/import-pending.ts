@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
+import { NotFoundError, SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { sha256Hex } from '../../hash.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
@@ -8,7 +8,7 @@ import { scoped, type LogScope } from '../keys.ts';
 import { parseStored, type SessionConfig } from '../records.ts';
 import { toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
-import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';
+import { countsOf, ledgerOf, readHead, readNewest, scopeOf } from './head.ts';
 import { writeIndexEntry } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
 
@@ -63,28 +63,53 @@ export async function putNew(log: LogContext, key: string, body: string): Promis
   if (!written) throw new StorageError(`import: ${key} was written by someone else`);
 }
 
+/** What the delivered-notice records' writer met (lib/inbox/transfer.ts): keys it holds, names others held. */
+export interface NoticesWritten {
+  written: string[];
+  taken: string[];
+}
+
+/** Writes an import's delivered-notice records, create-only (lib/inbox/transfer.ts importDelivered). */
+export type WriteNotices = (config: SessionConfig, notices: ExportNotice[]) => Promise<NoticesWritten>;
+
 /**
  * Writes the delivered notices and the index entry of an imported session whose config exists,
  * then deletes its pending object: the session is whole. A failure of the notices is thrown
- * (the pending object kept); the index entry and the delete are best effort.
+ * (the pending object kept); the index entry and the delete are best effort. The config is read
+ * after the notices: a session deleted meanwhile (or another incarnation of the id) gets its
+ * records deleted again, as its delete's sweep may have listed before them, and is 404
+ * `not_found`; a name a record delivered meanwhile holds (the session used before the import
+ * was whole) is 409 `session_exists`, that record kept, the pending object deleted.
  */
 export async function finishImport(
   log: LogContext,
   config: SessionConfig,
   notices: ExportNotice[],
-  writeNotices: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>,
+  writeNotices: WriteNotices,
 ): Promise<SessionRecord> {
   const scope = scopeOf(log.keyPrefix, config);
-  await writeNotices(config, notices);
-  const { newest } = await readNewest(log, scope);
+  const { written, taken } = await writeNotices(config, notices);
+  const head = await readHead(log, config.id).catch((error: unknown) => {
+    if (error instanceof NotFoundError) return null;
+    throw error;
+  });
+  if (head?.scope.generation !== scope.generation) {
+    if (written.length > 0) await log.store.delete(written);
+    throw new NotFoundError(`session ${config.id} was deleted during its import`, { id: config.id });
+  }
+  const pendingKey = importPendingKey(scope);
+  if (taken.length > 0) {
+    await log.store.delete(pendingKey).catch(() => undefined);
+    throw new SessionExistsError(config.id);
+  }
   try {
-    await writeIndexEntry(log, config, newest);
+    await writeIndexEntry(log, config, head.newest);
   } catch {
     // The session exists: without its index entry it is listed from its next turn, append or PATCH.
   }
   // Left, a retry of the same export writes the notices again, as it would have found them.
-  await log.store.delete(importPendingKey(scope)).catch(() => undefined);
-  return toSessionRecord(config, countsOf(newest), ledgerOf(newest));
+  await log.store.delete(pendingKey).catch(() => undefined);
+  return toSessionRecord(config, countsOf(head.newest), ledgerOf(head.newest));
 }
 
 /**
@@ -101,7 +126,7 @@ export async function resumeImport(
   config: SessionConfig,
   configBody: Uint8Array,
   exportSha256: () => Promise<string>,
-  writeNotices: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>,
+  writeNotices: WriteNotices,
 ): Promise<SessionRecord> {
   const scope = scopeOf(log.keyPrefix, config);
   const key = importPendingKey(scope);

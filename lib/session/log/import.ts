@@ -24,7 +24,15 @@ import { trackCall } from './open-calls.ts';
 import { deleteSession, newIncarnation } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { readConfig, scopeOf } from './head.ts';
-import { configSha256, finishImport, putNew, resumeImport, stagePending, type WrittenLog } from './import-pending.ts';
+import {
+  configSha256,
+  finishImport,
+  putNew,
+  resumeImport,
+  stagePending,
+  type WriteNotices,
+  type WrittenLog,
+} from './import-pending.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { heldView, writeViewIfDue } from './view-writer.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
@@ -64,7 +72,7 @@ export interface ImportOptions {
   /** Images and files of the items are checked against these and stored again (lib/session/attachments.ts). */
   attachmentLimits: AttachmentLimits;
   /** Writes the delivered-notice records once the config exists (they are not under a generation). */
-  afterCreate: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>;
+  afterCreate: WriteNotices;
   /** The export's SHA-256 (log/import-pending.ts), once `lines` are read to their end (it reads the rest). */
   exportSha256: () => Promise<string>;
 }
@@ -145,6 +153,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
   try {
     return await finishImport(log, config, wrote.notices, options.afterCreate);
   } catch (error) {
+    // Deleted meanwhile, or used by another client before it was whole: not this import's to delete.
+    if (error instanceof NotFoundError || error instanceof SessionExistsError) throw error;
     await deleteSession(log, id).catch(() => undefined);
     throw error;
   }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
+import { turnUsage } from '../../lib/ledger/usage.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
@@ -120,4 +121,39 @@ describe('an import stopped after its config, the same export sent again', () =>
     await importLines(other.services, bytes(EXPORTED), LIMITS);
     expect(await exportText(other.services, ID)).toBe(EXPORTED);
   });
+
+  it('is 409 session_exists after a delete of the newest turn, and the pending object left behind goes', async () => {
+    const memory = new MemoryStore();
+    const w = await rewoundAfterStop(memory);
+    const before = await exportText(w.services, ID);
+
+    await expect(importLines(w.services, bytes(EXPORTED), LIMITS)).rejects.toMatchObject({
+      code: 'session_exists',
+      details: { id: ID },
+    });
+    expect(await keysUnder(memory, '/import/')).toEqual([]);
+    expect(await exportText(w.services, ID)).toBe(before);
+  });
+
+  it('leaves nothing of the pending object a delete of the newest turn left once the session is deleted', async () => {
+    const memory = new MemoryStore();
+    const w = await rewoundAfterStop(memory);
+    await w.sessions.delete(ID);
+    expect(await keysUnder(memory, '/')).toEqual([]);
+  });
 });
+
+/** The import stopped after its config, then a turn, then a delete of that turn: another generation. */
+async function rewoundAfterStop(memory: MemoryStore) {
+  await stoppedImport(memory);
+  const w = world(memory);
+  const begun = await w.sessions.beginTurn(ID, { input: [{ type: 'message', role: 'user', content: 'go' }] });
+  if (begun.kind !== 'claimed') throw new Error(`turn not claimed: ${begun.kind}`);
+  const usage = turnUsage({ input_tokens: 10, output_tokens: 5 }, { input: 1, cached_input: 0.5, output: 4 });
+  await w.sessions.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+  const [left] = await keysUnder(memory, '/import/');
+  await w.sessions.deleteTurn(ID, 1);
+  // The session moved to another generation: the pending object is under the one before it.
+  expect(await keysUnder(memory, '/import/')).toEqual([left]);
+  return w;
+}

@@ -119,7 +119,8 @@ export async function finishImport(
  * created) and `exportSha256` (read to the body's end) is the export it came from, its rest is
  * written and it is answered; else 409 `session_exists`. A pending object of a session written
  * since (an import answered whose delete of it failed, or a session used, or PATCHed, without
- * the retry) is deleted then: the session is no longer the export's, and nothing finishes it.
+ * the retry) is deleted then: the session is no longer the export's, and nothing finishes it;
+ * so is one a delete of the newest turn left under the generation the session began with.
  */
 export async function resumeImport(
   log: LogContext,
@@ -131,7 +132,13 @@ export async function resumeImport(
   const scope = scopeOf(log.keyPrefix, config);
   const key = importPendingKey(scope);
   const object = await log.store.get(key);
-  if (!object) throw new SessionExistsError(config.id);
+  if (!object) {
+    // A delete of the newest turn moved the session off the generation it began with, where an
+    // import's pending object is: left there, nothing finishes it now (blind: one call, no read).
+    if (config.incarnation !== undefined && config.incarnation !== scope.generation)
+      await log.store.delete(importPendingKey({ ...scope, generation: config.incarnation })).catch(() => undefined);
+    throw new SessionExistsError(config.id);
+  }
   const pending = parseStored(key, object.body, pendingSchema);
   const { newest } = await readNewest(log, scope);
   const patched = pending.config_sha256 !== undefined && pending.config_sha256 !== configSha256(configBody);

@@ -34,6 +34,7 @@ import {
   type WrittenLog,
 } from './import-pending.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
+import { PendingWrites } from './pending-writes.ts';
 import { heldView, writeViewIfDue } from './view-writer.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
 import type { LogView } from '../view-records.ts';
@@ -87,8 +88,6 @@ export const VIEW_EVERY_RECORDS = 16;
 /** An item's `created_at` as the service writes them (and an export holds them). */
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
 
-/** Segment writes an import keeps in flight. */
-const MAX_WRITES_IN_FLIGHT = 2;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
 export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
 
@@ -169,33 +168,6 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
     // What is still in flight lands before the caller deletes the generation.
     await writes.settle();
     throw error;
-  }
-}
-
-/**
- * Segment writes in flight while the next lines are read and checked: at most
- * MAX_WRITES_IN_FLIGHT (each holds a segment's bytes), so a store's latency overlaps the work.
- */
-class PendingWrites {
-  readonly #writes: Promise<unknown>[] = [];
-
-  /** Starts a write once fewer than MAX_WRITES_IN_FLIGHT are in flight; a failure is thrown by a later call. */
-  async add(start: () => Promise<unknown>): Promise<void> {
-    while (this.#writes.length >= MAX_WRITES_IN_FLIGHT) await this.#writes.shift();
-    const write = start();
-    // Observed now, thrown when awaited.
-    write.catch(() => undefined);
-    this.#writes.push(write);
-  }
-
-  /** Every write landed; the first failure is thrown. */
-  async drain(): Promise<void> {
-    while (this.#writes.length > 0) await this.#writes.shift();
-  }
-
-  /** Every write settled, landed or failed. */
-  async settle(): Promise<void> {
-    await Promise.allSettled(this.#writes.splice(0));
   }
 }
 

@@ -8,6 +8,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { ServiceConfig } from '../lib/config.ts';
 import { NotConfiguredError } from '../lib/errors.ts';
+import { decimalNumber, MAX_TIMER_MS } from '../lib/setting-values.ts';
 import { FileStore } from '../lib/store/file.ts';
 import { keyPrefixProblem } from '../lib/store/file-format.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
@@ -44,7 +45,7 @@ export function localServerOptions(args: string[], env: Record<string, string | 
   const { values } = parsedArgs(args);
   // A blank PORT or HOST is unset, as every blank setting is (a blank host would listen everywhere).
   const portText = values.port ?? (env.PORT?.trim() || '8787');
-  const port = Number(portText);
+  const port = decimalNumber(portText);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new Error(`invalid port ${JSON.stringify(portText)} (--port or PORT)`);
   const headersTimeoutMs = milliseconds(env, 'HEADERS_TIMEOUT_MS', 10_000);
@@ -79,12 +80,9 @@ function parsedArgs(args: string[]) {
   }
 }
 
-/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
-
 function milliseconds(env: Record<string, string | undefined>, name: string, fallback: number): number {
   const text = env[name]?.trim() || String(fallback);
-  const value = Number(text);
+  const value = decimalNumber(text);
   if (!Number.isSafeInteger(value) || value <= 0 || value > MAX_TIMER_MS)
     throw new Error(
       `invalid ${name} ${JSON.stringify(text)} (a positive number of milliseconds, at most ${MAX_TIMER_MS})`,

@@ -94,20 +94,30 @@ export function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEG
 const WHOLE_NUMBER = 'must be a whole number in digits, without a unit (4194304, not 4MB)';
 
 /**
- * A whole-number setting, whose refusal tells how to write one (`4MB`, `30s` and `2.5` are not).
- * Only for a value that is no whole number: the schema's own message would also stand for every
- * check chained after it (`positive`, `min`, `max`), whose refusals say the range instead.
+ * A whole-number setting, whose refusal tells how to write one (`4MB`, `30s`, `2.5` and `0x10`
+ * are not) and shows the text. Only for a value that is no whole number: the schema's own message
+ * would also stand for every check chained after it (`positive`, `min`, `max`), whose refusals
+ * say the range instead.
  */
 export function wholeNumber() {
-  return z
-    .number({ error: (issue) => (issue.code === 'invalid_type' ? WHOLE_NUMBER : undefined) })
-    .int({ error: WHOLE_NUMBER });
+  const error = (issue: { input?: unknown }) => `${WHOLE_NUMBER}; this is ${JSON.stringify(issue.input)}`;
+  return z.number({ error: (issue) => (issue.code === 'invalid_type' ? error(issue) : undefined) }).int({ error });
 }
 
-/** A variable's text as a number (unset and blank: the default). */
+/**
+ * A variable's text as a number when it is decimal digits (a minus sign allowed), as an operator
+ * writes one: `0x10`, `1e3` or `1_000` stay text, which a number schema refuses. Unset and blank:
+ * the default. `decimalNumber` is the same for a text read outside a schema (NaN when no digits).
+ */
 export function numberText(value: unknown): unknown {
-  if (typeof value === 'string') return value.trim() === '' ? undefined : Number(value);
-  return value;
+  if (typeof value !== 'string') return value;
+  if (value.trim() === '') return undefined;
+  const number = decimalNumber(value);
+  return Number.isFinite(number) ? number : value;
+}
+
+export function decimalNumber(text: string): number {
+  return /^-?\d+$/.test(text.trim()) ? Number(text) : Number.NaN;
 }
 
 export const booleanText = z

@@ -104,6 +104,27 @@ describe('parseServiceConfig', () => {
   });
 
   it.each([
+    ['MAX_BODY_BYTES', '0x10'],
+    ['TURN_LEASE_MS', '1e3'],
+    ['VIEW_CACHE_BYTES', ' 0b11'],
+    ['MODEL_MAX_RETRIES', '0o7'],
+    ['SESSION_TTL_DAYS', '1_000'],
+    ['RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION', '+5'],
+  ])('refuses %s=%j, which is no decimal digits, naming the setting and the text', (name, value) => {
+    expect(() => parseServiceConfig({ [name]: value })).toThrow(
+      `invalid setting ${name}: must be a whole number in digits, without a unit`,
+    );
+    expect(() => parseServiceConfig({ [name]: value })).toThrow(JSON.stringify(value));
+  });
+
+  it('reads a whole-number setting written in decimal digits, blanks around it ignored', () => {
+    expect(parseServiceConfig({ MAX_BODY_BYTES: ' 4194304 ', VIEW_CACHE_BYTES: '0' })).toMatchObject({
+      maxBodyBytes: 4194304,
+      viewCacheBytes: 0,
+    });
+  });
+
+  it.each([
     ['MAX_BODY_BYTES', '-5', 'Too small: expected number to be >0'],
     ['VIEW_CACHE_BYTES', '-1', 'Too small: expected number to be >=0'],
     ['SESSION_TTL_DAYS', '0', 'Too small: expected number to be >=1'],

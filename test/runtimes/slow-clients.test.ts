@@ -296,6 +296,25 @@ it('reads HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS (default 10 s and 60 s), ref
   );
 });
 
+it('refuses a port or a timeout that is no decimal digits (0x10, 1e3, 1_000), naming it and its text', () => {
+  for (const [name, value] of [
+    ['HEADERS_TIMEOUT_MS', '0x10'],
+    ['REQUEST_TIMEOUT_MS', '1e5'],
+    ['SHUTDOWN_GRACE_MS', ' 0b11'],
+    ['REPEATED_SIGNAL_MS', '1_000'],
+  ] as const)
+    expect(() => localServerOptions([], { [name]: value }), `${name}=${value}`).toThrow(
+      `invalid ${name} ${JSON.stringify(value.trim())}`,
+    );
+  for (const port of ['0x1F90', '8e3', '8_787'])
+    expect(() => localServerOptions([], { PORT: port }), port).toThrow(`invalid port ${JSON.stringify(port)}`);
+  expect(() => localServerOptions(['--port', '0o17'], {})).toThrow('invalid port "0o17" (--port or PORT)');
+  expect(localServerOptions(['--port', '9000'], { HEADERS_TIMEOUT_MS: '5000' })).toMatchObject({
+    port: 9000,
+    headersTimeoutMs: 5000,
+  });
+});
+
 it('refuses an unknown option (a typo, --help) with the options it takes', () => {
   const options = 'the options are --port <number>, --host <address> and --allow-anonymous';
   expect(() => localServerOptions(['--prot', '9000'], {})).toThrow(`Unknown option '--prot'; ${options}`);

@@ -111,6 +111,32 @@ describe('loggable', () => {
     ]);
   });
 
+  it('shows a cause that is long text cut at 200 characters, as text in a field is', () => {
+    const line = String(loggable(new Error('the call failed', { cause: 'z'.repeat(300) })));
+    expect(line.split('\n').at(-1)).toBe(`[cause]: ${'z'.repeat(200)}…`);
+  });
+
+  it('marks a field whose getter throws and shows the rest, at any depth', () => {
+    const throwing = {
+      enumerable: true,
+      get: (): never => {
+        throw new Error('gone');
+      },
+    };
+    const error = Object.defineProperty(Object.assign(new Error('bad answer'), { status: 500 }), 'body', throwing);
+    expect(String(loggable(error)).split('\n').at(-1)).toBe('{"status":500,"body":"[getter threw]"}');
+    const inner = Object.defineProperty({ key: 'k' }, 'request', throwing);
+    expect(
+      String(loggable(new Ao(inner)))
+        .split('\n')
+        .at(-1),
+    ).toBe('{"code":"storage_error","details":{"key":"k","request":"[getter threw]"}}');
+    const message = Object.defineProperty(new Error(), 'message', throwing);
+    expect(String(loggable(message)).split('\n')[0]).toBe('Error: [getter threw]');
+    const holder = Object.defineProperty({ key: 'sessions/s1/inbox/n', error: new Ao() }, 'other', throwing);
+    expect(loggable(holder)).toMatchObject({ key: 'sessions/s1/inbox/n', other: '[getter threw]' });
+  });
+
   it('names fields that do not serialize instead of throwing', () => {
     const error = new Ao({ big: 1n });
     expect(String(loggable(error)).split('\n').at(-1)).toBe('{code, details}');

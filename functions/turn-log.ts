@@ -1,3 +1,4 @@
+import { utf8Bytes } from '../lib/session/item-size.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TurnUsage } from '../lib/ledger/usage.ts';
 import type { CompactionSpend, TurnObservation } from '../lib/turn/index.ts';
@@ -103,7 +104,7 @@ function inlineDataAsSize(content: object): object {
     const match = typeof value === 'string' ? DATA_URL.exec(value) : null;
     if (match === null) return value;
     const data = (value as string).slice(match[0].length);
-    const bytes = match[3] ? Math.floor((base64Digits(data) * 3) / 4) : data.length;
+    const bytes = match[3] ? Math.floor((base64Digits(data) * 3) / 4) : percentDecodedBytes(data);
     return `[data:${match[1] ?? 'text/plain'}, ${bytes} bytes]`;
   });
   return JSON.parse(text) as object;
@@ -122,6 +123,27 @@ function base64Digits(data: string): number {
     else if (char === '+' || char === '/' || char === '-' || char === '_') digits++;
   }
   return digits;
+}
+
+/**
+ * The bytes percent-encoded `data` decodes to: an escape (`%` and two hex digits) one byte, any
+ * other character its UTF-8 (a `%` not so followed stays itself). Linear: the escapes are found
+ * in one pass, the UTF-8 counted in another.
+ */
+function percentDecodedBytes(data: string): number {
+  let escapes = 0;
+  for (let index = data.indexOf('%'); index !== -1; index = data.indexOf('%', index + 1)) {
+    if (isHexDigit(data.charCodeAt(index + 1)) && isHexDigit(data.charCodeAt(index + 2))) {
+      escapes++;
+      index += 2;
+    }
+  }
+  // An escape is three ASCII characters of UTF-8 for its one byte.
+  return utf8Bytes(data) - 2 * escapes;
+}
+
+function isHexDigit(code: number): boolean {
+  return (code >= 0x30 && code <= 0x39) || ((code | 0x20) >= 0x61 && (code | 0x20) <= 0x66);
 }
 
 /** The observer a request's turns report to (lib/turn/observe.ts). */

@@ -34,4 +34,20 @@ describe('the turn log line under LOG_CONTENT', () => {
     const [text] = loggedContent([{ type: 'input_text', text: `data:text/plain;base64,${data}` }]);
     expect(text.text).toBe('[data:text/plain, 1 bytes]');
   });
+
+  it('counts the decoded bytes of percent-encoded data, not its encoded length', () => {
+    const png = '%89PNG%0D%0A%1a%0A';
+    const [image, text, raw, stray] = loggedContent([
+      { type: 'input_image', image_url: `data:image/png,${png}` },
+      { type: 'input_text', text: 'data:text/plain;charset=utf-8,h%C3%A9llo%20w' },
+      { type: 'input_text', text: 'data:,h\u00e9llo \u{1F600}' },
+      { type: 'input_text', text: 'data:text/plain,100%25 %zz %4' },
+    ]);
+    expect(image.image_url).toBe('[data:image/png, 8 bytes]');
+    expect(text.text).toBe('[data:text/plain, 8 bytes]');
+    // Not percent-encoded, a character is its UTF-8 bytes.
+    expect(raw.text).toBe(`[data:text/plain, ${new TextEncoder().encode('h\u00e9llo \u{1F600}').length} bytes]`);
+    // A "%" not followed by two hex digits is itself.
+    expect(stray.text).toBe(`[data:text/plain, ${'100% %zz %4'.length} bytes]`);
+  });
 });

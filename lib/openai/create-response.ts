@@ -12,7 +12,7 @@ import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { conversationTag, resentByKey, resentUnderConversation } from './conversation-resend.ts';
-import { checkToolChoice } from './tool-choice.ts';
+import { checkOfferedToolChoice } from './tool-choice.ts';
 import { echoedModel, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
@@ -90,7 +90,7 @@ async function createStoredResponse(
   // A client's loop step goes on in `match`: counted under its session's rate limit, as one naming it.
   if (match) await facade.takeSessionTurn?.(match.session.id);
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
-  if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
+  if (whole && !match) checkOfferedToolChoice(prepared);
   const { sessionId, afterTurn, created } = match
     ? { sessionId: match.session.id, afterTurn: match.turn, created: undefined }
     : await sessionOf(facade, body, { instructions, model: model ?? facade.config.defaultModel, idempotencyKey }).then(
@@ -114,8 +114,7 @@ async function createStoredResponse(
   // as its first request was whatever tools the conversation has since, and a refusal stores nothing.
   const checkTools =
     tools === undefined
-      ? (offered: { tools: readonly Tool[] }) =>
-          checkToolChoice(body.tool_choice, offered.tools, "the conversation's tools")
+      ? (offered: { tools: readonly Tool[] }) => checkOfferedToolChoice(prepared, offered)
       : undefined;
   let refused = false;
   try {

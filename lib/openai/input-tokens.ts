@@ -13,7 +13,7 @@ import { takenUnderConversation } from './failed-steps.ts';
 import { abortedRetry } from './aborted-retry.ts';
 import { answeredBy, continuation, resentConversation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
-import type { Item, Tool } from '../items.ts';
+import type { Item } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
 import { assembleStateless } from './stateless.ts';
 import { checkInputCalls } from './stateless-response.ts';
@@ -24,7 +24,7 @@ import { canonical } from './history-items.ts';
 import { countNextPrompt } from '../turn/index.ts';
 import type { ForkSketch } from '../session/session-log.ts';
 import { countedBranch, forkInput } from './count-branch.ts';
-import { checkToolChoice } from './tool-choice.ts';
+import { checkOfferedToolChoice } from './tool-choice.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
 import type { Model } from '../models/model.ts';
 
@@ -35,9 +35,10 @@ import type { Model } from '../models/model.ts';
  * build, with the tools offered, before it is fitted to the window. Without
  * previous_response_id or conversation, a `store: false` response's prompt of the instructions
  * and the input (its checks refuse the same inputs); nothing is read, but for a token bound to a
- * session the history index, where a create finds the conversation the input resends (its own, or
- * the create's 403), and that conversation, a dead response after that history taken out first as
- * the create takes it out. With one of them, the
+ * session (or a tool_choice naming a tool none was sent, which a create checks against the tools
+ * of the conversation the input resends) the history index, where a create finds the
+ * conversation the input resends (its own, or the create's 403), and that conversation, a dead
+ * response after that history taken out first as the create takes it out. With one of them, the
  * prompt the conversation's next turn would send (the prompt preview's, lib/turn/preview.ts:
  * the stored context after the strategies, pending notices, a due compaction as made, with the
  * input appended); it reads the conversation (its record, its context, its pending notices
@@ -94,7 +95,9 @@ export async function countInputTokens(
   if (named) facade.authorize(named);
   const { input, origins } = await resolveItemReferences(facade, body.input ?? []);
   const { personality: _style, ...asked } = body;
-  const prepared = prepareResponseRequest(facade, { ...asked, input, store: !!stored }, origins);
+  // Stored either way: a create without previous_response_id or conversation may go on in the
+  // conversation its input resends, whose tools a tool_choice may name (checked below).
+  const prepared = prepareResponseRequest(facade, { ...asked, input }, origins);
   if (stored) {
     // (sessionOf refuses previous_response_id and conversation both, as a create.)
     const { sessionId, after } = body.conversation
@@ -119,12 +122,23 @@ export async function countInputTokens(
   }
   // As a create with neither field: a resend of a stored conversation's whole history goes on in it
   // (./create-response.ts resentConversation), any other input starts a new conversation, which a
-  // token bound to a session may not (the create's 403). Looked up for such a token alone: the
-  // count is a `store: false` response's either way.
+  // token bound to a session may not (the create's 403). Looked up for such a token, or for a
+  // tool_choice naming a tool none was sent, alone: the count is a `store: false` response's either way.
+  let looked: ReturnType<typeof resentConversation> | undefined;
+  const resent = () => (looked ??= resentConversation(facade, prepared, false));
+  // Without tools, a tool_choice is checked first, as a create checks it, against the tools of the
+  // conversation the input resends (none for a new one): looked up when it names a tool none offers.
+  try {
+    checkOfferedToolChoice(prepared);
+  } catch (error) {
+    const match = await resent();
+    if (!match) throw error;
+    checkOfferedToolChoice(prepared, match.session);
+  }
   try {
     facade.authorize(null);
   } catch (refused) {
-    if (!(await resentConversation(facade, prepared, false))) throw refused;
+    if (!(await resent())) throw refused;
   }
   // An input a `store: false` create refuses (an output answering no call before it) is not counted.
   checkInputCalls(prepared);
@@ -172,7 +186,7 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
  * under previous_response_id, continuedSession took it out); as the client holds them when the
  * compaction items it sent back are the conversation's own (./resent-after.ts storedList). With
  * their positions in the input. A tool_choice naming none of the conversation's tools, none sent,
- * is refused first (checkTools). A retry of the request an `abort` notice refused is refused again
+ * is refused first (checkOfferedToolChoice). A retry of the request an `abort` notice refused is refused again
  * (./aborted-retry.ts), and they are checked against the calls the conversation leaves open (an
  * output answering none is the 400 a create's claim answers), as a create refuses them; then,
  * under `conversation`, a turn running, its lease held, is the 409 the claim answers.
@@ -188,7 +202,7 @@ async function storedInput(
   const read = under
     ? await readWithoutDeadTurn(facade, sessionId)
     : await facade.services.sessions.getWithNewestTurn(sessionId);
-  checkTools(prepared, read.session);
+  checkOfferedToolChoice(prepared, read.session);
   const scope = loopScope(facade, prepared);
   const known = under ? await resentUnderConversation(facade, read, prepared, scope) : (after.known ?? 0);
   // A loop's branch stores its input's items as sent (./create-response.ts).
@@ -238,12 +252,12 @@ async function pastResponse(
   // A dead turn right after that response, its lease held (continuedSession's 409): a create
   // refuses a tool_choice naming none of the conversation's tools first.
   if (error instanceof TurnInProgressError && ref)
-    checkTools(prepared, await facade.services.sessions.get(ref.sessionId));
+    checkOfferedToolChoice(prepared, await facade.services.sessions.get(ref.sessionId));
   if (!(error instanceof OpenAIApiError && error.code === 'conversation_branching_unsupported') || !ref) throw error;
   // Read as the create reads it (./dead-turn.ts): a dead newest turn whose lease ran out is closed
   // or taken out first, so a retry after it is judged on the failed attempt it left, as the create's.
   const read = await readWithoutDeadTurn(facade, ref.sessionId);
-  checkTools(prepared, read.session);
+  checkOfferedToolChoice(prepared, read.session);
   // A turn running right after that response, its lease held: the 409 a create's claim answers.
   const running = read.newestTurn?.turn === ref.turn + 1 ? read.running : undefined;
   if (running) throw running;
@@ -255,13 +269,4 @@ async function pastResponse(
   const onward = await continuation(facade, ref.sessionId, resent ?? ref.turn, prepared, false);
   if (onward) return { sessionId: ref.sessionId, after: { known: onward.known, taken: onward.taken } };
   return countedBranch(facade, prepared, ref, tag, resent !== undefined);
-}
-
-/**
- * Without tools a tool_choice must name one of the conversation's (`session`'s): a create refuses
- * it so before anything else it checks of the conversation (an unkeyed one: ./create-response.ts).
- */
-function checkTools(prepared: PreparedRequest, session: { tools: readonly Tool[] }): void {
-  if (prepared.tools === undefined)
-    checkToolChoice(prepared.body.tool_choice, session.tools, "the conversation's tools");
 }

@@ -77,6 +77,20 @@ export function checkToolChoice(
     });
 }
 
+/**
+ * The check of a stored response's tool_choice, a create's and a count's alike: without tools of
+ * its own (`tools` undefined) a turn offers its conversation's (`conversation`; a new one has none),
+ * which the tool_choice must name. With tools, prepareResponseRequest checked it against those.
+ */
+export function checkOfferedToolChoice(
+  request: { tools: readonly Tool[] | undefined; body: { tool_choice?: ToolChoice } },
+  conversation?: { tools: readonly Tool[] },
+): void {
+  if (request.tools !== undefined) return;
+  if (conversation) checkToolChoice(request.body.tool_choice, conversation.tools, "the conversation's tools");
+  else checkToolChoice(request.body.tool_choice, [], 'tools (none was sent)');
+}
+
 /** The model call's `toolChoice` and `allowedTools` (lib/models/model.ts) of a request's tool_choice. */
 export function modelToolChoice(choice: ToolChoice): Pick<ModelSettings, 'toolChoice' | 'allowedTools'> {
   if (choice === null || choice === undefined) return {};

@@ -82,6 +82,33 @@ describe('responses.inputTokens.count of a stored conversation', () => {
     expect(counted).toMatchObject({ status: 400, message: (created as Error).message });
   });
 
+  it('accepts a tool_choice naming a tool of the conversation an input resends whole, as a create does', async () => {
+    const tool = { type: 'function' as const, name: 'get_weather', parameters: { type: 'object' }, strict: false };
+    const ask = 'call get_weather {"city":"Suva"}';
+    const first = await world.client.responses.create({ model: 'echo', input: ask, tools: [tool] });
+    // The conversation's own tools, which a turn sent without tools offers.
+    const patched = await fetch(`${world.tailgate.baseURL}/sessions/${first.conversation!.id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tools: [tool] }),
+    });
+    expect(patched.status).toBe(200);
+    const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const body = {
+      model: 'echo',
+      input: [
+        { role: 'user' as const, content: ask },
+        call,
+        { type: 'function_call_output' as const, call_id: call.call_id, output: '10C' },
+      ],
+      tool_choice: { type: 'function' as const, name: 'get_weather' },
+    };
+    const counted = await refused(count(body));
+    const created = await world.client.responses.create(body);
+    expect(created.conversation?.id).toBe(first.conversation!.id);
+    expect(typeof counted, String(counted)).toBe('number');
+  });
+
   it('counts the branch an older previous response makes, and refuses one that does not exist', async () => {
     const first = await world.client.responses.create({ model: 'echo', input: 'one' });
     await world.client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });

@@ -145,3 +145,50 @@ describe('CORS_ORIGINS', () => {
     expect(CORS_REQUEST_HEADERS.map((name) => name.toLowerCase())).toEqual(expect.arrayContaining(asked));
   });
 });
+
+describe('anonymous access and other sites', () => {
+  // A page the developer has open may send a POST without a body to a local service without a
+  // preflight: anonymous access would take it as the admin (docs/SECURITY.md).
+  const anonymous = (env: Record<string, string> = {}) => appWith({ API_TOKEN: '', ALLOW_ANONYMOUS: 'true', ...env });
+  const converse = (app: ReturnType<typeof appWith>, origin?: string) =>
+    app.request('http://127.0.0.1:8787/v1/conversations', {
+      method: 'POST',
+      headers: origin === undefined ? {} : { origin },
+    });
+  const created = async (app: ReturnType<typeof appWith>) => {
+    const response = await app.request('http://127.0.0.1:8787/v1/sessions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 's1' }),
+    });
+    expect(response.status).toBe(201);
+    return app;
+  };
+
+  it("refuses a request that changes something from another site's page, before it runs", async () => {
+    const app = await created(anonymous());
+    for (const origin of [STRANGER, 'null', 'http://127.0.0.1:9999']) {
+      const refused = await converse(app, origin);
+      expect(refused.status, origin).toBe(403);
+      const body = (await refused.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('forbidden');
+      expect(body.error.message).toContain('ALLOW_ANONYMOUS');
+    }
+    const listed = await app.request('http://127.0.0.1:8787/v1/sessions');
+    expect(((await listed.json()) as { sessions: unknown[] }).sessions).toHaveLength(1);
+  });
+
+  it('takes one from its own origin, from one of CORS_ORIGINS or without an Origin, and reads from any', async () => {
+    const app = await created(anonymous({ CORS_ORIGINS: PAGE }));
+    expect((await converse(app, 'http://127.0.0.1:8787')).status).toBe(200);
+    expect((await converse(app, PAGE)).status).toBe(200);
+    expect((await converse(app)).status).toBe(200);
+    const read = await app.request('http://127.0.0.1:8787/v1/sessions/s1', { headers: { origin: STRANGER } });
+    expect(read.status).toBe(200);
+  });
+
+  it('leaves a token holder alone: the token is what a page cannot send', async () => {
+    const app = appWith({});
+    expect((await create(app, STRANGER)).status).toBe(200);
+  });
+});

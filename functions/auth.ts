@@ -6,6 +6,7 @@ import { sha256Hex } from '../lib/hash.ts';
 import type { ServiceConfig } from '../lib/config.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
+import { refuseBrowserReach } from './anonymous-access.ts';
 import type { AppEnv, RouteAccess } from './router.ts';
 import {
   ADMIN,
@@ -187,30 +188,6 @@ export function needsToken(config: ServiceConfig): boolean {
   return !config.allowAnonymous && config.tokenSigningKey !== undefined;
 }
 
-/** Methods a page of any site may send without a preflight and that change nothing here. */
-const READING_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/**
- * Anonymous access takes every request that reaches the port, and a page the developer has open
- * on another site reaches it through the browser: a POST without a body needs no preflight (a
- * new conversation, a compaction, a revocation). So an anonymous request that may change
- * something and carries an `Origin` (a browser's) other than its own host's, nor one of
- * CORS_ORIGINS, is refused (403). Reads are left alone: another site's page cannot see them.
- */
-function refuseOtherSites(c: Context, config: ServiceConfig): void {
-  const origin = c.req.header('origin');
-  if (origin === undefined || READING_METHODS.has(c.req.method)) return;
-  const allowed = config.corsOrigins;
-  if (allowed === '*' || allowed?.includes(origin)) return;
-  if (URL.canParse(origin) && new URL(origin).host === new URL(c.req.url).host) return;
-  throw new TailgateError(
-    'forbidden',
-    `anonymous access (ALLOW_ANONYMOUS) takes no request that changes something from a page of ${origin}: ` +
-      'add that origin to CORS_ORIGINS, or set API_TOKEN and send it',
-    { origin },
-  );
-}
-
 async function authenticate(
   c: Context,
   config: ServiceConfig,
@@ -219,7 +196,7 @@ async function authenticate(
 ): Promise<Principal> {
   if (config.apiToken === undefined) {
     if (config.allowAnonymous) {
-      refuseOtherSites(c, config);
+      refuseBrowserReach(c, config);
       return ADMIN;
     }
     if (config.tokenSigningKey === undefined) {

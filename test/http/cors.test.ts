@@ -187,8 +187,33 @@ describe('anonymous access and other sites', () => {
     expect(read.status).toBe(200);
   });
 
+  it('refuses a request to a public name, which a page can point at this machine (DNS rebinding)', async () => {
+    const app = await created(anonymous());
+    for (const host of ['rebind.attacker.example', '127.0.0.1.nip.io', 'localhost.attacker.example', 'EVIL.example.']) {
+      const refused = await app.request(`http://${host}:8787/v1/sessions/s1`);
+      expect(refused.status, host).toBe(403);
+      const body = (await refused.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('forbidden');
+      expect(body.error.message).toContain('API_TOKEN');
+    }
+    // The pages need no data: the inspector's is served whatever the name.
+    expect((await app.request('http://rebind.attacker.example:8787/ui')).status).toBe(200);
+  });
+
+  it('takes a request to an address, localhost or a name no public DNS hands out', async () => {
+    const app = await created(anonymous());
+    const hosts = ['127.0.0.1', '[::1]', '192.168.1.20', 'localhost', 'app.localhost', 'devbox', 'devbox.local'];
+    for (const host of [...hosts, 'tailgate.test', 'devbox.internal', 'devbox.home.arpa', 'LocalHost.']) {
+      expect((await app.request(`http://${host}:8787/v1/sessions/s1`)).status, host).toBe(200);
+    }
+  });
+
   it('leaves a token holder alone: the token is what a page cannot send', async () => {
     const app = appWith({});
     expect((await create(app, STRANGER)).status).toBe(200);
+    const named = await app.request('https://tailgate.example.com/v1/sessions', {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(named.status).toBe(200);
   });
 });

@@ -3,10 +3,10 @@
  * WEBHOOK_ALLOW_PRIVATE; and no private or loopback address unless WEBHOOK_ALLOW_PRIVATE is
  * set, so a client that may set a session's `webhook_url` cannot make the service POST into
  * its own network. A literal IP is checked against the private ranges; a host name only by
- * its name (`localhost`, `*.localhost`, `*.internal`, `*.local`): Workers cannot resolve
- * names, and a name resolved at check time may resolve elsewhere at delivery (DNS rebinding),
- * so a deployment whose network reaches private services by public names must filter egress
- * itself.
+ * its name (`localhost`, `*.localhost`, `*.internal`, `*.local`, `*.home.arpa`, a name of one
+ * label): Workers cannot resolve names, and a name resolved at check time may resolve elsewhere
+ * at delivery (DNS rebinding), so a deployment whose network reaches private services by public
+ * names must filter egress itself.
  */
 
 /** Why `text` is refused as a webhook URL, or null when it is taken. */
@@ -31,7 +31,8 @@ export function isPrivateHost(hostname: string): boolean {
   if (host.startsWith('[')) return isPrivateIPv6(host.slice(1, -1));
   const v4 = ipv4(host);
   if (v4) return isPrivateIPv4(v4);
-  return host === 'localhost' || host.endsWith('.localhost') || host.endsWith('.internal') || host.endsWith('.local');
+  // A name of one label is no public receiver's: a resolver finds it under its own search domains.
+  return !host.includes('.') || /(^|\.)(localhost|internal|local|home\.arpa)$/.test(host);
 }
 
 /** The four octets of dotted-quad text (the WHATWG URL parser has normalized other forms to it). */
@@ -42,7 +43,7 @@ function ipv4(host: string): number[] | null {
   return octets.every((octet) => octet <= 255) ? octets : null;
 }
 
-function isPrivateIPv4([a = 0, b = 0]: number[]): boolean {
+function isPrivateIPv4([a = 0, b = 0, c = 0]: number[]): boolean {
   return (
     a === 0 || // this network
     a === 10 || // RFC 1918
@@ -51,6 +52,8 @@ function isPrivateIPv4([a = 0, b = 0]: number[]): boolean {
     (a === 169 && b === 254) || // link-local
     (a === 172 && b >= 16 && b <= 31) || // RFC 1918
     (a === 192 && b === 168) || // RFC 1918
+    (a === 192 && b === 0 && c === 0) || // protocol assignments (RFC 6890)
+    (a === 198 && (b === 18 || b === 19)) || // benchmarking (RFC 2544), routed inside networks
     a >= 224 // multicast and reserved
   );
 }
@@ -68,7 +71,14 @@ function isPrivateIPv6(address: string): boolean {
   }
   // NAT64's local-use prefix (64:ff9b:1::/48, RFC 8215): whatever it translates to.
   if (address.startsWith('64:ff9b:1:')) return true;
-  const first = Number.parseInt(address.split(':')[0] || '0', 16);
+  const groups = address.split(':');
+  // 6to4 (2002::/16, RFC 3056): the IPv4 address in the next two groups, which a relay reaches.
+  if (groups[0] === '2002') {
+    const high = Number.parseInt(groups[1] || '0', 16);
+    const low = Number.parseInt(groups[2] || '0', 16);
+    return isPrivateIPv4([high >> 8, high & 255, low >> 8, low & 255]);
+  }
+  const first = Number.parseInt(groups[0] || '0', 16);
   // fc00::/7 (unique local), fe80::/10 (link-local), fec0::/10 (site-local, deprecated but
   // still routed inside some networks), ff00::/8 (multicast).
   return (

@@ -114,6 +114,32 @@ describe('webhook URLs', () => {
     expect(webhookUrlProblem('ftp://example.com/', true)).not.toBeNull();
   });
 
+  it('refuses an address a 6to4 address holds, the special-purpose ranges and a name of one label', () => {
+    const refused = [
+      // 6to4 (2002::/16) carries an IPv4 address in its next 32 bits, a relay's way to it.
+      'https://[2002:7f00:1::]/',
+      'https://[2002:a9fe:a9fe::1]/',
+      'https://[2002:c0a8:101::]/',
+      // Protocol assignments (192.0.0.0/24) and the benchmarking range (198.18.0.0/15), routed inside networks.
+      'https://192.0.0.170/',
+      'https://198.18.0.1/',
+      'https://198.19.255.254/',
+      // No public receiver has a name of one label: a resolver finds it under its own search domains.
+      'https://metadata/computeMetadata/v1/',
+      'https://redis./',
+      'https://router.home.arpa/',
+    ];
+    for (const url of refused) expect(webhookUrlProblem(url, false), url).toMatch(/private or loopback/);
+    for (const url of [
+      'https://[2002:808:808::]/',
+      'https://198.20.0.1/',
+      'https://192.0.1.1/',
+      'https://hooks.example/',
+    ])
+      expect(webhookUrlProblem(url, false), url).toBeNull();
+    expect(webhookUrlProblem('https://metadata/', true)).toBeNull();
+  });
+
   it('names WEBHOOK_URL and WEBHOOK_SECRET when they are invalid, at once', () => {
     expect(() => parseServiceConfig({ WEBHOOK_URL: 'https://10.0.0.1/', WEBHOOK_SECRET: 'short' })).toThrow(
       /WEBHOOK_SECRET.*WEBHOOK_URL|WEBHOOK_URL.*WEBHOOK_SECRET/,

@@ -61,6 +61,14 @@ const SWEEP_AT_KEYS = 10_000;
 export class WindowLimiter {
   private readonly turns = new Map<string, number[]>();
   private readonly clock: () => Date;
+  /**
+   * Past SWEEP_AT_KEYS keys, a take sweeps when the keys have doubled since the last sweep or a
+   * window has passed since it: keys that stay in the window are not looked over on every take
+   * (a token naming a new session id on each turn adds one), and the sweeps cost O(1) a take.
+   */
+  private sweepAt = SWEEP_AT_KEYS;
+  private sweptAt = Number.NEGATIVE_INFINITY;
+  private scannedKeys = 0;
 
   constructor(clock: () => Date = () => new Date()) {
     this.clock = clock;
@@ -68,7 +76,8 @@ export class WindowLimiter {
 
   take(key: string, perMinute: number): number | null {
     const now = this.clock().getTime();
-    if (this.turns.size > SWEEP_AT_KEYS) this.sweep(now);
+    const size = this.turns.size;
+    if (size > SWEEP_AT_KEYS && (size > this.sweepAt || now - this.sweptAt >= WINDOW_MS)) this.sweep(now);
     const times = (this.turns.get(key) ?? []).filter((time) => time > now - WINDOW_MS);
     if (times.length >= perMinute) {
       this.turns.set(key, times);
@@ -84,8 +93,16 @@ export class WindowLimiter {
     return this.turns.size;
   }
 
+  /** The keys the sweeps have looked at so far (for tests). */
+  scanned(): number {
+    return this.scannedKeys;
+  }
+
   private sweep(now: number): void {
+    this.scannedKeys += this.turns.size;
     for (const [key, times] of this.turns) if (times.every((time) => time <= now - WINDOW_MS)) this.turns.delete(key);
+    this.sweepAt = 2 * this.turns.size;
+    this.sweptAt = now;
   }
 }
 

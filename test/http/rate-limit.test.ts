@@ -116,6 +116,15 @@ describe('the in-process limiter', () => {
     limiter.take('fresh', 1);
     expect(limiter.size()).toBe(1);
   });
+
+  it('looks over its keys a bounded number of times a take, however many stay in the window', () => {
+    // A token naming a new session id on every turn adds a key each time (the route refuses it after).
+    const limiter = new WindowLimiter(() => new Date(0));
+    const keys = 40_000;
+    for (let key = 0; key < keys; key++) limiter.take(`session:s${key}`, 1);
+    expect(limiter.size()).toBe(keys);
+    expect(limiter.scanned()).toBeLessThanOrEqual(4 * keys);
+  });
 });
 
 describe('the session a turn names', () => {

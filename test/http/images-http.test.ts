@@ -104,6 +104,9 @@ describe('images over HTTP', () => {
     const blob = await call('GET', `/v1/sessions/shots/blobs/${sha256}`, undefined, minted.body.token);
     expect(blob.status).toBe(200);
     expect(blob.headers.get('content-type')).toBe('image/png');
+    // Bytes a client chose: a browser opening them neither guesses another type nor runs anything in them.
+    expect(blob.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(blob.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox");
     expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
 
     await json('POST', '/v1/sessions', { id: 'someone-else' });

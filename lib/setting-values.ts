@@ -116,8 +116,10 @@ export function numberText(value: unknown): unknown {
   return Number.isFinite(number) ? number : value;
 }
 
-export function decimalNumber(text: string): number {
-  return /^-?\d+$/.test(text.trim()) ? Number(text) : Number.NaN;
+/** `fraction`: a share or ratio, whose digits may have a decimal point (`0.8`, `2.`, `.5`). */
+export function decimalNumber(text: string, fraction = false): number {
+  const pattern = fraction ? /^-?(\d+\.?\d*|\.\d+)$/ : /^-?\d+$/;
+  return pattern.test(text.trim()) ? Number(text) : Number.NaN;
 }
 
 export const booleanText = z

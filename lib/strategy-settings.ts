@@ -38,7 +38,7 @@ function strategySettingProblem(env: Record<string, string | undefined>): NotCon
       });
     }
     if (!(error instanceof InvalidRequestError)) throw error;
-    // "environment EPOCH_SIZE: not a number", with `details.field` the variable.
+    // "environment EPOCH_SIZE: not a whole number in decimal digits: ...", with `details.field` the variable.
     const variable = String((error.details as { field?: unknown } | undefined)?.field ?? 'environment');
     const reason = error.message.slice(error.message.indexOf(': ') + 2);
     return new NotConfiguredError(`invalid setting ${variable}: ${reason}`, { variable });

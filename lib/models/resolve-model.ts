@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULTS, MODEL_PROVIDERS } from '../defaults.ts';
-import { booleanText } from '../setting-values.ts';
+import { booleanText, numberText } from '../setting-values.ts';
 import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
@@ -44,8 +44,10 @@ export interface ModelEnvironment {
 }
 
 const blankToUndefined = (value: unknown) => (value === '' || value === null ? undefined : value);
-const timeoutSchema = z.preprocess(blankToUndefined, z.coerce.number().int().positive().optional());
-const retriesSchema = z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(10).optional());
+// Decimal digits, as every whole-number setting (lib/setting-values.ts numberText): `0x10` or `1e3` is malformed.
+const wholeText = (value: unknown) => numberText(blankToUndefined(value));
+const timeoutSchema = z.preprocess(wholeText, z.number().int().positive().optional());
+const retriesSchema = z.preprocess(wholeText, z.number().int().min(0).max(10).optional());
 const settingSchema = z.preprocess(blankToUndefined, z.string().optional());
 
 /**

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
 import { bracketSegments, pathDetails } from '../field-path.ts';
 import { splitStrategyNames } from '../history.ts';
+import { decimalNumber } from '../setting-values.ts';
 
 const count = () => z.number().int().nonnegative();
 
@@ -169,9 +170,15 @@ function parseEnvLayer(env: Record<string, string | undefined>): StrategyConfigL
     const name = strategyConfigEnvName(key);
     const raw = env[name];
     if (raw === undefined || raw.trim() === '') continue;
-    const value = Number(raw.trim());
+    // Decimal digits, as every whole-number setting (lib/setting-values.ts numberText); a ratio's may have a point.
+    const whole = strategyConfigShape[key].isInt;
+    const value = decimalNumber(raw, !whole);
     if (!Number.isFinite(value)) {
-      throw new InvalidRequestError(`environment ${name}: not a number`, { field: name, layer: 'env' });
+      const what = whole ? 'a whole number in decimal digits' : 'a number in decimal digits';
+      throw new InvalidRequestError(`environment ${name}: not ${what}: ${JSON.stringify(raw)}`, {
+        field: name,
+        layer: 'env',
+      });
     }
     layer[key] = value;
   }

@@ -69,6 +69,27 @@ describe('resolveModel', () => {
       environment: { ANTHROPIC_API_KEY: 'k', MODEL_MAX_RETRIES: '1.5' },
       setting: 'MODEL_MAX_RETRIES',
     },
+    // No decimal digits, as every whole-number setting (lib/setting-values.ts numberText).
+    {
+      id: 'anthropic:c',
+      environment: { ANTHROPIC_API_KEY: 'k', MODEL_TIMEOUT_MS: '0x10' },
+      setting: 'MODEL_TIMEOUT_MS',
+    },
+    {
+      id: 'anthropic:c',
+      environment: { ANTHROPIC_API_KEY: 'k', MODEL_TIMEOUT_MS: '1e3' },
+      setting: 'MODEL_TIMEOUT_MS',
+    },
+    {
+      id: 'anthropic:c',
+      environment: { ANTHROPIC_API_KEY: 'k', MODEL_MAX_RETRIES: '+1' },
+      setting: 'MODEL_MAX_RETRIES',
+    },
+    {
+      id: 'anthropic:c',
+      environment: { ANTHROPIC_API_KEY: 'k', MODEL_MAX_RETRIES: '2.0' },
+      setting: 'MODEL_MAX_RETRIES',
+    },
   ] satisfies { id: string; environment: ModelEnvironment; setting: string }[])(
     'names the missing or malformed setting $setting for $id',
     ({ id, environment, setting }) => {

@@ -85,6 +85,12 @@ describe('strategy config', () => {
     ['a fractional env value', { env: { MAX_TOOL_CALLS: '2.5' } }, 'MAX_TOOL_CALLS'],
     ['an image epoch of 0', { request: { image_epoch_size: 0 } }, 'strategy_config.image_epoch_size'],
     ['a negative env image count', { env: { FULL_IMAGES: '-1' } }, 'FULL_IMAGES'],
+    // No decimal digits, as every whole-number setting (lib/setting-values.ts numberText).
+    ['a hexadecimal env value', { env: { EPOCH_SIZE: '0x10' } }, 'EPOCH_SIZE'],
+    ['an exponent env value', { env: { MAX_TOOL_CHARS: '1e3' } }, 'MAX_TOOL_CHARS'],
+    ['an env count with a plus sign', { env: { FULL_IMAGES: '+2' } }, 'FULL_IMAGES'],
+    ['an env count written with a fraction', { env: { EPOCH_SIZE: '20.0' } }, 'EPOCH_SIZE'],
+    ['an env ratio in an exponent', { env: { COMPACT_TRIGGER_RATIO: '8e-1' } }, 'COMPACT_TRIGGER_RATIO'],
   ])('rejects %s, naming the key', (_label, layers, field) => {
     try {
       resolveStrategyConfig(layers);
@@ -95,6 +101,18 @@ describe('strategy config', () => {
       expect((error as InvalidRequestError).details).toMatchObject({ field });
       expect((error as Error).message).toContain(field);
     }
+  });
+
+  it('reads env values in decimal notation, blanks around them ignored, a ratio with its fraction', () => {
+    const env = { EPOCH_SIZE: ' 30 ', EPOCH_INCREMENT_EPOCHS_PER_INCREASE: '-1', COMPACT_TRIGGER_RATIO: '0.75' };
+    expect(resolveStrategyConfig({ env })).toMatchObject({
+      epoch_size: 30,
+      epoch_increment_epochs_per_increase: -1,
+      compact_trigger_ratio: 0.75,
+    });
+    expect(resolveStrategyConfig({ env: { EPOCH_INCREMENT_COMPACTED_GROWTH_RATIO: '3' } })).toMatchObject({
+      epoch_increment_compacted_growth_ratio: 3,
+    });
   });
 
   it('ignores unrelated and blank env variables', () => {

@@ -122,6 +122,27 @@ describe('an import stopped after its config, the same export sent again', () =>
     expect(await exportText(other.services, ID)).toBe(EXPORTED);
   });
 
+  it('deletes no session created under the id meanwhile when taking its delivery records out fails', async () => {
+    const memory = new MemoryStore();
+    // The first import itself, held at its delivery record; its taking that record out again fails.
+    const faulty = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => operation === 'delete' && key.includes('/inbox_removed/'),
+    );
+    const held = new HeldStore(faulty);
+    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
+    const first = importLines(world(held).services, bytes(EXPORTED), LIMITS);
+    first.catch(() => undefined);
+    await hold.reached;
+    // Another client deletes that session and creates one of its own under the id.
+    const other = world(memory);
+    await other.sessions.delete(ID);
+    await other.sessions.create({ id: ID, metadata: { owner: 'other' } });
+    hold.release();
+
+    await expect(first).rejects.toMatchObject({ code: 'storage_error' });
+    expect((await other.sessions.get(ID)).metadata).toEqual({ owner: 'other' });
+  });
+
   it('is 409 session_exists after a delete of the newest turn, and the pending object left behind goes', async () => {
     const memory = new MemoryStore();
     const w = await rewoundAfterStop(memory);

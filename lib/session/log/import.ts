@@ -154,7 +154,9 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
   } catch (error) {
     // Deleted meanwhile, or used by another client before it was whole: not this import's to delete.
     if (error instanceof NotFoundError || error instanceof SessionExistsError) throw error;
-    await deleteSession(log, id).catch(() => undefined);
+    // Its own generation alone: a session deleted and created again under the id meanwhile is another's.
+    const own = (head: { scope: LogScope }) => head.scope.generation === scope.generation;
+    await deleteSession(log, id, own).catch(() => undefined);
     throw error;
   }
 }

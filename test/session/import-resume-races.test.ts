@@ -122,6 +122,20 @@ describe('an import stopped after its config, the same export sent again', () =>
     expect(await exportText(other.services, ID)).toBe(EXPORTED);
   });
 
+  it('finishes from a pending object written before config_sha256, checked by its record alone', async () => {
+    const memory = new MemoryStore();
+    await stoppedImport(memory);
+    const [key] = await keysUnder(memory, '/import/');
+    const { config_sha256, ...before } = JSON.parse(new TextDecoder().decode((await memory.get(key!))!.body));
+    expect(config_sha256).toMatch(/^[0-9a-f]{64}$/);
+    await memory.put(key!, JSON.stringify(before));
+    const w = world(memory);
+
+    await importLines(w.services, bytes(EXPORTED), LIMITS);
+    expect(await exportText(w.services, ID)).toBe(EXPORTED);
+    expect(await keysUnder(memory, '/import/')).toEqual([]);
+  });
+
   it('deletes no session created under the id meanwhile when taking its delivery records out fails', async () => {
     const memory = new MemoryStore();
     // The first import itself, held at its delivery record; its taking that record out again fails.

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import { TailgateError } from '../lib/errors.ts';
 import type { ServiceConfig } from '../lib/config.ts';
+import { corsAllows } from './cors.ts';
 
 /**
  * Anonymous access (ALLOW_ANONYMOUS) takes every request that reaches the port as the admin, and
@@ -30,8 +31,7 @@ export function refuseBrowserReach(c: Context, config: ServiceConfig): void {
   }
   const origin = c.req.header('origin');
   if (origin === undefined || READING_METHODS.has(c.req.method)) return;
-  const allowed = config.corsOrigins;
-  if (allowed === '*' || allowed?.includes(origin)) return;
+  if (corsAllows(config.corsOrigins, origin)) return;
   if (URL.canParse(origin) && new URL(origin).host === url.host) return;
   throw new TailgateError(
     'forbidden',

@@ -44,11 +44,16 @@ export const CORS_RESPONSE_HEADERS = [
   'Tailgate-Max-Image-Bytes',
 ];
 
+/** Whether CORS_ORIGINS (`allowed`) takes a page of `origin`. */
+export function corsAllows(allowed: '*' | readonly string[] | null, origin: string): boolean {
+  return allowed === '*' || (allowed?.includes(origin) ?? false);
+}
+
 /** The origin a request may be answered to under CORS_ORIGINS, or null (no Allow-Origin). */
 function allowedOrigin(origin: string, c: Context<AppEnv>): string | null {
   const allowed = c.var.config.corsOrigins;
   if (allowed === '*') return '*';
-  return allowed?.includes(origin) ? origin : null;
+  return corsAllows(allowed, origin) ? origin : null;
 }
 
 const apiCors = cors({

@@ -8,6 +8,7 @@ import type { WebhookSink } from '../lib/webhooks/events.ts';
 import type { BackgroundTurn } from '../lib/turn/index.ts';
 import type { TokenSetting } from './auth.ts';
 import type { Metrics } from './metrics.ts';
+import type { WindowLimiter } from './rate-limit.ts';
 import type { RuntimeEnvironment } from './router.ts';
 
 /** What a runtime entry builds its app from (functions/app.ts `createApp`), and its work outside requests. */
@@ -62,4 +63,6 @@ export interface AppOptions {
    * it at shutdown (functions/local-server.ts).
    */
   afterResponse?: (task: Promise<unknown>) => void;
+  /** The in-process turn limiter (functions/rate-limit.ts); default a new one on `clock` (tests look into it). */
+  turnLimiter?: WindowLimiter;
 }

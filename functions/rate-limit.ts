@@ -3,6 +3,7 @@ import { NotFoundError, RateLimitedError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
 import { idSchema } from '../lib/items.ts';
 import { decodeBase64 } from '../lib/media.ts';
+import { OpenAIApiError } from '../lib/openai/errors.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
 import { authorizeSession } from './auth.ts';
 import type { AppEnv, RuntimeEnvironment } from './router.ts';
@@ -29,6 +30,8 @@ export type LimitKind = 'session' | 'token';
 export interface TurnLimit {
   take(key: string): Promise<number | null>;
   perMinute: number | null;
+  /** Takes back the turn a request counted under `key` (the in-process limiter only). */
+  giveBack?: (key: string) => void;
 }
 
 /** The Workers binding's interface (its `limit()` answers `{success}`). */
@@ -88,6 +91,16 @@ export class WindowLimiter {
     return null;
   }
 
+  /**
+   * Takes back the newest turn counted under `key`, by a request whose session does not exist:
+   * a key left without turns goes, so made-up session ids keep no key.
+   */
+  giveBack(key: string): void {
+    const times = this.turns.get(key);
+    times?.pop();
+    if (times?.length === 0) this.turns.delete(key);
+  }
+
   /** The keys held now (for tests). */
   size(): number {
     return this.turns.size;
@@ -115,7 +128,8 @@ export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context)
     const bound = bindingLimit(readEnvironment(c), kind);
     if (bound) return bound;
     const perMinute = c.get('config').turnsPerMinute[kind];
-    return perMinute === null ? undefined : { take: async (key) => limiter.take(key, perMinute), perMinute };
+    if (perMinute === null) return undefined;
+    return { take: async (key) => limiter.take(key, perMinute), perMinute, giveBack: (key) => limiter.giveBack(key) };
   };
 }
 
@@ -233,8 +247,28 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     // client's tool loop): that session's limit counts it once the route found it.
     if (session === null && c.req.path === RESPONSES)
       c.set('takeSessionTurn', (id) => take('session', `session:${id}`, limits(c, 'session')));
-    return next();
+    await next();
+    // A session that does not exist takes no turn: its count goes, and an unbound token naming a
+    // new made-up id on every request leaves no key behind.
+    const counted = checks.find(([kind]) => kind === 'session');
+    if (counted && namesNothing(c.error, session!)) counted[2]?.giveBack?.(counted[1]);
   };
+}
+
+/** The params of the OpenAI-compatible routes' 404 for a session named that does not exist. */
+const SESSION_PARAMS: ReadonlySet<string | null> = new Set(['conversation', 'conversation_id', 'x-tailgate-session']);
+
+/**
+ * Whether `error` refused a turn because the session `id` it names does not exist (404; its
+ * `details.turn` names a turn an existing one lacks; on the OpenAI-compatible routes the 404 of
+ * its `conversation` or `x-tailgate-session`), or the response it continues (400
+ * previous_response_not_found).
+ */
+function namesNothing(error: unknown, id: string): boolean {
+  if (error instanceof OpenAIApiError)
+    return error.code === 'previous_response_not_found' || (error.status === 404 && SESSION_PARAMS.has(error.param));
+  const details = error instanceof NotFoundError ? (error.details as { id?: unknown; turn?: unknown }) : undefined;
+  return details?.id === id && details.turn === undefined;
 }
 
 /** `segment` percent-decoded, or as it is when it is not valid percent-encoding. */

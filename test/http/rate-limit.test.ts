@@ -127,6 +127,55 @@ describe('the in-process limiter', () => {
   });
 });
 
+describe('a turn naming a session that does not exist', () => {
+  it('leaves no key in the in-process limiter: its 404 gives the session its turn back', async () => {
+    // An unbound token naming a new made-up session id on every request would otherwise add a key each time.
+    const limiter = new WindowLimiter(() => new Date(now));
+    const limited = createApp({
+      store: () => store,
+      readEnvironment: (c) => c.env ?? {},
+      log: () => undefined,
+      clock: () => new Date(now),
+      turnLimiter: limiter,
+    });
+    const env = { ...environment, RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1' };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const send = async (path: string, body: unknown, extra: Record<string, string> = {}) =>
+      (
+        await limited.request(
+          path,
+          { method: 'POST', headers: { ...headers, ...extra }, body: JSON.stringify(body) },
+          env,
+        )
+      ).status;
+    const missing = () => freshId('missing');
+    const statuses = [
+      await send(`/v1/sessions/${missing()}/turns`, { input: 'hi' }),
+      await send(`/v1/sessions/${missing()}/compact`, {}),
+      await send('/v1/responses', { model: 'echo', input: 'hi', conversation: missing() }),
+      await send('/v1/responses', { model: 'echo', input: 'hi', previous_response_id: `resp_${missing()}_1_1_2` }),
+      await send(
+        '/v1/chat/completions',
+        { model: 'echo', messages: [{ role: 'user', content: 'hi' }] },
+        {
+          'x-tailgate-session': missing(),
+        },
+      ),
+    ];
+    // A missing previous response is 400 previous_response_not_found, as OpenAI answers it.
+    expect(statuses).toEqual([404, 404, 404, 400, 404]);
+    expect(limiter.size()).toBe(0);
+    // A session that exists keeps its turn counted.
+    const id = freshId('exists');
+    expect(
+      (await limited.request('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) }, env)).status,
+    ).toBe(201);
+    expect(await send(`/v1/sessions/${id}/turns`, { input: 'hi' })).toBe(200);
+    expect(limiter.size()).toBe(1);
+    expect(await send(`/v1/sessions/${id}/turns`, { input: 'hi' })).toBe(429);
+  });
+});
+
 describe('the session a turn names', () => {
   it("counts a client loop's step that resends its whole history under the conversation it goes on in", async () => {
     // The AI SDK's and @openai/agents' loops name neither previous_response_id nor conversation:

@@ -64,6 +64,16 @@ async function stoppedImport(memory: MemoryStore): Promise<void> {
   expect(await keysUnder(memory, '/import/')).toHaveLength(1);
 }
 
+/** The export imported over `store`, held at its first delivered-notice record's put. */
+async function importHeldAtItsRecord(store: ObjectStore) {
+  const held = new HeldStore(store);
+  const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
+  const running = importLines(world(held).services, bytes(EXPORTED), LIMITS);
+  running.catch(() => undefined);
+  await hold.reached;
+  return { running, hold };
+}
+
 describe('an import stopped after its config, the same export sent again', () => {
   it('is 409 session_exists once a PATCH wrote the session, the PATCH kept and the pending object gone', async () => {
     const memory = new MemoryStore();
@@ -85,11 +95,7 @@ describe('an import stopped after its config, the same export sent again', () =>
   it('writes no delivery record over one delivered meanwhile under its name, and is 409 session_exists', async () => {
     const memory = new MemoryStore();
     await stoppedImport(memory);
-    const held = new HeldStore(memory);
-    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
-    const retry = importLines(world(held).services, bytes(EXPORTED), LIMITS);
-    retry.catch(() => undefined);
-    await hold.reached;
+    const { running: retry, hold } = await importHeldAtItsRecord(memory);
     // Another actor posts a notice of the same name and a turn's consume delivers it, before the put lands.
     const other = world(memory);
     await other.inbox.post(ID, { name: 'note', content: 'delivered live' });
@@ -106,11 +112,7 @@ describe('an import stopped after its config, the same export sent again', () =>
   it('writes no delivery record into a session deleted meanwhile: the id is free, and imports again', async () => {
     const memory = new MemoryStore();
     await stoppedImport(memory);
-    const held = new HeldStore(memory);
-    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
-    const retry = importLines(world(held).services, bytes(EXPORTED), LIMITS);
-    retry.catch(() => undefined);
-    await hold.reached;
+    const { running: retry, hold } = await importHeldAtItsRecord(memory);
     const other = world(memory);
     await other.sessions.delete(ID);
     expect(await keysUnder(memory, '/')).toEqual([]);
@@ -142,11 +144,7 @@ describe('an import stopped after its config, the same export sent again', () =>
     const faulty = new FaultyStore(memory).failWhen(
       ({ operation, key }) => operation === 'delete' && key.includes('/inbox_removed/'),
     );
-    const held = new HeldStore(faulty);
-    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
-    const first = importLines(world(held).services, bytes(EXPORTED), LIMITS);
-    first.catch(() => undefined);
-    await hold.reached;
+    const { running: first, hold } = await importHeldAtItsRecord(faulty);
     // Another client deletes that session and creates one of its own under the id.
     const other = world(memory);
     await other.sessions.delete(ID);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULTS, MODEL_PROVIDERS } from '../defaults.ts';
-import { booleanText, numberText } from '../setting-values.ts';
+import { booleanText, MAX_TIMER_MS, numberText } from '../setting-values.ts';
 import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
@@ -46,7 +46,8 @@ export interface ModelEnvironment {
 const blankToUndefined = (value: unknown) => (value === '' || value === null ? undefined : value);
 // Decimal digits, as every whole-number setting (lib/setting-values.ts numberText): `0x10` or `1e3` is malformed.
 const wholeText = (value: unknown) => numberText(blankToUndefined(value));
-const timeoutSchema = z.preprocess(wholeText, z.number().int().positive().optional());
+// At most the longest timer, as the service's setting (lib/config.ts): a longer one would fire at once.
+const timeoutSchema = z.preprocess(wholeText, z.number().int().positive().max(MAX_TIMER_MS).optional());
 const retriesSchema = z.preprocess(wholeText, z.number().int().min(0).max(10).optional());
 const settingSchema = z.preprocess(blankToUndefined, z.string().optional());
 

@@ -90,6 +90,12 @@ describe('resolveModel', () => {
       environment: { ANTHROPIC_API_KEY: 'k', MODEL_MAX_RETRIES: '2.0' },
       setting: 'MODEL_MAX_RETRIES',
     },
+    // Past the longest timer (2^31 - 1 ms), as the service's setting (lib/config.ts): it would fire at once.
+    {
+      id: 'anthropic:c',
+      environment: { ANTHROPIC_API_KEY: 'k', MODEL_TIMEOUT_MS: '2147483648' },
+      setting: 'MODEL_TIMEOUT_MS',
+    },
   ] satisfies { id: string; environment: ModelEnvironment; setting: string }[])(
     'names the missing or malformed setting $setting for $id',
     ({ id, environment, setting }) => {
@@ -98,6 +104,9 @@ describe('resolveModel', () => {
       expect(error.code).toBe('not_configured');
       expect(error.details).toEqual({ field: 'model', model: id, setting });
       expect(error.message).toContain(setting);
+      // A malformed one, with the text it refused.
+      const text = (environment as Record<string, unknown>)[setting];
+      if (typeof text === 'string' && text.trim() !== '') expect(error.message).toContain(JSON.stringify(text));
     },
   );
 

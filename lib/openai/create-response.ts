@@ -9,7 +9,7 @@ import { compactionScope } from './compaction-index.ts';
 import { findHistory, loopScope, type HistoryMatch } from './history-index.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { canonical } from './history-items.ts';
-import { parseCompactionId } from './ids.ts';
+import { parseCompactionId, parseResponseId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { conversationTag, resentByKey, resentUnderConversation } from './conversation-resend.ts';
 import { checkOfferedToolChoice } from './tool-choice.ts';
@@ -19,6 +19,7 @@ import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
 import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn } from './dead-turn.ts';
+import { checkHeldIds, heldIn } from './held-ids.ts';
 import { LapsedDeadTurn, refuseLapsedDead } from '../turn/dead-turn.ts';
 import type { NewestTurn } from '../session/log/newest-turn.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
@@ -153,6 +154,9 @@ async function createStoredResponse(
       ? await abortedRetry(facade, sessionId, undefined, items, session)
       : undefined;
   if (retried) throw retried;
+  // An item sent with the id of one its conversation holds is a 400, as OpenAI's (a branch's: before its fork, below).
+  const onNewest = afterTurn === undefined || after !== undefined || afterTurn >= session.counts.turns;
+  if (read && !whole && onNewest) checkHeldIds(prepared, positions, heldIn(read.scope, session.counts.items));
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt;
   // "" clears them, none sent keeps them); not so for one continuing an older turn: a retry (they
   // are set already) or a branch (refused), nor for one whose tool_choice the claim will refuse
@@ -269,6 +273,10 @@ async function createStoredResponse(
     // The branch runs with the instructions that response ran with (its kept object's), not the ones
     // its conversation took since; without a kept object, with the conversation's.
     const kept = await keptObject(facade, body.previous_response_id);
+    // Nor may it resend an item of its history: those before that response's output (its id's seq), and that output.
+    const before = heldIn(read!.scope, parseResponseId(body.previous_response_id)!.outputSeq - 1);
+    const output = new Set(kept?.output.map((item) => item.id));
+    checkHeldIds(prepared, prepared.positions.items, (id) => before(id) || output.has(id));
     const pointInstructions = typeof kept?.instructions === 'string' ? kept.instructions : null;
     const at = { sessionId, turn: afterTurn, ...(kept ? { instructions: pointInstructions } : {}) };
     const fork = await branchedSession(facade, body.previous_response_id, at, idempotencyKey, tag);

@@ -295,8 +295,8 @@ export class Inbox {
   /**
    * What `consume` with `room` would deliver now, without side effects (for the prompt
    * preview): the pending notices it takes before `abort` in name order, minus those that
-   * cannot be read. Costs one list and one get per notice; never writes. A missing session
-   * shows nothing.
+   * cannot be read and the posts of a give-back it drops. Costs one list and one get per
+   * notice (two for a post of a give-back); never writes. A missing session shows nothing.
    */
   async peek(sessionId: string, room = this.noticesPerTurn): Promise<PreviewNotice[]> {
     const listed = await this.#listNotices(this.#inboxPrefix(sessionId));
@@ -304,7 +304,7 @@ export class Inbox {
       listed.filter((notice) => !notice.oversized),
       room,
     ).before;
-    return previewNotices(this.#context, shown);
+    return previewNotices(this.#context, sessionId, shown);
   }
 
   /**

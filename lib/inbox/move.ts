@@ -13,7 +13,7 @@ import {
   type SlotClaim,
   type TakeContext,
 } from './delivery-records.ts';
-import { firstPostBack } from './post-back.ts';
+import { firstPostBack, postBackDelivered } from './post-back.ts';
 import { setAside } from './set-aside.ts';
 import { claimSlot, removeStaleOriginal } from './slots.ts';
 
@@ -212,15 +212,27 @@ export async function deliverAll(
 
 /**
  * The content of each of `shown` that a consume would deliver, without side effects (`Inbox.peek`):
- * those that cannot be read now or ever are left out.
+ * those that cannot be read now or ever are left out, and a post of a give-back that a consume drops
+ * (another post of its give-back delivered, or withdrawn: `postBackDelivered`, a get more for such a post).
  */
-export async function previewNotices(ctx: InboxContext, shown: readonly ListedNotice[]): Promise<PreviewNotice[]> {
+export async function previewNotices(
+  ctx: InboxContext,
+  sessionId: string,
+  shown: readonly ListedNotice[],
+): Promise<PreviewNotice[]> {
+  const removedPrefix = ctx.removedPrefix(sessionId);
   const contents = await mapLimit(shown, CONCURRENCY, async ({ info }) => {
     if (info.size > ctx.maxNoticeBytes) return undefined;
     try {
       const object = await ctx.store.get(info.key);
       if (!object || object.body.length > ctx.maxNoticeBytes) return undefined;
-      return decodeUtf8(object.body);
+      const content = decodeUtf8(object.body);
+      const identity = {
+        etag: object.etag,
+        uploaded: object.uploaded.toISOString(),
+        noticeId: object.metadata[META.noticeId] ?? '',
+      };
+      return (await postBackDelivered(ctx.store, removedPrefix, object, identity)) ? content : undefined;
     } catch (error) {
       ctx.log({ level: 'info', message: 'pending notice not previewed: unreadable', key: info.key, error });
       return undefined;

@@ -24,10 +24,9 @@ export async function firstPostBack(
 ): Promise<boolean> {
   const returnedAs = returnedAsOf(object);
   if (returnedAs === undefined) return true;
-  // Two posts of one give-back may share their bytes and upload second: the notice id tells them apart.
-  const self = identity.noticeId || `${identity.etag}-${Date.parse(identity.uploaded)}`;
+  const self = selfOf(identity);
   const decided = await firstToCreate(ctx.store, removedPrefix + returnedAs, self);
-  if (decided.first || (decided.found && decodeUtf8(decided.found.body).split(':')[0] === self)) return true;
+  if (decided.first || (decided.found && decidedFor(decided.found.body, self))) return true;
   // Its notice id too: a notice posted under the name since may have its bytes and upload second.
   const current = await ctx.store.head(key);
   if (
@@ -43,6 +42,35 @@ export async function firstPostBack(
     ctx.log({ level: 'info', message: `removed a notice a give-back posted again, ${why}`, key });
   }
   return false;
+}
+
+/**
+ * Whether a consume of notice `object` (read as `identity`) would deliver it as `firstPostBack`
+ * tells, without side effects (for the prompt preview, `Inbox.peek`): a post of a give-back is
+ * dropped once the key its `returned-as` names holds another post's id (delivered) or a withdrawal.
+ * A get of that key for a post of a give-back; no call for any other notice.
+ */
+export async function postBackDelivered(
+  store: ObjectStore,
+  removedPrefix: string,
+  object: StoredObject,
+  identity: Identity,
+): Promise<boolean> {
+  const returnedAs = returnedAsOf(object);
+  if (returnedAs === undefined) return true;
+  const decided = await store.get(removedPrefix + returnedAs);
+  return decided === null || decidedFor(decided.body, selfOf(identity));
+}
+
+/** How a consume names a post in the key its `returned-as` names (its notice id, else its bytes and upload). */
+function selfOf(identity: Identity): string {
+  // Two posts of one give-back may share their bytes and upload second: the notice id tells them apart.
+  return identity.noticeId || `${identity.etag}-${Date.parse(identity.uploaded)}`;
+}
+
+/** Whether the key a post's `returned-as` names, holding `body`, was created by a consume of post `self`. */
+function decidedFor(body: Uint8Array, self: string): boolean {
+  return decodeUtf8(body).split(':')[0] === self;
 }
 
 /** The key (after `inbox_removed/`) a post of a give-back names in its metadata `returned-as`, if it is one. */

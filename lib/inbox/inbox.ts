@@ -11,7 +11,7 @@ import { inboxPrefix, inboxRemovedPrefix, inboxUnreadablePrefix } from '../sessi
 import { putCreateOnly } from '../store/create-only.ts';
 import { toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, isNoticeName, noticeNameSchema } from './notice-name.ts';
-import { dropStale, holdsAtLeast, inNameOrder, listWindow, splitAtAbort } from './listing.ts';
+import { dropStale, holdsAtLeast, inNameOrder, listWindow, previewShare, splitAtAbort } from './listing.ts';
 import { deliveredPage, everyPage, pendingPage, unreadablePage, type PageRequest } from './pages.ts';
 import { exportDelivered, importDelivered, type ImportedNotices } from './transfer.ts';
 import type { ExportNotice } from '../session/export-format.ts';
@@ -295,16 +295,17 @@ export class Inbox {
   /**
    * What `consume` with `room` would deliver now, without side effects (for the prompt
    * preview): the pending notices it takes before `abort` in name order, minus those that
-   * cannot be read and the posts of a give-back it drops. Costs one list and one get per
-   * notice (two for a post of a give-back); never writes. A missing session shows nothing.
+   * cannot be read and the posts of a give-back it drops. Given `session` (its creation time
+   * and `incarnation`, as a turn's consume has them: `consumeForModelCall`), also minus the
+   * notices that are not that session's, which the consume removes: uploaded before it was
+   * created, or posted to another incarnation of the id. Costs one list and one get per notice
+   * (two for a post of a give-back); never writes. A missing session shows nothing.
    */
-  async peek(sessionId: string, room = this.noticesPerTurn): Promise<PreviewNotice[]> {
+  async peek(sessionId: string, room = this.noticesPerTurn, session?: SessionMark): Promise<PreviewNotice[]> {
     const listed = await this.#listNotices(this.#inboxPrefix(sessionId));
-    const shown = splitAtAbort(
-      listed.filter((notice) => !notice.oversized),
-      room,
-    ).before;
-    return previewNotices(this.#context, sessionId, shown);
+    const shown = previewShare(listed, room, session?.created_at);
+    const mark = session ? { since: session.created_at, incarnation: session.incarnation } : {};
+    return previewNotices(this.#context, sessionId, shown, mark);
   }
 
   /**

@@ -103,6 +103,23 @@ export function splitAtAbort<Notice extends ListedNotice>(
 }
 
 /**
+ * The notices of `listed` that a consume with room for `room` takes before the `abort`, without
+ * side effects (`Inbox.peek`): as `consume` does, those older than the session created at
+ * `sessionCreatedAt` (when given, `dropStale`) and those larger than it reads are passed over.
+ */
+export function previewShare<Notice extends ListedNotice>(
+  listed: readonly Notice[],
+  room: number,
+  sessionCreatedAt?: string,
+): Notice[] {
+  const current = sessionCreatedAt === undefined ? listed : currentNotices(listed, sessionCreatedAt);
+  return splitAtAbort(
+    current.filter((notice) => !notice.oversized),
+    room,
+  ).before;
+}
+
+/**
  * Whether at least `limit` notices are pending under `inboxPrefix` (pages until it knows). A
  * notice larger than `maxBytes` is not counted: no turn takes it (`listWindow`), so it holds
  * no place that a post could wait for.

@@ -212,20 +212,22 @@ export async function deliverAll(
 
 /**
  * The content of each of `shown` that a consume would deliver, without side effects (`Inbox.peek`):
- * those that cannot be read now or ever are left out, and a post of a give-back that a consume drops
- * (another post of its give-back delivered, or withdrawn: `postBackDelivered`, a get more for such a post).
+ * those that cannot be read now or ever are left out, one posted to an incarnation of the id other than
+ * `session` (as `take` removes it), and a post of a give-back that a consume drops (another post of its
+ * give-back delivered, or withdrawn: `postBackDelivered`, a get more for such a post).
  */
 export async function previewNotices(
   ctx: InboxContext,
   sessionId: string,
   shown: readonly ListedNotice[],
+  session: { since?: string | undefined; incarnation?: string | undefined } = {},
 ): Promise<PreviewNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const contents = await mapLimit(shown, CONCURRENCY, async ({ info }) => {
     if (info.size > ctx.maxNoticeBytes) return undefined;
     try {
       const object = await ctx.store.get(info.key);
-      if (!object || object.body.length > ctx.maxNoticeBytes) return undefined;
+      if (!object || object.body.length > ctx.maxNoticeBytes || namesOther(object.metadata, session)) return undefined;
       const content = decodeUtf8(object.body);
       const identity = {
         etag: object.etag,

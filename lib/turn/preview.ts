@@ -160,7 +160,9 @@ async function buildPreview(
   const lost = read.undelivered.lost_turns;
   const recovered = written && lost.length > 0 ? await services.inbox.peekLost(written, lost) : [];
   const carried = [...read.undelivered.notices, ...recovered];
-  const waiting = written ? await services.inbox.peek(written, roomFor(services, carried.length)) : [];
+  // The notices the turn's consume takes as the session's own (lib/inbox/model-call.ts).
+  const mark = { created_at: stored.created_at, incarnation: read.scope.incarnation };
+  const waiting = written ? await services.inbox.peek(written, roomFor(services, carried.length), mark) : [];
   const pending = inbox ? [...carried, ...waiting] : [];
   const notices = pending.map((notice) => ({ content: notice.content, pending: true as const }));
   const { built, context } = await fitTurnPrompt(

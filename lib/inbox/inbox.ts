@@ -298,8 +298,10 @@ export class Inbox {
    * cannot be read and the posts of a give-back it drops. Given `session` (its creation time
    * and `incarnation`, as a turn's consume has them: `consumeForModelCall`), also minus the
    * notices that are not that session's, which the consume removes: uploaded before it was
-   * created, or posted to another incarnation of the id. Costs one list and one get per notice
-   * (two for a post of a give-back); never writes. A missing session shows nothing.
+   * created, or posted to another incarnation of the id; and an original claimed already (the
+   * delete of the consume that moved it failed). Costs one list, a get and a head per notice (a
+   * get more for a post of a give-back, a listing more for a name delivered before); never
+   * writes. A missing session shows nothing.
    */
   async peek(sessionId: string, room = this.noticesPerTurn, session?: SessionMark): Promise<PreviewNotice[]> {
     const listed = await this.#listNotices(this.#inboxPrefix(sessionId));

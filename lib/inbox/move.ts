@@ -15,7 +15,7 @@ import {
 } from './delivery-records.ts';
 import { firstPostBack, postBackDelivered } from './post-back.ts';
 import { setAside } from './set-aside.ts';
-import { claimSlot, removeStaleOriginal } from './slots.ts';
+import { claimedAlready, claimSlot, removeStaleOriginal } from './slots.ts';
 
 export { removeStaleOriginal } from './slots.ts';
 
@@ -213,7 +213,8 @@ export async function deliverAll(
 /**
  * The content of each of `shown` that a consume would deliver, without side effects (`Inbox.peek`):
  * those that cannot be read now or ever are left out, one posted to an incarnation of the id other than
- * `session` (as `take` removes it), and a post of a give-back that a consume drops (another post of its
+ * `session` (as `take` removes it), an original claimed already (its consumer's delete failed:
+ * `claimedAlready`, a head more), and a post of a give-back that a consume drops (another post of its
  * give-back delivered, or withdrawn: `postBackDelivered`, a get more for such a post).
  */
 export async function previewNotices(
@@ -223,7 +224,7 @@ export async function previewNotices(
   session: { since?: string | undefined; incarnation?: string | undefined } = {},
 ): Promise<PreviewNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
-  const contents = await mapLimit(shown, CONCURRENCY, async ({ info }) => {
+  const contents = await mapLimit(shown, CONCURRENCY, async ({ name, info }) => {
     if (info.size > ctx.maxNoticeBytes) return undefined;
     try {
       const object = await ctx.store.get(info.key);
@@ -234,6 +235,7 @@ export async function previewNotices(
         uploaded: object.uploaded.toISOString(),
         noticeId: object.metadata[META.noticeId] ?? '',
       };
+      if (await claimedAlready(ctx.store, removedPrefix, name, identity, object.uploaded)) return undefined;
       return (await postBackDelivered(ctx.store, removedPrefix, object, identity)) ? content : undefined;
     } catch (error) {
       ctx.log({ level: 'info', message: 'pending notice not previewed: unreadable', key: info.key, error });

@@ -81,6 +81,33 @@ export async function claimSlot(
 }
 
 /**
+ * Whether a claim of the original `identity` names (uploaded at `uploaded`) is held in a slot
+ * of `name` already, without side effects (for the prompt preview): what `claimSlot` would find,
+ * the original left by a consumer whose delete failed, which the next consume removes instead of
+ * delivering. A head of the name's first slot; when another notice holds it, a listing of the other
+ * slots and a head of each recent one where listings carry no metadata (S3).
+ */
+export async function claimedAlready(
+  store: ObjectStore,
+  removedPrefix: string,
+  name: string,
+  identity: Identity,
+  uploaded: Date,
+): Promise<boolean> {
+  const first = await store.head(removedPrefix + name);
+  if (!first) return false;
+  if (sameIdentity(first, identity)) return true;
+  const [stem] = splitExtension(name);
+  const horizon = uploaded.getTime() - CLOCK_TOLERANCE_MS;
+  for (const info of await listAll(store, `${removedPrefix}${stem}.`)) {
+    const slot = parseSlot(name, info.key.slice(removedPrefix.length));
+    if (slot === undefined || slot === 0 || info.uploaded.getTime() < horizon) continue;
+    if (sameIdentity(await withMetadata(store, info), identity)) return true;
+  }
+  return false;
+}
+
+/**
  * A create-only put of a claim: `ours` when it landed (also when its answer was lost: the
  * object there carries our claim id), else what occupies the key (null: nothing, try again).
  * Not `putCreateOnly` (lib/store/create-only.ts), which only says whether the object is ours:

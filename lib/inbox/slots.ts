@@ -51,22 +51,8 @@ export async function claimSlot(
   if (first && sameIdentity(first, identity)) return { claimedBy: first };
 
   // The name was delivered before: learn which slots are taken with one listing.
-  const [stem] = splitExtension(name);
-  const taken = new Map<number, ObjectInfo>();
-  // Every slot from 1 on starts with `<stem>.`, whether or not the name has an extension.
-  for (const info of await listAll(ctx.store, `${removedPrefix}${stem}.`)) {
-    const slot = parseSlot(name, info.key.slice(removedPrefix.length));
-    if (slot !== undefined && slot > 0) taken.set(slot, info);
-  }
-  // A claim of this notice was written after the notice was: only those slots can hold one.
-  const horizon = uploaded.getTime() - CLOCK_TOLERANCE_MS;
-  const recent = [...taken.entries()]
-    .filter(([, info]) => info.uploaded.getTime() >= horizon)
-    .sort(([left], [right]) => left - right);
-  for (const [, listed] of recent) {
-    const info = await withMetadata(ctx.store, listed);
-    if (sameIdentity(info, identity)) return { claimedBy: info };
-  }
+  const { taken, claimedBy } = await laterSlots(ctx.store, removedPrefix, name, identity, uploaded);
+  if (claimedBy) return { claimedBy };
   let slot = 1;
   for (let attempt = 0; attempt < MAX_SLOT_ATTEMPTS; attempt++) {
     while (taken.has(slot)) slot += 1;
@@ -97,14 +83,37 @@ export async function claimedAlready(
   const first = await store.head(removedPrefix + name);
   if (!first) return false;
   if (sameIdentity(first, identity)) return true;
+  return (await laterSlots(store, removedPrefix, name, identity, uploaded)).claimedBy !== undefined;
+}
+
+/**
+ * The slots of `name` from 1 on, by one listing, and the claim of `identity` among them if one
+ * holds it: only a slot written after the original (uploaded at `uploaded`) can, each read with
+ * its metadata (a head where listings carry none, S3), lowest slot first.
+ */
+async function laterSlots(
+  store: ObjectStore,
+  removedPrefix: string,
+  name: string,
+  identity: Identity,
+  uploaded: Date,
+): Promise<{ taken: Map<number, ObjectInfo>; claimedBy?: ObjectInfo }> {
   const [stem] = splitExtension(name);
-  const horizon = uploaded.getTime() - CLOCK_TOLERANCE_MS;
+  const taken = new Map<number, ObjectInfo>();
+  // Every slot from 1 on starts with `<stem>.`, whether or not the name has an extension.
   for (const info of await listAll(store, `${removedPrefix}${stem}.`)) {
     const slot = parseSlot(name, info.key.slice(removedPrefix.length));
-    if (slot === undefined || slot === 0 || info.uploaded.getTime() < horizon) continue;
-    if (sameIdentity(await withMetadata(store, info), identity)) return true;
+    if (slot !== undefined && slot > 0) taken.set(slot, info);
   }
-  return false;
+  const horizon = uploaded.getTime() - CLOCK_TOLERANCE_MS;
+  const recent = [...taken.entries()]
+    .filter(([, info]) => info.uploaded.getTime() >= horizon)
+    .sort(([left], [right]) => left - right);
+  for (const [, listed] of recent) {
+    const info = await withMetadata(store, listed);
+    if (sameIdentity(info, identity)) return { taken, claimedBy: info };
+  }
+  return { taken };
 }
 
 /**

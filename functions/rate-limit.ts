@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { NotFoundError, RateLimitedError } from '../lib/errors.ts';
+import { SessionDeletedError } from '../lib/session-deleted.ts';
 import { sha256Hex } from '../lib/hash.ts';
 import { idSchema } from '../lib/items.ts';
 import { decodeBase64 } from '../lib/media.ts';
@@ -262,12 +263,13 @@ const SESSION_PARAMS: ReadonlySet<string | null> = new Set(['conversation', 'con
  * Whether `error` refused a turn because the session `id` it names does not exist (404; its
  * `details.turn` names a turn an existing one lacks; on the OpenAI-compatible routes the 404 of
  * its `conversation` or `x-tailgate-session`), or the response it continues (400
- * previous_response_not_found).
+ * previous_response_not_found). Not a session deleted while its turn ran: that turn was taken.
  */
 function namesNothing(error: unknown, id: string): boolean {
   if (error instanceof OpenAIApiError)
     return error.code === 'previous_response_not_found' || (error.status === 404 && SESSION_PARAMS.has(error.param));
-  const details = error instanceof NotFoundError ? (error.details as { id?: unknown; turn?: unknown }) : undefined;
+  const missing = error instanceof NotFoundError && !(error instanceof SessionDeletedError);
+  const details = missing ? (error.details as { id?: unknown; turn?: unknown }) : undefined;
   return details?.id === id && details.turn === undefined;
 }
 

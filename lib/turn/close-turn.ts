@@ -1,4 +1,5 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
+import { SessionDeletedError } from '../session-deleted.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import { providerMayHaveRun } from '../models/provider-reach.ts';
 import type { TokenLogprob } from '../models/model.ts';
@@ -297,8 +298,7 @@ async function closeFailedTurn(
   }
   // A storage failure while the session was being deleted is the delete's doing: 404.
   if (!(error instanceof TailgateError) || error.code === 'corrupt_object' || error.code === 'storage_error') {
-    if (!(await sessions.exists(turn.scope).catch(() => true)))
-      throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
+    if (!(await sessions.exists(turn.scope).catch(() => true))) throw new SessionDeletedError(sessionId, turn.turn);
   }
   throw error;
 }

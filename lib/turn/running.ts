@@ -1,4 +1,5 @@
-import { LEASE_EXPIRED, NotFoundError, SESSION_DELETED, TurnClosedError } from '../errors.ts';
+import { LEASE_EXPIRED, SESSION_DELETED, TurnClosedError } from '../errors.ts';
+import { SessionDeletedError } from '../session-deleted.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 
@@ -62,7 +63,7 @@ export class RunningTurns {
   deleted(scope: LogScope): void {
     const { id } = scope;
     for (const entry of this.#attempts.get(compactionKey(scope)) ?? [])
-      entry.closed ??= new NotFoundError(`session ${id} was deleted during its compaction`, { id });
+      entry.closed ??= new SessionDeletedError(id, 'its compaction');
   }
 
   #register(key: string, turn: TurnName, stop: AbortController): () => void {
@@ -122,7 +123,6 @@ function compactionKey(scope: LogScope): string {
  * (lib/turn/renewal.ts) and RunningTurns stop a turn with it.
  */
 export function closedError(turn: TurnName, code: string, details?: unknown): Error {
-  if (code === SESSION_DELETED)
-    return new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
+  if (code === SESSION_DELETED) return new SessionDeletedError(turn.scope.id, turn.turn);
   return new TurnClosedError(turn.scope.id, turn.turn, code, details);
 }

@@ -4,6 +4,7 @@ import { WindowLimiter } from '../../functions/rate-limit.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { freshId, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
 import { defineRateLimitSuite } from './rate-limit-suite.ts';
+import { slowEcho } from '../support/slow-echo.ts';
 
 // The rate limits through the app on Node: the in-process limiter the settings drive. The
 // Rate Limiting binding runs the same suite inside workerd (test/workers/http.test.ts).
@@ -173,6 +174,39 @@ describe('a turn naming a session that does not exist', () => {
     expect(await send(`/v1/sessions/${id}/turns`, { input: 'hi' })).toBe(200);
     expect(limiter.size()).toBe(1);
     expect(await send(`/v1/sessions/${id}/turns`, { input: 'hi' })).toBe(429);
+  });
+});
+
+describe('a turn whose session is deleted while it runs', () => {
+  it('keeps its turn counted: its 404 comes after the model was called', async () => {
+    const limiter = new WindowLimiter(() => new Date(now));
+    const slow = slowEcho();
+    const limited = createApp({
+      store: () => store,
+      readEnvironment: (c) => c.env ?? {},
+      log: () => undefined,
+      clock: () => new Date(now),
+      turnLimiter: limiter,
+      wrapModel: () => slow.model,
+    });
+    const env = { ...environment, RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1' };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const id = freshId('deleted');
+    const create = () =>
+      limited.request('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) }, env);
+    expect((await create()).status).toBe(201);
+    const turn = (input: string) =>
+      limited.request(`/v1/sessions/${id}/turns`, { method: 'POST', headers, body: JSON.stringify({ input }) }, env);
+    const running = turn('slow');
+    await slow.reached;
+    const deleted = await limited.request(`/v1/sessions/${id}`, { method: 'DELETE', headers }, env);
+    expect(deleted.status).toBeLessThan(300);
+    slow.release();
+    expect((await running).status).toBe(404);
+    // The model took the turn: the session id's count stays, as its limit's one turn a minute.
+    expect(limiter.size()).toBe(1);
+    expect((await create()).status).toBe(201);
+    expect((await turn('hi')).status).toBe(429);
   });
 });
 

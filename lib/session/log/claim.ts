@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { NotFoundError, StorageError } from '../../errors.ts';
+import { StorageError } from '../../errors.ts';
+import { SessionDeletedError } from '../../session-deleted.ts';
 import { sha256Hex } from '../../hash.ts';
 import { itemSchema, outputItemSchema, type Item, type StoredItem } from '../../items.ts';
 import { doneKey } from '../keys.ts';
@@ -343,8 +344,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     // Ours (a lost answer): the stored completion is the outcome, whatever this call carried.
     if (closed.writer === writer) return await closedWith(closed, closed.status === result.status ? result : undefined);
     // Its owner removes that fence once its attempt ended (leaveDeleted, log/lease.ts).
-    if (closed.error?.code === SESSION_DELETED)
-      throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
+    if (closed.error?.code === SESSION_DELETED) throw new SessionDeletedError(turn.scope.id, turn.turn);
     throw new TurnClosedError(turn.scope.id, turn.turn, closed.error?.code ?? LEASE_EXPIRED, closed.error?.details);
   }
   if (failure) throw failure.error;

@@ -1,4 +1,5 @@
 import { NotFoundError, StorageError } from '../../errors.ts';
+import { SessionDeletedError } from '../../session-deleted.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { claimSpentKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import { parseStoredOrUndefined, sessionConfigSchema, type SessionConfig } from '../records.ts';
@@ -103,8 +104,7 @@ function renewClaim(log: LogContext, id: string, holder: LeaseHolder, check: (co
   const gone = async (): Promise<unknown> => {
     const object = await log.store.get(sessionConfigKey(log.keyPrefix, id));
     const config = object ? parseStoredOrUndefined(object.body, sessionConfigSchema) : undefined;
-    if (!config)
-      return object === null ? new NotFoundError(`session ${id} was deleted during its compaction`, { id }) : null;
+    if (!config) return object === null ? new SessionDeletedError(id, 'its compaction') : null;
     try {
       check(config);
       return null;

@@ -1,4 +1,5 @@
 import { CorruptObjectError, NotFoundError } from '../../errors.ts';
+import { SessionDeletedError } from '../../session-deleted.ts';
 import type { PromptItem } from '../../items.ts';
 import { EXPORT_FORMAT, type ExportCompaction, type ExportHeader } from '../export-format.ts';
 import { exportMedia } from '../attachments.ts';
@@ -83,7 +84,7 @@ export async function exportSession(
     } catch (error) {
       // A delete sweeping the session meanwhile leaves its log short: that is no corrupt log.
       if (error instanceof CorruptObjectError && !(await sessionExists(log, scope)))
-        throw new NotFoundError(`session ${id} was deleted during its export`, { id });
+        throw new SessionDeletedError(id, 'its export');
       throw error;
     }
     if (compaction) yield `${JSON.stringify(compaction)}\n`;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { NotFoundError, SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
+import { SessionDeletedError } from '../../session-deleted.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { sha256Hex } from '../../hash.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
@@ -95,7 +96,7 @@ export async function finishImport(
   });
   if (head?.scope.generation !== scope.generation) {
     if (written.length > 0) await log.store.delete(written);
-    throw new NotFoundError(`session ${config.id} was deleted during its import`, { id: config.id });
+    throw new SessionDeletedError(config.id, 'its import');
   }
   const pendingKey = importPendingKey(scope);
   if (taken.length > 0) {

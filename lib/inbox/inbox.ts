@@ -31,7 +31,7 @@ import type {
 } from './types.ts';
 import { generateName, markMetadata, markOf, META, randomId, type ListedNotice } from './delivery-records.ts';
 import type { FetchedNotice } from './delivery-records.ts';
-import { deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
+import { abortPassedOver, deliverAll, previewNotices, readNotice, take, type InboxContext } from './move.ts';
 import { withdrawNotice } from './post-back.ts';
 import { previewLost } from './lost-preview.ts';
 import { passOverOversized, setAsideLimit } from './set-aside.ts';
@@ -299,15 +299,17 @@ export class Inbox {
    * and `incarnation`, as a turn's consume has them: `consumeForModelCall`), also minus the
    * notices that are not that session's, which the consume removes: uploaded before it was
    * created, or posted to another incarnation of the id; and an original claimed already (the
-   * delete of the consume that moved it failed). Costs one list, a get and a head per notice (a
+   * delete of the consume that moved it failed); past an `abort` the consume passes over (one such
+   * original, or not the session's) the notices after it too. Costs one list, a get and a head per notice (a
    * get more for a post of a give-back, a listing more for a name delivered before); never
    * writes. A missing session shows nothing.
    */
   async peek(sessionId: string, room = this.noticesPerTurn, session?: SessionMark): Promise<PreviewNotice[]> {
     const listed = await this.#listNotices(this.#inboxPrefix(sessionId));
-    const shown = previewShare(listed, room, session?.created_at);
+    const { before, abort, after } = previewShare(listed, room, session?.created_at);
     const mark = session ? { since: session.created_at, incarnation: session.incarnation } : {};
-    return previewNotices(this.#context, sessionId, shown, mark);
+    const passed = abort !== undefined && (await abortPassedOver(this.#context, sessionId, abort, mark));
+    return previewNotices(this.#context, sessionId, passed ? [...before, ...after] : before, mark);
   }
 
   /**

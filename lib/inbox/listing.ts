@@ -103,7 +103,7 @@ export function splitAtAbort<Notice extends ListedNotice>(
 }
 
 /**
- * The notices of `listed` that a consume with room for `room` takes before the `abort`, without
+ * The notices of `listed` that a consume with room for `room` takes, split at the `abort`, without
  * side effects (`Inbox.peek`): as `consume` does, those older than the session created at
  * `sessionCreatedAt` (when given, `dropStale`) and those larger than it reads are passed over.
  */
@@ -111,12 +111,12 @@ export function previewShare<Notice extends ListedNotice>(
   listed: readonly Notice[],
   room: number,
   sessionCreatedAt?: string,
-): Notice[] {
+): { before: Notice[]; abort?: Notice; after: Notice[] } {
   const current = sessionCreatedAt === undefined ? listed : currentNotices(listed, sessionCreatedAt);
   return splitAtAbort(
     current.filter((notice) => !notice.oversized),
     room,
-  ).before;
+  );
 }
 
 /**

@@ -248,3 +248,36 @@ export async function previewNotices(
   });
   return preview;
 }
+
+/**
+ * Whether a consume passes over the pending `abort` (`take` answers `taken`), going on with the
+ * notices after it, without side effects (`Inbox.peek`): one gone since the listing, posted to an
+ * incarnation of the id other than `session`, an original claimed already (an earlier turn aborted,
+ * its delete failed: `claimedAlready`) or a post of a give-back a consume drops. One too large, or
+ * whose head fails, stops the consume as it stays in place. A head, and the checks' calls.
+ */
+export async function abortPassedOver(
+  ctx: InboxContext,
+  sessionId: string,
+  abort: ListedNotice,
+  session: { since?: string | undefined; incarnation?: string | undefined },
+): Promise<boolean> {
+  if (abort.info.size > ctx.maxNoticeBytes) return false;
+  const removedPrefix = ctx.removedPrefix(sessionId);
+  try {
+    const object = await ctx.store.head(abort.info.key);
+    if (!object) return true;
+    if (object.size > ctx.maxNoticeBytes) return false;
+    if (namesOther(object.metadata, session)) return true;
+    const identity = {
+      etag: object.etag,
+      uploaded: object.uploaded.toISOString(),
+      noticeId: object.metadata[META.noticeId] ?? '',
+    };
+    if (await claimedAlready(ctx.store, removedPrefix, abort.name, identity, object.uploaded)) return true;
+    return !(await postBackDelivered(ctx.store, removedPrefix, object, identity));
+  } catch (error) {
+    ctx.log({ level: 'info', message: 'pending abort not previewed: its check failed', key: abort.info.key, error });
+    return false;
+  }
+}

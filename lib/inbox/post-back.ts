@@ -53,7 +53,7 @@ export async function firstPostBack(
 export async function postBackDelivered(
   store: ObjectStore,
   removedPrefix: string,
-  object: StoredObject,
+  object: ObjectInfo,
   identity: Identity,
 ): Promise<boolean> {
   const returnedAs = returnedAsOf(object);

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import type { PromptItem } from '../../lib/items.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { recordingEcho, turnWorld } from '../support/turn-world.ts';
+
+/** The items a model was sent, as the preview shows them: its `pending` marks and times aside. */
+function seen(items: readonly PromptItem[]): unknown[] {
+  return items.map((item) => {
+    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
+    return rest;
+  });
+}
+
+describe('previewPrompt after a turn aborted by an `abort` whose delete failed', () => {
+  it('shows the notices after the `abort` left in the inbox, as the next turn passes it over', async () => {
+    const store = new MemoryStore();
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model);
+    await sessions.create({ id: 's' });
+    await inbox.post('s', { name: 'abort', content: 'stop' });
+    const failing = new FaultyStore(store).failWhen(
+      ({ operation, key }) => operation === 'delete' && key.endsWith('/inbox/abort'),
+    );
+    await expect(runTurn(turnWorld(failing, model).services, 's', { input: [] })).rejects.toMatchObject({
+      code: 'aborted',
+    });
+    await inbox.post('s', { name: 'note-b', content: 'disk full' });
+    expect((await inbox.listPending('s')).map((notice) => notice.name)).toEqual(['abort', 'note-b']);
+    const preview = await previewPrompt(services, 's', {});
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.context.notices_delivered).toEqual(['note-b']);
+    expect(preview.context.notices_pending).toEqual(turn.context.notices_delivered);
+    expect(seen(model.prompts.at(-1)!)).toEqual(seen(preview.items));
+  });
+});

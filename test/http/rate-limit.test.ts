@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import type { AppOptions } from '../../functions/app-options.ts';
 import { WindowLimiter } from '../../functions/rate-limit.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { freshId, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
@@ -128,19 +129,26 @@ describe('the in-process limiter', () => {
   });
 });
 
+/** An app whose in-process limiter (returned, to look into) takes one turn a minute per session. */
+function limitedToOneTurn(options: Pick<AppOptions, 'wrapModel'> = {}) {
+  const limiter = new WindowLimiter(() => new Date(now));
+  const limited = createApp({
+    store: () => store,
+    readEnvironment: (c) => c.env ?? {},
+    log: () => undefined,
+    clock: () => new Date(now),
+    turnLimiter: limiter,
+    ...options,
+  });
+  const env = { ...environment, RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1' };
+  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+  return { limiter, limited, env, headers };
+}
+
 describe('a turn naming a session that does not exist', () => {
   it('leaves no key in the in-process limiter: its 404 gives the session its turn back', async () => {
     // An unbound token naming a new made-up session id on every request would otherwise add a key each time.
-    const limiter = new WindowLimiter(() => new Date(now));
-    const limited = createApp({
-      store: () => store,
-      readEnvironment: (c) => c.env ?? {},
-      log: () => undefined,
-      clock: () => new Date(now),
-      turnLimiter: limiter,
-    });
-    const env = { ...environment, RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1' };
-    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const { limiter, limited, env, headers } = limitedToOneTurn();
     const send = async (path: string, body: unknown, extra: Record<string, string> = {}) =>
       (
         await limited.request(
@@ -179,18 +187,8 @@ describe('a turn naming a session that does not exist', () => {
 
 describe('a turn whose session is deleted while it runs', () => {
   it('keeps its turn counted: its 404 comes after the model was called', async () => {
-    const limiter = new WindowLimiter(() => new Date(now));
     const slow = slowEcho();
-    const limited = createApp({
-      store: () => store,
-      readEnvironment: (c) => c.env ?? {},
-      log: () => undefined,
-      clock: () => new Date(now),
-      turnLimiter: limiter,
-      wrapModel: () => slow.model,
-    });
-    const env = { ...environment, RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1' };
-    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const { limiter, limited, env, headers } = limitedToOneTurn({ wrapModel: () => slow.model });
     const id = freshId('deleted');
     const create = () =>
       limited.request('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) }, env);

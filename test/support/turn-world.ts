@@ -47,6 +47,14 @@ export const COMPACTING = {
 };
 
 /** The texts of a prompt's user messages but the synthetic ones (summaries, notices). */
+/** What the model reads of prompt items: the preview's `pending` marks and the stored `created_at` aside. */
+export function seen(items: readonly PromptItem[]): unknown[] {
+  return items.map((item) => {
+    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
+    return rest;
+  });
+}
+
 export const userTexts = (prompt: readonly PromptItem[]) =>
   prompt.flatMap((item) =>
     item.type === 'message' && item.role === 'user' && item.synthetic === undefined ? [item.content] : [],

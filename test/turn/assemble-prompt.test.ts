@@ -7,7 +7,7 @@ import { contextNoticeItem } from '../../lib/strategies/context-notice.ts';
 import { STRATEGY_CONFIG_DEFAULTS } from '../../lib/strategies/strategy-config.ts';
 import { assemblePrompt } from '../../lib/turn/assemble-prompt.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
-import { recordingEcho, turnWorld } from '../support/turn-world.ts';
+import { recordingEcho, turnWorld, seen } from '../support/turn-world.ts';
 
 /**
  * One way to build a prompt (lib/turn/assemble-prompt.ts): for the same history, instructions,
@@ -15,14 +15,6 @@ import { recordingEcho, turnWorld } from '../support/turn-world.ts';
  * (lib/openai/stateless.ts) send the model the same prompt, and the preview shows the prompt
  * the next turn sends.
  */
-
-/** What the model reads of an item: the preview's `pending` mark and the stored `created_at` aside. */
-function seen(prompt: PromptItem[]): unknown[] {
-  return prompt.map((item) => {
-    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
-    return rest;
-  });
-}
 
 const toolPair = (index: number, name: string, output: string): Item[] => [
   { type: 'function_call', call_id: `call_${index}`, name, arguments: `{"n":${index % 3}}` },

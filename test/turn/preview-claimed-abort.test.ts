@@ -3,15 +3,7 @@ import type { PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { recordingEcho, turnWorld } from '../support/turn-world.ts';
-
-/** The items a model was sent, as the preview shows them: its `pending` marks and times aside. */
-function seen(items: readonly PromptItem[]): unknown[] {
-  return items.map((item) => {
-    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
-    return rest;
-  });
-}
+import { recordingEcho, turnWorld, seen } from '../support/turn-world.ts';
 
 describe('previewPrompt after a turn aborted by an `abort` whose delete failed', () => {
   it('shows the notices after the `abort` left in the inbox, as the next turn passes it over', async () => {

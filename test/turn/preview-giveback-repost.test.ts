@@ -5,7 +5,7 @@ import { previewPrompt, runTurn, type TurnServices } from '../../lib/turn/index.
 import { CountingStore } from '../support/counting-store.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
-import { recordingEcho, turnWorld } from '../support/turn-world.ts';
+import { recordingEcho, turnWorld, seen } from '../support/turn-world.ts';
 
 /**
  * GET /prompt (`previewPrompt`, lib/turn/preview.ts) after a give-back that stalled and posted a
@@ -68,14 +68,6 @@ describe('previewPrompt after a give-back posted a notice twice', () => {
     },
   );
 });
-
-/** The items a model was sent, as the preview shows them: its `pending` marks and times aside. */
-function seen(items: readonly PromptItem[]): unknown[] {
-  return items.map((item) => {
-    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
-    return rest;
-  });
-}
 
 /** A turn without input in a process that dies as it writes the turn's completion (`killedAtCompletion`). */
 async function diesHolding(services: TurnServices): Promise<void> {

@@ -4,7 +4,7 @@ import { inboxPrefix } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { recordingEcho, turnWorld } from '../support/turn-world.ts';
+import { recordingEcho, turnWorld, seen } from '../support/turn-world.ts';
 
 /**
  * GET /prompt (`previewPrompt`, lib/turn/preview.ts) leaves out the notices in a session's inbox
@@ -25,14 +25,6 @@ async function world(n: number) {
   await sessions.create({ id: 's', strategies: ['inbox'] });
   for (let index = 0; index < n; index++) await inbox.post('s', { name: `n${index + 10}`, content: `${index}` });
   return { store, clock, model, inbox, services };
-}
-
-/** The items a model was sent, as the preview shows them: its `pending` marks and times aside. */
-function seen(items: readonly PromptItem[]): unknown[] {
-  return items.map((item) => {
-    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
-    return rest;
-  });
 }
 
 describe("previewPrompt over notices that are not the session's", () => {

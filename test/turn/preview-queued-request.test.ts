@@ -5,7 +5,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { previewPrompt, runTurn, type TurnRequest } from '../../lib/turn/index.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
-import { recordingEcho, turnWorld } from '../support/turn-world.ts';
+import { recordingEcho, turnWorld, seen } from '../support/turn-world.ts';
 
 /**
  * GET /prompt (`previewPrompt`) of the queued input the next claim takes up first: its turn's
@@ -16,14 +16,6 @@ import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 const LEASE_MS = 30_000;
 const clock = { now: Date.parse('2026-01-01T00:00:00Z') };
-
-/** What the model reads of an item: no `pending` mark, no `created_at`. */
-function seen(prompt: PromptItem[]): unknown[] {
-  return prompt.map((item) => {
-    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
-    return rest;
-  });
-}
 
 /**
  * Session `s` of 6 long messages (its config `config`), whose turn died as it wrote its

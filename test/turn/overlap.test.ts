@@ -14,12 +14,23 @@ import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/tok
 
 /** A memory store that runs `hook` once, right before the first call it matches. */
 class HookedStore extends MemoryStore {
-  hook: { op: 'put' | 'head'; match: (key: string) => boolean; run: () => Promise<void> } | undefined;
+  #hook: { op: 'put' | 'head'; match: (key: string) => boolean; run: () => Promise<void> } | undefined;
+  /** Set with a hook, and kept once it ran, until a model call takes it. */
+  armed = false;
+
+  get hook() {
+    return this.#hook;
+  }
+
+  set hook(hook) {
+    this.#hook = hook;
+    this.armed = hook !== undefined;
+  }
 
   async #before(op: 'put' | 'head', key: string): Promise<void> {
-    const hook = this.hook;
+    const hook = this.#hook;
     if (hook && hook.op === op && hook.match(key)) {
-      this.hook = undefined;
+      this.#hook = undefined;
       await hook.run();
     }
   }
@@ -35,12 +46,20 @@ class HookedStore extends MemoryStore {
   }
 }
 
+/**
+ * A world whose model answers at once, except the first call after a store hook is set: that
+ * call answers only by failing when the turn aborts it, however long the hook takes.
+ */
 function world() {
   const store = new HookedStore();
   const prompts: { prompt: ModelRequest['prompt']; signal: AbortSignal | undefined }[] = [];
   const model = hookedEcho('seen', async (request) => {
     prompts.push({ prompt: request.prompt, signal: request.signal });
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    if (!store.armed) return;
+    store.armed = false;
+    const signal = request.signal!;
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    throw signal.reason;
   });
   return { store, prompts, ...turnWorld(store, model) };
 }

@@ -9,7 +9,8 @@ import { corsAllows } from './cors.ts';
  *
  * - by a request of its own: a POST without a body needs no preflight (a new conversation, a
  *   compaction, a revocation). A request that may change something (any method but GET, HEAD and
- *   OPTIONS) whose `Origin` is neither the service's own host nor one of CORS_ORIGINS is refused.
+ *   OPTIONS) whose `Origin` is neither the service's own host nor one of CORS_ORIGINS is refused,
+ *   and one without an `Origin` whose `Sec-Fetch-Site` is `cross-site` or `same-site`.
  * - through a public name it points at this machine (DNS rebinding): to the browser the service
  *   is then that page's own origin, so it reads every answer. A request to a host name that
  *   public DNS can hand out is refused; an IP address, `localhost`, a name of one label and
@@ -29,15 +30,21 @@ export function refuseBrowserReach(c: Context, config: ServiceConfig): void {
       { host: url.hostname },
     );
   }
+  if (READING_METHODS.has(c.req.method)) return;
   const origin = c.req.header('origin');
-  if (origin === undefined || READING_METHODS.has(c.req.method)) return;
-  if (corsAllows(config.corsOrigins, origin)) return;
-  if (URL.canParse(origin) && new URL(origin).host === url.host) return;
+  // Without an Origin (a client that is no browser sends none), a browser's Sec-Fetch-Site still
+  // tells a page of another site (`same-site` too: another port of this host is one).
+  const site = c.req.header('sec-fetch-site')?.trim().toLowerCase();
+  if (origin === undefined && (site === undefined || site === 'same-origin' || site === 'none')) return;
+  if (origin !== undefined && corsAllows(config.corsOrigins, origin)) return;
+  if (origin !== undefined && URL.canParse(origin) && new URL(origin).host === url.host) return;
   throw new TailgateError(
     'forbidden',
-    `anonymous access (ALLOW_ANONYMOUS) takes no request that changes something from a page of ${origin}: ` +
-      'add that origin to CORS_ORIGINS, or set API_TOKEN and send it',
-    { origin },
+    'anonymous access (ALLOW_ANONYMOUS) takes no request that changes something from a page of ' +
+      (origin === undefined
+        ? `another site (no Origin, Sec-Fetch-Site: ${site}): set API_TOKEN and send it`
+        : `${origin}: add that origin to CORS_ORIGINS, or set API_TOKEN and send it`),
+    { origin: origin ?? null },
   );
 }
 

@@ -187,6 +187,25 @@ describe('anonymous access and other sites', () => {
     expect(read.status).toBe(200);
   });
 
+  it("refuses one without an Origin that the browser says comes from another site's page", async () => {
+    const app = await created(anonymous());
+    for (const site of ['cross-site', 'same-site']) {
+      const refused = await app.request('http://127.0.0.1:8787/v1/conversations', {
+        method: 'POST',
+        headers: { 'sec-fetch-site': site },
+      });
+      expect(refused.status, site).toBe(403);
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('forbidden');
+    }
+    for (const site of ['same-origin', 'none']) {
+      const taken = await app.request('http://127.0.0.1:8787/v1/conversations', {
+        method: 'POST',
+        headers: { 'sec-fetch-site': site },
+      });
+      expect(taken.status, site).toBe(200);
+    }
+  });
+
   it('refuses a request to a public name, which a page can point at this machine (DNS rebinding)', async () => {
     const app = await created(anonymous());
     for (const host of ['rebind.attacker.example', '127.0.0.1.nip.io', 'localhost.attacker.example', 'EVIL.example.']) {

@@ -31,7 +31,7 @@ export type LimitKind = 'session' | 'token';
 export interface TurnLimit {
   take(key: string): Promise<number | null>;
   perMinute: number | null;
-  /** Takes back the turn a request counted under `key` (the in-process limiter only). */
+  /** Takes back the turn this limit's `take` counted under `key` (the in-process limiter only). */
   giveBack?: (key: string) => void;
 }
 
@@ -79,26 +79,33 @@ export class WindowLimiter {
   }
 
   take(key: string, perMinute: number): number | null {
+    return this.takeTimed(key, perMinute).wait;
+  }
+
+  /** `take`, and the time the turn was counted at (`at`), which `giveBack` names. */
+  takeTimed(key: string, perMinute: number): { wait: number | null; at: number } {
     const now = this.clock().getTime();
     const size = this.turns.size;
     if (size > SWEEP_AT_KEYS && (size > this.sweepAt || now - this.sweptAt >= WINDOW_MS)) this.sweep(now);
     const times = (this.turns.get(key) ?? []).filter((time) => time > now - WINDOW_MS);
     if (times.length >= perMinute) {
       this.turns.set(key, times);
-      return Math.max(1, Math.ceil((times[times.length - perMinute]! + WINDOW_MS - now) / 1000));
+      return { wait: Math.max(1, Math.ceil((times[times.length - perMinute]! + WINDOW_MS - now) / 1000)), at: now };
     }
     times.push(now);
     this.turns.set(key, times);
-    return null;
+    return { wait: null, at: now };
   }
 
   /**
-   * Takes back the newest turn counted under `key`, by a request whose session does not exist:
-   * a key left without turns goes, so made-up session ids keep no key.
+   * Takes back the turn counted under `key` at `at` (takeTimed), by a request whose session does
+   * not exist: not another request's, and nothing once the window let it go. A key left without
+   * turns goes, so made-up session ids keep no key.
    */
-  giveBack(key: string): void {
+  giveBack(key: string, at: number): void {
     const times = this.turns.get(key);
-    times?.pop();
+    const index = times?.lastIndexOf(at) ?? -1;
+    if (index >= 0) times!.splice(index, 1);
     if (times?.length === 0) this.turns.delete(key);
   }
 
@@ -120,7 +127,7 @@ export class WindowLimiter {
   }
 }
 
-/** Chooses each request's limits: the Workers bindings, else the settings over `limiter`. */
+/** Chooses each request's limits (a new one each call): the Workers bindings, else the settings over `limiter`. */
 export type TurnLimits = (c: Context<AppEnv>, kind: LimitKind) => TurnLimit | undefined;
 
 /** The in-process limits of the settings, with the bindings first when `environment` has them. */
@@ -130,7 +137,20 @@ export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context)
     if (bound) return bound;
     const perMinute = c.get('config').turnsPerMinute[kind];
     if (perMinute === null) return undefined;
-    return { take: async (key) => limiter.take(key, perMinute), perMinute, giveBack: (key) => limiter.giveBack(key) };
+    // One limit a request: it gives back the turn its own take counted.
+    let counted: number | undefined;
+    return {
+      take: async (key) => {
+        const { wait, at } = limiter.takeTimed(key, perMinute);
+        if (wait === null) counted = at;
+        return wait;
+      },
+      perMinute,
+      giveBack: (key) => {
+        if (counted !== undefined) limiter.giveBack(key, counted);
+        counted = undefined;
+      },
+    };
   };
 }
 

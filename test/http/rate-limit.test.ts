@@ -119,6 +119,29 @@ describe('the in-process limiter', () => {
     expect(limiter.size()).toBe(1);
   });
 
+  it("gives back the turn a request counted, not the key's newest", () => {
+    let time = 0;
+    const limiter = new WindowLimiter(() => new Date(time));
+    // A request counted at 0 s, one at 30 s; the first names a session that does not exist.
+    const first = limiter.takeTimed('session:s', 2);
+    time = 30_000;
+    expect(limiter.take('session:s', 2)).toBeNull();
+    expect(first.wait).toBeNull();
+    limiter.giveBack('session:s', first.at);
+    time = 45_000;
+    expect(limiter.take('session:s', 2)).toBeNull();
+    // Held: the turns of 30 s and 45 s; the one of 30 s leaves the window at 90 s.
+    time = 46_000;
+    expect(limiter.take('session:s', 2)).toBe(44);
+    // A turn the window let go (a request that ran past it) takes nothing back.
+    time = 100_000;
+    const late = limiter.takeTimed('session:t', 1);
+    time = 161_000;
+    expect(limiter.take('session:t', 1)).toBeNull();
+    limiter.giveBack('session:t', late.at);
+    expect(limiter.take('session:t', 1)).toBe(60);
+  });
+
   it('looks over its keys a bounded number of times a take, however many stay in the window', () => {
     // A token naming a new session id on every turn adds a key each time (the route refuses it after).
     const limiter = new WindowLimiter(() => new Date(0));

@@ -17,6 +17,7 @@ import { scheduleQueueSweep, sweepQueuedSessions } from './queue-sweep.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
 import { drainWebhooks, scheduleWebhooks } from './webhooks.ts';
+import { webhookFetch } from './webhook-fetch.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
@@ -65,7 +66,10 @@ const appOptions: AppOptions = {
 // Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
 // and when a retry falls due, with the services a request would have (a pickup after a close).
 const outside = createOutsideServices(appOptions);
-const webhooks = scheduleWebhooks(() => drainWebhooks(outside(Deno.env.toObject(), trackAfterResponse)));
+// Without WEBHOOK_ALLOW_PRIVATE, a host name resolving to a private address is refused as it is
+// connected to (functions/webhook-fetch.ts).
+const checkedFetch = webhookFetch();
+const webhooks = scheduleWebhooks(() => drainWebhooks(outside(Deno.env.toObject(), trackAfterResponse), checkedFetch));
 const app = createApp(appOptions);
 // The queues no closer took up (functions/queue-sweep.ts): every minute, with those services too.
 scheduleQueueSweep(() => sweepQueuedSessions(() => outside(Deno.env.toObject(), trackAfterResponse)));

@@ -20,12 +20,14 @@ import { sessionLogFor, closesByOthers, type AppServices } from './services.ts';
 const POLL_MS = 30_000;
 
 /**
- * One drain of the outbox of `services`' store, with their settings. A turn whose intent it
- * closes (its lease ran out) is followed by a pickup of the inputs queued behind it, run with
- * `services` (lib/turn/busy.ts, pickUpAfterLeaseClose), and stopped at once when it runs among
+ * One drain of the outbox of `services`' store, with their settings; its deliveries go through
+ * `checkedFetch` when given and WEBHOOK_ALLOW_PRIVATE is unset (Node and Deno:
+ * functions/webhook-fetch.ts), else through the runtime's fetch. A turn whose intent it closes
+ * (its lease ran out) is followed by a pickup of the inputs queued behind it, run with `services`
+ * (lib/turn/busy.ts, pickUpAfterLeaseClose), and stopped at once when it runs among
  * `services.running` (lib/turn/running.ts).
  */
-export async function drainWebhooks(services: AppServices): Promise<number | null> {
+export async function drainWebhooks(services: AppServices, checkedFetch?: typeof fetch): Promise<number | null> {
   const { config, store, clock } = services;
   if (!config.webhooks) return null;
   return drainOutbox({
@@ -40,6 +42,7 @@ export async function drainWebhooks(services: AppServices): Promise<number | nul
     }),
     secret: config.webhooks.secret,
     allowPrivate: config.webhooks.allowPrivate,
+    ...(checkedFetch && !config.webhooks.allowPrivate ? { fetch: checkedFetch } : {}),
     clock,
     log: (message, details) => services.log(message, details ?? ''),
   });

@@ -2,11 +2,11 @@
  * Which webhook URLs are taken (docs/SECURITY.md, "Webhooks"): https, or http only with
  * WEBHOOK_ALLOW_PRIVATE; and no private or loopback address unless WEBHOOK_ALLOW_PRIVATE is
  * set, so a client that may set a session's `webhook_url` cannot make the service POST into
- * its own network. A literal IP is checked against the private ranges; a host name only by
+ * its own network. A literal IP is checked against the private ranges; a host name here only by
  * its name (`localhost`, `*.localhost`, `*.internal`, `*.local`, `*.home.arpa`, a name of one
- * label): Workers cannot resolve names, and a name resolved at check time may resolve elsewhere
- * at delivery (DNS rebinding), so a deployment whose network reaches private services by public
- * names must filter egress itself.
+ * label). Node and Deno check the addresses a name resolves to as they connect
+ * (functions/webhook-fetch.ts, `isPrivateAddress`); Workers cannot resolve names, so a Workers
+ * deployment whose network reaches private services by public names must filter egress itself.
  */
 
 /** Why `text` is refused as a webhook URL, or null when it is taken. */
@@ -33,6 +33,18 @@ export function isPrivateHost(hostname: string): boolean {
   if (v4) return isPrivateIPv4(v4);
   // A name of one label is no public receiver's: a resolver finds it under its own search domains.
   return !host.includes('.') || /(^|\.)(localhost|internal|local|home\.arpa)$/.test(host);
+}
+
+/**
+ * Whether a resolver's answer (dotted IPv4, or IPv6 with perhaps a zone or an IPv4 tail) is an
+ * address `isPrivateHost` refuses; a text that is no address counts as one.
+ */
+export function isPrivateAddress(address: string): boolean {
+  const v6 = address.includes(':');
+  const host = v6 ? `[${address.replace(/%.*$/, '')}]` : address;
+  if (!URL.canParse(`http://${host}/`)) return true;
+  const { hostname } = new URL(`http://${host}/`);
+  return isPrivateHost(hostname) || (v6 ? !hostname.startsWith('[') : ipv4(hostname) === null);
 }
 
 /** The four octets of dotted-quad text (the WHATWG URL parser has normalized other forms to it). */

@@ -190,3 +190,31 @@ async function rewoundAfterStop(memory: MemoryStore) {
   expect(await keysUnder(memory, '/import/')).toEqual([left]);
   return w;
 }
+
+describe('an import that fails after its config, its session deleted meanwhile', () => {
+  it('deletes nothing of another import of the id still before its config', async () => {
+    const memory = new MemoryStore();
+    // The first import, held at its delivery record, whose put then fails.
+    const faulty = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => operation === 'put' && key.includes('/inbox_removed/'),
+    );
+    const { running: first, hold } = await importHeldAtItsRecord(faulty);
+    // Another client deletes that session and imports another export under the id, held at its config.
+    const other = world(memory);
+    await other.sessions.delete(ID);
+    const second = new HeldStore(memory);
+    const atConfig = second.hold(
+      ({ operation, keys, options }) =>
+        operation === 'put' && keys[0]!.endsWith('/session.json') && options?.onlyIfAbsent === true,
+    );
+    const exported = `${[headerLine(ID), messageLine(1), messageLine(2), messageLine(3)].join('\n')}\n`;
+    const importing = importLines(world(second).services, bytes(exported), LIMITS);
+    await atConfig.reached;
+    hold.release();
+    await expect(first).rejects.toMatchObject({ code: 'storage_error' });
+    atConfig.release();
+
+    await importing;
+    expect(await exportText(other.services, ID)).toBe(exported);
+  });
+});

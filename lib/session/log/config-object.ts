@@ -177,11 +177,14 @@ export async function updateSession(log: LogContext, id: string, fields: Session
 /**
  * See SessionLog.delete. With `onlyIf`, the session is deleted only when the head this delete
  * reads passes it (the retention sweep's check, on the incarnation it deletes): false when not.
+ * A session not found is 404 after a sweep of what no config names, unless `sweepGone` is false
+ * (an import's cleanup: another import of the id may be writing, its config not created yet).
  */
 export async function deleteSession(
   log: LogContext,
   id: string,
   onlyIf?: (head: Awaited<ReturnType<typeof readHead>>) => boolean,
+  sweepGone = true,
 ): Promise<boolean> {
   const configKey = sessionConfigKey(log.keyPrefix, id);
   let head: Awaited<ReturnType<typeof readHead>>;
@@ -189,7 +192,7 @@ export async function deleteSession(
     head = await readHead(log, id);
   } catch (error) {
     // Gone already: a delete interrupted after its first step may have left objects.
-    if (error instanceof NotFoundError) await sweepSession(log, id);
+    if (error instanceof NotFoundError && sweepGone) await sweepSession(log, id);
     throw error;
   }
   if (onlyIf && !onlyIf(head)) return false;

@@ -154,9 +154,12 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
   } catch (error) {
     // Deleted meanwhile, or used by another client before it was whole: not this import's to delete.
     if (error instanceof NotFoundError || error instanceof SessionExistsError) throw error;
-    // Its own generation alone: a session deleted and created again under the id meanwhile is another's.
+    // Its own generation alone: a session deleted and created again under the id meanwhile is another's;
+    // deleted meanwhile, what its delete left of this generation, not what another import writes before its config.
     const own = (head: { scope: LogScope }) => head.scope.generation === scope.generation;
-    await deleteSession(log, id, own).catch(() => undefined);
+    await deleteSession(log, id, own, false)
+      .catch((gone: unknown) => (gone instanceof NotFoundError ? sweepGeneration(log, scope) : undefined))
+      .catch(() => undefined);
     throw error;
   }
 }

@@ -81,7 +81,7 @@ export async function importLines(
     maxItemBytes: options.maxItemBytes,
     maxNoticeBytes: options.maxNoticeBytes,
     pack: packOptions(sessionStrategyPlan(services.env, header)),
-    afterCreate: (config, notices) => services.inbox.importDelivered(config.id, notices),
+    afterCreate: (config, notices) => services.inbox.importDelivered(config.id, notices, config.generation),
   });
 }
 

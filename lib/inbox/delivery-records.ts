@@ -43,6 +43,11 @@ export const META = {
    * (lib/inbox/give-back.ts).
    */
   returnedAs: 'returned-as',
+  /**
+   * On a delivery record an import wrote (lib/inbox/transfer.ts): the generation of the session it
+   * imported, which tells its records from those of another import of the same export under the id.
+   */
+  importedIn: 'imported-in',
 } as const;
 
 /** Why a notice is set aside: larger than `MAX_NOTICE_BYTES`, or content that is not UTF-8. */

@@ -358,8 +358,12 @@ export class Inbox {
   }
 
   /** Writes the delivered-notice records of an imported session (lib/inbox/transfer.ts). */
-  async importDelivered(sessionId: string, notices: readonly ExportNotice[]): Promise<ImportedNotices> {
-    return importDelivered(this.#store, this.#keyPrefix, sessionId, notices);
+  async importDelivered(
+    sessionId: string,
+    notices: readonly ExportNotice[],
+    generation?: string,
+  ): Promise<ImportedNotices> {
+    return importDelivered(this.#store, this.#keyPrefix, sessionId, notices, generation);
   }
 
   /**

@@ -50,21 +50,35 @@ export async function* exportDelivered(store: ObjectStore, keyPrefix: string, id
 export interface ImportedNotices {
   written: string[];
   taken: string[];
+  /**
+   * Deletes those of `written` still this import's (their `imported-in` its generation, a head
+   * each): not a record another import of the same export under the id wrote there since.
+   */
+  removeOwn: () => Promise<void>;
 }
 
 /**
- * Writes the delivery records of an import (its config exists: they show from now on),
- * create-only: a name a record not of this export holds (a notice delivered meanwhile) is left
- * to it and answered in `taken`; one holding this very record (an earlier attempt's) is ours.
+ * Writes the delivery records of an import (its config exists: they show from now on) of the
+ * session's `generation`, create-only: a name a record not of this export holds (a notice delivered
+ * meanwhile) is left to it and answered in `taken`; one holding this very record (an earlier
+ * attempt's) is ours.
  */
 export async function importDelivered(
   store: ObjectStore,
   keyPrefix: string,
   id: string,
   notices: readonly ExportNotice[],
+  generation = '',
 ): Promise<ImportedNotices> {
   const prefix = inboxRemovedPrefix(keyPrefix, id);
-  const done: ImportedNotices = { written: [], taken: [] };
+  const written: string[] = [];
+  const removeOwn = async () => {
+    const own = await mapLimit(written, CONCURRENCY, async (key) =>
+      (await store.head(key))?.metadata[META.importedIn] === generation ? [key] : [],
+    );
+    if (own.flat().length > 0) await store.delete(own.flat());
+  };
+  const done: ImportedNotices = { written, taken: [], removeOwn };
   await mapLimit(notices, CONCURRENCY, async (notice) => {
     const key = `${prefix}${notice.stored_as}`;
     const metadata: Record<string, string> = {
@@ -72,6 +86,7 @@ export async function importDelivered(
       [META.postedAt]: notice.posted_at,
       [META.deliveredAt]: notice.delivered_at,
       ...(notice.turn === null ? {} : { [META.turn]: String(notice.turn) }),
+      [META.importedIn]: generation,
     };
     // A delivery's claim names the notice it moved (META.sourceEtag); an import's record does not.
     const ours = (found: StoredObject) =>

@@ -218,3 +218,27 @@ describe('an import that fails after its config, its session deleted meanwhile',
     expect(await exportText(other.services, ID)).toBe(exported);
   });
 });
+
+describe('an import whose session was deleted and imported again from the same export meanwhile', () => {
+  it('deletes none of the delivery records that import wrote under the same names', async () => {
+    const memory = new MemoryStore();
+    // The first import, held at its read of the config after its delivery record landed.
+    const held = new HeldStore(memory);
+    let recorded = false;
+    const hold = held.hold(({ operation, keys }) => {
+      if (operation === 'put' && keys[0]!.includes('/inbox_removed/')) recorded = true;
+      return recorded && operation === 'get' && keys[0]!.endsWith('/session.json');
+    });
+    const first = importLines(world(held).services, bytes(EXPORTED), LIMITS);
+    first.catch(() => undefined);
+    await hold.reached;
+    // Another client deletes that session and imports the same export again, whole.
+    const other = world(memory);
+    await other.sessions.delete(ID);
+    await importLines(other.services, bytes(EXPORTED), LIMITS);
+    hold.release();
+
+    await expect(first).rejects.toMatchObject({ code: 'not_found', details: { id: ID } });
+    expect(await exportText(other.services, ID)).toBe(EXPORTED);
+  });
+});

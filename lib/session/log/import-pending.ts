@@ -64,10 +64,14 @@ export async function putNew(log: LogContext, key: string, body: string): Promis
   if (!written) throw new StorageError(`import: ${key} was written by someone else`);
 }
 
-/** What the delivered-notice records' writer met (lib/inbox/transfer.ts): keys it holds, names others held. */
+/**
+ * What the delivered-notice records' writer met (lib/inbox/transfer.ts): keys it holds, names others
+ * held, and the delete of those it holds still its own (not another import's of the same export since).
+ */
 export interface NoticesWritten {
   written: string[];
   taken: string[];
+  removeOwn: () => Promise<void>;
 }
 
 /** Writes an import's delivered-notice records, create-only (lib/inbox/transfer.ts importDelivered). */
@@ -78,9 +82,11 @@ export type WriteNotices = (config: SessionConfig, notices: ExportNotice[]) => P
  * then deletes its pending object: the session is whole. A failure of the notices is thrown
  * (the pending object kept); the index entry and the delete are best effort. The config is read
  * after the notices: a session deleted meanwhile (or another incarnation of the id) gets its
- * records deleted again, as its delete's sweep may have listed before them, and is 404
- * `not_found`; a name a record delivered meanwhile holds (the session used before the import
- * was whole) is 409 `session_exists`, that record kept, the pending object deleted.
+ * records deleted again, as its delete's sweep may have listed before them (under another
+ * incarnation, only those still this import's: one imported since from the same export holds
+ * its own under the same names), and is 404 `not_found`; a name a record delivered meanwhile
+ * holds (the session used before the import was whole) is 409 `session_exists`, that record
+ * kept, the pending object deleted.
  */
 export async function finishImport(
   log: LogContext,
@@ -89,13 +95,15 @@ export async function finishImport(
   writeNotices: WriteNotices,
 ): Promise<SessionRecord> {
   const scope = scopeOf(log.keyPrefix, config);
-  const { written, taken } = await writeNotices(config, notices);
+  const { written, taken, removeOwn } = await writeNotices(config, notices);
   const head = await readHead(log, config.id).catch((error: unknown) => {
     if (error instanceof NotFoundError) return null;
     throw error;
   });
   if (head?.scope.generation !== scope.generation) {
-    if (written.length > 0) await log.store.delete(written);
+    // Under a session created since, a record of the same export there may be its own import's.
+    if (head) await removeOwn();
+    else if (written.length > 0) await log.store.delete(written);
     throw new SessionDeletedError(config.id, 'its import');
   }
   const pendingKey = importPendingKey(scope);

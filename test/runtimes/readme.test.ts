@@ -213,11 +213,24 @@ describe('README', () => {
     expect(curlBlocks).toEqual([codeBlock('## Walkthrough'), codeBlock('## Give a notice poster its own token')]);
   });
 
-  it.concurrent.for(['start:node', 'start:deno'])(
+  // `npm start` takes the settings as the README gives them to it (`npm start -- --var API_TOKEN:secret`).
+  it.concurrent.for([
+    ['start:node', () => []],
+    ['start:deno', () => []],
+    [
+      'start',
+      (directory: string) => [
+        '--persist-to',
+        join(directory, 'wrangler'),
+        ...Object.entries(TOKEN_ENV).flatMap(([name, value]) => ['--var', `${name}:${value}`]),
+      ],
+    ],
+  ] as Array<[string, (directory: string) => string[]]>)(
     'token block against `npm run %s`: mints, posts, is refused, and the revoke revokes',
     { timeout: 180_000 },
-    async (script, { expect }) => {
-      const { server } = await startScript(script, () => [], 90_000, TOKEN_ENV);
+    async ([script, extra], { expect }) => {
+      // wrangler dev hands the Worker no environment variable: the `--var`s alone carry them.
+      const { server } = await startScript(script, extra, 90_000, script === 'start' ? {} : TOKEN_ENV);
       const admin = { authorization: `Bearer ${TOKEN_ENV.API_TOKEN}`, 'content-type': 'application/json' };
       const demo = await fetch(`${server.origin}/v1/sessions`, {
         method: 'POST',

@@ -413,8 +413,8 @@ describe('storage operations per turn', () => {
         input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }],
       });
       measured.push(operations(store.counts));
-      // Background work starts on a timer after the response (lib/turn/append.ts afterResponse).
-      await new Promise((resolve) => setTimeout(resolve, 0));
+      // The background work the turn handed over (lib/turn/after-response.ts) asks for its pack.
+      await settle();
       for (const { id, options } of packRequests.splice(0)) await log.pack(id, options);
     }
     // Get config, list, get the newest record and completion, get the view, get the shard of

@@ -378,7 +378,8 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     // A withdraw of q1 emptied it and stopped before its delete; q2 is queued after it.
     const [entry] = (await listAll(store, '')).filter((object) => object.key.endsWith(`/${names[0]}`));
     expect(await store.put(entry!.key, '', { ifMatch: entry!.etag })).not.toBeNull();
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    // q2 lands later by the store's clock: it lists after the tombstone by its upload time.
+    world.time.store += 5;
     const q2 = (await api.post(`/v1/sessions/${id}/turns`, { input: 'q2' })).body.queued_turn;
     await world.drain();
     // The listing counts the inputs that run: not the tombstone.

@@ -72,11 +72,13 @@ async function deadStep(store: MemoryStore, step: Step): Promise<Response> {
   const first = await dead.responses.create({ input: 'one', store: true });
   // The work its answer left (its history index entry) is done before the second step.
   await drain();
-  deadSteps.push({ release: slow.release, sent: step(dead, first).catch(() => undefined) });
-  for (let i = 0; slow.signals.length === 0; i++) {
-    if (i > 1000) throw new Error('the dead step never reached its model');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
+  const sent = step(dead, first).catch(() => undefined);
+  deadSteps.push({ release: slow.release, sent });
+  // Held, it ends only once released: ended first, it never reached its model.
+  const ended = sent.then(() => {
+    throw new Error('the dead step never reached its model');
+  });
+  await Promise.race([slow.reached, ended]);
   return first;
 }
 

@@ -241,7 +241,7 @@ describe('the official openai client: context_management compaction', () => {
   it(
     'responses.compact on inline input stores nothing, ' + 'and its output continues a store: false conversation',
     async () => {
-      const keys = () => sessionKeys(world.tailgate.store);
+      const keys = () => sessionKeys(world.tailgate);
       const before = await keys();
       const compacted = await world.client.responses.compact({
         model: 'echo',

@@ -296,7 +296,7 @@ describe('a failed first response of a new conversation', () => {
       maxRetries: 0,
     });
     await spent.responses.create({ model: 'echo', input: 'spend it' });
-    const before = await sessionKeys(tailgate.store);
+    const before = await sessionKeys(tailgate);
     const listed = await sessions();
 
     const failed = await client.responses
@@ -309,7 +309,7 @@ describe('a failed first response of a new conversation', () => {
         .catch((error: unknown) => error);
       expect(refused).toMatchObject({ status: 402, code: 'budget_exhausted' });
     }
-    expect(await sessionKeys(tailgate.store)).toEqual(before);
+    expect(await sessionKeys(tailgate)).toEqual(before);
     expect(await sessions()).toBe(listed);
     const resent = await client.responses.create({ model: 'echo', input: 'hi' });
     expect(resent.output_text).toBe('echo: hi');
@@ -324,7 +324,7 @@ describe('a streamed response refused before its first event (400, no id given o
 
   it('leaves no conversation behind when it started one, as one not streamed', async () => {
     const listed = async () => (await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions.length;
-    const before = await sessionKeys(world.tailgate.store);
+    const before = await sessionKeys(world.tailgate);
     const count = await listed();
     for (const stream of [false, true]) {
       const refused = await world.client.responses
@@ -333,7 +333,7 @@ describe('a streamed response refused before its first event (400, no id given o
       expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
       expect(refused).toMatchObject({ code: 'context_length_exceeded' });
     }
-    expect(await sessionKeys(world.tailgate.store)).toEqual(before);
+    expect(await sessionKeys(world.tailgate)).toEqual(before);
     expect(await listed()).toBe(count);
   });
 

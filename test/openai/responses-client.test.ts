@@ -223,7 +223,7 @@ describe('the official openai client: responses', () => {
   });
 
   it('with store: false runs on the input alone and stores nothing', async () => {
-    const keys = () => sessionKeys(world.tailgate.store);
+    const keys = () => sessionKeys(world.tailgate);
     const before = await keys();
     const response = await world.client.responses.create({
       model: 'echo',
@@ -419,7 +419,7 @@ describe('the official openai client: responses', () => {
   );
 
   it("refuses a tool_choice naming a function the turn does not offer: without tools, the conversation's", async () => {
-    const keys = () => sessionKeys(world.tailgate.store);
+    const keys = () => sessionKeys(world.tailgate);
     const before = await keys();
     const forced = (name: string) => ({ type: 'function' as const, name });
     for (const store of [true, false]) {

@@ -25,7 +25,7 @@ export async function startTailgate(
   env: Record<string, string> = {},
   store: MemoryStore = new MemoryStore(),
   logs: Pick<AppOptions, 'log' | 'logLine'> = {},
-): Promise<{ baseURL: string; store: MemoryStore; close(): Promise<void> }> {
+): Promise<{ baseURL: string; store: MemoryStore; settled(): Promise<void>; close(): Promise<void> }> {
   const environment = {
     API_TOKEN: TOKEN,
     TOKEN_SIGNING_KEY: SIGNING_KEY,
@@ -33,13 +33,28 @@ export async function startTailgate(
     DEFAULT_MODEL: 'echo',
     ...env,
   };
-  const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {}, ...logs });
+  // The work requests leave after their responses (packing, listing rows), until it settles.
+  const running = new Set<Promise<unknown>>();
+  const afterResponse = (task: Promise<unknown>) => {
+    running.add(task);
+    void task.finally(() => running.delete(task));
+  };
+  const app = createApp({
+    store: () => store,
+    readEnvironment: () => environment,
+    log: () => {},
+    afterResponse,
+    ...logs,
+  });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));
   const { port } = server.address() as AddressInfo;
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     store,
+    settled: async () => {
+      while (running.size > 0) await Promise.allSettled([...running]);
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
@@ -96,17 +111,12 @@ export function tailgatePost(baseURL: string, path: string, body: unknown): Prom
 }
 
 /**
- * Every key stored under `sessions/`, to show that a call stored nothing: once no background
- * work of earlier calls (packing, listing rows) changes them any more.
+ * Every key stored under `sessions/`, to show that a call stored nothing: once the background
+ * work of earlier calls (packing, listing rows) has ended.
  */
-export async function sessionKeys(store: MemoryStore): Promise<string[]> {
-  const list = async () => (await store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
-  for (let keys = await list(); ; ) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const again = await list();
-    if (again.join('\n') === keys.join('\n')) return again;
-    keys = again;
-  }
+export async function sessionKeys(tailgate: Pick<Awaited<ReturnType<typeof startTailgate>>, 'store' | 'settled'>) {
+  await tailgate.settled();
+  return (await tailgate.store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
 }
 
 /**

@@ -243,9 +243,9 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
         }
         return seen;
       };
-      // The turn's row is written after its response, in the background.
+      // The turn's row is written after its response, in the background: listed until it shows.
       let seen = await listAll('');
-      for (let attempt = 0; attempt < 50 && seen.find((session) => session.id === 'c')?.counts.turns !== 1; attempt++) {
+      while (seen.find((session) => session.id === 'c')?.counts.turns !== 1) {
         await new Promise((resolve) => setTimeout(resolve, 20));
         seen = await listAll('');
       }

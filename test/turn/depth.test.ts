@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DepthStore } from '../support/depth-store.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
@@ -13,6 +13,26 @@ import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@open
  * storage call is in flight, as a model slower than the writes it overlaps would; the calls
  * that start after its answer are counted after it.
  */
+
+// The timers (the store's delays, the work a turn leaves after its response, the model's wait
+// for an idle store) run on a fake clock, one at a time, each once nothing else is left to run:
+// which calls overlap is decided by the code's order, not by how fast the machine runs it.
+const realImmediate = setImmediate;
+let driving = false;
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate'] });
+  driving = true;
+  const step = () => {
+    if (!driving) return;
+    vi.advanceTimersToNextTimer();
+    realImmediate(step);
+  };
+  realImmediate(step);
+});
+afterEach(() => {
+  driving = false;
+  vi.useRealTimers();
+});
 
 function world() {
   const store = new DepthStore(new MemoryStore(), { delayMs: 2 });

@@ -182,9 +182,12 @@ async function buildPreview(
       request,
       history: [...read.items, ...input],
       aggregates: read.context ? undefined : read.aggregates,
-      readFrom: async (startSeq) =>
-        (await services.sessions.previewContext(sessionId, () => CONTEXT_REQUIREMENT, false, startSeq, tookNothing))
+      // The stored history from there on, then the input, which the turn has stored by then and the preview has not.
+      readFrom: async (startSeq) => [
+        ...(await services.sessions.previewContext(sessionId, () => CONTEXT_REQUIREMENT, false, startSeq, tookNothing))
           .items,
+        ...input.filter((item) => item.seq >= startSeq),
+      ],
       notices: { forPrompt: () => notices },
     },
     null,

@@ -4,11 +4,19 @@ import { TailgateError } from '../../lib/errors.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { previewPrompt, runTurn, takeUnderPolicy, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
+import {
+  countNextPrompt,
+  previewPrompt,
+  runTurn,
+  takeUnderPolicy,
+  type TurnResponse,
+  type TurnServices,
+} from '../../lib/turn/index.ts';
+import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/token-counter.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { killedAtCompletion } from '../support/killed-at-completion.ts';
-import { recordingEcho, turnWorld } from '../support/turn-world.ts';
+import { recordingEcho, turnWorld, userTexts } from '../support/turn-world.ts';
 
 /**
  * GET /prompt (`previewPrompt`, lib/turn/preview.ts) shows the prompt the next turn sends:
@@ -377,6 +385,25 @@ describe('previewPrompt', () => {
               live: true,
             },
           ],
+          // Found by a run: an input queued behind a dead turn left open, with a compaction pending
+          // and a notice posted after: the queued input's turn sent it, where the preview left it out.
+          [
+            {
+              steps: [
+                { kind: 'tool', output: ' '.repeat(129) },
+                { kind: 'dead', closed: false },
+              ],
+              strategies: ['shorten_tools_epoch_increment', 'compact', 'inbox'],
+              windowShare: 0.7,
+              last: ' '.repeat(81),
+              turnBeforeLast: false,
+              instructions: ' '.repeat(141),
+              notices: [' '.repeat(157)],
+              queued: [' '.repeat(89)],
+              interrupt: false,
+              live: false,
+            },
+          ],
           // A call left open, summarized by the compaction of a turn, then answered.
           [
             {
@@ -459,6 +486,20 @@ describe('previewPrompt, case by case', () => {
     const { pending: _pending, ...made } = compaction;
     expect(turn.context.compaction).toEqual(made);
     expect(seen(model.prompts.at(-1)!, true)).toEqual(seen(preview.items, true));
+  });
+
+  it("counts a request's input in the prompt its turn's compaction leaves, which reads the context again", async () => {
+    const { model, services } = await world(['compact', 'inbox'], 2);
+    const message = (content: string) => ({ type: 'message' as const, role: 'user' as const, content });
+    const [long, short] = [message('q'.repeat(600)), message('q')];
+    const counted = await countNextPrompt(services, 's', { input: [long] });
+    // The compaction keeps the same items for either input: the counts differ by the inputs' own tokens.
+    expect(counted - (await countNextPrompt(services, 's', { input: [short] }))).toBe(
+      countPromptTokens([long], [], approximateTokenCounter) - countPromptTokens([short], [], approximateTokenCounter),
+    );
+    const turn = await runTurn(services, 's', { input: [long] });
+    expect(turn.context.compaction).toBeDefined();
+    expect(userTexts(model.prompts.at(-1)!)).toContain('q'.repeat(600));
   });
 
   it('shows first the notices a failed turn took, as the next turn delivers them', async () => {

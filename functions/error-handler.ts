@@ -172,11 +172,11 @@ export function createErrorHandler(log: (message: string, error: unknown) => voi
 
 /**
  * Turns a zod failure into `invalid_request` naming the failing field, e.g.
- * `body.input: Invalid input` or `body.colour: unknown field`. `details.issues` holds each
+ * `body.input: required` or `body.colour: unknown field`. `details.issues` holds each
  * issue as the message reads it: a union's as its most relevant branch's, not every branch's.
  */
 export function validationError(error: ZodError, target: string): InvalidRequestError {
-  const issues = error.issues.map(innermostIssue);
+  const issues = error.issues.map((issue) => requiredIssue(innermostIssue(issue)));
   const issue = relevantIssue(issues);
   const base = target === 'json' ? 'body' : target;
   if (!issue) return new InvalidRequestError(`invalid ${base}`, { field: base });
@@ -193,6 +193,16 @@ export function validationError(error: ZodError, target: string): InvalidRequest
 }
 
 type Issue = ZodError['issues'][number];
+
+/**
+ * A field the request lacks reads `required`, not zod's `Invalid input: expected string,
+ * received undefined`: a JSON body, query or path holds no undefined value, so a type refused
+ * for receiving one (alone, or by every branch of a union) is a field not sent.
+ */
+function requiredIssue(issue: Issue): Issue {
+  if (issue.code !== 'invalid_type' && issue.code !== 'invalid_union') return issue;
+  return issue.message.endsWith(', received undefined') ? ({ ...issue, message: 'required' } as Issue) : issue;
+}
 
 /**
  * The issue an answer names of an object's: a `type` it does not take first (a built-in tool,

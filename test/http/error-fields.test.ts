@@ -245,6 +245,13 @@ describe('a message names its field in brackets, as param does', () => {
       message: 'input[0].call_id: no open function_call with call_id x (unknown, or answered already)',
       details: { field: 'input.0.call_id' },
     });
+    const missing = await api.post(turns, {});
+    expect(missing.status).toBe(400);
+    expect(missing.body.error).toMatchObject({
+      code: 'invalid_request',
+      message: 'body.input: required',
+      details: { field: 'input', issues: [{ path: ['input'], message: 'required' }] },
+    });
     const text7 = await api.post(turns, { input: text });
     expect(text7.body.error).toMatchObject({
       message: 'body.input[0].content[0].text: Invalid input: expected string, received number',

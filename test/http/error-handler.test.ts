@@ -200,7 +200,7 @@ describe('validationError', () => {
   });
 
   it.each([
-    [{}, 'body.input: Invalid input: expected string or array, received undefined'],
+    [{}, 'body.input: required'],
     [{ input: 5 }, 'body.input: Invalid input: expected string or array, received number'],
   ])('says what a union takes when no branch got past its root: %j', (value, expected) => {
     const union = z.object({ input: z.union([z.string(), z.array(z.string())]) }).strict();
@@ -250,6 +250,38 @@ describe('validationError', () => {
   });
 });
 
+describe('validationError of a missing field', () => {
+  // A field the request lacks reads `required`, not the type zod expected of what it did not get.
+  it.each([
+    [{ name: 'a' }, 'body.nested: required', ['nested']],
+    [{ name: 'a', nested: {} }, 'body.nested.count: required', ['nested', 'count']],
+    [{ nested: { count: 1 } }, 'body.name: required', ['name']],
+  ])('%j', (value, expected, path) => {
+    const schema = z.object({ name: z.string(), nested: z.object({ count: z.number() }).strict() }).strict();
+    const parsed = schema.safeParse(value);
+    expect(parsed.success).toBe(false);
+    if (parsed.success) return;
+    const error = validationError(parsed.error, 'json');
+    expect(error.message).toBe(expected);
+    expect(error.details).toMatchObject({ issues: [{ path, message: 'required' }] });
+  });
+
+  it('names a turn without input as required, and a query parameter the same way', () => {
+    const parsed = turnRequestSchema.safeParse({});
+    expect(parsed.success).toBe(false);
+    if (!parsed.success) expect(validationError(parsed.error, 'json').message).toBe('body.input: required');
+    const query = z.object({ limit: z.string() }).safeParse({});
+    expect(query.success).toBe(false);
+    if (!query.success) expect(validationError(query.error, 'query').message).toBe('query.limit: required');
+  });
+
+  it('keeps the type a present field of the wrong type was expected to have', () => {
+    const parsed = turnRequestSchema.safeParse({ input: 5 });
+    expect(parsed.success).toBe(false);
+    if (!parsed.success) expect(validationError(parsed.error, 'json').message).toContain('received number');
+  });
+});
+
 describe('validationError of an input item', () => {
   // The kind an item's type (or, without one, its role) names is the one answered, not another kind's fields.
   it.each([
@@ -258,9 +290,9 @@ describe('validationError of an input item', () => {
         { role: 'user', content: 'x' },
         { type: 'function_call_output', call_id: 'c1' },
       ],
-      'body.input.1.output: Invalid input: expected string or array, received undefined',
+      'body.input.1.output: required',
     ],
-    [[{ type: 'function_call', call_id: 'c1', name: 'f' }], 'body.input.0.arguments: Invalid input'],
+    [[{ type: 'function_call', call_id: 'c1', name: 'f' }], 'body.input.0.arguments: required'],
     [[{ type: 'function_call_output', call_id: 'c1', output: 'x', extra: 1 }], 'body.input.0.extra: unknown field'],
     [[{ role: 'bot', content: 'hi' }], 'body.input.0.role: Invalid option'],
     [[{ type: 'message', role: 'user', content: 'x', status: 'done' }], 'body.input.0.status: Invalid option'],

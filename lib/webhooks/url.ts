@@ -90,6 +90,17 @@ function isPrivateIPv6(address: string): boolean {
     const low = Number.parseInt(groups[2] || '0', 16);
     return isPrivateIPv4([high >> 8, high & 255, low >> 8, low & 255]);
   }
+  // Teredo (2001:0::/32, RFC 4380): the server's IPv4 address in bits 32-63, the client's in the
+  // last 32 bits with each bit inverted; a relay reaches the client through that server.
+  if (groups[0] === '2001') {
+    const words = hextets(address);
+    if (words[1] === 0) {
+      const server = [words[2]! >> 8, words[2]! & 255, words[3]! >> 8, words[3]! & 255];
+      const high = words[6]! ^ 0xffff;
+      const low = words[7]! ^ 0xffff;
+      return isPrivateIPv4(server) || isPrivateIPv4([high >> 8, high & 255, low >> 8, low & 255]);
+    }
+  }
   const first = Number.parseInt(groups[0] || '0', 16);
   // fc00::/7 (unique local), fe80::/10 (link-local), fec0::/10 (site-local, deprecated but
   // still routed inside some networks), ff00::/8 (multicast).
@@ -99,4 +110,13 @@ function isPrivateIPv6(address: string): boolean {
     (first & 0xffc0) === 0xfec0 ||
     (first & 0xff00) === 0xff00
   );
+}
+
+/** The eight 16-bit groups of an IPv6 address as the URL parser writes it (hex, `::` for a run of zeros). */
+function hextets(address: string): number[] {
+  const [head = '', tail] = address.split('::');
+  const words = (text: string) => (text === '' ? [] : text.split(':').map((group) => Number.parseInt(group, 16)));
+  const front = words(head);
+  const back = tail === undefined ? [] : words(tail);
+  return [...front, ...Array<number>(8 - front.length - back.length).fill(0), ...back];
 }

@@ -76,9 +76,22 @@ describe('resolved webhook addresses', () => {
   it('classifies a resolver’s answers as the URL check classifies literal addresses', () => {
     for (const address of ['127.0.0.1', '10.0.0.7', '169.254.169.254', '::1', '::ffff:127.0.0.1', 'fe80::1%eth0'])
       expect(isPrivateAddress(address), address).toBe(true);
-    for (const address of ['fd00::2', '64:ff9b::a9fe:a9fe', 'localhost', '', 'not an address'])
+    for (const address of [
+      'fd00::2',
+      '64:ff9b::a9fe:a9fe',
+      '2001:0:a00:1::f7f7:f7f7',
+      'localhost',
+      '',
+      'not an address',
+    ])
       expect(isPrivateAddress(address), address).toBe(true);
-    for (const address of ['93.184.216.34', '8.8.8.8', '2606:4700::1111', '::ffff:8.8.8.8'])
+    for (const address of [
+      '93.184.216.34',
+      '8.8.8.8',
+      '2606:4700::1111',
+      '::ffff:8.8.8.8',
+      '2001:0:808:808::f7f7:fbfb',
+    ])
       expect(isPrivateAddress(address), address).toBe(false);
   });
 

@@ -140,6 +140,26 @@ describe('webhook URLs', () => {
     expect(webhookUrlProblem('https://metadata/', true)).toBeNull();
   });
 
+  it('refuses a Teredo address whose server or client IPv4 address is private, as 6to4 and NAT64 are', () => {
+    // Teredo (2001:0::/32, RFC 4380): the server's IPv4 address in bits 32-63, the client's in
+    // the last 32 bits, each bit inverted.
+    const refused = [
+      'https://[2001:0:a00:1::f7f7:f7f7]/', // server 10.0.0.1, client 8.8.8.8
+      'https://[2001:0:808:808::80ff:fffe]/', // server 8.8.8.8, client 127.0.0.1
+      'https://[2001:0:808:808:0:0:5601:5601]/', // client 169.254.169.254
+      'https://[2001:0:c0a8:101:8000:63bf:f7f7:fbfb]/', // server 192.168.1.1
+      'https://[2001::]/', // server 0.0.0.0, client 255.255.255.255
+    ];
+    for (const url of refused) expect(webhookUrlProblem(url, false), url).toMatch(/private or loopback/);
+    for (const url of [
+      'https://[2001:0:808:808::f7f7:fbfb]/', // server 8.8.8.8, client 8.8.4.4
+      'https://[2001:0:4136:e378:8000:63bf:f7f7:f7f7]/', // server 65.54.227.120, client 8.8.8.8
+      'https://[2001:db8::1]/',
+      'https://[2001:1::a00:1]/',
+    ])
+      expect(webhookUrlProblem(url, false), url).toBeNull();
+  });
+
   it('names WEBHOOK_URL and WEBHOOK_SECRET when they are invalid, at once', () => {
     expect(() => parseServiceConfig({ WEBHOOK_URL: 'https://10.0.0.1/', WEBHOOK_SECRET: 'short' })).toThrow(
       /WEBHOOK_SECRET.*WEBHOOK_URL|WEBHOOK_URL.*WEBHOOK_SECRET/,

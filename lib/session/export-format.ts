@@ -57,18 +57,37 @@ export const exportCompactionSchema = contextStartSchema
   .meta({ id: 'ExportCompaction' });
 export type ExportCompaction = z.infer<typeof exportCompactionSchema>;
 
+/**
+ * The most UTF-8 bytes of an imported notice's `name`: a posted name's most, 200 characters of
+ * ASCII (lib/inbox/notice-name.ts noticeNameSchema), so that a direct writer's, of any
+ * characters, fits the store as a posted one does: percent-encoded in its record's metadata
+ * (S3 takes 2 KB of it) and, as `stored_as`, in its key (1,024 bytes with the key prefix, the
+ * session's and the decision keys a chain writes under it, lib/inbox/decision-chain.ts).
+ */
+export const MAX_NOTICE_NAME_BYTES = 200;
+/** The most UTF-8 bytes of an imported `stored_as`: such a name in its slot, `.1` ... `.999999999`. */
+export const MAX_STORED_AS_BYTES = MAX_NOTICE_NAME_BYTES + 10;
+
+/** A string of 1 to `max` UTF-8 bytes (at most `max` characters, each one byte or more). */
+function utf8Name(max: number) {
+  return z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((name) => new TextEncoder().encode(name).length <= max, `must have at most ${max} bytes (UTF-8)`);
+}
+
 /** A delivered notice: its delivery record in `inbox_removed/` (GET .../inbox/delivered) and its content. */
 export const exportNoticeSchema = z
   .object({
     type: z.literal('notice'),
     // Any name a notice can have in the inbox, the API's or a direct writer's (lib/inbox/notice-name.ts
-    // isNoticeName), and its slots.
-    stored_as: z
-      .string()
-      .min(1)
-      .max(1024)
-      .refine((name) => !name.startsWith('.') && !name.includes('/'), 'must not start with "." or hold "/"'),
-    name: z.string().min(1).max(1024),
+    // isNoticeName) of as many bytes as the API's has characters, and its slots.
+    stored_as: utf8Name(MAX_STORED_AS_BYTES).refine(
+      (name) => !name.startsWith('.') && !name.includes('/'),
+      'must not start with "." or hold "/"',
+    ),
+    name: utf8Name(MAX_NOTICE_NAME_BYTES),
     posted_at: z.iso.datetime({ offset: true }),
     delivered_at: z.iso.datetime({ offset: true }),
     turn: z.number().int().nonnegative().nullable(),

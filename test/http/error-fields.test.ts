@@ -104,6 +104,32 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(send(header({ colour: 'red' })))).toBe('line 1.colour');
   });
 
+  it("in an import's notice, a name or stored_as longer than a posted name, before any write", async () => {
+    const id = freshId('import');
+    const notice = (fields: Record<string, string>) =>
+      JSON.stringify({
+        type: 'notice',
+        name: 'n1',
+        stored_as: 'n1',
+        posted_at: '2026-01-01T00:00:00.000Z',
+        delivered_at: '2026-01-01T00:00:00.000Z',
+        turn: null,
+        content: 'x',
+        ...fields,
+      });
+    const send = (line: string) =>
+      api.post('/v1/sessions/import', `${headerLine(id)}\n${line}\n`, { 'content-type': 'application/x-ndjson' });
+    const name = await send(notice({ name: '\u00e9'.repeat(101) }));
+    expect(name.status).toBe(400);
+    expect(name.body.error).toMatchObject({
+      code: 'invalid_request',
+      message: 'line 2.name: must have at most 200 bytes (UTF-8)',
+      details: { field: 'line 2.name' },
+    });
+    expect(await fieldOf(send(notice({ stored_as: 's'.repeat(1024) })))).toBe('line 2.stored_as');
+    expect((await api.get(`/v1/sessions/${id}`)).status).toBe(404);
+  });
+
   it("in an import's header, a message that starts with the field, as every line's does", async () => {
     const header = (fields: Record<string, unknown>) =>
       `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), ...fields })}\n`;

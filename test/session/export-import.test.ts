@@ -574,7 +574,7 @@ describe('session export and import', () => {
   it('imports a notice a direct writer named as the API would not, delivered as it was', async () => {
     const w = world();
     await w.sessions.create({ id: 'direct' });
-    for (const name of ['a b', 'é~(1)', 'n'.repeat(230)]) {
+    for (const name of ['a b', 'é~(1)', 'n'.repeat(200)]) {
       await w.store.put(`sessions/direct/inbox/${name}`, `content of ${name.length}`);
       await w.inbox.consume('direct', { turn: 1 });
     }
@@ -583,7 +583,50 @@ describe('session export and import', () => {
     await importText(copy.services, exported.replace('"id":"direct"', '"id":"copy"'));
     expect((await exportText(copy.services, 'copy')).replaceAll('"id":"copy"', '"id":"direct"')).toEqual(exported);
     expect((await copy.inbox.listDelivered('copy')).map((notice) => notice.name).sort()).toEqual(
-      ['a b', 'é~(1)', 'n'.repeat(230)].sort(),
+      ['a b', 'é~(1)', 'n'.repeat(200)].sort(),
+    );
+  });
+
+  it('refuses a notice name or stored_as longer than a posted name, in UTF-8 bytes, storing nothing', async () => {
+    // A posted name is at most 200 characters of ASCII (docs/API.md, "Ids"); an import's may be a
+    // direct writer's, of any characters, and is held to as many bytes, its `stored_as` to 10 more
+    // (a slot, `.1` ... `.999999999`): the record's key and metadata then fit every store.
+    const notice = (fields: { name: string; stored_as: string }) =>
+      JSON.stringify({
+        type: 'notice',
+        ...fields,
+        posted_at: '2026-01-01T00:00:00.000Z',
+        delivered_at: '2026-01-01T00:00:00.000Z',
+        turn: 1,
+        content: 'x',
+      });
+    const cases: [{ name: string; stored_as: string }, string][] = [
+      [{ name: 'n'.repeat(1024), stored_as: 'n1' }, 'line 3.name'],
+      [{ name: 'é'.repeat(101), stored_as: 'n1' }, 'line 3.name'],
+      [{ name: 'n1', stored_as: 's'.repeat(1024) }, 'line 3.stored_as'],
+      [{ name: 'n1', stored_as: '€'.repeat(71) }, 'line 3.stored_as'],
+    ];
+    for (const [fields, field] of cases) {
+      const w = world();
+      const text = [headerLine('long'), messageLine(1), notice(fields), ''].join('\n');
+      await expect(importText(w.services, text), field).rejects.toMatchObject({
+        code: 'invalid_request',
+        details: { field },
+      });
+      expect(await w.store.list('')).toMatchObject({ objects: [] });
+    }
+    const w = world();
+    const longest = { name: `${'n'.repeat(197)}.md`, stored_as: `${'n'.repeat(197)}.999999999.md` };
+    const text = [
+      headerLine('long'),
+      messageLine(1),
+      notice(longest),
+      notice({ name: 'é'.repeat(100), stored_as: '€'.repeat(70) }),
+      '',
+    ].join('\n');
+    await expect(importText(w.services, text)).resolves.toMatchObject({ counts: { items: 1 } });
+    expect((await w.inbox.listDelivered('long')).map((record) => record.stored_as).sort()).toEqual(
+      [longest.stored_as, '€'.repeat(70)].sort(),
     );
   });
 

@@ -4,9 +4,10 @@
  * Deno servers (.tailgate: the file store's default DATA_DIR) in the working directory, unless
  * a server that marked itself there (`.tailgate/servers/<pid>`, functions/local-server.ts
  * `markRunning`, scripts/start.ts) is still running: then it says which and exits 1. Markers of
- * processes that are gone (killed with SIGKILL) are ignored.
+ * processes that are gone (killed with SIGKILL) are ignored. It says which of the two it removed,
+ * or that neither was there.
  */
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import process from 'node:process';
 
@@ -35,5 +36,11 @@ if (running.length > 0) {
   console.error(`tailgate: not resetting: ${running.join(', ')} ${verb} using this directory; stop ${pronoun} first`);
   process.exit(1);
 }
-for (const directory of ['.wrangler/state', '.tailgate']) rmSync(directory, { recursive: true, force: true });
-console.log('tailgate: removed .wrangler/state and .tailgate');
+const directories = ['.wrangler/state', '.tailgate'];
+const removed = directories.filter((directory) => existsSync(directory));
+for (const directory of removed) rmSync(directory, { recursive: true, force: true });
+console.log(
+  removed.length > 0
+    ? `tailgate: removed ${removed.join(' and ')}`
+    : `tailgate: nothing to remove (no ${directories.join(' or ')})`,
+);

@@ -48,6 +48,23 @@ describe('npm run reset', () => {
     expect(existsSync(join(directory, '.wrangler', 'state'))).toBe(false);
   });
 
+  it('says what it removed, or that there was nothing to remove', async () => {
+    const both = await workingDirectory();
+    expect(await reset(both)).toEqual({ code: 0, output: 'tailgate: removed .wrangler/state and .tailgate\n' });
+    expect(await reset(both)).toEqual({
+      code: 0,
+      output: 'tailgate: nothing to remove (no .wrangler/state or .tailgate)\n',
+    });
+    const node = await workingDirectory();
+    await rm(join(node, '.wrangler'), { recursive: true });
+    expect(await reset(node)).toEqual({ code: 0, output: 'tailgate: removed .tailgate\n' });
+    expect(existsSync(join(node, '.tailgate'))).toBe(false);
+    const workers = await workingDirectory();
+    await rm(join(workers, '.tailgate'), { recursive: true });
+    expect(await reset(workers)).toEqual({ code: 0, output: 'tailgate: removed .wrangler/state\n' });
+    expect(existsSync(join(workers, '.wrangler', 'state'))).toBe(false);
+  });
+
   it('names every live server when several use the directory, in a sentence that agrees with them', async () => {
     const directory = await workingDirectory();
     await mkdir(join(directory, '.tailgate', 'servers'), { recursive: true });

@@ -47,22 +47,21 @@ export function restoreItemsIn(holder: unknown): void {
 const AFTER_STORED = ['output_ref', 'compacted', 'behind'] as const;
 
 /**
- * Stored items with what their stored form left out put back from the item before each. Where
- * what is put back goes last (the item has none of AFTER_STORED, and a missing seq is not due
- * before a created_at it has), it is set on the parsed item itself, as rebuilding it would place
- * it; otherwise the item is rebuilt with it in its place. Anything that is not such an array, or
- * an item that cannot be completed (the first, or one after an item without a numeric seq), is
- * left as it is for the item schema to refuse.
+ * Stored items with what their stored form left out put back from the item before each, in
+ * the array itself (a parse's own, which nothing else holds). Where what is put back goes last
+ * (the item has none of AFTER_STORED, and a missing seq is not due before a created_at it has),
+ * it is set on the parsed item itself, as rebuilding it would place it; otherwise the item is
+ * rebuilt with it in its place. Anything that is not such an array, or an item that cannot be
+ * completed (the first, or one after an item without a numeric seq), is left as it is for the
+ * item schema to refuse.
  */
 function restoreItems(value: unknown): unknown {
   if (!Array.isArray(value)) return value;
   let previous: Record<string, unknown> | undefined;
-  const restored: unknown[] = new Array(value.length);
   for (let index = 0; index < value.length; index++) {
     const item: unknown = value[index];
     if (typeof item !== 'object' || item === null || Array.isArray(item)) {
       previous = undefined;
-      restored[index] = item;
       continue;
     }
     let stored = item as Record<string, unknown>;
@@ -71,17 +70,21 @@ function restoreItems(value: unknown): unknown {
     if ((seq || createdAt) && previous && Number.isSafeInteger(previous.seq)) {
       const nextSeq = seq ? (previous.seq as number) + 1 : undefined;
       const previousCreatedAt = createdAt ? previous.created_at : undefined;
-      if (AFTER_STORED.some((key) => Object.hasOwn(stored, key)) || (seq && !createdAt))
+      if ((seq && !createdAt) || hasAfterStored(stored)) {
         stored = withStoredFields(stored, nextSeq, previousCreatedAt);
-      else {
+        value[index] = stored;
+      } else {
         if (nextSeq !== undefined) stored.seq = nextSeq;
         if (previousCreatedAt !== undefined) stored.created_at = previousCreatedAt;
       }
     }
     previous = stored;
-    restored[index] = stored;
   }
-  return restored;
+  return value;
+}
+
+function hasAfterStored(item: object): boolean {
+  return Object.hasOwn(item, 'output_ref') || Object.hasOwn(item, 'compacted') || Object.hasOwn(item, 'behind');
 }
 
 /** `item` with `seq` and `created_at` (when given) in their place: before the keys AFTER_STORED holds. */

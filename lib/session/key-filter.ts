@@ -39,6 +39,12 @@ for (let at = 0; at < ALPHABET.length; at++) VALUES[ALPHABET.charCodeAt(at)] = a
 /** A filter's characters: the base64 alphabet, unpadded. */
 export const FILTER_PATTERN = /^[A-Za-z0-9+/]*$/;
 
+/** `FILTER_PATTERN.test(filter)`, in about half the time on a view's filters (a lookup a character). */
+export function isFilterText(filter: string): boolean {
+  for (let at = 0; at < filter.length; at++) if (!((VALUES[filter.charCodeAt(at)] ?? -1) >= 0)) return false;
+  return true;
+}
+
 /**
  * The bits per key of the filters of a flush whose shards hold `sharded` keys, its view's tail
  * `tailBytes` of stored items: as many as FILTER_VIEW_SHARE of those bytes allow (a character of

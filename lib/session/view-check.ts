@@ -11,7 +11,7 @@ import { parseStored, validateStored, type LogItem } from './records.ts';
 import { parseJsonBytes } from './split-json.ts';
 import { restoreItemsIn } from './view-items.ts';
 import { CorruptObjectError } from '../errors.ts';
-import { FILTER_PATTERN, filterKeys } from './key-filter.ts';
+import { filterKeys, isFilterText } from './key-filter.ts';
 import {
   PREFIXES_PATTERN,
   RECORD_NAME_PATTERN,
@@ -234,7 +234,7 @@ function plainKeyIndex(value: unknown): value is KeyIndex {
     !delta || (typeof index.delta === 'string' && SORTED_KEYS_PATTERN.test(index.delta) && keysAscending(index.delta));
   if (!keysOk) return false;
   const isFilter = (prefix: string, filter: string) =>
-    SHARD_PREFIX_PATTERN.test(prefix) && FILTER_PATTERN.test(filter) && (filterKeys(filter) ?? 0) > 0;
+    SHARD_PREFIX_PATTERN.test(prefix) && isFilterText(filter) && (filterKeys(filter) ?? 0) > 0;
   if (filters && !plainRecord(index.filters, isFilter)) return false;
   return filtersFit(index as KeyIndex);
 }
@@ -258,9 +258,11 @@ function plainItem(value: unknown): value is LogItem {
   if (!shape || !Object.hasOwn(ITEM_KEYS, item.type as string)) return false;
   const own = Object.keys(item);
   const { required, optional } = shape;
-  if (own.length < required.length || required.some((key, index) => own[index] !== key)) return false;
+  if (own.length < required.length) return false;
+  for (let index = 0; index < required.length; index++) if (own[index] !== required[index]) return false;
   let next = 0;
-  for (const key of own.slice(required.length)) {
+  for (let index = required.length; index < own.length; index++) {
+    const key = own[index]!;
     const at = optional.indexOf(key, next);
     if (at < 0 || item[key] !== true) return false;
     next = at + 1;

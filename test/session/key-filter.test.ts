@@ -7,11 +7,13 @@ import {
   FILTER_BITS_PER_KEY,
   FILTER_MAX_BITS_PER_KEY,
   FILTER_MAX_KEYS,
+  FILTER_PATTERN,
   filterBits,
   filterBitsFor,
   filterChars,
   filterKeys,
   filterMayHold,
+  isFilterText,
   shardFilter,
 } from '../../lib/session/key-filter.ts';
 import { viewKey, type LogScope } from '../../lib/session/keys.ts';
@@ -87,6 +89,18 @@ describe('shardFilter', () => {
       undefined,
     ]);
     expect(['JAA', 'RAAA', 'QAAA', '/AA'].map(filterKeys)).toEqual([undefined, undefined, 1, undefined]);
+  });
+});
+
+describe('isFilterText', () => {
+  it('takes what FILTER_PATTERN takes, and nothing else (property)', () => {
+    const filterText = fc.string({ unit: fc.constantFrom(...'AZaz09+/=-_ \u00e9\u0141\ud83d') });
+    fc.assert(
+      fc.property(fc.oneof(filterText, fc.string({ unit: 'binary' })), (text) => {
+        expect(isFilterText(text)).toBe(FILTER_PATTERN.test(text));
+      }),
+    );
+    expect(['', 'Qz+/09', 'Qz=', 'Q\n', '\u00c1'].map(isFilterText)).toEqual([true, true, false, false, false]);
   });
 });
 

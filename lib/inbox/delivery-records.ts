@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { randomHex } from '../hash.ts';
 import { canonicalEtag } from '../store/etag.ts';
 import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
+import { IMPORTED_IN_META } from '../session/export-format.ts';
 import { createNameGenerator } from './notice-name.ts';
 
 /**
@@ -47,7 +48,7 @@ export const META = {
    * On a delivery record an import wrote (lib/inbox/transfer.ts): the generation of the session it
    * imported, which tells its records from those of another import of the same export under the id.
    */
-  importedIn: 'imported-in',
+  importedIn: IMPORTED_IN_META,
 } as const;
 
 /** Why a notice is set aside: larger than `MAX_NOTICE_BYTES`, or content that is not UTF-8. */

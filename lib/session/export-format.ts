@@ -77,6 +77,12 @@ function utf8Name(max: number) {
     .refine((name) => new TextEncoder().encode(name).length <= max, `must have at most ${max} bytes (UTF-8)`);
 }
 
+/**
+ * The metadata on a delivery record an import wrote (lib/inbox/transfer.ts) naming the generation
+ * of the session it imported: an import that fails finds its records by it (log/import.ts).
+ */
+export const IMPORTED_IN_META = 'imported-in';
+
 /** A delivered notice: its delivery record in `inbox_removed/` (GET .../inbox/delivered) and its content. */
 export const exportNoticeSchema = z
   .object({

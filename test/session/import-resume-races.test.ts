@@ -242,3 +242,28 @@ describe('an import whose session was deleted and imported again from the same e
     expect(await exportText(other.services, ID)).toBe(EXPORTED);
   });
 });
+
+describe('an import that fails after its records, its session deleted meanwhile', () => {
+  it('leaves none of its delivery records for the next session of the id', async () => {
+    const memory = new MemoryStore();
+    // The import's read of its config after its records fails once: its cleanup then finds the id gone.
+    let recorded = false;
+    const faulty = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => {
+        recorded ||= operation === 'put' && key.includes('/inbox_removed/');
+        return recorded && operation === 'get' && key.endsWith('/session.json');
+      },
+      { times: 1 },
+    );
+    const { running, hold } = await importHeldAtItsRecord(faulty);
+    // Another client deletes the session; its sweep lists before the record lands.
+    const other = world(memory);
+    await other.sessions.delete(ID);
+    hold.release();
+    await expect(running).rejects.toMatchObject({ code: 'storage_error' });
+
+    expect(await keysUnder(memory, '/inbox_removed/')).toEqual([]);
+    await other.sessions.create({ id: ID });
+    expect(await other.inbox.listDelivered(ID)).toEqual([]);
+  });
+});

@@ -4,6 +4,7 @@ import { decodeUtf8, toBytes } from '../../store/object-store.ts';
 import {
   exportCompactionSchema,
   exportNoticeSchema,
+  IMPORTED_IN_META,
   parseExportItem,
   parseExportLine,
   type ExportHeader,
@@ -14,6 +15,7 @@ import {
   blobKey,
   contextKey,
   generationPrefixes,
+  inboxRemovedPrefix,
   recordKey,
   sessionConfigKey,
   validateId,
@@ -155,10 +157,15 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     // Deleted meanwhile, or used by another client before it was whole: not this import's to delete.
     if (error instanceof NotFoundError || error instanceof SessionExistsError) throw error;
     // Its own generation alone: a session deleted and created again under the id meanwhile is another's;
-    // deleted meanwhile, what its delete left of this generation, not what another import writes before its config.
+    // deleted meanwhile, what its delete left of this generation and its delivery records (landed
+    // after that delete's sweep listed), not what another import writes before its config.
     const own = (head: { scope: LogScope }) => head.scope.generation === scope.generation;
+    const sweepOwn = async () => {
+      await sweepGeneration(log, scope);
+      await sweepImportedRecords(log, id, scope.generation);
+    };
     await deleteSession(log, id, own, false)
-      .catch((gone: unknown) => (gone instanceof NotFoundError ? sweepGeneration(log, scope) : undefined))
+      .catch((gone: unknown) => (gone instanceof NotFoundError ? sweepOwn() : undefined))
       .catch(() => undefined);
     throw error;
   }
@@ -359,6 +366,20 @@ function checkCompaction(line: number, start: number, lastSeq: number): void {
         ? `start_seq ${start} is past the last item (${lastSeq})`
         : null;
   if (problem) throw new InvalidRequestError(`line ${line}: ${problem}`, { field: `line ${line}` });
+}
+
+/** Deletes the delivery records of `id` an import of `generation` wrote (their IMPORTED_IN_META), and no other. */
+async function sweepImportedRecords(log: LogContext, id: string, generation: string): Promise<void> {
+  const prefix = inboxRemovedPrefix(log.keyPrefix, id);
+  let cursor: string | undefined;
+  do {
+    const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
+    const own: string[] = [];
+    for (const { key } of page.objects)
+      if ((await log.store.head(key))?.metadata[IMPORTED_IN_META] === generation) own.push(key);
+    if (own.length > 0) await log.store.delete(own);
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
 }
 
 /** Deletes every object of an incarnation no config names (a failed import's), and nothing else. */

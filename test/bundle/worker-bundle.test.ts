@@ -145,6 +145,14 @@ describe('the built Worker', () => {
         .map(([path]) => path.replace(/.*node_modules\//, ''));
     expect(importers('functions/zod-compile.ts')).toEqual(['zod/v4/core/index.js']);
     expect(importers('functions/zod-from-json-schema.ts')).toEqual(['zod/v4/classic/external.js']);
+    expect(importers('functions/otel-no-metrics.ts').sort()).toEqual([
+      '@opentelemetry/otlp-exporter-base/dist/index.mjs',
+      '@opentelemetry/otlp-exporter-base/dist/platform/browser/configuration/create-legacy-browser-delegate.mjs',
+      '@opentelemetry/sdk-trace/dist/Tracer.mjs',
+      '@opentelemetry/sdk-trace/dist/export/BatchSpanProcessorBase.mjs',
+      '@opentelemetry/sdk-trace/dist/export/SimpleSpanProcessor.mjs',
+    ]);
+    expect(paths.filter((path) => /\/(Tracer|SpanProcessor|Exporter)Metrics\.mjs$/.test(path))).toEqual([]);
 
     const headers = { 'content-type': 'application/json', authorization: 'Bearer bundle-token' };
     const post = (path: string, body: unknown) =>

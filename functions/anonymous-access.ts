@@ -10,7 +10,7 @@ import { corsAllows } from './cors.ts';
  * - by a request of its own: a POST without a body needs no preflight (a new conversation, a
  *   compaction, a revocation). A request that may change something (any method but GET, HEAD and
  *   OPTIONS) whose `Origin` is neither the service's own host nor one of CORS_ORIGINS is refused,
- *   and one without an `Origin` whose `Sec-Fetch-Site` is `cross-site` or `same-site`.
+ *   and one without an `Origin` whose `Sec-Fetch-Site` is neither `same-origin` nor `none`.
  * - through a public name it points at this machine (DNS rebinding): to the browser the service
  *   is then that page's own origin, so it reads every answer. A request to a host name that
  *   public DNS can hand out is refused; an IP address, `localhost`, a name of one label and

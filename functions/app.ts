@@ -2,6 +2,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import { env as runtimeEnv } from 'hono/adapter';
 import { parseServiceConfig } from '../lib/config.ts';
+import { serviceConfigOf } from '../lib/config-cache.ts';
 
 export type { AppEnv, RuntimeEnvironment } from './router.ts';
 export type { AppOptions } from './app-options.ts';
@@ -41,7 +42,8 @@ import { inspectorRoutes } from './ui/routes.ts';
 
 /**
  * Assembles the HTTP API: one router per resource, one error handler, auth, body limits,
- * and the per-request services (config is parsed on every request, never memoized).
+ * and the per-request services (the settings are read on every request, and parsed again when they
+ * differ from the last parse: lib/config-cache.ts).
  */
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const readEnvironment = options.readEnvironment ?? ((c: Context) => runtimeEnv(c) as RuntimeEnvironment);
@@ -84,7 +86,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const servedMethods = () => (served ??= allowedMethods(app.routes));
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
     try {
-      c.set('config', parseServiceConfig(readEnvironment(c)));
+      c.set('config', serviceConfigOf(readEnvironment(c)));
     } catch (error) {
       // Settings that do not parse are a 503, but a path no route serves is its 404, a method none serves its 405.
       return unconfiguredAnswer(c.req.method, c.req.path, servedMethods(), error, () => c.notFound());

@@ -28,8 +28,9 @@ import { modelIdSchema, parseModelAliases, parseModelPrices } from './model-sett
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
  * vars, `process.env`, `Deno.env`). Runtime entries pass the env in; lib/ never reads it.
  *
- * Parsed on every request and never memoized, so a changed variable takes effect without a
- * restart and a long-lived isolate never freezes thresholds. Strategy thresholds are not here:
+ * Read on every request, and parsed again whenever what it reads changed (lib/config-cache.ts),
+ * so a changed variable takes effect without a restart and a long-lived isolate never freezes
+ * thresholds. Strategy thresholds are not here:
  * lib/strategies resolves them (defaults < env < session < request) from the same env object.
  */
 

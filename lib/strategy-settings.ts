@@ -4,7 +4,7 @@ import { builtInRegistry } from './strategies/registry.ts';
 import { resolveStrategyConfig, strategyConfigEnvName, strategyConfigKeys } from './strategies/strategy-config.ts';
 
 /** The strategy settings of the environment: each threshold's upper-case variable, and PROMPT_STRATEGY. */
-const STRATEGY_SETTINGS = [...strategyConfigKeys.map(strategyConfigEnvName), 'PROMPT_STRATEGY'];
+export const STRATEGY_SETTINGS = [...strategyConfigKeys.map(strategyConfigEnvName), 'PROMPT_STRATEGY'];
 
 /**
  * What is wrong with the strategy settings of the environment (lib/config.ts parseServiceConfig):

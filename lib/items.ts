@@ -92,6 +92,25 @@ export const clientItemSchema = z.discriminatedUnion('type', [
   functionCallOutputItemSchema,
 ]);
 
+/**
+ * Items that clientItemSchema's parse (or itemSchema's) gave, as a route's request body holds
+ * them: lib/session/log/append.ts does not check them again. Only the object a parse returned is
+ * marked; an item rewritten since (one whose attachments were stored, lib/session/attachments.ts,
+ * is a new object) is not, and is checked.
+ */
+const parsedItems = new WeakSet<object>();
+
+/** Marks `items`, each just returned by clientItemSchema's or itemSchema's parse (see parsedItems). */
+export function markParsedItems<T extends Item[]>(items: T): T {
+  for (const item of items) parsedItems.add(item);
+  return items;
+}
+
+/** Whether `items` is not empty and each of them is marked by markParsedItems. */
+export function allParsedItems(items: readonly Item[]): boolean {
+  return items.length > 0 && items.every((item) => parsedItems.has(item));
+}
+
 export type MessageItem = z.infer<typeof messageItemSchema>;
 export type FunctionCallItem = z.infer<typeof functionCallItemSchema>;
 export type FunctionCallOutputItem = z.infer<typeof functionCallOutputItemSchema>;

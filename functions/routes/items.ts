@@ -9,6 +9,7 @@ import {
   listItemsQuerySchema,
   sessionIdParamsSchema,
 } from '../schemas.ts';
+import { markParsedItems } from '../../lib/items.ts';
 import { namedInRequest } from '../../lib/openai/request.ts';
 import { checkItemSizes } from '../../lib/session/item-size.ts';
 import { appendItems } from '../../lib/turn/index.ts';
@@ -51,7 +52,8 @@ export function itemRoutes() {
   return createRouter()
     .openapi(appendItemsRoute, async (c) => {
       const { id } = c.req.valid('param');
-      const { items } = c.req.valid('json');
+      // Parsed by clientItemSchema: the session log does not parse them again (lib/items.ts).
+      const items = markParsedItems(c.req.valid('json').items);
       checkItemSizes(items, c.var.config.maxItemBytes);
       const key = c.req.valid('header')['idempotency-key'];
       const keyed = key === undefined ? {} : { idempotencyKey: key };

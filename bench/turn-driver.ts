@@ -17,15 +17,72 @@ export interface DrivenTurn {
   promptBytes?: number;
 }
 
-/** UTF-8 bytes of the prompt's JSON, each image or file read into it counted at its size. */
+/**
+ * UTF-8 bytes of the prompt's JSON, each image or file read into it counted at its size (a
+ * Uint8Array, left out of the JSON as `JSON.stringify` with a replacer dropping it would). Summed
+ * over the prompt's arrays and plain objects, their keys and separators, without building the
+ * whole JSON: that string, twice the prompt, was garbage the next timed turn collected.
+ */
 export function promptByteLength(prompt: unknown): number {
-  let mediaBytes = 0;
-  const json = JSON.stringify(prompt, (_key, value) => {
-    if (!(value instanceof Uint8Array)) return value;
-    mediaBytes += value.length;
+  const media = { bytes: 0 };
+  return (jsonBytes(prompt, media) ?? 0) + media.bytes;
+}
+
+/** UTF-8 bytes of `value`'s JSON, as a property's or element's (undefined: left out), its media counted apart. */
+function jsonBytes(value: unknown, media: { bytes: number }): number | undefined {
+  // A Buffer is a Uint8Array with toJSON, which JSON.stringify calls before the replacer sees it.
+  if (value instanceof Uint8Array && !hasToJSON(value)) {
+    media.bytes += value.length;
+    return undefined;
+  }
+  if (Array.isArray(value)) {
+    let bytes = value.length === 0 ? 2 : value.length + 1;
+    for (let at = 0; at < value.length; at++) bytes += jsonBytes(value[at], media) ?? 4;
+    return bytes;
+  }
+  if (isPlainObject(value)) {
+    let bytes = 2;
+    let fields = 0;
+    for (const key of Object.keys(value)) {
+      const field = jsonBytes(value[key], media);
+      if (field === undefined) continue;
+      bytes += utf8Length(JSON.stringify(key)) + 1 + field;
+      fields++;
+    }
+    return bytes + Math.max(0, fields - 1);
+  }
+  // A string, number, boolean or null; anything else (a Date, a Buffer) whole, as JSON.stringify has it.
+  const json: string | undefined = JSON.stringify(value, (_key, inner) => {
+    if (!(inner instanceof Uint8Array)) return inner;
+    media.bytes += inner.length;
     return undefined;
   });
-  return new TextEncoder().encode(json).length + mediaBytes;
+  return json === undefined ? undefined : utf8Length(json);
+}
+
+/** An object JSON.stringify writes as its own enumerable keys: no prototype but Object's, no toJSON. */
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return (prototype === Object.prototype || prototype === null) && !hasToJSON(value);
+}
+
+function hasToJSON(value: object): boolean {
+  return typeof (value as { toJSON?: unknown }).toJSON === 'function';
+}
+
+/** UTF-8 bytes of `text` as TextEncoder writes it (a lone surrogate as U+FFFD, 3 bytes), without encoding it. */
+function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let at = 0; at < text.length; at++) {
+    const code = text.charCodeAt(at);
+    if (code < 0x80) continue;
+    bytes += code < 0x800 ? 1 : 2;
+    // A surrogate pair: 4 bytes for its 2 code units.
+    const next = code >= 0xd800 && code <= 0xdbff ? text.charCodeAt(at + 1) : 0;
+    if (next >= 0xdc00 && next <= 0xdfff) at++;
+  }
+  return bytes;
 }
 
 /**

@@ -2,22 +2,15 @@ import { InvalidRequestError, NotFoundError, StorageError, SessionExistsError, S
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import { splitStrategyNames } from '../../history.ts';
-import {
-  doneKey,
-  generationSchemaPattern,
-  newGeneration,
-  sessionConfigKey,
-  sessionPrefix,
-  validateId,
-  type LogScope,
-} from '../keys.ts';
+import { doneKey, newGeneration, sessionConfigKey, validateId, type LogScope } from '../keys.ts';
 import { parseStored, sessionConfigSchema, sessionCounts, type SessionConfig, type SessionCounts } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
 import { shownTotals } from './charges.ts';
 import { closeTurn } from './lease.ts';
-import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
+import { forkMarkers, namesGeneration } from './fork-refs.ts';
+import { sweepSession } from './sweep.ts';
 import { indexCreated, refreshIndex, removeIndexEntries, writeIndexEntry } from './session-index.ts';
 import { markDeleted } from './index-markers.ts';
 import type { ClosedTurn, NewSession, SessionPatch, SessionRecord } from './types.ts';
@@ -178,13 +171,14 @@ export async function updateSession(log: LogContext, id: string, fields: Session
  * See SessionLog.delete. With `onlyIf`, the session is deleted only when the head this delete
  * reads passes it (the retention sweep's check, on the incarnation it deletes): false when not.
  * A session not found is 404 after a sweep of what no config names, unless `sweepGone` is false
- * (an import's cleanup: another import of the id may be writing, its config not created yet).
+ * (an import's cleanup: another import of the id may be writing, its config not created yet);
+ * `{ madeBefore }` sweeps it keeping what generations made since hold (log/sweep.ts, SweepOptions).
  */
 export async function deleteSession(
   log: LogContext,
   id: string,
   onlyIf?: (head: Awaited<ReturnType<typeof readHead>>) => boolean,
-  sweepGone = true,
+  sweepGone: boolean | { madeBefore: number } = true,
 ): Promise<boolean> {
   const configKey = sessionConfigKey(log.keyPrefix, id);
   let head: Awaited<ReturnType<typeof readHead>>;
@@ -192,7 +186,7 @@ export async function deleteSession(
     head = await readHead(log, id);
   } catch (error) {
     // Gone already: a delete interrupted after its first step may have left objects.
-    if (error instanceof NotFoundError && sweepGone) await sweepSession(log, id);
+    if (error instanceof NotFoundError && sweepGone) await sweepSession(log, id, sweepGone === true ? {} : sweepGone);
     throw error;
   }
   if (onlyIf && !onlyIf(head)) return false;
@@ -236,7 +230,7 @@ export async function deleteSession(
     await fence((await readNewest(log, scope)).newest);
     await removeIndexEntries(log, head.config);
     if (unmarked) throw unmarked.error;
-    await sweepSession(log, id, keep);
+    await sweepSession(log, id, { keep });
   } finally {
     for (const closed of fenced) log.onClosedByOther?.(closed);
   }
@@ -258,56 +252,6 @@ export async function deleteSession(
   for (const point of chain)
     if (!(await namesGeneration(log, point.id, point.generation))) await sweepSession(log, point.id);
   return true;
-}
-
-/**
- * Deletes every object under a session's prefix that no current config names (but `keep`),
- * except the generations a live fork reads (their references are listed first: a fork
- * referencing one later has seen this id's config gone, and gives up).
- */
-export async function sweepSession(log: LogContext, id: string, keep: ReadonlySet<string> = new Set()): Promise<void> {
-  const configKey = sessionConfigKey(log.keyPrefix, id);
-  const prefix = sessionPrefix(log.keyPrefix, id);
-  const { shared, pending } = await sharedGenerations(log, id);
-  let cursor: string | undefined;
-  for (;;) {
-    const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
-    // Read after the listing: an object listed under a generation a config names now was
-    // written by that incarnation, whatever happened before.
-    const current = await log.store.get(configKey);
-    const config = current ? parseStored(configKey, current.body, sessionConfigSchema) : null;
-    const generation = config ? scopeOf(log.keyPrefix, config).generation : null;
-    // The generations of this id the config reads (a delete of the newest turn committed since
-    // the references were listed): its history, whatever the listing of references said.
-    // So are those a flattened history names (log/flatten.ts): a turn closed there is still charged.
-    const read = new Set(
-      [...(config?.fork_of ?? []).filter((point) => point.id === id), ...(config?.named ?? [])].map(
-        (point) => point.generation,
-      ),
-    );
-    const keys = page.objects
-      .map((object) => object.key)
-      .filter((key) => {
-        const level = key.slice(prefix.length).split('/')[1] ?? '';
-        if (key === configKey || keep.has(key) || shared.has(level) || read.has(level)) return false;
-        // While the session exists, a delete of its newest turn may be writing its next generation.
-        if (config === null) return true;
-        // Inputs queued under a generation a delete of the newest turn left, the keys telling
-        // which were taken up there, and their images and files are still the session's (log/queue.ts).
-        if (
-          config.queued_in?.includes(level) &&
-          /^(queue(_cleared|_taking)?|idem|blob)\//.test(key.slice(prefix.length))
-        )
-          return false;
-        // Charges a delete of the newest turn left owed, until a write carried them (log/owed-charges.ts).
-        if (config.carry_from?.includes(level) && key.slice(prefix.length).startsWith(`turn/${level}/-charge-`))
-          return false;
-        return !pending.has(level) && isOtherGeneration(key.slice(prefix.length), generation!, config.created_at);
-      });
-    if (keys.length > 0) await log.store.delete(keys);
-    if (!page.truncated || !page.cursor) break;
-    cursor = page.cursor;
-  }
 }
 
 /**
@@ -353,22 +297,6 @@ function forkedFrom(config: SessionConfig): { forked_from?: { id: string; seq: n
 function normalizeStrategies(value: string | string[] | null | undefined): string[] | null {
   if (value === undefined || value === null) return null;
   return splitStrategyNames(value);
-}
-
-/**
- * Whether a key under a session's prefix (`rest`, the part after it) belongs to anything but
- * the incarnation `generation`: id-level objects (the inbox) and other generations' objects.
- */
-function isOtherGeneration(rest: string, generation: string, createdAt: string): boolean {
-  const [kind, level = ''] = rest.split('/');
-  if (kind === 'inbox' || kind === 'inbox_removed' || kind === 'inbox_unreadable') return false;
-  // Response objects (lib/openai/stored-responses.ts) are named by the incarnation's creation
-  // time, which a delete of its newest turn keeps (log/rewind.ts); a chat completion's abort is
-  // the id's (keys.ts chatAbortKey), its body naming the incarnation.
-  if (kind === 'openai') return level !== 'chat-aborted.json' && level !== String(Date.parse(createdAt));
-  // A config written before generations keeps its objects without the level.
-  if (generation === '') return generationSchemaPattern.test(level);
-  return level !== generation;
 }
 
 /** See SessionLog.tokenBinding. */

@@ -14,7 +14,9 @@ import { markedDeleted, markerStale, parseIndexMarker, type IndexMarker } from '
  * expired entry whose incarnation is gone (404, or the id created again since) is deleted, that
  * key alone: a writer stopped after its entry landed past a delete's clean-up leaves one. Such
  * an entry of a generation a delete's marker names (log/index-markers.ts) is deleted whatever
- * its expiry, and a marker that stood its time goes.
+ * its expiry, and a marker that stood its time goes. A session gone is swept as a 404 delete
+ * sweeps, but for the generations made within the entry's retention period (no incarnation idle
+ * past it made them): an import of the id before its config writes under one (log/import.ts).
  */
 
 export interface SweepResult {
@@ -71,7 +73,10 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
           gone = Date.parse(head.config.created_at) !== entry.createdMs;
           return !gone && expiredNow(log, entry, head, now);
         };
-        if (await deleteSession(log, entry.id, expired)) result.deleted.push(entry.id);
+        // Gone, what a delete stopped after its config left is swept, but for generations made within
+        // the entry's retention period: an import of the id before its config writes under one.
+        const madeBefore = now - (expiry - entry.lastActivityMs);
+        if (await deleteSession(log, entry.id, expired, { madeBefore })) result.deleted.push(entry.id);
         else if (gone) await orphaned(log, info.key, entry.id, result);
       } catch (error) {
         // Gone already: another process's sweep, or a client's delete, took it since the listing,

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { randomHex } from '../hash.ts';
 import { canonicalEtag } from '../store/etag.ts';
 import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
-import { IMPORTED_IN_META } from '../session/export-format.ts';
+import { IMPORTED_IN_META, noticeTimeSchema } from '../session/export-format.ts';
 import { createNameGenerator } from './notice-name.ts';
 
 /**
@@ -53,8 +53,6 @@ export const META = {
 
 /** Why a notice is set aside: larger than `MAX_NOTICE_BYTES`, or content that is not UTF-8. */
 export type UnreadableReason = 'too_large' | 'not_utf8';
-
-export const isoTimeSchema = z.iso.datetime({ offset: true });
 
 export const turnSchema = z
   .string()
@@ -130,8 +128,9 @@ export function postedAtOf(info: ObjectInfo): string {
   return validTime(info.metadata[META.postedAt]) ?? info.uploaded.toISOString();
 }
 
+/** A time in a notice's metadata, when one an import takes (at most 9 fractional digits): else undefined. */
 export function validTime(value: string | undefined): string | undefined {
-  return value !== undefined && isoTimeSchema.safeParse(value).success ? value : undefined;
+  return value !== undefined && noticeTimeSchema.safeParse(value).success ? value : undefined;
 }
 
 export function decodeName(value: string | undefined): string | undefined {

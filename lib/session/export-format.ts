@@ -68,6 +68,16 @@ export const MAX_NOTICE_NAME_BYTES = 200;
 /** The most UTF-8 bytes of an imported `stored_as`: such a name in its slot, `.1` ... `.999999999`. */
 export const MAX_STORED_AS_BYTES = MAX_NOTICE_NAME_BYTES + 10;
 
+/**
+ * A notice's `posted_at` or `delivered_at`: an ISO time of at most 9 fractional-second digits (the
+ * service writes 3). Its delivery record holds it in metadata (S3 takes 2 KB of it), so a time of
+ * any length would be a storage error there; the inbox reads a longer one in metadata as absent
+ * (lib/inbox/delivery-records.ts validTime), so every export it writes imports.
+ */
+export const noticeTimeSchema = z.iso
+  .datetime({ offset: true })
+  .refine((time) => !/\.\d{10}/.test(time), 'must have at most 9 fractional-second digits');
+
 /** A string of 1 to `max` UTF-8 bytes (at most `max` characters, each one byte or more). */
 function utf8Name(max: number) {
   return z
@@ -94,8 +104,8 @@ export const exportNoticeSchema = z
       'must not start with "." or hold "/"',
     ),
     name: utf8Name(MAX_NOTICE_NAME_BYTES),
-    posted_at: z.iso.datetime({ offset: true }),
-    delivered_at: z.iso.datetime({ offset: true }),
+    posted_at: noticeTimeSchema,
+    delivered_at: noticeTimeSchema,
     turn: z.number().int().nonnegative().nullable(),
     content: z.string(),
   })

@@ -630,6 +630,51 @@ describe('session export and import', () => {
     );
   });
 
+  it('refuses a posted_at or delivered_at of more than 9 fractional-second digits, storing nothing', async () => {
+    // They go into the delivery record's metadata (S3 takes 2 KB of it): an ISO time of any
+    // length would be a storage error there, not the line's 400.
+    const notice = (times: { posted_at: string; delivered_at: string }) =>
+      JSON.stringify({ type: 'notice', stored_as: 'n1', name: 'n1', ...times, turn: 1, content: 'x' });
+    const long = `2026-01-01T00:00:00.${'1'.repeat(2000)}Z`;
+    const ten = '2026-01-01T00:00:00.1234567891+05:30';
+    const fine = '2026-01-01T00:00:00.000Z';
+    const cases: [{ posted_at: string; delivered_at: string }, string][] = [
+      [{ posted_at: long, delivered_at: fine }, 'line 3.posted_at'],
+      [{ posted_at: fine, delivered_at: long }, 'line 3.delivered_at'],
+      [{ posted_at: ten, delivered_at: fine }, 'line 3.posted_at'],
+      [{ posted_at: fine, delivered_at: ten.replace('+05:30', 'Z') }, 'line 3.delivered_at'],
+    ];
+    for (const [times, field] of cases) {
+      const w = world();
+      const text = [headerLine('times'), messageLine(1), notice(times), ''].join('\n');
+      await expect(importText(w.services, text), field).rejects.toMatchObject({
+        code: 'invalid_request',
+        details: { field },
+      });
+      expect(await w.store.list('')).toMatchObject({ objects: [] });
+    }
+    const w = world();
+    const nine = { posted_at: '2026-01-01T00:00:00.123456789+05:30', delivered_at: '2026-01-01T00:00:01Z' };
+    const text = [headerLine('times'), messageLine(1), notice(nine), ''].join('\n');
+    await importText(w.services, text);
+    expect(await w.inbox.listDelivered('times')).toMatchObject([nine]);
+    expect(await exportText(w.services, 'times')).toBe(text);
+  });
+
+  it("exports a direct writer's posted-at of over 9 fractional digits as its upload time, which imports", async () => {
+    const w = world();
+    await w.sessions.create({ id: 'direct' });
+    const precise = `2026-01-01T00:00:00.${'1'.repeat(12)}Z`;
+    const posted = await w.store.put('sessions/direct/inbox/note', 'content', { metadata: { 'posted-at': precise } });
+    await w.inbox.consume('direct', { turn: 1 });
+    const exported = await exportText(w.services, 'direct');
+    const [line] = exported.split('\n').filter((text) => text.includes('"type":"notice"'));
+    expect(JSON.parse(line!).posted_at).toBe(posted!.uploaded.toISOString());
+    const copy = world();
+    await importText(copy.services, exported.replace('"id":"direct"', '"id":"copy"'));
+    expect((await exportText(copy.services, 'copy')).replaceAll('"id":"copy"', '"id":"direct"')).toEqual(exported);
+  });
+
   it('refuses a creation time later than now or before 1970, which no listing or inbox could serve', async () => {
     const w = world();
     for (const created_at of ['2300-01-01T00:00:00.000Z', '1969-12-31T23:59:59.000Z']) {

@@ -235,7 +235,7 @@ export const unreadableListSchema = z.object({
       stored_as: z.string(),
       size: z.number().int(),
       reason: z
-        .enum(['too_large', 'not_utf8'])
+        .enum(['too_large', 'not_utf8', 'name_too_long'])
         .nullable()
         .meta({ description: 'Why it cannot be delivered; null for an object not set aside by the service.' }),
       posted_at: z.string(),

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { randomHex } from '../hash.ts';
 import { canonicalEtag } from '../store/etag.ts';
 import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
-import { IMPORTED_IN_META, noticeTimeSchema } from '../session/export-format.ts';
+import { IMPORTED_IN_META, MAX_NOTICE_NAME_BYTES, noticeTimeSchema } from '../session/export-format.ts';
 import { createNameGenerator } from './notice-name.ts';
 
 /**
@@ -51,8 +51,11 @@ export const META = {
   importedIn: IMPORTED_IN_META,
 } as const;
 
-/** Why a notice is set aside: larger than `MAX_NOTICE_BYTES`, or content that is not UTF-8. */
-export type UnreadableReason = 'too_large' | 'not_utf8';
+/**
+ * Why a notice is set aside: larger than `MAX_NOTICE_BYTES`, content that is not UTF-8, or a name
+ * (a direct writer's) over `MAX_NOTICE_NAME_BYTES`, which a delivery record's metadata may not fit.
+ */
+export type UnreadableReason = 'too_large' | 'not_utf8' | 'name_too_long';
 
 export const turnSchema = z
   .string()
@@ -126,6 +129,11 @@ export function isClaimedOriginal(current: ObjectInfo, claim: Pick<ObjectInfo, '
 
 export function postedAtOf(info: ObjectInfo): string {
   return validTime(info.metadata[META.postedAt]) ?? info.uploaded.toISOString();
+}
+
+/** Whether a notice's name is longer than an import takes (UTF-8 bytes): it is set aside, never delivered. */
+export function nameTooLong(name: string): boolean {
+  return new TextEncoder().encode(name).length > MAX_NOTICE_NAME_BYTES;
 }
 
 /** A time in a notice's metadata, when one an import takes (at most 9 fractional digits): else undefined. */

@@ -4,6 +4,7 @@ import {
   CONCURRENCY,
   META,
   namesOther,
+  nameTooLong,
   postedAtOf,
   type ClaimOutcome,
   type FetchedNotice,
@@ -68,9 +69,9 @@ export interface InboxContext {
 
 /**
  * Reads one notice for its move. A notice that can never be delivered (too large, content not
- * UTF-8) is `unreadable`, for the move to set aside; but an `abort` too large is left in place
- * (skipped), and an `abort` whose content is not UTF-8 is read all the same. A failed read
- * (maybe passing) is skipped, left in place for a later turn.
+ * UTF-8, a name over `MAX_NOTICE_NAME_BYTES`, unread) is `unreadable`, for the move to set aside;
+ * but an `abort` too large is left in place (skipped), and an `abort` whose content is not UTF-8
+ * is read all the same. A failed read (maybe passing) is skipped, left in place for a later turn.
  */
 export async function readNotice(ctx: InboxContext, notice: ListedNotice, isAbort: boolean): Promise<NoticeRead> {
   const { key } = notice.info;
@@ -79,6 +80,8 @@ export async function readNotice(ctx: InboxContext, notice: ListedNotice, isAbor
     ctx.log({ level: 'warn', message: `notice left in place: larger than ${ctx.maxNoticeBytes} bytes`, key });
     return { kind: 'skipped' };
   };
+  // A direct writer's: its delivery record's metadata would not fit it, nor an import its export.
+  if (!isAbort && nameTooLong(notice.name)) return { kind: 'unreadable', reason: 'name_too_long' };
   if (notice.info.size > ctx.maxNoticeBytes) return tooLarge();
   let object: Awaited<ReturnType<typeof ctx.store.get>>;
   try {

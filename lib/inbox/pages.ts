@@ -114,7 +114,7 @@ export async function unreadablePage(
       name: decodeName(info.metadata[META.name]) ?? storedAs,
       stored_as: storedAs,
       size: info.size,
-      reason: reason === 'too_large' || reason === 'not_utf8' ? reason : null,
+      reason: reason === 'too_large' || reason === 'not_utf8' || reason === 'name_too_long' ? reason : null,
       posted_at: postedAtOf(info),
       set_aside_at: validTime(info.metadata[META.deliveredAt]) ?? info.uploaded.toISOString(),
       turn: turn.success ? turn.data : null,

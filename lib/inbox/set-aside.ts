@@ -2,6 +2,7 @@ import { decodeUtf8, type StoredObject } from '../store/object-store.ts';
 import type { SessionMark } from './types.ts';
 import {
   META,
+  nameTooLong,
   postedAtOf,
   type ClaimOutcome,
   type FetchedNotice,
@@ -15,7 +16,8 @@ import {
 import { claimSlot, removeStaleOriginal, type SlotContext } from './slots.ts';
 
 /**
- * Notices that can never be delivered (larger than `MAX_NOTICE_BYTES`, content not UTF-8),
+ * Notices that can never be delivered (larger than `MAX_NOTICE_BYTES`, content not UTF-8, a
+ * direct writer's name over `MAX_NOTICE_NAME_BYTES`, lib/session/export-format.ts),
  * set aside in `inbox_unreadable/` by the consume that meets them, so they hold no later turn's
  * place (docs/STORAGE.md, "Unreadable notices").
  */
@@ -52,6 +54,7 @@ export function passOverOversized<Notice extends ListedNotice>(
 const REASONS: Record<UnreadableReason, string> = {
   too_large: 'larger than the notice limit',
   not_utf8: 'content is not valid UTF-8',
+  name_too_long: 'name longer than an import takes',
 };
 
 /** What setting aside uses of the inbox (`InboxContext`, lib/inbox/move.ts). */
@@ -87,7 +90,7 @@ export async function setAside(
       return { kind: 'skipped' };
     }
     if (!object) return { kind: 'taken' };
-    const now = unreadableReason(object.body, ctx.maxNoticeBytes);
+    const now = unreadableReason(notice.name, object.body, ctx.maxNoticeBytes);
     // Replaced meanwhile by a notice a later consume delivers.
     if (now === undefined) return { kind: 'skipped' };
     reason = now;
@@ -104,7 +107,8 @@ export async function setAside(
     noticeId: object.metadata[META.noticeId] ?? '',
   };
   const metadata: Record<string, string> = {
-    [META.name]: encodeURIComponent(notice.name),
+    // A name too long for metadata is only in the key (a listing shows `stored_as` for it).
+    ...(reason === 'name_too_long' ? {} : { [META.name]: encodeURIComponent(notice.name) }),
     [META.postedAt]: postedAtOf(object),
     [META.deliveredAt]: context.deliveredAt,
     [META.turn]: String(context.turn),
@@ -169,8 +173,9 @@ async function forgetIfDeleted(ctx: SetAsideContext, context: TakeContext, slotK
   }
 }
 
-/** Why `body` can never be delivered as a notice, or undefined when it can. */
-function unreadableReason(body: Uint8Array, maxNoticeBytes: number): UnreadableReason | undefined {
+/** Why notice `name` of `body` can never be delivered, or undefined when it can. */
+function unreadableReason(name: string, body: Uint8Array, maxNoticeBytes: number): UnreadableReason | undefined {
+  if (nameTooLong(name)) return 'name_too_long';
   if (body.length > maxNoticeBytes) return 'too_large';
   try {
     decodeUtf8(body);

@@ -235,3 +235,53 @@ describe('unreadable notices', () => {
     expect(store.counts).toMatchObject({ list: 1, get: 0, head: 0, put: 0, delete: 0 });
   });
 });
+
+describe('notices whose name an import would refuse', () => {
+  /** The UTF-8 bytes of the user metadata a put carries, as S3 counts them (keys and values). */
+  const metadataBytes = (metadata: Record<string, string> = {}) =>
+    Object.entries(metadata).reduce((sum, [key, value]) => sum + new TextEncoder().encode(key + value).length, 0);
+
+  it('one over 200 bytes (UTF-8) is set aside, not delivered, with no name in its metadata', async () => {
+    const { memory, inbox, prefix, events } = await setup();
+    // S3 refuses a put whose user metadata passes 2 KB.
+    const s3 = new FaultyStore(memory).failWhen(
+      ({ operation, options }) => operation === 'put' && metadataBytes(options?.metadata) > 2048,
+    );
+    const limited = new Inbox(s3, { keyPrefix: 'p/', sessionExists: sessionExistsIn(s3, 'p/') });
+    const long = 'é'.repeat(400);
+    const edge = 'é'.repeat(100);
+    for (const name of [long, 'n'.repeat(201), edge, 'plain'])
+      await memory.put(`${prefix}inbox/${name}`, `for ${name}`);
+    const fetched = limited.fetch('s1');
+    const { delivered } = await limited.consume('s1', { turn: 1, fetched, sessionExists: true });
+    expect(delivered.map((notice) => notice.name).sort()).toEqual([edge, 'plain'].sort());
+    expect(await inbox.listPending('s1')).toEqual([]);
+    const setAside = (await inbox.unreadablePage('s1')).unreadable;
+    expect(setAside.map((notice) => [notice.name, notice.reason, notice.turn]).sort()).toEqual(
+      [
+        [long, 'name_too_long', 1],
+        ['n'.repeat(201), 'name_too_long', 1],
+      ].sort(),
+    );
+    for (const notice of setAside) {
+      const object = await memory.get(`${prefix}inbox_unreadable/${notice.stored_as}`);
+      expect(new TextDecoder().decode(object!.body)).toBe(`for ${notice.name}`);
+      expect(object!.metadata['notice-name']).toBeUndefined();
+    }
+    expect(events).toEqual([]);
+  });
+
+  it('a consume of one costs what a delivery does (a get, a put, a delete) and a set-aside config check', async () => {
+    const { memory, store, inbox, prefix } = await setup();
+    await memory.put(`${prefix}inbox/${'n'.repeat(201)}`, 'long');
+    store.reset();
+    await inbox.consume('s1', { turn: 1, sessionExists: true });
+    const setAside = store.counts;
+    await memory.put(`${prefix}inbox/${'n'.repeat(200)}`, 'fits');
+    store.reset();
+    expect((await inbox.consume('s1', { turn: 2, sessionExists: true })).delivered).toHaveLength(1);
+    expect(store.counts).toMatchObject({ list: 1, get: 1, put: 1, delete: 1 });
+    // A set-aside also checks the config once (a session deleted meanwhile loses it).
+    expect(setAside).toEqual({ ...store.counts, head: store.counts.head + 1 });
+  });
+});

@@ -228,7 +228,7 @@ export async function previewNotices(
 ): Promise<PreviewNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const contents = await mapLimit(shown, CONCURRENCY, async ({ name, info }) => {
-    if (info.size > ctx.maxNoticeBytes) return undefined;
+    if (info.size > ctx.maxNoticeBytes || nameTooLong(name)) return undefined;
     try {
       const object = await ctx.store.get(info.key);
       if (!object || object.body.length > ctx.maxNoticeBytes || namesOther(object.metadata, session)) return undefined;

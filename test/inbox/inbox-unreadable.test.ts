@@ -252,6 +252,8 @@ describe('notices whose name an import would refuse', () => {
     const edge = 'é'.repeat(100);
     for (const name of [long, 'n'.repeat(201), edge, 'plain'])
       await memory.put(`${prefix}inbox/${name}`, `for ${name}`);
+    // The prompt preview shows what the consume delivers.
+    expect((await limited.peek('s1')).map((notice) => notice.name).sort()).toEqual([edge, 'plain'].sort());
     const fetched = limited.fetch('s1');
     const { delivered } = await limited.consume('s1', { turn: 1, fetched, sessionExists: true });
     expect(delivered.map((notice) => notice.name).sort()).toEqual([edge, 'plain'].sort());

@@ -59,9 +59,9 @@ export interface ImportedNotices {
 
 /**
  * Writes the delivery records of an import (its config exists: they show from now on) of the
- * session's `generation`, create-only: a name a record not of this export holds (a notice delivered
- * meanwhile) is left to it and answered in `taken`; one holding this very record (an earlier
- * attempt's) is ours.
+ * session's `generation`, create-only: a name a record not of this import holds (a notice delivered
+ * meanwhile, or another import's of the same export) is left to it and answered in `taken`; one
+ * holding this very record (an earlier attempt's, of the same generation) is ours.
  */
 export async function importDelivered(
   store: ObjectStore,
@@ -89,8 +89,12 @@ export async function importDelivered(
       [META.importedIn]: generation,
     };
     // A delivery's claim names the notice it moved (META.sourceEtag); an import's record does not.
+    // Another import's record of the same export is not ours: that import deletes its own when it
+    // fails (META.importedIn its generation). A record without it predates the metadata.
+    const importedIn = (found: StoredObject) => found.metadata[META.importedIn];
     const ours = (found: StoredObject) =>
       found.metadata[META.sourceEtag] === undefined &&
+      (importedIn(found) === undefined || importedIn(found) === generation) &&
       found.metadata[META.deliveredAt] === notice.delivered_at &&
       decoder.decode(found.body) === notice.content;
     const options = { contentType: 'text/plain; charset=utf-8', metadata };

@@ -267,3 +267,34 @@ describe('an import that fails after its records, its session deleted meanwhile'
     expect(await other.inbox.listDelivered(ID)).toEqual([]);
   });
 });
+
+describe('an import whose record lands after its session was deleted, the same export imported again meanwhile', () => {
+  it('takes no record of that import for its own: refused, none of its answered records deleted', async () => {
+    const memory = new MemoryStore();
+    const held = new HeldStore(memory);
+    let landed = false;
+    const atRecord = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'));
+    const atRead = held.hold(
+      ({ operation, keys }) => landed && operation === 'get' && keys[0]!.endsWith('/session.json'),
+    );
+    const first = importLines(world(held).services, bytes(EXPORTED), LIMITS);
+    first.catch(() => undefined);
+    await atRecord.reached;
+    // Another client deletes the session: its sweep lists before the first import's record lands.
+    const other = world(memory);
+    await other.sessions.delete(ID);
+    landed = true;
+    atRecord.release();
+    await atRead.reached;
+    // The same export imported again finds that record under the name of its notice.
+    await expect(importLines(other.services, bytes(EXPORTED), LIMITS)).rejects.toMatchObject({
+      code: 'session_exists',
+    });
+    atRead.release();
+    await expect(first).rejects.toMatchObject({ code: 'not_found' });
+
+    await other.sessions.delete(ID);
+    await importLines(other.services, bytes(EXPORTED), LIMITS);
+    expect(await exportText(other.services, ID)).toBe(EXPORTED);
+  });
+});

@@ -1,7 +1,7 @@
 /**
  * The OpenTelemetry SDK's self-observability metrics in the Worker bundle (wrangler.toml
  * [alias] puts this in place of @opentelemetry/sdk-trace's TracerMetrics and
- * SpanProcessorMetrics and @opentelemetry/otlp-exporter-base's ExporterMetrics; about 2 KiB
+ * SpanProcessorMetrics and @opentelemetry/otlp-exporter-base's ExporterMetrics; about 1 KiB
  * gzipped). Each records only to the meter provider the SDK is given, and tailgate gives none
  * (functions/tracing.ts): there they record to the API's no-op meter, as these do by doing
  * nothing. Node and Deno load the real modules.

@@ -13,7 +13,7 @@ import { STRATEGY_SETTINGS } from './strategy-settings.ts';
 export function serviceConfigOf(env: Record<string, unknown>): ServiceConfig {
   const settings: Record<string, string | number | boolean> = {};
   const values: (string | number | boolean | null)[] = [];
-  for (const name of READ) {
+  for (const name of SERVICE_CONFIG_READS) {
     const value = env[name];
     const kept = typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
     if (kept) settings[name] = value;
@@ -35,7 +35,6 @@ export function serviceConfigParses(): number {
 
 /** Every variable parseServiceConfig reads (a string, number or boolean; anything else is unset to it). */
 export const SERVICE_CONFIG_READS: readonly string[] = [...new Set([...SERVICE_ENV_NAMES, ...STRATEGY_SETTINGS])];
-const READ = SERVICE_CONFIG_READS;
 
 let last: { key: string; config: ServiceConfig } | undefined;
 let parses = 0;

@@ -4,6 +4,7 @@ import { canonicalEtag } from '../store/etag.ts';
 import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
 import { IMPORTED_IN_META, MAX_NOTICE_NAME_BYTES, noticeTimeSchema } from '../session/export-format.ts';
 import { createNameGenerator } from './notice-name.ts';
+import { utf8Bytes } from '../session/item-size.ts';
 
 /**
  * The delivery records of `inbox_removed/`: the metadata a claim carries, how a claim is told
@@ -133,7 +134,7 @@ export function postedAtOf(info: ObjectInfo): string {
 
 /** Whether a notice's name is longer than an import takes (UTF-8 bytes): it is set aside, never delivered. */
 export function nameTooLong(name: string): boolean {
-  return new TextEncoder().encode(name).length > MAX_NOTICE_NAME_BYTES;
+  return utf8Bytes(name) > MAX_NOTICE_NAME_BYTES;
 }
 
 /** A time in a notice's metadata, when one an import takes (at most 9 fractional digits): else undefined. */

@@ -5,6 +5,7 @@ import { idSchema, messageItemSchema, storedItemSchema, toolSchema, type StoredI
 import { budgetSchema, suppliedLedgerSchema } from '../ledger/usage.ts';
 import { MAX_STRATEGIES, MAX_TTL_DAYS, onBusySchema } from './fields.ts';
 import { contextStartSchema } from './records.ts';
+import { utf8Bytes } from './item-size.ts';
 
 /**
  * The lines of a session export (docs/API.md, "Export and import"): JSON Lines, one value per
@@ -84,7 +85,7 @@ function utf8Name(max: number) {
     .string()
     .min(1)
     .max(max)
-    .refine((name) => new TextEncoder().encode(name).length <= max, `must have at most ${max} bytes (UTF-8)`);
+    .refine((name) => utf8Bytes(name) <= max, `must have at most ${max} bytes (UTF-8)`);
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { ExportNotice } from '../session/export-format.ts';
-import { inboxRemovedPrefix } from '../session/keys.ts';
+import { inboxRemovedPrefix, sessionConfigKey } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
 import { mapLimit, type ObjectStore, type StoredObject } from '../store/object-store.ts';
 import { CONCURRENCY, decodeName, META, postedAtOf, turnSchema, validTime, withMetadata } from './delivery-records.ts';
@@ -61,7 +61,9 @@ export interface ImportedNotices {
  * Writes the delivery records of an import (its config exists: they show from now on) of the
  * session's `generation`, create-only: a name a record not of this import holds (a notice delivered
  * meanwhile, or another import's of the same export) is left to it and answered in `taken`; one
- * holding this very record (an earlier attempt's, of the same generation) is ours.
+ * holding this very record (an earlier attempt's, of the same generation) is ours. A record another
+ * import wrote (`imported-in` another generation) while the config names this one is what an import
+ * whose session is gone left (its cleanup stopped after deleting its config): written over, if-match.
  */
 export async function importDelivered(
   store: ObjectStore,
@@ -79,6 +81,12 @@ export async function importDelivered(
     if (own.flat().length > 0) await store.delete(own.flat());
   };
   const done: ImportedNotices = { written, taken: [], removeOwn };
+  let current: Promise<boolean> | undefined;
+  // Whether the config names this import's generation (read once): then no other import's session exists.
+  const configIsOurs = () =>
+    (current ??= store
+      .get(sessionConfigKey(keyPrefix, id))
+      .then((config) => config !== null && decoder.decode(config.body).includes(`"generation":"${generation}"`)));
   await mapLimit(notices, CONCURRENCY, async (notice) => {
     const key = `${prefix}${notice.stored_as}`;
     const metadata: Record<string, string> = {
@@ -92,13 +100,30 @@ export async function importDelivered(
     // Another import's record of the same export is not ours: that import deletes its own when it
     // fails (META.importedIn its generation). A record without it predates the metadata.
     const importedIn = (found: StoredObject) => found.metadata[META.importedIn];
+    const leftOver = async (found: StoredObject) =>
+      found.metadata[META.sourceEtag] === undefined &&
+      importedIn(found) !== undefined &&
+      importedIn(found) !== generation &&
+      generation !== '' &&
+      (await configIsOurs());
     const ours = (found: StoredObject) =>
       found.metadata[META.sourceEtag] === undefined &&
       (importedIn(found) === undefined || importedIn(found) === generation) &&
       found.metadata[META.deliveredAt] === notice.delivered_at &&
       decoder.decode(found.body) === notice.content;
+    let found: StoredObject | undefined;
     const options = { contentType: 'text/plain; charset=utf-8', metadata };
-    if (await putCreateOnly(store, key, notice.content, options, ours)) done.written.push(key);
+    const seen = (object: StoredObject) => {
+      found = object;
+      return ours(object);
+    };
+    if (await putCreateOnly(store, key, notice.content, options, seen)) done.written.push(key);
+    else if (
+      found &&
+      (await leftOver(found)) &&
+      (await store.put(key, notice.content, { ...options, ifMatch: found.etag }))
+    )
+      done.written.push(key);
     else done.taken.push(notice.stored_as);
   });
   return done;

@@ -9,6 +9,7 @@ import { importLines, type TransferServices } from '../../lib/transfer.ts';
 import { exportText } from '../support/export-lines.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
 import { SessionLog, summarized } from '../support/session-log.ts';
 
 /**
@@ -148,3 +149,58 @@ describe('an import cut short at a storage call, then sent again', () => {
     });
   });
 });
+
+describe.each(await memoryAndFileStores('import-cleanup'))(
+  'an import whose cleanup stopped after its config went, sent again (%s)',
+  (_name, makeStore) => {
+    it('imports at every call of that cleanup: the delivery records it left are an unfinished import’s', async () => {
+      const exported = await sourceExport();
+      /** The import's read of its config after its records fails once; its cleanup stops at its `cut`th call. */
+      const attempt = async (cut: number) => {
+        const memory = makeStore();
+        let recorded = false;
+        let cleanup = 0;
+        const faulty = new FaultyStore(memory)
+          .failWhen(
+            ({ operation, key }) => {
+              recorded ||= operation === 'put' && key.includes('/inbox_removed/');
+              return recorded && operation === 'get' && key.endsWith('/session.json');
+            },
+            { times: 1 },
+          )
+          .failWhen(() => faulty.injected > 0 && ++cleanup >= cut);
+        await expect(importLines(world(faulty).services, chunks(exported), LIMITS)).rejects.toMatchObject({
+          code: 'storage_error',
+        });
+        return { memory, cleanup };
+      };
+      const { cleanup: calls } = await attempt(Number.POSITIVE_INFINITY);
+      expect(calls).toBeGreaterThan(5);
+      const left = new Set<string>();
+      for (let cut = 1; cut <= calls + 1; cut++) {
+        const { memory } = await attempt(cut);
+        const stopped = world(memory);
+        const listed = await memory.list('sessions/moved/', { limit: 1000 });
+        if (!listed.objects.some(({ key }) => key.endsWith('/session.json')))
+          for (const { key } of listed.objects) if (key.includes('/inbox_removed/')) left.add(`${cut}`);
+        await expect(
+          importLines(stopped.services, chunks(exported, 89), LIMITS).then(() => 'imported'),
+          `cleanup cut at call ${cut}`,
+        ).resolves.toBe('imported');
+        expect(await exportText(stopped.services, 'moved'), `cleanup cut at call ${cut}`).toBe(exported);
+      }
+      // Some cuts left delivery records without a config: the case this covers.
+      expect(left.size).toBeGreaterThan(0);
+    });
+
+    it('is still 409 session_exists for a session that exists', async () => {
+      const exported = await sourceExport();
+      const w = world(makeStore());
+      await importLines(w.services, chunks(exported), LIMITS);
+      await expect(importLines(w.services, chunks(exported), LIMITS)).rejects.toMatchObject({
+        code: 'session_exists',
+      });
+      expect(await exportText(w.services, 'moved')).toBe(exported);
+    });
+  },
+);

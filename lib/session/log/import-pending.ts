@@ -100,25 +100,38 @@ export async function finishImport(
     if (error instanceof NotFoundError) return null;
     throw error;
   });
-  if (head?.scope.generation !== scope.generation) {
+  if (!head || !sameIncarnation(head.config, config)) {
     // Under a session created since, a record of the same export there may be its own import's.
     if (head) await removeOwn();
     else if (written.length > 0) await log.store.delete(written);
     throw new SessionDeletedError(config.id, 'its import');
   }
+  // A delete of the newest turn since (a turn taken on the session meanwhile) moved it to another
+  // generation of this incarnation: still the import's session, as it stands now.
+  const current = head.config;
   const pendingKey = importPendingKey(scope);
   if (taken.length > 0) {
     await log.store.delete(pendingKey).catch(() => undefined);
     throw new SessionExistsError(config.id);
   }
   try {
-    await writeIndexEntry(log, config, head.newest);
+    await writeIndexEntry(log, current, head.newest);
   } catch {
     // The session exists: without its index entry it is listed from its next turn, append or PATCH.
   }
   // Left, a retry of the same export writes the notices again, as it would have found them.
   await log.store.delete(pendingKey).catch(() => undefined);
-  return toSessionRecord(config, countsOf(head.newest), ledgerOf(head.newest));
+  return toSessionRecord(current, countsOf(head.newest), ledgerOf(head.newest));
+}
+
+/**
+ * Whether `read` is of the incarnation an import created as `created`: its generation, or one a
+ * delete of the newest turn moved it to since (which keeps `incarnation`, the generation it began with).
+ */
+export function sameIncarnation(read: SessionConfig, created: SessionConfig): boolean {
+  if (read.generation === created.generation) return true;
+  const began = created.incarnation ?? created.generation;
+  return began !== undefined && read.incarnation === began && read.created_at === created.created_at;
 }
 
 /**

@@ -31,6 +31,7 @@ import {
   finishImport,
   putNew,
   resumeImport,
+  sameIncarnation,
   stagePending,
   type WriteNotices,
   type WrittenLog,
@@ -159,7 +160,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     // Its own generation alone: a session deleted and created again under the id meanwhile is another's;
     // deleted meanwhile, what its delete left of this generation and its delivery records (landed
     // after that delete's sweep listed), not what another import writes before its config.
-    const own = (head: { scope: LogScope }) => head.scope.generation === scope.generation;
+    // So is one a delete of its newest turn moved to another generation of its incarnation.
+    const own = (head: { config: SessionConfig }) => sameIncarnation(head.config, config);
     const sweepOwn = async () => {
       await sweepGeneration(log, scope);
       await sweepImportedRecords(log, id, scope.generation);

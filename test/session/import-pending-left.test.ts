@@ -30,7 +30,7 @@ async function* bytes(text: string): AsyncGenerator<Uint8Array> {
 
 async function pendingKeys(store: ObjectStore): Promise<string[]> {
   const page = await store.list('sessions/moved/import/', { limit: 100 });
-  return page.objects.map((object) => object.key);
+  return page.objects.map((object) => object.key).filter((key) => key.endsWith('/pending'));
 }
 
 describe('an import answered with its pending object left, the session written since', () => {

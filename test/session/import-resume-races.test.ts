@@ -61,7 +61,7 @@ async function stoppedImport(memory: MemoryStore): Promise<void> {
   await expect(importLines(world(faulty).services, bytes(EXPORTED), LIMITS)).rejects.toMatchObject({
     code: 'storage_error',
   });
-  expect(await keysUnder(memory, '/import/')).toHaveLength(1);
+  expect(await keysUnder(memory, '/pending')).toHaveLength(1);
 }
 
 /** The export imported over `store`, held at its first delivered-notice record's put. */
@@ -127,7 +127,7 @@ describe('an import stopped after its config, the same export sent again', () =>
   it('finishes from a pending object written before config_sha256, checked by its record alone', async () => {
     const memory = new MemoryStore();
     await stoppedImport(memory);
-    const [key] = await keysUnder(memory, '/import/');
+    const [key] = await keysUnder(memory, '/pending');
     const { config_sha256, ...before } = JSON.parse(new TextDecoder().decode((await memory.get(key!))!.body));
     expect(config_sha256).toMatch(/^[0-9a-f]{64}$/);
     await memory.put(key!, JSON.stringify(before));
@@ -184,10 +184,10 @@ async function rewoundAfterStop(memory: MemoryStore) {
   if (begun.kind !== 'claimed') throw new Error(`turn not claimed: ${begun.kind}`);
   const usage = turnUsage({ input_tokens: 10, output_tokens: 5 }, { input: 1, cached_input: 0.5, output: 4 });
   await w.sessions.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
-  const [left] = await keysUnder(memory, '/import/');
+  const [left] = await keysUnder(memory, '/pending');
   await w.sessions.deleteTurn(ID, 1);
   // The session moved to another generation: the pending object is under the one before it.
-  expect(await keysUnder(memory, '/import/')).toEqual([left]);
+  expect(await keysUnder(memory, '/pending')).toEqual([left]);
   return w;
 }
 

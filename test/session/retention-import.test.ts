@@ -61,7 +61,7 @@ describe('the retention sweep of an expired entry whose session is gone', () => 
     const { left, entry } = await interruptedDelete(memory);
     // An import of the id at day 2, held at its pending object: its log is written, its config not yet.
     const held = new HeldStore(memory);
-    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('/import/'));
+    const hold = held.hold(({ operation, keys }) => operation === 'put' && keys[0]!.endsWith('/pending'));
     const exported = `${[headerLine(ID), messageLine(1), messageLine(2)].join('\n')}\n`;
     const importing = importLines(world(held, 2).services, inOneChunk(exported), LIMITS);
     await hold.reached;

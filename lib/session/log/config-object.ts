@@ -250,7 +250,8 @@ export async function deleteSession(
   // An ancestor still alive keeps its objects anyway (its own delete lists the references
   // after this one's are gone): only the deleted ones are swept again.
   for (const point of chain)
-    if (!(await namesGeneration(log, point.id, point.generation))) await sweepSession(log, point.id);
+    if (!(await namesGeneration(log, point.id, point.generation)))
+      await sweepSession(log, point.id, { keepImports: true });
   return true;
 }
 

@@ -137,7 +137,8 @@ export async function giveUp(
   markers: string[],
 ): Promise<void> {
   await log.store.delete([recordKey(scope, record), ...markers]);
-  for (const point of config.fork_of ?? []) await sweepSession(log, point.id);
+  // An ancestor's id may be under import (its session gone): what that import wrote stays.
+  for (const point of config.fork_of ?? []) await sweepSession(log, point.id, { keepImports: true });
 }
 
 /** The parent's fields a fork keeps unless it sets its own. */

@@ -26,6 +26,25 @@ function importPendingKey(scope: LogScope): string {
   return `${scoped(scope, 'import')}pending`;
 }
 
+/**
+ * `import/<g>/started`: an import's first write, so a sweep that keeps what imports in flight
+ * wrote (log/sweep.ts, `keepImports`) tells its generation from a deleted session's; deleted with
+ * the pending object.
+ */
+export function importMarkKey(scope: LogScope): string {
+  return `${scoped(scope, 'import')}started`;
+}
+
+/** Writes an import's mark, before anything else of its generation. */
+export async function markImport(log: LogContext, scope: LogScope): Promise<void> {
+  await putNew(log, importMarkKey(scope), JSON.stringify({ format: 'tailgate.import.v1' }));
+}
+
+/** An import's pending object and its mark: what goes once nothing finishes the import. */
+function importKeys(scope: LogScope): string[] {
+  return [importPendingKey(scope), importMarkKey(scope)];
+}
+
 const pendingSchema = z.object({
   format: z.literal('tailgate.import.v1'),
   export_sha256: z.string(),
@@ -109,9 +128,9 @@ export async function finishImport(
   // A delete of the newest turn since (a turn taken on the session meanwhile) moved it to another
   // generation of this incarnation: still the import's session, as it stands now.
   const current = head.config;
-  const pendingKey = importPendingKey(scope);
+  const pendingKeys = importKeys(scope);
   if (taken.length > 0) {
-    await log.store.delete(pendingKey).catch(() => undefined);
+    await log.store.delete(pendingKeys).catch(() => undefined);
     throw new SessionExistsError(config.id);
   }
   try {
@@ -120,7 +139,7 @@ export async function finishImport(
     // The session exists: without its index entry it is listed from its next turn, append or PATCH.
   }
   // Left, a retry of the same export writes the notices again, as it would have found them.
-  await log.store.delete(pendingKey).catch(() => undefined);
+  await log.store.delete(pendingKeys).catch(() => undefined);
   return toSessionRecord(current, countsOf(head.newest), ledgerOf(head.newest));
 }
 
@@ -158,14 +177,14 @@ export async function resumeImport(
     // A delete of the newest turn moved the session off the generation it began with, where an
     // import's pending object is: left there, nothing finishes it now (blind: one call, no read).
     if (config.incarnation !== undefined && config.incarnation !== scope.generation)
-      await log.store.delete(importPendingKey({ ...scope, generation: config.incarnation })).catch(() => undefined);
+      await log.store.delete(importKeys({ ...scope, generation: config.incarnation })).catch(() => undefined);
     throw new SessionExistsError(config.id);
   }
   const pending = parseStored(key, object.body, pendingSchema);
   const { newest } = await readNewest(log, scope);
   const patched = pending.config_sha256 !== undefined && pending.config_sha256 !== configSha256(configBody);
   if (patched || (newest?.record.record ?? 0) !== pending.record) {
-    await log.store.delete(key).catch(() => undefined);
+    await log.store.delete(importKeys(scope)).catch(() => undefined);
     throw new SessionExistsError(config.id);
   }
   if ((await exportSha256()) !== pending.export_sha256)

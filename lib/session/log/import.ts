@@ -29,6 +29,7 @@ import { readConfig, scopeOf } from './head.ts';
 import {
   configSha256,
   finishImport,
+  markImport,
   putNew,
   resumeImport,
   sameIncarnation,
@@ -139,6 +140,7 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
   const scope = scopeOf(log.keyPrefix, config);
   let wrote: WrittenLog;
   try {
+    await markImport(log, scope);
     wrote = await writeLog(log, scope, options);
     const body = JSON.stringify(config);
     const sums = { export_sha256: await options.exportSha256(), config_sha256: configSha256(body) };

@@ -14,7 +14,16 @@ export interface SweepOptions {
    * writes under a generation made at its start (the retention sweep's, log/retention.ts).
    */
   madeBefore?: number;
+  /**
+   * While no config exists, the objects of generations an import marked (log/import-pending.ts,
+   * `import/<g>/started`) made within IMPORT_KEPT_MS are kept: an import in flight of an id a
+   * fork's delete sweeps again (log/config-object.ts, log/fork.ts).
+   */
+  keepImports?: boolean;
 }
+
+/** How long a sweep keeping imports keeps a marked generation (by the time its name carries). */
+export const IMPORT_KEPT_MS = 24 * 60 * 60 * 1000;
 
 /**
  * Deletes every object under a session's prefix that no current config names (but `keep`),
@@ -26,6 +35,7 @@ export async function sweepSession(log: LogContext, id: string, options: SweepOp
   const configKey = sessionConfigKey(log.keyPrefix, id);
   const prefix = sessionPrefix(log.keyPrefix, id);
   const { shared, pending } = await sharedGenerations(log, id);
+  const now = log.clock().getTime();
   let cursor: string | undefined;
   for (;;) {
     const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
@@ -34,6 +44,11 @@ export async function sweepSession(log: LogContext, id: string, options: SweepOp
     const current = await log.store.get(configKey);
     const config = current ? parseStored(configKey, current.body, sessionConfigSchema) : null;
     const generation = config ? scopeOf(log.keyPrefix, config).generation : null;
+    // Listed after the objects: an import's mark, its first write, lands before any of them, and
+    // goes only once its config exists (read above) or its import gave up.
+    const marked = options.keepImports && config === null ? await importMarks(log, prefix) : new Set<string>();
+    const importing = (key: string, level: string) =>
+      marked.has(level) && madeSince(log, id, key, level, now - IMPORT_KEPT_MS);
     // The generations of this id the config reads (a delete of the newest turn committed since
     // the references were listed): its history, whatever the listing of references said.
     // So are those a flattened history names (log/flatten.ts): a turn closed there is still charged.
@@ -48,7 +63,8 @@ export async function sweepSession(log: LogContext, id: string, options: SweepOp
         const level = key.slice(prefix.length).split('/')[1] ?? '';
         if (key === configKey || keep.has(key) || shared.has(level) || read.has(level)) return false;
         // While the session exists, a delete of its newest turn may be writing its next generation.
-        if (config === null) return madeBefore === undefined || !madeSince(log, id, key, level, madeBefore);
+        if (config === null)
+          return !importing(key, level) && (madeBefore === undefined || !madeSince(log, id, key, level, madeBefore));
         // Inputs queued under a generation a delete of the newest turn left, the keys telling
         // which were taken up there, and their images and files are still the session's (log/queue.ts).
         if (
@@ -65,6 +81,21 @@ export async function sweepSession(log: LogContext, id: string, options: SweepOp
     if (!page.truncated || !page.cursor) break;
     cursor = page.cursor;
   }
+}
+
+/** The generations with an import's mark under a session's `prefix`. */
+async function importMarks(log: LogContext, prefix: string): Promise<Set<string>> {
+  const marked = new Set<string>();
+  let cursor: string | undefined;
+  do {
+    const page = await log.store.list(`${prefix}import/`, { limit: 1000, ...(cursor ? { cursor } : {}) });
+    for (const { key } of page.objects) {
+      const [, level = '', name] = key.slice(prefix.length).split('/');
+      if (name === 'started') marked.add(level);
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
+  return marked;
 }
 
 /**

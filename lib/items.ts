@@ -94,7 +94,8 @@ export const clientItemSchema = z.discriminatedUnion('type', [
 
 /**
  * Items that clientItemSchema's parse (or itemSchema's) gave, as a route's request body holds
- * them: lib/session/log/append.ts does not check them again. Only the object a parse returned is
+ * them: lib/session/log/append.ts and a turn's claim (lib/session/log/claim-input.ts) do not
+ * check them again. Only the object a parse returned is
  * marked; an item rewritten since (one whose attachments were stored, lib/session/attachments.ts,
  * is a new object) is not, and is checked.
  */

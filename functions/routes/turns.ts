@@ -10,6 +10,7 @@ import {
   type TurnServices,
 } from '../../lib/turn/index.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
+import { markParsedItems } from '../../lib/items.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, idempotencyKeyHeaders, jsonBody, jsonResponse } from '../openapi-helpers.ts';
@@ -102,6 +103,8 @@ export function turnRoutes() {
     .openapi(takeTurnRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { stream, background, on_busy: onBusy, ...request } = c.req.valid('json');
+      // Its items, as the schema gave them, are not checked again by the claim (lib/items.ts markParsedItems).
+      if (Array.isArray(request.input)) markParsedItems(request.input);
       const idempotencyKey = c.req.valid('header')['idempotency-key'];
       checkItemSizes(
         typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input,

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { StorageError } from '../../errors.ts';
 import { SessionDeletedError } from '../../session-deleted.ts';
 import { sha256Hex } from '../../hash.ts';
-import { itemSchema, outputItemSchema, type Item, type StoredItem } from '../../items.ts';
+import type { Item, StoredItem } from '../../items.ts';
+import { claimInput } from './claim-input.ts';
 import { doneKey } from '../keys.ts';
 import type { OnBusy } from '../fields.ts';
 import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
@@ -100,7 +101,7 @@ export class TurnClaim {
     this.#id = id;
     this.#options = options;
     this.#state = commitState(options.writer);
-    this.#input = checkInvariant(z.array(itemSchema), options.input);
+    this.#input = claimInput(options.input);
     this.#keyHash =
       options.keyHash ??
       (options.idempotencyKey === undefined

@@ -175,8 +175,8 @@ export function createErrorHandler(log: (message: string, error: unknown) => voi
  * `body.input: required` or `body.colour: unknown field`. `details.issues` holds each
  * issue as the message reads it: a union's as its most relevant branch's, not every branch's.
  */
-export function validationError(error: ZodError, target: string): InvalidRequestError {
-  const issues = error.issues.map((issue) => requiredIssue(innermostIssue(issue)));
+export function validationError(error: ZodError, target: string, value?: unknown): InvalidRequestError {
+  const issues = error.issues.map((issue) => requiredIssue(innermostIssue(issue), value));
   const issue = relevantIssue(issues);
   const base = target === 'json' ? 'body' : target;
   if (!issue) return new InvalidRequestError(`invalid ${base}`, { field: base });
@@ -197,11 +197,25 @@ type Issue = ZodError['issues'][number];
 /**
  * A field the request lacks reads `required`, not zod's `Invalid input: expected string,
  * received undefined`: a JSON body, query or path holds no undefined value, so a type refused
- * for receiving one (alone, or by every branch of a union) is a field not sent.
+ * for receiving one (alone, or by every branch of a union) is a field not sent. An enum or a
+ * literal refused (`Invalid option`) reads `required` when `value`, what was validated, lacks it.
  */
-function requiredIssue(issue: Issue): Issue {
+function requiredIssue(issue: Issue, value: unknown): Issue {
+  const required = { ...issue, message: 'required' } as Issue;
+  // An enum's or a literal's issue does not say what it received: the value at its path does.
+  if (issue.code === 'invalid_value') return value !== undefined && lacks(value, issue.path) ? required : issue;
   if (issue.code !== 'invalid_type' && issue.code !== 'invalid_union') return issue;
-  return issue.message.endsWith(', received undefined') ? ({ ...issue, message: 'required' } as Issue) : issue;
+  return issue.message.endsWith(', received undefined') ? required : issue;
+}
+
+/** Whether `value` holds an object (or array) at `path` but for its last key, which it lacks. */
+function lacks(value: unknown, path: readonly PropertyKey[]): boolean {
+  let at = value;
+  for (const key of path) {
+    if (typeof at !== 'object' || at === null) return false;
+    at = (at as Record<PropertyKey, unknown>)[key];
+  }
+  return path.length > 0 && at === undefined;
 }
 
 /**
@@ -311,8 +325,8 @@ function rootTypeMessage(branches: Issue[][]): string | undefined {
 
 /** The defaultHook of every OpenAPIHono router: a failed validation throws to onError. */
 export function validationHook(
-  result: { success: true } | { success: false; error: ZodError; target: string },
+  result: { success: true } | { success: false; error: ZodError; target: string; data?: unknown },
   _c: Context,
 ): void {
-  if (!result.success) throw validationError(result.error, result.target);
+  if (!result.success) throw validationError(result.error, result.target, result.data);
 }

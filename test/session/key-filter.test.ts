@@ -17,7 +17,10 @@ import {
   shardFilter,
 } from '../../lib/session/key-filter.ts';
 import { viewKey, type LogScope } from '../../lib/session/keys.ts';
-import { INDEX_KEY_CHARS } from '../../lib/session/log/key-shards.ts';
+import { logContext } from '../../lib/session/log/context.ts';
+import { INDEX_KEY_CHARS, rememberedIndex } from '../../lib/session/log/key-shards.ts';
+import { shardCacheOf } from '../../lib/session/log/shard-cache.ts';
+import { readView } from '../../lib/session/log/view-chunks.ts';
 import { doneSchema, parseStored } from '../../lib/session/records.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
@@ -266,6 +269,24 @@ describe('repeat index filters', () => {
     const cold = await coldTurn(memory, [{ type: 'message', role: 'user', content: 'go on' }]);
     expect(cold.shardGets).toBe(0);
     expect(cold.aggregates).toEqual(computeAggregates(await allItems(new SessionLog(memory, options))));
+  });
+
+  it('are kept by a process that read the view once the read has gone on, at once when an append asks', async () => {
+    const { store: memory } = await deepSession();
+    const view = await newestView(memory, new SessionLog(memory, options));
+    expect(Object.keys(view.keys.filters ?? {}).length).toBeGreaterThan(0);
+    const scope = await new SessionLog(memory, options).scope('s');
+    // A process new to the session (its own shard cache), reading the view as a cold turn does.
+    const reader = logContext(new ProcessStore(memory), { viewPolicy, viewCacheBytes: 0 });
+    const key = viewKey(scope, view.record);
+    const read = await readView(reader, scope, key, view.record);
+    if (!read || read === 'gone') throw new Error(`${key} unread`);
+    // The read returned before the index and its filters were kept: the turn goes on to its model.
+    const cache = shardCacheOf(reader.store);
+    expect(cache.size).toBe(0);
+    // An append that asks for the index gets it with every shard's filter, kept then.
+    expect(rememberedIndex(reader, scope, key)).toEqual(view.keys);
+    expect(cache.size).toBeGreaterThan(0);
   });
 
   it('are left out past the keys in shards the log filters, the shards then read as without them', async () => {

@@ -113,12 +113,38 @@ export function rememberIndex(log: LogContext, scope: LogScope, key: string, ind
 }
 
 /**
+ * rememberIndex on a later turn of the event loop: a turn that read the view goes on to its
+ * model call first (at 256 shards, keeping the filters costs about what checking the view
+ * does). Only rememberedIndex reads what it keeps, and it keeps what is waiting first.
+ */
+export function rememberIndexSoon(log: LogContext, scope: LogScope, key: string, index: KeyIndex): void {
+  const cache = shardCacheOf(log.store);
+  let waiting = waitingIndexes.get(cache);
+  if (!waiting) {
+    waiting = [];
+    waitingIndexes.set(cache, waiting);
+    setTimeout(() => keepWaiting(cache), 0);
+  }
+  waiting.push(() => rememberIndex(log, scope, key, index));
+}
+
+/** The indexes rememberIndexSoon has yet to keep, by cache, in the order they were read. */
+const waitingIndexes = new WeakMap<ShardCache, (() => void)[]>();
+
+function keepWaiting(cache: ShardCache): void {
+  const waiting = waitingIndexes.get(cache);
+  waitingIndexes.delete(cache);
+  for (const keep of waiting ?? []) keep();
+}
+
+/**
  * The repeat index of the view under `key`, when this process has it (rememberIndex, or the view
  * cached), as the view policy of `log` keys calls (another policy's index keys them otherwise),
  * with the filters of its shards still kept.
  */
 export function rememberedIndex(log: LogContext, scope: LogScope, key: string): KeyIndex | undefined {
   const cache = shardCacheOf(log.store);
+  keepWaiting(cache);
   const cacheKey = indexKey(log, key);
   const json = cache.get(cacheKey);
   if (json === undefined) {

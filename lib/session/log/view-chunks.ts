@@ -4,7 +4,7 @@ import { toBytes, type StoredObject } from '../../store/object-store.ts';
 import { viewChunkKey, type LogScope } from '../keys.ts';
 import type { LogItem } from '../records.ts';
 import { storedView, storedViewChunk } from '../view-check.ts';
-import { rememberIndex } from './key-shards.ts';
+import { rememberIndexSoon } from './key-shards.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { itemSize, keepCopy, keepPrefix, listBytes, listParts, slotBytes, takeListBytes } from './item-bytes.ts';
 import type { LogView } from '../view-records.ts';
@@ -218,7 +218,7 @@ export async function readView(
   }
   rememberChunk(view, chunk);
   log.viewCache?.set(key, view, object.body.byteLength + (chunk?.bytes ?? 0));
-  rememberIndex(log, scope, key, view.keys);
+  rememberIndexSoon(log, scope, key, view.keys);
   return view;
 }
 

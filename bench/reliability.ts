@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFauxqs } from 'fauxqs';
+import { DEFAULTS } from '../lib/defaults.ts';
 import { killMidTurnAndRecover } from '../test/runtimes/crash-recovery.ts';
 import { startConditionalGateway } from '../test/support/s3-store.ts';
 
@@ -11,8 +12,11 @@ import { startConditionalGateway } from '../test/support/s3-store.ts';
  * The reliability figures of bench/RESULTS.md:
  * - the protocol simulation (test/session/protocol-simulation.test.ts) run with
  *   `interleavings` random interleavings: how many crash points and interleavings it checked;
- * - kill -9 of a real Node server mid-stream with the default settings (TURN_LEASE_MS 30 s):
- *   the time until the session takes a turn again, and with a cancel instead of waiting.
+ * - kill -9 of a real Node server mid-stream with the default settings (TURN_LEASE_MS 30 s, or
+ *   `leaseMs` when given): the time until the session takes a turn again, and with a cancel
+ *   instead of waiting.
+ * Only the simulation's two properties these figures count run (its crash matrix and its
+ * concurrent actors); `npm test` runs the whole file.
  */
 
 export interface ReliabilityFigures {
@@ -33,6 +37,8 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 export async function measureReliability(options: {
   interleavings: number;
+  /** TURN_LEASE_MS of the killed server; the default (lib/defaults.ts) when not given. */
+  leaseMs?: number;
   log: (line: string) => void;
 }): Promise<ReliabilityFigures> {
   const reportDirectory = mkdtempSync(join(tmpdir(), 'tailgate-sim-'));
@@ -42,7 +48,8 @@ export async function measureReliability(options: {
   let simulation: ReliabilityFigures['simulation'];
   try {
     try {
-      execFileSync('npx', ['vitest', 'run', '--project', 'unit', 'test/session/protocol-simulation.test.ts'], {
+      const file = 'test/session/protocol-simulation.test.ts';
+      execFileSync('npx', ['vitest', 'run', '--project', 'unit', file, '-t', 'the session protocol '], {
         cwd: root,
         env: { ...process.env, SIMULATION_RUNS: String(options.interleavings), SIMULATION_REPORT: report },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -58,6 +65,7 @@ export async function measureReliability(options: {
     rmSync(reportDirectory, { recursive: true, force: true });
   }
 
+  const leaseMs = options.leaseMs ?? DEFAULTS.turnLeaseMs;
   const fauxqs = await startFauxqs({ port: 0, logger: false, host: '127.0.0.1' } as Parameters<typeof startFauxqs>[0]);
   const bucket = 'tailgate-bench';
   fauxqs.createBucket(bucket);
@@ -71,16 +79,17 @@ export async function measureReliability(options: {
     AWS_ACCESS_KEY_ID: 'bench',
     AWS_SECRET_ACCESS_KEY: 'bench',
     KEY_PREFIX: keyPrefix,
+    ...(options.leaseMs === undefined ? {} : { TURN_LEASE_MS: String(options.leaseMs) }),
   });
   try {
-    options.log('  kill -9 mid-stream, default lease: waiting for it to run out');
+    options.log(`  kill -9 mid-stream, lease ${leaseMs / 1000} s: waiting for it to run out`);
     const waited = await killMidTurnAndRecover(environment('recover/'), 'bench');
     options.log(`  recovered in ${(waited.recoveryMs / 1000).toFixed(1)} s; now with a cancel`);
     const cancelled = await killMidTurnAndRecover(environment('cancel/'), 'bench', { cancel: true });
     return {
       simulation,
       recovery: {
-        leaseMs: 30_000,
+        leaseMs,
         recoveryMs: waited.recoveryMs,
         restartMs: waited.restartMs,
         refused: waited.refused.length,

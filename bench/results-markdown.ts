@@ -242,7 +242,8 @@ function reliabilitySection(results: BenchResults): string[] {
     '| kill -9 of a Node server mid-stream (S3 on loopback) | Time until a new turn is answered 200 | Server ' +
       'restart | Turns refused (409) meanwhile |',
     '|---|---|---|---|',
-    `| default settings: wait for the lease (TURN_LEASE_MS ${recovery.leaseMs / 1000} s, renewed every ` +
+    `| ${recovery.leaseMs === DEFAULTS.turnLeaseMs ? 'default settings' : 'a shorter lease'}: wait for the ` +
+      `lease (TURN_LEASE_MS ${recovery.leaseMs / 1000} s, renewed every ` +
       `${recovery.leaseMs / 3000} s while the turn ran) | ${(recovery.recoveryMs / 1000).toFixed(1)} s | ` +
       `${(recovery.restartMs / 1000).toFixed(1)} s | ${recovery.refused} |`,
     `| \`POST /v1/sessions/:id/turns/:turn/cancel\` right after the restart | ` +

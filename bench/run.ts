@@ -275,7 +275,12 @@ if (runs('workerd')) {
 
 if (runs('reliability')) {
   log('reliability: crash and race simulation, kill -9 recovery (bench/reliability.ts)');
-  results.reliability = await measureReliability({ interleavings: quick ? 100 : 2_000, log });
+  // --quick waits out a 6 s lease (test/runtimes/crash-recovery.test.ts's) instead of the default 30 s.
+  results.reliability = await measureReliability({
+    interleavings: quick ? 100 : 2_000,
+    ...(quick ? { leaseMs: 6000 } : {}),
+    log,
+  });
   ended('reliability');
 }
 

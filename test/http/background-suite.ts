@@ -4,7 +4,7 @@ import { createClient, type HttpHarness } from './http-suite.ts';
 /**
  * Background turns through the real app: `background: true` answers 202 at once and the
  * turn runs with no client connected (in the process on Node, through the Cloudflare Queues
- * consumer inside workerd: test/workers/http.test.ts), its receipt following it to its end.
+ * consumer inside workerd: test/workers/http-turns.test.ts), its receipt following it to its end.
  */
 export function defineBackgroundSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);

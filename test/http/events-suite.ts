@@ -6,7 +6,7 @@ import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts
  * Resumable event streams through the real app: a streamed or background turn journals its
  * events, and `GET .../turns/{turn}/events` replays them from any point (`?after`,
  * `Last-Event-ID`) and follows a running turn to its end. Runs on Node
- * (test/http/http.test.ts) and inside workerd (test/workers/http.test.ts).
+ * (test/http/http.test.ts) and inside workerd (test/workers/http-turns.test.ts).
  */
 export function defineEventsSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);

@@ -5,7 +5,7 @@ import { facadeClient, type HttpHarness } from './http-suite.ts';
 
 /**
  * Background responses of the OpenAI facade through the official `openai` client, its fetch the
- * harness's: inside workerd (test/workers/http.test.ts) the turn goes through the Cloudflare
+ * harness's: inside workerd (test/workers/http-turns.test.ts) the turn goes through the Cloudflare
  * Queues consumer and its events are replayed from the R2 journal. Node runs the same client
  * against a slow provider in test/openai/background-client.test.ts.
  */

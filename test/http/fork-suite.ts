@@ -4,7 +4,7 @@ import { freshId, createClient, type HttpHarness } from './http-suite.ts';
 /**
  * POST /v1/sessions/{id}/fork through the real app: the fork shares its parent's history up to
  * a turn or seq, goes on by itself, and survives its parent's delete; bad fork points are 4xx.
- * Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
+ * Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http-turns.test.ts).
  */
 export function defineForkSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);

@@ -14,7 +14,7 @@ import { defineEventsSuite } from './events-suite.ts';
 import { defineQueueForksSuite } from './queue-forks-suite.ts';
 
 // The whole HTTP contract in Node, through `app.request` with an in-memory store. The same
-// suite runs inside workerd against the real worker and local R2 (test/workers/http.test.ts).
+// suites run inside workerd against the real worker and local R2 (test/workers/http*.test.ts).
 const store = new MemoryStore();
 const baseEnvironment: Record<string, string | undefined> = {
   API_TOKEN: TOKEN,

@@ -8,7 +8,7 @@ import { createClient, TOKEN, type HttpHarness } from './http-suite.ts';
 /**
  * Images through the real app and its bucket: stored once as a blob, listed as a reference,
  * served with their content-type, seen by the model, deleted with the session. Runs in Node
- * (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
+ * (test/http/http.test.ts) and inside workerd with R2 (test/workers/http-turns.test.ts).
  */
 export function defineImagesSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);

@@ -6,7 +6,7 @@ import { createClient, type HttpHarness } from './http-suite.ts';
  * id of 64 characters, notice names of 200 (and their delivered slots, a little longer), and
  * session metadata up to the size the session index keeps in its keys. Upper case is the worst
  * case for the file store (escaped as three bytes). Run on memory and the file store and S3
- * (test/http/key-limits.test.ts), and on R2 inside workerd (test/workers/http.test.ts).
+ * (test/http/key-limits.test.ts), and on R2 inside workerd (test/workers/http-tokens.test.ts).
  */
 export function defineKeyLimitsSuite(name: string, harness: HttpHarness): void {
   const api = createClient(harness);

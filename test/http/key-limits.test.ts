@@ -11,7 +11,7 @@ import { TOKEN, type HttpHarness } from './http-suite.ts';
 import { defineKeyLimitsSuite } from './key-limits-suite.ts';
 
 // The key-limit suite through the app on the memory store, the file store and S3 (fauxqs behind
-// the conditional gateway); R2 runs it inside workerd (test/workers/http.test.ts).
+// the conditional gateway); R2 runs it inside workerd (test/workers/http-tokens.test.ts).
 const directory = await mkdtemp(join(tmpdir(), 'tailgate-key-limits-'));
 const gateway = await startConditionalGateway(inject('s3Endpoint'));
 afterAll(async () => {

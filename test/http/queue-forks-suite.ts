@@ -7,7 +7,7 @@ import { freshId, createClient, type HttpHarness } from './http-suite.ts';
  * inputs are put into the bucket as an enqueue stores them (docs/STORAGE.md, "Queued inputs"),
  * since no turn can be held open here, in a session whose budget is spent, so that the pickup a
  * listing runs leaves them waiting; test/ui/inspector.test.ts queues them behind a running turn.
- * Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
+ * Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http-turns.test.ts).
  */
 export function defineQueueForksSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);

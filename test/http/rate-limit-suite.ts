@@ -5,7 +5,7 @@ import { freshId, TOKEN, type HttpHarness } from './http-suite.ts';
  * Turns per minute per session and per token (functions/rate-limit.ts): three turns a minute
  * under each limit the test turns on. `limits.session` and `limits.token` are the environment
  * overrides that set one of them to 3 (the settings on Node, a Rate Limiting binding in workerd).
- * Run through the app (test/http/rate-limit.test.ts) and through the worker (test/workers/http.test.ts).
+ * Run through the app (test/http/rate-limit.test.ts) and through the worker (test/workers/http-tokens.test.ts).
  *
  * `windows`: the in-process limiter counts a sliding minute, so exactly 3 turns pass; the Rate
  * Limiting binding counts minutes aligned to the wall clock, so turns that straddle a minute's

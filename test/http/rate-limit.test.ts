@@ -8,7 +8,7 @@ import { defineRateLimitSuite } from './rate-limit-suite.ts';
 import { slowEcho } from '../support/slow-echo.ts';
 
 // The rate limits through the app on Node: the in-process limiter the settings drive. The
-// Rate Limiting binding runs the same suite inside workerd (test/workers/http.test.ts).
+// Rate Limiting binding runs the same suite inside workerd (test/workers/http-tokens.test.ts).
 let now = Date.parse('2026-01-01T00:00:00Z');
 const store = new MemoryStore();
 const app = createApp({

@@ -5,7 +5,7 @@ import { TOKEN, type HttpHarness } from './http-suite.ts';
 /**
  * Deleting the newest response with the official `openai` client through the real app and its
  * bucket: the conversation goes back to the response before it and goes on from there. Runs in
- * Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
+ * Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http-turns.test.ts).
  */
 /** A new conversation's first two responses ('first question', 'second question'). */
 export async function twoResponses(client: OpenAI) {

@@ -9,7 +9,7 @@ import { createClient, SIGNING_KEY, type HttpHarness } from './http-suite.ts';
  * across several sessions are charged to one spend record (docs/STORAGE.md, "Token spend"),
  * exactly under concurrent turns, and a turn is refused with 402 once it is spent. Runs through
  * the app on the memory and file stores (test/http/token-budget.test.ts) and inside workerd
- * with R2 (test/workers/http.test.ts).
+ * with R2 (test/workers/http-tokens.test.ts).
  */
 export function defineTokenBudgetSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);

@@ -12,7 +12,7 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 import { defineTokenBudgetSuite } from './token-budget-suite.ts';
 
 // Token budgets through the app on the memory store and the file store; R2 runs the same suite
-// inside workerd (test/workers/http.test.ts).
+// inside workerd (test/workers/http-tokens.test.ts).
 const directory = await mkdtemp(join(tmpdir(), 'tailgate-token-budget-'));
 afterAll(async () => {
   await rm(directory, { recursive: true, force: true, maxRetries: 5 });

@@ -7,7 +7,7 @@ import { freshId, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
  * Scoped tokens through the real app (README "Give a notice poster its own token"): minting,
  * verification, scopes, session binding, revocation, and the route-by-scope matrix read from
  * /openapi.json. Runs in Node (test/http/http.test.ts) and inside workerd
- * (test/workers/http.test.ts).
+ * (test/workers/http-tokens.test.ts).
  */
 
 const SCOPES = ['inbox:write', 'inbox:read', 'session:read', 'session:turn', 'admin'] as const;

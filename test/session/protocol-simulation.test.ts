@@ -2,7 +2,6 @@ import { World } from '../support/simulation.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineForkSimulation } from './fork-simulation-suite.ts';
 import { defineRewindSimulation } from './rewind-simulation-suite.ts';
-import { defineFlattenSimulation } from './flatten-simulation-suite.ts';
 import { defineProtocolSimulation } from './protocol-simulation-suite.ts';
 
 // The protocol simulation on the memory store: every interleaving replays exactly from its seed.
@@ -21,5 +20,5 @@ defineForkSimulation('memory store', async () => new MemoryStore());
 
 defineRewindSimulation('memory store', async () => new MemoryStore());
 
-// A bound, not a measure, as the protocol simulation's above: many crash points, each a history.
-defineFlattenSimulation('memory store', async () => new MemoryStore(), 300_000);
+// The flattening delete's simulation on the memory store is test/session/flatten-simulation.test.ts:
+// a file of its own, so that vitest runs it beside this one.

@@ -114,7 +114,8 @@ const defect = (line: string) => {
 
 // ---- servers ----
 interface Slot {
-  port: number;
+  /** The slot's number, naming its log. */
+  index: number;
   server: RunningServer | undefined;
   up: boolean;
   log: string;
@@ -126,8 +127,8 @@ async function boot(slot: Slot): Promise<void> {
   const started = Date.now();
   slot.server = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
     cwd: root,
-    port: slot.port,
-    env: { ...env, PORT: String(slot.port) },
+    // A port the server picks each start (startServer reads it from the banner).
+    env: { ...env, PORT: '0' },
     timeoutMs: 60_000,
   });
   slot.up = true;
@@ -162,8 +163,11 @@ async function call(
   for (let attempt = 0; ; attempt++) {
     const slot = pick(slots.filter((s) => s.up).length ? slots.filter((s) => s.up) : slots);
     figures.requests++;
+    const origin = slot.up ? slot.server?.origin : undefined;
     try {
-      const response = await fetch(`http://127.0.0.1:${slot.port}${path}`, {
+      // A slot whose server is down refuses, as a port nothing listens on would.
+      if (origin === undefined) throw new Error('down', { cause: { code: 'ECONNREFUSED' } });
+      const response = await fetch(`${origin}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${TOKEN}`,
@@ -631,7 +635,7 @@ async function main() {
     OPENAI_COMPATIBLE_BASE_URL: `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1`,
     OPENAI_COMPATIBLE_API_KEY: 'fake',
   };
-  for (let i = 0; i < serverCount; i++) slots.push({ port: 19100 + i, server: undefined, up: false, log: '' });
+  for (let i = 0; i < serverCount; i++) slots.push({ index: i, server: undefined, up: false, log: '' });
   await Promise.all(slots.map(boot));
   figures.restartMs.length = 0;
   for (let i = 0; i < 24; i++) await createSession();
@@ -674,7 +678,7 @@ async function main() {
   );
   for (const slot of slots) {
     slot.log += slot.server?.output() ?? '';
-    writeFileSync(join(outDir, `server-${slot.port}.log`), slot.log);
+    writeFileSync(join(outDir, `server-${slot.index}.log`), slot.log);
     await slot.server?.stop();
   }
   provider.close();

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { type FakeReply, fakeProviderForFile, fixture } from '../support/fake-providers/fake-provider-server.ts';
-import { freePort } from '../support/server-process.ts';
 import { spendWorld as world } from './spend-world.ts';
 
 // A turn whose model call failed is charged an estimate (its prompt's tokens, the output it
@@ -17,6 +16,8 @@ const fake = fakeProviderForFile();
 const firstEvents = (count: number) =>
   `${fixture('openai-chat-text.sse').split('\n\n').slice(0, count).join('\n\n')}\n\n`;
 
+/** The discard port: below 1024, so no test's server can bind it, and nothing listens on it. */
+const CLOSED_PORT_URL = 'http://127.0.0.1:9/v1';
 /** No retry, and a deadline no test reaches: the refusal is the call's failure. */
 const NO_RETRY = { MODEL_MAX_RETRIES: '0', MODEL_TIMEOUT_MS: '600000' };
 /**
@@ -71,7 +72,7 @@ function chargedEstimate(
 
 describe.each([false, true])('a turn (stream: %s) whose call never reached the model charges nothing', (stream) => {
   it('a refused connection', async () => {
-    const turn = await failedTurn(stream, NO_RETRY, `http://127.0.0.1:${await freePort()}/v1`);
+    const turn = await failedTurn(stream, NO_RETRY, CLOSED_PORT_URL);
     expect(turn.answer).toContain('model_error');
     chargedNothing(turn);
   });
@@ -172,7 +173,7 @@ describe.each([false, true])('a turn (stream: %s) cancelled while its call', (st
 describe('a store: false response whose call failed', () => {
   async function spentBy(reply: FakeReply | 'refused') {
     if (reply !== 'refused') fake.next = reply;
-    const baseURL = reply === 'refused' ? `http://127.0.0.1:${await freePort()}/v1` : fake.provider.baseURL;
+    const baseURL = reply === 'refused' ? CLOSED_PORT_URL : fake.provider.baseURL;
     const { api, auth, drain } = await world(baseURL, reply === 'refused' ? NO_RETRY : HANGING);
     const body = { model: 'openai-compatible:fake-model', input: 'Hello there', store: false };
     const failed = await api.post('/v1/responses', body, auth);

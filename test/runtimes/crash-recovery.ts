@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { freePort, startServer } from '../support/server-process.ts';
+import { startServer } from '../support/server-process.ts';
 
 /**
  * kill -9 of a real Node server in the middle of a streamed turn, then a restart: how long
@@ -32,13 +32,13 @@ export async function killMidTurnAndRecover(
     sse: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
     hang: true,
   }));
-  const port = await freePort();
-  const env = { ...environment(port), OPENAI_COMPATIBLE_BASE_URL: provider.baseURL, OPENAI_COMPATIBLE_API_KEY: 'test' };
-  const start = () => startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], { cwd: root, port, env });
+  // Port 0: each start listens on a port of its own, read from its banner (startServer).
+  const env = { ...environment(0), OPENAI_COMPATIBLE_BASE_URL: provider.baseURL, OPENAI_COMPATIBLE_API_KEY: 'test' };
+  const start = () => startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], { cwd: root, env });
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   let server = await start();
   try {
-    const origin = server.origin;
+    let origin = server.origin;
     const id = `crash-${Date.now().toString(36)}`;
     const created = await fetch(`${origin}/v1/sessions`, {
       method: 'POST',
@@ -70,6 +70,7 @@ export async function killMidTurnAndRecover(
     const killedAt = Date.now();
     await reader.cancel().catch(() => undefined);
     server = await start();
+    origin = server.origin;
     const restartMs = Date.now() - killedAt;
 
     const refused: number[] = [];

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { freePort, root, serverCommand } from './runtime-process.ts';
+import { root, serverCommand } from './runtime-process.ts';
 
 /**
  * A Node server whose DATA_DIR the file store cannot work in refuses to start, with one line
@@ -23,7 +23,7 @@ afterAll(async () => {
 
 /** Runs the Node server with `dataDir`; its exit code and output, or `hung` when it is still running after 45 s. */
 async function start(dataDir: string): Promise<{ code: number | null | 'hung'; output: string }> {
-  const [command, args] = serverCommand('Node', await freePort());
+  const [command, args] = serverCommand('Node', 0);
   const child = spawn(command, args, {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', DATA_DIR: dataDir, ALLOW_ANONYMOUS: 'true' },

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FileStore } from '../../lib/store/file.ts';
-import { freePort, type RunningServer, runScenario, startDenoServer, startNodeServer } from './runtime-process.ts';
+import { type RunningServer, runScenario, startDenoServer, startNodeServer } from './runtime-process.ts';
 
 const TOKEN = 'file-store-token';
 let dataDir: string;
@@ -15,11 +15,7 @@ let denoServer: RunningServer;
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'tailgate-data-'));
   const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' };
-  const [nodePort, denoPort] = [await freePort(), await freePort()];
-  [node, denoServer] = await Promise.all([
-    startNodeServer(nodePort, environment),
-    startDenoServer(denoPort, environment),
-  ]);
+  [node, denoServer] = await Promise.all([startNodeServer(environment), startDenoServer(environment)]);
 }, 120_000);
 
 afterAll(async () => {
@@ -133,8 +129,7 @@ it('a server sweeps the temp files that a process killed while writing left in D
   const leftover = `orphan~t${2 ** 22 + 1}-0badf00d`;
   await writeFile(join(dataDir, leftover), 'partial');
   // A fresh server on the directory: it sweeps when its store is first used.
-  const port = await freePort();
-  const fresh = await startNodeServer(port, { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' });
+  const fresh = await startNodeServer({ API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' });
   try {
     expect((await call(fresh.origin, 'GET', '/v1/sessions')).status).toBe(200);
     await expect.poll(async () => (await readdir(dataDir)).includes(leftover)).toBe(false);

@@ -3,7 +3,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RunningServer, startDenoServer, startNodeServer } from './runtime-process.ts';
+import { type RunningServer, startDenoServer, startNodeServer } from './runtime-process.ts';
 
 /**
  * Bytes node:http's parser refuses never reach the service; the Node and Deno servers answer
@@ -18,10 +18,7 @@ const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: unde
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'tailgate-malformed-'));
   const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir };
-  [servers.Node, servers.Deno] = await Promise.all([
-    startNodeServer(await freePort(), environment),
-    startDenoServer(await freePort(), environment),
-  ]);
+  [servers.Node, servers.Deno] = await Promise.all([startNodeServer(environment), startDenoServer(environment)]);
 }, 120_000);
 
 afterAll(async () => {

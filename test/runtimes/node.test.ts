@@ -2,7 +2,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
+import { runScenario, startServer, type RunningServer } from './runtime-process.ts';
 import { directWriter, serverEnvironment, TOKEN } from './s3-environment.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -10,12 +10,10 @@ const keyPrefix = `node-${Date.now().toString(36)}/`;
 let server: RunningServer;
 
 beforeAll(async () => {
-  const port = await freePort();
-  // functions/node.ts as a real process (@hono/node-server) on S3 (fauxqs).
+  // functions/node.ts as a real process (@hono/node-server) on S3 (fauxqs), on a port it picks.
   server = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
     cwd: root,
-    port,
-    env: serverEnvironment(port, keyPrefix),
+    env: serverEnvironment(0, keyPrefix),
   });
 }, 60_000);
 
@@ -55,7 +53,7 @@ it.each([
         API_TOKEN: 'node-startup-token',
         DATA_DIR: join(tmpdir(), 'tailgate-node-startup'),
         [variable]: value,
-        PORT: String(await freePort()),
+        PORT: '0',
       },
       encoding: 'utf8',
       timeout: 30_000,

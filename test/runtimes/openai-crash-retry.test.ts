@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { forwardingPort } from '../support/server-process.ts';
-import { onFreePort, type RunningServer, root, startServer } from './runtime-process.ts';
+import { type RunningServer, root, startServer } from './runtime-process.ts';
 
 const TOKEN = 'crash-token';
 const LEASE_MS = 3000;
@@ -84,21 +84,18 @@ afterAll(async () => {
 });
 
 function start() {
-  return onFreePort((serverPort) =>
-    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
-      cwd: root,
-      port: serverPort,
-      env: {
-        PORT: String(serverPort),
-        API_TOKEN: TOKEN,
-        DATA_DIR: dataDir,
-        DEFAULT_MODEL: 'openai-compatible:fake',
-        TURN_LEASE_MS: String(LEASE_MS),
-        OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
-        OPENAI_COMPATIBLE_API_KEY: 'test',
-      },
-    }),
-  );
+  return startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
+    cwd: root,
+    env: {
+      PORT: '0',
+      API_TOKEN: TOKEN,
+      DATA_DIR: dataDir,
+      DEFAULT_MODEL: 'openai-compatible:fake',
+      TURN_LEASE_MS: String(LEASE_MS),
+      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      OPENAI_COMPATIBLE_API_KEY: 'test',
+    },
+  });
 }
 
 /** kill -9 of the server, then another on the same data directory (after `waitMs`): none listens between. */

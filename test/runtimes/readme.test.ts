@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SIGNING_KEY } from '../http/http-suite.ts';
-import { onFreePort, startServer, type RunningServer } from './runtime-process.ts';
+import { startServer, type RunningServer } from './runtime-process.ts';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -155,20 +155,17 @@ async function startScript(
 ): Promise<{ server: RunningServer; directory: string }> {
   const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
   directories.push(directory);
-  const server = await onFreePort((port) =>
-    startServer(npm, ['run', script, '--', '--port', String(port), ...extra(directory)], {
-      cwd: root,
-      port,
-      env: {
-        DATA_DIR: join(directory, 'data'),
-        DENO_NO_UPDATE_CHECK: '1',
-        WRANGLER_SEND_METRICS: 'false',
-        CI: '1',
-        ...env,
-      },
-      timeoutMs,
-    }),
-  );
+  const server = await startServer(npm, ['run', script, '--', '--port', '0', ...extra(directory)], {
+    cwd: root,
+    env: {
+      DATA_DIR: join(directory, 'data'),
+      DENO_NO_UPDATE_CHECK: '1',
+      WRANGLER_SEND_METRICS: 'false',
+      CI: '1',
+      ...env,
+    },
+    timeoutMs,
+  });
   servers.push(server);
   return { server, directory };
 }
@@ -181,19 +178,16 @@ async function startScript(
 async function startCommand(command: string): Promise<{ server: RunningServer; directory: string }> {
   const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
   directories.push(directory);
-  const server = await onFreePort((port) =>
-    startServer('bash', ['-c', `exec ${command} --port ${port}`], {
-      cwd: root,
-      port,
-      env: {
-        PATH: `${join(root, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
-        DATA_DIR: join(directory, 'data'),
-        ALLOW_ANONYMOUS: 'true',
-        DENO_NO_UPDATE_CHECK: '1',
-      },
-      timeoutMs: 90_000,
-    }),
-  );
+  const server = await startServer('bash', ['-c', `exec ${command} --port 0`], {
+    cwd: root,
+    env: {
+      PATH: `${join(root, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
+      DATA_DIR: join(directory, 'data'),
+      ALLOW_ANONYMOUS: 'true',
+      DENO_NO_UPDATE_CHECK: '1',
+    },
+    timeoutMs: 90_000,
+  });
   servers.push(server);
   return { server, directory };
 }

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { onFreePort, type RunningServer, startDenoServer, startNodeServer } from './runtime-process.ts';
+import { type RunningServer, startDenoServer, startNodeServer } from './runtime-process.ts';
 
 /**
  * A body the Node and Deno servers refuse unread (over MAX_BODY_BYTES, a 413 said before the
@@ -20,10 +20,7 @@ const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: unde
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'tailgate-refused-'));
   const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir };
-  [servers.Node, servers.Deno] = await Promise.all([
-    onFreePort((port) => startNodeServer(port, environment)),
-    onFreePort((port) => startDenoServer(port, environment)),
-  ]);
+  [servers.Node, servers.Deno] = await Promise.all([startNodeServer(environment), startDenoServer(environment)]);
 }, 120_000);
 
 afterAll(async () => {

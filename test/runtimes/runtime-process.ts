@@ -2,16 +2,16 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { type RunningServer, startServer } from '../support/server-process.ts';
 
-export { freePort, onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
+export { startServer, type RunningServer } from '../support/server-process.ts';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
 const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
 const denoPermissions = ['--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys'];
 
 /**
- * The command and arguments that run a server on `port`: functions/node.ts as `npm run
- * start:node` runs it (Node's own type stripping), or `npm run start:deno`'s command (deno from npm, `deno run` on
- * functions/deno.ts), from the repository's root.
+ * The command and arguments that run a server on `port` (0: one the server picks and prints):
+ * functions/node.ts as `npm run start:node` runs it (Node's own type stripping), or `npm run
+ * start:deno`'s command (deno from npm, `deno run` on functions/deno.ts), from the repository's root.
  */
 export function serverCommand(runtime: 'Node' | 'Deno', port: number): [string, string[]] {
   return runtime === 'Node'
@@ -19,14 +19,15 @@ export function serverCommand(runtime: 'Node' | 'Deno', port: number): [string, 
     : [deno, ['run', '--unstable-no-legacy-abort', ...denoPermissions, 'functions/deno.ts', '--port', String(port)]];
 }
 
-export function startNodeServer(port: number, env: Record<string, string>): Promise<RunningServer> {
-  return startServer(...serverCommand('Node', port), { cwd: root, port, env });
+/** The Node server on a port it picks (startServer reads it from the server's banner). */
+export function startNodeServer(env: Record<string, string>): Promise<RunningServer> {
+  return startServer(...serverCommand('Node', 0), { cwd: root, env });
 }
 
-export function startDenoServer(port: number, env: Record<string, string>): Promise<RunningServer> {
-  return startServer(...serverCommand('Deno', port), {
+/** The Deno server on a port it picks. */
+export function startDenoServer(env: Record<string, string>): Promise<RunningServer> {
+  return startServer(...serverCommand('Deno', 0), {
     cwd: root,
-    port,
     env: { ...env, DENO_NO_UPDATE_CHECK: '1' },
     timeoutMs: 90_000,
   });

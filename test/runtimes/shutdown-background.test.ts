@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { freePort, root, type RunningServer, serverCommand, startServer } from './runtime-process.ts';
+import { root, type RunningServer, serverCommand, startServer } from './runtime-process.ts';
 
 /**
  * SIGTERM while a background turn (202, run by the process after its response) is still
@@ -38,11 +38,9 @@ async function turnStatus(server: RunningServer, id: string, turn: number): Prom
 }
 
 async function start(runtime: 'Node' | 'Deno'): Promise<RunningServer> {
-  const port = await freePort();
-  return startServer(...serverCommand(runtime, port), {
+  return startServer(...serverCommand(runtime, 0), {
     timeoutMs: 90_000,
     cwd: root,
-    port,
     env: {
       API_TOKEN: TOKEN,
       DATA_DIR: dataDir,

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { parseSse } from '../http/http-suite.ts';
-import { freePort, root, type RunningServer, serverCommand, startServer } from './runtime-process.ts';
+import { root, type RunningServer, serverCommand, startServer } from './runtime-process.ts';
 
 /**
  * How the Node and Deno servers stop: the first SIGTERM refuses new connections and lets a
@@ -41,10 +41,8 @@ async function start(
   extra: Record<string, string> = {},
   model: FakeProvider = provider,
 ): Promise<RunningServer> {
-  const port = await freePort();
-  return startServer(...serverCommand(runtime, port), {
+  return startServer(...serverCommand(runtime, 0), {
     cwd: root,
-    port,
     env: {
       API_TOKEN: TOKEN,
       DATA_DIR: dataDir,
@@ -181,19 +179,19 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     try {
       const port = (first.address() as AddressInfo).port;
       const [command, args] = serverCommand(runtime, port);
-      const second = startServer(command, args, {
+      const second = await startServer(command, args, {
         cwd: root,
-        port,
         env: { API_TOKEN: TOKEN, DATA_DIR: dataDir, DENO_NO_UPDATE_CHECK: '1' },
         timeoutMs: 90_000,
-      });
-      // startServer sees the first server's /healthz; the second process has exited meanwhile.
-      const running = await second;
-      expect(await running.exited).toBe(1);
-      expect(running.output()).toContain(
-        `tailgate: 127.0.0.1:${port} is in use; choose another port with --port or PORT`,
+      }).then(
+        () => new Error('the second server started'),
+        (error: Error) => error,
       );
-      expect(running.output()).not.toMatch(/\n\s+at /);
+      // startServer's error carries the process's exit code and all it printed.
+      const [exit, output] = second.message.split(/:\n/, 2);
+      expect(exit).toBe('server exited early (1)');
+      expect(output).toContain(`tailgate: 127.0.0.1:${port} is in use; choose another port with --port or PORT`);
+      expect(output).not.toMatch(/\n\s+at /);
     } finally {
       first.closeAllConnections();
       await new Promise((resolve) => first.close(resolve));

@@ -6,14 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localServerOptions } from '../../functions/local-server.ts';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import {
-  freePort,
-  type RunningServer,
-  root,
-  serverCommand,
-  startDenoServer,
-  startNodeServer,
-} from './runtime-process.ts';
+import { type RunningServer, root, serverCommand, startDenoServer, startNodeServer } from './runtime-process.ts';
 
 /**
  * Slow clients on the Node and Deno servers: a socket that trickles its headers, one that
@@ -50,11 +43,7 @@ beforeAll(async () => {
     OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
     OPENAI_COMPATIBLE_API_KEY: 'test',
   };
-  const [nodePort, denoPort] = [await freePort(), await freePort()];
-  [servers.Node, servers.Deno] = await Promise.all([
-    startNodeServer(nodePort, environment),
-    startDenoServer(denoPort, environment),
-  ]);
+  [servers.Node, servers.Deno] = await Promise.all([startNodeServer(environment), startDenoServer(environment)]);
 }, 120_000);
 
 afterAll(async () => {
@@ -265,7 +254,7 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
   }, 60_000);
 
   it('refuses to start with a bad timeout, naming it', async () => {
-    const [command, args] = serverCommand(runtime, await freePort());
+    const [command, args] = serverCommand(runtime, 0);
     const child = spawn(command, args, {
       cwd: root,
       env: {

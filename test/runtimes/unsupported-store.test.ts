@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestS3Store } from '../support/s3-store.ts';
-import { freePort, startDenoServer, startServer, type RunningServer } from './runtime-process.ts';
+import { startDenoServer, startServer, type RunningServer } from './runtime-process.ts';
 import { serverEnvironment, TOKEN } from './s3-environment.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -9,16 +9,14 @@ const keyPrefix = `unsupported-${Date.now().toString(36)}/`;
 const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: undefined, Deno: undefined };
 
 beforeAll(async () => {
-  const [nodePort, denoPort] = [await freePort(), await freePort()];
   // functions/node.ts and functions/deno.ts on fauxqs itself, without the gateway that adds
   // conditional writes.
   [servers.Node, servers.Deno] = await Promise.all([
     startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
       cwd: root,
-      port: nodePort,
-      env: serverEnvironment(nodePort, keyPrefix, inject('fauxqsEndpoint')),
+      env: serverEnvironment(0, keyPrefix, inject('fauxqsEndpoint')),
     }),
-    startDenoServer(denoPort, serverEnvironment(denoPort, keyPrefix, inject('fauxqsEndpoint'))),
+    startDenoServer(serverEnvironment(0, keyPrefix, inject('fauxqsEndpoint'))),
   ]);
 }, 120_000);
 

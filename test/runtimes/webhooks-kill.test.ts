@@ -12,7 +12,7 @@ import {
   type WebhookReceiver,
 } from '../support/webhook-receiver.ts';
 import { startServer as startProcess } from '../support/server-process.ts';
-import { freePort, serverCommand, startDenoServer, startNodeServer } from './runtime-process.ts';
+import { serverCommand, startDenoServer, startNodeServer } from './runtime-process.ts';
 
 const TOKEN = 'webhook-token';
 
@@ -46,10 +46,9 @@ for (const [runtime, startServer] of runtimes) {
   it(`${runtime}: delivers every event at least once, signed, after a SIGKILL before delivering`, async () => {
     const receiver = await startWebhookReceiver();
     const dataDir = await mkdtemp(join(tmpdir(), 'tailgate-webhooks-'));
-    const port = await freePort();
     const environment = serverEnvironment(dataDir, receiver);
     const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-    let server = await startServer(port, environment);
+    let server = await startServer(environment);
     try {
       // The receiver is down: every attempt before the kill fails, so the events stay in the outbox.
       receiver.answer(500);
@@ -80,7 +79,7 @@ for (const [runtime, startServer] of runtimes) {
       expect((await listAll(new FileStore(dataDir), 'webhooks/outbox/')).length).toBe(4);
 
       receiver.answer(200);
-      server = await startServer(port, environment);
+      server = await startServer(environment);
       // The restarted server drains the outbox on start.
       await until(
         () => receiver.delivered().size >= 4,
@@ -112,15 +111,14 @@ it("Node: delivers a turn's event after a SIGKILL between its completion and its
   const receiver = await startWebhookReceiver();
   const dataDir = await mkdtemp(join(tmpdir(), 'tailgate-webhooks-'));
   const marker = join(dataDir, 'held');
-  const port = await freePort();
   const environment = { ...serverEnvironment(dataDir, receiver), TURN_LEASE_MS: '3000' };
   const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-  const [node, args] = serverCommand('Node', port);
+  const [node, args] = serverCommand('Node', 0);
   // The preload holds the event's put (test/support/hold-webhook-events.ts): the process is
   // killed while it waits, after the turn's `.done` landed.
   const held = ['--import', './test/support/hold-webhook-events.ts', ...args];
   const cwd = join(import.meta.dirname, '../..');
-  let server = await startProcess(node, held, { cwd, port, env: { ...environment, HOLD_WEBHOOK_MARKER: marker } });
+  let server = await startProcess(node, held, { cwd, env: { ...environment, HOLD_WEBHOOK_MARKER: marker } });
   try {
     const id = 'held';
     expect(
@@ -142,7 +140,7 @@ it("Node: delivers a turn's event after a SIGKILL between its completion and its
     expect(keys.filter((key) => key.endsWith('.done'))).toHaveLength(1);
     expect(receiver.deliveries).toEqual([]);
 
-    server = await startNodeServer(port, environment);
+    server = await startNodeServer(environment);
     await until(
       () => [...receiver.delivered().values()].some((delivery) => delivery.event?.type === 'turn.completed'),
       () => JSON.stringify(receiver.deliveries),

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, startServer } from '../support/server-process.ts';
+import { startServer } from '../support/server-process.ts';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -81,10 +81,8 @@ describe('npm run reset', () => {
 
   it('refuses while a Node server runs in the directory, naming it, and resets once it stopped', async () => {
     const directory = await workingDirectory();
-    const port = await freePort();
-    const server = await startServer(process.execPath, [join(root, 'functions', 'node.ts'), '--port', String(port)], {
+    const server = await startServer(process.execPath, [join(root, 'functions', 'node.ts'), '--port', '0'], {
       cwd: directory,
-      port,
       env: { API_TOKEN: 'reset-token' },
     });
     try {

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { onFreePort, startServer } from './server-process.ts';
+import { startServer } from './server-process.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -70,14 +70,11 @@ export interface InspectorNode {
  */
 export async function startInspectorNode(environment: Record<string, string>): Promise<InspectorNode> {
   const data = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
-  const server = await onFreePort((port) =>
-    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)], {
-      cwd: process.cwd(),
-      port,
-      env: { DATA_DIR: data, ...environment },
-      timeoutMs: 60_000,
-    }),
-  );
+  const server = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', '0'], {
+    cwd: process.cwd(),
+    env: { DATA_DIR: data, ...environment },
+    timeoutMs: 60_000,
+  });
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium' });
   return {
     origin: server.origin,

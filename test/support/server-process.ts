@@ -1,23 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, createServer, type Socket } from 'node:net';
 
-/** A free loopback port (the OS picks it; closed again before the server binds it). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
-
 /**
  * A loopback port held for a whole test that forwards each connection to `target()`'s port:
- * servers killed and started again each bind a port of their own (onFreePort), so no other
+ * servers killed and started again each bind a port of their own (startServer), so no other
  * test's server can take the client's port while none listens. A connection to a server
  * that is down, or that dies, is dropped, as a client of that port would see it.
  */
@@ -53,22 +39,6 @@ export async function forwardingPort(
   };
 }
 
-/**
- * Runs `start` on a port freePort picked, and again on another when the server found it taken
- * (another process may bind a port between freePort's check and the server's bind; wrangler
- * then exits with "Address already in use").
- */
-export async function onFreePort<T>(start: (port: number) => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
-    try {
-      return await start(port);
-    } catch (error) {
-      if (attempt >= 3 || !/address already in use|EADDRINUSE/i.test(String(error))) throw error;
-    }
-  }
-}
-
 export interface RunningServer {
   origin: string;
   output: () => string;
@@ -82,13 +52,21 @@ export interface RunningServer {
 }
 
 /**
- * Starts a server process and waits until GET /healthz answers 200. The process runs in its
- * own process group, so stopping it also stops anything it started.
+ * The line a server prints once it listens, with its URL: the banner of functions/node.ts,
+ * functions/deno.ts and `npm start` (functions/startup-banner.ts), or wrangler dev's "Ready on".
+ */
+const LISTENING = /(?:^tailgate \([^)]*\) on|Ready on) (https?:\/\/\S+)/m;
+
+/**
+ * Starts a server process told to listen on port 0 (`--port 0` or PORT=0) and waits until it
+ * prints the URL it listens on and GET /healthz there answers 200. The port is the one the
+ * process itself bound, so no other process can be answering on it. The process runs in its own
+ * process group, so stopping it also stops anything it started.
  */
 export async function startServer(
   command: string,
   args: string[],
-  options: { env: Record<string, string>; port: number; cwd: string; timeoutMs?: number },
+  options: { env: Record<string, string>; cwd: string; timeoutMs?: number },
 ): Promise<RunningServer> {
   const child: ChildProcess = spawn(command, args, {
     cwd: options.cwd,
@@ -97,11 +75,21 @@ export async function startServer(
     detached: true,
   });
   let output = '';
-  child.stdout?.on('data', (chunk) => (output += chunk));
+  let origin: string | undefined;
+  let listening: () => void = () => undefined;
+  const printed = new Promise<void>((resolve) => (listening = resolve));
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: strips the terminal's colour codes
+    const url = origin === undefined && LISTENING.exec(output.replace(/\u001b\[[0-9;]*m/g, ''))?.[1];
+    if (url) {
+      origin = new URL(url).origin;
+      listening();
+    }
+  });
   child.stderr?.on('data', (chunk) => (output += chunk));
   const exitCode = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const exited = exitCode.then(() => undefined);
-  const origin = `http://127.0.0.1:${options.port}`;
   const stop = async () => {
     if (child.exitCode === null && child.pid !== undefined) {
       try {
@@ -120,20 +108,33 @@ export async function startServer(
       clearTimeout(timer);
     }
   };
-  const deadline = Date.now() + (options.timeoutMs ?? 45_000);
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`server exited early (${child.exitCode}):\n${output}`);
-    try {
-      const response = await fetch(`${origin}/healthz`);
-      if (response.status === 200) break;
-    } catch {
-      // Not listening yet.
+  const timeoutMs = options.timeoutMs ?? 45_000;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+  try {
+    const first = await Promise.race([
+      printed.then(() => 'listening' as const),
+      exited.then(() => 'exited' as const),
+      timedOut,
+    ]);
+    if (first === 'exited') throw new Error(`server exited early (${child.exitCode}):\n${output}`);
+    if (first === 'timeout') throw new Error(`server printed no listening URL within ${timeoutMs} ms:\n${output}`);
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`server exited early (${child.exitCode}):\n${output}`);
+      try {
+        const response = await fetch(`${origin}/healthz`);
+        if (response.status === 200) break;
+      } catch {
+        // Printed before it serves (wrangler's proxy); not answering yet.
+      }
+      if ((await Promise.race([timedOut, new Promise((resolve) => setTimeout(resolve, 150))])) === 'timeout')
+        throw new Error(`server did not become healthy:\n${output}`);
     }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`server did not become healthy:\n${output}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 150));
+  } catch (error) {
+    await stop();
+    throw error;
+  } finally {
+    clearTimeout(timer);
   }
   const kill = async () => {
     if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
@@ -144,5 +145,5 @@ export async function startServer(
   const signal = (name: NodeJS.Signals) => {
     if (child.pid !== undefined) process.kill(child.pid, name);
   };
-  return { origin, output: () => output, stop, kill, signal, exited: exitCode };
+  return { origin: origin!, output: () => output, stop, kill, signal, exited: exitCode };
 }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { apiCaller, axeViolations, chunk, finish } from '../support/inspector-node.ts';
 import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
-import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
+import { startServer, type RunningServer } from '../support/server-process.ts';
 
 /**
  * The /ui inspector in a real browser (Debian's Chromium through playwright-core) against
@@ -90,33 +90,30 @@ describe('the inspector at /ui in Chromium', () => {
           }
         : { sse: chunk('Hello') + chunk('! How can I'), hang: true },
     );
-    server = await onFreePort((port) =>
-      startServer(
-        'npm',
-        [
-          'start',
-          '--',
-          '--port',
-          String(port),
-          '--ip',
-          '127.0.0.1',
-          '--var',
-          `API_TOKEN:${TOKEN}`,
-          '--var',
-          // Echo priced, so the cost chart has something to draw.
-          `MODEL_PRICES:${JSON.stringify({ echo: { input: 1000, output: 2000 } })}`,
-          '--var',
-          `OPENAI_COMPATIBLE_BASE_URL:${provider.baseURL}`,
-          '--persist-to',
-          state,
-        ],
-        {
-          env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
-          port,
-          cwd: process.cwd(),
-          timeoutMs: 90_000,
-        },
-      ),
+    server = await startServer(
+      'npm',
+      [
+        'start',
+        '--',
+        '--port',
+        '0',
+        '--ip',
+        '127.0.0.1',
+        '--var',
+        `API_TOKEN:${TOKEN}`,
+        '--var',
+        // Echo priced, so the cost chart has something to draw.
+        `MODEL_PRICES:${JSON.stringify({ echo: { input: 1000, output: 2000 } })}`,
+        '--var',
+        `OPENAI_COMPATIBLE_BASE_URL:${provider.baseURL}`,
+        '--persist-to',
+        state,
+      ],
+      {
+        env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
+        cwd: process.cwd(),
+        timeoutMs: 90_000,
+      },
     );
     await seed();
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });

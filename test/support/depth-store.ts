@@ -25,7 +25,8 @@ export interface DepthCall {
  * Wraps an ObjectStore and records, for every call, how many sequential round trips lead up
  * to it: its depth is one more than the deepest call that had completed before it started.
  * Calls started together (Promise.all) share a depth; a call that waited for another is one
- * deeper. `delayMs` adds that much latency to every call, as a remote store would.
+ * deeper. `delayMs` adds that much latency to every call, as a remote store would; `turns` adds
+ * that many turns of the event loop instead (setImmediate), which no wall clock or load can reorder.
  *
  * @example
  * const store = new DepthStore(new MemoryStore());
@@ -36,13 +37,15 @@ export interface DepthCall {
 export class DepthStore implements ObjectStore {
   readonly inner: ObjectStore;
   readonly delayMs: number;
+  readonly turns: number;
   #calls: DepthCall[] = [];
   #completed: DepthCall[] = [];
   #inFlight = 0;
 
-  constructor(inner: ObjectStore, options: { delayMs?: number } = {}) {
+  constructor(inner: ObjectStore, options: { delayMs?: number; turns?: number } = {}) {
     this.inner = inner;
     this.delayMs = options.delayMs ?? 0;
+    this.turns = options.turns ?? 0;
   }
 
   /** Starts counting afresh: later calls no longer see earlier ones. */
@@ -75,6 +78,7 @@ export class DepthStore implements ObjectStore {
     this.#inFlight += 1;
     try {
       if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+      for (let turn = 0; turn < this.turns; turn++) await new Promise((resolve) => setImmediate(resolve));
       return await run();
     } finally {
       this.#inFlight -= 1;

@@ -407,8 +407,11 @@ describe('webhook outbox', () => {
   });
 
   it('adds no round trip before the model call (the intent goes with the claim), one after it: the entry', async () => {
-    const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
-    const seen = { before: 0, endedAt: 0 };
+    // Latency in turns of the event loop, not milliseconds: which call ended before which
+    // started is the same on any machine, under any load.
+    const store = new DepthStore(new MemoryStore(), { turns: 2 });
+    // The calls started before the model answered: a count, not a time, so none is on both sides.
+    const seen = { before: 0, startedBeforeAnswer: 0 };
     const model = hookedEcho(
       'echo',
       async () => {
@@ -416,7 +419,7 @@ describe('webhook outbox', () => {
         await store.idle();
       },
       () => {
-        seen.endedAt = performance.now();
+        seen.startedBeforeAnswer = store.calls.length;
       },
     );
     const w = world(store, model);
@@ -427,11 +430,13 @@ describe('webhook outbox', () => {
     store.mark();
     await runTurn(w.services, 's7', { input: 'measured' });
     expect(seen.before).toBeLessThanOrEqual(2);
-    const early = store.calls.filter((call) => call.startedAt < seen.endedAt && call.op === 'put');
+    // Nothing is delivered here (no drainer runs): every call below is the turn's own.
+    expect(receiver.deliveries).toEqual([]);
+    const early = store.calls.slice(0, seen.startedBeforeAnswer).filter((call) => call.op === 'put');
     const claim = early.find((call) => call.key.startsWith('sessions/s7/') && /\d$/.test(call.key))!;
     const intent = early.find((call) => call.key.startsWith('webhooks/outbox/'))!;
     expect(intent.depth).toBe(claim.depth);
-    const late = store.calls.filter((call) => call.startedAt >= seen.endedAt);
+    const late = store.calls.slice(seen.startedBeforeAnswer);
     const done = late.find((call) => call.key.endsWith('.done'))!;
     const entry = late.find((call) => call.key.startsWith('webhooks/outbox/'))!;
     expect(entry.depth).toBe(done.depth + 1);

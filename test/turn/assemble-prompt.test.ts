@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Item, PromptItem } from '../../lib/items.ts';
+import type { Item } from '../../lib/items.ts';
 import { runStateless } from '../../lib/openai/stateless.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { contextNoticeItem } from '../../lib/strategies/context-notice.ts';

@@ -1,6 +1,5 @@
 import { expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
-import type { PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { previewPrompt, runTurn, type TurnRequest } from '../../lib/turn/index.ts';

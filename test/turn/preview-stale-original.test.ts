@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';

@@ -1,4 +1,4 @@
-import { NotFoundError, StorageError } from '../../errors.ts';
+import { StorageError } from '../../errors.ts';
 import { SessionDeletedError } from '../../session-deleted.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { claimSpentKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';

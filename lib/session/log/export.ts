@@ -1,4 +1,4 @@
-import { CorruptObjectError, NotFoundError } from '../../errors.ts';
+import { CorruptObjectError } from '../../errors.ts';
 import { SessionDeletedError } from '../../session-deleted.ts';
 import type { PromptItem } from '../../items.ts';
 import { EXPORT_FORMAT, type ExportCompaction, type ExportHeader } from '../export-format.ts';

@@ -3,7 +3,7 @@ import type { LogContext } from './context.ts';
 import { deleteSession } from './config-object.ts';
 import type { Head } from './head.ts';
 import { expiryOf } from './listing.ts';
-import { indexPrefix, lastActivityOf, parseIndexKey, type IndexEntry } from './session-index.ts';
+import { indexPrefix, lastActivityOf, parseIndexKey } from './session-index.ts';
 import { markedDeleted, markerStale, parseIndexMarker, type IndexMarker } from './index-markers.ts';
 
 /**
@@ -71,7 +71,7 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
         // Checked on the head the delete reads itself: the incarnation it deletes, as it is then.
         const expired = (head: Head) => {
           gone = Date.parse(head.config.created_at) !== entry.createdMs;
-          return !gone && expiredNow(log, entry, head, now);
+          return !gone && expiredNow(log, head, now);
         };
         // Gone, what a delete stopped after its config left is swept, but for generations made within
         // the entry's retention period: an import of the id before its config writes under one.
@@ -106,7 +106,7 @@ async function orphaned(log: LogContext, key: string, id: string, result: SweepR
 }
 
 /** Whether `head`, of the incarnation an index entry names, is still expired by its config and newest record. */
-function expiredNow(log: LogContext, entry: IndexEntry, head: Head, now: number): boolean {
+function expiredNow(log: LogContext, head: Head, now: number): boolean {
   const expiry = expiryOf(
     lastActivityOf(head.config, head.newest),
     head.config.expires_after_days ?? log.sessionTtlDays,

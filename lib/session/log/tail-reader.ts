@@ -3,7 +3,7 @@ import type { PromptItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
-import type { ContextStart, LogItem, OverflowBoundary } from '../records.ts';
+import type { LogItem, OverflowBoundary } from '../records.ts';
 import { CorruptObjectError } from '../../errors.ts';
 import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';

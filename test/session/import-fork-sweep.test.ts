@@ -70,3 +70,39 @@ describe.each(await memoryAndFileStores('import-fork-sweep'))('a fork deleted (%
     expect(await exportText(world(store).services, 'p')).toBe(exported);
   });
 });
+
+describe.each(await memoryAndFileStores('import-fork-sweep-commit'))(
+  'a fork deleted while (%s)',
+  (_name, makeStore) => {
+    it('keeps an import of its parent’s id that commits and finishes as the sweep reads', async () => {
+      now = START;
+      const store = makeStore();
+      const w = world(store);
+      await w.sessions.create({ id: 'p' });
+      await w.sessions.append('p', [{ type: 'message', role: 'user', content: 'one' }]);
+      await w.sessions.fork('p', { at_seq: 1, fields: { id: 'f' } });
+      await w.sessions.delete('p');
+
+      now = START + HOUR;
+      const held = new HeldStore(store);
+      // The import, its log written, held at its config's put.
+      const atConfig = held.hold(({ operation, keys }) => operation === 'put' && keys[0] === 'sessions/p/session.json');
+      const exported = `${[headerLine('p'), messageLine(1), messageLine(2)].join('\n')}\n`;
+      const importing = importLines(world(held).services, inOneChunk(exported), LIMITS);
+      importing.catch(() => undefined);
+      await atConfig.reached;
+      // The fork's delete sweeps the parent's id: it lists a page holding the import's objects, finds
+      // no config, and is held at its listing of the marks.
+      const atMarks = held.hold(({ operation, keys }) => operation === 'list' && keys[0] === 'sessions/p/import/');
+      const deleting = world(held).sessions.delete('f');
+      deleting.catch(() => undefined);
+      await atMarks.reached;
+      // The import commits and finishes meanwhile: its mark goes with its pending object.
+      atConfig.release();
+      await importing;
+      atMarks.release();
+      await deleting;
+      expect(await exportText(world(store).services, 'p')).toBe(exported);
+    });
+  },
+);

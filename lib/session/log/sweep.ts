@@ -39,14 +39,15 @@ export async function sweepSession(log: LogContext, id: string, options: SweepOp
   let cursor: string | undefined;
   for (;;) {
     const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
+    // Listed after the objects and before the config's read: an import's mark, its first write,
+    // lands before any of them, and goes only once its config exists or its import gave up, so
+    // a config not there at the read below was not there when the marks were listed either.
+    const marked = options.keepImports ? await importMarks(log, prefix) : new Set<string>();
     // Read after the listing: an object listed under a generation a config names now was
     // written by that incarnation, whatever happened before.
     const current = await log.store.get(configKey);
     const config = current ? parseStored(configKey, current.body, sessionConfigSchema) : null;
     const generation = config ? scopeOf(log.keyPrefix, config).generation : null;
-    // Listed after the objects: an import's mark, its first write, lands before any of them, and
-    // goes only once its config exists (read above) or its import gave up.
-    const marked = options.keepImports && config === null ? await importMarks(log, prefix) : new Set<string>();
     const importing = (key: string, level: string) =>
       marked.has(level) && madeSince(log, id, key, level, now - IMPORT_KEPT_MS);
     // The generations of this id the config reads (a delete of the newest turn committed since

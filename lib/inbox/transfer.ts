@@ -111,20 +111,25 @@ export async function importDelivered(
       (importedIn(found) === undefined || importedIn(found) === generation) &&
       found.metadata[META.deliveredAt] === notice.delivered_at &&
       decoder.decode(found.body) === notice.content;
-    let found: StoredObject | undefined;
     const options = { contentType: 'text/plain; charset=utf-8', metadata };
-    const seen = (object: StoredObject) => {
-      found = object;
-      return ours(object);
-    };
-    if (await putCreateOnly(store, key, notice.content, options, seen)) done.written.push(key);
-    else if (
-      found &&
-      (await leftOver(found)) &&
-      (await store.put(key, notice.content, { ...options, ifMatch: found.etag }))
-    )
-      done.written.push(key);
-    else done.taken.push(notice.stored_as);
+    // A record gone since the refusal, or a write over a left one refused (it changed since its read:
+    // the import that left it deleted it, still to find its session gone): the name is tried again.
+    for (let attempt = 0; attempt < WRITE_OVER_ATTEMPTS; attempt++) {
+      const seen: { object?: StoredObject } = {};
+      const mine = (object: StoredObject) => {
+        seen.object = object;
+        return ours(object);
+      };
+      if (await putCreateOnly(store, key, notice.content, options, mine)) return void done.written.push(key);
+      const found = seen.object;
+      if (found === undefined) continue;
+      if (!(await leftOver(found))) break;
+      if (await store.put(key, notice.content, { ...options, ifMatch: found.etag })) return void done.written.push(key);
+    }
+    done.taken.push(notice.stored_as);
   });
   return done;
 }
+
+/** Tries of one name whose record another import left (each a create-only put, then a write over it). */
+const WRITE_OVER_ATTEMPTS = 3;

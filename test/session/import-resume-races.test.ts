@@ -296,3 +296,29 @@ describe('an import whose record lands after its session was deleted, the same e
     expect(await keysUnder(memory, '/import/')).toEqual([]);
   });
 });
+
+describe('an import meeting a record another import left, that import deleting it before the write over it', () => {
+  it('writes its own record there, is answered 201 and its session is whole', async () => {
+    const memory = new MemoryStore();
+    // Another import of the id, its cleanup stopped after deleting its config: its record stays.
+    await importLines(world(memory).services, bytes(EXPORTED), LIMITS);
+    await memory.delete(`sessions/${ID}/session.json`);
+    const [left] = await keysUnder(memory, '/inbox_removed/');
+    expect(left).toBeDefined();
+
+    const held = new HeldStore(memory);
+    const atWriteOver = held.hold(
+      ({ operation, keys, options }) => operation === 'put' && keys[0] === left && options?.ifMatch !== undefined,
+    );
+    const running = importLines(world(held).services, bytes(EXPORTED), LIMITS);
+    running.catch(() => undefined);
+    await atWriteOver.reached;
+    // That import, still to find its session gone, deletes its own record meanwhile.
+    await memory.delete(left!);
+    atWriteOver.release();
+
+    await expect(running.then(() => 'imported')).resolves.toBe('imported');
+    expect(await exportText(world(memory).services, ID)).toBe(EXPORTED);
+    expect(await keysUnder(memory, '/import/')).toEqual([]);
+  });
+});

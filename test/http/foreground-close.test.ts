@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { CountingStore } from '../support/counting-store.ts';
@@ -54,9 +55,26 @@ function world(storeOf: () => ObjectStore) {
     const deletes = store.counts.delete;
     return { written: () => store.putKeys.slice(from), deletes: () => store.counts.delete - deletes };
   };
-  /** Waits a renewal and more (TURN_LEASE_MS 3000: every second), then the work after responses. */
+  /**
+   * Waits until a renewal of this process's turn would have written, then the work after
+   * responses: a turn claimed from here on (of another process, on a store of its own, so none
+   * of its writes is watched) has its lease renewed twice. Timers of one period fire in the
+   * order they came due, so a renewal timer (or a journal batch's, of the same second) the
+   * closed turn left running fires before that turn's first renewal: on the memory store its
+   * writes are made by then, on the file store a whole renewal before the second.
+   */
   const renewalLater = async () => {
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const other = new CountingStore(new MemoryStore());
+    const otherSlow = heldEcho();
+    const otherProcess = heldOptions(otherSlow.model);
+    const otherApi = createClient(appHarness(other, environment, otherProcess.options));
+    const otherId = await otherApi.session();
+    const pending = otherApi.post(`/v1/sessions/${otherId}/turns`, { input: 'slow other' });
+    const renewals = () => other.putKeys.filter((key) => key.endsWith('.lease')).length;
+    await expect.poll(renewals, { timeout: 20_000, interval: 20 }).toBeGreaterThanOrEqual(2);
+    otherSlow.release();
+    expect((await pending).status).toBe(200);
+    await otherProcess.drain();
     await drain();
   };
   return { store, api, closer, post, drain, calling, aborted, watch, renewalLater, logs, infos, signals: slow.signals };

@@ -11,6 +11,10 @@ import { memoryAndFileStores } from '../support/local-stores.ts';
 // charged to the session's totals exactly once, whichever storage call of the compaction fails.
 
 const LEASE_MS = 1000;
+// Long enough that no compaction of a loaded machine renews its claim (a renewal, every third of
+// the lease in real time, is a put and a get): the crash test counts a compaction's storage calls
+// and fails each in turn. It moves the clock past the lease instead of waiting.
+const CRASH_LEASE_MS = 30_000;
 const SUMMARY = {
   input_tokens: 100,
   cached_input_tokens: 0,
@@ -22,8 +26,8 @@ const SUMMARY = {
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 const stores = await memoryAndFileStores('compaction-claim');
 
-function setup(inner: ObjectStore) {
-  const logs = faultyLogs(inner, LEASE_MS);
+function setup(inner: ObjectStore, leaseMs = LEASE_MS) {
+  const logs = faultyLogs(inner, leaseMs);
   const { log } = logs;
   let calls = 0;
   /** Summarizes all but the newest item, claiming first; `before` runs in its model call. */
@@ -335,7 +339,7 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
   });
 
   it('whichever storage call of a compaction fails, the session goes on, charged once per summary made', async () => {
-    const probe = setup(storeOf());
+    const probe = setup(storeOf(), CRASH_LEASE_MS);
     await probe.create();
     let total = 0;
     probe.store.failWhen(() => {
@@ -346,14 +350,14 @@ describe.each(stores)('a manual compaction claims its session: %s', (_, storeOf)
     expect(total).toBeGreaterThan(5);
     for (let k = 1; k <= total; k++) {
       for (const after of [false, true]) {
-        const world = setup(storeOf());
+        const world = setup(storeOf(), CRASH_LEASE_MS);
         await world.create();
         world.failAt(k, after);
         await world.log.compact('s1', world.summarizer()).catch(() => undefined);
         world.store.heal();
         const label = `call ${k}, ${after ? 'after' : 'before'}`;
         // A claim left behind holds the session for its lease, no longer.
-        world.advance(3 * LEASE_MS);
+        world.advance(3 * CRASH_LEASE_MS);
         await world.other.append('s1', [user('d'), user('e')]);
         expect(await world.totals(), label).toMatchObject({ input_tokens: 100 * world.calls() });
         const calls = world.calls();

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ProcessStore } from '../../bench/process-store.ts';
 import { CorruptObjectError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
@@ -287,6 +287,26 @@ describe('repeat index filters', () => {
     // An append that asks for the index gets it with every shard's filter, kept then.
     expect(rememberedIndex(reader, scope, key)).toEqual(view.keys);
     expect(cache.size).toBeGreaterThan(0);
+  });
+
+  it('are kept after a read whose later turn never came (its request ended first), by the next read', async () => {
+    const { store: memory } = await deepSession();
+    const view = await newestView(memory, new SessionLog(memory, options));
+    const scope = await new SessionLog(memory, options).scope('s');
+    const reader = logContext(new ProcessStore(memory), { viewPolicy, viewCacheBytes: 0 });
+    const key = viewKey(scope, view.record);
+    const cache = shardCacheOf(reader.store);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      expect(await readView(reader, scope, key, view.record)).toMatchObject({ record: view.record });
+      // The runtime drops the timers of a request that has ended (Cloudflare Workers).
+      vi.clearAllTimers();
+      expect(await readView(reader, scope, key, view.record)).toMatchObject({ record: view.record });
+      vi.runAllTimers();
+      expect(cache.size).toBeGreaterThan(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('are left out past the keys in shards the log filters, the shards then read as without them', async () => {

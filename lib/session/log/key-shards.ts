@@ -115,7 +115,9 @@ export function rememberIndex(log: LogContext, scope: LogScope, key: string, ind
 /**
  * rememberIndex on a later turn of the event loop: a turn that read the view goes on to its
  * model call first (at 256 shards, keeping the filters costs about what checking the view
- * does). Only rememberedIndex reads what it keeps, and it keeps what is waiting first.
+ * does). Only rememberedIndex reads what it keeps, and it keeps what is waiting first. Each
+ * read sets its own timer: Workers drop the timers of a request that has ended, and what an
+ * ended request's read left waiting is kept by the next read's.
  */
 export function rememberIndexSoon(log: LogContext, scope: LogScope, key: string, index: KeyIndex): void {
   const cache = shardCacheOf(log.store);
@@ -123,9 +125,9 @@ export function rememberIndexSoon(log: LogContext, scope: LogScope, key: string,
   if (!waiting) {
     waiting = [];
     waitingIndexes.set(cache, waiting);
-    setTimeout(() => keepWaiting(cache), 0);
   }
   waiting.push(() => rememberIndex(log, scope, key, index));
+  setTimeout(() => keepWaiting(cache), 0);
 }
 
 /** The indexes rememberIndexSoon has yet to keep, by cache, in the order they were read. */

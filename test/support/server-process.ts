@@ -54,8 +54,9 @@ export interface RunningServer {
 /**
  * The line a server prints once it listens, with its URL: the banner of functions/node.ts,
  * functions/deno.ts and `npm start` (functions/startup-banner.ts), or wrangler dev's "Ready on".
+ * The URL counts once the line goes on past it: output comes in pieces, and one may end inside it.
  */
-const LISTENING = /(?:^tailgate \([^)]*\) on|Ready on) (https?:\/\/\S+)/m;
+const LISTENING = /(?:^tailgate \([^)]*\) on|Ready on) (https?:\/\/\S+)\s/m;
 
 /**
  * Starts a server process told to listen on port 0 (`--port 0` or PORT=0) and waits until it

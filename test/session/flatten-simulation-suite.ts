@@ -32,7 +32,7 @@ const CALL: Item[] = [
  * it hold, so that the flattening reads that generation as a fork and copies only those above it.
  */
 const EARLY = { 'copies every generation': 0, 'copies those above the first': 4 * DEPTH };
-type History = keyof typeof EARLY;
+export type History = keyof typeof EARLY;
 const early = (history: History) => Array.from({ length: EARLY[history] }, (_, index) => `early ${index + 1}`);
 const kept = (history: History) => [
   undefined,
@@ -80,14 +80,22 @@ async function expectKept(log: SessionLog, where: string) {
 
 const rewind = (log: SessionLog) => attempt(() => log.deleteTurn(S, DEPTH + 2));
 
-/** `timeoutMs`: a bound on the whole run (not a measure), for a store doing real I/O at every crash point. */
-export function defineFlattenSimulation(name: string, makeStore: () => Promise<ObjectStore>, timeoutMs?: number): void {
+/**
+ * `timeoutMs`: a bound on the whole run (not a measure), for a store doing real I/O at every crash point.
+ * `histories`: the histories it runs (every one by default), so a slow store's can run in files side by side.
+ */
+export function defineFlattenSimulation(
+  name: string,
+  makeStore: () => Promise<ObjectStore>,
+  timeoutMs?: number,
+  histories: readonly History[] = Object.keys(EARLY) as History[],
+): void {
   describe(`a delete of the newest turn that flattens the history: ${name}`, () => {
     beforeEach(() => {
       vi.useRealTimers();
     });
 
-    it.each(Object.keys(EARLY) as History[])(
+    it.each(histories)(
       'crashed at each storage call, before it and after it landed, then retried (%s)',
       async (history) => {
         const AFTER = kept(history);

@@ -138,6 +138,39 @@ describe('resolved webhook addresses', () => {
     }
   });
 
+  it('connects to a name resolving to public addresses, classified as the private ones it refuses', async () => {
+    // The addresses are documentation ranges (192.0.2/24, 2001:db8::/32): public by the URL
+    // check's rules, routed nowhere. The resolver stops the attempt once it has answered: a
+    // refusal fails the connection before (process.nextTick), a passed check leaves it
+    // connecting, which the abort then stops.
+    const attempt = async (...addresses: string[]) => {
+      const controller = new AbortController();
+      const { resolve: answer, asked } = resolver(...addresses);
+      const resolve: LookupFunction = (hostname, options, callback) => {
+        answer(hostname, options, callback);
+        setImmediate(() => controller.abort(new Error('stopped while connecting')));
+      };
+      const sent = webhookFetch({ resolve })('https://hook.example/hook', {
+        method: 'POST',
+        body: '{}',
+        signal: controller.signal,
+      });
+      const failure = await sent.then(
+        () => 'answered',
+        (error: Error) => error.message,
+      );
+      return { failure, asked };
+    };
+    expect(await attempt('192.0.2.1', '2001:db8::1')).toEqual({
+      failure: 'stopped while connecting',
+      asked: ['hook.example'],
+    });
+    expect(await attempt('192.0.2.1', '::1')).toEqual({
+      failure: 'hook.example resolves to a private or loopback address (::1); set WEBHOOK_ALLOW_PRIVATE to allow it',
+      asked: ['hook.example'],
+    });
+  });
+
   it('stops an attempt its signal aborts, with the signal’s reason', async () => {
     const checked = webhookFetch({ resolve: resolver('127.0.0.1').resolve, refused: () => false });
     const signal = AbortSignal.abort(new Error('stopped'));

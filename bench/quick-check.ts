@@ -115,6 +115,8 @@ export function quickCheckFailures(results: BenchResults): string[] {
   }
   if (ran('fork')) failures.push(...forkFailures(results.fork));
   if (ran('file-small-prompt')) failures.push(...fileSmallPromptFailures(results.fileSmallPrompt, 2));
+  if (ran('bundle'))
+    check((results.bundle?.gzippedBytes ?? 0) > 0 && (results.bundle?.inputs.length ?? 0) > 0, 'bundle: nothing built');
   if (ran('cold-turn'))
     check(
       (results.coldTurn?.length ?? 0) > 0 && results.coldTurn!.every((row) => row.first.operations > 0),

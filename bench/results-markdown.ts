@@ -21,6 +21,7 @@ import { median } from './stats.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
 import type { LatencyRow } from './latency.ts';
 import { tracingGoalRow, tracingSection, type TracingFigures } from './tracing.ts';
+import { BUNDLE_GOAL_KIB, bundleGoalRow, bundleSection, type BundleFigures } from './bundle.ts';
 
 /** Everything one `npm run bench` measured, for RESULTS.md. */
 export interface BenchResults {
@@ -60,6 +61,7 @@ export interface BenchResults {
   coldTurn?: ColdTurnRow[];
   fork?: ForkFigures;
   realisticWindow?: { rows: RealisticWindowRow[]; contextLimit: number };
+  bundle?: BundleFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -150,6 +152,7 @@ export function resultsMarkdown(results: BenchResults): string {
       capitalized(notMeasured(results, 'realistic-window')),
     ),
   );
+  lines.push(...bundleSection(results.bundle, capitalized(notMeasured(results, 'bundle'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }
@@ -385,6 +388,10 @@ function goalRows(results: BenchResults): GoalRow[] {
   if (results.transfer) rows.push(transferGoalRow(results.transfer));
   if (results.tracing) rows.push(tracingGoalRow(results.tracing));
   if (results.fileSmallPrompt) rows.push(fileSmallPromptGoalRow(results.fileSmallPrompt));
+  if (results.bundle) {
+    const row = bundleGoalRow(results.bundle);
+    rows.push({ ...row, met: yes(row.met) });
+  }
   // Goals whose section has no figures stay in the table, saying why.
   const missing: [unknown, string, string, string][] = [
     [
@@ -407,6 +414,7 @@ function goalRows(results: BenchResults): GoalRow[] {
       `>= ${REUSABLE_GOAL * 100}%; below every other row`,
     ],
     [results.heap, 'heap', 'Peak heap of a turn', '< 64 MiB'],
+    [results.bundle, 'bundle', 'Worker bundle, gzipped (as wrangler measures its upload)', `< ${BUNDLE_GOAL_KIB} KiB`],
   ];
   for (const [present, section, goal, target] of missing) {
     if (present) continue;

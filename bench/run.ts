@@ -39,6 +39,7 @@ import { measureFileSmallPrompt } from './file-small-prompt.ts';
 import type { Section } from './sections.ts';
 import { benchArgumentsExit } from './options.ts';
 import { measureRealisticWindow } from './realistic-window.ts';
+import { measureWorkerBundle } from './bundle.ts';
 
 const argv = process.argv.slice(2);
 const stop = benchArgumentsExit(argv);
@@ -393,6 +394,13 @@ if (runs('realistic-window')) {
   });
   results.realisticWindow = { rows, contextLimit };
   ended('realistic-window');
+}
+
+if (runs('bundle')) {
+  log('the Worker bundle, built as CI builds it (bench/bundle.ts)');
+  results.bundle = measureWorkerBundle(log);
+  log(`  ${(results.bundle.gzippedBytes / 1024).toFixed(1)} KiB gzipped`);
+  ended('bundle');
 }
 
 results.durationMs = performance.now() - started;

@@ -20,6 +20,7 @@ export const SECTIONS = [
   'file-small-prompt',
   'cold-turn',
   'realistic-window',
+  'bundle',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

@@ -421,6 +421,7 @@ describe('bench', () => {
       'resume: a streamed turn added more than one write a second plus 2',
       'fork: no figures',
       'file-small-prompt: not every size measured',
+      'bundle: nothing built',
       'cold-turn: no turns measured',
     ]);
   });

@@ -1,6 +1,6 @@
 import { BudgetExhaustedError } from '../errors.ts';
 import { roundUsd } from './prices.ts';
-import { totalTokens, type Budget, type Ledger } from './usage.ts';
+import { totalTokens, type Budget, type Ledger, type SessionUsage } from './usage.ts';
 
 const LIMITS = ['max_cost_usd', 'max_turns', 'max_total_tokens'] as const;
 
@@ -47,5 +47,21 @@ export function checkBudget(
     const value = budget[limit];
     if (value !== undefined && spent[limit] >= value)
       throw new BudgetExhaustedError(limit, spent[limit], value, holder);
+  }
+}
+
+/**
+ * The refusal a session's next turn meets from its `budget`, judged as its claim's `checkBudget`
+ * judges it, by the totals the session shows (`usage`, SessionLog.get: what stopped turns and
+ * charges stored counted, as the claim counts them; the cost its priced turns add up to); null
+ * while the budget leaves room.
+ */
+export function budgetRefusal(budget: Budget | null | undefined, usage: SessionUsage): BudgetExhaustedError | null {
+  try {
+    checkBudget(budget, { ...usage, cost_usd: usage.priced_cost_usd });
+    return null;
+  } catch (error) {
+    if (error instanceof BudgetExhaustedError) return error;
+    throw error;
   }
 }

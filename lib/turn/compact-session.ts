@@ -1,5 +1,5 @@
 import { NotFoundError } from '../errors.ts';
-import { checkBudget } from '../ledger/budget.ts';
+import { budgetRefusal } from '../ledger/budget.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { Compacted } from '../session/log/compaction.ts';
@@ -90,8 +90,8 @@ export async function compactSessionFrom(
   const session: SessionRecord = await services.sessions.get(sessionId);
   // A compaction calls a model: a spent budget, the session's or the token's, refuses it (402)
   // as it refuses a turn.
-  const totals = session.usage;
-  checkBudget(session.budget, { ...totals, cost_usd: totals.priced_cost_usd });
+  const refused = budgetRefusal(session.budget, session.usage);
+  if (refused) throw refused;
   if (spend && spent) spend.check(await spent);
   // The deployment's summary model, where the request names none: the refusal names its setting.
   const { summaryModel } = services.config;

@@ -1,5 +1,5 @@
-import { BudgetExhaustedError, NotFoundError } from '../errors.ts';
-import { checkBudget } from '../ledger/budget.ts';
+import { NotFoundError } from '../errors.ts';
+import { budgetRefusal } from '../ledger/budget.ts';
 import { mapLimit } from '../store/object-store.ts';
 import { pickUp } from './pickup.ts';
 import type { SessionLog, SessionRecord } from '../session/session-log.ts';
@@ -14,13 +14,7 @@ export interface QueueSweep {
 
 /** Whether the session's budget refuses a turn, by the totals it shows (as its claim checks them). */
 function budgetSpent(session: SessionRecord): boolean {
-  try {
-    checkBudget(session.budget, { ...session.usage, cost_usd: session.usage.priced_cost_usd });
-    return false;
-  } catch (error) {
-    if (error instanceof BudgetExhaustedError) return true;
-    throw error;
-  }
+  return budgetRefusal(session.budget, session.usage) !== null;
 }
 
 /** Sessions a sweep takes at once. */

@@ -128,7 +128,7 @@ async function buildPreview(
   );
   // Past a dead turn the next turn takes out first, its counts are those before that turn.
   const counts = read.counts ?? session.counts;
-  const created_at = new Date().toISOString();
+  const { created_at } = read;
   const input = (next?.input ?? []).map((item, index) => ({ ...item, seq: counts.items + 1 + index, created_at }));
   // The next claim takes the oldest queued input up first: its turn is the next, as it was queued,
   // and a request's own (a count's) is then refused as busy, as its claim is.

@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
+import type { PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { previewPrompt, runTurn, type TurnRequest } from '../../lib/turn/index.ts';
@@ -67,4 +68,13 @@ it("shows the compaction the queued input's compaction threshold makes, as that 
   // The queued input's turn compacted: the preview showed that compaction, pending its summary.
   expect(made).toBeDefined();
   expect(preview.context.compaction).toMatchObject({ ...made!, pending: true });
+});
+
+it("gives the queued input's items the seq and created_at its turn stores them with, by the log's clock", async () => {
+  const { preview, sent } = await previewThenQueuedTurn({}, {});
+  const queued = (items: readonly PromptItem[]) =>
+    items.find((item) => item.type === 'message' && item.content === 'queued');
+  // The clock did not move between the preview and the turn: the turn stamped its input with that time.
+  expect(queued(sent)).toMatchObject({ created_at: new Date(clock.now).toISOString() });
+  expect(queued(preview.items)).toEqual(queued(sent));
 });

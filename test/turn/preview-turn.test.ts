@@ -102,10 +102,10 @@ const caseArbitrary = fc.record({
   live: fc.boolean(),
 });
 
-/** What the model reads of an item: no `pending` mark, no `created_at`, a pending summary's text unknown. */
+/** What the model reads of an item: no `pending` mark, a pending summary's text unknown. */
 function seen(prompt: PromptItem[], pendingSummary: boolean): unknown[] {
   return prompt.map((item) => {
-    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
+    const { pending: _pending, ...rest } = item;
     return pendingSummary && rest.type === 'message' && rest.synthetic === 'summary' ? { ...rest, content: '' } : rest;
   });
 }

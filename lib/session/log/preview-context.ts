@@ -49,6 +49,8 @@ export interface PreviewContext {
   /** The calls the next turn's input may answer (null: not tracked), as its claim checks them (./open-calls.ts). */
   openCalls: string[] | null;
   scope: LogScope;
+  /** When the next turn's items would be stored, by the log's clock (now), as its claim stamps them (log/commit.ts). */
+  created_at: string;
   /**
    * Whether the next turn's claim would take the oldest queued input up first, its own request
    * then refused as busy: the session idle (or its turn's lease run out), the queue's signal
@@ -83,6 +85,7 @@ export async function previewContext(
   from?: number,
   tookNothing?: RewindOptions['tookNothing'],
 ): Promise<PreviewContext> {
+  const created_at = log.clock().toISOString();
   return withFreshListing(async () => {
     const head: Omit<Head, 'config'> & Partial<Pick<Head, 'config'>> =
       typeof of === 'string'
@@ -116,6 +119,7 @@ export async function previewContext(
         undelivered: NOTHING_UNDELIVERED,
         openCalls: [],
         scope,
+        created_at,
         queueFirst: false,
       };
     const context = contextOf(newest);
@@ -133,6 +137,7 @@ export async function previewContext(
       undelivered: undeliveredOf(newest),
       openCalls: openCallsOf(newest),
       scope,
+      created_at,
       ...counts,
     };
     const base = await readBase(log, scope, newest, cursor);

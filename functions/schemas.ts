@@ -166,6 +166,19 @@ export const promptPreviewSchema = z.object({
     notices_pending: z.array(z.string()).optional(),
     queued_turn: z.string().optional(),
   }),
+  refused: z
+    .object({
+      status: z.number().int(),
+      code: z.enum(ERROR_CODES),
+      message: z.string(),
+      details: z.unknown().optional(),
+    })
+    .nullable()
+    .meta({
+      description:
+        'What the next turn request would be refused with (its status and its error body: 402 budget_exhausted ' +
+        "when the session's budget is spent), the prompt shown all the same; null when it would run.",
+    }),
 });
 
 export const noticeNameSchema = z

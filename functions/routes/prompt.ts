@@ -5,6 +5,7 @@ import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { utf8Bytes } from '../../lib/session/item-size.ts';
 import { previewPrompt } from '../../lib/turn/index.ts';
+import { STATUS_BY_CODE } from '../error-handler.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { checkJsonValue } from '../request-json.ts';
@@ -37,7 +38,10 @@ export function promptRoutes() {
       ...(query.strategies !== undefined ? { strategies: query.strategies } : {}),
       ...(query.strategy_config !== undefined ? { strategy_config: parseConfigQuery(query.strategy_config) } : {}),
     });
-    return c.json(query.full === 'true' ? preview : { ...preview, items: preview.items.map(elideLargePayload) }, 200);
+    // What the next turn request would be refused with, as its answer has it (functions/error-handler.ts).
+    const { refused } = preview;
+    const shown = { ...preview, refused: refused && { status: STATUS_BY_CODE[refused.code], ...refused } };
+    return c.json(query.full === 'true' ? shown : { ...shown, items: preview.items.map(elideLargePayload) }, 200);
   });
 }
 

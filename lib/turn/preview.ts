@@ -8,11 +8,12 @@ import type { QueuedInput } from '../session/queued-input.ts';
 import { promptBudget } from './model-call.ts';
 import { fitTurnPrompt, safetyNetFits, type PromptSource } from './turn-prompt.ts';
 import { ContextTooLargeError } from '../compaction/check-prompt-fits.ts';
-import { TurnInProgressError } from '../errors.ts';
+import { clientError, TurnInProgressError, type ErrorCode } from '../errors.ts';
+import { budgetRefusal } from '../ledger/budget.ts';
 import { roomFor } from './notices.ts';
 import { passedOver } from './pickup.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
-import type { ForkSketch } from '../session/session-log.ts';
+import type { ForkSketch, SessionRecord } from '../session/session-log.ts';
 import type { RewindOptions } from '../session/log/rewind.ts';
 
 /**
@@ -26,14 +27,23 @@ import type { RewindOptions } from '../session/log/rewind.ts';
  * only the model can write) an empty pending item, and `context.compaction.pending: true`.
  * When the next claim would take the oldest queued input up first (`on_busy: enqueue`, its own
  * request then refused as busy), the prompt is that input's turn's, named by `context.queued_turn`.
+ * `refused`: what the next turn request would be refused with (the session's budget spent: its
+ * claim's check, lib/ledger/budget.ts), as its answer has it; null when it would run.
  */
 export async function previewPrompt(
   services: TurnServices,
   sessionId: string,
   query: PreviewQuery,
-): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[]; queued_turn?: string } }> {
-  const { built, context, read, pending, queued } = await buildPreview(services, sessionId, query, {});
+): Promise<{
+  items: PromptItem[];
+  context: TurnContext & { notices_pending: string[]; queued_turn?: string };
+  refused: { code: ErrorCode; message: string; details?: unknown } | null;
+}> {
+  const { built, context, read, pending, queued, stored } = await buildPreview(services, sessionId, query, {});
+  // The session's spent budget refuses the next turn request before its claim takes anything up.
+  const refused = budgetRefusal(stored.budget, stored.usage);
   return {
+    refused: refused && clientError(refused),
     items: built.hydrated,
     context: {
       ...context,
@@ -192,7 +202,7 @@ async function buildPreview(
     },
     null,
   );
-  return { built, context, read, pending, plan, budget };
+  return { built, context, read, pending, plan, budget, stored };
 }
 
 /**
@@ -217,6 +227,8 @@ type PreviewBuilt = Awaited<ReturnType<typeof fitTurnPrompt>> & {
   pending: Awaited<ReturnType<TurnServices['inbox']['peek']>>;
   plan: TurnPlan;
   budget: ReturnType<typeof promptBudget>;
+  /** The session as read (of a fork not written: as it would be), its budget and totals. */
+  stored: SessionRecord;
   /** The queued input whose turn it is (its `queued_turn`), when the next claim takes it up first. */
   queued?: string;
 };

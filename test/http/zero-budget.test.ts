@@ -37,6 +37,13 @@ describe('a budget limit of 0', () => {
     expect(refused.body.error.details).toMatchObject({ budget: 'session', limit, value: 0 });
     if (limit !== 'max_total_tokens') expect(refused.body.error.details.spent).toBe(spentAfterOne);
     expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(1);
+    // The preview shows the prompt (200) and names that refusal; null once the budget is lifted.
+    const preview = await api.get(`/v1/sessions/${id}/prompt`);
+    expect(preview.status, JSON.stringify(preview.body)).toBe(200);
+    expect(preview.body.items.length).toBeGreaterThan(0);
+    expect(preview.body.refused).toEqual({ status: refused.status, ...refused.body.error });
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: null })).status).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}/prompt`)).body.refused).toBeNull();
   });
 
   it('is taken on a create: the first turn is refused', async () => {

@@ -122,6 +122,7 @@ describe('previewPrompt with inputs queued behind a turn whose lease ran out, th
     const preview = await previewPrompt(services, 's', {});
     expect(preview.context.queued_turn).toBe(sha256Hex('queued first'));
     expect(userTexts(preview.items)).toEqual(['hello', 'queued first']);
+    expect(preview.refused).toMatchObject({ code: 'budget_exhausted', details: { limit: 'max_turns' } });
     // The claim checks the budget before it takes the queue up: the request is refused, nothing runs.
     const before = model.prompts.length;
     await expect(
@@ -135,7 +136,9 @@ describe('previewPrompt with inputs queued behind a turn whose lease ran out, th
     expect((await sessions.queued(scope)).map((entry) => entry.keyHash)).toEqual([sha256Hex('queued first')]);
     // A PATCH raising the budget takes the queue up (functions/routes/sessions.ts): the input's turn runs first.
     await sessions.update('s', { budget: { max_turns: 5 } });
-    expect(seen((await previewPrompt(services, 's', {})).items)).toEqual(seen(preview.items));
+    const raised = await previewPrompt(services, 's', {});
+    expect(seen(raised.items)).toEqual(seen(preview.items));
+    expect(raised.refused).toBeNull();
     await pickUp(services, 's');
     await world.settle();
     expect(seen(model.prompts[before]!)).toEqual(seen(preview.items));

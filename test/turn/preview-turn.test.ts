@@ -100,6 +100,8 @@ const caseArbitrary = fc.record({
    */
   interrupt: fc.boolean(),
   live: fc.boolean(),
+  /** The session's `max_turns` set just before the preview (null: no budget); a spent one refuses the next turn. */
+  maxTurns: fc.constantFrom<number | null>(null, null, null, 0, 2, 8),
 });
 
 /** What the model reads of an item: no `pending` mark, a pending summary's text unknown. */
@@ -131,6 +133,8 @@ describe('previewPrompt', () => {
     let queuedFirst = 0;
     // Turns left open whose lease still ran, which the next turn interrupted: some runs have them.
     let interrupted = 0;
+    // Next turns a spent budget refused: some runs have them.
+    let budgetRefused = 0;
     await fc.assert(
       fc.asyncProperty(
         caseArbitrary,
@@ -145,6 +149,7 @@ describe('previewPrompt', () => {
           queued,
           interrupt,
           live,
+          maxTurns,
         }) => {
           const model = recordingEcho();
           let now = Date.parse('2026-01-01T00:00:00Z');
@@ -212,6 +217,7 @@ describe('previewPrompt', () => {
             if (interrupt && live) interrupted += 1;
           }
           for (const content of notices) await post(content);
+          if (maxTurns !== null) await sessions.update('s', { budget: { max_turns: maxTurns } });
 
           const preview = await outcome(previewPrompt(services, 's', {}));
           const before = model.prompts.length;
@@ -222,6 +228,16 @@ describe('previewPrompt', () => {
               (taken) => (taken as { value: TurnResponse }).value,
             ),
           );
+          // A spent budget refuses the next turn request (its claim's check), as the preview says.
+          const refused = 'code' in preview ? null : preview.refused;
+          if (refused || ('code' in turn && turn.code === 'budget_exhausted')) {
+            // (Unless the preview answered its own refusal: a prompt over the window, which the turn checks after.)
+            expect(turn).toEqual({ code: refused ? refused.code : 'budget_exhausted' });
+            if (!refused) expect(preview).toEqual({ code: 'context_too_large' });
+            expect(model.prompts.length).toBe(before);
+            budgetRefused += 1;
+            return;
+          }
           if (leftOpen && queued.length > 0 && !interrupt) {
             // The next claim took the oldest queued input up first, its own request refused as busy.
             expect(turn).toEqual({ code: 'turn_in_progress' });
@@ -290,6 +306,7 @@ describe('previewPrompt', () => {
               queued: [],
               interrupt: false,
               live: false,
+              maxTurns: null,
             },
           ],
           // Found by a run: a turn without input (not a retake) kept the newest items whole
@@ -306,6 +323,7 @@ describe('previewPrompt', () => {
               queued: [],
               interrupt: false,
               live: false,
+              maxTurns: null,
             },
           ],
           // A turn that died holding a notice, which the next turn takes over, and one pending after it.
@@ -325,6 +343,7 @@ describe('previewPrompt', () => {
               queued: [],
               interrupt: false,
               live: false,
+              maxTurns: null,
             },
           ],
           // The same, the dead turn left open (its lease run out) for the next turn's claim to close.
@@ -344,6 +363,7 @@ describe('previewPrompt', () => {
               queued: [],
               interrupt: false,
               live: false,
+              maxTurns: null,
             },
           ],
           // Inputs queued behind the dead turn left open: the next claim takes the oldest up first.
@@ -363,6 +383,7 @@ describe('previewPrompt', () => {
               queued: ['queued first', 'queued second'],
               interrupt: false,
               live: false,
+              maxTurns: null,
             },
           ],
           // The same under `interrupt`, the dead turn's lease still running: the next turn cancels it,
@@ -383,6 +404,7 @@ describe('previewPrompt', () => {
               queued: ['queued first'],
               interrupt: true,
               live: true,
+              maxTurns: null,
             },
           ],
           // Found by a run: an input queued behind a dead turn left open, with a compaction pending
@@ -402,6 +424,7 @@ describe('previewPrompt', () => {
               queued: [' '.repeat(89)],
               interrupt: false,
               live: false,
+              maxTurns: null,
             },
           ],
           // A call left open, summarized by the compaction of a turn, then answered.
@@ -424,6 +447,7 @@ describe('previewPrompt', () => {
               queued: [],
               interrupt: false,
               live: false,
+              maxTurns: null,
             },
           ],
         ],
@@ -434,6 +458,7 @@ describe('previewPrompt', () => {
     expect(openHeld).toBeGreaterThan(0);
     expect(queuedFirst).toBeGreaterThan(0);
     expect(interrupted).toBeGreaterThan(0);
+    expect(budgetRefused).toBeGreaterThan(0);
     // 80 runs of up to a dozen turns each: a ceiling for a loaded machine, not a measure.
   }, 90_000);
 });

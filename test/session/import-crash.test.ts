@@ -122,8 +122,8 @@ describe('an import cut short at a storage call, then sent again', () => {
     const memory = new MemoryStore();
     // The process stops at the first delivered-notice record: the config exists, no notice does.
     let stopped = false;
-    const faulty = new FaultyStore(memory).failWhen(({ key }) => {
-      stopped ||= key.includes('/inbox_removed/');
+    const faulty = new FaultyStore(memory).failWhen(({ operation, key }) => {
+      stopped ||= operation === 'put' && key.includes('/inbox_removed/');
       return stopped;
     });
     await expect(importLines(world(faulty).services, chunks(exported), LIMITS)).rejects.toMatchObject({

@@ -54,8 +54,8 @@ async function keysUnder(store: ObjectStore, part: string): Promise<string[]> {
 /** The import stopped at its first delivered-notice record: the session exists, its pending object too. */
 async function stoppedImport(memory: MemoryStore): Promise<void> {
   let stopped = false;
-  const faulty = new FaultyStore(memory).failWhen(({ key }) => {
-    stopped ||= key.includes('/inbox_removed/');
+  const faulty = new FaultyStore(memory).failWhen(({ operation, key }) => {
+    stopped ||= operation === 'put' && key.includes('/inbox_removed/');
     return stopped;
   });
   await expect(importLines(world(faulty).services, bytes(EXPORTED), LIMITS)).rejects.toMatchObject({
@@ -283,12 +283,21 @@ describe('an import whose record lands after its session was deleted, the same e
     // Another client deletes the session: its sweep lists before the first import's record lands.
     const other = world(memory);
     await other.sessions.delete(ID);
+    // The same export imported again, held at its own record's put: past its config, and past its
+    // deletion of the delivery records a stopped delete would have left, before the first's record lands.
+    const second = new HeldStore(memory);
+    const atSecondRecord = second.hold(
+      ({ operation, keys }) => operation === 'put' && keys[0]!.includes('/inbox_removed/'),
+    );
+    const importing = importLines(world(second).services, bytes(EXPORTED), LIMITS);
+    await atSecondRecord.reached;
     landed = true;
     atRecord.release();
     await atRead.reached;
-    // The same export imported again finds that record under the name of its notice: another
-    // import's, while its own config stands, so one whose session is gone. It writes over it.
-    await importLines(other.services, bytes(EXPORTED), LIMITS);
+    // The second finds that record under the name of its notice: another import's, while its own
+    // config stands, so one whose session is gone. It writes over it.
+    atSecondRecord.release();
+    await importing;
     atRead.release();
     await expect(first).rejects.toMatchObject({ code: 'not_found' });
 
@@ -300,18 +309,26 @@ describe('an import whose record lands after its session was deleted, the same e
 describe('an import meeting a record another import left, that import deleting it before the write over it', () => {
   it('writes its own record there, is answered 201 and its session is whole', async () => {
     const memory = new MemoryStore();
-    // Another import of the id, its cleanup stopped after deleting its config: its record stays.
+    // Another import of the id whose session is gone: its record, put before, lands after this
+    // import's config (the delivery records left before it are deleted before its config).
     await importLines(world(memory).services, bytes(EXPORTED), LIMITS);
-    await memory.delete(`sessions/${ID}/session.json`);
     const [left] = await keysUnder(memory, '/inbox_removed/');
     expect(left).toBeDefined();
+    const record = (await memory.get(left!))!;
+    await world(memory).sessions.delete(ID);
 
     const held = new HeldStore(memory);
+    const atRecord = held.hold(
+      ({ operation, keys, options }) => operation === 'put' && keys[0] === left && options?.onlyIfAbsent === true,
+    );
     const atWriteOver = held.hold(
       ({ operation, keys, options }) => operation === 'put' && keys[0] === left && options?.ifMatch !== undefined,
     );
     const running = importLines(world(held).services, bytes(EXPORTED), LIMITS);
     running.catch(() => undefined);
+    await atRecord.reached;
+    await memory.put(left!, record.body, { contentType: 'text/plain; charset=utf-8', metadata: record.metadata });
+    atRecord.release();
     await atWriteOver.reached;
     // That import, still to find its session gone, deletes its own record meanwhile.
     await memory.delete(left!);

@@ -4,23 +4,13 @@ import { decodeUtf8, toBytes } from '../../store/object-store.ts';
 import {
   exportCompactionSchema,
   exportNoticeSchema,
-  IMPORTED_IN_META,
   parseExportItem,
   parseExportLine,
   type ExportHeader,
   type ExportNotice,
 } from '../export-format.ts';
 import { type AttachmentLimits, hasInlineMedia, storeAttachments, withoutMedia } from '../attachments.ts';
-import {
-  blobKey,
-  contextKey,
-  generationPrefixes,
-  inboxRemovedPrefix,
-  recordKey,
-  sessionConfigKey,
-  validateId,
-  type LogScope,
-} from '../keys.ts';
+import { blobKey, contextKey, recordKey, sessionConfigKey, validateId, type LogScope } from '../keys.ts';
 import { MAX_OPEN_CALLS, type ContextStart, type LogItem, type LogRecord, type SessionConfig } from '../records.ts';
 import { trackCall } from './open-calls.ts';
 import { deleteSession, newIncarnation } from './config-object.ts';
@@ -37,6 +27,7 @@ import {
   type WriteNotices,
   type WrittenLog,
 } from './import-pending.ts';
+import { clearLeftRecords, sweepGeneration, sweepImportedRecords } from './import-sweeps.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { PendingWrites } from './pending-writes.ts';
 import { heldView, writeViewIfDue } from './view-writer.ts';
@@ -145,6 +136,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     const body = JSON.stringify(config);
     const sums = { export_sha256: await options.exportSha256(), config_sha256: configSha256(body) };
     await stagePending(log, scope, { ...sums, ...wrote });
+    // Delivery records a delete of the id stopped before its sweep left (none while a session of it exists).
+    await clearLeftRecords(log, id);
     const written = await putCreateOnly(log.store, configKey, body, { contentType: 'application/json' }, (object) =>
       decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
     );
@@ -370,29 +363,4 @@ function checkCompaction(line: number, start: number, lastSeq: number): void {
         ? `start_seq ${start} is past the last item (${lastSeq})`
         : null;
   if (problem) throw new InvalidRequestError(`line ${line}: ${problem}`, { field: `line ${line}` });
-}
-
-/** Deletes the delivery records of `id` an import of `generation` wrote (their IMPORTED_IN_META), and no other. */
-async function sweepImportedRecords(log: LogContext, id: string, generation: string): Promise<void> {
-  const prefix = inboxRemovedPrefix(log.keyPrefix, id);
-  let cursor: string | undefined;
-  do {
-    const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
-    const own: string[] = [];
-    for (const { key } of page.objects)
-      if ((await log.store.head(key))?.metadata[IMPORTED_IN_META] === generation) own.push(key);
-    if (own.length > 0) await log.store.delete(own);
-    cursor = page.truncated ? page.cursor : undefined;
-  } while (cursor !== undefined);
-}
-
-/** Deletes every object of an incarnation no config names (a failed import's), and nothing else. */
-async function sweepGeneration(log: LogContext, scope: LogScope): Promise<void> {
-  for (const prefix of generationPrefixes(scope)) {
-    for (;;) {
-      const page = await log.store.list(prefix, { limit: 1000 });
-      if (page.objects.length > 0) await log.store.delete(page.objects.map((object) => object.key));
-      if (!page.truncated) break;
-    }
-  }
 }

@@ -41,8 +41,8 @@ describe('POST /v1/sessions/import sent again after it stopped past its commit p
 
     // Every call fails from the first delivered-notice record on: the process stopped there.
     let stopped = false;
-    store.failWhen(({ key }) => {
-      stopped ||= key.includes(`/${copy}/inbox_removed/`);
+    store.failWhen(({ operation, key }) => {
+      stopped ||= operation === 'put' && key.includes(`/${copy}/inbox_removed/`);
       return stopped;
     });
     const failed = await importText(exported, headers);

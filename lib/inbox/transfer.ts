@@ -1,4 +1,5 @@
 import type { ExportNotice } from '../session/export-format.ts';
+import { ofIncarnation } from '../session/incarnation.ts';
 import { inboxRemovedPrefix, sessionConfigKey } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
 import { mapLimit, type ObjectStore, type StoredObject } from '../store/object-store.ts';
@@ -64,6 +65,8 @@ export interface ImportedNotices {
  * holding this very record (an earlier attempt's, of the same generation) is ours. A record another
  * import wrote (`imported-in` another generation) while the config names this one is what an import
  * whose session is gone left (its cleanup stopped after deleting its config): written over, if-match.
+ * The config, read once, is this one's by its fields: its `generation`, or its `incarnation` once a
+ * delete of the newest turn moved it to another generation.
  */
 export async function importDelivered(
   store: ObjectStore,
@@ -82,11 +85,11 @@ export async function importDelivered(
   };
   const done: ImportedNotices = { written, taken: [], removeOwn };
   let current: Promise<boolean> | undefined;
-  // Whether the config names this import's generation (read once): then no other import's session exists.
+  // Whether the config is of this import's incarnation (read once): then no other import's session exists.
   const configIsOurs = () =>
     (current ??= store
       .get(sessionConfigKey(keyPrefix, id))
-      .then((config) => config !== null && decoder.decode(config.body).includes(`"generation":"${generation}"`)));
+      .then((config) => config !== null && ofIncarnation(config.body, generation)));
   await mapLimit(notices, CONCURRENCY, async (notice) => {
     const key = `${prefix}${notice.stored_as}`;
     const metadata: Record<string, string> = {

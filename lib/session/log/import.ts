@@ -1,6 +1,7 @@
 import { InvalidRequestError, NotFoundError, SessionExistsError, TailgateError } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
-import { decodeUtf8, toBytes } from '../../store/object-store.ts';
+import { toBytes } from '../../store/object-store.ts';
+import { ofIncarnation } from '../incarnation.ts';
 import {
   exportCompactionSchema,
   exportNoticeSchema,
@@ -139,7 +140,7 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     // Delivery records a delete of the id stopped before its sweep left (none while a session of it exists).
     await clearLeftRecords(log, id);
     const written = await putCreateOnly(log.store, configKey, body, { contentType: 'application/json' }, (object) =>
-      decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
+      ofIncarnation(object.body, config.generation!),
     );
     if (!written) throw new SessionExistsError(id);
   } catch (error) {

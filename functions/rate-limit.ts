@@ -6,6 +6,7 @@ import { idSchema } from '../lib/items.ts';
 import { decodeBase64 } from '../lib/media.ts';
 import { OpenAIApiError } from '../lib/openai/errors.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
+import type { Model } from '../lib/models/model.ts';
 import { authorizeSession } from './auth.ts';
 import type { AppEnv, RuntimeEnvironment } from './router.ts';
 
@@ -234,7 +235,8 @@ function budgetId(claims: Uint8Array): string | null {
  * else the token's own) once more to tell (the route reads it again, and refuses what was written
  * meanwhile: a revocation, the session deleted and created again). Its requests, which the route
  * refuses anyway, must not spend a limit: a revoked token would keep the session's own clients,
- * or the other tokens of its budget, out.
+ * or the other tokens of its budget, out. A request the session's limit refuses gives its token's
+ * turn back (in process): a client retrying a busy session keeps its token's turns for the others.
  */
 export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
@@ -259,6 +261,8 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     const take = async (kind: LimitKind, key: string, limit: TurnLimit | undefined) => {
       const wait = limit ? await limit.take(key) : null;
       if (wait === null) return;
+      // Refused, the request takes no turn: its token's count goes too (the in-process limiter's).
+      if (kind === 'session') checks[0]![2]?.giveBack?.(checks[0]![1]);
       refused(kind);
       c.header('Retry-After', String(wait));
       throw new RateLimitedError(kind, limit!.perMinute, wait);
@@ -268,12 +272,39 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     // client's tool loop): that session's limit counts it once the route found it.
     if (session === null && c.req.path === RESPONSES)
       c.set('takeSessionTurn', (id) => take('session', `session:${id}`, limits(c, 'session')));
+    const counted = checks.find(([kind]) => kind === 'session');
+    const called = counted?.[2]?.giveBack ? noteModelCalls(c) : () => true;
     await next();
     // A session that does not exist takes no turn: its count goes, and an unbound token naming a
-    // new made-up id on every request leaves no key behind.
-    const counted = checks.find(([kind]) => kind === 'session');
-    if (counted && namesNothing(c.error, session!)) counted[2]?.giveBack?.(counted[1]);
+    // new made-up id on every request leaves no key behind. Not once a model was called (the
+    // session deleted meanwhile): that turn was taken, and its call may cost.
+    if (counted && !called() && namesNothing(c.error, session!)) counted[2]?.giveBack?.(counted[1]);
   };
+}
+
+/**
+ * Has the request's services note each call of a model they resolve; answers whether one was made.
+ */
+function noteModelCalls(c: Context<AppEnv>): () => boolean {
+  let called = false;
+  const services = c.var.services;
+  const resolve = services.model;
+  const noted = (id: string): Model => {
+    const model = resolve(id);
+    return {
+      ...model,
+      generate: (request) => {
+        called = true;
+        return model.generate(request);
+      },
+      stream: (request) => {
+        called = true;
+        return model.stream(request);
+      },
+    };
+  };
+  c.set('services', { ...services, model: noted });
+  return () => called;
 }
 
 /** The params of the OpenAI-compatible routes' 404 for a session named that does not exist. */

@@ -231,6 +231,67 @@ describe('a turn whose session is deleted while it runs', () => {
   });
 });
 
+describe('a manual compaction whose session is deleted while its summary call runs', () => {
+  it('keeps its turn counted: its 404 (session not found) comes after the model was called', async () => {
+    const slow = slowEcho();
+    const { limiter, limited, env, headers } = limitedToOneTurn({ wrapModel: () => slow.model });
+    const id = freshId('compacted');
+    const send = (path: string, body: unknown, method = 'POST') =>
+      limited.request(path, { method, headers, ...(body ? { body: JSON.stringify(body) } : {}) }, env);
+    expect((await send('/v1/sessions', { id })).status).toBe(201);
+    const items = ['plan the trip', 'to Paris', 'in May'].map((content) => ({
+      type: 'message',
+      role: 'user',
+      content,
+    }));
+    expect((await send(`/v1/sessions/${id}/items`, { items })).status).toBe(201);
+    // The summary's call is held (slowEcho holds a prompt that opens with a system message).
+    const compacting = send(`/v1/sessions/${id}/compact`, { keep_tokens: 0 });
+    await slow.reached;
+    expect((await send(`/v1/sessions/${id}`, undefined, 'DELETE')).status).toBe(204);
+    slow.release();
+    const answer = await compacting;
+    expect(answer.status).toBe(404);
+    expect(limiter.size()).toBe(1);
+    expect((await send('/v1/sessions', { id })).status).toBe(201);
+    expect((await send(`/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(429);
+  });
+});
+
+describe("a request a session's limit refuses", () => {
+  it("takes no turn of its token's limit: the token's other sessions go on", async () => {
+    const both = { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1', RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '3' };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const limited = createApp({
+      store: () => store,
+      readEnvironment: (c) => c.env ?? {},
+      log: () => undefined,
+      clock: () => new Date(now),
+    });
+    const send = (path: string, body: unknown) =>
+      limited.request(path, { method: 'POST', headers, body: JSON.stringify(body) }, { ...environment, ...both });
+    const [busy, other, third] = [freshId('busy'), freshId('other'), freshId('third')];
+    for (const id of [busy, other, third]) expect((await send('/v1/sessions', { id })).status).toBe(201);
+    // One turn of the busy session, then refusals of its limit, which leave the token's two other turns.
+    expect((await send(`/v1/sessions/${busy}/turns`, { input: 'hi' })).status).toBe(200);
+    const refusals: unknown[] = [];
+    for (let refused = 0; refused < 3; refused++) {
+      const response = await send(`/v1/sessions/${busy}/turns`, { input: 'hi' });
+      refusals.push([response.status, ((await response.json()) as any).error.details.per]);
+    }
+    expect(refusals).toEqual(Array(3).fill([429, 'session']));
+    const taken = [
+      await send('/v1/responses', { model: 'echo', input: 'hi', conversation: other }),
+      await send(`/v1/sessions/${third}/turns`, { input: 'hi' }),
+    ];
+    expect(taken.map((response) => response.status)).toEqual([200, 200]);
+    // The token's limit (3) is reached by the turns taken alone.
+    const over = await send(`/v1/sessions/${third}/turns`, { input: 'hi' });
+    expect(over.status).toBe(429);
+    expect(((await over.json()) as any).error.details.per).toBe('token');
+  });
+});
+
 describe('the session a turn names', () => {
   it("counts a client loop's step that resends its whole history under the conversation it goes on in", async () => {
     // The AI SDK's and @openai/agents' loops name neither previous_response_id nor conversation:

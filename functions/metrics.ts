@@ -33,7 +33,7 @@ const FAMILIES: Record<string, Pick<Family, 'help' | 'type'>> = {
   },
   tailgate_turn_duration_seconds: { help: 'Turns from their request to their answer.', type: 'histogram' },
   tailgate_turn_time_to_first_token_seconds: {
-    help: 'Streamed turns from their request to their first output.',
+    help: 'Streamed and background turns from their start to their first output.',
     type: 'histogram',
   },
   tailgate_storage_operations_total: { help: 'Object store operations by kind.', type: 'counter' },

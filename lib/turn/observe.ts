@@ -25,16 +25,15 @@ export interface Seen {
 /**
  * Runs a turn (`run`, given the events to emit and what to note in `seen`) in its span, ends
  * the span with how the turn ended, then tells `services.observeTurn`: the turn's log line and
- * metrics (functions/turn-log.ts). Output is timed only for a turn streamed to a client
- * (`streamed`; a background turn's events go to its journal). A replay of a stored failure is
- * `replayed`, with the error it answers. Nothing here reads or writes storage.
+ * metrics (functions/turn-log.ts). Output is timed for a turn whose model streamed (`emit`): one
+ * streamed to a client, or a background turn's, whose events go to its journal. A replay of a
+ * stored failure is `replayed`, with the error it answers. Nothing here reads or writes storage.
  */
 export async function observed(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
   emit: ((event: TurnEvent) => void) | undefined,
-  streamed: boolean,
   run: (emit: ((event: TurnEvent) => void) | undefined, seen: Seen) => Promise<TurnResponse>,
 ): Promise<TurnResponse> {
   const started = Date.now();
@@ -43,7 +42,7 @@ export async function observed(
   const timed =
     emit &&
     ((event: TurnEvent) => {
-      if (streamed && event.event !== 'turn.started' && event.event !== 'turn.completed' && event.event !== 'error')
+      if (event.event !== 'turn.started' && event.event !== 'turn.completed' && event.event !== 'error')
         seen.firstOutput ??= Date.now();
       emit(event);
     });

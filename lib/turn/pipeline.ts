@@ -84,8 +84,7 @@ export async function runTurn(
   options: TurnOptions = {},
   emit?: (event: TurnEvent) => void,
 ): Promise<TurnResponse> {
-  const streamed = options.background === undefined;
-  return observed(services, sessionId, request, emit, streamed, (timed, seen) =>
+  return observed(services, sessionId, request, emit, (timed, seen) =>
     takeTurn(services, sessionId, request, options, timed, seen),
   );
 }

@@ -254,7 +254,8 @@ export interface TurnServices {
  * it ended, `replayed` when it answered a repeated Idempotency-Key from storage, `queued` for
  * an input the busy policy queued (lib/turn/busy.ts); `turn` and `model` are null when it
  * failed before its claim landed, and for a queued input. `first_output_ms` (from the
- * start to the first streamed output) only for streamed turns.
+ * start to the first streamed output) only for turns whose model streamed: streamed to a client,
+ * or in the background (to its journal).
  */
 export interface TurnObservation {
   session_id: string;

@@ -35,8 +35,8 @@ export interface ServiceRouteOptions {
 /**
  * GET /healthz, answered before auth, so a probe works without a token: 200, or the 503
  * `not_configured` every other request would get while a setting does not parse; the
- * docs page's script, public (a pinned copy of a published library); and, when PUBLIC_DOCS
- * is on, /openapi.json and /docs without a token. With PUBLIC_DOCS off these two fall
+ * docs page's script, public (a pinned copy of a published library); /docs/, a redirect to
+ * /docs; and, when PUBLIC_DOCS is on, /openapi.json and /docs without a token. With PUBLIC_DOCS off these two fall
  * through to the authenticated routes of `registerOpenApi`.
  */
 export function serviceRoutes(options: ServiceRouteOptions) {
@@ -61,6 +61,8 @@ export function serviceRoutes(options: ServiceRouteOptions) {
     publicOnly(async (c) => c.json(document())),
   );
   router.get('/docs', publicOnly(docsPage(document)));
+  // With a trailing slash, whatever PUBLIC_DOCS says: /docs, which asks a token where it needs one.
+  router.get('/docs/', (c) => c.redirect(`/docs${new URL(c.req.url).search}`, 308));
   const script = options.docsScript;
   if (script) {
     router.get(DOCS_SCRIPT_PATH, async (c) =>

@@ -6,7 +6,7 @@ import { INSPECTOR_FAVICON, inspectorPage } from './page.ts';
 import { INSPECTOR_CSS } from './styles.ts';
 
 /**
- * GET /ui (the inspector page), /ui/app.js, /ui/app.css and /ui/favicon.svg. They are public:
+ * GET /ui (the inspector page; /ui/ redirects to it), /ui/app.js, /ui/app.css and /ui/favicon.svg. They are public:
  * they hold no data, and everything the page shows is fetched from the API with the token the
  * user enters (kept in sessionStorage, sent as a bearer header). Registered before auth; not
  * part of the OpenAPI document. Nothing is fetched from another origin.
@@ -41,6 +41,8 @@ export function inspectorRoutes(options: {
           "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data: blob:; frame-ancestors 'none'",
       }),
     )
+    // With a trailing slash: the page, as without one (its assets are named from the root).
+    .get('/ui/', (c) => c.redirect(`/ui${new URL(c.req.url).search}`, 308))
     .get('/ui/app.css', (c) => c.body(INSPECTOR_CSS, 200, { ...headers, 'content-type': 'text/css; charset=utf-8' }))
     .get('/ui/favicon.svg', (c) => c.body(INSPECTOR_FAVICON, 200, { ...headers, 'content-type': 'image/svg+xml' }));
   if (script)

@@ -188,6 +188,21 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       }
     });
 
+    it.each(['/ui', '/docs'])(
+      'GET %s/ with a trailing slash redirects to the page without it, without a token',
+      async (page) => {
+        // With PUBLIC_DOCS off /docs itself needs a token: its redirect does not (it shows nothing).
+        for (const environment of [{}, { PUBLIC_DOCS: 'false' }]) {
+          const redirected = await harness.fetchWithEnv(environment, `${page}/?tab=a`, { redirect: 'manual' });
+          expect(redirected.status).toBe(308);
+          expect(redirected.headers.get('location')).toBe(`${page}?tab=a`);
+        }
+        const followed = await harness.fetch(`${page}?tab=a`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        expect(followed.status).toBe(200);
+        expect(followed.headers.get('content-type')).toMatch(/text\/html/);
+      },
+    );
+
     it.each([
       ['no header', {}],
       ['a wrong token', { authorization: 'Bearer nope' }],

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startServer } from '../support/server-process.ts';
+import { type RunningServer, SLOW_SERVER_START_MS, startHookTimeout, startServer } from '../support/server-process.ts';
 import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 
@@ -29,26 +29,29 @@ async function bundledModules(): Promise<Record<string, { imports: { path: strin
   return meta.inputs;
 }
 
-beforeAll(async () => {
-  if (!existsSync(join(directory, 'worker.js')) || !existsSync(join(directory, 'meta.json')))
-    throw new Error('dist/ holds no build: run npm run build first');
-  state = await mkdtemp(join(tmpdir(), 'tailgate-worker-state-'));
-  receiver = await startOtlpReceiver();
-  anthropic = await startFakeProvider((request) =>
-    request.body?.stream
-      ? { sse: fixture('anthropic-message-text.sse') }
-      : { json: JSON.parse(fixture('anthropic-message-text.json')) },
-  );
-  const wrangler = join(root, 'node_modules/.bin/wrangler');
-  worker = await startServer(
-    wrangler,
-    ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
-      .concat(['--local', '--ip', '127.0.0.1', '--port', '0', '--persist-to', state])
-      .concat(['--var', 'API_TOKEN:bundle-token', '--var', `OTEL_EXPORTER_OTLP_ENDPOINT:${receiver.endpoint}`])
-      .concat(['--var', 'ANTHROPIC_API_KEY:bundle-key', '--var', `ANTHROPIC_BASE_URL:${anthropic.baseURL}`]),
-    { cwd: root, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: 90_000 },
-  );
-}, 180_000);
+beforeAll(
+  async () => {
+    if (!existsSync(join(directory, 'worker.js')) || !existsSync(join(directory, 'meta.json')))
+      throw new Error('dist/ holds no build: run npm run build first');
+    state = await mkdtemp(join(tmpdir(), 'tailgate-worker-state-'));
+    receiver = await startOtlpReceiver();
+    anthropic = await startFakeProvider((request) =>
+      request.body?.stream
+        ? { sse: fixture('anthropic-message-text.sse') }
+        : { json: JSON.parse(fixture('anthropic-message-text.json')) },
+    );
+    const wrangler = join(root, 'node_modules/.bin/wrangler');
+    worker = await startServer(
+      wrangler,
+      ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
+        .concat(['--local', '--ip', '127.0.0.1', '--port', '0', '--persist-to', state])
+        .concat(['--var', 'API_TOKEN:bundle-token', '--var', `OTEL_EXPORTER_OTLP_ENDPOINT:${receiver.endpoint}`])
+        .concat(['--var', 'ANTHROPIC_API_KEY:bundle-key', '--var', `ANTHROPIC_BASE_URL:${anthropic.baseURL}`]),
+      { cwd: root, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: SLOW_SERVER_START_MS },
+    );
+  },
+  startHookTimeout(SLOW_SERVER_START_MS, 75_000),
+);
 afterAll(async () => {
   await worker?.stop();
   await receiver?.close();

@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { root, type RunningServer, runScenario, serverCommand, startDenoServer } from './runtime-process.ts';
+import {
+  root,
+  type RunningServer,
+  runScenario,
+  SLOW_SERVER_START_MS,
+  serverCommand,
+  startDenoServer,
+  startHookTimeout,
+} from './runtime-process.ts';
 import { directWriter, serverEnvironment, TOKEN } from './s3-environment.ts';
 
 const keyPrefix = `deno-${Date.now().toString(36)}/`;
@@ -9,7 +17,7 @@ beforeAll(async () => {
   // `npm run start:deno`'s command (deno from npm, `deno run` on functions/deno.ts) with the
   // port after the file name, on S3 (fauxqs).
   server = await startDenoServer(serverEnvironment(0, keyPrefix));
-}, 90_000);
+}, startHookTimeout(SLOW_SERVER_START_MS));
 
 afterAll(async () => {
   await server?.stop();

@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FileStore } from '../../lib/store/file.ts';
-import { type RunningServer, runScenario, startDenoServer, startNodeServer } from './runtime-process.ts';
+import {
+  type RunningServer,
+  runScenario,
+  SLOW_SERVER_START_MS,
+  startDenoServer,
+  startHookTimeout,
+  startNodeServer,
+  startServers,
+} from './runtime-process.ts';
 
 const TOKEN = 'file-store-token';
 let dataDir: string;
@@ -12,11 +20,14 @@ let denoServer: RunningServer;
 
 // A Node and a Deno server with no S3 settings, sharing one DATA_DIR, started the way
 // `npm run start:node` and `npm run start:deno` start them (port after the file name).
-beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'tailgate-data-'));
-  const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' };
-  [node, denoServer] = await Promise.all([startNodeServer(environment), startDenoServer(environment)]);
-}, 120_000);
+beforeAll(
+  async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'tailgate-data-'));
+    const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' };
+    [node, denoServer] = await startServers([startNodeServer(environment), startDenoServer(environment)]);
+  },
+  startHookTimeout(SLOW_SERVER_START_MS, 10_000),
+);
 
 afterAll(async () => {
   await Promise.all([node?.stop(), denoServer?.stop()]);

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type RunningServer, startNodeServer } from './runtime-process.ts';
+import { type RunningServer, startHookTimeout, startNodeServer } from './runtime-process.ts';
 
 /**
  * An import refused before its body was read to its end (409 `session_exists` after the header
@@ -20,7 +20,7 @@ let server: RunningServer | undefined;
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'tailgate-import-refused-'));
   server = await startNodeServer({ API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' });
-}, 120_000);
+}, startHookTimeout());
 
 afterAll(async () => {
   await server?.stop();

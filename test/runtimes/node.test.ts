@@ -2,7 +2,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { runScenario, startServer, type RunningServer } from './runtime-process.ts';
+import { runScenario, startHookTimeout, startServer, type RunningServer } from './runtime-process.ts';
 import { directWriter, serverEnvironment, TOKEN } from './s3-environment.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -15,7 +15,7 @@ beforeAll(async () => {
     cwd: root,
     env: serverEnvironment(0, keyPrefix),
   });
-}, 60_000);
+}, startHookTimeout());
 
 afterAll(async () => {
   await server?.stop();

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { forwardingPort } from '../support/server-process.ts';
-import { type RunningServer, root, startServer } from './runtime-process.ts';
+import { type RunningServer, root, startHookTimeout, startServer } from './runtime-process.ts';
 
 const TOKEN = 'crash-token';
 const LEASE_MS = 3000;
@@ -46,35 +46,38 @@ const lastUser = (body: { messages?: unknown } | undefined) => {
   return typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content);
 };
 
-beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'tailgate-crash-'));
-  provider = await startFakeProvider((request) => {
-    if (hangNext) {
-      hangNext = false;
-      return { hang: true };
-    }
-    const text = `answer to ${lastUser(request.body)}`;
-    if (request.body?.stream) return { sse: chatSse(text) };
-    // Offered tools and not answered a call yet: calls get_weather.
-    const answered = (request.body?.messages ?? []).some((message: { role: string }) => message.role === 'tool');
-    const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
-    const message = request.body?.tools && !answered ? { content: null, tool_calls: [call] } : { content: text };
-    const finish = 'tool_calls' in message ? 'tool_calls' : 'stop';
-    return {
-      json: {
-        id: 'c',
-        object: 'chat.completion',
-        created: 1,
-        model: 'fake',
-        choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finish }],
-        usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 },
-      },
-    };
-  });
-  forward = await forwardingPort(() => (server ? Number(new URL(server.origin).port) : undefined));
-  port = forward.port;
-  server = await start();
-}, 60_000);
+beforeAll(
+  async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'tailgate-crash-'));
+    provider = await startFakeProvider((request) => {
+      if (hangNext) {
+        hangNext = false;
+        return { hang: true };
+      }
+      const text = `answer to ${lastUser(request.body)}`;
+      if (request.body?.stream) return { sse: chatSse(text) };
+      // Offered tools and not answered a call yet: calls get_weather.
+      const answered = (request.body?.messages ?? []).some((message: { role: string }) => message.role === 'tool');
+      const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+      const message = request.body?.tools && !answered ? { content: null, tool_calls: [call] } : { content: text };
+      const finish = 'tool_calls' in message ? 'tool_calls' : 'stop';
+      return {
+        json: {
+          id: 'c',
+          object: 'chat.completion',
+          created: 1,
+          model: 'fake',
+          choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finish }],
+          usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 },
+        },
+      };
+    });
+    forward = await forwardingPort(() => (server ? Number(new URL(server.origin).port) : undefined));
+    port = forward.port;
+    server = await start();
+  },
+  startHookTimeout(undefined, 10_000),
+);
 
 afterAll(async () => {
   await server?.stop();

@@ -2,7 +2,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startDenoServer, startNodeServer } from './runtime-process.ts';
+import {
+  type RunningServer,
+  SLOW_SERVER_START_MS,
+  startDenoServer,
+  startHookTimeout,
+  startNodeServer,
+  startServers,
+} from './runtime-process.ts';
 
 /**
  * A body the Node and Deno servers refuse unread (over MAX_BODY_BYTES, a 413 said before the
@@ -17,11 +24,14 @@ const TOKEN = 'refused-body-token';
 let dataDir: string;
 const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: undefined, Deno: undefined };
 
-beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'tailgate-refused-'));
-  const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir };
-  [servers.Node, servers.Deno] = await Promise.all([startNodeServer(environment), startDenoServer(environment)]);
-}, 120_000);
+beforeAll(
+  async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'tailgate-refused-'));
+    const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir };
+    [servers.Node, servers.Deno] = await startServers([startNodeServer(environment), startDenoServer(environment)]);
+  },
+  startHookTimeout(SLOW_SERVER_START_MS, 10_000),
+);
 
 afterAll(async () => {
   await Promise.all([servers.Node?.stop(), servers.Deno?.stop()]);

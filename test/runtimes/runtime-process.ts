@@ -1,8 +1,14 @@
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import { type RunningServer, startServer } from '../support/server-process.ts';
+import { type RunningServer, SLOW_SERVER_START_MS, startServer } from '../support/server-process.ts';
 
-export { startServer, type RunningServer } from '../support/server-process.ts';
+export {
+  SLOW_SERVER_START_MS,
+  startHookTimeout,
+  startServer,
+  startServers,
+  type RunningServer,
+} from '../support/server-process.ts';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
 const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
@@ -29,7 +35,7 @@ export function startDenoServer(env: Record<string, string>): Promise<RunningSer
   return startServer(...serverCommand('Deno', 0), {
     cwd: root,
     env: { ...env, DENO_NO_UPDATE_CHECK: '1' },
-    timeoutMs: 90_000,
+    timeoutMs: SLOW_SERVER_START_MS,
   });
 }
 

@@ -6,7 +6,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localServerOptions } from '../../functions/local-server.ts';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { type RunningServer, root, serverCommand, startDenoServer, startNodeServer } from './runtime-process.ts';
+import {
+  type RunningServer,
+  root,
+  SLOW_SERVER_START_MS,
+  serverCommand,
+  startDenoServer,
+  startHookTimeout,
+  startNodeServer,
+  startServers,
+} from './runtime-process.ts';
 
 /**
  * Slow clients on the Node and Deno servers: a socket that trickles its headers, one that
@@ -25,26 +34,29 @@ let dataDir: string;
 let provider: FakeProvider;
 const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: undefined, Deno: undefined };
 
-beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'tailgate-slow-'));
-  // The provider streams the first words of an answer and then hangs, so a streamed turn stays
-  // open until MODEL_TIMEOUT_MS, well past REQUEST_TIMEOUT_MS.
-  provider = await startFakeProvider(() => ({
-    sse: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
-    hang: true,
-  }));
-  const environment = {
-    API_TOKEN: TOKEN,
-    DATA_DIR: dataDir,
-    HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
-    REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
-    MODEL_TIMEOUT_MS: String(4 * REQUEST_TIMEOUT_MS),
-    MODEL_MAX_RETRIES: '0',
-    OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
-    OPENAI_COMPATIBLE_API_KEY: 'test',
-  };
-  [servers.Node, servers.Deno] = await Promise.all([startNodeServer(environment), startDenoServer(environment)]);
-}, 120_000);
+beforeAll(
+  async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'tailgate-slow-'));
+    // The provider streams the first words of an answer and then hangs, so a streamed turn stays
+    // open until MODEL_TIMEOUT_MS, well past REQUEST_TIMEOUT_MS.
+    provider = await startFakeProvider(() => ({
+      sse: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
+      hang: true,
+    }));
+    const environment = {
+      API_TOKEN: TOKEN,
+      DATA_DIR: dataDir,
+      HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+      REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+      MODEL_TIMEOUT_MS: String(4 * REQUEST_TIMEOUT_MS),
+      MODEL_MAX_RETRIES: '0',
+      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      OPENAI_COMPATIBLE_API_KEY: 'test',
+    };
+    [servers.Node, servers.Deno] = await startServers([startNodeServer(environment), startDenoServer(environment)]);
+  },
+  startHookTimeout(SLOW_SERVER_START_MS, 10_000),
+);
 
 afterAll(async () => {
   await Promise.all([servers.Node?.stop(), servers.Deno?.stop()]);

@@ -1,7 +1,14 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestS3Store } from '../support/s3-store.ts';
-import { startDenoServer, startServer, type RunningServer } from './runtime-process.ts';
+import {
+  SLOW_SERVER_START_MS,
+  startDenoServer,
+  startHookTimeout,
+  startServer,
+  startServers,
+  type RunningServer,
+} from './runtime-process.ts';
 import { serverEnvironment, TOKEN } from './s3-environment.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -11,14 +18,14 @@ const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: unde
 beforeAll(async () => {
   // functions/node.ts and functions/deno.ts on fauxqs itself, without the gateway that adds
   // conditional writes.
-  [servers.Node, servers.Deno] = await Promise.all([
+  [servers.Node, servers.Deno] = await startServers([
     startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
       cwd: root,
       env: serverEnvironment(0, keyPrefix, inject('fauxqsEndpoint')),
     }),
     startDenoServer(serverEnvironment(0, keyPrefix, inject('fauxqsEndpoint'))),
   ]);
-}, 120_000);
+}, startHookTimeout(SLOW_SERVER_START_MS));
 
 afterAll(async () => {
   await Promise.all([servers.Node?.stop(), servers.Deno?.stop()]);

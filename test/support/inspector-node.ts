@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { startServer } from './server-process.ts';
+import { startHookTimeout, startServer } from './server-process.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -64,6 +64,12 @@ export interface InspectorNode {
   close(): Promise<void>;
 }
 
+/** startInspectorNode's wait for the server. */
+const INSPECTOR_SERVER_START_MS = 60_000;
+
+/** The timeout of a hook that starts inspector nodes side by side: their servers, then Chromium. */
+export const INSPECTOR_HOOK_MS = startHookTimeout(INSPECTOR_SERVER_START_MS, 45_000);
+
 /**
  * The Node server (functions/node.ts) on files in a temporary DATA_DIR, with `environment`
  * (API_TOKEN among it), and Debian's Chromium (`CHROMIUM_PATH` overrides /usr/bin/chromium).
@@ -73,9 +79,16 @@ export async function startInspectorNode(environment: Record<string, string>): P
   const server = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', '0'], {
     cwd: process.cwd(),
     env: { DATA_DIR: data, ...environment },
-    timeoutMs: 60_000,
+    timeoutMs: INSPECTOR_SERVER_START_MS,
   });
-  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium' });
+  // A browser that fails to launch leaves no server behind: nobody would know of it.
+  const browser = await chromium
+    .launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium' })
+    .catch(async (error: unknown) => {
+      await server.stop();
+      await rm(data, { recursive: true, force: true });
+      throw error;
+    });
   return {
     origin: server.origin,
     browser,

@@ -58,6 +58,50 @@ export interface RunningServer {
  */
 const LISTENING = /(?:^tailgate \([^)]*\) on|Ready on) (https?:\/\/\S+)\s/m;
 
+/** How long startServer waits by default for a server to listen and answer /healthz. */
+export const SERVER_START_MS = 45_000;
+/** startServer's wait for a server slow to start (a Deno one: its first start compiles; wrangler). */
+export const SLOW_SERVER_START_MS = 90_000;
+/** The most a stop takes: SIGTERM, SIGKILL 3 s later, the exit seen. */
+const STOP_MS = 5_000;
+
+/**
+ * A timeout for a hook that starts servers waiting up to `startMs` each (side by side), with
+ * `otherMs` of other work: longer than startServer's wait and the stop of a server that did not
+ * start in it, so the hook never times out while a start it began is under way (vitest would
+ * go on to afterAll, which would not know of that server, left running once it started).
+ */
+export function startHookTimeout(startMs = SERVER_START_MS, otherMs = 0): number {
+  return startMs + STOP_MS + otherMs + 10_000;
+}
+
+/**
+ * Starts servers side by side (each a call of startServer). When one fails to, every other is
+ * waited for (each stops itself if it fails too) and those that started are stopped before the
+ * first failure is thrown: none is left running unknown to the caller.
+ */
+export function startServers<T extends readonly RunningServer[]>(
+  starts: {
+    readonly [K in keyof T]: Promise<T[K]>;
+  },
+): Promise<T> {
+  return startedAll<T>(starts, (server) => server.stop());
+}
+
+/** startServers for any started thing, `end` ending one that started. */
+export async function startedAll<T extends readonly unknown[]>(
+  starts: { readonly [K in keyof T]: Promise<T[K]> },
+  end: (started: T[number]) => Promise<void>,
+): Promise<T> {
+  const settled = await Promise.allSettled(starts as readonly Promise<T[number]>[]);
+  const failed = settled.find((result) => result.status === 'rejected');
+  if (failed) {
+    await Promise.all(settled.map((result) => (result.status === 'fulfilled' ? end(result.value) : undefined)));
+    throw failed.reason;
+  }
+  return settled.map((result) => (result as PromiseFulfilledResult<T[number]>).value) as unknown as T;
+}
+
 /**
  * Starts a server process told to listen on port 0 (`--port 0` or PORT=0) and waits until it
  * prints the URL it listens on and GET /healthz there answers 200. The port is the one the
@@ -109,7 +153,7 @@ export async function startServer(
       clearTimeout(timer);
     }
   };
-  const timeoutMs = options.timeoutMs ?? 45_000;
+  const timeoutMs = options.timeoutMs ?? SERVER_START_MS;
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
   try {
@@ -123,8 +167,9 @@ export async function startServer(
     for (;;) {
       if (child.exitCode !== null) throw new Error(`server exited early (${child.exitCode}):\n${output}`);
       try {
-        const response = await fetch(`${origin}/healthz`);
-        if (response.status === 200) break;
+        // A health check that hangs is bounded by the same wait (the check below throws).
+        const response = await Promise.race([fetch(`${origin}/healthz`), timedOut]);
+        if (response !== 'timeout' && response.status === 200) break;
       } catch {
         // Printed before it serves (wrangler's proxy); not answering yet.
       }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import { INSPECTOR_HOOK_MS, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
 
 /**
  * The /docs page (functions/docs-page.ts) in Debian's Chromium against the Node server
@@ -10,7 +10,7 @@ let node: InspectorNode;
 
 beforeAll(async () => {
   node = await startInspectorNode({ API_TOKEN: 'docs-page-token' });
-}, 120_000);
+}, INSPECTOR_HOOK_MS);
 
 afterAll(() => node?.close());
 

@@ -1,6 +1,12 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import {
+  apiCaller,
+  axeViolations,
+  INSPECTOR_HOOK_MS,
+  type InspectorNode,
+  startInspectorNode,
+} from '../support/inspector-node.ts';
 
 /**
  * The chat box's image against the API's limits, in Debian's Chromium against the Node server
@@ -19,7 +25,7 @@ beforeAll(async () => {
     MAX_BODY_BYTES: String(MAX_BODY_BYTES),
     MAX_IMAGE_BYTES: String(MAX_IMAGE_BYTES),
   });
-}, 120_000);
+}, INSPECTOR_HOOK_MS);
 
 afterAll(() => node?.close());
 

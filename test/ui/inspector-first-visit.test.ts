@@ -1,6 +1,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import { apiCaller, INSPECTOR_HOOK_MS, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import { startedAll } from '../support/server-process.ts';
 
 /**
  * The inspector's first visit, in a tab holding no token, in Debian's Chromium against the Node
@@ -13,11 +14,11 @@ let guarded: InspectorNode;
 let open: InspectorNode;
 
 beforeAll(async () => {
-  [guarded, open] = await Promise.all([
-    startInspectorNode({ API_TOKEN: TOKEN }),
-    startInspectorNode({ ALLOW_ANONYMOUS: 'true' }),
-  ]);
-}, 120_000);
+  [guarded, open] = await startedAll(
+    [startInspectorNode({ API_TOKEN: TOKEN }), startInspectorNode({ ALLOW_ANONYMOUS: 'true' })],
+    (node) => node.close(),
+  );
+}, INSPECTOR_HOOK_MS);
 
 afterAll(async () => {
   await guarded?.close();

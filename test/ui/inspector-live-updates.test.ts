@@ -1,7 +1,14 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { apiCaller, chunk, finish, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import {
+  apiCaller,
+  chunk,
+  finish,
+  INSPECTOR_HOOK_MS,
+  type InspectorNode,
+  startInspectorNode,
+} from '../support/inspector-node.ts';
 
 /**
  * The inspector's live updates (functions/ui/client/poll.ts) in Debian's Chromium against the
@@ -28,7 +35,7 @@ beforeAll(async () => {
     pause: { after: 1, until: new Promise<void>((resolve) => (release = resolve)) },
   }));
   node = await startInspectorNode({ API_TOKEN: TOKEN, OPENAI_COMPATIBLE_BASE_URL: provider.baseURL });
-}, 120_000);
+}, INSPECTOR_HOOK_MS);
 
 afterAll(async () => {
   await node?.close();

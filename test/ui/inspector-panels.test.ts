@@ -1,6 +1,12 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import {
+  apiCaller,
+  axeViolations,
+  INSPECTOR_HOOK_MS,
+  type InspectorNode,
+  startInspectorNode,
+} from '../support/inspector-node.ts';
 
 /**
  * The inspector's panels in Debian's Chromium against the Node server (functions/node.ts, files
@@ -13,7 +19,7 @@ let node: InspectorNode;
 
 beforeAll(async () => {
   node = await startInspectorNode({ API_TOKEN: TOKEN });
-}, 120_000);
+}, INSPECTOR_HOOK_MS);
 
 afterAll(() => node?.close());
 

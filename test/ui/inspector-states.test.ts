@@ -1,6 +1,12 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiCaller, axeViolations, type InspectorNode, startInspectorNode } from '../support/inspector-node.ts';
+import {
+  apiCaller,
+  axeViolations,
+  INSPECTOR_HOOK_MS,
+  type InspectorNode,
+  startInspectorNode,
+} from '../support/inspector-node.ts';
 
 /**
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
@@ -19,7 +25,7 @@ beforeAll(async () => {
     API_TOKEN: TOKEN,
     TOKEN_SIGNING_KEY: 'q3Jv9nL2bXo8Zk1Ww4Tt7Ee0Rr6Yy5Uu3Ii9Oo2Pp1A=',
   });
-}, 120_000);
+}, INSPECTOR_HOOK_MS);
 
 afterAll(() => node?.close());
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { apiCaller, axeViolations, chunk, finish } from '../support/inspector-node.ts';
 import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
-import { startServer, type RunningServer } from '../support/server-process.ts';
+import { SLOW_SERVER_START_MS, startHookTimeout, startServer, type RunningServer } from '../support/server-process.ts';
 
 /**
  * The /ui inspector in a real browser (Debian's Chromium through playwright-core) against
@@ -78,53 +78,57 @@ async function followedLive(id: string, input: string, fields: object = {}) {
 }
 
 describe('the inspector at /ui in Chromium', () => {
-  beforeAll(async () => {
-    state = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
-    // The model of the live turn: two pieces of text, then it holds the stream open until cancelled.
-    // A turn that asks to `finish when told` ends its answer once the test releases it.
-    provider = await startFakeProvider((request) =>
-      JSON.stringify(request.body).includes('finish when told')
-        ? {
-            sse: chunk('Hello') + chunk('! How can I') + finish(),
-            pause: { after: 2, until: new Promise<void>((resolve) => (release = resolve)) },
-          }
-        : { sse: chunk('Hello') + chunk('! How can I'), hang: true },
-    );
-    server = await startServer(
-      'npm',
-      [
-        'start',
-        '--',
-        '--port',
-        '0',
-        '--ip',
-        '127.0.0.1',
-        '--var',
-        `API_TOKEN:${TOKEN}`,
-        '--var',
-        // Echo priced, so the cost chart has something to draw.
-        `MODEL_PRICES:${JSON.stringify({ echo: { input: 1000, output: 2000 } })}`,
-        '--var',
-        `OPENAI_COMPATIBLE_BASE_URL:${provider.baseURL}`,
-        '--persist-to',
-        state,
-      ],
-      {
-        env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
-        cwd: process.cwd(),
-        timeoutMs: 90_000,
-      },
-    );
-    await seed();
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
-    // The page's CSP allows only its own scripts; the test injects axe-core.
-    context = await browser.newContext({ bypassCSP: true, viewport: { width: 1400, height: 1000 } });
-    page = await context.newPage();
-    page.on('console', (message) => {
-      if (message.type() === 'error') consoleErrors.push(message.text());
-    });
-    page.on('pageerror', (error) => consoleErrors.push(error.message));
-  }, 240_000);
+  beforeAll(
+    async () => {
+      state = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
+      // The model of the live turn: two pieces of text, then it holds the stream open until cancelled.
+      // A turn that asks to `finish when told` ends its answer once the test releases it.
+      provider = await startFakeProvider((request) =>
+        JSON.stringify(request.body).includes('finish when told')
+          ? {
+              sse: chunk('Hello') + chunk('! How can I') + finish(),
+              pause: { after: 2, until: new Promise<void>((resolve) => (release = resolve)) },
+            }
+          : { sse: chunk('Hello') + chunk('! How can I'), hang: true },
+      );
+      server = await startServer(
+        'npm',
+        [
+          'start',
+          '--',
+          '--port',
+          '0',
+          '--ip',
+          '127.0.0.1',
+          '--var',
+          `API_TOKEN:${TOKEN}`,
+          '--var',
+          // Echo priced, so the cost chart has something to draw.
+          `MODEL_PRICES:${JSON.stringify({ echo: { input: 1000, output: 2000 } })}`,
+          '--var',
+          `OPENAI_COMPATIBLE_BASE_URL:${provider.baseURL}`,
+          '--persist-to',
+          state,
+        ],
+        {
+          env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
+          cwd: process.cwd(),
+          timeoutMs: SLOW_SERVER_START_MS,
+        },
+      );
+      await seed();
+      browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+      // The page's CSP allows only its own scripts; the test injects axe-core.
+      context = await browser.newContext({ bypassCSP: true, viewport: { width: 1400, height: 1000 } });
+      page = await context.newPage();
+      page.on('console', (message) => {
+        if (message.type() === 'error') consoleErrors.push(message.text());
+      });
+      page.on('pageerror', (error) => consoleErrors.push(error.message));
+      // Seeding and Chromium's launch after the server's start.
+    },
+    startHookTimeout(SLOW_SERVER_START_MS, 135_000),
+  );
 
   afterAll(async () => {
     await browser?.close();

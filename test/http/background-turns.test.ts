@@ -196,6 +196,52 @@ describe('background turns on Node', () => {
     expect(left.objects.filter((object) => object.key.includes('/events/'))).toEqual([]);
   });
 
+  // The test above meets its renewals (every second of its 3 s lease) only as the clock has it.
+  // Here they come due before, during and after the delete, on time or after the lease ran out
+  // unrenewed: a renewal logs only a failing store call, and none adds a line to the turn's end.
+  it.each([
+    ['on time', false],
+    ['after the lease ran out', true],
+  ])('a delete of its session amid renewals come due %s stops its running turn: one line logged', async (_, late) => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'], now: Date.now() });
+    try {
+      const logs: { message: string; details?: unknown; level?: 'info' }[] = [];
+      const harness = harnessFor(logInto(logs));
+      const api = createClient(harness);
+      const id = await api.session({ model: 'openai-compatible:fake' });
+      const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `renewed ${id}`, background: true });
+      expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+      await calledWith(`renewed ${id}`);
+      const journaled = async () =>
+        (await harness.store.list(`sessions/${id}/`)).objects.some(({ key }) => key.includes('/events/'));
+      await expect.poll(journaled, { timeout: 10_000 }).toBe(true);
+      // 2 s of renewals and stop checks, each step's work run before the next.
+      const renewals = async () => {
+        for (let step = 0; step < 20; step++) {
+          vi.advanceTimersByTime(100);
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      };
+      await renewals();
+      if (late) vi.setSystemTime(Date.now() + 10_000);
+      const deleted = api.delete(`/v1/sessions/${id}`);
+      await renewals();
+      expect((await deleted).status).toBe(204);
+      await renewals();
+      for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`renewed ${id}`)); polls++)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(closedEarly.some((body) => body.includes(`renewed ${id}`))).toBe(true);
+      await harness.drain();
+      expect(logs).toEqual([
+        { message: `tailgate: background turn 1 of session ${id} stopped: the session was deleted`, level: 'info' },
+      ]);
+      const left = await harness.store.list(`sessions/${id}/`);
+      expect(left.objects.filter((object) => object.key.includes('/events/'))).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('is queued until a consumer takes it over; a second delivery of the same turn changes nothing', async () => {
     const sent: BackgroundTurn[] = [];
     const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });

@@ -78,10 +78,13 @@ export class ModelTimeoutError extends TailgateError {
   }
 }
 
-/** A `model` id that names no known provider (400). */
+/** A `model` id that names no known provider (400), the message starting with its field as every refusal's does. */
 export class UnknownModelError extends TailgateError {
   constructor(id: string, known: string[]) {
-    super('invalid_request', `unknown model "${id}"; known providers: ${known.join(', ')}`, { field: 'model', known });
+    super('invalid_request', `model: unknown model "${id}"; known providers: ${known.join(', ')}`, {
+      field: 'model',
+      known,
+    });
     this.name = 'UnknownModelError';
   }
 }

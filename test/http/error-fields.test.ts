@@ -149,6 +149,41 @@ describe('details.field names the offending field one way', () => {
     });
   });
 
+  it('in an unknown model and a fork point the session lacks, a message that starts with the field', async () => {
+    const refusal = async (response: Promise<{ status: number; body: any }>) => {
+      const { status, body } = await response;
+      expect(status, JSON.stringify(body)).toBe(400);
+      return { message: body.error.message, field: body.error.details.field };
+    };
+    const unknown = /^model: unknown model "nosuch"; known providers: /;
+    expect(await refusal(api.post('/v1/sessions', { model: 'nosuch' }))).toEqual({
+      message: expect.stringMatching(unknown),
+      field: 'model',
+    });
+    const id = await api.session();
+    expect(await refusal(api.patch(`/v1/sessions/${id}`, { model: 'nosuch' }))).toMatchObject({
+      message: expect.stringMatching(unknown),
+    });
+    const turns = `/v1/sessions/${id}/turns`;
+    expect(await refusal(api.post(turns, { input: 'x', model: 'nosuch' }))).toMatchObject({
+      message: expect.stringMatching(unknown),
+    });
+    expect((await api.post(turns, { input: 'x' })).status).toBe(200);
+    const fork = `/v1/sessions/${id}/fork`;
+    expect(await refusal(api.post(fork, { at_turn: 9 }))).toEqual({
+      message: `at_turn: turn 9 is not in session ${id}`,
+      field: 'at_turn',
+    });
+    expect(await refusal(api.post(fork, { at_seq: 1 }))).toEqual({
+      message: `at_seq: seq 1 does not end a turn or an append of session ${id}`,
+      field: 'at_seq',
+    });
+    expect(await refusal(api.post(fork, { at_seq: 9 }))).toEqual({
+      message: expect.stringMatching(/^at_seq: seq 9 /),
+      field: 'at_seq',
+    });
+  });
+
   it('in an unknown strategy, the list or its position, in a create, a patch, a turn and an import', async () => {
     const refused = async (response: Promise<{ status: number; body: any }>) => {
       const { status, body } = await response;

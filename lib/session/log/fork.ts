@@ -185,8 +185,8 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
       const held = !byTurn && at.at_seq! >= 1 && at.at_seq! <= countsOf(head.newest).items;
       throw new InvalidRequestError(
         held
-          ? `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`
-          : `${wanted} is not in session ${head.config.id}`,
+          ? `${field}: seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`
+          : `${field}: ${wanted} is not in session ${head.config.id}`,
         { field },
       );
     }
@@ -195,8 +195,8 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
       if (byTurn ? state.counts.turns < at.at_turn! : state.counts.items < at.at_seq!)
         throw new InvalidRequestError(
           byTurn
-            ? `turn ${at.at_turn} is not in session ${head.config.id}`
-            : `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`,
+            ? `${field}: turn ${at.at_turn} is not in session ${head.config.id}`
+            : `${field}: seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`,
           { field },
         );
     }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
 import { bracketSegments, pathDetails } from '../field-path.ts';
+import { answeredIssue } from '../validation-issue.ts';
 import { idSchema, messageItemSchema, storedItemSchema, toolSchema, type StoredItem } from '../items.ts';
 import { budgetSchema, suppliedLedgerSchema } from '../ledger/usage.ts';
 import { MAX_STRATEGIES, MAX_TTL_DAYS, onBusySchema } from './fields.ts';
@@ -122,10 +123,9 @@ export function parseExportLine<Schema extends z.ZodType>(
 ): z.infer<Schema> {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  // An unknown key is named as a schema's refusal names it: its path, the key last.
-  const unknown = issue?.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
-  const path = [`line ${line}`, ...(issue?.path ?? []).filter((key) => typeof key !== 'symbol'), ...unknown];
+  // Answered as a body's refusal is (its innermost field, `required`, `unknown field`), under the line.
+  const issue = answeredIssue(parsed.error, value);
+  const path = [`line ${line}`, ...(issue?.path ?? []).filter((key) => typeof key !== 'symbol')];
   const field = path.join('.');
   throw new InvalidRequestError(
     `${field}: ${issue?.message ?? 'invalid'}`,

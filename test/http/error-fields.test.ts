@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
-import { headerLine } from '../support/export-lines.ts';
+import { headerLine, itemLine } from '../support/export-lines.ts';
 import { createClient, freshId, TOKEN } from './http-suite.ts';
 
 // `details.field` of a 400 follows docs/API.md ("Conventions"): a field's path inside the body or
@@ -102,6 +102,46 @@ describe('details.field names the offending field one way', () => {
     );
     expect(await fieldOf(send(header({ model: 'nosuch:model' })))).toBe('line 1.model');
     expect(await fieldOf(send(header({ colour: 'red' })))).toBe('line 1.colour');
+  });
+
+  it("in an import's line, the words a body's refusal has: the innermost field, required, unknown field", async () => {
+    const id = freshId('import');
+    const send = async (line: string) => {
+      const { status, body } = await api.post('/v1/sessions/import', `${headerLine(id)}\n${line}\n`, {
+        'content-type': 'application/x-ndjson',
+      });
+      expect(status, JSON.stringify(body)).toBe(400);
+      return { message: body.error.message, field: body.error.details.field };
+    };
+    const text = { type: 'message', role: 'user', content: [{ type: 'input_text', text: 7 }] };
+    const turn = await api.post(`/v1/sessions/${await api.session()}/turns`, { input: [text] });
+    expect(turn.body.error.message).toMatch(/^body\.input\[0\]\.content\[0\]\.text: (.+)$/);
+    const reason = turn.body.error.message.slice(turn.body.error.message.indexOf(': ') + 2);
+    expect(await send(itemLine(1, text))).toEqual({
+      message: `line 2.content[0].text: ${reason}`,
+      field: 'line 2.content.0.text',
+    });
+    expect(await send(itemLine(1, { type: 'message', role: 'user' }))).toEqual({
+      message: 'line 2.content: required',
+      field: 'line 2.content',
+    });
+    expect(await send(itemLine(1, { type: 'function_call_output', call_id: 'c' }))).toEqual({
+      message: 'line 2.output: required',
+      field: 'line 2.output',
+    });
+    const { created_at: _created, ...header } = JSON.parse(headerLine(id));
+    const headerless = await api.post('/v1/sessions/import', `${JSON.stringify(header)}\n`, {
+      'content-type': 'application/x-ndjson',
+    });
+    expect(headerless.body.error).toMatchObject({
+      message: 'line 1.created_at: required',
+      details: { field: 'line 1.created_at' },
+    });
+    expect(await send(itemLine(1, { type: 'message', role: 'user', content: 'x', colour: 'red' }))).toEqual({
+      message: 'line 2.colour: unknown field',
+      field: 'line 2.colour',
+    });
+    expect((await api.get(`/v1/sessions/${id}`)).status).toBe(404);
   });
 
   it("in an import's notice, a name or stored_as longer than a posted name, before any write", async () => {
@@ -284,7 +324,7 @@ describe('a message names its field in brackets, as param does', () => {
     const header = `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), tools })}\n`;
     const imported = await api.post('/v1/sessions/import', header, { 'content-type': 'application/x-ndjson' });
     expect(imported.body.error).toMatchObject({
-      message: 'line 1.tools[0].3: Unrecognized key: "3"',
+      message: 'line 1.tools[0].3: unknown field',
       details: { field: 'line 1.tools.0.3' },
     });
     const item = [{ type: 'message', role: 'user', content: 'x', 7: 'y' }];

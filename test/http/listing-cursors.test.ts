@@ -31,6 +31,12 @@ describe('a mangled listing cursor', () => {
       // tailgate's error JSON names it in details.field, the OpenAI-compatible routes' in param.
       const { error } = listed.body;
       expect({ path, named: error.details?.field ?? error.param }).toEqual({ path, named: param });
+      // tailgate's message starts with the query's field, as every refusal's does (docs/API.md, "Conventions").
+      if (error.details)
+        expect({ path, message: error.message }).toEqual({
+          path,
+          message: expect.stringMatching(new RegExp(`^query\\.${param}: `)),
+        });
     }
   });
 });

@@ -212,7 +212,7 @@ async function positionOf(log: LogContext, cursor: string): Promise<string> {
   } catch (error) {
     if (error instanceof NotFoundError)
       throw new InvalidRequestError(
-        `after must be the next_after of a previous page (or the id of a session): '${cursor}' is neither`,
+        `query.after: after must be the next_after of a previous page (or the id of a session): '${cursor}' is neither`,
         { field: 'after' },
       );
     throw error;

@@ -28,6 +28,23 @@ describe('the simulation scheduler', () => {
     expect(scheduler.steps).toBe(1);
   });
 
+  // Work that takes turns of the event loop of its own (a receipt's hashing gives way every 8 ms,
+  // so a loaded machine gives it many more turns) is still running: no timer moves meanwhile,
+  // however many turns it takes, and a timer beside it (a running turn's stop check) is no loop.
+  it('moves no timer while work runs on turns of the event loop of its own', async () => {
+    const scheduler = new Scheduler();
+    let fired = 0;
+    const check = setInterval(() => fired++, 100);
+    const work = (async () => {
+      for (let turn = 0; turn < 20_000; turn++) await new Promise((resolve) => setImmediate(resolve));
+      await scheduler.gate();
+      clearInterval(check);
+      return 'done';
+    })();
+    expect(await scheduler.run(work)).toBe('done');
+    expect(fired).toBe(0);
+  });
+
   it('fails, naming the cause, when a timer outside the simulation keeps re-arming itself', async () => {
     const loop = () => {
       if (!stop) setTimeout(async () => loop(), 5_000);

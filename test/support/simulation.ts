@@ -74,6 +74,13 @@ export class CrashError extends StorageError {
 /** Fake timers a run moves in a row, with no storage call, before it gives up (see `run`). */
 const MAX_TIMERS_WITHOUT_A_CALL = 10_000;
 
+/**
+ * Turns of the event loop in a row that the work queues of its own, with no storage call, before
+ * a run gives up: a bound far past any work's (a receipt's hashing gives way every 8 ms), met
+ * only by a loop of turns that never ends.
+ */
+const MAX_BUSY_TURNS = 10_000_000;
+
 /** The timer functions as loaded, before a test fakes them: real time for calls in flight. */
 const realSetTimeout = globalThis.setTimeout;
 const realClearTimeout = globalThis.clearTimeout;
@@ -109,16 +116,19 @@ export class Scheduler {
     });
   }
 
-  /** Until a call settles or another waits, or 5 ms of real time (a call waiting on a fake timer). */
-  #quiet(): Promise<boolean> {
+  /**
+   * Until a call settles or another waits, or a while: only how soon `run` looks again, never
+   * what it does then (that is `pendingRealWork`'s answer).
+   */
+  #settleOrPause(): Promise<void> {
     return new Promise((resolve) => {
-      const timer = realSetTimeout(() => finish(true), 5);
-      const finish = (timedOut: boolean) => {
+      const timer = realSetTimeout(() => finish(), 1);
+      const finish = () => {
         realClearTimeout(timer);
         this.#wake = undefined;
-        resolve(timedOut);
+        resolve();
       };
-      this.#wake = () => finish(false);
+      this.#wake = finish;
     });
   }
 
@@ -127,7 +137,9 @@ export class Scheduler {
    * a store whose calls do real I/O (the file store), a serial scheduler waits for each call
    * to end before it releases the next (the order of calls is then the seed's alone); any
    * other lets released calls run on while it releases more, so they overlap, and moves fake
-   * timers only when no call is waiting and those in flight have been still for a while.
+   * timers only when no call is waiting and no real work is pending (pendingRealWork): a call
+   * in flight then waits on a fake timer. What it does next never depends on how long real
+   * work takes (a loaded machine), only on whether some is pending.
    */
   async run<T>(work: Promise<T>): Promise<T> {
     let settled = false;
@@ -139,12 +151,24 @@ export class Scheduler {
     // a storage call within a few of them; a loop outside the simulation never does.
     let timers = 0;
     let inFlight = this.#inFlight;
+    // Turns in a row with turns of the work's own queued and nothing else changing.
+    let busyTurns = 0;
     for (let idle = 0; ; ) {
       await new Promise((resolve) => setImmediate(resolve));
       if (this.#inFlight !== inFlight) {
         inFlight = this.#inFlight;
         timers = 0;
       }
+      const pending = pendingRealWork();
+      // Work still running on turns of its own (a receipt's hashing gives way between slices)
+      // runs on until it waits again, as long as it takes: only then is a call chosen, or a timer moved.
+      if (pending.turns) {
+        idle = 0;
+        if (++busyTurns > MAX_BUSY_TURNS)
+          throw new Error('simulation stalled: turns of the event loop keep coming without a storage call');
+        continue;
+      }
+      busyTurns = 0;
       if (this.#waiting.length > 0 && !(this.serial && this.#inFlight > 0)) {
         idle = 0;
         timers = 0;
@@ -153,10 +177,12 @@ export class Scheduler {
         next!.release();
         continue;
       }
-      if (this.#inFlight > 0) {
+      // Real I/O under way (a released call's, on the file store) ends in its own time; a serial
+      // scheduler's call in flight is waited for whatever it waits on.
+      if (pending.io || (this.serial && this.#inFlight > 0)) {
         idle = 0;
-        // A call in flight may wait on a fake timer (a lock's backoff) only when calls overlap.
-        if (!(await this.#quiet()) || this.serial) continue;
+        await this.#settleOrPause();
+        continue;
       }
       if (vi.getTimerCount() > 0) {
         idle = 0;
@@ -173,6 +199,20 @@ export class Scheduler {
       }
     }
   }
+}
+
+/**
+ * The real work pending in this process (process.getActiveResourcesInfo): turns of the event
+ * loop queued (setImmediate), and file I/O under way. Fake timers are no resource of its.
+ */
+function pendingRealWork(): { turns: boolean; io: boolean } {
+  let turns = false;
+  let io = false;
+  for (const resource of process.getActiveResourcesInfo()) {
+    if (resource === 'Immediate') turns = true;
+    else if (resource.startsWith('FSReq')) io = true;
+  }
+  return { turns, io };
 }
 
 /** One actor's view of the shared store: gated calls, and an optional crash. */

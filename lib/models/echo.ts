@@ -9,6 +9,10 @@ import type { JsonSchema, Model, ModelOutputItem, ModelRequest, ModelResult, Mod
 export const ECHO_MODEL_ID = 'echo';
 
 const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
+const WAIT_PATTERN = /^wait (\d+)(?:\s+([\s\S]*))?$/;
+
+/** The longest a `wait <milliseconds> <text>` message makes the echo model take (ms); a longer one waits this long. */
+export const ECHO_MAX_WAIT_MS = 60_000;
 
 /**
  * The offline, deterministic model. It serves local runs (`npm start`) and tests.
@@ -34,6 +38,13 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
  *   testable offline. A text reply longer than `maxOutputTokens` (4 characters a token) is cut
  *   to it and reported `incomplete: "max_output_tokens"`, as a provider's stopped at its limit
  *   (a call is not cut).
+ * - Slow answers: when the last user message is `wait <milliseconds> <text>` (`<text>` optional),
+ *   it answers as it would for `<text>` (text, call, forced call and format alike) only after
+ *   that many milliseconds (at most `ECHO_MAX_WAIT_MS`, 60 000: a longer wait is cut to it), so
+ *   busy sessions (`on_busy`, the queue, background turns, cancels) can be tried offline. The
+ *   usage counts the prompt as it is (`wait ...` included). The request's abort signal ends the
+ *   wait at once with ModelTimeoutError, as a provider call is aborted; stream() sends nothing
+ *   before the wait ends.
  * - stream() yields the reply word by word as text_delta events, then item_done, then done.
  *
  * @example
@@ -49,10 +60,13 @@ export function createEchoModel(): Model {
     assistantMedia: true,
     allowsTools: true,
     async generate(request: ModelRequest): Promise<ModelResult> {
-      return echo(request).result;
+      const { result, waitMs } = echo(request);
+      await waited(waitMs, request.signal);
+      return result;
     },
     async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
-      const { result, deltas } = echo(request);
+      const { result, deltas, waitMs } = echo(request);
+      await waited(waitMs, request.signal);
       for (const delta of deltas) yield { type: 'text_delta', delta };
       for (const item of result.output) yield { type: 'item_done', item };
       yield { type: 'done', result };
@@ -63,13 +77,15 @@ export function createEchoModel(): Model {
 /** The shared echo model instance (it holds no state). */
 export const echoModel: Model = createEchoModel();
 
-function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } {
+/** The answer to `request` and how long to wait before giving it (ms, 0 for at once). */
+function echo(request: ModelRequest): { result: ModelResult; deltas: string[]; waitMs: number } {
   if (request.signal?.aborted) throw new ModelTimeoutError('the model call was aborted before it started');
   const { prompt } = request;
   const input_tokens = Math.ceil(promptCharacters(prompt) / 4);
 
   const lastUserIndex = prompt.findLastIndex((item) => item.type === 'message' && item.role === 'user');
-  const lastUser = lastUserIndex >= 0 ? textParts((prompt[lastUserIndex] as PromptMessageItem).content) : '';
+  const lastText = lastUserIndex >= 0 ? textParts((prompt[lastUserIndex] as PromptMessageItem).content) : '';
+  const { waitMs, text: lastUser } = asked(lastText);
   const alreadyCalled = prompt.slice(lastUserIndex + 1).some((item) => item.type === 'function_call');
 
   const call =
@@ -84,7 +100,7 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
       arguments: call.arguments,
     };
     const output_tokens = Math.ceil((call.name.length + call.arguments.length) / 4);
-    return { result: { output: [item], usage: { input_tokens, output_tokens } }, deltas: [] };
+    return { result: { output: [item], usage: { input_tokens, output_tokens } }, deltas: [], waitMs };
   }
 
   const seen = receivedMedia(prompt);
@@ -101,7 +117,33 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
   return {
     result: { output: [item], usage, ...(cut ? { incomplete: 'max_output_tokens' } : {}) },
     deltas: reply.match(/\s*\S+\s*|\s+/g) ?? [],
+    waitMs,
   };
+}
+
+/** What the last user message asks: a wait (`wait <milliseconds> <text>`, bounded) and the text to answer. */
+function asked(text: string): { waitMs: number; text: string } {
+  const match = WAIT_PATTERN.exec(text);
+  if (!match) return { waitMs: 0, text };
+  return { waitMs: Math.min(Number(match[1]), ECHO_MAX_WAIT_MS), text: match[2] ?? '' };
+}
+
+/** Resolves after `ms` (at once for 0), or rejects with ModelTimeoutError as soon as `signal` aborts. */
+function waited(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (ms <= 0) return Promise.resolve();
+  const aborted = () => new ModelTimeoutError(`model ${ECHO_MODEL_ID} call was aborted`, { model: ECHO_MODEL_ID });
+  if (signal?.aborted) return Promise.reject(aborted());
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(aborted());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 /** `text` cut to `maxTokens` tokens of 4 characters (a surrogate pair kept whole), as a provider stops at its limit. */

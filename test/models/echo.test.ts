@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { ModelTimeoutError } from '../../lib/models/errors.ts';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem, Tool } from '../../lib/items.ts';
-import { createEchoModel, echoModel } from '../../lib/models/echo.ts';
+import { createEchoModel, ECHO_MAX_WAIT_MS, echoModel } from '../../lib/models/echo.ts';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
 
@@ -201,6 +201,78 @@ describe('echo model', () => {
     await expect(
       echoModel.generate({ prompt: [user('x')], tools: [], signal: controller.signal }),
     ).rejects.toBeInstanceOf(ModelTimeoutError);
+  });
+
+  describe('`wait <milliseconds> <text>`', () => {
+    afterEach(() => void vi.useRealTimers());
+
+    /** `promise`, and whether it settled yet. */
+    const watched = <T>(promise: Promise<T>) => {
+      const state = { settled: false, promise };
+      const settle = () => {
+        state.settled = true;
+      };
+      promise.then(settle, settle);
+      return state;
+    };
+
+    it('answers as for <text> once that many milliseconds passed, streamed or not', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const plain = await echoModel.generate({ prompt: [user('hi there')], tools: [] });
+      const request: ModelRequest = { prompt: [user('wait 300 hi there')], tools: [] };
+      const generated = watched(echoModel.generate(request));
+      const streamed = watched(collectStream(echoModel.stream(request)));
+      await vi.advanceTimersByTimeAsync(299);
+      expect([generated.settled, streamed.settled]).toEqual([false, false]);
+      await vi.advanceTimersByTimeAsync(1);
+      const result = await generated.promise;
+      expect(result.output).toEqual(plain.output);
+      expect(result.usage).toEqual({ input_tokens: Math.ceil('wait 300 hi there'.length / 4), output_tokens: 4 });
+      const events = await streamed.promise;
+      expect(streamedText(events)).toBe('echo: hi there');
+      expect(events.at(-1)).toEqual({ type: 'done', result });
+    });
+
+    it('waits at most ECHO_MAX_WAIT_MS', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const generated = watched(echoModel.generate({ prompt: [user('wait 999999999999 late')], tools: [] }));
+      await vi.advanceTimersByTimeAsync(ECHO_MAX_WAIT_MS - 1);
+      expect(generated.settled).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      expect((await generated.promise).output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: late' }]);
+    });
+
+    it('makes the call <text> asks for after the wait', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const generated = echoModel.generate({ prompt: [user('wait 50 call ls {"path":"."}')], tools: [lsTool] });
+      await vi.advanceTimersByTimeAsync(50);
+      expect((await generated).output).toMatchObject([
+        { type: 'function_call', name: 'ls', arguments: '{"path":"."}' },
+      ]);
+    });
+
+    it.each(['wait', 'wait 5x', 'waiting 5 x', ' wait 5 x', 'Wait 5 x', 'wait -5 x', 'wait\n5 x'])(
+      'answers %j at once, as any other message',
+      async (text) => {
+        vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+        const result = await echoModel.generate({ prompt: [user(text)], tools: [] });
+        expect(result.output).toEqual([{ type: 'message', role: 'assistant', content: `echo: ${text}` }]);
+      },
+    );
+
+    it('ends at once with ModelTimeoutError when the call is aborted during the wait', async () => {
+      const controller = new AbortController();
+      const request: ModelRequest = {
+        prompt: [user(`wait ${ECHO_MAX_WAIT_MS} hi`)],
+        tools: [],
+        signal: controller.signal,
+      };
+      const generated = echoModel.generate(request);
+      const firstEvent = echoModel.stream(request)[Symbol.asyncIterator]().next();
+      controller.abort();
+      await expect(generated).rejects.toBeInstanceOf(ModelTimeoutError);
+      await expect(firstEvent).rejects.toBeInstanceOf(ModelTimeoutError);
+    });
   });
 
   const itemArbitrary: fc.Arbitrary<PromptItem> = fc.oneof(

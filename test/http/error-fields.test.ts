@@ -219,7 +219,7 @@ describe('details.field names the offending field one way', () => {
       field: 'at_seq',
     });
     expect(await refusal(api.post(fork, { at_seq: 9 }))).toEqual({
-      message: expect.stringMatching(/^at_seq: seq 9 /),
+      message: `at_seq: seq 9 is not in session ${id}`,
       field: 'at_seq',
     });
   });

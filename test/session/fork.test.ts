@@ -314,6 +314,10 @@ describe('SessionLog.fork', () => {
     await expect(log.fork('p', { at_seq: last_seq + 1, fields: { id: 'f' } })).rejects.toBeInstanceOf(
       InvalidRequestError,
     );
+    // Past the session's items: not in it, as a turn it does not have.
+    await expect(log.fork('p', { at_seq: last_seq + 1, fields: { id: 'f' } })).rejects.toThrow(
+      `at_seq: seq ${last_seq + 1} is not in session p`,
+    );
     await expect(log.fork('p', { at_turn: 99, fields: { id: 'f' } })).rejects.toBeInstanceOf(InvalidRequestError);
     // A seq inside the first record is in the session, at no record's end.
     const first = await log.create({ id: 'one-record' });

@@ -166,6 +166,16 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
   const byTurn = at.at_turn !== undefined;
   const field = byTurn ? 'at_turn' : 'at_seq';
   const wanted = byTurn ? `turn ${at.at_turn}` : `seq ${at.at_seq}`;
+  // A point no record ends at: a seq within the session's items is in it, at no record's end.
+  const missing = () => {
+    const held = !byTurn && at.at_seq! >= 1 && at.at_seq! <= countsOf(head.newest).items;
+    return new InvalidRequestError(
+      held
+        ? `${field}: seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`
+        : `${field}: ${wanted} is not in session ${head.config.id}`,
+      { field },
+    );
+  };
   let unit: LogUnit | null = null;
   for (let point = head.newest; ; ) {
     let states: RecordState[];
@@ -181,24 +191,12 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
       const top = unitTop(unit);
       states = packed.filter((state) => state.counts.items <= top).reverse();
     } else {
-      // Walked past the first record: a seq inside it is in the session, at no record's end.
-      const held = !byTurn && at.at_seq! >= 1 && at.at_seq! <= countsOf(head.newest).items;
-      throw new InvalidRequestError(
-        held
-          ? `${field}: seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`
-          : `${field}: ${wanted} is not in session ${head.config.id}`,
-        { field },
-      );
+      // Walked past the first record.
+      throw missing();
     }
     for (const state of states) {
       if (matches(state, at)) return state;
-      if (byTurn ? state.counts.turns < at.at_turn! : state.counts.items < at.at_seq!)
-        throw new InvalidRequestError(
-          byTurn
-            ? `${field}: turn ${at.at_turn} is not in session ${head.config.id}`
-            : `${field}: seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`,
-          { field },
-        );
+      if (byTurn ? state.counts.turns < at.at_turn! : state.counts.items < at.at_seq!) throw missing();
     }
     unit = await head.cursor.next();
     point = unit?.kind === 'record' ? await readRecord(log, unit) : null;

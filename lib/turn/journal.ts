@@ -2,6 +2,7 @@ import { LEASE_EXPIRED, NotFoundError, TurnInProgressError } from '../errors.ts'
 import { RECORD_BOUND, type LogScope } from '../session/keys.ts';
 import { RecordMissingError } from '../session/log/head.ts';
 import { holderScope } from '../session/log/rewind.ts';
+import { missingTurn } from '../session/log/turns.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import type { StoredOutcome } from '../session/log/types.ts';
 import { afterResponse } from './after-response.ts';
@@ -250,8 +251,7 @@ export async function* journalEvents(
   const noJournal = () =>
     new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
   // Past what a record's number holds: no session has such a turn.
-  if (turn >= RECORD_BOUND)
-    throw new NotFoundError(`session ${sessionId} has no turn ${turn}`, { id: sessionId, turn });
+  if (turn >= RECORD_BOUND) throw missingTurn(sessionId, turn);
   const scope = await journalScope(services, sessionId, turn);
   const journal = sessions.journal();
   // The last batch read (a batch whose write failed leaves its index out), event read, and event sent.

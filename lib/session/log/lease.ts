@@ -1,6 +1,5 @@
 import {
   CorruptObjectError,
-  NotFoundError,
   LEASE_EXPIRED,
   leaseExpired,
   SESSION_DELETED,
@@ -23,6 +22,7 @@ import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError, w
 import { indexKey } from './idempotency-index.ts';
 import { heldError, renewedLease } from './busy-lease.ts';
 import { packedCloser, packedTurn } from './packed-turn.ts';
+import { missingTurn } from './turns.ts';
 import type { ClosedTurn, IntentTurn, OpenTurn, StoredOutcome } from './types.ts';
 
 /**
@@ -119,8 +119,7 @@ export async function cancelTurn(
   const { newest, scope, config } = await readHead(log, id);
   const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
   if (!open || open.turn !== turnNumber) {
-    if (turnNumber > countsOf(newest).turns)
-      throw new NotFoundError(`turn ${turnNumber} of session ${id} not found`, { id, turn: turnNumber });
+    if (turnNumber > countsOf(newest).turns) throw missingTurn(id, turnNumber);
     throw new TurnNotOpenError(id, turnNumber);
   }
   const done = await closeTurn(

@@ -1,4 +1,4 @@
-import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
+import { DeleteRefusedError, StorageError } from '../../errors.ts';
 import {
   newGeneration,
   queueSignalKey,
@@ -24,7 +24,7 @@ import { stateOf, type RecordState } from '../segment-states.ts';
 import { contextOf, countsOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { RecordMissingError } from './head.ts';
 import { refreshIndex } from './session-index.ts';
-import { openTurnRefused } from './turns.ts';
+import { missingTurn, openTurnRefused } from './turns.ts';
 import type { SessionRecord } from './types.ts';
 import { withTotals } from './state-record.ts';
 import { passedClaim, shownLedger } from './unbilled.ts';
@@ -141,8 +141,7 @@ export async function deleteNewestTurn(
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const head = await readHead(log, id, 100);
     const named = options.names;
-    if (named && idGeneration(head.scope, named.seq) !== named.generation)
-      throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
+    if (named && idGeneration(head.scope, named.seq) !== named.generation) throw missingTurn(id, turn);
     let previous: Point | null;
     try {
       previous = await pointBefore(log, head, turn, options);
@@ -202,8 +201,7 @@ export async function deleteNewestTurn(
 async function pointBefore(log: LogContext, head: Head, turn: number, options: RewindOptions): Promise<Point | null> {
   const id = head.config.id;
   // Past the turns counted (taken out already): not found, whatever the records before hold.
-  if (turn > countsOf(head.newest).turns)
-    throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
+  if (turn > countsOf(head.newest).turns) throw missingTurn(id, turn);
   let candidate = head.newest;
   // A manual compaction's claim holds the session while its lease runs, as for a turn's claim.
   if (candidate?.record.kind === 'compact') {
@@ -223,8 +221,7 @@ async function pointBefore(log: LogContext, head: Head, turn: number, options: R
   }
   const found = candidate?.record.kind === 'turn' && candidate.record.turn === turn;
   if (!found) {
-    if (turn > countsOf(head.newest).turns)
-      throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
+    if (turn > countsOf(head.newest).turns) throw missingTurn(id, turn);
     const after = candidate?.record.kind === 'turn' ? `turn ${candidate.record.turn}` : 'an append';
     throw new DeleteRefusedError(
       `turn ${turn} is not the newest of session ${id}: ${after} came after it; only the newest turn can be deleted`,

@@ -16,6 +16,11 @@ import { receiptSchema, type Receipt } from './receipt-schema.ts';
 import { stoppedSpendKey, withStoppedSpend } from './stopped-receipt.ts';
 import { sightOf, treatmentOf, type Treatment, type TurnSight } from './turn-sight.ts';
 
+/** The 404 of a turn session `id` does not have, worded one way by every route that names a turn. */
+export function missingTurn(id: string, turn: number): NotFoundError {
+  return new NotFoundError(`session ${id} has no turn ${turn}`, { id, turn });
+}
+
 export type { Treatment, TurnSight };
 
 /**
@@ -152,8 +157,7 @@ export async function getTurn(
 ): Promise<TurnSummary & { receipt: TurnSight | null }> {
   const number = turn;
   const raw = await walkTurns(log, id, number + 1, 2);
-  if (raw[0]?.summary.turn !== number)
-    throw new NotFoundError(`session ${id} has no turn ${number}`, { id, turn: number });
+  if (raw[0]?.summary.turn !== number) throw missingTurn(id, number);
   const [summary] = withReuse(raw);
   const found = { ...summary!, receipt: sightOf(raw[0]) };
   return options.spent ? withStoppedSpend(log, found, raw[0].spent) : found;
@@ -165,7 +169,7 @@ export async function getTurn(
  */
 export async function turnRecord(log: LogContext, id: string, turn: number): Promise<{ record: number; seq?: number }> {
   const [raw] = await walkTurns(log, id, turn + 1, 1);
-  if (raw?.summary.turn !== turn) throw new NotFoundError(`session ${id} has no turn ${turn}`, { id, turn });
+  if (raw?.summary.turn !== turn) throw missingTurn(id, turn);
   const seq = raw.summary.input?.first_seq ?? raw.summary.output?.first_seq;
   return { record: raw.record, ...(seq !== undefined ? { seq } : {}) };
 }

@@ -43,6 +43,7 @@ export async function measureCompactionReads(
       sessions: log,
       inbox: new Inbox(counting, { sessionExists: sessionExistsIn(counting, '') }),
       config: parseServiceConfig({}),
+      clock: () => new Date(),
       env: {},
       model: () => echoModel,
       background: () => undefined,

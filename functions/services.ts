@@ -32,8 +32,6 @@ export interface AppServices extends TurnServices {
   inbox: Inbox;
   /** The request's object store, for what lives beside the sessions (lib/openai/stored-responses.ts). */
   store: ObjectStore;
-  /** The app's clock (ServiceInputs.clock, else the system's), as the session log and inbox have it. */
-  clock: () => Date;
   /** `model` without the token budget's price check: for what calls no model (the prompt preview). */
   previewModel: (id: string) => Model;
 }

@@ -223,5 +223,5 @@ async function sendIdle(services: TurnServices, scope: LogScope, closed: ClosedB
   if (!webhookSink || !config.webhooks) return;
   const own = closed.webhookUrl !== undefined ? closed.webhookUrl : (await services.sessions.get(scope.id)).webhook_url;
   const url = own ?? config.webhooks.url;
-  if (url !== undefined) await webhookSink(idleEntry(scope, closed.turn, url, new Date()));
+  if (url !== undefined) await webhookSink(idleEntry(scope, closed.turn, url, services.clock()));
 }

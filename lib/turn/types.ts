@@ -189,6 +189,11 @@ export interface TurnServices {
   sessions: TurnSessionLog;
   inbox: TurnInbox;
   config: ServiceConfig;
+  /**
+   * The app's clock (functions/services.ts ServiceInputs.clock, else the system's), as the session
+   * log and inbox have it: the `session.idle` a pickup sends is stamped by it, as a turn's events are.
+   */
+  clock: () => Date;
   /** The plain string environment (strategy thresholds, PROMPT_STRATEGY). */
   env: Record<string, string | undefined>;
   /** Resolves a model id (throws a 400-coded error for an unknown one). */

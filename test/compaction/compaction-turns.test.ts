@@ -42,6 +42,7 @@ function services(
     sessions: new SessionLog(store),
     inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig(options.env ?? {}),
+    clock: () => new Date(),
     env: options.env ?? {},
     model: (id) => (id === 'echo' || !options.model ? echoModel : options.model),
     background: (task) => {

@@ -103,12 +103,14 @@ function world(viewCacheBytes: number) {
       return echoModel.generate(request);
     },
   };
-  const sessions = new SessionLog(store, { viewCacheBytes, clock: () => new Date(Date.UTC(2026, 0, 1)) });
+  const clock = () => new Date(Date.UTC(2026, 0, 1));
+  const sessions = new SessionLog(store, { viewCacheBytes, clock });
   const background: Promise<unknown>[] = [];
   const services: TurnServices = {
     sessions,
     inbox: new Inbox(store, { log: () => {}, sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig({}),
+    clock,
     env: { DEFAULT_MODEL: 'echo' },
     model: () => model,
     background: (task) => void background.push(task),

@@ -40,6 +40,7 @@ export function servicesFor(
     sessions,
     inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig({}),
+    clock: () => new Date(),
     env: {},
     model: () => model,
     background: (task) => pending.push(task),

@@ -404,6 +404,7 @@ export class World {
       inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionCreatedIn(store, '') }),
       // Echo with a price, so the usage totals carry a cost to check too.
       config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS), MODEL_PRICES: ECHO_PRICES }),
+      clock,
       env: {},
       model: (id: string) => (id === FREE_SUMMARY_MODEL ? checkedSummaries : checkedEcho),
       background: (task: Promise<unknown>) => {

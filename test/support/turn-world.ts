@@ -110,6 +110,7 @@ export function turnWorld(
     sessions,
     inbox,
     config: parseServiceConfig(leaseMs ? { TURN_LEASE_MS: String(leaseMs) } : {}),
+    clock: clock ?? (() => new Date()),
     env: { DEFAULT_MODEL: model.id },
     model: () => model,
     background: kept ? (task) => void kept.push(task.catch(() => undefined)) : () => undefined,

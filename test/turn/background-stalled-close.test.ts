@@ -50,6 +50,7 @@ async function world() {
     sessions,
     inbox,
     config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
+    clock,
     env: { DEFAULT_MODEL: 'echo' },
     model: () => second.model,
     background: (task) => void tasks.push(task),

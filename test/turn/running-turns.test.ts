@@ -42,6 +42,7 @@ function world(store: MemoryStore = new MemoryStore(), leaseMs = 600_000) {
     sessions,
     inbox: new Inbox(store, { log: () => {}, sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig({ TURN_LEASE_MS: String(leaseMs) }),
+    clock: () => new Date(),
     env: { DEFAULT_MODEL: echoModel.id },
     model: () => waiting.model,
     background: () => undefined,

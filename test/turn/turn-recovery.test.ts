@@ -52,6 +52,7 @@ function world(given?: ObjectStore) {
     sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
     inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionCreatedIn(store, '') }),
     config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
+    clock,
     env: {},
     model: (id) => (id === 'held' ? model : echoModel),
     background: () => undefined,

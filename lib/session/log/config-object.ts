@@ -1,7 +1,8 @@
 import { InvalidRequestError, NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from '../../errors.ts';
-import { putJsonCreateOnly } from '../../store/create-only.ts';
+import { putCreateOnly } from '../../store/create-only.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import { splitStrategyNames } from '../../history.ts';
+import { ofIncarnation } from '../incarnation.ts';
 import { doneKey, newGeneration, sessionConfigKey, validateId, type LogScope } from '../keys.ts';
 import { parseStored, sessionConfigSchema, sessionCounts, type SessionConfig, type SessionCounts } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
@@ -24,9 +25,7 @@ export async function createSession(log: LogContext, input: NewSession, requestH
     ...newConfig(log, fields),
     ...(requestHash !== undefined ? { request_sha256: requestHash } : {}),
   });
-  const key = sessionConfigKey(log.keyPrefix, config.id);
-  // The generation is random: a config carrying ours is our write, whatever its put answered.
-  const written = await putJsonCreateOnly(log.store, key, config, `"generation":"${config.generation}"`);
+  const written = await putNewConfig(log, config);
   if (!written) throw new SessionExistsError(config.id);
   try {
     await indexCreated(log, config);
@@ -34,6 +33,22 @@ export async function createSession(log: LogContext, input: NewSession, requestH
     // The session exists: without its index entry it is listed from its next turn, append or PATCH.
   }
   return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 }, EMPTY_LEDGER);
+}
+
+/**
+ * The create-only put of a new incarnation's config (a create's, a fork's): true when the config
+ * at its key is this one, whatever its put answered. The generation is random: a config there
+ * whose fields name it (incarnation.ts `ofIncarnation`) is this write. Not one that merely carries
+ * its text elsewhere (another session's, created first, naming it in its metadata).
+ */
+export function putNewConfig(log: LogContext, config: SessionConfig): Promise<boolean> {
+  return putCreateOnly(
+    log.store,
+    sessionConfigKey(log.keyPrefix, config.id),
+    JSON.stringify(config),
+    { contentType: 'application/json' },
+    (object) => ofIncarnation(object.body, config.generation!),
+  );
 }
 
 /**

@@ -6,15 +6,14 @@ import {
   StorageError,
 } from '../../errors.ts';
 import { EMPTY_LEDGER } from '../../ledger/usage.ts';
-import { putJsonCreateOnly } from '../../store/create-only.ts';
-import { recordKey, sessionConfigKey, type ForkPoint, type LogScope } from '../keys.ts';
+import { recordKey, type ForkPoint, type LogScope } from '../keys.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import type { LogRecord, SessionConfig, SessionCounts } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import { unitTop, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
-import { checkedConfig, newConfig, toSessionRecord } from './config-object.ts';
+import { checkedConfig, newConfig, putNewConfig, toSessionRecord } from './config-object.ts';
 import { sweepSession } from './sweep.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { countsOf, readConfig, readHead, readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
@@ -92,12 +91,7 @@ export async function forkSession(log: LogContext, parentId: string, options: Fo
     throw error;
   }
   // A failure here may hide a landed put: the references then stay (a delete sees them live).
-  const written = await putJsonCreateOnly(
-    log.store,
-    sessionConfigKey(log.keyPrefix, config.id),
-    config,
-    `"generation":"${config.generation}"`,
-  );
+  const written = await putNewConfig(log, config);
   if (!written) {
     await giveUp(log, config, scope, first.record, markers);
     throw new SessionExistsError(config.id);

@@ -11,9 +11,10 @@ import { SessionLog } from '../support/session-log.ts';
 
 /**
  * A delete of a session stopped after deleting its config, before its sweep: the delivery records
- * of its notices stay under the id. An import of the id is not refused for them, nor shows them as
- * its own: with no session of the id, it deletes them before its config, as the delete would have.
- * A session of the id created meanwhile, or an import of it past its config, keeps the id: 409.
+ * of its notices, and the notices it set aside (`inbox_unreadable/`), stay under the id. An import
+ * of the id is not refused for them, nor shows them as its own: with no session of the id, it
+ * deletes them before its config, as the delete would have. A session of the id created meanwhile,
+ * or an import of it past its config, keeps the id: 409.
  */
 
 const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
@@ -112,6 +113,58 @@ describe('an import of an id whose delete stopped before its sweep', () => {
     await expect(importing).rejects.toMatchObject({ code: 'session_exists' });
     expect(await keysUnder(memory, REMOVED)).toContain(`${REMOVED}live`);
     expect((await live.inbox.listDelivered(ID)).map((notice) => notice.name)).toContain('live');
+    expect(await keysUnder(memory, `sessions/${ID}/import/`)).toEqual([]);
+  });
+});
+
+describe('an import of an id whose delete stopped before its sweep, leaving a notice set aside', () => {
+  const UNREADABLE = `sessions/${ID}/inbox_unreadable/`;
+
+  /** A session whose turn set aside a notice that is not UTF-8, deleted by a delete stopped at its sweep. */
+  async function deletedLeavingSetAside(memory: MemoryStore): Promise<void> {
+    const w = world(memory);
+    await w.sessions.create({ id: ID });
+    await memory.put(`sessions/${ID}/inbox/bad`, new Uint8Array([0x61, 0xff, 0xfe, 0x62]));
+    expect((await w.inbox.consume(ID, { turn: 1 })).delivered).toEqual([]);
+    expect((await w.inbox.unreadablePage(ID)).unreadable.map((notice) => notice.name)).toEqual(['bad']);
+    const stopped = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => operation === 'list' && key === `sessions/${ID}/`,
+    );
+    await expect(world(stopped).sessions.delete(ID)).rejects.toMatchObject({ code: 'storage_error' });
+    expect(await memory.get(`sessions/${ID}/session.json`)).toBeNull();
+    expect(await keysUnder(memory, UNREADABLE)).toEqual([`${UNREADABLE}bad`]);
+  }
+
+  it('imports without showing that notice as set aside in its session', async () => {
+    const memory = new MemoryStore();
+    await deletedLeavingSetAside(memory);
+
+    const w = world(memory);
+    const other = `${[headerLine(ID), messageLine(1), messageLine(2)].join('\n')}\n`;
+    await expect(importLines(w.services, inOneChunk(other), LIMITS)).resolves.toMatchObject({ id: ID });
+    expect((await w.inbox.unreadablePage(ID)).unreadable).toEqual([]);
+    expect(await keysUnder(memory, UNREADABLE)).toEqual([]);
+    expect(await exportText(w.services, ID)).toBe(other);
+  });
+
+  it('deletes no notice set aside once a session of the id is created meanwhile, and is 409', async () => {
+    const memory = new MemoryStore();
+    await deletedLeavingSetAside(memory);
+    const held = new HeldStore(memory);
+    const atListing = held.hold(({ operation, keys }) => operation === 'list' && keys[0] === UNREADABLE);
+    const other = `${[headerLine(ID), messageLine(1)].join('\n')}\n`;
+    const importing = importLines(world(held).services, inOneChunk(other), LIMITS);
+    importing.catch(() => undefined);
+    await atListing.reached;
+    // A client creates the id meanwhile and a turn of it sets a notice aside.
+    const live = world(memory);
+    await live.sessions.create({ id: ID });
+    await memory.put(`sessions/${ID}/inbox/live`, new Uint8Array([0xff]));
+    await live.inbox.consume(ID, { turn: 1 });
+    atListing.release();
+
+    await expect(importing).rejects.toMatchObject({ code: 'session_exists' });
+    expect(await keysUnder(memory, UNREADABLE)).toContain(`${UNREADABLE}live`);
     expect(await keysUnder(memory, `sessions/${ID}/import/`)).toEqual([]);
   });
 });

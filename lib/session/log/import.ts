@@ -137,7 +137,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     const body = JSON.stringify(config);
     const sums = { export_sha256: await options.exportSha256(), config_sha256: configSha256(body) };
     await stagePending(log, scope, { ...sums, ...wrote });
-    // Delivery records a delete of the id stopped before its sweep left (none while a session of it exists).
+    // Delivery records and set-aside notices a delete of the id stopped before its sweep left (none while a
+    // session of it exists).
     await clearLeftRecords(log, id);
     const written = await putCreateOnly(log.store, configKey, body, { contentType: 'application/json' }, (object) =>
       ofIncarnation(object.body, config.generation!),

@@ -258,7 +258,8 @@ describe('SessionLog.fork', () => {
 
   it("sketches a fork, writing nothing, whose preview is the written fork's, packed point or not", async () => {
     const store = new CountingStore(new MemoryStore());
-    const log = new SessionLog(store, OPTIONS);
+    // One instant for every write and preview: a preview stamps its context's created_at as the claim would.
+    const log = new SessionLog(store, { clock: () => new Date('2026-01-01T00:00:00Z'), ...OPTIONS });
     await grown(log, 'p', 4);
     await turn(log, 'p', [user('one more')], [toolCall('open')]);
     const { counts } = await log.get('p');

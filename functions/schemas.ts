@@ -176,8 +176,9 @@ export const promptPreviewSchema = z.object({
     .nullable()
     .meta({
       description:
-        'What the next turn request would be refused with (its status and its error body: 402 budget_exhausted ' +
-        "when the session's budget is spent), the prompt shown all the same; null when it would run.",
+        "The refusal the next turn request meets from the session's budget (its status and its error body: 402 " +
+        'budget_exhausted once that budget is spent), the prompt shown all the same; null while that budget ' +
+        "leaves room (a busy session's 409 and a token's budget are not judged).",
     }),
 });
 

@@ -27,8 +27,9 @@ import type { RewindOptions } from '../session/log/rewind.ts';
  * only the model can write) an empty pending item, and `context.compaction.pending: true`.
  * When the next claim would take the oldest queued input up first (`on_busy: enqueue`, its own
  * request then refused as busy), the prompt is that input's turn's, named by `context.queued_turn`.
- * `refused`: what the next turn request would be refused with (the session's budget spent: its
- * claim's check, lib/ledger/budget.ts), as its answer has it; null when it would run.
+ * `refused`: what the next turn request would be refused with by the session's spent budget (its
+ * claim's check, lib/ledger/budget.ts), as its answer has it; null while that budget leaves room
+ * (a busy session's 409 is not judged).
  */
 export async function previewPrompt(
   services: TurnServices,

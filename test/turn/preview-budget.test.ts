@@ -1,5 +1,7 @@
 import { expect, it } from 'vitest';
 import { clientError, TailgateError } from '../../lib/errors.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { recordingEcho, turnWorld } from '../support/turn-world.ts';
@@ -44,4 +46,28 @@ it.each([
   await sessions.update('s', { budget: null });
   expect((await previewPrompt(services, 's', {})).refused).toBeNull();
   expect(await refusal(runTurn(services, 's', { input: 'next' }))).toBeNull();
+});
+
+it("judges the session's budget alone: a session busy with a running turn shows null, its turn 409", async () => {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let reached!: () => void;
+  const calling = new Promise<void>((resolve) => (reached = resolve));
+  // The running turn's model call is held until the preview and the second request were answered.
+  const model: Model = {
+    ...echoModel,
+    generate: async (request) => {
+      reached();
+      await held;
+      return echoModel.generate(request);
+    },
+  };
+  const { sessions, services } = turnWorld(new MemoryStore(), model);
+  await sessions.create({ id: 's', on_busy: 'reject' });
+  const running = runTurn(services, 's', { input: 'hello' });
+  await calling;
+  expect((await previewPrompt(services, 's', {})).refused).toBeNull();
+  expect(await refusal(runTurn(services, 's', { input: 'again' }))).toMatchObject({ code: 'turn_in_progress' });
+  release();
+  await running;
 });

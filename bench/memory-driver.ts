@@ -91,6 +91,7 @@ export class MemoryTurnDriver implements TurnDriver {
       closedBy: (turn) => log.closedBy(turn),
       closerNotices: (turn) => log.closerNotices(turn),
       leaveDeleted: (turn) => log.leaveDeleted(turn),
+      leaveGone: (turn) => log.leaveGone(turn),
       storeStoppedSpend: (turn, spent) => log.storeStoppedSpend(turn, spent),
       storeCharge: (turn, spent) => log.storeCharge(turn, spent),
       queued: (scope) => log.queued(scope),

@@ -225,9 +225,10 @@ export class SessionLogBase {
    * Writes the session's index entry (its listing row) from its config and newest record (as
    * read now, with the totals a read of the session shows, or `known`: what an append just
    * wrote), and removes the entry it replaces. Call it after a turn or an append, and once a
-   * stopped turn's spend or a charge was stored, in the background.
+   * stopped turn's spend or a charge was stored, in the background. Gives the config the entry
+   * was written from (null: the id names no session).
    */
-  async refreshIndex(id: string, known?: IndexState): Promise<void> {
+  async refreshIndex(id: string, known?: IndexState): Promise<SessionConfig | null> {
     return refreshIndex(this.log, id, known);
   }
 

@@ -3,6 +3,7 @@ import { cancelTurn, closedBy, closeIfOpenExpired, leaveDeleted, openLeaseUntil,
 import { holdsLease, releaseHeldLease, renewHeldLease, takeLease } from './log/held-lease.ts';
 import type { TakenLease } from './log/types.ts';
 import { closerNotices } from './log/closer-notices.ts';
+import { leaveGone } from './log/claimed-after-delete.ts';
 import { EventJournal } from './log/journal.ts';
 import { storeStoppedSpend } from './log/unbilled.ts';
 import { storeCharge } from './log/charges.ts';
@@ -174,6 +175,15 @@ export class SessionLogRunning extends SessionLogBase {
    */
   async leaveDeleted(turn: OpenTurn): Promise<void> {
     return leaveDeleted(this.log, turn);
+  }
+
+  /**
+   * Removes what a turn stored whose session its owner found gone after it (its claim landed
+   * after the delete's sweep had passed: nothing fenced it), as the delete would have removed it
+   * (log/claimed-after-delete.ts).
+   */
+  async leaveGone(turn: OpenTurn): Promise<void> {
+    return leaveGone(this.log, turn);
   }
 
   /**

@@ -1,3 +1,5 @@
+import { sessionGone } from '../session/log/claimed-after-delete.ts';
+import type { OpenTurn } from '../session/log/types.ts';
 import type { TurnServices } from './types.ts';
 
 /**
@@ -30,4 +32,22 @@ export function storeThenList(
   store: () => Promise<boolean>,
 ): void {
   afterResponse(services, () => thenListed(services, sessionId, store()));
+}
+
+/**
+ * After a turn's attempt: refreshes the session's index entry (its listing row, after whatever
+ * the turn stored), and when that read finds the session gone (deleted, or created again) while
+ * the turn's claim had `landed` (after the delete's sweep passed, so nothing fenced it), removes
+ * what the turn stored once its lease renewals `stopped` (SessionLog.leaveGone).
+ */
+export async function listedAfterTurn(
+  services: Pick<TurnServices, 'sessions'>,
+  turn: OpenTurn,
+  landed: Promise<boolean>,
+  stopped: Promise<void> | undefined,
+): Promise<void> {
+  const config = await services.sessions.refreshIndex(turn.scope.id);
+  if (!sessionGone(turn, config) || !(await landed.catch(() => false))) return;
+  await stopped;
+  await services.sessions.leaveGone(turn);
 }

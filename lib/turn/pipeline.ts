@@ -37,7 +37,7 @@ import { requestRecord } from './receipt.ts';
 import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
 import { buildTurnPrompt, promptStart, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
-import { afterResponse } from './after-response.ts';
+import { afterResponse, listedAfterTurn } from './after-response.ts';
 import { PACK_EVERY_RECORDS } from './append.ts';
 import { TURN_STEPS } from './trace.ts';
 import { renewLease } from './renewal.ts';
@@ -222,10 +222,9 @@ async function attemptTurn(
     const { summaryModel, summaryUsage } = attempt.prompt ?? {};
     if (summaryModel && summaryUsage) seen.compaction = { model: summaryModel, usage: summaryUsage };
     if (attempt.stopped) seen.stopped = attempt.stopped.usage;
-    void attempt.renewal?.stop();
+    const stopped = attempt.renewal?.stop();
     unregister?.();
-    // The session's listing row, after whatever the turn stored.
-    afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
+    afterResponse(services, () => listedAfterTurn(services, attempt.turn, landed, stopped));
   }
 }
 

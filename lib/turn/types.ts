@@ -142,6 +142,7 @@ export type TurnSessionLog = Pick<
   | 'closedBy'
   | 'closerNotices'
   | 'leaveDeleted'
+  | 'leaveGone'
   | 'storeStoppedSpend'
   | 'storeCharge'
   | 'queued'

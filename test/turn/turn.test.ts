@@ -361,6 +361,7 @@ describe('storage operations per turn', () => {
         closedBy: log.closedBy.bind(log),
         closerNotices: log.closerNotices.bind(log),
         leaveDeleted: log.leaveDeleted.bind(log),
+        leaveGone: log.leaveGone.bind(log),
         storeStoppedSpend: log.storeStoppedSpend.bind(log),
         storeCharge: log.storeCharge.bind(log),
         queued: log.queued.bind(log),

@@ -200,7 +200,7 @@ export type IndexState = Pick<Head, 'config' | 'newest'>;
  * meanwhile is left alone): as they are now, with the totals a read of the session shows, or as
  * `known` says, the state its caller wrote (its record's totals). An entry of an older state is no
  * harm: a newer one outranks it (`compareEntries`), whenever either is written. `replacing`: see
- * writeIndexEntry.
+ * writeIndexEntry. Gives the config the entry was written from (null: the id names no session).
  */
 export async function refreshIndex(
   log: LogContext,
@@ -208,7 +208,7 @@ export async function refreshIndex(
   known?: IndexState,
   replacing = false,
   again = false,
-): Promise<void> {
+): Promise<SessionConfig | null> {
   let head: IndexState;
   let ledger: Ledger | undefined;
   try {
@@ -219,15 +219,16 @@ export async function refreshIndex(
       ledger = await shownTotals(log, read.scope, read);
     }
   } catch (error) {
-    if (error instanceof NotFoundError) return;
+    if (error instanceof NotFoundError) return null;
     throw error;
   }
   // The config changed after the caller read it (a PATCH before its record landed, whose own
   // entry may predate that record), or an entry of one state missed what another counts (behind):
   // the entry is written again from the state as it is now (once more at most, for `behind`).
   const written = await writeIndexEntry(log, head.config, head.newest, replacing, ledger);
-  if (written === false && known) await refreshIndex(log, id);
-  else if (written === 'behind' && !again) await refreshIndex(log, id, undefined, replacing, true);
+  if (written === false && known) return refreshIndex(log, id);
+  if (written === 'behind' && !again) return refreshIndex(log, id, undefined, replacing, true);
+  return head.config;
 }
 
 /**

@@ -3,6 +3,7 @@ import { SESSION_DELETED } from '../../errors.ts';
 import { listAll } from '../../store/object-store.ts';
 import { doneSchema, parseStored, type SessionConfig } from '../records.ts';
 import type { LogContext } from './context.ts';
+import { sharedGenerations } from './fork-refs.ts';
 import type { OpenTurn } from './types.ts';
 
 /**
@@ -22,12 +23,15 @@ export function sessionGone(turn: OpenTurn, config: SessionConfig | null): boole
  * what the turn stored there, as the delete would have: its record, then its completion, its
  * lease, its `idem/`, its compaction's summary and its event journal (docs/STORAGE.md "Delete").
  * A turn the delete fenced (its completion the delete's) is left to leaveDeleted (log/lease.ts):
- * that delete's sweep removes its record. Failures leave them to the next delete of the same id,
- * whose sweep removes every object of other incarnations.
+ * that delete's sweep removes its record; so is one of a generation a live fork reads (a turn
+ * completed before the delete, forked since), which the sweep keeps. Failures leave them to the
+ * next delete of the same id, whose sweep removes every object of other incarnations.
  */
 export async function leaveGone(log: LogContext, turn: OpenTurn): Promise<void> {
   const { scope, record } = turn;
   try {
+    // A live fork reads the generation (forked since the turn): the sweep kept it, and so does this.
+    if ((await sharedGenerations(log, scope.id)).shared.has(scope.generation)) return;
     const key = doneKey(scope, record);
     const done = await log.store.get(key);
     if (done && done.body.length > 0) {

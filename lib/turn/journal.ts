@@ -37,6 +37,8 @@ export type NumberedEvent = JournalEvent;
 export function journalTurn(services: TurnServices, sessionId: string, known?: number): TurnJournal {
   const writer = crypto.randomUUID();
   let turn: number | undefined = known;
+  // The generation the turn was claimed in (`claimedIn`), where its batches go.
+  let claimed: LogScope | undefined;
   let scope: Promise<LogScope> | undefined;
   let pending: JournalEvent[] = [];
   let count = 0;
@@ -55,7 +57,7 @@ export function journalTurn(services: TurnServices, sessionId: string, known?: n
     const events = pending;
     pending = [];
     const number = turn;
-    scope ??= services.sessions.scope(sessionId);
+    scope ??= journalTo(services, sessionId, claimed);
     written = written
       .then(async () => {
         const journal = services.sessions.journal();
@@ -94,6 +96,9 @@ export function journalTurn(services: TurnServices, sessionId: string, known?: n
     // The last batch is written after the response (work a turn hands to `background`), so it
     // adds no round trip to the turn's own.
     close: (end = true) => afterResponse(services, () => flush(end)),
+    claimedIn: (at) => {
+      claimed = at;
+    },
     drop: () => {
       clearTimeout(timer);
       pending = [];
@@ -103,12 +108,28 @@ export function journalTurn(services: TurnServices, sessionId: string, known?: n
 }
 
 /**
+ * Where a turn's journal goes: the generation its turn was claimed in (`claimed`), while the
+ * session's config still names it. A session deleted (and created again, another generation:
+ * a claim that landed after the delete's sweep, log/claimed-after-delete.ts) is NotFoundError,
+ * so that no batch lands in the session created again under the id, nor after the sweep.
+ */
+async function journalTo(services: TurnServices, sessionId: string, claimed: LogScope | undefined): Promise<LogScope> {
+  const current = await services.sessions.scope(sessionId);
+  if (!claimed) return current;
+  if (current.generation !== claimed.generation)
+    throw new NotFoundError(`session ${sessionId} not found`, { id: sessionId });
+  return claimed;
+}
+
+/**
  * A turn's journal as journalTurn writes it. `drop` is for a turn whose session was deleted:
  * the events not written yet go, and nothing more is written (the delete swept the journal).
  */
 export interface TurnJournal {
   emit: (event: TurnEvent) => void;
   close: (ended?: boolean) => void;
+  /** Where the turn is claimed (TurnOptions.onClaimed): its batches go there. */
+  claimedIn: (scope: LogScope) => void;
   drop: () => void;
 }
 

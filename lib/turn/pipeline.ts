@@ -182,6 +182,7 @@ async function attemptTurn(
     ...(options.background ? { background: true as const } : {}),
     ...(options.onLogprobs ? { onLogprobs: options.onLogprobs } : {}),
   };
+  options.onClaimed?.(claimed.turn.scope);
   // A background runner holds the lease before it moves a notice or calls a model (a second stops while it renews).
   const { background } = options;
   const leased = background

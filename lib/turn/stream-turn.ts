@@ -45,7 +45,8 @@ export function streamTurn(
     if (!replayed) journal.emit(event);
     if (open) queue.enqueue(event);
   };
-  const done = runTurn(services, sessionId, request, { ...options, stream: true }, push)
+  const streamed = { ...options, stream: true, onClaimed: journal.claimedIn };
+  const done = runTurn(services, sessionId, request, streamed, push)
     .then(
       (response) => push({ event: 'turn.completed', data: response }),
       (error: unknown) => {

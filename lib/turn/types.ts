@@ -2,6 +2,7 @@ import type { OnBusy } from '../session/fields.ts';
 import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
 import type { SessionConfig } from '../session/records.ts';
+import type { LogScope } from '../session/keys.ts';
 import type { Model, TokenLogprob } from '../models/model.ts';
 import type { Inbox } from '../inbox/index.ts';
 import type { OpenTurn, SessionLog } from '../session/session-log.ts';
@@ -69,6 +70,11 @@ export interface TurnOptions {
    * the response it keeps: lib/openai/stored-turn.ts); a turn answered again calls no model.
    */
   onLogprobs?: (logprobs: TokenLogprob[][]) => void;
+  /**
+   * Told the incarnation and generation each claim attempt writes the turn in, before its
+   * `turn.started` (a streamed turn journals its events there: lib/turn/journal.ts).
+   */
+  onClaimed?: (scope: LogScope) => void;
   /**
    * The input is empty and takes the session's newest turn again: that turn must have failed
    * or been cancelled (its input stands unanswered in the history), else 400 invalid_request

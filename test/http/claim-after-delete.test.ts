@@ -81,4 +81,23 @@ describe.each(stores)('a turn whose claim lands after the delete of its session:
     expect(next.body.turn).toBe(1);
     expect(next.body.context.items_in_prompt).toBe(1);
   });
+
+  it("journals none of its events into the session created again: that session's turn 1 reads its own", async () => {
+    const { one, two, drain, left, claiming } = world(storeOf);
+    const id = await one.session();
+    const { pending, claim } = await claiming(id, undefined, true);
+    expect((await two.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    await two.session({ id });
+    claim.release();
+    expect(await pending).toMatchObject({ status: 200 });
+    await drain();
+    expect((await left(id)).filter((key) => key.includes('/events/'))).toEqual([]);
+    const next = await one.post(`/v1/sessions/${id}/turns`, { input: 'after the delete', stream: true });
+    expect(next.body).toContain('event: turn.completed');
+    await drain();
+    const events = await one.get(`/v1/sessions/${id}/turns/1/events`);
+    expect(events.status).toBe(200);
+    expect(events.body).toContain('after the delete');
+    expect(events.body).not.toContain('before the delete');
+  });
 });

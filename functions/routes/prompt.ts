@@ -39,8 +39,9 @@ export function promptRoutes() {
       ...(query.strategy_config !== undefined ? { strategy_config: parseConfigQuery(query.strategy_config) } : {}),
     });
     // What the next turn request would be refused with, as its answer has it (functions/error-handler.ts).
-    const { refused } = preview;
-    const shown = { ...preview, refused: refused && { status: STATUS_BY_CODE[refused.code], ...refused } };
+    // Last, after the prompt and its context, which readers of the answer look at first.
+    const { refused, ...prompt } = preview;
+    const shown = { ...prompt, refused: refused && { status: STATUS_BY_CODE[refused.code], ...refused } };
     return c.json(query.full === 'true' ? shown : { ...shown, items: preview.items.map(elideLargePayload) }, 200);
   });
 }

@@ -1,23 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { Inbox } from '../../lib/inbox/inbox.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { sessionPrefix } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines } from '../../lib/transfer.ts';
 import { exportText } from '../support/export-lines.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /** More delivery records than one list call returns (1,000 keys). */
 const RECORDS = 1_100;
 
-function world(store: ObjectStore) {
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, ''), maxNoticesPerTurn: RECORDS });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { store, sessions, inbox, services };
-}
+const world = (store: ObjectStore) => transferWorld(store, { inbox: { maxNoticesPerTurn: RECORDS } });
 
 async function* chunks(text: string, size = 4096): AsyncGenerator<Uint8Array> {
   const bytes = new TextEncoder().encode(text);

@@ -1,16 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { TailgateError } from '../../lib/errors.ts';
-import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { Item } from '../../lib/items.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines } from '../../lib/transfer.ts';
 import { exportText } from '../support/export-lines.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { SessionLog, summarized } from '../support/session-log.ts';
+import { summarized } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /**
  * An import cut short at each of its storage calls (the call failing, or landing unanswered, and
@@ -23,12 +22,7 @@ import { SessionLog, summarized } from '../support/session-log.ts';
 const LOG_OPTIONS = { blobThreshold: 64, segmentTargetBytes: 1024, packMinRecords: 2, keepRecords: 1 };
 const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
 
-function world(store: ObjectStore) {
-  const sessions = new SessionLog(store, LOG_OPTIONS);
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { store, sessions, inbox, services };
-}
+const world = (store: ObjectStore) => transferWorld(store, { log: LOG_OPTIONS });
 
 /** The bytes of `text`, in chunks of `size` (lines split across chunks). */
 async function* chunks(text: string, size = 113): AsyncGenerator<Uint8Array> {

@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { Inbox } from '../../lib/inbox/inbox.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines } from '../../lib/transfer.ts';
 import { exportText, headerLine, inOneChunk, messageLine } from '../support/export-lines.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore } from '../support/held-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /**
  * A delete of a session stopped after deleting its config, before its sweep: the delivery records
@@ -21,12 +19,7 @@ const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
 const ID = 'left';
 const REMOVED = `sessions/${ID}/inbox_removed/`;
 
-function world(store: ObjectStore) {
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { sessions, inbox, services };
-}
+const world = (store: ObjectStore) => transferWorld(store);
 
 async function keysUnder(store: ObjectStore, prefix: string): Promise<string[]> {
   const page = await store.list(prefix, { limit: 1000 });

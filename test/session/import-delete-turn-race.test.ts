@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { Inbox } from '../../lib/inbox/inbox.ts';
 import { turnUsage } from '../../lib/ledger/usage.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
-import { exportText, headerLine, inOneChunk, messageLine } from '../support/export-lines.ts';
+import { importLines } from '../../lib/transfer.ts';
+import { exportText, headerLine, inOneChunk, messageLine, NOTICE } from '../support/export-lines.ts';
 import { type HeldCall, HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /**
  * An import finishing (its config created, its delivery records, config read and index entry to
@@ -19,22 +17,8 @@ import { SessionLog } from '../support/session-log.ts';
 const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
 const ID = 'busy';
 
-function world(store: ObjectStore) {
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { sessions, inbox, services };
-}
+const world = (store: ObjectStore) => transferWorld(store);
 
-const NOTICE = JSON.stringify({
-  type: 'notice',
-  stored_as: 'note',
-  name: 'note',
-  posted_at: '2026-01-01T00:00:01.000Z',
-  delivered_at: '2026-01-01T00:00:02.000Z',
-  turn: 1,
-  content: 'imported note',
-});
 const LINES = [headerLine(ID), messageLine(1), messageLine(2), NOTICE];
 const EXPORTED = `${LINES.join('\n')}\n`;
 

@@ -1,12 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { Inbox } from '../../lib/inbox/inbox.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines } from '../../lib/transfer.ts';
 import { exportText, headerLine, inOneChunk, messageLine } from '../support/export-lines.ts';
 import { HeldStore } from '../support/held-store.ts';
 import { memoryAndFileStores } from '../support/local-stores.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /**
  * A fork's delete sweeps each ancestor id whose session is gone. An import of such an id before
@@ -22,10 +20,7 @@ let now = START;
 
 function world(store: ObjectStore) {
   const clock = () => new Date(now);
-  const sessions = new SessionLog(store, { clock });
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, ''), clock });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { sessions, services };
+  return transferWorld(store, { log: { clock }, inbox: { clock } });
 }
 
 async function keys(store: ObjectStore, prefix: string): Promise<string[]> {

@@ -1,12 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { Inbox } from '../../lib/inbox/inbox.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines } from '../../lib/transfer.ts';
 import { exportText, headerLine, messageLine } from '../support/export-lines.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /**
  * An import answered 201 whose delete of `import/<g>/pending` failed leaves that object: once
@@ -17,12 +15,7 @@ import { SessionLog } from '../support/session-log.ts';
 
 const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
 
-function world(store: ObjectStore) {
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { sessions, services };
-}
+const world = (store: ObjectStore) => transferWorld(store);
 
 async function* bytes(text: string): AsyncGenerator<Uint8Array> {
   yield new TextEncoder().encode(text);

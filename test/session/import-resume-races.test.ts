@@ -1,14 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { Inbox } from '../../lib/inbox/inbox.ts';
 import { turnUsage } from '../../lib/ledger/usage.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
+import { importLines } from '../../lib/transfer.ts';
 import { exportText, headerLine, messageLine } from '../support/export-lines.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore } from '../support/held-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /**
  * An import stopped after its config (the process gone at its first delivered-notice record),
@@ -20,12 +18,7 @@ import { SessionLog } from '../support/session-log.ts';
 const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
 const ID = 'raced';
 
-function world(store: ObjectStore) {
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { sessions, inbox, services };
-}
+const world = (store: ObjectStore) => transferWorld(store);
 
 async function* bytes(text: string): AsyncGenerator<Uint8Array> {
   yield new TextEncoder().encode(text);

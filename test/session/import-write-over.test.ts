@@ -1,14 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { Inbox } from '../../lib/inbox/inbox.ts';
 import { turnUsage } from '../../lib/ledger/usage.ts';
 import { IMPORTED_IN_META } from '../../lib/session/export-format.ts';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore, StoredObject } from '../../lib/store/object-store.ts';
-import { importLines, type TransferServices } from '../../lib/transfer.ts';
-import { exportText, headerLine, inOneChunk, messageLine } from '../support/export-lines.ts';
+import { importLines } from '../../lib/transfer.ts';
+import { exportText, headerLine, inOneChunk, messageLine, NOTICE } from '../support/export-lines.ts';
 import { HeldStore } from '../support/held-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { transferWorld } from '../support/transfer-world.ts';
 
 /**
  * An import meeting, at a name of its notices, the delivery record another import wrote (whose
@@ -22,22 +20,8 @@ const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
 const ID = 'over';
 const RECORD = `sessions/${ID}/inbox_removed/note`;
 
-function world(store: ObjectStore) {
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
-  const services: TransferServices = { sessions, inbox, env: {} };
-  return { sessions, inbox, services };
-}
+const world = (store: ObjectStore) => transferWorld(store);
 
-const NOTICE = JSON.stringify({
-  type: 'notice',
-  stored_as: 'note',
-  name: 'note',
-  posted_at: '2026-01-01T00:00:01.000Z',
-  delivered_at: '2026-01-01T00:00:02.000Z',
-  turn: 1,
-  content: 'imported note',
-});
 const EXPORTED = `${[headerLine(ID), messageLine(1), messageLine(2), NOTICE].join('\n')}\n`;
 
 /** The delivery record another import of the same export wrote (its own generation in `imported-in`). */

@@ -41,3 +41,14 @@ export async function exportText(services: TransferServices, id: string): Promis
 export async function* inOneChunk(text: string): AsyncGenerator<Uint8Array> {
   yield new TextEncoder().encode(text);
 }
+
+/** The line of a notice delivered to turn 1, stored as `note`. */
+export const NOTICE = JSON.stringify({
+  type: 'notice',
+  stored_as: 'note',
+  name: 'note',
+  posted_at: '2026-01-01T00:00:01.000Z',
+  delivered_at: '2026-01-01T00:00:02.000Z',
+  turn: 1,
+  content: 'imported note',
+});

@@ -82,6 +82,26 @@ describe.each(stores)('a turn whose claim lands after the delete of its session:
     expect(next.body.context.items_in_prompt).toBe(1);
   });
 
+  it('removes it when the session was imported again from its export, its creation time the same', async () => {
+    const { one, two, drain, left, claiming } = world(storeOf);
+    const id = await one.session();
+    const exported = await one.get(`/v1/sessions/${id}/export`);
+    expect(exported.status).toBe(200);
+    const { pending, claim } = await claiming(id);
+    expect((await two.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    const imported = await two.call('POST', '/v1/sessions/import', exported.body, {
+      'content-type': 'application/x-ndjson',
+    });
+    expect(imported.status, JSON.stringify(imported.body)).toBe(201);
+    const created = await left(id);
+    claim.release();
+    expect((await pending).status).toBe(200);
+    await drain();
+    expect((await one.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 0, turns: 0 });
+    expect((await one.get(`/v1/sessions/${id}/turns/1`)).status).toBe(404);
+    expect(await left(id)).toEqual(created);
+  });
+
   it("journals none of its events into the session created again: that session's turn 1 reads its own", async () => {
     const { one, two, drain, left, claiming } = world(storeOf);
     const id = await one.session();

@@ -8,11 +8,14 @@ import type { OpenTurn } from './types.ts';
 
 /**
  * Whether `turn`'s session is gone as its own read after the turn found it (`config`, null: the
- * id names no session): deleted, or created again (another creation time names another
- * incarnation). A delete of its newest turn moves the generation but keeps the incarnation.
+ * id names no session): deleted, or created again (another creation time, or, when both name
+ * one, another `incarnation`: an import of the session's own export keeps its creation time). A
+ * delete of its newest turn moves the generation but keeps the incarnation.
  */
 export function sessionGone(turn: OpenTurn, config: SessionConfig | null): boolean {
-  return config === null || config.created_at !== turn.session.created_at;
+  if (config === null || config.created_at !== turn.session.created_at) return true;
+  const { incarnation } = turn.scope;
+  return incarnation !== undefined && config.incarnation !== undefined && config.incarnation !== incarnation;
 }
 
 /**

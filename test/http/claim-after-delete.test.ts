@@ -33,7 +33,7 @@ function world(storeOf: () => ObjectStore) {
     await claim.reached;
     return { pending, claim };
   };
-  return { one, two, drain, left, claiming };
+  return { one, two, drain, left, claiming, store };
 }
 
 describe.each(stores)('a turn whose claim lands after the delete of its session: %s', (_, storeOf) => {
@@ -100,6 +100,28 @@ describe.each(stores)('a turn whose claim lands after the delete of its session:
     expect((await one.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 0, turns: 0 });
     expect((await one.get(`/v1/sessions/${id}/turns/1`)).status).toBe(404);
     expect(await left(id)).toEqual(created);
+  });
+
+  it('keeps a turn a fork made after its answer reads, when its owner finds the session deleted', async () => {
+    const { one, two, drain, store } = world(storeOf);
+    const id = await one.session();
+    // The owner's read of the session after the turn's completion, held until the fork and the delete ran.
+    let completed = false;
+    const refresh = store.hold(({ operation, keys }) => {
+      if (operation === 'put' && keys[0]!.endsWith('.done')) completed = true;
+      return completed && operation === 'get' && keys[0] === `sessions/${id}/session.json`;
+    });
+    const answered = await one.post(`/v1/sessions/${id}/turns`, { input: 'before the delete' });
+    expect(answered.status).toBe(200);
+    await refresh.reached;
+    const fork = await two.post(`/v1/sessions/${id}/fork`, { at_turn: 1 });
+    expect(fork.status, JSON.stringify(fork.body)).toBe(201);
+    expect((await two.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    refresh.release();
+    await drain();
+    const items = await one.get(`/v1/sessions/${fork.body.id}/items`);
+    expect(items.status, JSON.stringify(items.body)).toBe(200);
+    expect(JSON.stringify(items.body)).toContain('before the delete');
   });
 
   it("journals none of its events into the session created again: that session's turn 1 reads its own", async () => {

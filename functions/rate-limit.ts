@@ -247,7 +247,8 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     // a response, which may continue its session found by the history the request sends.
     if (session !== null || c.req.path !== RESPONSES)
       authorizeSession(c, session, c.req.path === CHAT_COMPLETIONS ? 'x-tailgate-session' : undefined);
-    const checks: [LimitKind, string, TurnLimit | undefined][] = [['token', tokenKey(c), limits(c, 'token')]];
+    const token: [LimitKind, string, TurnLimit | undefined] = ['token', tokenKey(c), limits(c, 'token')];
+    const checks = [token];
     if (session !== null) checks.push(['session', `session:${session}`, limits(c, 'session')]);
     // The revocation check (functions/auth.ts revocationCheck) runs on this read of the config (the
     // session named, else the token's own), before either limit counts: a token's limit is shared
@@ -262,7 +263,7 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
       const wait = limit ? await limit.take(key) : null;
       if (wait === null) return;
       // Refused, the request takes no turn: its token's count goes too (the in-process limiter's).
-      if (kind === 'session') checks[0]![2]?.giveBack?.(checks[0]![1]);
+      if (kind === 'session') token[2]?.giveBack?.(token[1]);
       refused(kind);
       c.header('Retry-After', String(wait));
       throw new RateLimitedError(kind, limit!.perMinute, wait);

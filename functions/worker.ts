@@ -1,7 +1,7 @@
 import { parseServiceConfig } from '../lib/config.ts';
 import { DEFAULTS } from '../lib/defaults.ts';
 import { r2StoreFor } from '../lib/store/r2.ts';
-import { retryDelaySeconds, type BackgroundTurn } from '../lib/turn/index.ts';
+import { MAX_TURN_DELIVERIES, retryDelaySeconds, type BackgroundTurn } from '../lib/turn/index.ts';
 import { webhookEntrySchema, type WebhookEntry } from '../lib/webhooks/events.ts';
 import { z } from 'zod';
 import { createApp, createOutsideServices, createTurnRunner, type AppOptions } from './app.ts';
@@ -73,6 +73,23 @@ function withDefaults(environment: Env): Env {
 const EVERY_MINUTE = '* * * * *';
 const RETENTION_MINUTE = 17;
 
+/**
+ * A background turn's message left for another delivery: retried after `delaySeconds`, or, at
+ * its last delivery (wrangler.toml's max_retries, MAX_TURN_DELIVERIES), given up and logged:
+ * the turn stays open until its lease runs out, and the next writer or reader closes it.
+ */
+function retryTurn(message: Message, run: BackgroundTurn, delaySeconds: number): void {
+  if (message.attempts < MAX_TURN_DELIVERIES) {
+    message.retry({ delaySeconds });
+    return;
+  }
+  console.error(
+    `tailgate: background turn ${run.turn} of session ${run.session_id} given up after ${message.attempts} ` +
+      'deliveries: it closes as failed (lease_expired) once its lease runs out',
+  );
+  message.ack();
+}
+
 /** The deployment's TURN_LEASE_MS, or the default when its settings do not parse. */
 function turnLeaseMs(environment: Env): number {
   try {
@@ -119,10 +136,10 @@ export default {
     await Promise.all(
       batch.messages.map(async (message) => {
         const event = webhookEntrySchema.safeParse(message.body);
+        const run = backgroundTurnSchema.safeParse(message.body);
         try {
           if (event.success)
             return await deliverQueued(message, event.data, environment, r2StoreFor(environment.BUCKET));
-          const run = backgroundTurnSchema.safeParse(message.body);
           if (!run.success) {
             // Nothing this worker sent: no delivery of it will go better.
             console.error(
@@ -133,15 +150,12 @@ export default {
           const background = (task: Promise<unknown>) => context.waitUntil(task);
           const outcome = await runTurn(run.data, environment, background, message.attempts);
           if (outcome === 'done') message.ack();
-          else message.retry({ delaySeconds: outcome.retryAfterSeconds });
+          else retryTurn(message, run.data, outcome.retryAfterSeconds);
         } catch (error) {
           console.error(`tailgate: queue message ${message.id} failed`, loggable(error));
           const { attempts } = message;
-          message.retry({
-            delaySeconds: event.success
-              ? webhookDelaySeconds(attempts)
-              : retryDelaySeconds(attempts, turnLeaseMs(environment)),
-          });
+          if (event.success || !run.success) message.retry({ delaySeconds: webhookDelaySeconds(attempts) });
+          else retryTurn(message, run.data, retryDelaySeconds(attempts, turnLeaseMs(environment)));
         }
       }),
     );

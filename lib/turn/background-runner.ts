@@ -52,6 +52,12 @@ export function retryDelaySeconds(attempts: number, leaseMs: number): number {
   return Math.max(1, Math.min(delay, MAX_QUEUE_DELAY_SECONDS));
 }
 
+/**
+ * The deliveries of a background turn's queue message (wrangler.toml's `max_retries` of
+ * `tailgate-turns`, and one): at the last, a turn still left open is given up, logged.
+ */
+export const MAX_TURN_DELIVERIES = 6;
+
 /** The longest delay a Cloudflare queue message's retry takes (12 hours). */
 const MAX_QUEUE_DELAY_SECONDS = 43_200;
 

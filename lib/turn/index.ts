@@ -6,7 +6,7 @@ export { runTurn } from './pipeline.ts';
 export { streamTurn } from './stream-turn.ts';
 export { appendItems } from './append.ts';
 export { claimBackgroundTurn } from './background.ts';
-export { retryDelaySeconds, runBackgroundTurn, runInProcess } from './background-runner.ts';
+export { MAX_TURN_DELIVERIES, retryDelaySeconds, runBackgroundTurn, runInProcess } from './background-runner.ts';
 export {
   cancelOpenTurn,
   listQueue,

@@ -50,8 +50,9 @@ async function retryDelays(attempts: number[], vars: Record<string, unknown> = {
 }
 
 describe('a background turn left open by a storage failure', () => {
+  // Its last delivery (6, wrangler.toml's max_retries and one) is given up: test/workers/turn-queue.test.ts.
   it('is delivered again after 2, 4, 8 ... s, at most half the default lease of 30 s', async () => {
-    expect(await retryDelays([1, 2, 3, 4, 5, 6])).toEqual([2, 4, 8, 15, 15, 15]);
+    expect(await retryDelays([1, 2, 3, 4, 5])).toEqual([2, 4, 8, 15, 15]);
   });
 
   it('waits at most half of TURN_LEASE_MS, and at least a second', async () => {

@@ -53,6 +53,11 @@ export interface AppOptions {
     environment: RuntimeEnvironment,
     requestId: string | null,
   ) => ((run: BackgroundTurn) => Promise<void>) | undefined;
+  /**
+   * Told of each background turn this process runs because `queueTurn` gave no queue (Workers:
+   * an error, the TURNS binding missing).
+   */
+  inProcessTurn?: (run: BackgroundTurn) => void;
   /** Where webhook events go (the Workers queue); without it, the store's outbox. */
   queueWebhook?: (environment: RuntimeEnvironment) => WebhookSink | undefined;
   /** Told when an event was stored in the outbox (Node and Deno: wakes the delivery loop). */

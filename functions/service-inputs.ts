@@ -90,6 +90,7 @@ export function serviceInputs(
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
     startBackground: options.queueTurn?.(environment, requestId),
+    inProcessTurn: options.inProcessTurn,
     running: runningUnder(options),
   };
 }

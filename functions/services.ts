@@ -49,6 +49,8 @@ export interface ServiceInputs {
   tokenEncoders?: TokenEncoders;
   /** Sends a background turn to a queue (Workers); without it, the process runs it. */
   startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
+  /** Told of each background turn the process runs for want of `startBackground` (AppOptions.inProcessTurn). */
+  inProcessTurn?: ((run: BackgroundTurn) => void) | undefined;
   /**
    * The store, webhook sink and observer of a turn this process runs after the response (a
    * background or queued one, `runInProcess`), over the same backend: its storage operations
@@ -203,7 +205,12 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     // A claimed background or queued turn runs as the token its record names (charged to it, its
     // model checked at its claim), not as the request that runs it: without this one's budget.
-    startBackground: inputs.startBackground ?? ((run) => runInProcess(inProcess(services, inputs, run), run)),
+    startBackground:
+      inputs.startBackground ??
+      ((run) => {
+        inputs.inProcessTurn?.(run);
+        return runInProcess(inProcess(services, inputs, run), run);
+      }),
     requestId: inputs.requestId ?? null,
     ...(observeTurn ? { observeTurn } : {}),
     ...(inputs.observeCompaction ? { observeCompaction: inputs.observeCompaction } : {}),

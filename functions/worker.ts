@@ -28,13 +28,20 @@ const options: AppOptions = {
   // A deployment without a token is told of `wrangler secret put`, not of --allow-anonymous.
   tokenSetting: 'workers',
   // Background turns go to the queue, whose consumer below runs them: a consumer has minutes
-  // of wall time where waitUntil has about 30 s. Without the binding the isolate runs them. A
-  // message names the request that sent it, for its turn's log line.
+  // of wall time where waitUntil has about 30 s. Without the binding (a deploy that left it
+  // out) the isolate runs them, each logged as an error naming it. A message names the request
+  // that sent it, for its turn's log line.
   queueTurn: (environment, requestId) => {
     const queue = (environment as unknown as Env).TURNS;
     if (!queue) return undefined;
     return async (run) => void (await queue.send(requestId === null ? run : { ...run, request_id: requestId }));
   },
+  inProcessTurn: (run) =>
+    console.error(
+      `tailgate: background turn ${run.turn} of session ${run.session_id} runs in this isolate: no queue is ` +
+        'bound as TURNS (wrangler.toml [[queues.producers]]), so it has the about 30 s waitUntil gives after ' +
+        "the response, not a queue consumer's minutes",
+    ),
   // Webhook events go to their queue, durably once `send` resolved; without the binding, to
   // the bucket's outbox, which the Cron Trigger drains.
   queueWebhook: (environment) => {

@@ -76,4 +76,42 @@ describe('the Cron Trigger (scheduled) and the inputs queued behind a dead turn'
     expect(await log.getTurn('s', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
     expect(await log.getTurn('s', 2)).toMatchObject({ status: 'completed' });
   });
+
+  // A run that outlasts its minute overlaps the next (the platform does not wait for it), and the
+  // message of the input's turn may then be delivered twice: the input runs once all the same.
+  // A short lease: the second delivery waits a renewal to find the first's runner alive.
+  it('takes the input up once when two runs overlap, and runs its turn once when its message comes twice', async () => {
+    const keyPrefix = `${crypto.randomUUID()}/`;
+    const log = await deadTurnWithQueue(keyPrefix);
+    const sent: BackgroundTurn[] = [];
+    const turns = { send: async (run: BackgroundTurn) => void sent.push(run) };
+    await Promise.all([
+      cronRun({ KEY_PREFIX: keyPrefix, TURNS: turns, TURN_LEASE_MS: '3000' }),
+      cronRun({ KEY_PREFIX: keyPrefix, TURNS: turns, TURN_LEASE_MS: '3000' }),
+    ]);
+    expect(sent).toEqual([expect.objectContaining({ session_id: 's', turn: 2 })]);
+    const batch = createMessageBatch<BackgroundTurn>(
+      'tailgate-turns',
+      [...sent, ...sent].map((body, index) => ({ id: `m${index}`, timestamp: new Date(), attempts: 1, body })),
+    );
+    const context = createExecutionContext();
+    const [info, told] = [console.info, [] as string[]];
+    console.info = (line?: unknown) => void told.push(String(line));
+    try {
+      await worker.queue(
+        batch as never,
+        { ...bindings, KEY_PREFIX: keyPrefix, TURN_LEASE_MS: '3000' } as never,
+        context,
+      );
+    } finally {
+      console.info = info;
+    }
+    expect((await getQueueResult(batch, context)).explicitAcks.sort()).toEqual(['m0', 'm1']);
+    expect(await log.getTurn('s', 2)).toMatchObject({ status: 'completed' });
+    expect((await log.get('s')).counts.turns).toBe(2);
+    // The second delivery's runner called no model: it found the turn run elsewhere, or closed.
+    expect(
+      told.filter((line) => /background turn 2 of session s (runs elsewhere|is closed already)/.test(line)),
+    ).toHaveLength(1);
+  });
 });

@@ -2,14 +2,8 @@ import type { Context, ErrorHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { ZodError } from 'zod';
-import {
-  clientError,
-  InvalidRequestError,
-  ReplayedError,
-  TailgateError,
-  TURN_CANCELLED,
-  type ErrorCode,
-} from '../lib/errors.ts';
+import { InvalidRequestError, ReplayedError, TailgateError, TURN_CANCELLED } from '../lib/errors.ts';
+import { clientError, type ErrorCode } from '../lib/error-codes.ts';
 import { logToConsole } from '../lib/loggable.ts';
 import { interruptedBy } from '../lib/session/log/lease.ts';
 import { settleBusy } from '../lib/session/log/busy-lease.ts';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { contentSchema } from '../lib/content.ts';
-import { ERROR_CODES } from '../lib/errors.ts';
+import { ERROR_CODES } from '../lib/error-codes.ts';
 import { clientItemSchema, idSchema, reasoningItemSchema, textProblem } from '../lib/items.ts';
 import { ABORT_NOTICE_NAME } from '../lib/inbox/index.ts';
 

@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import { clientError } from '../lib/errors.ts';
+import { clientError } from '../lib/error-codes.ts';
 import type { TurnEvent } from '../lib/turn/index.ts';
 
 /**

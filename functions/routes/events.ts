@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
-import { clientError } from '../../lib/errors.ts';
+import { clientError } from '../../lib/error-codes.ts';
 import { journalEvents } from '../../lib/turn/index.ts';
 import { errorBody } from '../error-handler.ts';
 import { errorResponses } from '../openapi-helpers.ts';

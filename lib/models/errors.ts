@@ -1,7 +1,7 @@
 import type { APICallError } from 'ai';
 import { TailgateError } from '../errors.ts';
 
-/** The errors of model providers (lib/errors.ts has every other error of lib/ and the codes). */
+/** The errors of model providers (lib/errors.ts has the other error classes of lib/, lib/error-codes.ts the codes). */
 
 /**
  * The provider failed or answered something invalid (502): its details name the model (docs/API.md),

@@ -1,4 +1,5 @@
-import { clientError, LEASE_EXPIRED } from '../errors.ts';
+import { LEASE_EXPIRED } from '../errors.ts';
+import { clientError } from '../error-codes.ts';
 
 /**
  * An error only the OpenAI-compatible API has (its own code, e.g. model_not_found), answered

@@ -1,4 +1,4 @@
-import { clientError } from '../errors.ts';
+import { clientError } from '../error-codes.ts';
 import type { Item } from '../items.ts';
 import { trackCall } from '../session/log/open-calls.ts';
 import { errorRecord } from '../turn/index.ts';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { clientError, SESSION_DELETED, TURN_CANCELLED } from '../errors.ts';
+import { SESSION_DELETED, TURN_CANCELLED } from '../errors.ts';
+import { clientError } from '../error-codes.ts';
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { ClosedTurn } from '../session/log/types.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { planCompaction, summarizeContext } from '../../lib/compaction/index.ts';
-import { clientError } from '../../lib/errors.ts';
+import { clientError } from '../../lib/error-codes.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { approximateTokenCounter } from '../../lib/tokens/index.ts';

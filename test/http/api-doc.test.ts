@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { STATUS_BY_CODE } from '../../functions/error-handler.ts';
 import { Metrics } from '../../functions/metrics.ts';
-import { ERROR_CODES } from '../../lib/errors.ts';
+import { ERROR_CODES } from '../../lib/error-codes.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { sessionSchema } from '../../lib/session/fields.ts';
 import { turnResponseSchema } from '../../lib/turn/wire.ts';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { clientError, InvalidRequestError, ReplayedError } from '../../lib/errors.ts';
+import { InvalidRequestError, ReplayedError } from '../../lib/errors.ts';
+import { clientError } from '../../lib/error-codes.ts';
 import { bracketedField, bracketSegments, pathDetails } from '../../lib/field-path.ts';
 import { namedInRequest } from '../../lib/openai/request.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clientError } from '../../lib/errors.ts';
+import { clientError } from '../../lib/error-codes.ts';
 import type { Model, ModelStreamEvent } from '../../lib/models/model.ts';
 import { callModel } from '../../lib/turn/model-call.ts';
 

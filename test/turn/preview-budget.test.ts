@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
-import { clientError, TailgateError } from '../../lib/errors.ts';
+import { TailgateError } from '../../lib/errors.ts';
+import { clientError } from '../../lib/error-codes.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';

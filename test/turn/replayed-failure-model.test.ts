@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { clientError, TailgateError } from '../../lib/errors.ts';
+import { TailgateError } from '../../lib/errors.ts';
+import { clientError } from '../../lib/error-codes.ts';
 import { ModelError } from '../../lib/models/errors.ts';
 import { doneKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';

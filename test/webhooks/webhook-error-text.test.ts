@@ -10,7 +10,7 @@ import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
 import { startWebhookReceiver, WEBHOOK_SECRET, type WebhookReceiver } from '../support/webhook-receiver.ts';
 
 // A webhook goes to an outside URL: a failed turn's event carries what a client may see of the
-// error (lib/errors.ts clientError), as the API's error JSON does, never a provider's own text.
+// error (lib/error-codes.ts clientError), as the API's error JSON does, never a provider's own text.
 
 let receiver: WebhookReceiver;
 beforeAll(async () => {

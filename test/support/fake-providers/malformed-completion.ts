@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { clientError } from '../../../lib/errors.ts';
+import { clientError } from '../../../lib/error-codes.ts';
 import type { ModelRequest } from '../../../lib/models/model.ts';
 import { resolveModel } from '../../../lib/models/resolve-model.ts';
 import { jsonAnswer, scriptedFetch } from './scripted-fetch.ts';

@@ -93,13 +93,14 @@ export class UnknownModelError extends TailgateError {
  * A known provider that cannot be used as configured: a required setting (an API key, a base
  * URL, the Workers AI binding) is missing or a model setting is malformed: 503
  * `not_configured` (`details.field = "model"`, `details.setting`), checked before a turn
- * stores anything, never a crash.
+ * stores anything, never a crash. Its message starts with its field (`model: `), as the other
+ * refusals of a model do (UnknownModelError).
  */
 export class ModelConfigurationError extends TailgateError {
   /** The setting the model needs (missing or malformed). */
   readonly setting: string;
   constructor(message: string, details: { model: string; setting: string }) {
-    super('not_configured', message, { field: 'model', ...details });
+    super('not_configured', `model: ${message}`, { field: 'model', ...details });
     this.setting = details.setting;
     this.name = 'ModelConfigurationError';
   }

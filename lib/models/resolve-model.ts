@@ -58,8 +58,8 @@ const settingSchema = z.preprocess(blankToUndefined, z.string().optional());
  * network call, so it can run per request.
  *
  * Throws `UnknownModelError` for an unknown provider or a malformed id, and
- * `ModelConfigurationError` when a required setting is missing or malformed. Both carry code
- * `invalid_request` and `details.field = "model"`.
+ * `ModelConfigurationError` when a required setting is missing or malformed (`invalid_request`
+ * and `not_configured`); both carry `details.field = "model"` and a message starting `model: `.
  *
  * @example
  * resolveModel('echo', {}).id // 'echo'
@@ -87,7 +87,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
   const required = (key: keyof ModelEnvironment) => {
     const value = setting(key);
     if (value === undefined) {
-      throw new ModelConfigurationError(`model "${id}" needs the ${key} setting, which is not configured`, {
+      throw new ModelConfigurationError(`"${id}" needs the ${key} setting, which is not configured`, {
         model: id,
         setting: key,
       });
@@ -135,7 +135,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
     case 'workers-ai': {
       const binding = environment.AI ?? environment.ai;
       if (!binding || typeof binding.run !== 'function') {
-        throw new ModelConfigurationError(`model "${id}" needs the Workers AI binding AI, which is not configured`, {
+        throw new ModelConfigurationError(`"${id}" needs the Workers AI binding AI, which is not configured`, {
           model: id,
           setting: 'AI',
         });

@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { TailgateError, TurnInProgressError } from '../../lib/errors.ts';
+import { ModelConfigurationError } from '../../lib/models/errors.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { resolveStrategyNames } from '../../lib/turn/plan.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -33,5 +35,20 @@ describe("docs/API.md's error table", () => {
     const details = (refused as TailgateError).details as object;
     expect(details).toMatchObject({ field: 'strategies.1', strategy: 'nosuch' });
     expect(documentedDetails('unknown_strategy')).toEqual(expect.arrayContaining(Object.keys(details)));
+  });
+
+  it("names every detail the not_configured of a model without its setting carries, and its message's field", () => {
+    let refused: unknown;
+    try {
+      resolveModel('anthropic:claude-sonnet-4-5', {});
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(ModelConfigurationError);
+    const { details, message } = refused as ModelConfigurationError;
+    expect(documentedDetails('not_configured')).toEqual(expect.arrayContaining(Object.keys(details as object)));
+    expect(message.startsWith('model: ')).toBe(true);
+    const row = api.split('\n').find((line) => line.startsWith('| `not_configured` |'));
+    expect(row).toContain('`model: ');
   });
 });

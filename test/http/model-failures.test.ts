@@ -129,6 +129,9 @@ describe('model failures', () => {
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
     expect(refused.status).toBe(503);
     expect(refused.body.error).toMatchObject({ code: 'not_configured', details: { setting: 'ANTHROPIC_API_KEY' } });
+    // Its message starts with the field it names, as the model's other refusals' do.
+    expect(refused.body.error.details.field).toBe('model');
+    expect(refused.body.error.message).toMatch(/^model: /);
     const after = await store.list(`sessions/${id}/`);
     expect(after.objects.map((object) => object.key).filter((key) => !key.endsWith('session.json'))).toEqual(
       before.objects.map((object) => object.key).filter((key) => !key.endsWith('session.json')),

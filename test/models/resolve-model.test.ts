@@ -104,6 +104,7 @@ describe('resolveModel', () => {
       expect(error.code).toBe('not_configured');
       expect(error.details).toEqual({ field: 'model', model: id, setting });
       expect(error.message).toContain(setting);
+      expect(error.message).toMatch(/^model: /);
       // A malformed one, with the text it refused.
       const text = (environment as Record<string, unknown>)[setting];
       if (typeof text === 'string' && text.trim() !== '') expect(error.message).toContain(JSON.stringify(text));

@@ -92,13 +92,22 @@ async function consumeNotices(
   return { notices: consumed.delivered, createdAt: session.created_at };
 }
 
-/** The strategies a call runs: the header's (an unknown name is a 400 naming it), else the deployment's. */
+/** The header a call's strategies come from. */
+const STRATEGIES_HEADER = 'x-tailgate-strategies';
+
+/**
+ * The strategies a call runs: the header's, else the deployment's. An unknown name is a 400 naming the header as a
+ * header's other refusals do (functions/error-handler.ts validationError): `details.field` and `param` are its name,
+ * and the message starts `header.x-tailgate-strategies: `.
+ */
 function strategiesOf(header: string | undefined, env: Parameters<typeof resolveStrategyNames>[1]): string[] {
   try {
     return resolveStrategyNames(header, env);
   } catch (error) {
     if (header === undefined || !(error instanceof UnknownStrategyError)) throw error;
-    throw new OpenAIApiError(400, error.code, error.message, 'x-tailgate-strategies', error.details);
+    const message = `header.${STRATEGIES_HEADER}: ${error.message}`;
+    const details = { field: STRATEGIES_HEADER, ...(error.details as object) };
+    throw new OpenAIApiError(400, error.code, message, STRATEGIES_HEADER, details);
   }
 }
 

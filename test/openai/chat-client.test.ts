@@ -150,6 +150,20 @@ describe('the official openai client: chat completions', () => {
       .catch((error: unknown) => error);
     expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
     expect(unknown).toMatchObject({ code: 'unknown_strategy', param: 'x-tailgate-strategies' });
+    // It names the header as a header's other refusals do: `details.field` and the message's start.
+    const tooLong = await world.client.chat.completions
+      .create({ model: 'echo', messages }, { headers: { 'x-tailgate-strategies': 'x'.repeat(1001) } })
+      .catch((error: unknown) => error);
+    expect(tooLong).toMatchObject({ code: 'invalid_request', param: 'x-tailgate-strategies' });
+    for (const refused of [unknown, tooLong] as InstanceType<typeof OpenAI.BadRequestError>[]) {
+      const error = refused.error as { message: string; details: { field: string } };
+      expect(error.details.field).toBe('x-tailgate-strategies');
+      expect(error.message).toMatch(/^header\.x-tailgate-strategies: /);
+    }
+    expect((unknown as { error: { details: unknown } }).error.details).toMatchObject({
+      strategy: 'no_such_strategy',
+      known: expect.arrayContaining(['none']),
+    });
   });
 
   it('delivers at most 32 notices of x-tailgate-session a call (MAX_NOTICES_PER_TURN), the rest next', async () => {

@@ -55,6 +55,34 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(api.get(`/v1/sessions/${id}/prompt?${query}`))).toBe('strategy_config.epoch_sise');
   });
 
+  it("in a turn's or a preview's context_limit or model, that field, its message starting with it", async () => {
+    const id = await api.session();
+    const turns = `/v1/sessions/${id}/turns`;
+    const prompt = (config: unknown) =>
+      api.get(`/v1/sessions/${id}/prompt?${new URLSearchParams({ strategy_config: JSON.stringify(config) })}`);
+    for (const context_limit of ['big', -1, 1.5, null]) {
+      for (const refused of [
+        await api.post(turns, { input: 'x', strategy_config: { context_limit } }),
+        await prompt({ context_limit }),
+      ]) {
+        expect(await fieldOf(Promise.resolve(refused))).toBe('strategy_config.context_limit');
+        expect(refused.body.error.message).toMatch(/^(body\.)?strategy_config\.context_limit: /);
+      }
+    }
+    const unknown = await api.post(turns, { input: 'x', model: 'nosuch' });
+    expect(await fieldOf(Promise.resolve(unknown))).toBe('model');
+    expect(unknown.body.error.message).toMatch(/^model: unknown model "nosuch"/);
+    const empty = await api.post(turns, { input: 'x', model: '' });
+    expect(await fieldOf(Promise.resolve(empty))).toBe('model');
+    expect(empty.body.error.message).toMatch(/^body\.model: /);
+    // A known provider without its key is the operator's (503), named the same way.
+    const unconfigured = await api.post(turns, { input: 'x', model: 'anthropic:c' });
+    expect(unconfigured.status).toBe(503);
+    expect(unconfigured.body.error).toMatchObject({ code: 'not_configured', details: { field: 'model' } });
+    expect(unconfigured.body.error.message).toMatch(/^model: /);
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
+  });
+
   it('in an output answering no open call, the path of its call_id', async () => {
     const id = await api.session();
     const input = [{ type: 'function_call_output', call_id: 'call_none', output: 'x' }];

@@ -137,7 +137,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   // After the services: a session's limit checks a bound token's revocation before it counts.
   app.use(
     '*',
-    rateLimit(turnLimits(options.turnLimiter ?? new WindowLimiter(clock), readEnvironment), () =>
+    rateLimit(turnLimits(options.turnLimiter ?? new WindowLimiter(clock), readEnvironment, log), () =>
       options.metrics?.count('tailgate_turn_errors_total', { code: 'rate_limited' }),
     ),
   );

@@ -44,13 +44,28 @@ interface RateLimitBinding {
 /** The binding name of each limit on Workers. */
 const BINDINGS: Record<LimitKind, string> = { session: 'TURN_LIMIT_PER_SESSION', token: 'TURN_LIMIT_PER_TOKEN' };
 
-/** The binding of `kind` in a Workers environment, if one is bound. */
-export function bindingLimit(environment: RuntimeEnvironment, kind: LimitKind): TurnLimit | undefined {
-  const binding = environment[BINDINGS[kind]] as RateLimitBinding | undefined;
+/** Where a limit reports a failure of its own (the app's log). */
+type LimitLog = (message: string, details?: unknown) => void;
+
+/**
+ * The binding of `kind` in a Workers environment, if one is bound. A binding that fails lets the
+ * turn through, logged as an error: the limit guards against a runaway client, and the platform
+ * documents no failure of its own to answer for with a 5xx.
+ */
+export function bindingLimit(environment: RuntimeEnvironment, kind: LimitKind, log: LimitLog): TurnLimit | undefined {
+  const name = BINDINGS[kind];
+  const binding = environment[name] as RateLimitBinding | undefined;
   if (typeof binding?.limit !== 'function') return undefined;
   // The binding says nothing of when its window frees up: a whole period (60 s) is always enough.
   return {
-    take: async (key) => ((await binding.limit({ key })).success ? null : WINDOW_MS / 1000),
+    take: async (key) => {
+      try {
+        return (await binding.limit({ key })).success ? null : WINDOW_MS / 1000;
+      } catch (error) {
+        log(`rate limit: the ${name} binding failed; the turn goes on unlimited by it`, error);
+        return null;
+      }
+    },
     perMinute: null,
   };
 }
@@ -132,9 +147,15 @@ export class WindowLimiter {
 export type TurnLimits = (c: Context<AppEnv>, kind: LimitKind) => TurnLimit | undefined;
 
 /** The in-process limits of the settings, with the bindings first when `environment` has them. */
-export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context) => RuntimeEnvironment): TurnLimits {
+export function turnLimits(
+  limiter: WindowLimiter,
+  readEnvironment: (c: Context) => RuntimeEnvironment,
+  log: LimitLog,
+): TurnLimits {
   return (c, kind) => {
-    const bound = bindingLimit(readEnvironment(c), kind);
+    const bound = bindingLimit(readEnvironment(c), kind, (message, details) =>
+      log(`${message} (${c.var.requestId})`, details),
+    );
     if (bound) return bound;
     const perMinute = c.get('config').turnsPerMinute[kind];
     if (perMinute === null) return undefined;

@@ -390,3 +390,32 @@ describe('a Workers Rate Limiting binding', () => {
     expect(details).toEqual({ per: 'session', limit: null, retry_after_seconds: 60 });
   });
 });
+
+describe('a Rate Limiting binding that fails', () => {
+  it('lets the turn through and logs an error naming the binding, rather than answering 500', async () => {
+    const logged: string[] = [];
+    const app = createApp({
+      store: () => store,
+      readEnvironment: (c) => c.env ?? {},
+      log: (message) => logged.push(message),
+      clock: () => new Date(now),
+    });
+    const failing = {
+      limit: async () => {
+        throw new Error('rate limiter unavailable');
+      },
+    };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const env = { ...environment, TURN_LIMIT_PER_SESSION: failing, TURN_LIMIT_PER_TOKEN: failing };
+    const id = freshId('binding-down');
+    await app.request('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) }, env);
+    const response = await app.request(
+      `/v1/sessions/${id}/turns`,
+      { method: 'POST', headers, body: JSON.stringify({ input: 'hi' }) },
+      env,
+    );
+    expect(response.status).toBe(200);
+    expect(logged.filter((line) => line.includes('TURN_LIMIT_PER_TOKEN'))).toHaveLength(1);
+    expect(logged.filter((line) => line.includes('TURN_LIMIT_PER_SESSION'))).toHaveLength(1);
+  });
+});

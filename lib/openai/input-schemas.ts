@@ -127,7 +127,13 @@ const compactionInput = z
 const reasoningInput = z
   .object({
     type: z.literal('reasoning'),
-    id: z.string().max(256).nullable().optional(),
+    // OpenAI refuses an id of another form ("Expected an ID that begins with 'rs'").
+    id: z
+      .string()
+      .max(256)
+      .regex(/^rs_[A-Za-z0-9_-]+$/, { error: 'a reasoning item\'s id is "rs_" then letters, digits, "_" or "-"' })
+      .nullable()
+      .optional(),
     summary: z.array(z.object({ type: z.literal('summary_text'), text: z.string() }).strict()).max(100),
     content: z
       .array(z.object({ type: z.literal('reasoning_text'), text: z.string() }).strict())

@@ -2,7 +2,7 @@ import type OpenAI from 'openai';
 import type { ResponseInputItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { recordedThinking, recordedTool } from '../support/fake-providers/thinking.ts';
-import { clientOnThinkingAnthropic } from './server.ts';
+import { clientOnThinkingAnthropic, sessionKeys } from './server.ts';
 
 // A conversation's item list and a response's input_items list the model's reasoning as the
 // response's output shows it: its reasoning items before the item they came with, under the
@@ -144,5 +144,32 @@ describe('reasoning items in the item lists', () => {
     const input = await client.responses.inputItems.list(response.id, { order: 'asc' });
     // Its input stored the compaction's summary alone, as a user message, with no reasoning.
     expect(input.data.map((item) => item.type)).toEqual(['message']);
+  });
+
+  it("refuses a reasoning item whose id is not a reasoning item's, naming it; nothing is stored", async () => {
+    const { client, tailgate } = world;
+    const call = { type: 'function_call' as const, call_id: 'c1', name: 'get_weather', arguments: '{}' };
+    const summary = [{ type: 'summary_text' as const, text: 'Look it up.' }];
+    const input = (id: string | null) =>
+      [{ role: 'user', content: 'Weather?' }, { type: 'reasoning', id, summary }, call] as ResponseInputItem[];
+    const conversation = await client.conversations.create({});
+    const stored = await sessionKeys(tailgate);
+    for (const id of ['msg_1', '', 'rs_a:b', 'rs_']) {
+      await expect(client.responses.create({ ...request, input: input(id) }), id).rejects.toMatchObject({
+        status: 400,
+        error: { type: 'invalid_request_error', param: 'input[1].id' },
+      });
+      await expect(
+        client.conversations.items.create(conversation.id, { items: input(id).slice(1) }),
+        id,
+      ).rejects.toMatchObject({ status: 400, error: { param: 'items[0].id' } });
+    }
+    expect(await sessionKeys(tailgate)).toEqual(stored);
+    // An id of OpenAI's form is taken, as a null one is.
+    for (const id of ['rs_68af3d2a9c5c81a0b0e4d6f1c2a3b4c5', null]) {
+      await expect(client.responses.create({ ...request, input: input(id) })).resolves.toMatchObject({
+        status: 'completed',
+      });
+    }
   });
 });

@@ -106,6 +106,20 @@ describe('store: false reasoning across a tool loop', () => {
     });
     expect(next.status).toBe('completed');
     expect(world.provider.requests.at(-1)!.body.thinking).toBeUndefined();
+
+    // A payload tailgate did not give (OpenAI's own, from a history brought over) is not sent: the same.
+    const foreign = await world.client.responses.create({
+      ...request,
+      input: [
+        { role: 'user', content: 'Weather in Paris?' },
+        ...done.map((item) => ({ ...item, encrypted_content: 'gAAAAABo-openai-payload==' })),
+        { type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments },
+        { type: 'function_call_output', call_id: callId, output: '18C, sunny' },
+      ],
+    });
+    expect(foreign.status).toBe('completed');
+    expect(world.provider.requests.at(-1)!.body.thinking).toBeUndefined();
+    expect(thinkingSentBack()).toEqual([]);
   });
 
   it("takes a stored response's reasoning back by reference, with its payload", async () => {

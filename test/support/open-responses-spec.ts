@@ -42,8 +42,23 @@ const functionCallOutput = z.object({
   status: itemStatus,
 });
 const compaction = z.object({ type: z.literal('compaction'), id: z.string(), encrypted_content: z.string() });
+const summaryText = z.object({ type: z.literal('summary_text'), text: z.string() });
+// ReasoningBody: `encrypted_content` may be left out, never null.
+const reasoningItem = z.object({
+  type: z.literal('reasoning'),
+  id: z.string(),
+  summary: z.array(summaryText),
+  content: z.array(z.unknown()).optional(),
+  encrypted_content: z.string().optional(),
+});
 
-export const itemSchema = z.discriminatedUnion('type', [message, functionCall, functionCallOutput, compaction]);
+export const itemSchema = z.discriminatedUnion('type', [
+  message,
+  functionCall,
+  functionCallOutput,
+  reasoningItem,
+  compaction,
+]);
 
 const functionTool = z.object({
   type: z.literal('function'),
@@ -132,6 +147,7 @@ const event = <Type extends string, Shape extends z.ZodRawShape>(type: Type, sha
 const snapshot = { response: responseSchema };
 const itemEvent = { output_index: integer, item: itemSchema.nullable() };
 const partEvent = { item_id: z.string(), output_index: integer, content_index: integer };
+const summaryEvent = { item_id: z.string(), output_index: integer, summary_index: integer };
 
 export const streamingEventSchema = z.discriminatedUnion('type', [
   event('response.created', snapshot),
@@ -146,6 +162,10 @@ export const streamingEventSchema = z.discriminatedUnion('type', [
   event('response.content_part.done', { ...partEvent, part: outputText }),
   event('response.output_text.delta', { ...partEvent, delta: z.string() }),
   event('response.output_text.done', { ...partEvent, text: z.string() }),
+  event('response.reasoning_summary_part.added', { ...summaryEvent, part: summaryText }),
+  event('response.reasoning_summary_part.done', { ...summaryEvent, part: summaryText }),
+  event('response.reasoning_summary_text.delta', { ...summaryEvent, delta: z.string() }),
+  event('response.reasoning_summary_text.done', { ...summaryEvent, text: z.string() }),
   event('response.function_call_arguments.delta', {
     item_id: z.string(),
     output_index: integer,

@@ -41,10 +41,23 @@ export function checkHeldIds(
   }
 }
 
-/** Whether an id names one of the first `items` items of the session `scope` reads, as listed. */
+/**
+ * Whether an id names one of the first `items` items of the session `scope` reads, as listed; in
+ * a fork, also as the conversation it was forked from (or that one's own parent) listed an item
+ * the fork inherited: that conversation's id of an item up to the fork point, naming no generation
+ * or the one the fork reads (a parent's ids are not read, so one of an item a delete took out
+ * before the fork, its seq taken again since, counts too).
+ */
 export function heldIn(scope: LogScope, items: number): (id: string) => boolean {
   return (id) => {
     const ref = parseItemId(id);
-    return ref?.sessionId === scope.id && ref.seq <= items && storedItemId(scope, ref.kind, ref.seq) === id;
+    if (!ref || ref.seq > items) return false;
+    if (ref.sessionId === scope.id) return storedItemId(scope, ref.kind, ref.seq) === id;
+    return (scope.ancestors ?? []).some(
+      (point) =>
+        point.id === ref.sessionId &&
+        ref.seq <= point.seq &&
+        (ref.generation === undefined || ref.generation === point.generation),
+    );
   };
 }

@@ -127,6 +127,41 @@ describe('an input item sent with the id of an item its conversation holds', () 
     expect(await forks()).toHaveLength(before.length + 1);
   });
 
+  it("is refused in a branch's later steps under its parent's id of an inherited item", async () => {
+    const { client } = world;
+    const first = await client.responses.create({ model: 'echo', input: 'first' });
+    const second = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'second' });
+    const branch = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'branch' });
+    const forked = branch.conversation!.id;
+    expect(forked).not.toBe(first.conversation!.id);
+    const before = await itemTexts(client, forked);
+    // The first response's output is in the branch's history (as OpenAI's chain of the branch holds it).
+    const [question] = (await client.responses.inputItems.list(first.id)).data;
+    for (const resent of [first.output[0]!, question!]) {
+      const error = await failure(
+        client.responses.create({
+          model: 'echo',
+          previous_response_id: branch.id,
+          input: [{ role: 'user', content: 'next' }, resent as ResponseInputItem],
+        }),
+      );
+      expect(error).toMatchObject({
+        status: 400,
+        param: 'input[1].id',
+        message: expect.stringContaining(`Duplicate item found with id ${resent.id}.`),
+      });
+    }
+    expect(await itemTexts(client, forked)).toEqual(before);
+    // The second response's output came after the branch's point: it is none of the branch's items.
+    const next = await client.responses.create({
+      model: 'echo',
+      previous_response_id: branch.id,
+      input: [{ role: 'user', content: 'next' }, ...(second.output as ResponseInputItem[])],
+    });
+    expect(next.conversation!.id).toBe(forked);
+    expect(await itemTexts(client, forked)).toHaveLength(before.length + 3);
+  });
+
   it("is no duplicate once a delete took the item out, nor once another item took that item's seq", async () => {
     const { client } = world;
     const first = await client.responses.create({ model: 'echo', input: 'first' });

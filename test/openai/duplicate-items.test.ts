@@ -162,6 +162,25 @@ describe('an input item sent with the id of an item its conversation holds', () 
     expect(await itemTexts(client, forked)).toHaveLength(before.length + 3);
   });
 
+  it('is none without an id: a history resent under previous_response_id is appended again', async () => {
+    const { client } = world;
+    const first = await client.responses.create({ model: 'echo', input: 'one' });
+    const conversation = first.conversation!.id;
+    const next = await client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [
+        { role: 'user', content: 'one' },
+        { role: 'assistant', content: first.output_text },
+        { role: 'user', content: 'two' },
+      ],
+    });
+    expect(next.conversation!.id).toBe(conversation);
+    const texts = await itemTexts(client, conversation);
+    expect(texts).toHaveLength(6);
+    expect(texts.slice(2, 4)).toEqual(texts.slice(0, 2));
+  });
+
   it("is no duplicate once a delete took the item out, nor once another item took that item's seq", async () => {
     const { client } = world;
     const first = await client.responses.create({ model: 'echo', input: 'first' });

@@ -210,15 +210,23 @@ export function createTurnRunner(
 }
 
 /**
- * A body with a non-JSON content type is refused up front: the validator would otherwise
+ * A compressed body (a Content-Encoding other than identity) is refused up front: no runtime
+ * decodes it, and its bytes would be answered as not UTF-8. A body with a non-JSON content type
+ * is refused too: the validator would otherwise
  * read it as an empty object (`curl -d` without a JSON Content-Type creates a session with
  * defaults instead of the one asked for). An empty body needs no content type (`curl -X POST`
  * of a revoke or a cancel): Node hands such a request a body stream, so its bytes are counted
  * (bodyBudget has bounded them already).
  */
 const requireJsonBody: MiddlewareHandler = async (c, next) => {
-  if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE' || isStreamedImport(c))
-    return next();
+  if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
+  const encoding = c.req.header('content-encoding')?.trim();
+  if (encoding && encoding.toLowerCase() !== 'identity')
+    throw new InvalidRequestError(
+      `the request body must not be compressed (Content-Encoding: ${encoding}): send it without Content-Encoding`,
+      { field: 'content-encoding' },
+    );
+  if (isStreamedImport(c)) return next();
   const contentType = c.req.header('content-type');
   if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) return next();
   if (contentType === undefined && (await c.req.arrayBuffer()).byteLength === 0) return next();

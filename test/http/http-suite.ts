@@ -442,6 +442,37 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(((await turn.json()) as any).error.details.field).toBe('input');
     });
 
+    // The service decodes no Content-Encoding: a compressed body was answered "body: not UTF-8".
+    it('a compressed body (Content-Encoding: gzip) is 400 naming content-encoding, nothing stored', async () => {
+      const id = await api.session();
+      const json = new TextEncoder().encode(JSON.stringify({ input: 'hello' }));
+      const compressed = new Blob([json]).stream().pipeThrough(new CompressionStream('gzip'));
+      const gzip = new Uint8Array(await new Response(compressed).arrayBuffer());
+      const sent = (path: string, encoding: string, body: Uint8Array<ArrayBuffer>) =>
+        harness.fetch(path, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${TOKEN}`,
+            'content-type': 'application/json',
+            'content-encoding': encoding,
+          },
+          body,
+        });
+      for (const [path, encoding, body] of [
+        [`/v1/sessions/${id}/turns`, 'gzip', gzip],
+        ['/v1/responses', 'br', json],
+      ] as const) {
+        const response = await sent(path, encoding, body);
+        expect(response.status).toBe(400);
+        const error = ((await response.json()) as any).error;
+        expect(error.code).toBe('invalid_request');
+        expect(error.message).toContain(`Content-Encoding: ${encoding}`);
+        expect(path === '/v1/responses' ? error.param : error.details.field).toBe('content-encoding');
+      }
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(0);
+      expect((await sent(`/v1/sessions/${id}/turns`, 'identity', json)).status).toBe(200);
+    });
+
     it.each([
       ['missing input', {}, 'input'],
       ['empty input string', { input: '' }, 'input'],

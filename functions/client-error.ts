@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { InvalidRequestError, PayloadTooLargeError, TailgateError } from '../lib/errors.ts';
 import { errorBody } from './error-handler.ts';
@@ -54,4 +55,26 @@ export function clientErrorResponse(error: ClientError): string {
     `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\n${id}` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
   );
+}
+
+/**
+ * The answer of the Node and Deno servers to a request whose `Expect` is other than
+ * `100-continue` (node:http's `checkExpectation`, whose own answer is a bare 417): a 417
+ * `expectation_failed` in the API's error JSON, the request not run, the connection closed.
+ */
+export function answerExpectation(request: IncomingMessage, response: ServerResponse): void {
+  const expectation = request.headers.expect ?? '';
+  const refused = new TailgateError(
+    'expectation_failed',
+    `Expect: ${expectation} cannot be met: only 100-continue is taken`,
+    { expect: expectation },
+  );
+  const body = JSON.stringify(errorBody(refused).body);
+  response.writeHead(417, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    [REQUEST_ID_HEADER]: newRequestId(),
+    connection: 'close',
+  });
+  response.end(body);
 }

@@ -36,6 +36,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   idempotency_key_reused: 422,
   payload_too_large: 413,
   headers_too_large: 431,
+  expectation_failed: 417,
   overloaded: 503,
   rate_limited: 429,
   context_too_large: 413,

@@ -13,7 +13,7 @@ import { FileStore } from '../lib/store/file.ts';
 import { keyPrefixProblem } from '../lib/store/file-format.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
-import { answerClientError } from './client-error.ts';
+import { answerClientError, answerExpectation } from './client-error.ts';
 import { DOCS_SCRIPT_SOURCE } from './docs-page.ts';
 import { lingerOnRefusal, withheldUntilContinue } from './lingering-close.ts';
 import { s3StoreFromConfig } from './s3-store-from-env.ts';
@@ -166,6 +166,8 @@ export function serveLocal(
   // A request the parser refuses (a body longer than its Content-Length) is answered in the
   // API's error JSON, not Node's bare 400 (functions/client-error.ts).
   server.on('clientError', answerClientError);
+  // An `Expect` other than 100-continue is refused in the error JSON too, not with a bare 417.
+  server.on('checkExpectation', answerExpectation);
   // A body refused unread is read and dropped while its client goes on sending it, so that the
   // client reads the refusal (functions/lingering-close.ts).
   lingerOnRefusal(server);

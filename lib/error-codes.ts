@@ -29,6 +29,7 @@ export const ERROR_CODES = [
   'idempotency_key_reused',
   'payload_too_large',
   'headers_too_large',
+  'expectation_failed',
   'overloaded',
   'rate_limited',
   'context_too_large',

@@ -107,4 +107,29 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     // The server goes on serving.
     expect((await fetch(`${server.origin}/healthz`)).status).toBe(200);
   });
+
+  // node:http answered an expectation other than 100-continue with a bare 417, no body.
+  it('an Expect other than 100-continue is a 417 expectation_failed in error JSON; nothing is stored', async () => {
+    const body = JSON.stringify({ id: 'expects-much' });
+    const answer = await rawExchange(
+      server,
+      `POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nExpect: 200-ok\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    const { status, headers, body: error } = parsed(answer);
+    expect(status).toBe('HTTP/1.1 417 Expectation Failed');
+    expect(headers).toContain('content-type: application/json');
+    expect(headers).toContain('x-request-id: req_');
+    expect(error).toEqual({
+      error: {
+        code: 'expectation_failed',
+        message: 'Expect: 200-ok cannot be met: only 100-continue is taken',
+        details: { expect: '200-ok' },
+      },
+    });
+    const session = await fetch(`${server.origin}/v1/sessions/expects-much`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(session.status).toBe(404);
+  });
 });

@@ -132,4 +132,16 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     });
     expect(session.status).toBe(404);
   });
+
+  // Unlike a parser's refusal, an Expect's comes after the request before it on the connection is answered.
+  it('answers a request sent before a refused Expect on the same connection, then the 417', async () => {
+    const answer = await rawExchange(
+      server,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n' +
+        `POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nExpect: 200-ok\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    expect(answer.match(/HTTP\/1\.1 \d+/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 417']);
+    expect(answer).toContain('"code":"expectation_failed"');
+  });
 });

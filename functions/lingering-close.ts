@@ -29,7 +29,8 @@ export function withheldUntilContinue(request: IncomingMessage): { continued: ()
 /**
  * Lingering close on the Node and Deno servers (node:http). A response that ends its
  * connection (`Connection: close`) before the request's body arrived whole (a 413 over
- * MAX_BODY_BYTES, a 401, a 503 `overloaded`: functions/body-budget.ts) leaves a client that
+ * MAX_BODY_BYTES, a 401, a 503 `overloaded`: functions/body-budget.ts; a 417 for an `Expect`
+ * other than 100-continue, functions/client-error.ts) leaves a client that
  * may still be sending that body. Ended at once, the socket is reset under the client's next
  * write, which drops the answer the client has not read yet: fetch and the `openai` client
  * then report a connection error (EPIPE, ECONNRESET) instead of the 413, and the `openai`
@@ -50,25 +51,31 @@ export function lingerOnRefusal(server: Server): void {
       socket.destroy();
       return true;
     }
+    // A request refused for its Expect reaches no 'request' listener: its answer lingers too. (A
+    // listener of 'checkExpectation' here would take node:http's own 417 from a server without one.)
+    if (event === 'checkExpectation') lingerAfter(args[0] as IncomingMessage);
     return Reflect.apply(emit, this, [event, ...args]) as boolean;
   } as Server['emit'];
-  server.on('request', (request: IncomingMessage) => {
-    const socket = request.socket as ClosingSocket;
-    const destroySoon = own.get(socket) ?? socket.destroySoon;
-    if (typeof destroySoon !== 'function') return;
-    own.set(socket, destroySoon);
-    socket.destroySoon = function (this: ClosingSocket) {
-      if (request.complete || bodyWithheld.has(request)) return destroySoon.call(this);
-      this.destroySoon = () => {};
-      lingering.add(this);
-      this.end();
-      const close = () => this.destroy();
-      const timer = setTimeout(close, LINGER_MAX_MS);
-      timer.unref();
-      this.setTimeout(LINGER_IDLE_MS, close);
-      this.once('end', close);
-      this.once('close', () => clearTimeout(timer));
-      this.resume();
-    };
-  });
+  server.on('request', lingerAfter);
+}
+
+/** Makes the close that ends `request`'s answer linger while the rest of its body comes. */
+function lingerAfter(request: IncomingMessage): void {
+  const socket = request.socket as ClosingSocket;
+  const destroySoon = own.get(socket) ?? socket.destroySoon;
+  if (typeof destroySoon !== 'function') return;
+  own.set(socket, destroySoon);
+  socket.destroySoon = function (this: ClosingSocket) {
+    if (request.complete || bodyWithheld.has(request)) return destroySoon.call(this);
+    this.destroySoon = () => {};
+    lingering.add(this);
+    this.end();
+    const close = () => this.destroy();
+    const timer = setTimeout(close, LINGER_MAX_MS);
+    timer.unref();
+    this.setTimeout(LINGER_IDLE_MS, close);
+    this.once('end', close);
+    this.once('close', () => clearTimeout(timer));
+    this.resume();
+  };
 }

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { afterEach, expect, it } from 'vitest';
+import { answerExpectation } from '../../functions/client-error.ts';
 import { lingerOnRefusal } from '../../functions/lingering-close.ts';
 
 /**
@@ -48,4 +49,38 @@ it('runs no request sent after the refused body on the same connection, and clos
   await closed;
   expect(seen).toEqual(['POST /refused']);
   expect(read.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+});
+
+// A request refused for its Expect (functions/client-error.ts) never reaches a 'request' listener.
+it('reads and drops the body of a request refused for its Expect while its client sends it', async () => {
+  server = createServer(() => undefined);
+  server.on('checkExpectation', answerExpectation);
+  lingerOnRefusal(server);
+  await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+
+  const chunk = Buffer.alloc(64 * 1024, 0x20);
+  const chunks = 64;
+  const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+  const errors: string[] = [];
+  socket.on('error', (error: NodeJS.ErrnoException) => errors.push(error.code ?? error.message));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  let read = '';
+  const answered = new Promise<void>((resolve) =>
+    socket.on('data', (data: Buffer) => {
+      read += data.toString('latin1');
+      if (read.includes('}}')) resolve();
+    }),
+  );
+  socket.write(
+    `POST /refused HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: ${chunk.length * chunks}\r\n\r\n`,
+  );
+  await Promise.race([answered, closed]);
+  expect(read).toMatch(/^HTTP\/1\.1 417 /);
+  // The client sends its body on: the socket reads it, so no write meets a reset connection.
+  for (let sent = 0; sent < chunks && !socket.destroyed; sent++)
+    await new Promise<void>((resolve) => socket.write(chunk, () => resolve()));
+  socket.end();
+  await closed;
+  expect(errors).toEqual([]);
 });

@@ -1,25 +1,16 @@
-import { createExecutionContext, env, waitOnExecutionContext } from 'cloudflare:test';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
 import worker from '../../functions/worker.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { freshId } from '../http/http-suite.ts';
+import { bindings, consoleErrors } from './worker-harness.ts';
 
 // A Worker deployed without the queue of background turns (TURNS, wrangler.toml's
 // [[queues.producers]]; an [env.<name>] does not inherit it): its background turns run in the
 // isolate, each logged as an error naming the binding, not silently cut short by waitUntil.
 
 const origin = 'https://tailgate.test';
-const bindings = env as unknown as Record<string, unknown>;
-const errors: string[] = [];
-const [error, log, info] = [console.error, console.log, console.info];
-beforeEach(() => {
-  errors.length = 0;
-  console.error = (...parts: unknown[]) => void errors.push(parts.map(String).join(' '));
-  console.log = console.info = () => undefined;
-});
-afterEach(() => {
-  [console.error, console.log, console.info] = [error, log, info];
-});
+const errors = consoleErrors();
 
 async function call(path: string, body: unknown, overrides: Record<string, unknown> = {}) {
   const context = createExecutionContext();

@@ -1,28 +1,13 @@
-import {
-  createExecutionContext,
-  createMessageBatch,
-  env,
-  getQueueResult,
-  waitOnExecutionContext,
-} from 'cloudflare:test';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecutionContext } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
 import worker from '../../functions/worker.ts';
 import { MAX_TURN_DELIVERIES, type BackgroundTurn } from '../../lib/turn/index.ts';
+import { bindings, consoleErrors } from './worker-harness.ts';
 
 // A background turn's message on the queue of background turns (TURNS, wrangler.toml) whose
 // every delivery meets a storage failure: retried, and at its last delivery given up, logged.
 
-const bindings = env as unknown as Record<string, unknown> & { BUCKET: R2Bucket };
-const errors: string[] = [];
-const [error, log, info] = [console.error, console.log, console.info];
-beforeEach(() => {
-  errors.length = 0;
-  console.error = (...parts: unknown[]) => void errors.push(parts.map(String).join(' '));
-  console.log = console.info = () => undefined;
-});
-afterEach(() => {
-  [console.error, console.log, console.info] = [error, log, info];
-});
+const errors = consoleErrors();
 
 /** An R2 bucket whose every operation fails: storage is down. */
 const downBucket = new Proxy(bindings.BUCKET, {

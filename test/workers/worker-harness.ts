@@ -1,4 +1,5 @@
 import { createExecutionContext, env, SELF } from 'cloudflare:test';
+import { afterEach, beforeEach } from 'vitest';
 import worker from '../../functions/worker.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import type { HttpHarness } from '../http/http-suite.ts';
@@ -40,4 +41,22 @@ export function workerHarness(): HttpHarness {
     keyPrefix: typeof bindings.KEY_PREFIX === 'string' ? bindings.KEY_PREFIX : '',
     logged,
   };
+}
+
+/**
+ * The worker's error lines of each test of the file calling this (its other console output
+ * dropped), emptied before each test.
+ */
+export function consoleErrors(): string[] {
+  const errors: string[] = [];
+  const [error, log, info] = [console.error, console.log, console.info];
+  beforeEach(() => {
+    errors.length = 0;
+    console.error = (...parts: unknown[]) => void errors.push(parts.map(String).join(' '));
+    console.log = console.info = () => undefined;
+  });
+  afterEach(() => {
+    [console.error, console.log, console.info] = [error, log, info];
+  });
+  return errors;
 }

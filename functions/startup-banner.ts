@@ -6,6 +6,7 @@ import type { ServiceConfig } from '../lib/config.ts';
  * dev). `store` says where sessions are kept.
  */
 export function startupBanner(runtime: string, url: string, config: ServiceConfig, store: string): string {
+  const open = config.publicDocs ? '/healthz, /ui, /docs and /openapi.json' : '/healthz and /ui';
   const anonymous = config.allowAnonymous && config.apiToken === undefined;
   const access = anonymous
     ? isLoopback(url)
@@ -15,7 +16,7 @@ export function startupBanner(runtime: string, url: string, config: ServiceConfi
       ? 'bearer token (API_TOKEN)'
       : config.tokenSigningKey !== undefined
         ? 'scoped tokens only (TOKEN_SIGNING_KEY)'
-        : 'none: set API_TOKEN (every request is 503 not_configured)';
+        : `none: set API_TOKEN (every request but ${open} is 503 not_configured)`;
   return [
     `tailgate (${runtime}) on ${url}`,
     `  store:  ${store}`,

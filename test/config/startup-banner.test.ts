@@ -23,3 +23,12 @@ it('warns that anonymous access on another address makes whoever reaches the por
     '  access: bearer token (API_TOKEN)',
   );
 });
+
+it('names what a server without any token refuses, not /healthz or the open /docs, which still answer', () => {
+  expect(access('http://127.0.0.1:8787', parseServiceConfig({}))).toBe(
+    '  access: none: set API_TOKEN (every request but /healthz, /ui, /docs and /openapi.json is 503 not_configured)',
+  );
+  expect(access('http://127.0.0.1:8787', parseServiceConfig({ PUBLIC_DOCS: 'false' }))).toBe(
+    '  access: none: set API_TOKEN (every request but /healthz and /ui is 503 not_configured)',
+  );
+});

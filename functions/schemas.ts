@@ -197,7 +197,7 @@ export const noticeCreateSchema = z
   .object({ content: z.string(), name: noticeNameSchema.optional() })
   .strict()
   .refine((body) => body.name === ABORT_NOTICE_NAME || body.content.trim() !== '', {
-    message: 'must not be empty (only the notice named abort may have no content)',
+    message: 'must not be blank (empty or whitespace only); only the notice named abort may be',
     path: ['content'],
   })
   .meta({ id: 'NoticeCreate' });

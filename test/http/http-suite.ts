@@ -1239,7 +1239,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       const response = await api.post(`/v1/sessions/${id}/inbox`, body);
       expect(response.status).toBe(400);
       expect(response.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'content' } });
-      expect(response.body.error.message).toMatch(/^body\.content: must not be empty/);
+      expect(response.body.error.message).toMatch(/^body\.content: must not be blank \(empty or whitespace only\)/);
       expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toEqual([]);
     });
 

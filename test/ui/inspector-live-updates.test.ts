@@ -218,7 +218,7 @@ describe('the inspector follows what other clients do', () => {
   });
 
   it('the row the reader looks at, drawn again as newer turns come, stays where it was', {
-    timeout: 90_000,
+    timeout: 120_000,
   }, async () => {
     await call('POST', '/v1/sessions', { id: 'redrawn' });
     for (let index = 1; index <= 25; index++) await call('POST', '/v1/sessions/redrawn/turns', { input: `t${index}` });
@@ -241,7 +241,14 @@ describe('the inspector follows what other clients do', () => {
     await call('DELETE', '/v1/sessions/redrawn/turns/25');
     for (const input of ['t25 again', 't26']) await call('POST', '/v1/sessions/redrawn/turns', { input });
     release();
-    await row(26).waitFor({ state: 'attached', timeout: 30_000 });
+    // Long enough for two failed polls' backoff (10 s, then 20 s: poll.ts) on a loaded machine;
+    // a failure says what the page's live-update line said.
+    await row(26)
+      .waitFor({ state: 'attached', timeout: 60_000 })
+      .catch(async (error: Error) => {
+        const state = await page.locator('#live-message').textContent();
+        throw new Error(`${error.message}\nthe live-update line: ${JSON.stringify(state)}`);
+      });
     expect(await row(25).evaluate((details) => (details as any).marked === true)).toBe(false);
     expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
     expect(await notReloaded(page)).toBe(true);

@@ -22,7 +22,7 @@ import {
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { takenUp } from './log/queue-taking.ts';
 import { markTaking, withdrawing, withdrawQueued } from './log/queue-withdraw.ts';
-import { markedQueues, markIfQueued, unmarkIfEmpty, unmarkWhileSpent } from './log/queue-markers.ts';
+import { markedQueues, markIfQueued, markQueue, unmarkIfEmpty, unmarkWhileSpent } from './log/queue-markers.ts';
 import type { OpenTurn, StoredOutcome } from './log/types.ts';
 import type { QueuedInput } from './queued-input.ts';
 import type { TurnStatus } from './records.ts';
@@ -133,6 +133,14 @@ export class SessionLogRunning extends SessionLogBase {
   /** The sessions an input was queued in, by their markers, some stale (log/queue-markers.ts). */
   async markedQueues(): Promise<string[]> {
     return markedQueues(this.log);
+  }
+
+  /**
+   * Marks session `id` for the sweep of queues, nothing queued: a background turn its queue gave
+   * up, which the sweep closes once its lease ran out (log/queue-markers.ts).
+   */
+  async markForSweep(id: string): Promise<void> {
+    return markQueue(this.log, id);
   }
 
   /** Removes session `id`'s marker when nothing is queued in it: whether it did (log/queue-markers.ts). */
@@ -246,11 +254,12 @@ export class SessionLogRunning extends SessionLogBase {
   }
 
   /**
-   * Closes turn `turnNumber` as a newcomer would (failed, `lease_expired`) when it is the
-   * session's open turn and its lease ran out: its stored outcome, or null when it is not the
-   * open turn (read it again). TurnInProgressError while the lease runs.
+   * Closes turn `turnNumber` (undefined: whichever turn is open) as a newcomer would (failed,
+   * `lease_expired`) when it is the session's open turn and its lease ran out: its stored
+   * outcome, or null when it is not the open turn (read it again), or none is. TurnInProgressError
+   * while the lease runs.
    */
-  async closeIfExpired(id: string, turnNumber: number): Promise<StoredOutcome | null> {
+  async closeIfExpired(id: string, turnNumber?: number): Promise<StoredOutcome | null> {
     return closeIfOpenExpired(this.log, id, turnNumber);
   }
 

@@ -29,8 +29,11 @@ export interface ClosedBefore {
   signal?: string | undefined;
 }
 
-/** What a pickup met: `budget_spent` when the session's budget refused the oldest input (it waits). */
-export type PickedUp = 'budget_spent' | undefined;
+/**
+ * What a pickup met: `budget_spent` when the session's budget refused the oldest input (it
+ * waits), `busy` when a turn whose lease runs holds the session (its close takes the queue up).
+ */
+export type PickedUp = 'budget_spent' | 'busy' | undefined;
 
 /**
  * Takes up the oldest queued input while the session is idle: claims it as a background turn
@@ -97,7 +100,7 @@ export async function pickUp(
         },
       });
     } catch (error) {
-      if (error instanceof TurnInProgressError) return;
+      if (error instanceof TurnInProgressError) return 'busy';
       // The client of the dead turn retries it: stored after this input, its own would be stored twice.
       // `scope` stays as read: the input's turn, claimed in the generation the take-out moved to,
       // lists the signal raised there, which its close lowers. A pickup given `signal` meets none: the

@@ -1,4 +1,5 @@
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError, TurnInProgressError } from '../errors.ts';
+import { RecordMissingError } from '../session/log/head.ts';
 import { budgetRefusal } from '../ledger/budget.ts';
 import { mapLimit } from '../store/object-store.ts';
 import { pickUp } from './pickup.ts';
@@ -22,11 +23,14 @@ const SWEEP_CONCURRENCY = 4;
 
 /**
  * The periodic sweep of queues (docs/STORAGE.md, "Queued inputs"): for each session marked as
- * one an input was queued in (lib/session/log/queue-markers.ts), the pickup a closer runs,
- * whose claim closes a turn whose lease ran out and takes the oldest input up (a session whose
- * turn runs is left to that turn's close), then the marker's removal once nothing is queued.
- * So an input queued behind a turn whose process died, and that no client came to close, runs
- * all the same. A session whose spent budget refused the pickup is unmarked too (while its
+ * one an input was queued in, or whose background turn its queue gave up
+ * (lib/session/log/queue-markers.ts), the pickup a closer runs, whose claim closes a turn whose
+ * lease ran out and takes the oldest input up (a session whose turn runs is left to that turn's
+ * close); then, with nothing queued, the close of an open turn whose lease ran out (failed,
+ * `lease_expired`, as a reader closes it: its webhook event, and the pickup after it); then the
+ * marker's removal once nothing is queued and no open turn's lease runs. So an input queued
+ * behind a turn whose process died, and a given-up turn, that no client came to close, run or
+ * close all the same. A session whose spent budget refused the pickup is unmarked too (while its
  * budget stays spent): its inputs wait, listed, for a PATCH of the budget, which marks the
  * session again before it is stored. A session that fails is told in `failed`, and the others go on.
  */
@@ -44,6 +48,8 @@ export async function sweepQueues(
       const picked = await pickUp(services, id).catch((error: unknown) => {
         if (!(error instanceof NotFoundError)) throw error;
       });
+      // Its turn runs: the session stays marked for that turn, whose close takes the queue up.
+      if (picked === 'busy' || (await leaseRuns(services, id))) return;
       // A queue the spent budget holds is no longer swept: a budget raise, or an enqueue, marks it again.
       const unmarked =
         picked === 'budget_spent'
@@ -55,4 +61,22 @@ export async function sweepQueues(
     }
   });
   return sweep;
+}
+
+/**
+ * Whether session `id`'s open turn still runs its lease: one whose lease ran out (its runner
+ * gone, a queue's delivery given up, and no input queued whose claim would close it) is closed
+ * as a newcomer closes it (failed, `lease_expired`; the session log's `onLeaseClosed` then takes
+ * up the inputs queued behind it). False for a session with no open turn, or none at all.
+ */
+async function leaseRuns(services: TurnServices, id: string): Promise<boolean> {
+  try {
+    await services.sessions.closeIfExpired(id);
+    return false;
+  } catch (error) {
+    if (error instanceof TurnInProgressError) return true;
+    // Its close packed since it was read (closed), or the session was deleted since.
+    if (error instanceof RecordMissingError || error instanceof NotFoundError) return false;
+    throw error;
+  }
 }

@@ -209,17 +209,24 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
 
   it('removes stale markers: an enqueue that died before its entry, a session deleted since', async () => {
     const store = storeOf();
-    const clock = () => new Date();
+    let now = START;
+    const clock = () => new Date(now);
     const id = await markedWithoutEntry(store, clock);
     const gone = await deadTurnWithQueue(store, clock, ['q']);
     expect((await process(store, clock, 'none').api.delete(`/v1/sessions/${gone}`)).status).toBe(204);
     expect((await markers(store)).sort()).toEqual([`queues/${id}`, `queues/${gone}`].sort());
     const live = process(store, clock, 'in process');
-    expect(await sweepQueues(live.services())).toEqual({ checked: 2, unmarked: 2, failed: [] });
+    // The first session's turn 1 still runs its lease: its marker stays while it does.
+    expect(await sweepQueues(live.services())).toEqual({ checked: 2, unmarked: 1, failed: [] });
+    await live.settle();
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    expect(await turnsOf(live.api, id)).toEqual([[1, 'queued', null]]);
+    // Once it ran out, the next sweep closes the turn, and the marker goes.
+    now += 4000;
+    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 1, failed: [] });
     await live.settle();
     expect(await markers(store)).toEqual([]);
-    // Turn 1 of the first session still runs its lease: nothing else happened to it.
-    expect(await turnsOf(live.api, id)).toEqual([[1, 'queued', null]]);
+    expect(await turnsOf(live.api, id)).toEqual([[1, 'failed', 'lease_expired']]);
   });
 
   it("reads only markers: another deployment's keys under queues/ (its KEY_PREFIX) are left alone", async () => {
@@ -274,6 +281,8 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
       [1, 'failed'],
       [2, 'completed'],
     ]);
+    // The sweep that ran turn 2 met it running: the next one, once it closed, removes the marker.
+    await sweepQueues(live.services());
     expect(await markers(store)).toEqual([`queues/${broken}`]);
   });
 
@@ -415,24 +424,28 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     let now = START;
     const clock = () => new Date(now);
     const id = await markedWithoutEntry(store, clock);
-    // Another process queues an input after the sweep found the queue empty, before its delete.
+    // Turn 1's lease ran out: the sweep closes it and looks at the queue. Another process then
+    // starts turn 2 and queues an input behind it, before the sweep's delete, and dies.
+    now += 4000;
     const other = process(store, clock, 'none');
     const { racing, raced } = raceMarkerDelete(store, id, async () => {
+      expect((await other.api.post(`/v1/sessions/${id}/turns`, { input: 'two', background: true })).status).toBe(202);
       expect((await other.api.post(`/v1/sessions/${id}/turns`, { input: 'raced' })).status).toBe(202);
       await other.settle();
     });
-    const sweeper = process(racing, clock, 'in process');
+    const sweeper = process(racing, clock, 'none');
     expect(await sweepQueues(sweeper.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
     expect(raced()).toBe(true);
     expect(await markers(store)).toEqual([`queues/${id}`]);
-    // Both processes are gone: once turn 1's lease ran out, the next sweep runs the input.
+    // Both processes are gone: once turn 2's lease ran out, the next sweep runs the input.
     now += 4000;
     const live = process(store, clock, 'in process');
     await sweepQueuedSessions(live.services);
     await live.settle();
     expect(await turnsOf(live.api, id)).toEqual([
       [1, 'failed', 'lease_expired'],
-      [2, 'completed', null],
+      [2, 'failed', 'lease_expired'],
+      [3, 'completed', null],
     ]);
   });
 });

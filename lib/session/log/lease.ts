@@ -351,11 +351,11 @@ export async function openLeaseUntil(log: LogContext, id: string, turnNumber: nu
 export async function closeIfOpenExpired(
   log: LogContext,
   id: string,
-  turnNumber: number,
+  turnNumber?: number,
 ): Promise<StoredOutcome | null> {
   const { newest, scope } = await readHead(log, id);
   const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
-  if (!open || open.turn !== turnNumber) return null;
+  if (!open || (turnNumber !== undefined && open.turn !== turnNumber)) return null;
   return closeIfExpired(log, scope, open);
 }
 

@@ -82,18 +82,29 @@ const RETENTION_MINUTE = 17;
 
 /**
  * A background turn's message left for another delivery: retried after `delaySeconds`, or, at
- * its last delivery (wrangler.toml's max_retries, MAX_TURN_DELIVERIES), given up and logged:
- * the turn stays open until its lease runs out, and the next writer or reader closes it.
+ * its last delivery (wrangler.toml's max_retries, MAX_TURN_DELIVERIES), given up and logged.
+ * The turn, if still open, stays so until its lease runs out: the session is marked for the
+ * sweep of queues first (lib/session/log/queue-markers.ts), whose first run after that closes
+ * it (failed, `lease_expired`) with no client touching the session. A mark that fails (storage
+ * still down) leaves it to the next reader or writer of the session, told so in the line.
  */
-function retryTurn(message: Message, run: BackgroundTurn, delaySeconds: number): void {
+async function retryTurn(message: Message, run: BackgroundTurn, delaySeconds: number, environment: Env) {
   if (message.attempts < MAX_TURN_DELIVERIES) {
     message.retry({ delaySeconds });
     return;
   }
-  console.error(
-    `tailgate: background turn ${run.turn} of session ${run.session_id} given up after ${message.attempts} ` +
-      'deliveries: it closes as failed (lease_expired) once its lease runs out',
-  );
+  const which = `background turn ${run.turn} of session ${run.session_id}`;
+  const givenUp = `tailgate: ${which} given up after ${message.attempts} deliveries`;
+  try {
+    await outsideServices(environment, () => undefined).sessions.markForSweep(run.session_id);
+    console.error(`${givenUp}: the sweep of queues closes it as failed (lease_expired) once its lease runs out`);
+  } catch (error) {
+    console.error(
+      `${givenUp}: it closes as failed (lease_expired) once its lease ran out and a reader or the next writer ` +
+        'comes, as marking its session for the sweep of queues failed',
+      loggable(error),
+    );
+  }
   message.ack();
 }
 
@@ -157,12 +168,12 @@ export default {
           const background = (task: Promise<unknown>) => context.waitUntil(task);
           const outcome = await runTurn(run.data, environment, background, message.attempts);
           if (outcome === 'done') message.ack();
-          else retryTurn(message, run.data, outcome.retryAfterSeconds);
+          else await retryTurn(message, run.data, outcome.retryAfterSeconds, environment);
         } catch (error) {
           console.error(`tailgate: queue message ${message.id} failed`, loggable(error));
           const { attempts } = message;
           if (event.success || !run.success) message.retry({ delaySeconds: webhookDelaySeconds(attempts) });
-          else retryTurn(message, run.data, retryDelaySeconds(attempts, turnLeaseMs(environment)));
+          else await retryTurn(message, run.data, retryDelaySeconds(attempts, turnLeaseMs(environment)), environment);
         }
       }),
     );

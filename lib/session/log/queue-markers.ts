@@ -12,10 +12,13 @@ import type { LogContext } from './context.ts';
  * nothing queued (its enqueue died before its entry, or the queue was taken up since) is stale:
  * the sweep removes it. So is one whose queue waits for the session's budget (unmarkWhileSpent):
  * a budget raise marks the session again (markIfQueued, before the budget is stored), and so
- * does every enqueue. A turn, and the pickup after it, touch no marker.
+ * does every enqueue. The Workers queue consumer marks a session whose background turn it gave
+ * up at its last delivery (markQueue, nothing queued): the sweep keeps the marker while the
+ * session's open turn runs its lease, and closes the turn once it ran out. A turn, and the
+ * pickup after it, touch no marker.
  */
 
-/** Marks session `id` as one an input is queued in (log/queue.ts, before the entry). */
+/** Marks session `id` as one an input is queued in (log/queue.ts, before the entry), or whose turn was given up. */
 export async function markQueue(log: LogContext, id: string): Promise<void> {
   await log.store.put(queueMarkerKey(log.keyPrefix, id), '');
 }

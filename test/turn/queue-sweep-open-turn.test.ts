@@ -56,7 +56,7 @@ describe('the sweep of queues and a marked session with an open turn', () => {
     expect(await markers(w.store)).toEqual([]);
   });
 
-  it('unmarks a session whose turn closed on its own, and one whose newest turn is closed', async () => {
+  it('unmarks the session at the first sweep after its open turn was closed otherwise (a cancel)', async () => {
     const w = world();
     await givenUp(w);
     expect(await sweepQueues(w.services)).toEqual({ checked: 1, unmarked: 0, failed: [] });

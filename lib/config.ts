@@ -140,7 +140,7 @@ export const serviceEnvSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE: booleanText,
   // The origins browser pages may call the API from (functions/cors.ts; unset: no CORS).
   CORS_ORIGINS: corsOriginsText(),
-  // JSON: the budget of sessions created without one (lib/ledger/usage.ts limitingBudgetSchema).
+  // JSON: the budget of sessions created without one (lib/ledger/usage.ts budgetSchema; `{}`: none).
   DEFAULT_SESSION_BUDGET: budgetText(),
 });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { limitingBudgetSchema, type Budget } from './ledger/usage.ts';
+import { budgetSchema, type Budget } from './ledger/usage.ts';
 
 /**
  * How lib/config.ts reads a variable's text: blank is unset, secrets are trimmed, numbers and
@@ -168,9 +168,9 @@ export function headerListText() {
 const BUDGET_EXAMPLE = 'JSON like {"max_cost_usd": 5, "max_turns": 100, "max_total_tokens": 2000000}';
 
 /**
- * A session budget as JSON (DEFAULT_SESSION_BUDGET): the create field's shape, at least one
- * limit (limitingBudgetSchema). Unset or blank: none. The problem named says which key is wrong
- * and why.
+ * A session budget as JSON (DEFAULT_SESSION_BUDGET): the create field's shape (budgetSchema).
+ * Unset, blank or `{}` (naming no limit, as a session's `budget: {}` is no limit): none. The
+ * problem named says which key is wrong and why.
  */
 export function budgetText() {
   return optionalText().transform((text, context): Budget | undefined => {
@@ -182,8 +182,8 @@ export function budgetText() {
       context.addIssue({ code: 'custom', message: `must be ${BUDGET_EXAMPLE}; this is not JSON` });
       return z.NEVER;
     }
-    const parsed = limitingBudgetSchema.safeParse(json);
-    if (parsed.success) return parsed.data;
+    const parsed = budgetSchema.safeParse(json);
+    if (parsed.success) return Object.keys(parsed.data).length > 0 ? parsed.data : undefined;
     const problem = parsed.error.issues
       .map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')}: ${issue.message}` : issue.message))
       .join('; ');

@@ -215,12 +215,3 @@ export const budgetSchema = z
   .strict()
   .meta({ id: 'Budget' });
 export type Budget = z.infer<typeof budgetSchema>;
-
-/**
- * A budget that sets at least one limit: a deployment's default one (DEFAULT_SESSION_BUDGET).
- * Checked once the shape is right, so a misspelt limit is named alone.
- */
-export const limitingBudgetSchema = budgetSchema.refine((budget) => Object.keys(budget).length > 0, {
-  message: 'it names no limit',
-  when: (payload) => payload.issues.length === 0,
-});

@@ -298,6 +298,9 @@ describe('parseServiceConfig', () => {
   it('reads DEFAULT_SESSION_BUDGET as JSON, and refuses a bad one naming the variable and what is wrong', () => {
     expect(parseServiceConfig({}).defaultSessionBudget).toBeNull();
     expect(parseServiceConfig({ DEFAULT_SESSION_BUDGET: ' ' }).defaultSessionBudget).toBeNull();
+    // A budget naming no limit is no default limit, as unset (a session's `budget: {}` is no limit too).
+    expect(parseServiceConfig({ DEFAULT_SESSION_BUDGET: '{}' }).defaultSessionBudget).toBeNull();
+    expect(parseServiceConfig({ DEFAULT_SESSION_BUDGET: ' { } ' }).defaultSessionBudget).toBeNull();
     expect(parseServiceConfig({ DEFAULT_SESSION_BUDGET: '{"max_cost_usd": 5, "max_turns": 3}' })).toMatchObject({
       defaultSessionBudget: { max_cost_usd: 5, max_turns: 3 },
     });
@@ -308,7 +311,6 @@ describe('parseServiceConfig', () => {
       ['{"max_turns": -1}', 'max_turns: Too small: expected number to be >=0'],
       ['{"max_total_tokens": 1.5}', 'max_total_tokens: Invalid input: expected int, received number'],
       ['null', 'Invalid input: expected object, received null'],
-      ['{}', 'it names no limit'],
     ] as const) {
       const error = (() => {
         try {

@@ -88,6 +88,23 @@ describe('DEFAULT_SESSION_BUDGET', () => {
     expect((await api.post(`/v1/sessions/${parent}-copy/turns`, { input: 'two' })).status).toBe(402);
   });
 
+  it('takes DEFAULT_SESSION_BUDGET={} as no default, as unset: a session created without one has none', async () => {
+    const env = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', DEFAULT_SESSION_BUDGET: '{}' };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const created = await harness.fetchWithEnv(env, '/v1/sessions', { method: 'POST', headers, body: '{}' });
+    expect(created.status, await created.clone().text()).toBe(201);
+    const session = (await created.json()) as { id: string; budget: unknown };
+    expect(session.budget).toBeNull();
+    for (const input of ['one', 'two']) {
+      const turn = await harness.fetchWithEnv(env, `/v1/sessions/${session.id}/turns`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ input }),
+      });
+      expect(turn.status).toBe(200);
+    }
+  });
+
   it('refuses to serve with a bad DEFAULT_SESSION_BUDGET: 503 not_configured naming it and the problem', async () => {
     const response = await harness.fetchWithEnv({ DEFAULT_SESSION_BUDGET: '{"max_cost": 5}' }, '/v1/sessions', {
       headers: { authorization: `Bearer ${TOKEN}` },

@@ -40,7 +40,7 @@ export function normalizeSessionFields(
     fields.strategy_config =
       body.strategy_config === null
         ? null
-        : (parseStrategyConfigLayer(body.strategy_config, 'session') as Record<string, number>);
+        : (parseStrategyConfigLayer(body.strategy_config, 'session', 'body') as Record<string, number>);
   }
   return fields;
 }

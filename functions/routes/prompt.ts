@@ -1,6 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { withoutData } from '../../lib/content.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
+import { parseStrategyConfigLayer } from '../../lib/strategies/strategy-config.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { utf8Bytes } from '../../lib/session/item-size.ts';
@@ -57,6 +58,8 @@ function parseConfigQuery(text: string): Record<string, unknown> {
     throw new InvalidRequestError('query.strategy_config: must be a JSON object', { field: 'strategy_config' });
   }
   checkJsonValue(value, 'query.strategy_config');
+  // Its thresholds are checked here, so that a refusal names the query, not the body.
+  parseStrategyConfigLayer(value, 'request', 'query');
   return value as Record<string, unknown>;
 }
 

@@ -131,26 +131,35 @@ export interface StrategyConfigLayers {
  * Resolves the strategy thresholds for one call: defaults, then env, then session, then
  * request (later layers win key by key). Every layer is validated strictly; a bad layer
  * throws InvalidRequestError with `details.field` naming the key (`strategy_config.<key>`,
- * the env name for env) and `details.layer`. Called per request on purpose: nothing is memoized, so a long-lived
- * isolate sees config changes immediately.
+ * the env name for env; the request's message starts `body.strategy_config.<key>`) and
+ * `details.layer`. Called per request on purpose: nothing is memoized, so a long-lived isolate
+ * sees config changes immediately.
  */
 export function resolveStrategyConfig(layers: StrategyConfigLayers = {}): StrategyConfig {
   const merged: Record<string, unknown> = {};
   if (layers.env) Object.assign(merged, parseEnvLayer(layers.env));
   if (layers.session !== undefined) Object.assign(merged, parseLayer(layers.session, 'session'));
-  if (layers.request !== undefined) Object.assign(merged, parseLayer(layers.request, 'request'));
+  if (layers.request !== undefined) Object.assign(merged, parseLayer(layers.request, 'request', 'body'));
   return strategyConfigSchema.parse(merged);
 }
 
 /**
  * Validates one `strategy_config` layer (session or request) and returns it, or throws
- * InvalidRequestError naming the offending key.
+ * InvalidRequestError naming the offending key, its message starting with where the request
+ * sent it (`body.strategy_config.epoch_sise: unknown key`), as a schema's refusal does.
  */
-export function parseStrategyConfigLayer(raw: unknown, layer = 'request'): StrategyConfigLayer {
-  return parseLayer(raw, layer);
+export function parseStrategyConfigLayer(
+  raw: unknown,
+  layer = 'request',
+  location: RequestPart = 'body',
+): StrategyConfigLayer {
+  return parseLayer(raw, layer, location);
 }
 
-function parseLayer(raw: unknown, layer: string): StrategyConfigLayer {
+/** Where a request sent a layer: its body or its query string (none: a stored session's). */
+type RequestPart = 'body' | 'query';
+
+function parseLayer(raw: unknown, layer: string, location?: RequestPart): StrategyConfigLayer {
   const result = strategyConfigLayerSchema.safeParse(raw ?? {});
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
@@ -161,7 +170,8 @@ function parseLayer(raw: unknown, layer: string): StrategyConfigLayer {
   const path = key === '' ? ['strategy_config'] : ['strategy_config', key];
   const field = path.join('.');
   // A key of digits is a key (`strategy_config.0`), not a position.
-  throw new InvalidRequestError(`${field}: ${reason}`, pathDetails({ field, layer }, bracketSegments(path)));
+  const named = location === undefined ? field : `${location}.${field}`;
+  throw new InvalidRequestError(`${named}: ${reason}`, pathDetails({ field, layer }, bracketSegments(path)));
 }
 
 function parseEnvLayer(env: Record<string, string | undefined>): StrategyConfigLayer {

@@ -55,6 +55,27 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(api.get(`/v1/sessions/${id}/prompt?${query}`))).toBe('strategy_config.epoch_sise');
   });
 
+  it('in a strategy threshold, a message starting body. (a preview: query.), whichever check refuses it', async () => {
+    const id = await api.session();
+    const message = async (response: Promise<{ status: number; body: any }>) => (await response).body.error.message;
+    // A value that is not a number fails the schema; a key that is not a threshold, the thresholds.
+    for (const [config, rest] of [
+      [{ epoch_size: 'ten' }, 'epoch_size: Invalid input: expected number, received string'],
+      [{ epoch_sise: 10 }, 'epoch_sise: unknown key'],
+    ] as const) {
+      const body = { strategy_config: config };
+      for (const refused of [
+        api.post('/v1/sessions', body),
+        api.patch(`/v1/sessions/${id}`, body),
+        api.post(`/v1/sessions/${id}/turns`, { input: 'x', ...body }),
+      ])
+        expect(await message(refused)).toBe(`body.strategy_config.${rest}`);
+      const query = new URLSearchParams({ strategy_config: JSON.stringify(config) });
+      expect(await message(api.get(`/v1/sessions/${id}/prompt?${query}`))).toBe(`query.strategy_config.${rest}`);
+    }
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
+  });
+
   it("in a turn's or a preview's context_limit or model, that field, its message starting with it", async () => {
     const id = await api.session();
     const turns = `/v1/sessions/${id}/turns`;
@@ -66,7 +87,7 @@ describe('details.field names the offending field one way', () => {
         await prompt({ context_limit }),
       ]) {
         expect(await fieldOf(Promise.resolve(refused))).toBe('strategy_config.context_limit');
-        expect(refused.body.error.message).toMatch(/^(body\.)?strategy_config\.context_limit: /);
+        expect(refused.body.error.message).toMatch(/^(body|query)\.strategy_config\.context_limit: /);
       }
     }
     const unknown = await api.post(turns, { input: 'x', model: 'nosuch' });
@@ -327,11 +348,11 @@ describe('a message names its field in brackets, as param does', () => {
     const thresholds = { strategy_config: { 0: 10 } };
     const created = await api.post('/v1/sessions', thresholds);
     expect(created.body.error).toMatchObject({
-      message: 'strategy_config.0: unknown key',
+      message: 'body.strategy_config.0: unknown key',
       details: { field: 'strategy_config.0' },
     });
     const patched = await api.patch(`/v1/sessions/${await api.session()}`, thresholds);
-    expect(patched.body.error.message).toBe('strategy_config.0: unknown key');
+    expect(patched.body.error.message).toBe('body.strategy_config.0: unknown key');
     const headerThresholds = `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), ...thresholds })}\n`;
     const importedThresholds = await api.post('/v1/sessions/import', headerThresholds, {
       'content-type': 'application/x-ndjson',

@@ -80,12 +80,14 @@ export type MissingPrecondition = 'If-None-Match' | 'If-Match';
  * acknowledged writes. `missing` names what it ignored; the message says what was seen and which stores conform.
  */
 export class StorageUnsupportedError extends TailgateError {
-  readonly missing: MissingPrecondition[];
-
   constructor(message: string, missing: MissingPrecondition[]) {
     super('storage_unsupported', message, { missing });
     this.name = 'StorageUnsupportedError';
-    this.missing = missing;
+  }
+
+  /** `details.missing`, read from there: no field of its own, so a log line shows it once (lib/loggable.ts). */
+  get missing(): MissingPrecondition[] {
+    return (this.details as { missing: MissingPrecondition[] }).missing;
   }
 }
 

@@ -52,6 +52,18 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
           ),
         );
       }
+      // Each refusal's log line names what the store ignored once, in its details.
+      // (A line may reach the pipe after its response: it is waited for.)
+      const logged = () =>
+        servers[runtime]!.output()
+          .split(/^(?=tailgate: storage_unsupported )/m)
+          .slice(1);
+      await expect.poll(() => logged().map((line) => /^\{.*\}$/m.test(line))).toEqual([true, true]);
+      for (const line of logged()) {
+        expect(line.match(/^\{.*\}$/m)?.[0]).toBe(
+          '{"code":"storage_unsupported","details":{"missing":["If-None-Match","If-Match"]}}',
+        );
+      }
       const health = await fetch(`${servers[runtime]!.origin}/healthz`);
       expect(health.status).toBe(200);
       expect(await health.json()).toEqual({ ok: true });

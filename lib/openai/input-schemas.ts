@@ -79,6 +79,21 @@ const itemFields = {
   status: z.enum(['in_progress', 'completed', 'incomplete']).nullable().optional(),
 };
 
+/**
+ * The `id` of an item whose ids begin `prefix`: OpenAI refuses another ("Expected an ID that
+ * begins with 'msg'"), a message's `msg`, a function_call's `fc` (lib/openai/ids.ts issues such).
+ */
+function prefixedId(prefix: string, kind: string) {
+  return z
+    .string()
+    .max(256)
+    .regex(new RegExp(`^${prefix}_[A-Za-z0-9_-]+$`), {
+      error: `${kind}'s id is "${prefix}_" then letters, digits, "_" or "-"`,
+    })
+    .nullable()
+    .optional();
+}
+
 const messageInput = z
   .object({
     type: z.literal('message').optional(),
@@ -87,6 +102,7 @@ const messageInput = z
       error: 'must be a string or content parts (input_text, output_text, input_image, input_file, refusal)',
     }),
     ...itemFields,
+    id: prefixedId('msg', 'a message'),
   })
   .strict();
 
@@ -97,6 +113,7 @@ const functionCallInput = z
     name: z.string().min(1).max(256),
     arguments: z.string(),
     ...itemFields,
+    id: prefixedId('fc', 'a function_call'),
   })
   .strict();
 

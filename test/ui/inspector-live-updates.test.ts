@@ -241,8 +241,9 @@ describe('the inspector follows what other clients do', () => {
     await call('DELETE', '/v1/sessions/redrawn/turns/25');
     for (const input of ['t25 again', 't26']) await call('POST', '/v1/sessions/redrawn/turns', { input });
     release();
-    // Long enough for two failed polls' backoff (10 s, then 20 s: poll.ts) on a loaded machine;
-    // a failure says what the page's live-update line said.
+    // Long enough on a loaded machine for two failed polls' backoff (10 s, then 20 s: poll.ts), or
+    // for a poll left unanswered to be given up (30 s) and the next 10 s later; a failure says
+    // what the page's live-update line said.
     await row(26)
       .waitFor({ state: 'attached', timeout: 60_000 })
       .catch(async (error: Error) => {
@@ -406,6 +407,30 @@ describe('the inspector follows what other clients do', () => {
     await call('POST', '/v1/sessions/refused/turns', { input: 'third' });
     await page.locator('details.turn[data-turn="3"]').waitFor({ timeout: 30_000 });
     expect(await notReloaded(page)).toBe(true);
+    await page.context().close();
+  });
+
+  it('a poll the API never answers is given up and says so, and the next one shows what came', {
+    timeout: 120_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'unanswered' });
+    await call('POST', '/v1/sessions/unanswered/turns', { input: 'first' });
+    const page = await open('#/s/unanswered');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    // The next read of the session (a poll) never reaches the API; meanwhile a turn comes.
+    const { asked, release } = await hold(page, (url) => url.pathname === '/v1/sessions/unanswered', 1);
+    await asked;
+    await call('POST', '/v1/sessions/unanswered/turns', { input: 'second' });
+    const state = page.locator('#live-state');
+    await state.waitFor({ timeout: 60_000 });
+    expect(await page.locator('#live-message').textContent()).toMatch(
+      /^Live updates paused: the API did not answer within \d+ s\. Trying again in \d+ s\.$/,
+    );
+    await page.getByRole('button', { name: 'Retry now' }).click();
+    await page.locator('details.turn[data-turn="2"]').waitFor({ timeout: 30_000 });
+    await state.waitFor({ state: 'hidden' });
+    expect(await notReloaded(page)).toBe(true);
+    release();
     await page.context().close();
   });
 

@@ -420,9 +420,12 @@ export class World {
   /**
    * Copies this world's store into `target`'s (fresh and empty), so that a state set up once
    * can start many runs: the file store's directory as it is, the memory store object by
-   * object (new etags: no actor of `target` has read the old ones).
+   * object (new etags: no actor of `target` has read the old ones). The model calls that made
+   * the state stay billed in `target`, and what was wrong with their prompts stays wrong.
    */
   async copyTo(target: World): Promise<void> {
+    target.billed.push(...this.billed);
+    target.promptFaults.push(...this.promptFaults);
     if (this.#directory !== undefined && target.#directory !== undefined) {
       await cp(this.#directory, target.#directory, { recursive: true });
       return;

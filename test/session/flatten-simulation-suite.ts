@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { attempt, LEASE_MS } from '../support/simulation.ts';
+import { copyStore } from '../support/copy-store.ts';
 import type { Item } from '../../lib/items.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { InterleavedStore } from './fork-simulation-suite.ts';
@@ -41,13 +42,41 @@ const kept = (history: History) => [
   ...Array.from({ length: DEPTH + 1 }, (_, index) => [`kept ${index + 1}`, `re kept ${index + 1}`]).flat(),
 ];
 
-async function start(makeStore: () => Promise<ObjectStore>, history: History) {
-  const store = await makeStore();
+/** The processes of a run on `store`, their clock shared (`late` moves it past a lease). */
+function runOn(store: ObjectStore) {
   let offset = 0;
   const clock = () => new Date(Date.now() + offset);
   // Packed as it goes: the flattening reads records and segments of every generation.
   const log = (on: ObjectStore = store) =>
     new SessionLog(on, { clock, leaseMs: LEASE_MS, packMinRecords: 2, keepRecords: 1, blobThreshold: 64 });
+  return { store, log, late: () => (offset += LEASE_MS + 1) };
+}
+
+/** How long the history set up stays a copy's start: a run's clock is the machine's. */
+const TEMPLATE_MS = 1_000;
+
+/**
+ * Runs on the history set up once and copied (copyStore), as `start` sets it up: its calls are
+ * one at a time and its clock the machine's, so a copy holds what a setup would, up to the random
+ * ids a setup draws anew and its times, which are older by at most TEMPLATE_MS (a thirtieth of a
+ * lease: a setup's own calls on a loaded machine take as long) and set up again past that.
+ */
+function startFrom(makeStore: () => Promise<ObjectStore>, history: History) {
+  let template: { store: ObjectStore; at: number } | undefined;
+  return async () => {
+    if (!template || Date.now() - template.at > TEMPLATE_MS) {
+      const at = Date.now();
+      template = { store: (await start(makeStore, history)).store, at };
+    }
+    const store = await makeStore();
+    await copyStore(template.store, store);
+    return runOn(store);
+  };
+}
+
+async function start(makeStore: () => Promise<ObjectStore>, history: History) {
+  const run = runOn(await makeStore());
+  const { log } = run;
   await log().create({ id: S });
   await log().append(S, CALL);
   if (EARLY[history] > 0) await log().append(S, early(history).map(user));
@@ -58,7 +87,7 @@ async function start(makeStore: () => Promise<ObjectStore>, history: History) {
   }
   await keyedTurn(log(), `kept ${DEPTH + 1}`, `key ${DEPTH + 1}`);
   await turnOf(log(), S, 'gone');
-  return { store, log, late: () => (offset += LEASE_MS + 1) };
+  return run;
 }
 
 /** A kept turn under an Idempotency-Key (its `idem/` claim is copied by the flattening). */
@@ -107,9 +136,10 @@ export function defineFlattenSimulation(
         // Flattened: it reads no generation of its own, or only the first (one level deep).
         expect(config.named, 'the delete flattens').toBeDefined();
         expect(config.fork_of?.length ?? 0).toBe(EARLY[history] > 0 ? 1 : 0);
+        const setUp = startFrom(makeStore, history);
         for (let crash = 1; crash <= counter.calls; crash++) {
           for (const after of [false, true]) {
-            const run = await start(makeStore, history);
+            const run = await setUp();
             await rewind(run.log(new InterleavedStore(run.store, { crash: { at: crash, after } })));
             const where = `delete crashed at call ${crash} ${after ? 'after' : 'before'} it`;
             expect([BEFORE, AFTER], where).toContainEqual(await contents(run.log(), S));

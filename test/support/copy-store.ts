@@ -1,3 +1,5 @@
+import { cp } from 'node:fs/promises';
+import { FileStore } from '../../lib/store/file.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 
 /**
@@ -15,4 +17,13 @@ export async function copyObjects(from: ObjectStore, to: ObjectStore): Promise<v
     more = page.truncated;
     cursor = page.cursor;
   }
+}
+
+/**
+ * Copies `from` into `to` (empty): a file store's directory as it is (its etags and lock files
+ * with it), any other store object by object (copyObjects).
+ */
+export async function copyStore(from: ObjectStore, to: ObjectStore): Promise<void> {
+  if (from instanceof FileStore && to instanceof FileStore) await cp(from.root, to.root, { recursive: true });
+  else await copyObjects(from, to);
 }

@@ -171,20 +171,25 @@ function decodeAttachments(items: readonly Item[], limits: AttachmentLimits, whe
   return { result, blobs };
 }
 
+/** A refused part's details: its name as the message writes it, and as every check's `field`, dotted. */
+function named(name: string): { part: string; field: string } {
+  return { part: name, field: name.replaceAll(/\[(\d+)\]/g, '.$1') };
+}
+
 function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, blobs: Map<string, Decoded>) {
   if (part.type === 'input_text') return part;
   if (part.blob !== undefined || part.media_type !== undefined || part.bytes !== undefined)
     throw new InvalidRequestError(
       `${name}: blob, media_type and bytes are written by the service; send the image or file itself`,
-      { part: name },
+      named(name),
     );
   if (part.type === 'input_image') {
     const url = part.image_url ?? '';
     if (isHttpsUrl(url)) return part;
     if (!url.startsWith('data:'))
-      throw new InvalidRequestError(`${name}: image_url must be an https:// or data: URL`, { part: name });
+      throw new InvalidRequestError(`${name}: image_url must be an https:// or data: URL`, named(name));
     const decoded = parseDataUrl(url);
-    if (!decoded) throw new InvalidRequestError(`${name}: image_url is not a base64 data: URL`, { part: name });
+    if (!decoded) throw new InvalidRequestError(`${name}: image_url is not a base64 data: URL`, named(name));
     const { image_url: _url, ...rest } = part;
     return {
       ...rest,
@@ -193,13 +198,13 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
   }
   if (part.file_url !== undefined) {
     if (isHttpsUrl(part.file_url)) return part;
-    throw new InvalidRequestError(`${name}: file_url must be an https:// URL`, { part: name });
+    throw new InvalidRequestError(`${name}: file_url must be an https:// URL`, named(name));
   }
-  if (!part.filename) throw new InvalidRequestError(`${name}: file_data needs a filename`, { part: name });
+  if (!part.filename) throw new InvalidRequestError(`${name}: file_data needs a filename`, named(name));
   const data = part.file_data ?? '';
   const decoded = data.startsWith('data:') ? parseDataUrl(data) : undefined;
   const bytes = decoded?.bytes ?? decodeBase64(data);
-  if (!bytes) throw new InvalidRequestError(`${name}: file_data is not base64`, { part: name });
+  if (!bytes) throw new InvalidRequestError(`${name}: file_data is not base64`, named(name));
   const { file_data: _data, ...rest } = part;
   return { ...rest, ...blobRef(bytes, decoded?.mediaType ?? '', name, FILE_MEDIA_TYPES, limits.maxFileBytes, blobs) };
 }
@@ -214,18 +219,18 @@ function blobRef(
 ) {
   if (bytes.length > limit)
     throw new PayloadTooLargeError(`${name} is ${bytes.length} bytes; at most ${limit} are accepted`, {
-      part: name,
+      ...named(name),
       size: bytes.length,
       limit,
     });
   const mediaType = sniff(bytes);
   if (!mediaType || !accepted.includes(mediaType))
     throw new InvalidRequestError(`${name}: the bytes are not one of ${accepted.join(', ')}`, {
-      part: name,
+      ...named(name),
       accepted,
     });
   if (declared && declared !== mediaType)
-    throw new InvalidRequestError(`${name}: declared ${declared} but the bytes are ${mediaType}`, { part: name });
+    throw new InvalidRequestError(`${name}: declared ${declared} but the bytes are ${mediaType}`, named(name));
   const sha256 = sha256Hex(bytes);
   blobs.set(sha256, { bytes, mediaType });
   return { blob: sha256, media_type: mediaType, bytes: bytes.length, ...imageSize(bytes) };

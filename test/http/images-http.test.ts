@@ -155,6 +155,32 @@ describe('images over HTTP', () => {
     expect((await json('GET', '/v1/sessions/bad/items')).body.items).toEqual([]);
   });
 
+  it('names a refused part in details.field too, dotted, as every other check names its field', async () => {
+    const { json } = setup();
+    await json('POST', '/v1/sessions', { id: 'dotted' });
+    const file = { type: 'input_file', filename: 'big.pdf', file_data: Buffer.alloc(2000).toString('base64') };
+    const tooLarge = await json('POST', '/v1/sessions/dotted/items', {
+      items: [
+        { type: 'message', role: 'user', content: 'hi' },
+        { type: 'message', role: 'user', content: [file] },
+      ],
+    });
+    expect(tooLarge.body.error.details).toMatchObject({ part: 'items[1].content[0]', field: 'items.1.content.0' });
+    const mislabelled = await json('POST', '/v1/sessions/dotted/turns', {
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'look' },
+            { type: 'input_image', image_url: dataUrl('image/png', jpegBytes(4, 4)) },
+          ],
+        },
+      ],
+    });
+    expect(mislabelled.body.error.details).toEqual({ part: 'input[0].content[1]', field: 'input.0.content.1' });
+  });
+
   it('sends the image to the model with the turn, and deletes the blobs with the session', async () => {
     const { call, json, blobKeys } = setup();
     await json('POST', '/v1/sessions', { id: 'seen' });

@@ -178,7 +178,7 @@ export class Inbox {
     await this.#requireSession(sessionId);
     const key = this.#inboxPrefix(sessionId) + name;
     if (!isNoticeName(name) || !(await withdrawNotice(this.#store, key, this.#removedPrefix(sessionId))))
-      throw new NotFoundError(`no pending notice named ${name}`, { name });
+      throw new NotFoundError(`session ${sessionId} has no pending notice named ${name}`, { id: sessionId, name });
   }
 
   /**

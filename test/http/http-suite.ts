@@ -1258,6 +1258,14 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect((await api.delete('/v1/sessions/nobody-inbox/inbox/x.md')).status).toBe(404);
     });
 
+    it('a withdraw of a notice not pending is 404 naming the session, as every 404, and the notice', async () => {
+      const id = await api.session();
+      const missing = await api.delete(`/v1/sessions/${id}/inbox/none.md`);
+      expect(missing.status).toBe(404);
+      expect(missing.body.error).toMatchObject({ code: 'not_found', details: { id, name: 'none.md' } });
+      expect(missing.body.error.message).toContain(id);
+    });
+
     it('delivers a notice to the next turn as the last message, then records it', async () => {
       const id = await api.session();
       await api.post(`/v1/sessions/${id}/turns`, { input: 'first' });

@@ -270,7 +270,11 @@ export async function* journalEvents(
 ): AsyncGenerator<NumberedEvent> {
   const { sessions } = services;
   const noJournal = () =>
-    new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
+    new NotFoundError(
+      `turn ${turn} of session ${sessionId} has no event journal (only streamed and background turns journal ` +
+        `their events); GET /v1/sessions/${sessionId}/turns/${turn} tells how it ended`,
+      { id: sessionId, turn },
+    );
   // Past what a record's number holds: no session has such a turn.
   if (turn >= RECORD_BOUND) throw missingTurn(sessionId, turn);
   const scope = await journalScope(services, sessionId, turn);

@@ -51,6 +51,17 @@ describe("a closed plain JSON turn's events", () => {
     expect(store.count).toBe(1);
   });
 
+  it("are 404 whose message says which turns journal events and where this one's outcome is", async () => {
+    const { api } = world();
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'plain' })).status).toBe(200);
+    const events = await api.get(`/v1/sessions/${id}/turns/1/events`);
+    expect(events.status).toBe(404);
+    expect(events.body.error).toMatchObject({ code: 'not_found', details: { id, turn: 1 } });
+    expect(events.body.error.message).toContain('only streamed and background turns journal their events');
+    expect(events.body.error.message).toContain(`GET /v1/sessions/${id}/turns/1`);
+  });
+
   it('are 404 at once after another process cancelled it while it runs', async () => {
     const { store, slow, api, closer, readEvents } = world();
     const id = await api.session();

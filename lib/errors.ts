@@ -206,7 +206,11 @@ export class LeaseHeldError extends TurnInProgressError {
  */
 export class BudgetExhaustedError extends TailgateError {
   constructor(limit: string, spent: number, value: number, holder: 'session' | 'token' = 'session') {
-    super('budget_exhausted', `the ${holder}'s budget is spent: ${limit} is ${value}, spent ${spent}`, {
+    const remedy =
+      holder === 'session'
+        ? "a PATCH of the session's budget raises it"
+        : "a token's budget is signed into it: go on with a token minted anew";
+    super('budget_exhausted', `the ${holder}'s budget is spent: ${limit} is ${value}, spent ${spent}; ${remedy}`, {
       budget: holder,
       limit,
       spent,

@@ -52,6 +52,10 @@ describe('a budget limit of 0', () => {
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'x' });
     expect(refused.status).toBe(402);
     expect(refused.body.error.details).toEqual({ budget: 'session', limit: 'max_turns', spent: 0, value: 0 });
+    // The message says what lifts the refusal.
+    expect(refused.body.error.message).toBe(
+      "the session's budget is spent: max_turns is 0, spent 0; a PATCH of the session's budget raises it",
+    );
   });
 
   it('holds a queued input until the budget is raised', async () => {

@@ -267,7 +267,10 @@ export async function fitTurnPrompt(
             ...('pending' in inputs.compacted ? { pending: true as const } : {}),
           },
         )
-      : {}),
+      : // The prompt still reads from a stored context start (a compaction on demand): named as the preview names it.
+        turn.context
+        ? { context_start_seq: turn.context.start_seq }
+        : {}),
     ...fit.context,
   };
   return { built, context };

@@ -74,6 +74,20 @@ describe('POST /v1/sessions/:id/compact', () => {
     expect(again.body).toMatchObject({ compacted: false, context: { start_seq: 9 } });
   });
 
+  it('without compact in the strategies, the turn after names the context start, as its preview', async () => {
+    const id = await api.session({ model: 'echo' });
+    for (let index = 0; index < 2; index++)
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: `turn ${index}` })).status).toBe(200);
+    const compacted = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 });
+    expect(compacted.body).toMatchObject({ compacted: true, context: { start_seq: 5 } });
+    const preview = await api.get(`/v1/sessions/${id}/prompt`);
+    expect(preview.body.context.context_start_seq).toBe(5);
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'after' });
+    expect(turn.body.context.context_start_seq).toBe(5);
+    const receipt = await api.get(`/v1/sessions/${id}/turns/${turn.body.turn}`);
+    expect(receipt.body.receipt.context_start_seq).toBe(5);
+  });
+
   it.each([[{ keep_tokens: -1 }], [{ unknown: true }], [{ model: 'nope:model' }]])(
     'refuses %o with 400',
     async (body) => {

@@ -118,7 +118,12 @@ export function turnRoutes() {
         ...(onBusy ? { onBusy } : {}),
       };
       const services = c.var.services;
-      if (background && stream) throw new InvalidRequestError('background turns are not streamed', { field: 'stream' });
+      if (background && stream)
+        throw new InvalidRequestError(
+          'stream: a background turn is not streamed (send stream or background, not both); ' +
+            `follow its events with GET /v1/sessions/${id}/turns/{turn}/events`,
+          { field: 'stream' },
+        );
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
       // `observed`: the services whose observer the busy policy holds a refusal back from (lib/turn/busy.ts).
       // `lapsed`: how its claim judges a dead turn answered at its end (takeUnderPolicy).

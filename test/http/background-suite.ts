@@ -48,6 +48,11 @@ export function defineBackgroundSuite(label: string, harness: HttpHarness): void
       const streamed = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', background: true, stream: true });
       expect(streamed.status).toBe(400);
       expect(streamed.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'stream' } });
+      // The message says what to change: drop one, and where a background turn's events are read.
+      expect(streamed.body.error.message).toBe(
+        'stream: a background turn is not streamed (send stream or background, not both); ' +
+          `follow its events with GET /v1/sessions/${id}/turns/{turn}/events`,
+      );
       expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 0, turns: 0 });
       const missing = await api.post(`/v1/sessions/${id}-gone/turns`, { input: 'x', background: true });
       expect(missing.status).toBe(404);

@@ -81,7 +81,16 @@ export class ModelTimeoutError extends TailgateError {
 /** A `model` id that names no known provider (400), the message starting with its field as every refusal's does. */
 export class UnknownModelError extends TailgateError {
   constructor(id: string, known: string[]) {
-    super('invalid_request', `model: unknown model "${id}"; known providers: ${known.join(', ')}`, {
+    const colon = id.indexOf(':');
+    const name = colon > 0 && known.includes(id.slice(0, colon)) ? id.slice(colon + 1) : undefined;
+    // What to change: the form of a model id, or the model name a known provider lacks.
+    const hint =
+      name === undefined
+        ? 'write echo or <provider>:<model>'
+        : name === ''
+          ? `"${id}" names no model after its provider`
+          : 'a model name has no whitespace and at most 256 characters';
+    super('invalid_request', `model: unknown model "${id}"; known providers: ${known.join(', ')}; ${hint}`, {
       field: 'model',
       known,
     });

@@ -238,6 +238,19 @@ describe('details.field names the offending field one way', () => {
     });
   });
 
+  it('an unknown model says how a model is written, and a known provider without a model name says so', async () => {
+    const id = await api.session();
+    const turns = `/v1/sessions/${id}/turns`;
+    const bare = await api.post(turns, { input: 'x', model: 'nosuch' });
+    expect(bare.body.error.message).toMatch(
+      /^model: unknown model "nosuch"; known providers: .*; write echo or <provider>:<model>$/,
+    );
+    const unnamed = await api.post(turns, { input: 'x', model: 'openai-compatible:' });
+    expect(unnamed.body.error.message).toMatch(
+      /^model: unknown model "openai-compatible:"; known .*; "openai-compatible:" names no model after its provider$/,
+    );
+  });
+
   it('in an unknown model and a fork point the session lacks, a message that starts with the field', async () => {
     const refusal = async (response: Promise<{ status: number; body: any }>) => {
       const { status, body } = await response;

@@ -1,4 +1,4 @@
-import { parseStrategyConfigLayer } from '../lib/strategies/strategy-config.ts';
+import { parseStrategyConfigLayer, resolveStrategyConfig } from '../lib/strategies/strategy-config.ts';
 import { resolveStrategyNames, type TurnServices } from '../lib/turn/index.ts';
 import type { SessionPatch } from '../lib/session/fields.ts';
 import { utf8Bytes } from '../lib/session/item-size.ts';
@@ -41,6 +41,9 @@ export function normalizeSessionFields(
       body.strategy_config === null
         ? null
         : (parseStrategyConfigLayer(body.strategy_config, 'session', 'body') as Record<string, number>);
+    // Judged over the deployment's, as its turns will have it: a reserve must leave the prompt room.
+    if (fields.strategy_config)
+      resolveStrategyConfig({ env: services.env, session: fields.strategy_config, sent: 'session' });
   }
   return fields;
 }

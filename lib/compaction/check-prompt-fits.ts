@@ -38,14 +38,14 @@ export class ContextTooLargeError extends TailgateError {
     response_reserve: number;
     item: { index: number; seq: number | null; tokens: number };
   }) {
-    const which = details.item.seq !== null ? `item seq ${details.item.seq}` : `prompt item ${details.item.index}`;
-    super(
-      'context_too_large',
-      `the prompt needs ${details.prompt_tokens} tokens, more than the ${details.prompt_limit} the model can take ` +
-        `(context_limit ${details.context_limit} - response_reserve ${details.response_reserve}); ` +
-        `the largest is ${which} (${details.item.tokens} tokens)`,
-      details,
-    );
+    const { item, prompt_limit: limit } = details;
+    const which = item.seq !== null ? `item seq ${item.seq}` : `prompt item ${item.index}`;
+    const window = `context_limit ${details.context_limit} - response_reserve ${details.response_reserve}`;
+    // A reserve at or above the window (max_output_tokens raises it) leaves no room at all.
+    const room = limit > 0 ? `more than the ${limit} the model can take (${window})` : `but ${window} leaves none`;
+    // An empty prompt (its tools alone) has no largest item.
+    const largest = item.tokens >= 0 ? `; the largest is ${which} (${item.tokens} tokens)` : '';
+    super('context_too_large', `the prompt needs ${details.prompt_tokens} tokens, ${room}${largest}`, details);
     this.name = 'ContextTooLargeError';
   }
 }

@@ -125,22 +125,66 @@ export interface StrategyConfigLayers {
   session?: unknown;
   /** The request's `strategy_config`. */
   request?: unknown;
+  /** The layer the request being answered sent (`request` unless it writes the session's). */
+  sent?: 'session' | 'request';
+  /** Where it sent that layer: `body` unless a preview's `query`. */
+  location?: RequestPart;
 }
 
 /**
  * Resolves the strategy thresholds for one call: defaults, then env, then session, then
  * request (later layers win key by key). Every layer is validated strictly; a bad layer
  * throws InvalidRequestError with `details.field` naming the key (`strategy_config.<key>`,
- * the env name for env; the request's message starts `body.strategy_config.<key>`) and
- * `details.layer`. Called per request on purpose: nothing is memoized, so a long-lived isolate
- * sees config changes immediately.
+ * the env name for env; the sent layer's message starts `body.strategy_config.<key>`, or
+ * `query.`) and `details.layer`, and so does a merged config whose `response_reserve` leaves
+ * a set `context_limit` no room for a prompt (checkPromptRoom). Called per request on purpose:
+ * nothing is memoized, so a long-lived isolate sees config changes immediately.
  */
 export function resolveStrategyConfig(layers: StrategyConfigLayers = {}): StrategyConfig {
-  const merged: Record<string, unknown> = {};
-  if (layers.env) Object.assign(merged, parseEnvLayer(layers.env));
-  if (layers.session !== undefined) Object.assign(merged, parseLayer(layers.session, 'session'));
-  if (layers.request !== undefined) Object.assign(merged, parseLayer(layers.request, 'request', 'body'));
-  return strategyConfigSchema.parse(merged);
+  const parsed: Array<[Layer, StrategyConfigLayer]> = [];
+  if (layers.env) parsed.push([{ layer: 'env' }, parseEnvLayer(layers.env)]);
+  const sent = layers.sent ?? 'request';
+  for (const layer of ['session', 'request'] as const) {
+    if (layers[layer] === undefined) continue;
+    const location = layer === sent ? (layers.location ?? 'body') : undefined;
+    parsed.push([{ layer, ...(location ? { location } : {}) }, parseLayer(layers[layer], layer, location)]);
+  }
+  const config = strategyConfigSchema.parse(Object.assign({}, ...parsed.map(([, values]) => values)));
+  checkPromptRoom(config, parsed);
+  return config;
+}
+
+/** Which layer set a key, and where a request sent it. */
+type Layer = { layer: string; location?: RequestPart };
+
+/**
+ * A `response_reserve` at or above a set `context_limit` leaves the prompt no room: refused,
+ * naming the key the last layer to set either of them set (`response_reserve` when it set both),
+ * so a session's limit and a request's reserve are judged together and the request is named.
+ */
+function checkPromptRoom(config: StrategyConfig, parsed: ReadonlyArray<[Layer, StrategyConfigLayer]>): void {
+  const { context_limit: limit, response_reserve: reserve } = config;
+  if (limit === 0 || reserve < limit) return;
+  const [last, values] = parsed.findLast(([, layer]) => 'context_limit' in layer || 'response_reserve' in layer)!;
+  const key: StrategyConfigKey = 'response_reserve' in values ? 'response_reserve' : 'context_limit';
+  // A variable is named by its upper-case name, a key of a layer by its own.
+  const name = (each: StrategyConfigKey) => (last.layer === 'env' ? strategyConfigEnvName(each) : each);
+  const reason =
+    key === 'response_reserve'
+      ? `${reserve} must be less than ${name('context_limit')} ${limit}`
+      : `${limit} must be greater than ${name('response_reserve')} ${reserve}`;
+  const because = `(no room is left for the prompt, which gets context_limit - response_reserve tokens)`;
+  const room = { context_limit: limit, response_reserve: reserve };
+  if (last.layer === 'env') {
+    throw new InvalidRequestError(`environment ${name(key)}: ${reason} ${because}`, {
+      field: name(key),
+      layer: 'env',
+      ...room,
+    });
+  }
+  const field = `strategy_config.${key}`;
+  const named = last.location === undefined ? field : `${last.location}.${field}`;
+  throw new InvalidRequestError(`${named}: ${reason} ${because}`, { field, layer: last.layer, ...room });
 }
 
 /**

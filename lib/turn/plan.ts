@@ -72,6 +72,7 @@ export function planTurn(
   request: Pick<TurnRequest, 'model' | 'strategies' | 'tools'> & {
     strategy_config?: Record<string, unknown> | undefined;
   },
+  location: 'body' | 'query' = 'body',
 ): TurnPlan {
   const strategies = resolveStrategyNames(
     request.strategies ?? session.strategies ?? undefined,
@@ -82,6 +83,7 @@ export function planTurn(
     env: services.env,
     session: session.strategy_config,
     request: request.strategy_config,
+    location,
   });
   const model = services.model(request.model ?? session.model ?? services.config.defaultModel);
   return { strategies, strategyConfig, model, tools: request.tools ?? session.tools };
@@ -104,16 +106,19 @@ export function checkRequest(
 
 /**
  * At a turn's claim, what its session's config (`config`) lets be checked before anything is
- * stored: its model (the request's over the session's, else the deployment's), and, for a
+ * stored: its thresholds over the session's (a session's `context_limit` and the request's
+ * `response_reserve` are judged together), its model (the request's over the session's, else
+ * the deployment's), and, for a
  * token whose budget caps its cost, the price of SUMMARY_MODEL where the turn may compact (its
  * strategies hold `compact`, or it asks `compaction`), which the compaction would call once
  * its input is stored (TokenSpend.checkPriced).
  */
 export function checkTurnModels(
   services: TurnServices,
-  request: Pick<TurnRequest, 'model' | 'strategies' | 'compaction'>,
-  config: Pick<SessionRecord, 'model' | 'strategies'>,
+  request: Pick<TurnRequest, 'model' | 'strategies' | 'compaction' | 'strategy_config'>,
+  config: Pick<SessionRecord, 'model' | 'strategies' | 'strategy_config'>,
 ): void {
+  resolveStrategyConfig({ env: services.env, session: config.strategy_config, request: request.strategy_config });
   services.model(request.model ?? config.model ?? services.config.defaultModel);
   const summaryModel = services.config.summaryModel;
   if (!services.tokenSpend || !summaryModel) return;

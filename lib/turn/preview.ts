@@ -103,6 +103,8 @@ type NextRequest = {
   instructions?: string | null;
   /** A queued input's, which its pickup claims (no new turn: no queued input goes first, as at its claim). */
   fromQueue?: boolean;
+  /** Where its `strategy_config` was sent (a queued input's: its body, unless the query's replaces it). */
+  sent?: 'body' | 'query';
 };
 
 /**
@@ -121,7 +123,8 @@ async function buildPreview(
 ): Promise<PreviewBuilt> {
   const stored = typeof sessionId === 'string' ? await services.sessions.get(sessionId) : sessionId.session;
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
-  const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools });
+  // The query's thresholds are named as the query's, a queued input's as its request's body.
+  const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools }, next?.sent ?? 'query');
   checkTools?.(plan.tools ?? []);
   // The reply's room as its request asks (a queued input's `max_output_tokens`), as the turn has it.
   const budget = promptBudget(
@@ -159,7 +162,8 @@ async function buildPreview(
         ...(asked.max_output_tokens !== undefined ? { max_output_tokens: asked.max_output_tokens } : {}),
         ...(asked.compaction !== undefined ? { compaction: asked.compaction } : {}),
       };
-      const nextTurn = { input, model: asked.model, tools: asked.tools, fromQueue: true };
+      const sent = query.strategy_config === undefined ? ('body' as const) : ('query' as const);
+      const nextTurn = { input, model: asked.model, tools: asked.tools, fromQueue: true, sent };
       const built = await buildPreview(services, sessionId, settings, fitting, nextTurn, undefined, tookNothing);
       return { ...built, queued: name };
     }

@@ -104,6 +104,59 @@ describe('details.field names the offending field one way', () => {
     expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
   });
 
+  it('in a reserve leaving context_limit no room, the key the request set, judged over every layer', async () => {
+    const id = await api.session();
+    // The message, past its reason, which starts with the location and details.field.
+    const refusal = async (response: Promise<{ status: number; body: any }>) => {
+      const { status, body } = await response;
+      expect(status, JSON.stringify(body)).toBe(400);
+      expect(body.error.code).toBe('invalid_request');
+      const message: string = body.error.message;
+      expect(message.replace(/^(body|query)\./, '').startsWith(`${body.error.details.field}: `)).toBe(true);
+      return message.replace(/ \(no room .*\)$/, '');
+    };
+    const preview = (config: unknown) =>
+      api.get(`/v1/sessions/${id}/prompt?${new URLSearchParams({ strategy_config: JSON.stringify(config) })}`);
+    const reserve = (at: string) => `${at}.strategy_config.response_reserve: 200 must be less than context_limit 100`;
+    // Of an empty session: its prompt (0 tokens) is not what is refused.
+    expect(await refusal(preview({ context_limit: 100, response_reserve: 200 }))).toBe(reserve('query'));
+    const both = { strategy_config: { context_limit: 100, response_reserve: 200 } };
+    for (const refused of [
+      api.post('/v1/sessions', both),
+      api.patch(`/v1/sessions/${id}`, both),
+      api.post(`/v1/sessions/${id}/turns`, { input: 'x', ...both }),
+      api.post(`/v1/sessions/${id}/turns`, { input: 'x', background: true, ...both }),
+    ])
+      expect(await refusal(refused)).toBe(reserve('body'));
+    // A session's limit and a request's reserve (or the reverse) are judged together; equal leaves no room either.
+    expect((await api.patch(`/v1/sessions/${id}`, { strategy_config: { context_limit: 100 } })).status).toBe(200);
+    const equal = { strategy_config: { response_reserve: 100 } };
+    expect(await refusal(api.post(`/v1/sessions/${id}/turns`, { input: 'x', ...equal }))).toBe(
+      'body.strategy_config.response_reserve: 100 must be less than context_limit 100',
+    );
+    expect(await refusal(preview({ response_reserve: 100 }))).toMatch(/^query\.strategy_config\.response_reserve: /);
+    expect((await api.patch(`/v1/sessions/${id}`, { strategy_config: { response_reserve: 200 } })).status).toBe(200);
+    const limit = { strategy_config: { context_limit: 200 } };
+    expect(await refusal(api.post(`/v1/sessions/${id}/turns`, { input: 'x', ...limit }))).toBe(
+      'body.strategy_config.context_limit: 200 must be greater than response_reserve 200',
+    );
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
+    // Room left, the turn runs.
+    const room = { strategy_config: { context_limit: 300 } };
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x', ...room })).status).toBe(200);
+  });
+
+  it('in a 413 whose reserve leaves no room, a message naming no negative token count', async () => {
+    const id = await api.session({ strategy_config: { context_limit: 100 } });
+    // max_output_tokens raises the reserve past the window.
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', max_output_tokens: 200 });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(413);
+    expect(refused.body.error.message).toMatch(
+      /^the prompt needs \d+ tokens, but context_limit 100 - response_reserve 200 leaves none; the largest is /,
+    );
+    expect(refused.body.error.message).not.toMatch(/-\d/);
+  });
+
   it('in an output answering no open call, the path of its call_id', async () => {
     const id = await api.session();
     const input = [{ type: 'function_call_output', call_id: 'call_none', output: 'x' }];
@@ -151,6 +204,9 @@ describe('details.field names the offending field one way', () => {
     );
     expect(await fieldOf(send(header({ model: 'nosuch:model' })))).toBe('line 1.model');
     expect(await fieldOf(send(header({ colour: 'red' })))).toBe('line 1.colour');
+    const roomless = await send(header({ strategy_config: { context_limit: 100, response_reserve: 200 } }));
+    expect(await fieldOf(Promise.resolve(roomless))).toBe('line 1.strategy_config.response_reserve');
+    expect(roomless.body.error.message).toMatch(/^line 1\.strategy_config\.response_reserve: 200 must be less than /);
   });
 
   it("in an import's line, the words a body's refusal has: the innermost field, required, unknown field", async () => {

@@ -119,6 +119,38 @@ describe('strategy config', () => {
     expect(resolveStrategyConfig({ env: { PATH: '/bin', EPOCH_SIZE: ' ' } })).toEqual(defaultStrategyConfig());
   });
 
+  it('refuses a merged response_reserve at or above a set context_limit, naming the last layer to set either', () => {
+    // `<layer> <details.field>: <message past its reason>`
+    const refusal = (layers: Parameters<typeof resolveStrategyConfig>[0]) => {
+      try {
+        resolveStrategyConfig(layers);
+      } catch (error) {
+        expect(error).toBeInstanceOf(InvalidRequestError);
+        const { field, layer } = (error as InvalidRequestError).details as { field: string; layer: string };
+        return `${layer} ${field}: ${(error as Error).message.replace(/ \(no room .*\)$/, '')}`;
+      }
+      return 'accepted';
+    };
+    expect(refusal({ env: { CONTEXT_LIMIT: '100', RESPONSE_RESERVE: '100' } })).toBe(
+      'env RESPONSE_RESERVE: environment RESPONSE_RESERVE: 100 must be less than CONTEXT_LIMIT 100',
+    );
+    const reserve = 'strategy_config.response_reserve';
+    expect(refusal({ env: { CONTEXT_LIMIT: '100' }, session: { response_reserve: 150 }, sent: 'session' })).toBe(
+      `session ${reserve}: body.${reserve}: 150 must be less than context_limit 100`,
+    );
+    // A stored session's own, under a request that sets neither, is named as stored.
+    expect(refusal({ session: { context_limit: 50, response_reserve: 60 }, request: { epoch_size: 3 } })).toBe(
+      `session ${reserve}: ${reserve}: 60 must be less than context_limit 50`,
+    );
+    const limit = 'strategy_config.context_limit';
+    expect(refusal({ session: { response_reserve: 60 }, request: { context_limit: 60 }, location: 'query' })).toBe(
+      `request ${limit}: query.${limit}: 60 must be greater than response_reserve 60`,
+    );
+    // 0 is the model's own window, judged by the model's budget, not here.
+    expect(refusal({ request: { response_reserve: 500 } })).toBe('accepted');
+    expect(refusal({ session: { context_limit: 1000 }, request: { response_reserve: 999 } })).toBe('accepted');
+  });
+
   it('validates one layer on its own', () => {
     expect(parseStrategyConfigLayer({ epoch_size: 5 })).toEqual({ epoch_size: 5 });
     expect(() => parseStrategyConfigLayer({ nope: 1 })).toThrow(InvalidRequestError);

@@ -1,4 +1,4 @@
-import { NotFoundError, TurnInProgressError } from '../errors.ts';
+import { CorruptObjectError, NotFoundError, TurnInProgressError } from '../errors.ts';
 import { RecordMissingError } from '../session/log/head.ts';
 import { budgetRefusal } from '../ledger/budget.ts';
 import { mapLimit } from '../store/object-store.ts';
@@ -32,7 +32,9 @@ const SWEEP_CONCURRENCY = 4;
  * behind a turn whose process died, and a given-up turn, that no client came to close, run or
  * close all the same. A session whose spent budget refused the pickup is unmarked too (while its
  * budget stays spent): its inputs wait, listed, for a PATCH of the budget, which marks the
- * session again before it is stored. A session that fails is told in `failed`, and the others go on.
+ * session again before it is stored. A session that fails is told in `failed`, and the others go
+ * on; one whose head is corrupt (its open turn can be neither read nor closed) is told and, with
+ * nothing queued, unmarked all the same, so it is not tried, and told, at every sweep.
  */
 export async function sweepQueues(
   services: TurnServices & {
@@ -49,7 +51,15 @@ export async function sweepQueues(
         if (!(error instanceof NotFoundError)) throw error;
       });
       // Its turn runs: the session stays marked for that turn, whose close takes the queue up.
-      if (picked === 'busy' || (await leaseRuns(services, id))) return;
+      if (picked === 'busy') return;
+      // A head no reader can parse (a corrupt newest record) is told once: with nothing queued the
+      // session is unmarked, left to its readers, as a queued input keeps it marked (its claim fails).
+      const lease = await leaseRuns(services, id).catch((error: unknown) => {
+        if (!(error instanceof CorruptObjectError)) throw error;
+        sweep.failed.push({ id, error });
+        return false;
+      });
+      if (lease) return;
       // A queue the spent budget holds is no longer swept: a budget raise, or an enqueue, marks it again.
       const unmarked =
         picked === 'budget_spent'

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { CorruptObjectError } from '../../lib/errors.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
@@ -40,6 +42,12 @@ async function givenUp(w: ReturnType<typeof world>): Promise<void> {
   await w.store.put('queues/s', '');
 }
 
+/** Overwrites session `s`'s newest turn record with what no reader can parse. */
+async function corruptNewest(store: ObjectStore): Promise<void> {
+  const turns = (await listAll(store, 'sessions/s/turn/')).map((object) => object.key).sort();
+  await store.put(turns.at(-1)!, 'not json');
+}
+
 describe('the sweep of queues and a marked session with an open turn', () => {
   it('keeps the session marked while the turn’s lease runs, then closes the turn and unmarks it', async () => {
     const w = world();
@@ -66,5 +74,32 @@ describe('the sweep of queues and a marked session with an open turn', () => {
     expect(await sweepQueues(w.services)).toEqual({ checked: 1, unmarked: 1, failed: [] });
     expect(await w.sessions.getTurn('s', 1)).toMatchObject({ status: 'cancelled' });
     expect(await markers(w.store)).toEqual([]);
+  });
+
+  it('tells a session whose newest record is corrupt once, and unmarks it when nothing is queued', async () => {
+    const w = world();
+    await givenUp(w);
+    await corruptNewest(w.store);
+    const sweep = await sweepQueues(w.services);
+    expect(sweep).toMatchObject({ checked: 1, unmarked: 1 });
+    expect(sweep.failed.map(({ id, error }) => [id, error instanceof CorruptObjectError])).toEqual([['s', true]]);
+    expect(await markers(w.store)).toEqual([]);
+    // Nothing is left to sweep: the session is no longer tried (its readers meet the corrupt record).
+    expect(await sweepQueues(w.services)).toEqual({ checked: 0, unmarked: 0, failed: [] });
+  });
+
+  it('keeps a session whose newest record is corrupt marked, told at each sweep, while input is queued', async () => {
+    const w = world();
+    await givenUp(w);
+    const input = [{ type: 'message' as const, role: 'user' as const, content: 'later' }];
+    await w.sessions.enqueue('s', { input, request: {}, key_sha256: sha256Hex('later') });
+    await corruptNewest(w.store);
+    for (let sweeps = 0; sweeps < 2; sweeps++) {
+      const sweep = await sweepQueues(w.services);
+      expect(sweep).toMatchObject({ checked: 1, unmarked: 0 });
+      expect(sweep.failed.map(({ id, error }) => [id, error instanceof CorruptObjectError])).toEqual([['s', true]]);
+      // Its input waits, marked: nothing queued is left behind.
+      expect(await markers(w.store)).toEqual(['queues/s']);
+    }
   });
 });

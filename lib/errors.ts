@@ -143,7 +143,10 @@ export class SessionExistsError extends TailgateError {
   }
 }
 
-/** A fork point that cannot be forked at (packed, too deep, or an open turn): the message says which. */
+/**
+ * A fork point that cannot be forked at (packed, too deep, or an open turn): the message says which,
+ * `details` names the session (`id`) and the point (`turn` or `seq`).
+ */
 export class ForkRefusedError extends TailgateError {
   constructor(message: string, details?: unknown) {
     super('fork_refused', message, details);

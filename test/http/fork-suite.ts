@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { SessionLog } from '../support/session-log.ts';
 import { freshId, createClient, type HttpHarness } from './http-suite.ts';
 
 /**
@@ -79,6 +80,29 @@ export function defineForkSuite(label: string, harness: HttpHarness): void {
       const taken = await api.post(`/v1/sessions/${parent}/fork`, { at_seq: 2, id: parent });
       expect(taken.status).toBe(409);
       expect(taken.body.error.code).toBe('session_exists');
+    });
+
+    it('refuses a fork at a turn still running with 409 fork_refused naming the session and the turn', async () => {
+      const parent = await api.session();
+      expect((await api.post(`/v1/sessions/${parent}/turns`, { input: 'one' })).status).toBe(200);
+      // A turn claimed and not completed: still running.
+      const log = new SessionLog(harness.store, { keyPrefix: harness.keyPrefix });
+      const begun = await log.beginTurn(parent, { input: [{ type: 'message', role: 'user', content: 'two' }] });
+      expect(begun.kind).toBe('claimed');
+      for (const [point, named] of [
+        [{ at_turn: 2 }, { turn: 2 }],
+        [{ at_seq: 3 }, { seq: 3 }],
+      ] as const) {
+        const refused = await api.post(`/v1/sessions/${parent}/fork`, point);
+        expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+        expect(refused.body.error).toEqual({
+          code: 'fork_refused',
+          message: expect.stringContaining(`of session ${parent} is still running`),
+          details: { id: parent, ...named },
+        });
+      }
+      // The turn before it is forked at.
+      expect((await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1 })).status).toBe(201);
     });
 
     it("names and lists a fork by its parent after a delete of the fork's newest turn", async () => {

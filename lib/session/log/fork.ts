@@ -56,14 +56,19 @@ export async function planFork(
   const { head, point } = await withFreshListing(async () => {
     const head = await readHead(log, parentId, 100);
     if (head.scope.generation === '')
-      throw new ForkRefusedError('a session stored before generations existed cannot be forked');
+      throw new ForkRefusedError(
+        `session ${parentId} was stored before generations existed and cannot be forked`,
+        refusedAt(parentId, options),
+      );
     return { head, point: await findForkPoint(log, head, options) };
   });
   const counts = point.counts;
   const chain = forkChain(head.scope, point.record, counts.items);
   if (chain.length > MAX_FORK_DEPTH)
     throw new ForkRefusedError(
-      `a fork reads at most ${MAX_FORK_DEPTH} sessions' histories; this one would read ${chain.length}`,
+      `a fork reads at most ${MAX_FORK_DEPTH} sessions' histories; a fork of session ${parentId} would read ` +
+        `${chain.length}`,
+      refusedAt(parentId, options),
     );
   const config = checkedConfig({
     ...newConfig(log, { ...inherited(head.config), ...options.fields }),
@@ -135,6 +140,11 @@ export async function giveUp(
   for (const point of config.fork_of ?? []) await sweepSession(log, point.id, { keepImports: true });
 }
 
+/** What every refusal of a fork names: the session (`id`), and its fork point (`turn` or `seq`, as asked). */
+function refusedAt(id: string, at: ForkOptions): { id: string; turn: number } | { id: string; seq: number } {
+  return at.at_turn !== undefined ? { id, turn: at.at_turn } : { id, seq: at.at_seq! };
+}
+
 /** The parent's fields a fork keeps unless it sets its own. */
 function inherited(config: SessionConfig): NewSession {
   return {
@@ -176,12 +186,18 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
     if (point) {
       const state = stateOf(point.record, point.done);
       if (matches(state, at) && point.record.kind === 'turn' && !point.done)
-        throw new ForkRefusedError(`${wanted} is still running; fork once it ended`);
+        throw new ForkRefusedError(
+          `${wanted} of session ${head.config.id} is still running; fork once it ended`,
+          refusedAt(head.config.id, at),
+        );
       states = [state];
     } else if (unit?.kind === 'segment') {
       const packed = await new SegmentReader(log.store, unit.key, unit).states();
       if (!packed)
-        throw new ForkRefusedError(`${wanted} is in a segment written before segments kept each record's state`);
+        throw new ForkRefusedError(
+          `${wanted} of session ${head.config.id} is in a segment written before segments kept each record's state`,
+          refusedAt(head.config.id, at),
+        );
       const top = unitTop(unit);
       states = packed.filter((state) => state.counts.items <= top).reverse();
     } else {

@@ -244,6 +244,22 @@ export function leaseExpired(sessionId: string, turn: number): { code: string; m
 }
 
 /**
+ * The error a cancel closes a turn with (stored in its completion: its receipt's error), as its owner answers it
+ * (TurnClosedError): an `interrupt`'s says so (`interrupted`, its message "was interrupted").
+ */
+export function turnCancelled(
+  sessionId: string,
+  turn: number,
+  interrupted = false,
+): { code: string; message: string; details: { session_id: string; turn: number; interrupted?: true } } {
+  return {
+    code: TURN_CANCELLED,
+    message: interrupted ? `turn ${turn} was interrupted` : `turn ${turn} was cancelled; its output was not stored`,
+    details: { session_id: sessionId, turn, ...(interrupted ? { interrupted: true as const } : {}) },
+  };
+}
+
+/**
  * The turn was closed by someone else, nothing stored: `code` and `details` are its closer's stored error's, a cancel's
  * (`details.interrupted`: an `interrupt`'s, lib/session/log/lease.ts cancelTurn) or else a lapsed lease's.
  */
@@ -253,7 +269,7 @@ export class TurnClosedError extends TailgateError {
     const interrupted = cancelled && (details as { interrupted?: unknown } | undefined)?.interrupted === true;
     super(
       cancelled ? TURN_CANCELLED : LEASE_EXPIRED,
-      cancelled ? `turn ${turn} was cancelled; its output was not stored` : leaseExpired(sessionId, turn).message,
+      cancelled ? turnCancelled(sessionId, turn).message : leaseExpired(sessionId, turn).message,
       { session_id: sessionId, turn, ...(interrupted ? { interrupted: true } : {}) },
     );
     this.name = 'TurnClosedError';

@@ -58,8 +58,9 @@ function world(store: ObjectStore, env: Record<string, string> = environment) {
     await calling();
     expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await expect.poll(() => slow.signals[0]?.aborted, { timeout: 10_000 }).toBe(true);
-    await reader.rest();
+    const events = parseSse(await reader.rest());
     await drain();
+    return events;
   };
   /**
    * A turn interrupted through the other process while its model call is held, which then
@@ -98,6 +99,23 @@ describe.each(stores)("a stopped turn's receipt shows what it spent: %s", (_, st
     expect(listed.body.turns[0]).toMatchObject({ turn: 1, usage: stored.usage, usage_estimated: true });
   });
 
+  it("a cancelled streamed turn: its receipt's error is its stream's error event's, naming the turn", async () => {
+    const { api, cancelledStreamed } = world(storeOf());
+    const id = await api.session();
+    const events = await cancelledStreamed(id);
+    const ended = events.at(-1)!;
+    expect(ended).toMatchObject({ event: 'error', data: { error: { code: 'turn_cancelled' } } });
+    const turn = await api.get(`/v1/sessions/${id}/turns/1`);
+    expect(turn.body.error).toEqual(ended.data.error);
+    expect(turn.body.error).toEqual({
+      code: 'turn_cancelled',
+      message: 'turn 1 was cancelled; its output was not stored',
+      details: { session_id: id, turn: 1 },
+    });
+    const listed = await api.get(`/v1/sessions/${id}/turns`);
+    expect(listed.body.turns[0].error).toEqual(turn.body.error);
+  });
+
   it('an interrupted turn whose provider answered: the usage it reported, not marked estimated', async () => {
     const { api, spentBody, interruptedAnswered } = world(storeOf(), slowRenewals);
     const id = await api.session();
@@ -106,6 +124,7 @@ describe.each(stores)("a stopped turn's receipt shows what it spent: %s", (_, st
     expect(stored.estimated).toBe(false);
     const turn = await api.get(`/v1/sessions/${id}/turns/1`);
     expect(turn.body).toMatchObject({ status: 'cancelled', usage: stored.usage });
+    expect(turn.body.error).toMatchObject({ details: { session_id: id, turn: 1, interrupted: true } });
     expect(turn.body.usage.output_tokens).toBeGreaterThan(0);
     expect(turn.body).not.toHaveProperty('usage_estimated');
     const listed = await api.get(`/v1/sessions/${id}/turns`);

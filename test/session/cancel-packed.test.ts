@@ -34,7 +34,8 @@ async function closedAndPacked(close: 'cancel' | 'interrupt') {
 
 describe('a turn closed by someone else, packed since, read by its owner', () => {
   for (const close of ['cancel', 'interrupt'] as const) {
-    const details = close === 'interrupt' ? { details: { interrupted: true } } : {};
+    // The stored error names the turn, as its owner's answer does.
+    const details = { details: { session_id: 's', turn: 2, ...(close === 'interrupt' ? { interrupted: true } : {}) } };
 
     it(`reads as cancelled, not lease_expired, after a ${close}`, async () => {
       const { sessions, turn } = await closedAndPacked(close);

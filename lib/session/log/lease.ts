@@ -4,6 +4,7 @@ import {
   leaseExpired,
   SESSION_DELETED,
   TURN_CANCELLED,
+  turnCancelled,
   TurnNotOpenError,
 } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
@@ -128,9 +129,7 @@ export async function cancelTurn(
     open,
     {
       status: 'failed',
-      error: interrupt
-        ? interrupted(turnNumber)
-        : { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` },
+      error: turnCancelled(id, turnNumber, interrupt),
     },
     config.webhook_url,
   );
@@ -269,13 +268,11 @@ export async function asClaimCloses<Newest extends { record: LogRecord; done: Do
   const turn = record.turn ?? 0;
   const lapsed = (await leaseOf(log, scope, record)) <= log.clock().getTime();
   if (!lapsed && !interrupts) return newest;
-  const outcome: StoredOutcome = { status: 'failed', error: lapsed ? leaseExpired(scope.id, turn) : interrupted(turn) };
+  const outcome: StoredOutcome = {
+    status: 'failed',
+    error: lapsed ? leaseExpired(scope.id, turn) : turnCancelled(scope.id, turn, true),
+  };
   return { ...newest, done: closingDone(log, scope, record, outcome, '') };
-}
-
-/** The error an `interrupt`'s cancel stores for turn `turn` (cancelTurn). */
-function interrupted(turn: number): { code: string; message: string; details: { interrupted: true } } {
-  return { code: TURN_CANCELLED, message: `turn ${turn} was interrupted`, details: { interrupted: true } };
 }
 
 /**

@@ -9,15 +9,27 @@ export const STRATEGY_SETTINGS = [...strategyConfigKeys.map(strategyConfigEnvNam
 /**
  * What is wrong with the strategy settings of the environment (lib/config.ts parseServiceConfig):
  * none, or each bad one, as `not_configured` naming its variable. Checked together first (what
- * every request's read of the settings pays), then, when that fails, each on its own, so that one
- * bad value hides no other.
+ * every request's read of the settings pays), then, when that fails, each on its own, and
+ * CONTEXT_LIMIT with RESPONSE_RESERVE as a pair, so that one bad value hides no other.
  */
 export function strategySettingProblems(env: Record<string, string | undefined>): NotConfiguredError[] {
   const together = strategySettingProblem(env);
   if (together === undefined) return [];
   const alone = STRATEGY_SETTINGS.map((name) => strategySettingProblem({ [name]: env[name] }));
   const problems = alone.filter((problem) => problem !== undefined);
+  // A reserve at or above a set limit is wrong only of the two together: judged as a pair too,
+  // unless one of them is wrong alone (named already).
+  const pair = strategySettingProblem(Object.fromEntries(WINDOW_PAIR.map((name) => [name, env[name]])));
+  if (pair && !problems.some((problem) => WINDOW_PAIR.includes(variableOf(problem)))) problems.push(pair);
   return problems.length > 0 ? problems : [together];
+}
+
+/** The settings judged together as well as alone: the window and the reserve that leaves the prompt its room. */
+const WINDOW_PAIR = ['CONTEXT_LIMIT', 'RESPONSE_RESERVE'];
+
+/** The variable a problem names. */
+function variableOf(problem: NotConfiguredError): string {
+  return String((problem.details as { variable?: unknown }).variable);
 }
 
 /**

@@ -220,6 +220,24 @@ describe('parseServiceConfig', () => {
     for (const name of variables) expect((error as Error).message).toContain(`invalid setting ${name}: `);
   });
 
+  it.each([
+    [{ EPOCH_SIZE: 'abc', CONTEXT_LIMIT: '100', RESPONSE_RESERVE: '200' }, ['EPOCH_SIZE', 'RESPONSE_RESERVE']],
+    [{ CONTEXT_LIMIT: 'abc', RESPONSE_RESERVE: '200' }, ['CONTEXT_LIMIT']],
+  ])('names a reserve leaving the window no room beside every other bad setting: %o', (env, variables) => {
+    const error = (() => {
+      try {
+        parseServiceConfig(env);
+      } catch (caught) {
+        return caught;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(NotConfiguredError);
+    const named = (error as NotConfiguredError).details as { variable?: string; variables?: string[] };
+    expect(named.variables ?? [named.variable]).toEqual(variables);
+    for (const name of variables) expect((error as Error).message).toContain(`invalid setting ${name}: `);
+  });
+
   it('accepts good strategy settings', () => {
     expect(() =>
       parseServiceConfig({

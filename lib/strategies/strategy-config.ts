@@ -169,10 +169,19 @@ function checkPromptRoom(config: StrategyConfig, parsed: ReadonlyArray<[Layer, S
   const key: StrategyConfigKey = 'response_reserve' in values ? 'response_reserve' : 'context_limit';
   // A variable is named by its upper-case name, a key of a layer by its own.
   const name = (each: StrategyConfigKey) => (last.layer === 'env' ? strategyConfigEnvName(each) : each);
+  // The other value, set by another layer (both are, as neither default refuses), is named by where it came from.
+  const other: StrategyConfigKey = key === 'response_reserve' ? 'context_limit' : 'response_reserve';
+  const [from] = parsed.findLast(([, layer]) => other in layer)!;
+  const source =
+    from.layer === last.layer
+      ? ''
+      : from.layer === 'env'
+        ? ` (the deployment's ${strategyConfigEnvName(other)})`
+        : ` (the ${from.layer}'s)`;
   const reason =
     key === 'response_reserve'
-      ? `${reserve} must be less than ${name('context_limit')} ${limit}`
-      : `${limit} must be greater than ${name('response_reserve')} ${reserve}`;
+      ? `${reserve} must be less than ${name('context_limit')} ${limit}${source}`
+      : `${limit} must be greater than ${name('response_reserve')} ${reserve}${source}`;
   const because = `(no room is left for the prompt, which gets context_limit - response_reserve tokens)`;
   const room = { context_limit: limit, response_reserve: reserve };
   if (last.layer === 'env') {

@@ -132,13 +132,13 @@ describe('details.field names the offending field one way', () => {
     expect((await api.patch(`/v1/sessions/${id}`, { strategy_config: { context_limit: 100 } })).status).toBe(200);
     const equal = { strategy_config: { response_reserve: 100 } };
     expect(await refusal(api.post(`/v1/sessions/${id}/turns`, { input: 'x', ...equal }))).toBe(
-      'body.strategy_config.response_reserve: 100 must be less than context_limit 100',
+      "body.strategy_config.response_reserve: 100 must be less than context_limit 100 (the session's)",
     );
     expect(await refusal(preview({ response_reserve: 100 }))).toMatch(/^query\.strategy_config\.response_reserve: /);
     expect((await api.patch(`/v1/sessions/${id}`, { strategy_config: { response_reserve: 200 } })).status).toBe(200);
     const limit = { strategy_config: { context_limit: 200 } };
     expect(await refusal(api.post(`/v1/sessions/${id}/turns`, { input: 'x', ...limit }))).toBe(
-      'body.strategy_config.context_limit: 200 must be greater than response_reserve 200',
+      "body.strategy_config.context_limit: 200 must be greater than response_reserve 200 (the session's)",
     );
     expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
     // Room left, the turn runs.

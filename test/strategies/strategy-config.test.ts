@@ -135,8 +135,13 @@ describe('strategy config', () => {
       'env RESPONSE_RESERVE: environment RESPONSE_RESERVE: 100 must be less than CONTEXT_LIMIT 100',
     );
     const reserve = 'strategy_config.response_reserve';
+    // The other value's source is named where another layer set it.
     expect(refusal({ env: { CONTEXT_LIMIT: '100' }, session: { response_reserve: 150 }, sent: 'session' })).toBe(
-      `session ${reserve}: body.${reserve}: 150 must be less than context_limit 100`,
+      `session ${reserve}: body.${reserve}: 150 must be less than context_limit 100 (the deployment's CONTEXT_LIMIT)`,
+    );
+    expect(refusal({ env: { RESPONSE_RESERVE: '5000' }, session: { context_limit: 4000 } })).toBe(
+      'session strategy_config.context_limit: strategy_config.context_limit: 4000 must be greater than ' +
+        "response_reserve 5000 (the deployment's RESPONSE_RESERVE)",
     );
     // A stored session's own, under a request that sets neither, is named as stored.
     expect(refusal({ session: { context_limit: 50, response_reserve: 60 }, request: { epoch_size: 3 } })).toBe(
@@ -144,7 +149,7 @@ describe('strategy config', () => {
     );
     const limit = 'strategy_config.context_limit';
     expect(refusal({ session: { response_reserve: 60 }, request: { context_limit: 60 }, location: 'query' })).toBe(
-      `request ${limit}: query.${limit}: 60 must be greater than response_reserve 60`,
+      `request ${limit}: query.${limit}: 60 must be greater than response_reserve 60 (the session's)`,
     );
     // 0 is the model's own window, judged by the model's budget, not here.
     expect(refusal({ request: { response_reserve: 500 } })).toBe('accepted');

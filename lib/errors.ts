@@ -269,7 +269,7 @@ export class TurnClosedError extends TailgateError {
     const interrupted = cancelled && (details as { interrupted?: unknown } | undefined)?.interrupted === true;
     super(
       cancelled ? TURN_CANCELLED : LEASE_EXPIRED,
-      cancelled ? turnCancelled(sessionId, turn).message : leaseExpired(sessionId, turn).message,
+      cancelled ? turnCancelled(sessionId, turn, interrupted).message : leaseExpired(sessionId, turn).message,
       { session_id: sessionId, turn, ...(interrupted ? { interrupted: true } : {}) },
     );
     this.name = 'TurnClosedError';

@@ -55,5 +55,7 @@ describe('an echo turn that waits', () => {
     const interrupted = await first;
     expect(interrupted.status).toBe(409);
     expect(interrupted.body.error).toMatchObject({ code: 'turn_cancelled', details: { interrupted: true } });
+    // Its own answer is the error its receipt keeps.
+    expect(interrupted.body.error).toEqual((await api.get(`/v1/sessions/${id}/turns/1`)).body.error);
   });
 });

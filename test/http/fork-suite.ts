@@ -89,15 +89,16 @@ export function defineForkSuite(label: string, harness: HttpHarness): void {
       const log = new SessionLog(harness.store, { keyPrefix: harness.keyPrefix });
       const begun = await log.beginTurn(parent, { input: [{ type: 'message', role: 'user', content: 'two' }] });
       expect(begun.kind).toBe('claimed');
-      for (const [point, named] of [
-        [{ at_turn: 2 }, { turn: 2 }],
-        [{ at_seq: 3 }, { seq: 3 }],
+      // A seq names the turn it is in, which is what runs.
+      for (const [point, named, running] of [
+        [{ at_turn: 2 }, { turn: 2 }, `turn 2 of session ${parent} is still running`],
+        [{ at_seq: 3 }, { seq: 3 }, `seq 3 of session ${parent} is in turn 2, still running`],
       ] as const) {
         const refused = await api.post(`/v1/sessions/${parent}/fork`, point);
         expect(refused.status, JSON.stringify(refused.body)).toBe(409);
         expect(refused.body.error).toEqual({
           code: 'fork_refused',
-          message: expect.stringContaining(`of session ${parent} is still running`),
+          message: expect.stringContaining(running),
           details: { id: parent, ...named },
         });
       }

@@ -187,7 +187,8 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
       const state = stateOf(point.record, point.done);
       if (matches(state, at) && point.record.kind === 'turn' && !point.done)
         throw new ForkRefusedError(
-          `${wanted} of session ${head.config.id} is still running; fork once it ended`,
+          `${wanted} of session ${head.config.id} ${byTurn ? 'is' : `is in turn ${point.record.turn},`} ` +
+            'still running; fork once it ended',
           refusedAt(head.config.id, at),
         );
       states = [state];

@@ -1,6 +1,8 @@
 // Fills .assets/, the files the Worker serves as static assets (wrangler.toml `[assets]`; Node
 // and Deno read them through functions/local-server.ts): a copy of the /docs page's script, and
-// the /ui inspector's script bundled from its modules (functions/ui/client/, entry main.ts). Run
+// the /ui inspector's script bundled from its modules (functions/ui/client/, entry main.ts); and
+// the inspector's page, stylesheet and icon (functions/ui/inspector-files.ts), which the Worker
+// reads through its ASSETS binding (Node and Deno from the modules themselves). Run
 // by npm install, before start, start:node, start:deno and build, and by the node tests' global setup
 // (test/support/global-setup.ts), so no test loads a stale bundle. A file already there with
 // the same bytes is left alone: `wrangler dev` watches .assets/ and restarts its worker on any
@@ -30,3 +32,17 @@ const inspector = await build({
   logLevel: 'error',
 });
 update('.assets/ui/app.js', Buffer.from(inspector.outputFiles[0].contents));
+
+// The inspector's page, stylesheet and icon, as the modules hold them.
+const files = await build({
+  entryPoints: ['functions/ui/inspector-files.ts'],
+  bundle: true,
+  format: 'esm',
+  external: ['hono'],
+  write: false,
+  logLevel: 'error',
+});
+const { INSPECTOR_FILES } = await import(
+  `data:text/javascript;base64,${Buffer.from(files.outputFiles[0].contents).toString('base64')}`
+);
+for (const [name, text] of Object.entries(INSPECTOR_FILES)) update(`.assets/ui/${name}`, Buffer.from(text));

@@ -1,15 +1,15 @@
 /**
  * The inspector's HTML shell, the same for every request but for whether the API needs a token
- * (`inspectorPage`). It holds no session data: the script (/ui/app.js) fetches everything with
- * the bearer token kept in sessionStorage, so the page itself is public and every byte of data
- * goes through the API's auth. Plain HTML (no JSX), so that Node runs this file as it is.
+ * (functions/ui/routes.ts marks its `<body>`). It holds no session data: the script (/ui/app.js)
+ * fetches everything with the bearer token kept in sessionStorage, so the page itself is public
+ * and every byte of data goes through the API's auth. Plain HTML (no JSX), so that Node runs this file as it is.
  */
 /** The page's icon (/ui/favicon.svg): a white T on the header's blue. */
 export const INSPECTOR_FAVICON =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#12355b"/>' +
   '<path d="M3.5 3.5h9v2.2H9.1V13H6.9V5.7H3.5z" fill="#ffffff"/></svg>';
 
-const INSPECTOR_PAGE = `<!doctype html>
+export const INSPECTOR_PAGE = `<!doctype html>
 <html lang="en">
   <head>
     <meta charset="utf-8" />
@@ -165,11 +165,3 @@ const INSPECTOR_PAGE = `<!doctype html>
   </body>
 </html>
 `;
-
-/**
- * The page, its `<body>` marked `data-token="required"` when the API needs a bearer token
- * (functions/auth.ts `needsToken`): a tab holding none shows the token form without a refused call.
- */
-export function inspectorPage(tokenRequired: boolean): string {
-  return tokenRequired ? INSPECTOR_PAGE.replace('<body>', '<body data-token="required">') : INSPECTOR_PAGE;
-}

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningServer, SLOW_SERVER_START_MS, startHookTimeout, startServer } from '../support/server-process.ts';
 import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { createApp } from '../../functions/app.ts';
 
 // The Worker as `npm run build` bundled it into dist/ (wrangler.toml's [alias] applied, with
 // esbuild's metafile), served unbundled again by wrangler dev in workerd. .ci/run builds, then
@@ -169,5 +170,58 @@ describe('the built Worker', () => {
       { type: 'message', role: 'assistant', content: 'Hi! My name is Claude.', seq: expect.any(Number) },
     ]);
     expect(anthropic.requests.at(-1)!.headers['x-api-key']).toBe('bundle-key');
+  });
+
+  it("answers the inspector's page, stylesheet and icon as Node and Deno do, read from its assets", async () => {
+    // The page, stylesheet and icon are static assets (.assets/ui/, `npm run assets`) the Worker
+    // reads through its ASSETS binding (wrangler.toml [assets], functions/ui/inspector-assets.ts),
+    // not modules of its bundle.
+    const paths = Object.keys(await bundledModules());
+    expect(paths.filter((path) => /^functions\/ui\/(page|styles|inspector-files)\.ts$/.test(path))).toEqual([]);
+    // The same app in this process, with the modules themselves, and the settings of `--env local`.
+    const local = createApp({
+      store: () => {
+        throw new Error('the inspector reads no store');
+      },
+      readEnvironment: () => ({ ALLOW_ANONYMOUS: 'true', API_TOKEN: 'bundle-token', PUBLIC_DOCS: 'true' }),
+    });
+    // What a client sees but for what differs from one response to the next, or is the transport's.
+    const seen = async (response: Response) => {
+      const headers = Object.fromEntries(
+        [...response.headers].filter(
+          ([name]) => !/^(date|x-request-id|content-length|connection|keep-alive|transfer-encoding)$/.test(name),
+        ),
+      );
+      expect(response.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{24}$/);
+      return { status: response.status, headers, body: await response.text() };
+    };
+    const requests: [string, string, Record<string, string>?][] = [
+      ['GET', '/ui'],
+      ['GET', '/ui?session=s1'],
+      ['HEAD', '/ui'],
+      ['GET', '/ui/'],
+      ['GET', '/ui/app.css'],
+      ['GET', '/ui/app.css', { 'if-none-match': '*' }],
+      ['HEAD', '/ui/app.css'],
+      ['GET', '/ui/favicon.svg'],
+      ['POST', '/ui/app.css'],
+      ['GET', '/ui/page.html'],
+      ['GET', '/ui/page'],
+    ];
+    for (const [method, path, headers] of requests) {
+      // Uncompressed, as the app in this process answers (workerd gzips for a client that takes it).
+      const served = await fetch(`${worker.origin}${path}`, {
+        method,
+        headers: { 'accept-encoding': 'identity', ...headers },
+        redirect: 'manual',
+      });
+      const inProcess = await local.request(`http://localhost${path}`, { method, headers: { ...headers } });
+      const expected = await seen(inProcess);
+      if (expected.headers.location)
+        expected.headers.location = expected.headers.location.replace('http://localhost', '');
+      const actual = await seen(served);
+      if (actual.headers.location) actual.headers.location = actual.headers.location.replace(worker.origin, '');
+      expect(actual, `${method} ${path}`).toEqual(expected);
+    }
   });
 });

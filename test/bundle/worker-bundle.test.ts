@@ -224,4 +224,39 @@ describe('the built Worker', () => {
       expect(actual, `${method} ${path}`).toEqual(expected);
     }
   });
+
+  it("matches with hono's TrieRouter, its RegExpRouter left out (it refuses the app's routes)", async () => {
+    const modules = await bundledModules();
+    const paths = Object.keys(modules).map((path) => path.replace(/.*node_modules\//, ''));
+    expect(paths.filter((path) => path.startsWith('hono/dist/router/reg-exp-router/'))).toEqual([]);
+    expect(paths).toContain('hono/dist/router/trie-router/router.js');
+    const importers = Object.entries(modules)
+      .filter(([, module]) => module.imports.some((imported) => imported.path === 'functions/hono-no-regexp-router.ts'))
+      .map(([path]) => path.replace(/.*node_modules\//, ''));
+    expect(importers).toEqual(['hono/dist/hono.js']);
+    // Static paths beside parameters of the same method (test/http/router-choice.test.ts), matched.
+    const headers = { 'content-type': 'application/json', authorization: 'Bearer bundle-token' };
+    const id = `bundle-router-${Date.now()}`;
+    const created = await fetch(`${worker.origin}/v1/sessions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ id }),
+    });
+    expect(created.status, worker.output()).toBe(201);
+    const turn = await fetch(`${worker.origin}/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'hi' }),
+    });
+    expect(turn.status).toBe(200);
+    const forked = await fetch(`${worker.origin}/v1/sessions/${id}/fork`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ id: `${id}-fork`, at_turn: 1 }),
+    });
+    expect(forked.status).toBe(201);
+    const imported = await fetch(`${worker.origin}/v1/sessions/import`, { method: 'POST', headers, body: '{}' });
+    expect(imported.status).toBe(400);
+    expect(((await imported.json()) as { error: { code: string } }).error.code).toBe('invalid_request');
+  });
 });

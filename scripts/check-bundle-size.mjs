@@ -35,7 +35,10 @@ import { gzipSync } from 'node:zlib';
  * 398.4 KiB it was brought back to 395.4 KiB without a change of behaviour: the OpenTelemetry
  * SDK's metrics about itself, which have no meter provider to record to (wrangler.toml [alias],
  * functions/otel-no-metrics.ts), and the AI SDK's `Output` namespace, which kept its object,
- * array and choice outputs (lib/models/call-settings.ts). What is left is mostly reached: the
+ * array and choice outputs (lib/models/call-settings.ts). At 399.2 KiB it was brought back to
+ * 394.1 KiB without a change of behaviour: the inspector's page, stylesheet and icon read from the
+ * static assets (functions/ui/inspector-assets.ts) and hono's RegExpRouter, which refuses the
+ * app's routes, left out (functions/hono-no-regexp-router.ts). What is left is mostly reached: the
  * Workers AI provider keeps its embedding, image, speech, transcription, reranking and gateway
  * models (one file, the chat model's class not exported: 7 KiB), and zod's whole `z` namespace
  * stays because the AI SDK's providers and @hono/zod-openapi import `{ z }`. The design's goal is

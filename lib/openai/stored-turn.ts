@@ -1,5 +1,6 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { TURN_CANCELLED } from '../errors.ts';
+import { currentResponse } from './background-response.ts';
 import { openaiFailure } from './errors.ts';
 import type { ClientItem } from '../items.ts';
 import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn/index.ts';
@@ -28,7 +29,8 @@ import { getResponse, saveResponse } from './stored-responses.ts';
 /**
  * Keeps the response for GET, and indexes the conversation's history for the client's next step
  * (and, when the response compacted, the conversation under its compaction item).
- * Answers the response kept: a replayed turn's is its first response.
+ * Answers the response kept: a replayed turn's is its first response (a background one's, as it
+ * stands now: its kept object is the `queued` one its create answered).
  */
 async function ended(
   facade: Facade,
@@ -53,7 +55,7 @@ async function ended(
     compaction &&
       indexCompaction(facade, context.session, state, { id: compaction.id, summary: compaction.encrypted_content }),
   ]);
-  return kept;
+  return kept.background ? currentResponse(facade, kept.id) : kept;
 }
 
 function refOf(context: StoredContext, turn: number, firstSeq: number, scope: LogScope): ResponseRef {

@@ -52,8 +52,8 @@ export function openaiFailure<Code extends string>(error: {
   const told = clientError(error);
   const message =
     told.code === LEASE_EXPIRED
-      ? 'the response did not complete before its lease expired (the process running it stopped); ' +
-        'its output was not stored'
+      ? 'the response did not complete before its lease expired (the process running it stopped, or no runner ' +
+        'started it in time); its output was not stored'
       : told.message;
   return { ...told, code: openaiErrorCode(told.code), message };
 }

@@ -41,10 +41,16 @@ function paramOf(details: unknown): string | null {
 /**
  * `message`, which names its field (clientError wrote it in brackets), starting with `param`
  * itself: `body.input[0].role: ...` -> `input[0].role: ...`; an unknown field, as one tailgate
- * does not support.
+ * does not support (`on_busy`: as the native turn route's busy policy, which these routes lack).
  */
 function messageOf(message: string, param: string | null): string {
   if (!param) return message;
+  // The native turn route's busy policy, which these routes do not have.
+  if (param === 'on_busy' && / unknown field$/.test(message))
+    return (
+      'on_busy: these routes have no busy policy (a busy conversation is 409 turn_in_progress); ' +
+      'queue an input with POST /v1/sessions/{id}/turns and on_busy'
+    );
   if (/ unknown field$/.test(message)) return `${param}: this field is not supported by tailgate`;
   const location = ['body.', 'query.', 'param.'].find((prefix) => message.startsWith(`${prefix}${param}: `));
   return location === undefined ? message : message.slice(location.length);

@@ -1,0 +1,28 @@
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { clientInProcess } from './server.ts';
+
+// `on_busy` is the native turn route's busy policy (docs/API.md, "Busy sessions"); the
+// Responses API has none (docs/OPENAI.md). A request that sends it is refused naming where
+// the policy is, not as a field tailgate does not support, which it does, on the native route.
+const TOKEN = 'native-fields-token';
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+
+describe('on_busy sent to POST /v1/responses', () => {
+  it('is a 400 naming the native route that takes it', async () => {
+    const store = new MemoryStore();
+    const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
+    const client = clientInProcess(app, TOKEN);
+    const refused = await client.responses
+      .create({ model: 'echo', input: 'hi', on_busy: 'enqueue' } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({ param: 'on_busy' });
+    const { message } = refused as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(message).not.toContain('not supported by tailgate');
+    expect(message).toContain('409 turn_in_progress');
+    expect(message).toContain('POST /v1/sessions/{id}/turns');
+  });
+});

@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { createOpenAI } from '@ai-sdk/openai';
+import { APICallError, generateText } from 'ai';
 import OpenAI from 'openai';
 import { expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
@@ -41,7 +44,21 @@ function twoProcesses() {
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),
       });
-    return { openai, native, drain };
+    // The AI SDK's provider on the same app, every request keyed by its body when `keyed`.
+    const aiSdk = (keyed: boolean) =>
+      createOpenAI({
+        apiKey: TOKEN,
+        baseURL: 'http://tailgate.test/v1',
+        fetch: async (url: string | URL | Request, init?: RequestInit) => {
+          const key = createHash('sha256').update(String(init?.body)).digest('hex');
+          const headers = {
+            ...(init?.headers as Record<string, string>),
+            ...(keyed ? { 'idempotency-key': key } : {}),
+          };
+          return app.request(String(url), { ...init, headers });
+        },
+      });
+    return { openai, native, drain, aiSdk };
   });
   return {
     slow,
@@ -103,3 +120,40 @@ for (const where of ['this process', 'another process'] as const)
       ]);
     });
   }
+
+// The AI SDK reads no `x-should-retry`: it retries every 409, a cancel's too (its `maxRetries`).
+for (const keyed of [false, true]) {
+  const outcome = keyed ? 'under a key per request is refused again' : 'runs its input again';
+  it(`the AI SDK's generateText whose turn is cancelled ${outcome}`, async () => {
+    const { held, processes, release } = twoProcesses();
+    const [owner] = processes as [(typeof processes)[0]];
+    const { id } = await owner.openai.conversations.create({});
+    await owner.openai.responses.create({ input: 'one', conversation: id });
+    const model = owner.aiSdk(keyed)('echo');
+    const options = { model, prompt: 'slow two', maxRetries: 1, providerOptions: { openai: { conversation: id } } };
+    const sent = generateText(options).catch((error: unknown) => error);
+    await held;
+    const cancel = await owner.native(`/v1/sessions/${id}/turns/2/cancel`, {});
+    expect(cancel.status, await cancel.text()).toBe(200);
+    // Its retry, once sent, completes.
+    await release('aborted');
+    const answer = await sent;
+    await owner.drain();
+    const stored = await texts(owner.openai, id);
+    if (keyed) {
+      // The retry carries the step's key: answered the stored refusal, nothing run again.
+      expect(APICallError.isInstance((answer as { lastError?: unknown }).lastError)).toBe(true);
+      expect((answer as { lastError: APICallError }).lastError.statusCode).toBe(409);
+      expect(stored).toEqual(['user: one', 'assistant: echo: one', 'user: slow two']);
+    } else {
+      expect((answer as { text?: string }).text).toBe('echo: slow two');
+      expect(stored).toEqual([
+        'user: one',
+        'assistant: echo: one',
+        'user: slow two',
+        'user: slow two',
+        'assistant: echo: slow two',
+      ]);
+    }
+  });
+}

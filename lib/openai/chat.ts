@@ -121,7 +121,7 @@ export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
     if (message.role === 'system' || message.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
-          `messages[${index}]: a ${message.role} message must come before every other message (it becomes the ` +
+          `messages[${index}].role: a ${message.role} message must come before every other message (it becomes the ` +
             `instructions)`,
           { field: `messages.${index}.role` },
         );

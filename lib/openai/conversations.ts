@@ -77,8 +77,8 @@ async function conversationItems(
     throw new OpenAIApiError(
       400,
       'invalid_request',
-      "a system or developer message cannot be added to a conversation: its instructions are the session's, set " +
-        'with `instructions` on a response',
+      'items[0].role: a system or developer message cannot be added to a conversation: its instructions are the ' +
+        "session's, set with `instructions` on a response",
       'items[0].role',
     );
   }

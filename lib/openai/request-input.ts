@@ -125,7 +125,8 @@ export function inputToItems(input: string | InputItemBody[], field = 'input'): 
     else if (entry.role === 'system' || entry.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
-          `${field}[${index}]: a ${entry.role} message must come before every other item (it becomes the instructions)`,
+          `${field}[${index}].role: a ${entry.role} message must come before every other item ` +
+            '(it becomes the instructions)',
           { field: `${field}.${index}.role` },
         );
       }

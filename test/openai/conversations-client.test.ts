@@ -141,6 +141,7 @@ describe('the official openai client: conversations', () => {
       .catch((error: unknown) => error);
     expect(system).toBeInstanceOf(OpenAI.BadRequestError);
     expect(system).toMatchObject({ param: 'items[0].role' });
+    expect((system as Error).message).toMatch(/^400 items\[0\]\.role: /);
     // A system message after another item is named in `items`, the field the request sent.
     const late = [
       { type: 'message' as const, role: 'user' as const, content: 'hi' },
@@ -152,7 +153,7 @@ describe('the official openai client: conversations', () => {
     ]) {
       const error = await refused.catch((caught: unknown) => caught);
       expect(error).toMatchObject({ status: 400, param: 'items[1].role' });
-      expect((error as Error).message).toMatch(/^400 items\[1\]: /);
+      expect((error as Error).message).toMatch(/^400 items\[1\]\.role: /);
     }
     const include = await world.client.conversations.items
       .list(id, { include: ['message.input_image.image_url'] })

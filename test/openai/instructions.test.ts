@@ -1,3 +1,4 @@
+import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { clientOnTailgate, tailgateGet } from './server.ts';
 
@@ -71,5 +72,29 @@ describe('instructions of a conversation', () => {
     const owned = await client.responses.create(own);
     expect(owned.instructions).toBe('Be long.');
     expect((await sessionOf(owned.conversation)).instructions).toBe('Be long.');
+  });
+
+  it('a system or developer message after another item is a 400 whose message starts with its param', async () => {
+    const { client } = world;
+    const late = [
+      { role: 'user' as const, content: 'one' },
+      { role: 'developer' as const, content: 'Be brief.' },
+    ];
+    const refusals = await Promise.all([
+      client.responses.create({ model: 'echo', input: late }).catch((error: unknown) => error),
+      client.conversations
+        .create({ items: late.map((item) => ({ type: 'message' as const, ...item })) })
+        .catch((error: unknown) => error),
+      client.chat.completions.create({ model: 'echo', messages: late }).catch((error: unknown) => error),
+    ]);
+    expect(refusals.map((error) => (error as InstanceType<typeof OpenAI.BadRequestError>).param)).toEqual([
+      'input[1].role',
+      'items[1].role',
+      'messages[1].role',
+    ]);
+    for (const error of refusals) {
+      const { param, message } = error as InstanceType<typeof OpenAI.BadRequestError>;
+      expect(message.startsWith(`400 ${param}: a developer message must come before`), message).toBe(true);
+    }
   });
 });

@@ -185,7 +185,7 @@ describe('positions after a superseded compaction reference left out of the inpu
       expect(system).toMatchObject({
         status: 400,
         param: 'input[2].role',
-        message: expect.stringContaining('input[2]: a system message'),
+        message: expect.stringContaining('input[2].role: a system message'),
       });
     });
   }

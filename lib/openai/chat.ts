@@ -69,8 +69,8 @@ function checkToolMessages(messages: readonly ChatMessageBody[]): void {
   const closeCalls = () => {
     if (open.size === 0) return;
     throw new InvalidRequestError(
-      `messages[${caller}]: an assistant message with tool_calls must be followed by tool messages answering ` +
-        `each of them; no tool message answers ${[...open].join(', ')}`,
+      `messages[${caller}].tool_calls: an assistant message with tool_calls must be followed by tool messages ` +
+        `answering each of them; no tool message answers ${[...open].join(', ')}`,
       { field: `messages.${caller}.tool_calls` },
     );
   };

@@ -91,7 +91,7 @@ async function compactInline(facade: Facade, body: CompactBody, model: string | 
   const { services, config } = facade;
   facade.authorize(null);
   if (!body.input)
-    throw new OpenAIApiError(400, 'invalid_request', 'give input or previous_response_id to compact', 'input');
+    throw new OpenAIApiError(400, 'invalid_request', 'input: give input or previous_response_id to compact', 'input');
   // It calls a model: a token whose budget is spent is refused, as for a response.
   if (services.tokenSpend) services.tokenSpend.check(await services.tokenSpend.read());
   const items = inputToItems(body.input).items;

@@ -514,6 +514,7 @@ describe('the official openai client: context_management compaction', () => {
       const error = await refused(body, true);
       expect(error, JSON.stringify(body)).toBeInstanceOf(OpenAI.BadRequestError);
       expect(error, JSON.stringify(body)).toMatchObject({ status: 400, param });
+      expect((error as Error).message.startsWith(`400 ${param}`), (error as Error).message).toBe(true);
     }
     const unknown = await refused({ model: 'echo', previous_response_id: 'resp_nope_1_1_2' }, true);
     expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);

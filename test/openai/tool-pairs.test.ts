@@ -69,6 +69,9 @@ describe('chat completions: tool messages and their calls', () => {
       { role: 'assistant', content: null, tool_calls: [call('c1')] },
     ]);
     expect(trailing).toMatchObject({ status: 400, param: 'messages[1].tool_calls' });
+    // Each message starts with the param it names, as every refusal's does.
+    for (const error of [skipped, trailing])
+      expect((error as Error).message).toMatch(/^400 messages\[1\]\.tool_calls: /);
   });
 
   it('answers calls and their tool messages in order', async () => {

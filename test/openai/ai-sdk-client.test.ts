@@ -1,5 +1,5 @@
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, type ModelMessage, stepCountIs, streamText, tool } from 'ai';
+import { APICallError, generateText, type ModelMessage, stepCountIs, streamText, tool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startTailgate, TOKEN } from './server.ts';
@@ -62,5 +62,20 @@ describe('@ai-sdk/openai against tailgate', () => {
     expect(third.text).toBe('echo: short');
     const conversation = /^resp_(conv_[0-9a-f]+)_/.exec(first.response.id)![1];
     expect(third.response.id.startsWith(`resp_${conversation}_3_`)).toBe(true);
+  });
+
+  it('takes a refusal marked x-should-retry: false for retryable all the same: it reads no such header', async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    // A model whose provider key the deployment lacks: 503 not_configured, which a retry meets again.
+    const refused = await generateText({ model: openai('openai:gpt-4.1-mini'), prompt: 'x', maxRetries: 0 }).catch(
+      (error: unknown) => error,
+    );
+    expect(APICallError.isInstance(refused)).toBe(true);
+    const { statusCode, responseHeaders, isRetryable } = refused as APICallError;
+    expect({ statusCode, shouldRetry: responseHeaders?.['x-should-retry'], isRetryable }).toEqual({
+      statusCode: 503,
+      shouldRetry: 'false',
+      isRetryable: true,
+    });
   });
 });

@@ -201,7 +201,12 @@ export async function listConversationItems(
   const descending = query.order !== 'asc';
   const limit = query.limit ?? 20;
   const refused = () =>
-    new OpenAIApiError(400, 'invalid_request', `'${query.after}' is not an item of conversation '${id}'`, 'after');
+    new OpenAIApiError(
+      400,
+      'invalid_request',
+      `after: '${query.after}' is not an item of conversation '${id}'`,
+      'after',
+    );
   // The current compaction item sits before the first item its summary did not replace.
   const context = await facade.services.sessions.currentContext(id);
   let after: number | undefined;

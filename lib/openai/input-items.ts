@@ -57,7 +57,12 @@ export async function inputItemsPage(facade: Facade, id: string, query: InputIte
   const within = place !== undefined;
   const at = query.after === undefined ? -1 : slots.findIndex(named(query.after, place?.seq));
   const refused = () =>
-    new OpenAIApiError(400, 'invalid_request', `'${query.after}' is not an input item of response '${id}'`, 'after');
+    new OpenAIApiError(
+      400,
+      'invalid_request',
+      `after: '${query.after}' is not an input item of response '${id}'`,
+      'after',
+    );
   if (at === -1 && query.after !== undefined) throw refused();
   // Within a slot's entries (an item's, a reasoning item's) the page starts at that slot.
   const start = within ? at : at + 1;

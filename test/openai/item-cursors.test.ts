@@ -33,7 +33,7 @@ describe('an after cursor naming no listed item', () => {
       for (const after of cursors) {
         const error = await listed(world.client.conversations.items.list(id, { order, after }));
         expect(error, `${order}, after ${after}`).toBeInstanceOf(OpenAI.BadRequestError);
-        expect(error).toMatchObject({ param: 'after' });
+        expect(error).toMatchObject({ param: 'after', message: expect.stringMatching(/^400 after: /) });
       }
       // A cursor naming an item pages on after it.
       expect(
@@ -46,7 +46,7 @@ describe('an after cursor naming no listed item', () => {
       for (const after of [`fco_${id}_4`, `msg_${id}_3`, `msg_${id}_5`, `msg_${id}_99`]) {
         const error = await listed(world.client.responses.inputItems.list(response.id, { order, after }));
         expect(error, `${order}, after ${after}`).toBeInstanceOf(OpenAI.BadRequestError);
-        expect(error).toMatchObject({ param: 'after' });
+        expect(error).toMatchObject({ param: 'after', message: expect.stringMatching(/^400 after: /) });
       }
       expect(
         await listed(world.client.responses.inputItems.list(response.id, { order, after: `msg_${id}_4` })),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { ReplayedError } from '../errors.ts';
+import { ReplayedError, TURN_CANCELLED } from '../errors.ts';
+import type { NewestTurn } from '../session/log/newest-turn.ts';
 import type { ClientItem, Item } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import { parseStoredOrUndefined } from '../session/records.ts';
@@ -11,30 +12,43 @@ import { historyDigest } from './history-index.ts';
 
 /**
  * An `abort` notice stops an agent: the turn it meets is refused (409 `aborted`) and stays in
- * its conversation, its input stored. A client that retries the refused request by itself (the
- * official clients retry a 409; the AI SDK ignores `x-should-retry: false`) would find the notice
- * consumed and run the step after all, in a branch (previous_response_id no longer names the
- * newest response) or a new conversation (a resent history no longer matches the newest turn).
- * A request without an Idempotency-Key (a keyed retry gets its turn's stored answer anyway) that
- * continues the same point with the same input as the aborted turn is that retry: it is refused
- * again with the aborted turn's error, nothing run. Any other input goes on as before.
+ * its conversation, its input stored. So does a cancel (`POST .../turns/{turn}/cancel`) stop a
+ * running step: its request is answered 409 `turn_cancelled`, the turn stays. A client that
+ * retries the refused request by itself (the official clients retry a 409 unless told
+ * `x-should-retry: false`; the AI SDK reads no such header) would find the notice consumed, or
+ * the turn closed, and run the step after all: under `conversation` as the next turn, in a
+ * branch (previous_response_id no longer names the newest response) or a new conversation (a
+ * resent history no longer matches the newest turn). A request without an Idempotency-Key (a
+ * keyed retry gets its turn's stored answer anyway) that continues the same point with the same
+ * input as the refused turn is that retry: it is refused again with that turn's error, nothing
+ * run. Any other input goes on as before. Not so after an `interrupt`'s cancel, whose retry is
+ * wanted (./failed-steps.ts refusedForGood).
  */
 
-/** The refusal of the aborted turn `turn` of `sessionId`, answered again. */
+/**
+ * Whether a conversation's newest turn, as its head tells it (SessionLog.getWithNewestTurn),
+ * refused its request for good: aborted, or failed by a cancel not an `interrupt`'s.
+ */
+export function refusedNewest(turn: NewestTurn | null | undefined): boolean {
+  const cancelled = turn?.status === 'failed' && turn.error === TURN_CANCELLED && !turn.interrupted;
+  return turn?.status === 'aborted' || cancelled;
+}
+
+/** The refusal of the refused turn `turn` of `sessionId` (aborted or cancelled), answered again. */
 export async function refusedAgain(facade: Facade, sessionId: string, turn: number): Promise<ReplayedError> {
-  const aborted = await facade.services.sessions.getTurn(sessionId, turn);
-  return new ReplayedError(aborted.error ?? { code: 'aborted', message: 'the turn was aborted' });
+  const refused = await facade.services.sessions.getTurn(sessionId, turn);
+  return new ReplayedError(refused.error ?? { code: 'aborted', message: 'the turn was aborted' });
 }
 
 /**
  * The refusal to answer again when a request adding `items` after turn `afterTurn` of
  * `sessionId` (previous_response_id's; undefined: after the conversation's newest turn but one,
- * a request naming the conversation) retries the turn an `abort` notice refused: the newest
- * turn, aborted, stored exactly `items` (after failed attempts of them), nothing else since. A
- * request naming the conversation calls it only when the session, read with its newest turn
- * (SessionLog.getWithNewestTurn), says that turn was aborted: the usual next turn reads nothing more.
+ * a request naming the conversation) retries the turn refused for good: the newest turn,
+ * aborted or cancelled, stored exactly `items` (after failed attempts of them), nothing else
+ * since. A request naming the conversation calls it only when the session, read with its newest
+ * turn, says so (refusedNewest): the usual next turn reads nothing more.
  */
-export async function abortedRetry(
+export async function refusedRetry(
   facade: Facade,
   sessionId: string,
   afterTurn: number | undefined,
@@ -43,11 +57,11 @@ export async function abortedRetry(
   read?: SessionRecord,
 ): Promise<ReplayedError | undefined> {
   const retried = await retriedAfter(facade, sessionId, afterTurn, items, read);
-  return retried?.aborted ? refusedAgain(facade, sessionId, retried.newest) : undefined;
+  return retried?.refused ? refusedAgain(facade, sessionId, retried.newest) : undefined;
 }
 
 /**
- * What retriedSince finds of the turns after `afterTurn` (as abortedRetry takes it) when the
+ * What retriedSince finds of the turns after `afterTurn` (as refusedRetry takes it) when the
  * request adding `items` retries them, with the session's newest turn; undefined when it does not.
  */
 export async function retriedAfter(

@@ -2,7 +2,7 @@ import { IdempotencyKeyReusedError, NotNewestTurnError, TurnInProgressError } fr
 import { OpenAIApiError } from './errors.ts';
 import type { Tool } from '../items.ts';
 import type { TurnOptions, TurnRequest } from '../turn/index.ts';
-import { abortedRetry, refusedAgain, retriedAfter } from './aborted-retry.ts';
+import { refusedAgain, refusedNewest, refusedRetry, retriedAfter } from './aborted-retry.ts';
 import { createBackgroundResponse } from './background-response.ts';
 import type { Facade } from './facade.ts';
 import { compactionScope } from './compaction-index.ts';
@@ -150,8 +150,8 @@ async function createStoredResponse(
   const items = sent.slice(taken);
   const positions = prepared.positions[resend].slice(known).slice(taken);
   const retried =
-    body.conversation && !keyed && read?.newestTurn?.status === 'aborted'
-      ? await abortedRetry(facade, sessionId, undefined, items, session)
+    body.conversation && !keyed && refusedNewest(read?.newestTurn)
+      ? await refusedRetry(facade, sessionId, undefined, items, session)
       : undefined;
   if (retried) throw retried;
   // An item sent with the id of one its conversation holds is a 400, as OpenAI's (a branch's: before its fork, below).
@@ -305,7 +305,7 @@ export async function resentConversation(
   const start = anchor && parseCompactionId(anchor.id) ? compactionScope(facade, anchor) : undefined;
   const scope = loopScope(facade, prepared);
   const match = await findHistory(facade, scope, prepared.history, keyed, prepared.compactedAt, start);
-  if (match?.aborted) throw await refusedAgain(facade, match.session.id, match.turn);
+  if (match?.refused) throw await refusedAgain(facade, match.session.id, match.turn);
   return match;
 }
 
@@ -332,7 +332,7 @@ export async function continuation(
   // Compared as the attempts stored it (the conversation's own compaction item not stored).
   const stored = await storedList(facade, sessionId, prepared, known);
   const retried = await retriedAfter(facade, sessionId, since, prepared[stored].slice(known));
-  if (retried?.aborted) throw await refusedAgain(facade, sessionId, retried.newest);
+  if (retried?.refused) throw await refusedAgain(facade, sessionId, retried.newest);
   // (Not in the background: a response id names its first input seq, which a retake has not.)
   return retried?.taken && !prepared.body.background
     ? { turn: retried.newest, known, lastSeq, taken: retried.taken }

@@ -1,4 +1,5 @@
 import type { ClientItem } from '../items.ts';
+import { interruptedBy } from '../session/log/lease.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { IndexFacade } from './facade.ts';
 import { asStored, canonical } from './history-items.ts';
@@ -15,10 +16,10 @@ export const MAX_FAILED_TURNS = 8;
  * holding nothing else since: the resend retries that step, so it continues after them (its
  * items stored again, as a retry under `conversation` stores them, unless they answer calls:
  * RetriedSteps.taken, each later attempt having stored what followed them, or nothing: a
- * retake). Unless `keyed` (whose key tells a retry apart), the newest may be a turn an `abort`
- * notice refused, which stored exactly `added` (a retake: after the others, they stored all
- * of it): `{aborted: true}`, the request being a retry of the aborted one (its client's own,
- * of a 409), which is refused again (lib/openai/aborted-retry.ts).
+ * retake). Unless `keyed` (whose key tells a retry apart), the newest may be a turn refused for
+ * good (refusedForGood: an `abort` notice's, a cancel's), which stored exactly `added` (a retake:
+ * after the others, they stored all of it): `{refused: true}`, the request being a retry of the
+ * refused one (its client's own, of a 409), which is refused again (lib/openai/aborted-retry.ts).
  */
 export async function retriedSince(
   facade: IndexFacade,
@@ -33,18 +34,17 @@ export async function retriedSince(
   const turns = await Promise.all(
     Array.from({ length: count }, (_, index) => sessions.getTurn(session.id, since.turn + index + 1)),
   );
-  const aborted = !keyed && added !== undefined && turns.at(-1)!.status === 'aborted';
+  const refused = !keyed && added !== undefined && refusedForGood(turns.at(-1)!);
   let next = since.items === undefined ? turns[0]!.input?.first_seq : since.items + 1;
   if (next === undefined) return undefined;
   for (const [index, turn] of turns.entries()) {
-    const status = aborted && index === count - 1 ? 'aborted' : 'failed';
-    if (turn.status !== status || turn.output !== null) return undefined;
+    if ((turn.status !== 'failed' && !(refused && index === count - 1)) || turn.output !== null) return undefined;
     // A later attempt that took the step again (a retake, below) stored no input.
     if (!turn.input && index > 0) continue;
     if (turn.input?.first_seq !== next) return undefined;
     next = turn.input.last_seq + 1;
   }
-  if (next !== session.counts.items + 1 || (since.items === undefined && !aborted)) return undefined;
+  if (next !== session.counts.items + 1 || (since.items === undefined && !refused)) return undefined;
   if (added === undefined) return {};
   const stored = await itemsBetween(facade, session.id, turns[0]!.input!.first_seq, next);
   const sent = asStored(facade, added);
@@ -65,15 +65,24 @@ export async function retriedSince(
     if (from + input.length > sent.length || !input.every(same)) return undefined;
     held = from + input.length;
   }
-  // An aborted attempt stored exactly what the resend adds (a retake of them: nothing after them).
-  if (aborted) return held === sent.length ? { aborted: true } : undefined;
+  // A refused attempt stored exactly what the resend adds (a retake of them: nothing after them).
+  if (refused) return held === sent.length ? { refused: true } : undefined;
   return answers ? { taken: held } : {};
+}
+
+/**
+ * Whether a closed turn, as its receipt reads (SessionLog.getTurn), refused its request for good:
+ * an `abort` notice's (`aborted`) or a cancel's (`cancelled`), not an `interrupt`'s (whose retry
+ * is wanted: its 409 says no `x-should-retry: false`). Its unkeyed retry is refused again.
+ */
+export function refusedForGood(turn: { status: string; error: { code: string; details?: unknown } | null }): boolean {
+  return turn.status === 'aborted' || (turn.status === 'cancelled' && !interruptedBy(turn.error ?? undefined));
 }
 
 /** What retriedSince finds of the failed attempts of a step a request resends. */
 export interface RetriedSteps {
-  /** The newest attempt is the turn an `abort` notice refused, with this very input. */
-  aborted?: true;
+  /** The newest attempt is a turn refused for good (refusedForGood), with this very input. */
+  refused?: true;
   /**
    * How many items the failed attempts stored as their input, the first's holding a
    * `function_call_output` (each later one what came after those before it, none for a retake):

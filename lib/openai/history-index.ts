@@ -87,8 +87,8 @@ export interface HistoryMatch {
    */
   taken?: number;
   key: string;
-  /** `turn` is the one an `abort` notice refused, with this very input: the resend is its retry. */
-  aborted?: true;
+  /** `turn` refused this very input for good (an `abort` notice, a cancel): the resend is its retry. */
+  refused?: true;
 }
 
 const encoder = new TextEncoder();

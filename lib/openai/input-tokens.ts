@@ -10,7 +10,7 @@ import { loopScope } from './history-index.ts';
 import { resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
-import { abortedRetry } from './aborted-retry.ts';
+import { refusedNewest, refusedRetry } from './aborted-retry.ts';
 import { answeredBy, continuation, resentConversation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import type { Item } from '../items.ts';
@@ -214,8 +214,8 @@ async function storedInput(
   // A retry of a step whose dead turn, its lease still running, answered its calls: the create's 409.
   const running = under && 'running' in read ? read.running : undefined;
   if (running && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
-  const aborted = under && read.newestTurn?.status === 'aborted';
-  const retried = aborted ? await abortedRetry(facade, sessionId, undefined, items, read.session) : undefined;
+  const refused = under && refusedNewest(read.newestTurn);
+  const retried = refused ? await refusedRetry(facade, sessionId, undefined, items, read.session) : undefined;
   if (retried) throw retried;
   try {
     if (read.openCalls) checkCalls(items, read.openCalls);

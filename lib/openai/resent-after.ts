@@ -1,6 +1,6 @@
 import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
-import { MAX_FAILED_TURNS } from './failed-steps.ts';
+import { MAX_FAILED_TURNS, refusedForGood } from './failed-steps.ts';
 import { asStored, canonical } from './history-items.ts';
 import { namesCompaction, parseCompactionId } from './ids.ts';
 import type { RequestInput } from './request-input.ts';
@@ -97,7 +97,7 @@ export async function endedBefore(
   const { sessions } = facade.services;
   let [turn, ended] = [turns, await sessions.getTurn(sessionId, turns)];
   const attempt = (record: TurnRead) =>
-    record.status === 'aborted' ? turn === turns : record.status === 'failed' && record.output === null;
+    refusedForGood(record) ? turn === turns : record.status === 'failed' && record.output === null;
   while (attempt(ended) && turn - 1 > afterTurn && turns - turn < MAX_FAILED_TURNS) {
     turn -= 1;
     ended = await sessions.getTurn(sessionId, turn);

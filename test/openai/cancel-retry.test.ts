@@ -38,11 +38,12 @@ function twoProcesses() {
       baseURL: 'http://tailgate.test/v1',
       fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
     });
-    const native = (path: string, body: unknown) =>
+    // A native request: a POST of `body`, or a GET without one.
+    const native = (path: string, body?: unknown) =>
       app.request(`http://tailgate.test${path}`, {
-        method: 'POST',
+        method: body === undefined ? 'GET' : 'POST',
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
     // The AI SDK's provider on the same app, every request keyed by its body when `keyed`.
     const aiSdk = (keyed: boolean) =>
@@ -121,11 +122,11 @@ for (const where of ['this process', 'another process'] as const)
     });
   }
 
-// The AI SDK reads no `x-should-retry`: it retries every 409, a cancel's too (its `maxRetries`).
+// The AI SDK reads no `x-should-retry`: it retries every 409, a cancel's too (its `maxRetries`). Its
+// retry is refused again, keyed (its key's stored refusal) or not (the cancelled turn's input).
 for (const keyed of [false, true]) {
-  const outcome = keyed ? 'under a key per request is refused again' : 'runs its input again';
-  it(`the AI SDK's generateText whose turn is cancelled ${outcome}`, async () => {
-    const { held, processes, release } = twoProcesses();
+  it(`the AI SDK's generateText whose turn is cancelled is refused again${keyed ? ' under a key' : ''}`, async () => {
+    const { held, processes, release, slow } = twoProcesses();
     const [owner] = processes as [(typeof processes)[0]];
     const { id } = await owner.openai.conversations.create({});
     await owner.openai.responses.create({ input: 'one', conversation: id });
@@ -135,25 +136,67 @@ for (const keyed of [false, true]) {
     await held;
     const cancel = await owner.native(`/v1/sessions/${id}/turns/2/cancel`, {});
     expect(cancel.status, await cancel.text()).toBe(200);
-    // Its retry, once sent, completes.
+    // Its retry, were it run, would complete.
     await release('aborted');
     const answer = await sent;
     await owner.drain();
-    const stored = await texts(owner.openai, id);
-    if (keyed) {
-      // The retry carries the step's key: answered the stored refusal, nothing run again.
-      expect(APICallError.isInstance((answer as { lastError?: unknown }).lastError)).toBe(true);
-      expect((answer as { lastError: APICallError }).lastError.statusCode).toBe(409);
-      expect(stored).toEqual(['user: one', 'assistant: echo: one', 'user: slow two']);
-    } else {
-      expect((answer as { text?: string }).text).toBe('echo: slow two');
-      expect(stored).toEqual([
-        'user: one',
-        'assistant: echo: one',
-        'user: slow two',
-        'user: slow two',
-        'assistant: echo: slow two',
-      ]);
+    // The first answer and its retry's, each 409 `turn_cancelled`: one model call, the input stored once.
+    const errors = (answer as { errors?: unknown[] }).errors ?? [];
+    expect(errors).toHaveLength(2);
+    for (const error of errors) {
+      expect(APICallError.isInstance(error)).toBe(true);
+      expect(error).toMatchObject({ statusCode: 409, responseBody: expect.stringContaining('"turn_cancelled"') });
     }
+    expect(slow.signals).toHaveLength(1);
+    expect(await texts(owner.openai, id)).toEqual(['user: one', 'assistant: echo: one', 'user: slow two']);
   });
 }
+
+// Sent again by hand (or by any client ignoring the header), without a key, from where the
+// cancelled step began: refused again as the cancel's 409, nothing run, branched or started.
+for (const start of ['previous_response_id', 'conversation', 'history'] as const)
+  it(`a cancelled response's request sent again under ${start} is refused again; another input runs`, async () => {
+    const { held, processes, release, slow } = twoProcesses();
+    const [owner] = processes as [(typeof processes)[0]];
+    const first = await owner.openai.responses.create({ input: 'one' });
+    const id = first.conversation!.id;
+    const history = [
+      { role: 'user' as const, content: 'one' },
+      ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+    ];
+    const request = (input: string): OpenAI.Responses.ResponseCreateParamsNonStreaming =>
+      start === 'previous_response_id'
+        ? { input, previous_response_id: first.id }
+        : start === 'conversation'
+          ? { input, conversation: id }
+          : { input: [...history, { role: 'user', content: input }] };
+    const send = (input: string) =>
+      owner.openai.responses.create(request(input), { maxRetries: 0 }).catch((error: unknown) => error);
+    const sent = send('slow two');
+    await held;
+    const cancel = await owner.native(`/v1/sessions/${id}/turns/2/cancel`, {});
+    expect(cancel.status, await cancel.text()).toBe(200);
+    await release('aborted');
+    const refusal = (await sent) as InstanceType<typeof OpenAI.ConflictError>;
+    expect(refusal).toBeInstanceOf(OpenAI.ConflictError);
+    expect(refusal.code).toBe('turn_cancelled');
+    await owner.drain();
+    const sessions = async () =>
+      ((await (await owner.native('/v1/sessions?limit=100')).json()) as { sessions: unknown[] }).sessions;
+    const before = await sessions();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const again = (await send('slow two')) as InstanceType<typeof OpenAI.ConflictError>;
+      expect(again).toBeInstanceOf(OpenAI.ConflictError);
+      expect(again.error).toEqual(refusal.error);
+      expect(again.headers.get('x-should-retry')).toBe('false');
+    }
+    await owner.drain();
+    expect(slow.signals).toHaveLength(1);
+    expect(await sessions()).toEqual(before);
+    expect(await texts(owner.openai, id)).toEqual(['user: one', 'assistant: echo: one', 'user: slow two']);
+    // Another input after the cancel is a new request: it runs (a branch, a new conversation, or the next turn).
+    const other = (await send('three')) as OpenAI.Responses.Response;
+    expect(other.output_text).toBe('echo: three');
+    await owner.drain();
+    expect(other.conversation!.id === id).toBe(start === 'conversation');
+  });

@@ -130,24 +130,38 @@ export function inputToItems(input: string | InputItemBody[], field = 'input'): 
           { field: `${field}.${index}.role` },
         );
       }
-      refuseRefusal(entry.content, `${field}[${index}]`, `${field}.${index}`);
+      checkParts(entry.role, entry.content, `${field}[${index}]`, `${field}.${index}`);
       instructions.push(contentText(contentOf(entry.content)));
     } else {
-      if (entry.role !== 'assistant') refuseRefusal(entry.content, `${field}[${index}]`, `${field}.${index}`);
+      checkParts(entry.role, entry.content, `${field}[${index}]`, `${field}.${index}`);
       push({ type: 'message', role: entry.role, content: contentOf(entry.content) }, index);
     }
   });
   return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}), compactions, positions };
 }
 
-/** A `refusal` part is the model's: only an assistant message holds one. */
-function refuseRefusal(content: string | InputPartBody[], name: string, field: string): void {
+/**
+ * The parts OpenAI takes by role: the model's (`output_text`, `refusal`) in an assistant message
+ * alone, an image or file in any other. An assistant message's `input_text` is taken, as text
+ * (a stored item sent back by reference carries such parts: lib/openai/item-references.ts).
+ */
+function checkParts(role: string, content: string | InputPartBody[], name: string, field: string): void {
   if (typeof content === 'string') return;
-  const at = content.findIndex((part) => part.type === 'refusal');
-  if (at >= 0)
+  const assistant = role === 'assistant';
+  const at = content.findIndex((part) =>
+    assistant ? part.type === 'input_image' || part.type === 'input_file' : /^(output_text|refusal)$/.test(part.type),
+  );
+  const part = content[at];
+  if (!part) return;
+  if (part.type === 'refusal')
     throw new InvalidRequestError(`${name}.content[${at}]: a refusal part goes in an assistant message alone`, {
       field: `${field}.content.${at}`,
     });
+  const allowed = assistant ? 'output_text, refusal (or input_text)' : 'input_text, input_image, input_file';
+  throw new InvalidRequestError(
+    `${name}.content[${at}].type: a ${role} message takes ${allowed} parts, not ${part.type}`,
+    { field: `${field}.content.${at}.type` },
+  );
 }
 
 /** Most reasoning items an item carries (lib/items.ts). */

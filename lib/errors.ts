@@ -276,10 +276,26 @@ export class TurnClosedError extends TailgateError {
   }
 }
 
-/** A cancel named a turn that is not open (404 when it never existed). */
+/** How a closed turn ended, as a refusal says it: `completed`, `was cancelled`, `failed (lease_expired)`. */
+type TurnEnd = { status: string; error?: { code: string; details?: unknown } | undefined };
+
+function endedAs({ status, error }: TurnEnd): string {
+  if (status === 'aborted') return 'was aborted';
+  if (error?.code !== TURN_CANCELLED) return error ? `${status} (${error.code})` : status;
+  return (error.details as { interrupted?: unknown } | undefined)?.interrupted === true
+    ? 'was interrupted'
+    : 'was cancelled';
+}
+
+/**
+ * A cancel named a turn that is not open (404 when it never existed); `ended`, its completion
+ * when the closer read it, says how it ended.
+ */
 export class TurnNotOpenError extends TailgateError {
-  constructor(sessionId: string, turn: number) {
-    super('turn_not_open', `turn ${turn} of session ${sessionId} is not open`, { session_id: sessionId, turn });
+  constructor(sessionId: string, turn: number, ended?: TurnEnd) {
+    const how = ended ? `: it ${endedAs(ended)}` : '';
+    const message = `turn ${turn} of session ${sessionId} is not open${how}`;
+    super('turn_not_open', message, { session_id: sessionId, turn });
     this.name = 'TurnNotOpenError';
   }
 }

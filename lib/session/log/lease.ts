@@ -121,7 +121,9 @@ export async function cancelTurn(
   const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
   if (!open || open.turn !== turnNumber) {
     if (turnNumber > countsOf(newest).turns) throw missingTurn(id, turnNumber);
-    throw new TurnNotOpenError(id, turnNumber);
+    // The newest record's completion tells how it ended; an older turn's would take a read.
+    const own = newest?.record.kind === 'turn' && newest.record.turn === turnNumber;
+    throw new TurnNotOpenError(id, turnNumber, (own && newest.done) || undefined);
   }
   const done = await closeTurn(
     log,

@@ -32,13 +32,17 @@ import { getResponse, readResponse, saveResponse } from './stored-responses.ts';
  * events, numbered the same on every replay, so `starting_after` resumes from any process.
  */
 
-/** POST /v1/responses with `background: true`: the queued response, or with `stream` its events. */
+/**
+ * POST /v1/responses with `background: true`: the queued response, or with `stream` its events
+ * (`stream`: how a foreground response's are, which its key sent again with `background` streams
+ * as its retry without `background` does: replayed from its stored answer, not its journal).
+ */
 export async function createBackgroundResponse(
   facade: Facade,
   context: StoredContext,
   request: TurnRequest,
   options: TurnOptions,
-  stream: boolean,
+  stream: false | (() => Promise<Response>),
 ): Promise<TailgateResponse | Response> {
   const { services } = facade;
   const sessionId = context.session.id;
@@ -69,7 +73,7 @@ export async function createBackgroundResponse(
   // Kept before the runner starts, so GET finds it; a keyed retry keeps the first, and streams it.
   const kept = await saveResponse(facade, context.session, claimed.turn, queued, context.loop);
   if (claimed.run) await services.startBackground(claimed.run);
-  if (stream) return responseEvents(facade, kept, -1);
+  if (stream) return kept.background ? responseEvents(facade, kept, -1) : stream();
   return claimed.run ? queued : currentResponse(facade, queued.id);
 }
 

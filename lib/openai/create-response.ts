@@ -282,9 +282,12 @@ async function createStoredResponse(
     const fork = await branchedSession(facade, body.previous_response_id, at, idempotencyKey, tag);
     return createStoredResponse(facade, prepared, idempotencyKey, { branch: fork });
   };
+  const streamed = () => streamStoredTurn(facade, context, request, options);
   if (body.background)
-    return createBackgroundResponse(facade, context, request, options, body.stream === true).catch(branched);
-  if (body.stream) return streamStoredTurn(facade, context, request, options).catch(branched);
+    return createBackgroundResponse(facade, context, request, options, body.stream === true && streamed).catch(
+      branched,
+    );
+  if (body.stream) return streamed().catch(branched);
   return runStoredTurn(facade, context, request, options, branched);
 }
 

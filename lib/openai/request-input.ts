@@ -159,7 +159,7 @@ function checkParts(role: string, content: string | InputPartBody[], name: strin
     });
   const allowed = assistant ? 'output_text, refusal (or input_text)' : 'input_text, input_image, input_file';
   throw new InvalidRequestError(
-    `${name}.content[${at}].type: a ${role} message takes ${allowed} parts, not ${part.type}`,
+    `${name}.content[${at}].type: ${assistant ? 'an' : 'a'} ${role} message takes ${allowed} parts, not ${part.type}`,
     { field: `${field}.content.${at}.type` },
   );
 }

@@ -47,7 +47,9 @@ describe("a message's content parts", () => {
     const created = await refused(world.client.responses.create({ model: 'echo', input: input as never }));
     expect(created).toBeInstanceOf(OpenAI.BadRequestError);
     expect(created).toMatchObject({ status: 400, param: 'input[1].content[1].type' });
-    expect((created as Error).message).toMatch(/^400 input\[1\]\.content\[1\]\.type: .*output_text, refusal/);
+    expect((created as Error).message).toMatch(
+      /^400 input\[1\]\.content\[1\]\.type: an assistant message takes output_text, refusal/,
+    );
     const conversation = await world.client.conversations.create({});
     const appended = await refused(world.client.conversations.items.create(conversation.id, { items: input as never }));
     expect(appended).toMatchObject({ status: 400, param: 'items[1].content[1].type' });

@@ -13,7 +13,7 @@ import type { Facade } from './facade.ts';
 import { compactionId, namesCompaction, parseCompactionId, randomId } from './ids.ts';
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
 import { listedItems, pageAfter, placeOf } from './listed-items.ts';
-import { namedInRequest } from './request.ts';
+import { inputInRequest, namedInRequest } from './request.ts';
 import { inputToItems } from './request-input.ts';
 import { resolveItemReferences } from './item-references.ts';
 import type { ItemListQuery } from './query-schemas.ts';
@@ -70,7 +70,8 @@ async function conversationItems(
 ): Promise<{ instructions: string | null; items: Item[]; positions: readonly number[] }> {
   // An `item_reference` stands for the stored item it names, as in a create (./item-references.ts).
   const { input, origins } = await resolveItemReferences(facade, sent, 'items');
-  const resolved = inputToItems(input, 'items');
+  // Checked as a request's `input`, each refusal named by the item's place in the request's `items`.
+  const resolved = inputInRequest(() => inputToItems(input), origins, 'items');
   const { instructions, items } = resolved;
   const positions = resolved.positions.items.map((index) => origins[index] ?? index);
   if (instructions.length > 0 && !allowInstructions) {

@@ -73,9 +73,11 @@ export interface RequestInput {
  * compaction item, as OpenAI recommends, resends its history so. A reasoning item goes with the
  * assistant message or function_call right after it, as that item's `reasoning` (its summary
  * and `encrypted_content`, which the provider gets back); before any other item it is left out.
- * `field` is the request's name for the list, which an error names (`items` of a conversation).
+ * An error names the entry by its place in `input` (lib/openai/request.ts `inputInRequest` names it
+ * by its place in the request: a conversation's `items`).
  */
-export function inputToItems(input: string | InputItemBody[], field = 'input'): RequestInput {
+export function inputToItems(input: string | InputItemBody[]): RequestInput {
+  const field = 'input';
   if (typeof input === 'string') {
     const items: ClientItem[] = [{ type: 'message', role: 'user', content: input }];
     return {

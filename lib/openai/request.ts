@@ -252,11 +252,14 @@ export function partInRequest(
   return new TailgateError(error.code, error.message.replace(named[0], part), { ...details, part, field });
 }
 
-/** `read()`, its refusal naming an input entry by its position in the request (see namedInRequest). */
-function inputInRequest<T>(read: () => T, origins: readonly number[]): T {
+/**
+ * `read()`, its refusal naming an input entry by its position in the request's `input` (or a
+ * conversation's `items`: `name`; see namedInRequest).
+ */
+export function inputInRequest<T>(read: () => T, origins: readonly number[], name: 'input' | 'items' = 'input'): T {
   try {
     return read();
   } catch (error) {
-    throw namedInRequest(error, origins);
+    throw namedInRequest(error, origins, name);
   }
 }

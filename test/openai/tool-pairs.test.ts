@@ -193,3 +193,20 @@ describe('positions after a superseded compaction reference left out of the inpu
     });
   }
 });
+
+describe("a conversation's items after a superseded compaction reference left out", () => {
+  it("name the request's own item, for a late system message and a part of the wrong kind", async () => {
+    const conversation = await world.client.conversations.create({});
+    const append = (items: ResponseInputItem[]) =>
+      world.client.conversations.items.create(conversation.id, { items }).then(
+        () => null,
+        (error: InstanceType<typeof OpenAI.APIError>) => ({ status: error.status, param: error.param }),
+      );
+    expect(await append(await afterSupersededReference(lateSystem))).toEqual({ status: 400, param: 'items[2].role' });
+    const wrongPart: ResponseInputItem[] = [{ role: 'user', content: [{ type: 'output_text', text: 'x' } as never] }];
+    expect(await append(await afterSupersededReference(wrongPart))).toEqual({
+      status: 400,
+      param: 'items[2].content[0].type',
+    });
+  });
+});

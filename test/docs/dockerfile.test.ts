@@ -1,5 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 
@@ -55,5 +57,33 @@ it("keeps a checkout's installs, local sessions and secrets out of the image of 
       patterns.some((pattern) => excludes(pattern, path)),
       `${path} is excluded`,
     ).toBe(false);
+  }
+});
+
+it("builds the assets from what DEPLOY.md's Dockerfile copies before `RUN npm ci`, which builds them", () => {
+  const lines = dockerfile().split('\n');
+  const install = lines.findIndex((line) => /^RUN npm ci\b/.test(line));
+  expect(install).toBeGreaterThan(0);
+  const context = mkdtempSync(join(tmpdir(), 'tailgate-docker-'));
+  try {
+    for (const line of lines.slice(0, install)) {
+      const copy = /^COPY (.+)$/.exec(line);
+      if (!copy) continue;
+      const [destination, ...sources] = copy[1]!.split(/\s+/).reverse();
+      for (const source of sources) {
+        // COPY's rules: a directory's contents go into the destination, a file into it when it ends in /.
+        const target =
+          destination!.endsWith('/') && !statSync(join(root, source)).isDirectory()
+            ? join(context, destination!, basename(source))
+            : join(context, destination!);
+        cpSync(join(root, source), target, { recursive: true });
+      }
+    }
+    // `npm ci` installs node_modules; the checkout's own stands in for it.
+    symlinkSync(join(root, 'node_modules'), join(context, 'node_modules'));
+    execFileSync(process.execPath, ['scripts/assets.mjs'], { cwd: context, stdio: 'pipe' });
+    expect(existsSync(join(context, '.assets/ui/app.js'))).toBe(true);
+  } finally {
+    rmSync(context, { recursive: true, force: true });
   }
 });

@@ -125,7 +125,12 @@ export function decimalNumber(text: string, fraction = false): number {
 export const booleanText = z
   .preprocess(
     (value) => (typeof value === 'string' ? value.trim().toLowerCase() : value),
-    z.union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])]).optional(),
+    z
+      .union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])], {
+        error: (issue) =>
+          `must be true, 1 or yes (on), or false, 0 or no (off); this is ${JSON.stringify(issue.input)}`,
+      })
+      .optional(),
   )
   .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
 

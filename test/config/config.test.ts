@@ -52,6 +52,15 @@ describe('parseServiceConfig', () => {
     expect(parseServiceConfig({ ALLOW_ANONYMOUS: value }).allowAnonymous).toBe(expected);
   });
 
+  it.each(['ALLOW_ANONYMOUS', 'PUBLIC_DOCS', 'LOG_CONTENT', 'WEBHOOK_ALLOW_PRIVATE', 'OPENAI_COMPATIBLE_IMAGES'])(
+    'tells the operator a switch %s=maybe takes true, 1, yes, false, 0 or no',
+    (name) => {
+      expect(() => parseServiceConfig({ [name]: 'maybe' })).toThrow(
+        `invalid setting ${name}: must be true, 1 or yes (on), or false, 0 or no (off); this is "maybe"`,
+      );
+    },
+  );
+
   it('takes a blank number or PUBLIC_DOCS as unset: the default, not 0 or false', () => {
     const defaults = parseServiceConfig({});
     const blank = parseServiceConfig({

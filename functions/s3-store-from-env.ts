@@ -18,6 +18,18 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
         "S3_REGION must name the bucket's AWS region when S3_ENDPOINT is not set (e.g. S3_REGION=us-east-1)",
         { variable: 'S3_REGION' },
       );
+    // Half a key pair would send the SDK to its other sources (a profile, an instance's role).
+    const set = Object.entries({ AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey })
+      .concat([['AWS_SESSION_TOKEN', sessionToken]])
+      .filter(([, value]) => value !== undefined)
+      .map(([name]) => name);
+    const missing = accessKeyId === undefined ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY';
+    if (set.length > 0 && (accessKeyId === undefined || secretAccessKey === undefined))
+      throw new NotConfiguredError(
+        `invalid setting ${missing}: not set, while ${set.join(' and ')} ${set.length > 1 ? 'are' : 'is'}: ` +
+          'S3 takes AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY together (and AWS_SESSION_TOKEN with them), or none',
+        { variable: missing },
+      );
     const key = JSON.stringify([endpoint, bucket, region, accessKeyId, secretAccessKey, sessionToken]);
     let store = stores.get(key);
     if (!store) {

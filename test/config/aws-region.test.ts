@@ -25,3 +25,23 @@ it('takes AWS S3 with its region, and an S3_ENDPOINT with the default region', (
     storeFor(parseServiceConfig({ S3_BUCKET: 'tailgate', S3_ENDPOINT: 'https://example.r2.cloudflarestorage.com' })),
   ).not.toThrow();
 });
+
+// One half of a key pair is a typo or a missing line of the environment file: the SDK would pass
+// over it to its other sources (a profile, the instance's role) and each request would fail as a
+// storage error, or be signed by another identity. It is refused as a setting, naming the half missing.
+it.each([
+  [{ AWS_ACCESS_KEY_ID: 'AKIATEST' }, 'AWS_SECRET_ACCESS_KEY'],
+  [{ AWS_SECRET_ACCESS_KEY: 'secret' }, 'AWS_ACCESS_KEY_ID'],
+  [{ AWS_ACCESS_KEY_ID: 'AKIATEST', AWS_SESSION_TOKEN: 'token' }, 'AWS_SECRET_ACCESS_KEY'],
+  [{ AWS_SESSION_TOKEN: 'token' }, 'AWS_ACCESS_KEY_ID'],
+])('refuses S3 credentials %o without %s, naming it', (credentials, missing) => {
+  const storeFor = s3StoreFromConfig();
+  const config = parseServiceConfig({ S3_ENDPOINT: 'http://127.0.0.1:9', S3_BUCKET: 'tailgate', ...credentials });
+  expect(() => storeFor(config)).toThrow(NotConfiguredError);
+  expect(() => storeFor(config)).toThrow(`invalid setting ${missing}: not set, while`);
+  try {
+    storeFor(config);
+  } catch (error) {
+    expect((error as NotConfiguredError).details).toEqual({ variable: missing });
+  }
+});

@@ -18,6 +18,20 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
         "S3_REGION must name the bucket's AWS region when S3_ENDPOINT is not set (e.g. S3_REGION=us-east-1)",
         { variable: 'S3_REGION' },
       );
+    // A bucket's own URL as the endpoint: path-style requests would name the bucket twice.
+    const url = endpoint === undefined ? undefined : new URL(endpoint);
+    const segments = url?.pathname.split('/').filter((segment) => segment !== '') ?? [];
+    if (url !== undefined && segments.at(-1) === bucket) {
+      const without = `${url.origin}${segments
+        .slice(0, -1)
+        .map((segment) => `/${segment}`)
+        .join('')}`;
+      throw new NotConfiguredError(
+        `invalid setting S3_ENDPOINT: ends in the bucket's name (${url.pathname}): ` +
+          `write the endpoint without it (${without}); S3_BUCKET names the bucket`,
+        { variable: 'S3_ENDPOINT' },
+      );
+    }
     // Half a key pair would send the SDK to its other sources (a profile, an instance's role).
     const set = Object.entries({ AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey })
       .concat([['AWS_SESSION_TOKEN', sessionToken]])

@@ -45,3 +45,31 @@ it.each([
     expect((error as NotConfiguredError).details).toEqual({ variable: missing });
   }
 });
+
+// A bucket's own S3 URL (`https://<account>.r2.cloudflarestorage.com/<bucket>`, as R2's dashboard
+// shows it) as S3_ENDPOINT: path-style requests would name the bucket twice, and every key would
+// land under `<bucket>/` inside it, where a deployment with the endpoint alone finds none of them.
+it.each(['http://127.0.0.1:9/tailgate', 'https://example.r2.cloudflarestorage.com/tailgate/'])(
+  'refuses S3_ENDPOINT %s, which ends in the bucket, naming S3_ENDPOINT',
+  (endpoint) => {
+    const storeFor = s3StoreFromConfig();
+    const config = parseServiceConfig({ S3_ENDPOINT: endpoint, S3_BUCKET: 'tailgate' });
+    expect(() => storeFor(config)).toThrow(NotConfiguredError);
+    expect(() => storeFor(config)).toThrow(
+      `invalid setting S3_ENDPOINT: ends in the bucket's name (${new URL(endpoint).pathname}): ` +
+        `write the endpoint without it (${new URL(endpoint).origin}); S3_BUCKET names the bucket`,
+    );
+    try {
+      storeFor(config);
+    } catch (error) {
+      expect((error as NotConfiguredError).details).toEqual({ variable: 'S3_ENDPOINT' });
+    }
+  },
+);
+
+it('takes an S3_ENDPOINT with a path of its own (a gateway under a prefix)', () => {
+  const storeFor = s3StoreFromConfig();
+  expect(() =>
+    storeFor(parseServiceConfig({ S3_ENDPOINT: 'https://example.com/storage/v1/s3', S3_BUCKET: 'tailgate' })),
+  ).not.toThrow();
+});

@@ -11,6 +11,7 @@ import { priceTable, type ModelPrices } from './ledger/prices.ts';
  * request that falls back to it. A provider's key is checked when the model is used.
  */
 const MODEL_PROVIDER_NAMES = MODEL_PROVIDERS.filter((provider) => provider !== 'echo');
+const MODEL_ID_RULE = `must be echo or <provider>:<model>, the provider one of ${MODEL_PROVIDER_NAMES.join(', ')}`;
 export const modelIdSchema = z.string().refine(
   (id) => {
     const colon = id.indexOf(':');
@@ -20,7 +21,7 @@ export const modelIdSchema = z.string().refine(
       (MODEL_PROVIDER_NAMES.some((known) => known === provider) && /^\S{1,256}$/.test(id.slice(colon + 1)))
     );
   },
-  { message: `must be echo or <provider>:<model>, the provider one of ${MODEL_PROVIDER_NAMES.join(', ')}` },
+  { message: MODEL_ID_RULE },
 );
 
 /**
@@ -51,7 +52,11 @@ export function parseModelAliases(text: string | undefined): Record<string, stri
 /** MODEL_PRICES over the default prices; a bad one is `not_configured` naming it. */
 export function parseModelPrices(text: string | undefined): ModelPrices {
   try {
-    return priceTable(text);
+    const prices = priceTable(text);
+    // Prices are looked up by the model id (after MODEL_ALIASES): any other key is never read.
+    const unread = Object.keys(prices).find((id) => !modelIdSchema.safeParse(id).success);
+    if (unread !== undefined) throw new Error(`${unread}: not a model id: ${MODEL_ID_RULE} (after MODEL_ALIASES)`);
+    return prices;
   } catch (error) {
     throw new NotConfiguredError(`invalid setting MODEL_PRICES: ${(error as Error).message}`, {
       variable: 'MODEL_PRICES',

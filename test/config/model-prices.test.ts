@@ -33,6 +33,17 @@ describe('MODEL_PRICES', () => {
     }
   });
 
+  it.each(['gpt-4.1-mini', 'openai', 'mystery:model'])(
+    'refuses a price for %s, which names no model id (echo or <provider>:<model>), naming the key',
+    (id) => {
+      const text = JSON.stringify({ [id]: { input: 1, output: 2 } });
+      expect(() => parseServiceConfig({ MODEL_PRICES: text })).toThrow(NotConfiguredError);
+      expect(() => parseServiceConfig({ MODEL_PRICES: text })).toThrow(
+        `invalid setting MODEL_PRICES: ${id}: not a model id: must be echo or <provider>:<model>`,
+      );
+    },
+  );
+
   it('prices each token kind; no price is null, a zero price is 0', () => {
     const usage = {
       input_tokens: 1_000_000,

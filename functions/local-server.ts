@@ -119,6 +119,19 @@ export function shutdownNotice(signal: string, graceMs: number, connections: num
   );
 }
 
+/** What the end of the grace period cuts off: the open connections, and the work left running. */
+function graceOverNotice(connections: number): string {
+  const cut = [
+    ...(connections > 0 ? [`closing ${connections} open connection(s)`] : []),
+    ...(running.size > 0 ? [`leaving ${running.size} background task(s) unfinished`] : []),
+  ];
+  if (cut.length === 0) return 'tailgate: grace period over';
+  return (
+    `tailgate: grace period over: ${cut.join(' and ')} ` +
+    '(a turn cut off is closed as failed, lease_expired, once its lease runs out)'
+  );
+}
+
 /**
  * A second signal this soon after the first (by default; the REPEATED_SIGNAL_MS setting) is the
  * same one delivered twice, not an operator's second: a terminal's Ctrl-C (SIGINT) and a
@@ -223,9 +236,11 @@ export function serveLocal(
       told();
     });
     setTimeout(() => {
-      console.error('tailgate: grace period over, closing the connections left');
-      server.closeAllConnections();
-      graceOver();
+      server.getConnections((_error, open) => {
+        console.error(graceOverNotice(open));
+        server.closeAllConnections();
+        graceOver();
+      });
     }, options.shutdownGraceMs).unref();
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop(signal));

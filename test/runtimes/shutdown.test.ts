@@ -126,6 +126,30 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     }
   }, 120_000);
 
+  it('a grace period over says what it cut off: the background turn left to its lease', async () => {
+    const server = await start(runtime, { SHUTDOWN_GRACE_MS: '500', DEFAULT_MODEL: 'echo' });
+    try {
+      const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+      const id = `cut-${runtime}-${Date.now().toString(36)}`;
+      const body = (value: unknown) => ({ method: 'POST', headers, body: JSON.stringify(value) });
+      expect((await fetch(`${server.origin}/v1/sessions`, body({ id }))).status).toBe(201);
+      // The echo model's `wait`: a background turn still running when the grace period ends.
+      const turn = await fetch(
+        `${server.origin}/v1/sessions/${id}/turns`,
+        body({ input: 'wait 60000 x', background: true }),
+      );
+      expect(turn.status).toBe(202);
+      server.signal('SIGTERM');
+      expect(await server.exited).toBe(0);
+      expect(server.output().split('\n')).toContain(
+        'tailgate: grace period over: leaving 1 background task(s) unfinished ' +
+          '(a turn cut off is closed as failed, lease_expired, once its lease runs out)',
+      );
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+
   it('a second SIGTERM stops at once', async () => {
     // A short window in which a repeat is the same signal delivered twice (below): waited out.
     const server = await start(runtime, { SHUTDOWN_GRACE_MS: '600000', REPEATED_SIGNAL_MS: '100' });

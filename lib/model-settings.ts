@@ -44,6 +44,11 @@ export function parseModelAliases(text: string | undefined): Record<string, stri
         { variable: 'MODEL_ALIASES' },
       );
     }
+    if (!modelIdSchema.safeParse(target).success) {
+      throw new NotConfiguredError(`invalid setting MODEL_ALIASES: "${pair.trim()}": ${target} ${MODEL_ID_RULE}`, {
+        variable: 'MODEL_ALIASES',
+      });
+    }
     aliases[name] = target;
   }
   return aliases;

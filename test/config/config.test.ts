@@ -61,6 +61,25 @@ describe('parseServiceConfig', () => {
     },
   );
 
+  it.each(['OPENAI_BASE_URL', 'OPENAI_COMPATIBLE_BASE_URL', 'ANTHROPIC_BASE_URL'])(
+    'refuses a %s without its scheme (localhost:11434/v1), as every call to it would fail',
+    (name) => {
+      expect(() => parseServiceConfig({ [name]: 'localhost:11434/v1' })).toThrow(
+        `invalid setting ${name}: must be an http:// or https:// URL`,
+      );
+      expect(parseServiceConfig({ [name]: ' ' })).toBeDefined();
+    },
+  );
+
+  it('refuses a MODEL_ALIASES target that names no model id, naming the pair', () => {
+    expect(() => parseServiceConfig({ MODEL_ALIASES: 'fast=openai:gpt-4.1-mini,smart=gpt-4o' })).toThrow(
+      'invalid setting MODEL_ALIASES: "smart=gpt-4o": gpt-4o must be echo or <provider>:<model>',
+    );
+    expect(parseServiceConfig({ MODEL_ALIASES: 'fast=openai:gpt-4.1-mini' }).modelAliases).toEqual({
+      fast: 'openai:gpt-4.1-mini',
+    });
+  });
+
   it('takes a blank number or PUBLIC_DOCS as unset: the default, not 0 or false', () => {
     const defaults = parseServiceConfig({});
     const blank = parseServiceConfig({

@@ -83,7 +83,8 @@ export async function countInputTokens(
 ): Promise<{ object: 'response.input_tokens'; input_tokens: number }> {
   facade = { ...facade, services: { ...facade.services, model: countingModel(facade.services.model) } };
   const stored = body.previous_response_id || body.conversation;
-  if (!body.input && !stored) throw new OpenAIApiError(400, 'invalid_request', 'give the input to count', 'input');
+  if (!body.input && !stored)
+    throw new OpenAIApiError(400, 'invalid_request', 'input: give the input to count', 'input');
   // The session the body names is authorized before anything else, as a create's limits authorize
   // it (functions/rate-limit.ts): a bound token is refused the create's 403 whatever else the body
   // holds (both fields set, an item_reference of a third session).

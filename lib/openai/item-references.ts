@@ -125,7 +125,7 @@ export async function resolveItemReferences(
       throw new OpenAIApiError(
         400,
         'invalid_request',
-        `item_reference '${entry.id}' names an item with images or files; send the item itself`,
+        `${field}[${index}].id: item_reference '${entry.id}' names an item with images or files; send the item itself`,
         `${field}[${index}].id`,
       );
     const text = content as string | Exclude<InputPartBody, { type: 'refusal' }>[];

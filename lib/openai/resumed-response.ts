@@ -45,7 +45,7 @@ export async function streamedForeground(
     throw new OpenAIApiError(
       400,
       'invalid_request',
-      'This response was neither streamed nor created with background: true; only those can be streamed again.',
+      'stream: this response was neither streamed nor created with background: true; only those can be streamed again.',
       'stream',
     );
   const scope = await facade.services.sessions.scope(parseResponseId(response.id)!.sessionId);

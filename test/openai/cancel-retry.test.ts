@@ -194,6 +194,13 @@ for (const start of ['previous_response_id', 'conversation', 'history'] as const
     expect(slow.signals).toHaveLength(1);
     expect(await sessions()).toEqual(before);
     expect(await texts(owner.openai, id)).toEqual(['user: one', 'assistant: echo: one', 'user: slow two']);
+    // Its count is refused alike where the count goes on in the conversation; a resent history's
+    // counts as a `store: false` response's (docs/OPENAI.md, "Counting input tokens").
+    const counted = await owner.openai.responses.inputTokens
+      .count({ model: 'echo', ...request('slow two') } as OpenAI.Responses.InputTokenCountParams)
+      .catch((error: unknown) => error);
+    if (start === 'history') expect(counted).toMatchObject({ input_tokens: expect.any(Number) });
+    else expect((counted as InstanceType<typeof OpenAI.ConflictError>).error).toEqual(refusal.error);
     // Another input after the cancel is a new request: it runs (a branch, a new conversation, or the next turn).
     const other = (await send('three')) as OpenAI.Responses.Response;
     expect(other.output_text).toBe('echo: three');

@@ -65,3 +65,15 @@ describe('wrangler.toml and docs/DEPLOY.md', () => {
     expect(read('docs/DEPLOY.md')).toContain(`given up after ${MAX_ATTEMPTS} attempts`);
   });
 });
+
+describe("docs/DEPLOY.md's deploy steps", () => {
+  it('write the static assets the Worker reads (the inspector page among them) before deploying', () => {
+    // wrangler deploy uploads .assets/ as it is: a checkout updated since its `npm install` holds
+    // none of the files added since (functions/ui/inspector-assets.ts answers their routes 500).
+    const steps = read('docs/DEPLOY.md').split('```sh\n')[1]!.split('```')[0]!.split('\n');
+    const assets = steps.findIndex((line) => /^npm run assets\b/.test(line));
+    const deploy = steps.findIndex((line) => /^npx wrangler deploy\b/.test(line));
+    expect(assets).toBeGreaterThanOrEqual(0);
+    expect(assets).toBeLessThan(deploy);
+  });
+});

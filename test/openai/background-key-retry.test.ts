@@ -1,3 +1,4 @@
+import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
@@ -55,5 +56,30 @@ describe("a background response's key sent again without background", () => {
     expect(last.response.id).toBe(created.id);
     expect(last.response.status).toBe('completed');
     expect(last.response.output_text).toBe('echo: hello');
+  });
+});
+
+describe("a background response's key sent again without background, once the response was cancelled", () => {
+  it("is refused with its error, as a failed foreground response's retry is, not answered as a retrieve", async () => {
+    const store = new MemoryStore();
+    const options: AppOptions = {
+      store: () => store,
+      readEnvironment: () => environment,
+      log: () => {},
+      // The queue never delivers it: it is cancelled while queued.
+      queueTurn: () => async () => {},
+    };
+    const client = clientInProcess(createApp(options), TOKEN);
+    const key = { headers: { 'Idempotency-Key': 'bg-key-cancelled' }, maxRetries: 0 };
+    const created = await client.responses.create({ model: 'echo', input: 'hello', background: true }, key);
+    await client.responses.cancel(created.id);
+    const retrieved = await client.responses.retrieve(created.id);
+    expect(retrieved.status).toBe('cancelled');
+    const again = await client.responses
+      .create({ model: 'echo', input: 'hello' }, key)
+      .catch((error: unknown) => error);
+    expect(again).toBeInstanceOf(OpenAI.ConflictError);
+    expect(again).toMatchObject({ code: 'turn_cancelled', error: { message: retrieved.error?.message } });
+    expect((again as InstanceType<typeof OpenAI.ConflictError>).headers.get('x-should-retry')).toBe('false');
   });
 });

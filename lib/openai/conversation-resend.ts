@@ -33,8 +33,9 @@ export function conversationTag(sessionId: string, scope: string, items: readonl
  * How many of the input's items (`history`) the request resent, as its loop's previous step sent
  * them to a response of the session `read` names: its newest (a completed turn with nothing
  * appended after it), or the one before the failed attempts of the step this request retries, or
- * before an `abort` notice's refusal of it (./resent-after.ts endedBefore; the caller judges those
- * turns as for any request under `conversation`: ./failed-steps.ts takenUnder, ./aborted-retry.ts);
+ * before its refusal for good, an `abort` notice's or a cancel's (./resent-after.ts endedBefore;
+ * the caller judges those turns as for any request under `conversation`: ./failed-steps.ts
+ * takenUnder, ./aborted-retry.ts);
  * 0 when it resent none. After a response that made function calls, a step of its loop answers
  * one of them next (the SDK runs the tools, then sends their outputs): a request whose first item
  * after the items that response was sent does not resent none. A request of two items or more,

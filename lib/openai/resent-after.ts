@@ -84,9 +84,9 @@ export async function resentAfter(
 
 /**
  * The turn a resend may continue after, of those after `afterTurn` up to the newest (`turns`):
- * the newest, or the one before an `abort` notice's refusal, or before the failed attempts of a
- * streamed step (no output; at most MAX_FAILED_TURNS), which the caller judges as retries of it
- * (lib/openai/failed-steps.ts).
+ * the newest, or the one before a turn refused for good (an `abort` notice's, a cancel's:
+ * ./failed-steps.ts refusedForGood), or before the failed attempts of a streamed step (no output;
+ * at most MAX_FAILED_TURNS), which the caller judges as retries of it (lib/openai/failed-steps.ts).
  */
 export async function endedBefore(
   facade: Facade,

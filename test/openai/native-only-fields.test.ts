@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { clientInProcess } from './server.ts';
 
 // `on_busy` is the native turn route's busy policy (docs/API.md, "Busy sessions"); the
@@ -24,5 +25,42 @@ describe('on_busy sent to POST /v1/responses', () => {
     expect(message).not.toContain('not supported by tailgate');
     expect(message).toContain('409 turn_in_progress');
     expect(message).toContain('POST /v1/sessions/{id}/turns');
+  });
+});
+
+describe('on_busy sent to POST /v1/chat/completions', () => {
+  const heldEcho = releasedAfterEach();
+  it('is a 400 that says what a busy session does there: the completion is answered', async () => {
+    const slow = heldEcho();
+    const store = new MemoryStore();
+    const { options, drain } = heldOptions(slow.model);
+    const app = createApp({ store: () => store, readEnvironment: () => environment, ...options });
+    const client = clientInProcess(app, TOKEN);
+    const session = { headers: { 'x-tailgate-session': 'busy-chat' } };
+    await app.request('/v1/sessions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'busy-chat' }),
+    });
+    const running = client.responses.create({ model: 'echo', input: 'slow one', conversation: 'busy-chat' });
+    await slow.reached;
+    // While a turn of its session runs, a chat completion is answered (it takes no turn).
+    const messages = [{ role: 'user' as const, content: 'hi' }];
+    const answered = await client.chat.completions.create({ model: 'echo', messages }, session);
+    expect(answered.choices[0]!.message.content).toBe('echo: hi');
+    const refused = await client.chat.completions
+      .create(
+        { model: 'echo', messages, on_busy: 'enqueue' } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming,
+        session,
+      )
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    const { param, message } = refused as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(param).toBe('on_busy');
+    expect(message).toContain('a chat completion is answered');
+    expect(message).toContain('POST /v1/sessions/{id}/turns');
+    slow.release();
+    await running;
+    await drain();
   });
 });

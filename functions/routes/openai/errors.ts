@@ -48,8 +48,8 @@ function messageOf(message: string, param: string | null): string {
   // The native turn route's busy policy, which these routes do not have.
   if (param === 'on_busy' && / unknown field$/.test(message))
     return (
-      'on_busy: these routes have no busy policy (a busy conversation is 409 turn_in_progress); ' +
-      'queue an input with POST /v1/sessions/{id}/turns and on_busy'
+      'on_busy: these routes have no busy policy (a response to a conversation whose turn runs is 409 ' +
+      'turn_in_progress; a chat completion is answered); queue an input with POST /v1/sessions/{id}/turns and on_busy'
     );
   if (/ unknown field$/.test(message)) return `${param}: this field is not supported by tailgate`;
   const location = ['body.', 'query.', 'param.'].find((prefix) => message.startsWith(`${prefix}${param}: `));

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
+import { bracketPath } from '../field-path.ts';
 import type { Tool } from '../items.ts';
 import type { ModelSettings } from '../models/model.ts';
 
@@ -71,10 +72,12 @@ export function checkToolChoice(
     });
   if (object?.type !== 'allowed_tools') return;
   const missing = object.tools.findIndex((tool) => !names.has(tool.name));
-  if (missing >= 0)
-    throw new InvalidRequestError(`tool_choice allows ${object.tools[missing]!.name}, which is not in ${whose}`, {
-      field: allowedField(missing),
-    });
+  if (missing < 0) return;
+  const field = allowedField(missing);
+  throw new InvalidRequestError(
+    `${bracketPath(field)}: tool_choice allows ${object.tools[missing]!.name}, which is not in ${whose}`,
+    { field },
+  );
 }
 
 /**

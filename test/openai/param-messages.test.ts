@@ -38,6 +38,26 @@ describe('a 400 naming a field', () => {
           ],
         }),
       ),
+      // An allowed_tools entry naming no tool offered, on both routes that take it.
+      refused(
+        client.responses.create({
+          model: 'echo',
+          input: 'hi',
+          tools: [{ type: 'function', name: 'f', parameters: { type: 'object', properties: {} }, strict: false }],
+          tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [{ type: 'function', name: 'g' }] },
+        }),
+      ),
+      refused(
+        client.chat.completions.create({
+          model: 'echo',
+          messages: [{ role: 'user', content: 'hi' }],
+          tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }],
+          tool_choice: {
+            type: 'allowed_tools',
+            allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'g' } }] },
+          },
+        }),
+      ),
     ]);
     for (const error of refusals) {
       expect(error).toBeInstanceOf(OpenAI.BadRequestError);

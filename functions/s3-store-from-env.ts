@@ -11,11 +11,17 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
   const stores = new Map<string, S3Store>();
   return (config) => {
     const { endpoint, bucket, region, accessKeyId, secretAccessKey, sessionToken } = config.s3;
-    if (bucket === undefined) throw new NotConfiguredError('S3_BUCKET is not set', { variable: 'S3_BUCKET' });
+    if (bucket === undefined)
+      throw new NotConfiguredError(
+        `invalid setting S3_BUCKET: not set${endpoint === undefined ? '' : ', while S3_ENDPOINT is'}: ` +
+          'S3 needs the name of the bucket to keep sessions in',
+        { variable: 'S3_BUCKET' },
+      );
     // Without an endpoint the SDK builds AWS's from the region: `auto` (R2's, the default) names no host.
     if (endpoint === undefined && region === 'auto')
       throw new NotConfiguredError(
-        "S3_REGION must name the bucket's AWS region when S3_ENDPOINT is not set (e.g. S3_REGION=us-east-1)",
+        "invalid setting S3_REGION: must name the bucket's AWS region when S3_ENDPOINT is not set " +
+          '(e.g. S3_REGION=us-east-1)',
         { variable: 'S3_REGION' },
       );
     // A bucket's own URL as the endpoint: path-style requests would name the bucket twice.

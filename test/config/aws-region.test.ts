@@ -10,11 +10,26 @@ it.each([{}, { S3_REGION: 'auto' }])('refuses AWS S3 without its region (%o), na
   const storeFor = s3StoreFromConfig();
   const config = parseServiceConfig({ S3_BUCKET: 'tailgate', ...region });
   expect(() => storeFor(config)).toThrow(NotConfiguredError);
-  expect(() => storeFor(config)).toThrow(/^S3_REGION must name the bucket's AWS region when S3_ENDPOINT is not set/);
+  expect(() => storeFor(config)).toThrow(
+    /^invalid setting S3_REGION: must name the bucket's AWS region when S3_ENDPOINT is not set/,
+  );
   try {
     storeFor(config);
   } catch (error) {
     expect((error as NotConfiguredError).details).toEqual({ variable: 'S3_REGION' });
+  }
+});
+
+// S3_ENDPOINT without S3_BUCKET: worded as every other refused setting is, naming it first.
+it('refuses S3 without S3_BUCKET, naming it as an invalid setting', () => {
+  const storeFor = s3StoreFromConfig();
+  const config = parseServiceConfig({ S3_ENDPOINT: 'http://127.0.0.1:9' });
+  expect(() => storeFor(config)).toThrow(NotConfiguredError);
+  expect(() => storeFor(config)).toThrow(/^invalid setting S3_BUCKET: not set, while S3_ENDPOINT is/);
+  try {
+    storeFor(config);
+  } catch (error) {
+    expect((error as NotConfiguredError).details).toEqual({ variable: 'S3_BUCKET' });
   }
 });
 

@@ -28,7 +28,7 @@ it('serves the API on Node with the S3 adapter', async () => {
 it.each([
   ['TURN_LEASE_MS', '1000', 'invalid setting TURN_LEASE_MS'],
   // The store's settings too: S3 with no bucket would answer 503 on every request.
-  ['S3_ENDPOINT', 'http://127.0.0.1:9', 'S3_BUCKET is not set'],
+  ['S3_ENDPOINT', 'http://127.0.0.1:9', 'invalid setting S3_BUCKET: not set, while S3_ENDPOINT is'],
   // The file store's too: a KEY_PREFIX segment too long for a directory name (DATA_DIR, below).
   [
     'KEY_PREFIX',

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { ServiceConfig } from '../lib/config.ts';
+import { DEFAULTS } from '../lib/defaults.ts';
 import { NotConfiguredError } from '../lib/errors.ts';
 import { decimalNumber, MAX_TIMER_MS } from '../lib/setting-values.ts';
 import { FileStore } from '../lib/store/file.ts';
@@ -330,9 +331,13 @@ export async function checkDataDir(config: ServiceConfig, store: ObjectStore): P
   }
 }
 
+/** The banner's store line: where the keys land, with the region and KEY_PREFIX when set. */
 export function describeStore(config: ServiceConfig): string {
-  if (usesS3(config)) return `S3 bucket ${config.s3.bucket ?? '(S3_BUCKET not set)'} at ${config.s3.endpoint ?? 'AWS'}`;
-  return `files in ${resolve(config.dataDir)}`;
+  const { bucket, endpoint, region } = config.s3;
+  const prefix = config.keyPrefix === '' ? '' : `, KEY_PREFIX ${config.keyPrefix}`;
+  if (!usesS3(config)) return `files in ${resolve(config.dataDir)}${prefix}`;
+  const where = `S3 bucket ${bucket ?? '(S3_BUCKET not set)'} at ${endpoint ?? 'AWS'}`;
+  return `${where}${region === DEFAULTS.s3Region ? '' : `, region ${region}`}${prefix}`;
 }
 
 /**

@@ -1,4 +1,6 @@
+import { resolve } from 'node:path';
 import { expect, it } from 'vitest';
+import { describeStore } from '../../functions/local-server.ts';
 import { startupBanner } from '../../functions/startup-banner.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 
@@ -30,5 +32,28 @@ it('names what a server without any token refuses, not /healthz or the open /doc
   );
   expect(access('http://127.0.0.1:8787', parseServiceConfig({ PUBLIC_DOCS: 'false' }))).toBe(
     '  access: none: set API_TOKEN (every request but /healthz and /ui is 503 not_configured)',
+  );
+});
+
+// The store line names what decides where the keys land: the bucket, its endpoint, its region
+// and KEY_PREFIX, each when set, so an operator reads the deployment's settings off the banner.
+it('names the S3 bucket, its endpoint or AWS, its region and KEY_PREFIX when set', () => {
+  const aws = { S3_BUCKET: 'tailgate', S3_REGION: 'eu-west-1' };
+  expect(describeStore(parseServiceConfig(aws))).toBe('S3 bucket tailgate at AWS, region eu-west-1');
+  expect(describeStore(parseServiceConfig({ ...aws, KEY_PREFIX: 'tenant-a/' }))).toBe(
+    'S3 bucket tailgate at AWS, region eu-west-1, KEY_PREFIX tenant-a/',
+  );
+  const endpoint = { S3_BUCKET: 'tailgate', S3_ENDPOINT: 'http://127.0.0.1:9000' };
+  expect(describeStore(parseServiceConfig(endpoint))).toBe('S3 bucket tailgate at http://127.0.0.1:9000');
+  expect(describeStore(parseServiceConfig({ ...endpoint, S3_REGION: 'us-east-1', KEY_PREFIX: 'p/' }))).toBe(
+    'S3 bucket tailgate at http://127.0.0.1:9000, region us-east-1, KEY_PREFIX p/',
+  );
+});
+
+it('names KEY_PREFIX beside the file store when set', () => {
+  const dataDir = resolve('/tmp/tailgate-banner');
+  expect(describeStore(parseServiceConfig({ DATA_DIR: dataDir }))).toBe(`files in ${dataDir}`);
+  expect(describeStore(parseServiceConfig({ DATA_DIR: dataDir, KEY_PREFIX: 'tenant-a/' }))).toBe(
+    `files in ${dataDir}, KEY_PREFIX tenant-a/`,
   );
 });

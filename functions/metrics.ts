@@ -64,6 +64,14 @@ function withBucket(text: string, bound: string): string {
 }
 
 /**
+ * A sample's value: whole numbers as they are, others to 12 significant digits, so a sum of
+ * floats prints 0.013, not 0.013000000000000001 (the noise of binary addition, not a measure).
+ */
+function sampleText(value: number): string {
+  return String(Number.isInteger(value) ? value : Number(value.toPrecision(12)));
+}
+
+/**
  * How many models the `model` label names. A request names its model, and a provider that
  * refuses an unknown one still fails a turn under that name: without a bound, a client could
  * add series (memory, and lines of every scrape) with every name it makes up. Models beyond the
@@ -127,14 +135,14 @@ export class Metrics {
       lines.push(`# HELP ${name} ${family.help}`, `# TYPE ${name} ${family.type}`);
       for (const [labels, value] of family.series) {
         if (typeof value === 'number') {
-          lines.push(`${name}${labels} ${value}`);
+          lines.push(`${name}${labels} ${sampleText(value)}`);
           continue;
         }
         SECONDS_BUCKETS.forEach((bound, index) => {
           lines.push(`${name}_bucket${withBucket(labels, String(bound))} ${value.buckets[index]}`);
         });
         lines.push(`${name}_bucket${withBucket(labels, '+Inf')} ${value.count}`);
-        lines.push(`${name}_sum${labels} ${value.sum}`, `${name}_count${labels} ${value.count}`);
+        lines.push(`${name}_sum${labels} ${sampleText(value.sum)}`, `${name}_count${labels} ${value.count}`);
       }
     }
     return `${lines.join('\n')}\n`;

@@ -245,6 +245,31 @@ describe('GET /metrics and the turn log line (Node)', () => {
   });
 });
 
+// Sums of binary floats carry noise in their last digits (0.1 + 0.2 is 0.30000000000000004 as a
+// double): the text rounds it off, and keeps whole numbers as they are, however large.
+describe('Prometheus text of float sums', () => {
+  it('prints histogram sums and float counters without binary float noise', () => {
+    const metrics = new Metrics();
+    const labels = { model: 'echo' };
+    for (const value of [0.1, 0.2]) {
+      metrics.observe('tailgate_turn_duration_seconds', labels, value);
+      metrics.count('tailgate_cost_usd_total', labels, value);
+    }
+    for (let index = 0; index < 1000; index += 1)
+      metrics.observe('tailgate_turn_time_to_first_token_seconds', {}, 0.013);
+    const big = 2 ** 53 - 1;
+    metrics.count('tailgate_tokens_total', labels, big);
+    const text = metrics.render();
+    expect(text).toContain('\ntailgate_turn_duration_seconds_sum{model="echo"} 0.3\n');
+    expect(text).toContain('\ntailgate_cost_usd_total{model="echo"} 0.3\n');
+    expect(text).toContain('\ntailgate_turn_time_to_first_token_seconds_sum 13\n');
+    expect(text).toContain(`\ntailgate_tokens_total{model="echo"} ${big}\n`);
+    // Still Prometheus text, every sample a number.
+    const samples = parsePrometheus(text);
+    for (const [name, value] of samples) expect(Number.isFinite(value), name).toBe(true);
+  });
+});
+
 describe('a log sink that throws', () => {
   it('loses the line, not the turn', async () => {
     const sinkStore = new MemoryStore();

@@ -23,6 +23,13 @@ afterAll(async () => {
   await server?.stop();
 });
 
+it('prints the S3 store in the banner: bucket, endpoint, region and KEY_PREFIX', () => {
+  const env = serverEnvironment(0, keyPrefix);
+  expect(server.output()).toContain(
+    `  store:  S3 bucket ${env.S3_BUCKET} at ${env.S3_ENDPOINT}, region ${env.S3_REGION}, KEY_PREFIX ${keyPrefix}\n`,
+  );
+});
+
 it('serves the API on Deno with the S3 adapter', async () => {
   await runScenario(server.origin, TOKEN, directWriter(keyPrefix));
 });

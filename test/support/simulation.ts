@@ -35,7 +35,7 @@ import { claimBackgroundTurn, claimInput } from '../../lib/turn/background.ts';
  * checked exact are the completed turns' sum; a compaction's charge rides in the record that
  * commits it (create-only), and test/http/usage-ledger.test.ts checks what it adds.
  */
-const FREE_SUMMARY_MODEL = 'echo-free';
+const FREE_SUMMARY_MODEL = 'openai:echo-free';
 const freeSummaries: typeof echoModel = {
   ...echoModel,
   id: FREE_SUMMARY_MODEL,

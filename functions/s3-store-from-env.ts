@@ -24,7 +24,7 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
           '(e.g. S3_REGION=us-east-1)',
         { variable: 'S3_REGION' },
       );
-    // A bucket's own URL as the endpoint: path-style requests would name the bucket twice.
+    // A bucket's own URL as the endpoint: path-style requests name the bucket twice, keys under <bucket>/.
     const url = endpoint === undefined ? undefined : new URL(endpoint);
     const segments = url?.pathname.split('/').filter((segment) => segment !== '') ?? [];
     if (url !== undefined && segments.at(-1) === bucket) {
@@ -34,7 +34,8 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
         .join('')}`;
       throw new NotConfiguredError(
         `invalid setting S3_ENDPOINT: ends in the bucket's name (${url.pathname}): ` +
-          `write the endpoint without it (${without}); S3_BUCKET names the bucket`,
+          `write the endpoint without it (${without}); S3_BUCKET names the bucket. What this endpoint stored ` +
+          `is under ${bucket}/ in the bucket: KEY_PREFIX=${bucket}/${config.keyPrefix} reads it with that endpoint`,
         { variable: 'S3_ENDPOINT' },
       );
     }

@@ -88,3 +88,20 @@ it('takes an S3_ENDPOINT with a path of its own (a gateway under a prefix)', () 
     storeFor(parseServiceConfig({ S3_ENDPOINT: 'https://example.com/storage/v1/s3', S3_BUCKET: 'tailgate' })),
   ).not.toThrow();
 });
+
+// Such an endpoint worked: path-style requests went to `<endpoint>/<bucket>/<key>`, so the bucket
+// holds every key it wrote under `<bucket>/` (and KEY_PREFIX after it). The refusal names the
+// KEY_PREFIX that reads them with the endpoint written without the bucket's name, or the sessions
+// the deployment kept would be out of its sight once its operator follows the message.
+it.each(['', 'prod/'])('names the KEY_PREFIX that keeps what the endpoint stored (KEY_PREFIX %j)', (prefix) => {
+  const storeFor = s3StoreFromConfig();
+  const config = parseServiceConfig({
+    S3_ENDPOINT: 'https://example.r2.cloudflarestorage.com/tailgate',
+    S3_BUCKET: 'tailgate',
+    KEY_PREFIX: prefix,
+  });
+  const kept = `tailgate/${prefix}`;
+  expect(() => storeFor(config)).toThrow(`KEY_PREFIX=${kept} `);
+  // That prefix is one the service takes.
+  expect(parseServiceConfig({ S3_BUCKET: 'tailgate', S3_REGION: 'us-east-1', KEY_PREFIX: kept }).keyPrefix).toBe(kept);
+});

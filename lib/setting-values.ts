@@ -124,7 +124,8 @@ export function decimalNumber(text: string, fraction = false): number {
 
 export const booleanText = z
   .preprocess(
-    (value) => (typeof value === 'string' ? value.trim().toLowerCase() : value),
+    // A number (a wrangler.toml `[vars]` integer on a Worker) is read as its digits.
+    (value) => (typeof value === 'string' || typeof value === 'number' ? String(value).trim().toLowerCase() : value),
     z
       .union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])], {
         error: (issue) =>

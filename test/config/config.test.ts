@@ -61,6 +61,18 @@ describe('parseServiceConfig', () => {
     },
   );
 
+  // A wrangler.toml `[vars]` integer reaches a Worker as a number: 1 and 0 are the switch's own values.
+  it.each([
+    [1, true],
+    [0, false],
+  ])('reads a switch given as the number %j as %s, as its text is read', (value, expected) => {
+    expect(parseServiceConfig({ ALLOW_ANONYMOUS: value }).allowAnonymous).toBe(expected);
+    expect(parseServiceConfig({ PUBLIC_DOCS: value }).publicDocs).toBe(expected);
+    expect(() => parseServiceConfig({ LOG_CONTENT: value + 2 })).toThrow(
+      `invalid setting LOG_CONTENT: must be true, 1 or yes (on), or false, 0 or no (off); this is "${value + 2}"`,
+    );
+  });
+
   it.each(['OPENAI_BASE_URL', 'OPENAI_COMPATIBLE_BASE_URL', 'ANTHROPIC_BASE_URL'])(
     'refuses a %s without its scheme (localhost:11434/v1), as every call to it would fail',
     (name) => {

@@ -1,5 +1,6 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { usageText } from '../../functions/ui/client/format.ts';
 import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import {
   apiCaller,
@@ -214,6 +215,32 @@ describe('the inspector follows what other clients do', () => {
     release();
     await expect.poll(() => row(running.turn).getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
     polls.release();
+    await page.context().close();
+  });
+
+  it('a turn cancelled from its row shows what its stopped call spent, stored after the cancel', {
+    timeout: 90_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'cancel-spend' });
+    const running = await call('POST', '/v1/sessions/cancel-spend/turns', {
+      input: 'hold on',
+      model: 'openai-compatible:fake',
+      background: true,
+    });
+    const page = await open('#/s/cancel-spend');
+    const live = page.locator('#timeline .live');
+    await expect.poll(() => live.locator('.live-text').textContent(), { timeout: 30_000 }).toBe('Hello');
+    await live.getByRole('button', { name: 'Cancel' }).click();
+    const row = page.locator(`#timeline details.turn[data-turn="${running.turn}"]`);
+    await expect.poll(() => row.getAttribute('class'), { timeout: 30_000 }).toContain('status-cancelled');
+    // The stopped call's spend, as the API gives it once stored (the cancel is answered before).
+    const spent = await expect
+      .poll(async () => (await call('GET', `/v1/sessions/cancel-spend/turns/${running.turn}`)).usage, {
+        timeout: 30_000,
+      })
+      .not.toBeNull()
+      .then(async () => (await call('GET', `/v1/sessions/cancel-spend/turns/${running.turn}`)).usage);
+    await expect.poll(() => row.locator('summary').textContent(), { timeout: 30_000 }).toContain(usageText(spent));
     await page.context().close();
   });
 

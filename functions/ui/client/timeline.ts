@@ -128,9 +128,13 @@ export function loadTimeline(id: string): Timeline {
   };
 }
 
-/** Whether a turn's row drawn from `a` shows `b` as it is: the same turn, in the same state. */
+/**
+ * Whether a turn's row drawn from `a` shows `b` as it is: the same turn, in the same state, with
+ * the same usage (a stopped turn's spend is stored after its cancel answered).
+ */
 function sameTurn(a: any, b: any): boolean {
-  return a.status === b.status && a.started_at === b.started_at && a.completed_at === b.completed_at;
+  const same = a.status === b.status && a.started_at === b.started_at && a.completed_at === b.completed_at;
+  return same && JSON.stringify(a.usage ?? null) === JSON.stringify(b.usage ?? null);
 }
 
 /**

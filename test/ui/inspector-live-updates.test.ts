@@ -241,6 +241,12 @@ describe('the inspector follows what other clients do', () => {
       .not.toBeNull()
       .then(async () => (await call('GET', `/v1/sessions/cancel-spend/turns/${running.turn}`)).usage);
     await expect.poll(() => row.locator('summary').textContent(), { timeout: 30_000 }).toContain(usageText(spent));
+    // Expanded: no strategies named and no receipt (it stored none), though its model was called.
+    await row.locator('summary').click();
+    const seen = row.locator('.turn-seen p');
+    await seen.waitFor();
+    expect(await row.locator('.turn-times').textContent()).not.toContain('strategies');
+    expect(await seen.textContent()).toBe('No receipt: the turn ended without storing what its model saw.');
     await page.context().close();
   });
 

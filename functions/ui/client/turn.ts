@@ -25,7 +25,8 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
       { class: 'muted turn-times' },
       'started ',
       started,
-      ` · ${took} · strategies ${turn.strategies.join(', ')}` +
+      // A turn closed before its receipt was stored names no strategies.
+      ` · ${took}${turn.strategies.length > 0 ? ` · strategies ${turn.strategies.join(', ')}` : ''}` +
         (turn.usage
           ? ` · ${tokens(turn.usage.input_tokens, 'input')}, ${tokens(turn.usage.output_tokens, 'output')}`
           : ''),
@@ -66,7 +67,7 @@ async function itemsIn(id: string, range: { first_seq: number; last_seq: number 
 
 async function renderSeen(id: string, turn: any, receipt: any, seen: HTMLElement): Promise<void> {
   if (!receipt) {
-    add(seen, el('p', { class: 'muted' }, 'No receipt: the turn ended before its prompt was built.'));
+    add(seen, el('p', { class: 'muted' }, 'No receipt: the turn ended without storing what its model saw.'));
     return;
   }
   if (receipt.abort)

@@ -41,6 +41,18 @@ async function sessionWithTurns(id: string, turns: number): Promise<void> {
 }
 
 describe("the inspector's panels", () => {
+  it("a fork's turns run in its parent, which its totals leave out, are marked so", { timeout: 60_000 }, async () => {
+    await sessionWithTurns('lineage-turns', 2);
+    await call('POST', '/v1/sessions/lineage-turns/fork', { at_turn: 1, id: 'lineage-turns-fork' });
+    await call('POST', '/v1/sessions/lineage-turns-fork/turns', { input: 'own' });
+    const page = await open('#/s/lineage-turns-fork');
+    const summary = (turn: number) => page.locator(`#timeline details.turn[data-turn="${turn}"] summary`);
+    await summary(2).waitFor();
+    expect(await summary(1).locator('.parent-mark').textContent()).toBe(" parent's turn");
+    expect(await summary(2).locator('.parent-mark').count()).toBe(0);
+    await page.context().close();
+  });
+
   it('the inbox, the forks and the queue that failed to load say so in place, and load on Retry', {
     timeout: 60_000,
   }, async () => {

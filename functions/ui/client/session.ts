@@ -74,7 +74,7 @@ export async function openSession(id: string): Promise<void> {
   void refreshInbox(id).catch(report);
   void renderForks(id).catch(report);
   void refreshQueue(id).catch(report);
-  followSession(id, session, loadTimeline(id));
+  followSession(id, session, loadTimeline(id, session.forked_from?.seq ?? null));
 }
 
 /**

@@ -32,7 +32,8 @@ interface Shown {
   end?: (turn: any) => void;
 }
 
-export function loadTimeline(id: string): Timeline {
+/** `forkSeq`: a fork's `forked_from.seq`: the turns up to it ran in its parent (its usage leaves them out). */
+export function loadTimeline(id: string, forkSeq: number | null = null): Timeline {
   const list = $('timeline');
   /** The turns shown, newest first (the charts' bars), and their entries by number. */
   let loaded: any[] = [];
@@ -53,7 +54,7 @@ export function loadTimeline(id: string): Timeline {
     charts();
   };
   const entryOf = (turn: any) => {
-    const { entry, end } = turnEntry(id, turn, ended);
+    const { entry, end } = turnEntry(id, turn, ended, forkSeq);
     shown.set(turn.turn, { entry, turn, ...(end ? { end } : {}) });
     return entry;
   };
@@ -178,8 +179,9 @@ function turnEntry(
   id: string,
   turn: any,
   ended: (turn: any) => void,
+  forkSeq: number | null,
 ): { entry: HTMLElement; end?: (turn: any) => void } {
-  const entry = el('li', {}, turnRow(id, turn));
+  const entry = el('li', {}, turnRow(id, turn, forkSeq));
   if (!isOpen(turn)) return { entry };
   // Its live text grows, then its live part goes: the rows below it move, the reader's place is kept.
   const kept = (change: () => void) => {
@@ -193,7 +195,7 @@ function turnEntry(
     entry,
     (now) => {
       kept(() => {
-        const row = turnRow(id, now);
+        const row = turnRow(id, now, forkSeq);
         if (entry.querySelector('details')?.open) row.setAttribute('open', '');
         entry.replaceChildren(row);
         ended(now);
@@ -206,7 +208,7 @@ function turnEntry(
 }
 
 /** A turn's row: its summary line, expanded (and loaded) on the first open. */
-function turnRow(id: string, turn: any): HTMLElement {
+function turnRow(id: string, turn: any, forkSeq: number | null): HTMLElement {
   const details = el('details', { class: `turn status-${turn.status}`, 'data-turn': String(turn.turn) });
   // An aborted turn's receipt ends with its `abort` notice, which the summary names already.
   const abort = turn.status === 'aborted' ? turn.error?.details?.stored_as : undefined;
@@ -218,6 +220,9 @@ function turnRow(id: string, turn: any): HTMLElement {
       turnSummary(turn),
       notices > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${counted(notices, 'notice')}`) : null,
       turn.error && turn.status !== 'aborted' ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
+      forkSeq !== null && turn.input && turn.input.first_seq <= forkSeq
+        ? el('span', { class: 'mark parent-mark' }, " parent's turn")
+        : null,
     ),
   );
   // Loaded on the first open; one that failed says so in the row, and is tried again on the next open.

@@ -12,6 +12,14 @@ import { clientOnTailgate } from './server.ts';
 const world = clientOnTailgate();
 const refused = (promise: Promise<unknown>) => promise.catch((error: unknown) => error);
 const PNG = dataUrl('image/png', pngBytes(1, 1));
+/** A user message of text and an image, as a client sends it. */
+const look = {
+  role: 'user' as const,
+  content: [
+    { type: 'input_text' as const, text: 'look' },
+    { type: 'input_image' as const, image_url: PNG, detail: 'auto' as const },
+  ],
+};
 const PDF = 'data:application/pdf;base64,JVBERi0xLjQKJSVFT0YK';
 
 describe("a message's content parts", () => {
@@ -62,15 +70,7 @@ describe("a message's content parts", () => {
   it('takes back what it lists (assistant text as output_text), and input_text in an assistant message', async () => {
     const first = await world.client.responses.create({
       model: 'echo',
-      input: [
-        {
-          role: 'user',
-          content: [
-            { type: 'input_text', text: 'look' },
-            { type: 'input_image', image_url: PNG, detail: 'auto' },
-          ],
-        },
-      ],
+      input: [look],
     });
     const listed = await world.client.conversations.items.list(first.conversation!.id, { order: 'asc' });
     const sentBack = listed.data.map((item) => {
@@ -85,13 +85,7 @@ describe("a message's content parts", () => {
     const resent = await world.client.responses.create({
       model: 'echo',
       input: [
-        {
-          role: 'user',
-          content: [
-            { type: 'input_text', text: 'look' },
-            { type: 'input_image', image_url: PNG, detail: 'auto' },
-          ],
-        },
+        look,
         sentBack[1] as never,
         // OpenAI takes only output_text and refusal here; input_text is text all the same, and kept.
         { role: 'assistant', content: [{ type: 'input_text', text: 'more' }] },

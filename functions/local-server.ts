@@ -151,7 +151,8 @@ export const REPEATED_SIGNAL_MS = 1000;
  * connections, closes the idle ones, and lets running requests (a streamed turn) and the work
  * they left running (trackAfterResponse: a background turn, a charge) finish for up to
  * SHUTDOWN_GRACE_MS (with the turns they take up from a session's queue as they close), then
- * closes what is left and exits; a second signal stops at once, unless it came within
+ * closes what is left and exits: 0 if nothing was left, 1 if the grace period cut work off (a
+ * supervisor sees an unclean stop); a second signal stops at once, unless it came within
  * `repeatedSignalMs` of the first (the same signal delivered twice), which is ignored. Turns
  * cut off are left to their lease, as after a crash.
  */
@@ -218,6 +219,8 @@ export function serveLocal(
     void grace.then(() => {
       graceIsOver = true;
     });
+    // Whether the grace period ended with work still open or running: exit 1, an unclean stop.
+    let cutOff = false;
     // The notice comes before the stop: with nothing open, the close's callback runs first.
     let told: () => void = () => undefined;
     const notice = new Promise<void>((resolve) => {
@@ -228,8 +231,8 @@ export function serveLocal(
       // and so does the work it starts: the input a closing turn takes up from its session's queue.
       while (running.size > 0 && !graceIsOver) await Promise.race([Promise.allSettled([...running]), grace]);
       await notice;
-      console.error('tailgate: stopped');
-      process.exit(0);
+      console.error(cutOff ? 'tailgate: stopped with work cut off (exit 1)' : 'tailgate: stopped');
+      process.exit(cutOff ? 1 : 0);
     });
     server.closeIdleConnections();
     server.getConnections((_error, open) => {
@@ -239,6 +242,7 @@ export function serveLocal(
     setTimeout(() => {
       server.getConnections((_error, open) => {
         console.error(graceOverNotice(open));
+        cutOff = open > 0 || running.size > 0;
         server.closeAllConnections();
         graceOver();
       });

@@ -10,8 +10,8 @@ import { root, type RunningServer, serverCommand, startServer } from './runtime-
 
 /**
  * How the Node and Deno servers stop: the first SIGTERM refuses new connections and lets a
- * running streamed turn finish, then exits 0; a second one stops at once; a port in use is one
- * line and exit 1.
+ * running streamed turn finish, then exits 0; a grace period that cut work off exits 1; a second
+ * one stops at once; a port in use is one line and exit 1.
  */
 
 const TOKEN = 'shutdown-token';
@@ -105,8 +105,9 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
         .toBe('refused');
       const frames = await finished;
       expect(frames.map((frame) => frame.event)).toContain('turn.completed');
-      expect(await server.exited).toBe(0);
+      expect(await server.exited, server.output()).toBe(0);
       expect(server.output()).toMatch(/SIGTERM: no new requests; waiting up to 60 s for \d+ open connection/);
+      expect(server.output().split('\n')).toContain('tailgate: stopped');
     } finally {
       await server.stop();
     }
@@ -126,7 +127,7 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     }
   }, 120_000);
 
-  it('a grace period over says what it cut off: the background turn left to its lease', async () => {
+  it('a grace period over says what it cut off, the background turn left to its lease, and exits 1', async () => {
     const server = await start(runtime, { SHUTDOWN_GRACE_MS: '500', DEFAULT_MODEL: 'echo' });
     try {
       const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
@@ -140,11 +141,14 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
       );
       expect(turn.status).toBe(202);
       server.signal('SIGTERM');
-      expect(await server.exited).toBe(0);
-      expect(server.output().split('\n')).toContain(
+      expect(await server.exited, server.output()).toBe(1);
+      const lines = server.output().split('\n');
+      expect(lines).toContain(
         'tailgate: grace period over: leaving 1 background task(s) unfinished ' +
           '(a turn cut off is closed as failed, lease_expired, once its lease runs out)',
       );
+      expect(lines).toContain('tailgate: stopped with work cut off (exit 1)');
+      expect(lines).not.toContain('tailgate: stopped');
     } finally {
       await server.stop();
     }

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { InvalidRequestError, PayloadTooLargeError, TailgateError } from '../lib/errors.ts';
 import { errorBody } from './error-handler.ts';
 import { newRequestId, REQUEST_ID_HEADER } from './request-id.ts';
+import { OPENAI_PATH, openaiErrorBody } from './routes/openai/errors.ts';
 
 /** What node:http passes to a server's `clientError` listener. */
 interface ClientError extends Error {
@@ -60,7 +61,8 @@ export function clientErrorResponse(error: ClientError): string {
 /**
  * The answer of the Node and Deno servers to a request whose `Expect` is other than
  * `100-continue` (node:http's `checkExpectation`, whose own answer is a bare 417): a 417
- * `expectation_failed` in the API's error JSON, the request not run, the connection closed.
+ * `expectation_failed` in the API's error JSON (OpenAI's shape on the OpenAI-compatible paths,
+ * as their other errors), the request not run, the connection closed.
  */
 export function answerExpectation(request: IncomingMessage, response: ServerResponse): void {
   const expectation = request.headers.expect ?? '';
@@ -69,7 +71,9 @@ export function answerExpectation(request: IncomingMessage, response: ServerResp
     `Expect: ${expectation} cannot be met: only 100-continue is taken`,
     { expect: expectation },
   );
-  const body = JSON.stringify(errorBody(refused).body);
+  const body = JSON.stringify(
+    OPENAI_PATH.test(pathOf(request.url)) ? openaiErrorBody(refused, console.error).body : errorBody(refused).body,
+  );
   response.writeHead(417, {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
@@ -77,4 +81,13 @@ export function answerExpectation(request: IncomingMessage, response: ServerResp
     connection: 'close',
   });
   response.end(body);
+}
+
+/** The path of a request target (origin or absolute form), or '' for one that is no URL. */
+function pathOf(target = ''): string {
+  try {
+    return new URL(target, 'http://localhost').pathname;
+  } catch {
+    return '';
+  }
 }

@@ -133,6 +133,32 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     expect(session.status).toBe(404);
   });
 
+  // The OpenAI-compatible routes answer every error in OpenAI's shape (docs/OPENAI.md), this one too.
+  it.each(['/v1/responses', '/v1/chat/completions?x=1'])(
+    "an Expect other than 100-continue on %s is a 417 in OpenAI's error shape",
+    async (path) => {
+      const body = JSON.stringify({ model: 'echo', input: 'hi', messages: [{ role: 'user', content: 'hi' }] });
+      const answer = await rawExchange(
+        server,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nExpect: 200-ok\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+      const { status, headers, body: error } = parsed(answer);
+      expect(status).toBe('HTTP/1.1 417 Expectation Failed');
+      expect(headers).toContain('content-type: application/json');
+      expect(headers).toContain('x-request-id: req_');
+      expect(error).toEqual({
+        error: {
+          message: 'Expect: 200-ok cannot be met: only 100-continue is taken',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'expectation_failed',
+          details: { expect: '200-ok' },
+        },
+      });
+    },
+  );
+
   // Unlike a parser's refusal, an Expect's comes after the request before it on the connection is answered.
   it('answers a request sent before a refused Expect on the same connection, then the 417', async () => {
     const answer = await rawExchange(

@@ -1,4 +1,4 @@
-import type { ServiceConfig } from '../lib/config.ts';
+import { type ServiceConfig, serviceEnvSchema } from '../lib/config.ts';
 import { NotConfiguredError } from '../lib/errors.ts';
 import { S3Store } from '../lib/store/s3.ts';
 
@@ -34,8 +34,7 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
         .join('')}`;
       throw new NotConfiguredError(
         `invalid setting S3_ENDPOINT: ends in the bucket's name (${url.pathname}): ` +
-          `write the endpoint without it (${without}); S3_BUCKET names the bucket. What this endpoint stored ` +
-          `is under ${bucket}/ in the bucket: KEY_PREFIX=${bucket}/${config.keyPrefix} reads it with that endpoint`,
+          `write the endpoint without it (${without}); S3_BUCKET names the bucket. ${keptBy(bucket, config.keyPrefix)}`,
         { variable: 'S3_ENDPOINT' },
       );
     }
@@ -67,4 +66,22 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
     }
     return store;
   };
+}
+
+/**
+ * What reads the keys an endpoint ending in `bucket` stored, under `<bucket>/<prefix>`, with the
+ * endpoint written without it: that KEY_PREFIX, or, when the service refuses it (a bucket named
+ * `sessions`, a prefix too long), moving the objects to the keys the KEY_PREFIX set now reads.
+ */
+function keptBy(bucket: string, prefix: string): string {
+  const kept = `${bucket}/${prefix}`;
+  const refusal = serviceEnvSchema.shape.KEY_PREFIX.safeParse(kept).error?.issues[0]?.message;
+  if (refusal === undefined)
+    return `What this endpoint stored is under ${kept} in the bucket: KEY_PREFIX=${kept} reads it with that endpoint`;
+  return (
+    `What this endpoint stored is under ${kept} in the bucket, which no KEY_PREFIX the service takes reads ` +
+    `(${kept} is refused: ${refusal}): ` +
+    `move each object under ${kept} to its key without the leading ${bucket}/, ` +
+    `where the KEY_PREFIX set now (${prefix === '' ? 'empty' : prefix}) reads it with that endpoint`
+  );
 }

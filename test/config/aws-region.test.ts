@@ -105,3 +105,39 @@ it.each(['', 'prod/'])('names the KEY_PREFIX that keeps what the endpoint stored
   // That prefix is one the service takes.
   expect(parseServiceConfig({ S3_BUCKET: 'tailgate', S3_REGION: 'us-east-1', KEY_PREFIX: kept }).keyPrefix).toBe(kept);
 });
+
+// A bucket named `sessions` (or a KEY_PREFIX so long that `<bucket>/` makes it too long): the
+// prefix that reads what the endpoint stored is one the service refuses, `sessions/` overlapping
+// the sessions of a deployment without a prefix. The refusal names the move that makes those keys
+// readable with the KEY_PREFIX set, and no KEY_PREFIX the service would refuse in turn.
+it.each([
+  ['sessions', ''],
+  ['sessions', 'prod/'],
+  ['tailgate', 'x/'.repeat(127)],
+])('names no refused KEY_PREFIX for bucket %s and KEY_PREFIX %j, but the move that keeps it', (bucket, prefix) => {
+  const storeFor = s3StoreFromConfig();
+  const config = parseServiceConfig({
+    S3_ENDPOINT: `https://example.r2.cloudflarestorage.com/${bucket}`,
+    S3_BUCKET: bucket,
+    KEY_PREFIX: prefix,
+  });
+  const message = (() => {
+    try {
+      storeFor(config);
+    } catch (error) {
+      return (error as NotConfiguredError).message;
+    }
+    return 'not refused';
+  })();
+  expect(message).toMatch(/^invalid setting S3_ENDPOINT: ends in the bucket's name/);
+  const named = [...message.matchAll(/KEY_PREFIX=(\S*)/g)].map((match) => match[1]);
+  for (const suggested of named)
+    expect(() => parseServiceConfig({ KEY_PREFIX: suggested }), `${suggested} in ${message}`).not.toThrow();
+  expect(message).toContain(
+    `What this endpoint stored is under ${bucket}/${prefix} in the bucket, which no KEY_PREFIX the service takes reads`,
+  );
+  expect(message).toContain(
+    `move each object under ${bucket}/${prefix} to its key without the leading ${bucket}/, ` +
+      `where the KEY_PREFIX set now (${prefix === '' ? 'empty' : prefix}) reads it with that endpoint`,
+  );
+});

@@ -154,6 +154,23 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     }
   }, 120_000);
 
+  it('a grace period over closes the streamed turn still open, says so, and exits 1', async () => {
+    // The hanging provider: the turn's stream stays open past the grace period.
+    const server = await start(runtime, { SHUTDOWN_GRACE_MS: '500' }, hanging);
+    try {
+      await streamTurn(server.origin, `cut-stream-${runtime}-${Date.now().toString(36)}`);
+      server.signal('SIGTERM');
+      expect(await server.exited, server.output()).toBe(1);
+      const lines = server.output().split('\n');
+      expect(lines.some((line) => line.startsWith('tailgate: grace period over: closing 1 open connection(s)'))).toBe(
+        true,
+      );
+      expect(lines).toContain('tailgate: stopped with work cut off (exit 1)');
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+
   it('a second SIGTERM stops at once', async () => {
     // A short window in which a repeat is the same signal delivered twice (below): waited out.
     const server = await start(runtime, { SHUTDOWN_GRACE_MS: '600000', REPEATED_SIGNAL_MS: '100' });

@@ -5,10 +5,11 @@ import type { AppServices } from './services.ts';
 
 /**
  * The sweep of the queues no closer took up, and of the background turns a Workers queue gave
- * up (lib/turn/queue-sweep.ts), with a deployment's services, those a request would have
- * (functions/app.ts `createOutsideServices`), so a turn it takes up goes to a runner as any
- * background turn, and a close it makes sends its webhook event: on Workers from the Cron Trigger
- * (`scheduled` in functions/worker.ts), on Node and Deno from `scheduleQueueSweep`'s timer.
+ * up or whose Node or Deno process died (lib/turn/queue-sweep.ts), with a deployment's services,
+ * those a request would have (functions/app.ts `createOutsideServices`), so a turn it takes up
+ * goes to a runner as any background turn, and a close it makes sends its webhook event: on
+ * Workers from the Cron Trigger (`scheduled` in functions/worker.ts), on Node and Deno from
+ * `scheduleQueueSweep`'s timer.
  */
 
 /**

@@ -207,8 +207,9 @@ export function createServices(inputs: ServiceInputs): AppServices {
     // model checked at its claim), not as the request that runs it: without this one's budget.
     startBackground:
       inputs.startBackground ??
-      ((run) => {
+      (async (run) => {
         inputs.inProcessTurn?.(run);
+        await markForSweep(services, run);
         return runInProcess(inProcess(services, inputs, run), run);
       }),
     requestId: inputs.requestId ?? null,
@@ -234,6 +235,24 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(running ? { running } : {}),
   };
   return services;
+}
+
+/**
+ * Marks the session of a background turn this process is to run for the sweep of queues
+ * (lib/session/log/queue-markers.ts), before its runner starts and before the turn is answered:
+ * a process that dies while the turn runs (kill -9) leaves it to its lease, and the first sweep
+ * after the lease ran out closes it (failed, `lease_expired`: its webhook event, then the inputs
+ * queued behind it) with no client coming. The sweep unmarks the session once the turn ended. A
+ * mark that fails is logged, and the turn runs: only its process dying leaves it to its readers.
+ */
+async function markForSweep(services: AppServices, run: BackgroundTurn): Promise<void> {
+  await services.sessions.markForSweep(run.session_id).catch((error: unknown) => {
+    services.log(
+      `tailgate: background turn ${run.turn} of session ${run.session_id} runs unmarked for the sweep of queues: ` +
+        'should this process die while it runs, it closes once its lease ran out and a reader or the next writer comes',
+      error,
+    );
+  });
 }
 
 /**

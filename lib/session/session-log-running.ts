@@ -137,7 +137,7 @@ export class SessionLogRunning extends SessionLogBase {
 
   /**
    * Marks session `id` for the sweep of queues, nothing queued: a background turn its queue gave
-   * up, which the sweep closes once its lease ran out (log/queue-markers.ts).
+   * up, or one this process runs, which the sweep closes once its lease ran out (log/queue-markers.ts).
    */
   async markForSweep(id: string): Promise<void> {
     return markQueue(this.log, id);

@@ -23,18 +23,19 @@ const SWEEP_CONCURRENCY = 4;
 
 /**
  * The periodic sweep of queues (docs/STORAGE.md, "Queued inputs"): for each session marked as
- * one an input was queued in, or whose background turn its queue gave up
- * (lib/session/log/queue-markers.ts), the pickup a closer runs, whose claim closes a turn whose
- * lease ran out and takes the oldest input up (a session whose turn runs is left to that turn's
- * close); then, with nothing queued, the close of an open turn whose lease ran out (failed,
- * `lease_expired`, as a reader closes it: its webhook event, and the pickup after it); then the
- * marker's removal once nothing is queued and no open turn's lease runs. So an input queued
- * behind a turn whose process died, and a given-up turn, that no client came to close, run or
- * close all the same. A session whose spent budget refused the pickup is unmarked too (while its
- * budget stays spent): its inputs wait, listed, for a PATCH of the budget, which marks the
- * session again before it is stored. A session that fails is told in `failed`, and the others go
- * on; one whose head is corrupt (its open turn can be neither read nor closed) is told and, with
- * nothing queued, unmarked all the same, so it is not tried, and told, at every sweep.
+ * one an input was queued in, or whose background turn its queue gave up or a Node or Deno
+ * process runs (lib/session/log/queue-markers.ts), the pickup a closer runs, whose claim closes
+ * a turn whose lease ran out and takes the oldest input up (a session whose turn runs is left to
+ * that turn's close); then, with nothing queued, the close of an open turn whose lease ran out
+ * (failed, `lease_expired`, as a reader closes it: its webhook event, and the pickup after it);
+ * then the marker's removal once nothing is queued and no open turn's lease runs. So an input
+ * queued behind a turn whose process died, a given-up turn, and a background turn whose process
+ * died, that no client came to close, run or close all the same. A session whose spent budget
+ * refused the pickup is unmarked too (while its budget stays spent): its inputs wait, listed,
+ * for a PATCH of the budget, which marks the session again before it is stored. A session that
+ * fails is told in `failed`, and the others go on; one whose head is corrupt (its open turn can
+ * be neither read nor closed) is told and, with nothing queued, unmarked all the same, so it is
+ * not tried, and told, at every sweep.
  */
 export async function sweepQueues(
   services: TurnServices & {

@@ -11,6 +11,7 @@ import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import { sweepQueues } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { WEBHOOK_SECRET } from '../support/webhook-receiver.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
 // Inputs queued behind a turn whose process died, with no webhooks and no client coming back:
@@ -32,11 +33,12 @@ function process(
   clock: () => Date,
   runner: 'none' | 'in process',
   logs: Pick<AppOptions, 'log' | 'info'> = { log: () => undefined, info: () => undefined },
+  settings: Record<string, string> = environment,
 ) {
   const tasks: Promise<unknown>[] = [];
   const options: AppOptions = {
     store: () => store,
-    readEnvironment: (c) => c.env ?? environment,
+    readEnvironment: (c) => c.env ?? settings,
     clock,
     ...logs,
     logLine: () => undefined,
@@ -46,14 +48,15 @@ function process(
   if (runner === 'none') options.queueTurn = () => async () => undefined;
   const outside = createOutsideServices(options);
   return {
-    api: createClient(appHarness(store, environment, options)),
-    services: () => outside(environment, (task) => void tasks.push(task)),
+    api: createClient(appHarness(store, settings, options)),
+    services: () => outside(settings, (task) => void tasks.push(task)),
     settle: async () => {
       while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
     },
   };
 }
 
+const isLease = (object: { key: string }) => object.key.endsWith('.lease');
 const markers = async (store: ObjectStore) => (await listAll(store, 'queues/')).map((object) => object.key);
 const queueEntries = async (store: ObjectStore) =>
   (await listAll(store, 'sessions/')).filter((object) => /\/queue\//.test(object.key));
@@ -158,6 +161,41 @@ function ownStore(inner: ObjectStore, overrides: Partial<ObjectStore> = {}): Obj
   };
 }
 
+/**
+ * `inner` as a process's store that is killed (kill -9) once its runner of a background turn took
+ * the turn's lease: from then on none of its calls settles, so the turn is left open, running.
+ */
+function killedWhenRunning(inner: ObjectStore): ObjectStore {
+  let killed = false;
+  const alive = <T>(call: () => Promise<T>): Promise<T> => (killed ? new Promise<T>(() => undefined) : call());
+  return ownStore(inner, {
+    get: (key, options) => alive(() => inner.get(key, options)),
+    head: (key) => alive(() => inner.head(key)),
+    list: (prefix, options) => alive(() => inner.list(prefix, options)),
+    delete: (keys) => alive(() => inner.delete(keys)),
+    put: (key, body, options) =>
+      alive(async () => {
+        const put = await inner.put(key, body, options);
+        if (key.endsWith('.lease')) killed = true;
+        return put;
+      }),
+  });
+}
+
+/** The events in the webhook outbox (an intent, whose body is empty until its turn closed, is none). */
+async function outboxEvents(store: ObjectStore) {
+  const entries = await Promise.all(
+    (await listAll(store, 'webhooks/outbox/')).map(async ({ key }) => {
+      const object = await store.get(key);
+      return JSON.parse(new TextDecoder().decode(object!.body));
+    }),
+  );
+  return entries
+    .filter((entry) => entry.body !== '')
+    .map((entry) => JSON.parse(entry.body))
+    .map(({ type, data }) => ({ type, turn: data.turn, code: data.error?.code }));
+}
+
 /** A sweeper's store on `store` that runs `race` right before its first delete of session `id`'s marker. */
 function raceMarkerDelete(store: ObjectStore, id: string, race: () => Promise<void>) {
   let raced = false;
@@ -205,6 +243,28 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     await sweepQueuedSessions(live.services);
     expect(await markers(store)).toEqual([]);
     expect(await sweepQueues(live.services())).toEqual({ checked: 0, unmarked: 0, failed: [] });
+  });
+
+  it('closes a background turn whose process died while it ran: its webhook event, with no client', async () => {
+    const store = storeOf();
+    let now = START;
+    const clock = () => new Date(now);
+    const settings = { ...environment, WEBHOOK_SECRET, WEBHOOK_URL: 'https://hooks.example.com/tailgate' };
+    const dying = process(killedWhenRunning(store), clock, 'in process', undefined, settings);
+    const id = await dying.api.session({});
+    expect((await dying.api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    // Its runner took the turn's lease, then the process died: the turn is left running.
+    await expect.poll(async () => (await listAll(store, `sessions/${id}/turn/`)).some(isLease)).toBe(true);
+    const live = process(store, clock, 'in process', undefined, settings);
+    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
+    expect(await turnsOf(live.api, id)).toEqual([[1, 'in_progress', null]]);
+    // Once its lease ran out, the next sweep closes it, tells its webhook, and unmarks the session.
+    now += 4000;
+    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 1, failed: [] });
+    await live.settle();
+    expect(await markers(store)).toEqual([]);
+    expect(await outboxEvents(store)).toContainEqual({ type: 'turn.failed', turn: 1, code: 'lease_expired' });
+    expect(await turnsOf(live.api, id)).toEqual([[1, 'failed', 'lease_expired']]);
   });
 
   it('removes stale markers: an enqueue that died before its entry, a session deleted since', async () => {

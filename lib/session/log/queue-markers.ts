@@ -14,8 +14,10 @@ import type { LogContext } from './context.ts';
  * a budget raise marks the session again (markIfQueued, before the budget is stored), and so
  * does every enqueue. The Workers queue consumer marks a session whose background turn it gave
  * up at its last delivery (markQueue, nothing queued): the sweep keeps the marker while the
- * session's open turn runs its lease, and closes the turn once it ran out. A turn, and the
- * pickup after it, touch no marker.
+ * session's open turn runs its lease, and closes the turn once it ran out; so does a Node or
+ * Deno process for each background turn it runs itself, before its runner starts
+ * (functions/services.ts), so a turn whose process died is closed too. A foreground turn
+ * touches no marker.
  */
 
 /** Marks session `id` as one an input is queued in (log/queue.ts, before the entry), or whose turn was given up. */

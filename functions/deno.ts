@@ -72,7 +72,10 @@ const checkedFetch = webhookFetch();
 const webhooks = scheduleWebhooks(() => drainWebhooks(outside(Deno.env.toObject(), trackAfterResponse), checkedFetch));
 const app = createApp(appOptions);
 // The queues no closer took up (functions/queue-sweep.ts): every minute, with those services too.
-scheduleQueueSweep(() => sweepQueuedSessions(() => outside(Deno.env.toObject(), trackAfterResponse)));
+scheduleQueueSweep(
+  () => sweepQueuedSessions(() => outside(Deno.env.toObject(), trackAfterResponse)),
+  options.queueSweepMs,
+);
 
 // The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.
 scheduleRetention(() => sweepExpiredSessions(storeFor, Deno.env.toObject()));

@@ -8,6 +8,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { ServiceConfig } from '../lib/config.ts';
 import { DEFAULTS } from '../lib/defaults.ts';
+import { QUEUE_SWEEP_MS } from './queue-sweep.ts';
 import { NotConfiguredError } from '../lib/errors.ts';
 import { decimalNumber, MAX_TIMER_MS } from '../lib/setting-values.ts';
 import { FileStore } from '../lib/store/file.ts';
@@ -40,6 +41,8 @@ export interface LocalServerOptions {
   shutdownGraceMs: number;
   /** REPEATED_SIGNAL_MS: a second signal this soon after the first is that one delivered twice. */
   repeatedSignalMs: number;
+  /** QUEUE_SWEEP_MS: how often the sweep of queues runs (functions/queue-sweep.ts). */
+  queueSweepMs: number;
 }
 
 export function localServerOptions(args: string[], env: Record<string, string | undefined>): LocalServerOptions {
@@ -63,6 +66,7 @@ export function localServerOptions(args: string[], env: Record<string, string | 
     requestTimeoutMs,
     shutdownGraceMs: milliseconds(env, 'SHUTDOWN_GRACE_MS', 30_000),
     repeatedSignalMs: milliseconds(env, 'REPEATED_SIGNAL_MS', REPEATED_SIGNAL_MS),
+    queueSweepMs: milliseconds(env, 'QUEUE_SWEEP_MS', QUEUE_SWEEP_MS),
   };
 }
 

@@ -58,7 +58,7 @@ const checkedFetch = webhookFetch();
 const webhooks = scheduleWebhooks(() => drainWebhooks(outside(process.env, trackAfterResponse), checkedFetch));
 const app = createApp(appOptions);
 // The queues no closer took up (functions/queue-sweep.ts): every minute, with those services too.
-scheduleQueueSweep(() => sweepQueuedSessions(() => outside(process.env, trackAfterResponse)));
+scheduleQueueSweep(() => sweepQueuedSessions(() => outside(process.env, trackAfterResponse)), options.queueSweepMs);
 
 // The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.
 scheduleRetention(() => sweepExpiredSessions(storeFor, process.env));

@@ -13,9 +13,10 @@ import type { AppServices } from './services.ts';
  */
 
 /**
- * How often Node and Deno sweep the queues: an input queued behind a turn whose process died
- * runs at most about a minute after that turn's lease ran out (TURN_LEASE_MS, 30 s by default).
- * A fixed minute, not a lease: a sweep with nothing marked costs one listing, and a lease may
+ * How often Node and Deno sweep the queues by default (QUEUE_SWEEP_MS, functions/local-server.ts):
+ * an input queued behind a turn whose process died, and a background turn whose process died,
+ * run or close at most about a minute after that turn's lease ran out (TURN_LEASE_MS, 30 s by
+ * default). A minute, not a lease: a sweep with nothing marked costs one listing, and a lease may
  * be set to hours.
  */
 export const QUEUE_SWEEP_MS = 60_000;
@@ -34,7 +35,7 @@ export async function sweepQueuedSessions(services: () => AppServices): Promise<
   }
 }
 
-/** Node and Deno: `sweep` every QUEUE_SWEEP_MS, one at a time. Returns a stop. */
-export function scheduleQueueSweep(sweep: () => Promise<void>): () => void {
-  return schedulePeriodic(sweep, QUEUE_SWEEP_MS, QUEUE_SWEEP_MS);
+/** Node and Deno: `sweep` every `everyMs` (QUEUE_SWEEP_MS), one at a time. Returns a stop. */
+export function scheduleQueueSweep(sweep: () => Promise<void>, everyMs = QUEUE_SWEEP_MS): () => void {
+  return schedulePeriodic(sweep, everyMs, everyMs);
 }

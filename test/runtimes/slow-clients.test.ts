@@ -345,3 +345,10 @@ it('reads REPEATED_SIGNAL_MS (default a second), refusing a bad one by name', ()
   expect(localServerOptions([], { REPEATED_SIGNAL_MS: ' 250 ' }).repeatedSignalMs).toBe(250);
   expect(() => localServerOptions([], { REPEATED_SIGNAL_MS: '0' })).toThrow('invalid REPEATED_SIGNAL_MS');
 });
+
+it('reads QUEUE_SWEEP_MS (default a minute), refusing a bad one by name', () => {
+  expect(localServerOptions([], {}).queueSweepMs).toBe(60_000);
+  expect(localServerOptions([], { QUEUE_SWEEP_MS: ' 500 ' }).queueSweepMs).toBe(500);
+  for (const value of ['0', '1e3', '3000000000'])
+    expect(() => localServerOptions([], { QUEUE_SWEEP_MS: value }), value).toThrow('invalid QUEUE_SWEEP_MS');
+});

@@ -16,9 +16,13 @@ import { serverCommand, startDenoServer, startNodeServer } from './runtime-proce
 
 const TOKEN = 'webhook-token';
 
-/** Polls until `done` holds (a generous bound only against a hang; no time is asserted). */
-async function until(done: () => boolean, what: () => string): Promise<void> {
+/**
+ * Polls until `done` holds, after `look` (a read it is judged on) at each poll: a generous bound
+ * only against a hang; no time is asserted.
+ */
+async function until(done: () => boolean, what: () => string, look?: () => Promise<unknown>): Promise<void> {
   for (let polls = 0; polls < 600; polls++) {
+    await look?.();
     if (done()) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -156,3 +160,59 @@ it("Node: delivers a turn's event after a SIGKILL between its completion and its
     await rm(dataDir, { recursive: true, force: true });
   }
 }, 120_000);
+
+// Without a webhook URL the outbox holds no intent of the turn, whose drainer would close it: a
+// background turn whose process was killed while it ran is closed by the sweep of queues alone.
+for (const [runtime, startServer] of runtimes) {
+  it(`${runtime}: closes a background turn killed while it ran, with no client coming, by the sweep`, async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'tailgate-sweep-kill-'));
+    const environment = {
+      API_TOKEN: TOKEN,
+      DATA_DIR: dataDir,
+      DEFAULT_MODEL: 'echo',
+      TURN_LEASE_MS: '3000',
+      QUEUE_SWEEP_MS: '200',
+    };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const store = new FileStore(dataDir);
+    const keys = async (prefix: string) => (await listAll(store, prefix)).map((object) => object.key);
+    let server = await startServer(environment);
+    try {
+      const id = 'killed-running';
+      expect(
+        (await fetch(`${server.origin}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ id }) })).status,
+      ).toBe(201);
+      const background = await fetch(`${server.origin}/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ input: 'wait 60000 slow', background: true }),
+      });
+      expect(background.status).toBe(202);
+      // Its runner took the turn's lease (the turn runs, its model call waiting): then the kill.
+      let leased = false;
+      await until(
+        () => leased,
+        () => server.output(),
+        async () => (leased = (await keys(`sessions/${id}/turn/`)).some((key) => key.endsWith('.lease'))),
+      );
+      await server.kill();
+      expect((await keys(`sessions/${id}/turn/`)).filter((key) => key.endsWith('.done'))).toEqual([]);
+      expect(await keys('queues/')).toEqual([`queues/${id}`]);
+
+      // No client touches the session: the restarted server's sweep closes the turn once its lease ran out.
+      server = await startServer(environment);
+      let swept = false;
+      await until(
+        () => swept,
+        () => server.output(),
+        async () => (swept = (await keys('queues/')).length === 0),
+      );
+      expect((await keys(`sessions/${id}/turn/`)).filter((key) => key.endsWith('.done'))).toHaveLength(1);
+      const receipt = await fetch(`${server.origin}/v1/sessions/${id}/turns/1`, { headers });
+      expect(await receipt.json()).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    } finally {
+      await server.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+}

@@ -245,27 +245,48 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     expect(await sweepQueues(live.services())).toEqual({ checked: 0, unmarked: 0, failed: [] });
   });
 
-  it('closes a background turn whose process died while it ran: its webhook event, with no client', async () => {
-    const store = storeOf();
-    let now = START;
-    const clock = () => new Date(now);
-    const settings = { ...environment, WEBHOOK_SECRET, WEBHOOK_URL: 'https://hooks.example.com/tailgate' };
-    const dying = process(killedWhenRunning(store), clock, 'in process', undefined, settings);
-    const id = await dying.api.session({});
-    expect((await dying.api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
-    // Its runner took the turn's lease, then the process died: the turn is left running.
-    await expect.poll(async () => (await listAll(store, `sessions/${id}/turn/`)).some(isLease)).toBe(true);
-    const live = process(store, clock, 'in process', undefined, settings);
-    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
-    expect(await turnsOf(live.api, id)).toEqual([[1, 'in_progress', null]]);
-    // Once its lease ran out, the next sweep closes it, tells its webhook, and unmarks the session.
-    now += 4000;
-    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 1, failed: [] });
-    await live.settle();
-    expect(await markers(store)).toEqual([]);
-    expect(await outboxEvents(store)).toContainEqual({ type: 'turn.failed', turn: 1, code: 'lease_expired' });
-    expect(await turnsOf(live.api, id)).toEqual([[1, 'failed', 'lease_expired']]);
-  });
+  // A background turn of the native API, and the OpenAI facade's background response.
+  const starts: [string, (api: ReturnType<typeof createClient>) => Promise<string>][] = [
+    [
+      'a turn',
+      async (api) => {
+        const id = await api.session({});
+        expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+        return id;
+      },
+    ],
+    [
+      'a response',
+      async (api) => {
+        const created = await api.post('/v1/responses', { model: 'echo', input: 'first', background: true });
+        expect(created.status, JSON.stringify(created.body)).toBe(200);
+        return created.body.tailgate.session_id;
+      },
+    ],
+  ];
+  it.each(starts)(
+    'closes %s run in the background whose process died while it ran, with its webhook event',
+    async (_, start) => {
+      const store = storeOf();
+      let now = START;
+      const clock = () => new Date(now);
+      const settings = { ...environment, WEBHOOK_SECRET, WEBHOOK_URL: 'https://hooks.example.com/tailgate' };
+      const dying = process(killedWhenRunning(store), clock, 'in process', undefined, settings);
+      const id = await start(dying.api);
+      // Its runner took the turn's lease, then the process died: the turn is left running.
+      await expect.poll(async () => (await listAll(store, `sessions/${id}/turn/`)).some(isLease)).toBe(true);
+      const live = process(store, clock, 'in process', undefined, settings);
+      expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
+      expect(await turnsOf(live.api, id)).toEqual([[1, 'in_progress', null]]);
+      // Once its lease ran out, the next sweep closes it, tells its webhook, and unmarks the session.
+      now += 4000;
+      expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 1, failed: [] });
+      await live.settle();
+      expect(await markers(store)).toEqual([]);
+      expect(await outboxEvents(store)).toContainEqual({ type: 'turn.failed', turn: 1, code: 'lease_expired' });
+      expect(await turnsOf(live.api, id)).toEqual([[1, 'failed', 'lease_expired']]);
+    },
+  );
 
   it('removes stale markers: an enqueue that died before its entry, a session deleted since', async () => {
     const store = storeOf();

@@ -63,6 +63,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
               <th scope="col">Items</th>
               <th scope="col">Turns</th>
               <th scope="col">Tool calls</th>
+              <th scope="col">Cost</th>
               <th scope="col">Last activity</th>
             </tr>
           </thead>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  costText,
   counted,
   countsText,
   durationText,
@@ -25,6 +26,13 @@ describe("the inspector's formatting", () => {
     expect(ago(86_400 * 45)).toBe('1 mo ago');
     expect(ago(86_400 * 800)).toBe('2 y ago');
     expect(ago(-120)).toBe('in 2 min');
+  });
+
+  it('writes a cost in cents, or in two significant digits under a cent', () => {
+    expect(costText(0)).toBe('$0.00');
+    expect(costText(0.4123)).toBe('$0.41');
+    expect(costText(12)).toBe('$12.00');
+    expect(costText(0.001234)).toBe('$0.0012');
   });
 
   it("labels a session's token totals as what was billed, failed turns' estimates included", () => {

@@ -161,7 +161,7 @@ describe('the inspector at /ui in Chromium', () => {
     await row.waitFor();
     expect(await row.locator('td').nth(2).textContent()).toBe(String(TURNS));
     // Last activity: relative, the absolute time in the title.
-    const activity = row.locator('td').nth(4).locator('time');
+    const activity = row.locator('td').nth(5).locator('time');
     expect(await activity.textContent()).toMatch(/^(just now|\d+ min ago)$/);
     const datetime = (await activity.getAttribute('datetime'))!;
     expect(await activity.getAttribute('title')).toBe(

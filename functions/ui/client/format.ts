@@ -13,6 +13,11 @@ export function usageText(usage: any): string {
   return ` · ${cost} · ${share}% cache read`;
 }
 
+/** A cost in USD: cents, or two significant digits under a cent ("$0.41", "$0.0012"). */
+export function costText(usd: number): string {
+  return `$${usd > 0 && usd < 0.01 ? usd.toPrecision(2) : usd.toFixed(2)}`;
+}
+
 /** The share of a turn's prompt reused from the previous one. */
 export function reusedText(turn: any): string {
   const size = turn.context?.prompt_chars;

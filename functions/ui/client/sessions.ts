@@ -1,6 +1,7 @@
 /** The sessions list: a page at a time, filtered by the search box, and a new session. */
 import { api, PAGE } from './api.ts';
 import { $, el, prepend, timeAgo } from './dom.ts';
+import { costText } from './format.ts';
 import { paged, recount } from './paging.ts';
 import { poll } from './poll.ts';
 import { may, offerIf } from './token.ts';
@@ -48,7 +49,7 @@ export function listSessions(): void {
   });
 }
 
-/** A session's cells: its link, counts and last activity. */
+/** A session's cells: its link, counts, cost and last activity. */
 function sessionCells(session: any): HTMLElement[] {
   const counts = session.counts ?? { items: '', turns: '', tool_calls: '' };
   return [
@@ -56,8 +57,18 @@ function sessionCells(session: any): HTMLElement[] {
     el('td', {}, String(counts.items)),
     el('td', {}, String(counts.turns)),
     el('td', {}, String(counts.tool_calls)),
+    el('td', { class: 'cost' }, listedCost(session.usage)),
     el('td', {}, session.last_activity_at ? timeAgo(session.last_activity_at) : ''),
   ];
+}
+
+/**
+ * A listed session's cost from its row's `usage` (null without counts: nothing shown); with
+ * unpriced turns, what its priced ones cost, marked as a lower bound.
+ */
+function listedCost(usage: any): string {
+  if (!usage) return '';
+  return usage.cost_usd === null ? `≥ ${costText(usage.priced_cost_usd)}` : costText(usage.cost_usd);
 }
 
 function sessionRow(session: any): HTMLElement {

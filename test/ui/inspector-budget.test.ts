@@ -1,0 +1,70 @@
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { costText } from '../../functions/ui/client/format.ts';
+import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import {
+  apiCaller,
+  chunk,
+  INSPECTOR_HOOK_MS,
+  type InspectorNode,
+  startInspectorNode,
+} from '../support/inspector-node.ts';
+
+/**
+ * What sessions cost and how a runaway one is stopped, in Debian's Chromium against the Node
+ * server: the list's cost column, a session's budget against its usage with its Stop and Lift
+ * buttons, and the Withdraw button of a queued input.
+ */
+const TOKEN = 'ui-budget-token';
+let node: InspectorNode;
+let provider: FakeProvider;
+
+beforeAll(async () => {
+  // The fake model starts its answer and holds its stream open until the turn is cancelled.
+  provider = await startFakeProvider(() => ({ sse: chunk('Hello'), hang: true }));
+  node = await startInspectorNode({
+    API_TOKEN: TOKEN,
+    TOKEN_SIGNING_KEY: 'q3Jv9nL2bXo8Zk1Ww4Tt7Ee0Rr6Yy5Uu3Ii9Oo2Pp1A=',
+    OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+    // Echo priced, so turns cost something.
+    MODEL_PRICES: JSON.stringify({ echo: { input: 1000, output: 2000 } }),
+  });
+}, INSPECTOR_HOOK_MS);
+
+afterAll(async () => {
+  await node?.close();
+  await provider?.close();
+});
+
+const call = apiCaller(() => node.origin, TOKEN);
+
+/** The inspector at `hash`, in a tab of its own holding `token`. */
+async function open(hash: string, token = TOKEN): Promise<Page> {
+  const context = await node.browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), token);
+  const page = await context.newPage();
+  await page.goto(`${node.origin}/ui${hash}`);
+  return page;
+}
+
+/** Session `id` (with `fields`) with `turns` turns taken. */
+async function sessionWithTurns(id: string, turns: number, fields: object = {}): Promise<void> {
+  await call('POST', '/v1/sessions', { id, ...fields });
+  for (let index = 1; index <= turns; index++) await call('POST', `/v1/sessions/${id}/turns`, { input: `t${index}` });
+}
+
+describe("the inspector's costs and budgets", () => {
+  it('the session list shows what each session cost', { timeout: 60_000 }, async () => {
+    await sessionWithTurns('cost-two', 2);
+    await sessionWithTurns('cost-none', 0);
+    const listed = (await call('GET', '/v1/sessions?limit=100')).sessions;
+    const usage = (id: string) => listed.find((session: any) => session.id === id).usage;
+    expect(usage('cost-two').cost_usd).toBeGreaterThan(0);
+    const page = await open('');
+    const cell = (id: string) => page.locator(`#session-table tr[data-id="${id}"] td.cost`);
+    await expect.poll(() => cell('cost-two').textContent()).toBe(costText(usage('cost-two').cost_usd));
+    expect(await cell('cost-none').textContent()).toBe('$0.00');
+    expect(await page.locator('#session-table th', { hasText: 'Cost' }).count()).toBe(1);
+    await page.context().close();
+  });
+});

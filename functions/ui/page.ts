@@ -75,6 +75,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
         <h2 id="session-title">Session</h2>
         <div id="session-body">
           <p id="session-counts" class="muted"></p>
+          <div id="session-budget-box"></div>
           <div id="session-lineage"></div>
           <div id="session-forks"></div>
           <div class="columns">

@@ -67,4 +67,73 @@ describe("the inspector's costs and budgets", () => {
     expect(await page.locator('#session-table th', { hasText: 'Cost' }).count()).toBe(1);
     await page.context().close();
   });
+
+  it("a session's page shows its budget against its usage, stops it on confirm, and lifts the stop", {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('runaway', 2, { budget: { max_turns: 50, max_cost_usd: 1 } });
+    const usage = (await call('GET', '/v1/sessions/runaway')).usage;
+    const page = await open('#/s/runaway');
+    const line = page.locator('#session-budget');
+    await expect
+      .poll(() => line.textContent())
+      .toBe(`Budget: turns 2 / 50 · ${costText(usage.priced_cost_usd)} / $1.00`);
+    await page.getByRole('button', { name: 'Stop session' }).click();
+    // Nothing changes before the confirm.
+    expect((await call('GET', '/v1/sessions/runaway')).budget).toEqual({ max_turns: 50, max_cost_usd: 1 });
+    await page.getByRole('button', { name: 'Keep running' }).click();
+    expect(await page.getByRole('button', { name: 'Confirm stop' }).count()).toBe(0);
+    await page.getByRole('button', { name: 'Stop session' }).click();
+    await page.getByRole('button', { name: 'Confirm stop' }).click();
+    await expect
+      .poll(() => line.textContent())
+      .toBe(
+        `Budget: turns 2 / 0 · ${costText(usage.priced_cost_usd)} / $1.00 · ` +
+          'stopped: the next turn is refused, queued inputs wait',
+      );
+    expect((await call('GET', '/v1/sessions/runaway')).budget).toEqual({ max_turns: 0, max_cost_usd: 1 });
+    await expect(call('POST', '/v1/sessions/runaway/turns', { input: 'more' })).rejects.toThrow(/402/);
+    expect(await page.getByRole('button', { name: 'Stop session' }).count()).toBe(0);
+    // The stop lifted: the budget it replaced, as this page read it.
+    await page.getByRole('button', { name: 'Lift stop' }).click();
+    await expect
+      .poll(() => line.textContent())
+      .toBe(`Budget: turns 2 / 50 · ${costText(usage.priced_cost_usd)} / $1.00`);
+    expect((await call('GET', '/v1/sessions/runaway')).budget).toEqual({ max_turns: 50, max_cost_usd: 1 });
+    // A budget another client sets shows with the next live update.
+    await call('PATCH', '/v1/sessions/runaway', { budget: { max_turns: 3 } });
+    await expect.poll(() => line.textContent(), { timeout: 15_000 }).toBe('Budget: turns 2 / 3');
+    await page.context().close();
+  });
+
+  it('a stop the API refuses (403) says that it needs admin; a token without admin is not offered it', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('guarded', 1);
+    const page = await open('#/s/guarded');
+    await expect.poll(() => page.locator('#session-budget').textContent()).toBe('No budget.');
+    await page.route(
+      (url) => url.pathname === '/v1/sessions/guarded',
+      (route) =>
+        route.request().method() === 'PATCH'
+          ? route.fulfill({
+              status: 403,
+              contentType: 'application/json',
+              body: JSON.stringify({ error: { code: 'forbidden', message: 'token lacks scope admin' } }),
+            })
+          : route.continue(),
+    );
+    await page.getByRole('button', { name: 'Stop session' }).click();
+    await page.getByRole('button', { name: 'Confirm stop' }).click();
+    await expect
+      .poll(() => page.locator('#budget-status').textContent())
+      .toBe('This token may not change the budget (that needs admin): token lacks scope admin');
+    expect((await call('GET', '/v1/sessions/guarded')).budget).toBeNull();
+    await page.context().close();
+    const reader = await call('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'guarded' });
+    const readerPage = await open('#/s/guarded', reader.token);
+    await expect.poll(() => readerPage.locator('#session-budget').textContent()).toBe('No budget.');
+    expect(await readerPage.getByRole('button', { name: 'Stop session' }).count()).toBe(0);
+    await readerPage.context().close();
+  });
 });

@@ -1,5 +1,6 @@
 /** The session view: counts, config, inbox and timeline of the session in the URL's hash. */
 import { api, sessionPath } from './api.ts';
+import { renderBudget } from './budget.ts';
 import { attachedImage, chatView, clearChat, detachImage, takeTurn, trackChatHeight, wireImage } from './chat.ts';
 import { preview, renderConfig } from './config.ts';
 import { $ } from './dom.ts';
@@ -15,6 +16,7 @@ import { report, show, stopLoaders, TOKEN_KEY } from './view.ts';
 /** What a session's view fills in: emptied when another opens, before anything is fetched. */
 const FILLED = [
   'session-counts',
+  'session-budget-box',
   'session-lineage',
   'session-forks',
   'timeline',
@@ -69,6 +71,7 @@ export async function openSession(id: string): Promise<void> {
   offerIf($('notice-form'), 'inbox:write');
   offerIf($('abort-form'), 'inbox:write');
   $('session-counts').textContent = countsText(session);
+  renderBudget(id, session, true);
   renderLineage(session);
   renderConfig(id, session);
   void refreshInbox(id).catch(report);
@@ -87,6 +90,7 @@ function followSession(id: string, session: any, timeline: Timeline): void {
   let seen = mark(session);
   updateNow = poll(async (signal) => {
     const now = await api(sessionPath(id), { signal });
+    renderBudget(id, now);
     if (mark(now) === seen || !timeline.ready()) return;
     const counts = countsText(now);
     if ($('session-counts').textContent !== counts) $('session-counts').textContent = counts;

@@ -1,0 +1,96 @@
+/**
+ * A session's budget against what it spent, and the way to stop a runaway session: "Stop session"
+ * (after a confirm) PATCHes `budget` with `max_turns: 0` and the other limits it had (a PATCH
+ * replaces the whole object), so its next turn is refused and the inputs queued behind it wait;
+ * "Lift stop" restores the budget the stop replaced (as this page read it), or else drops the
+ * turn limit. Both need `admin`: a token without it is not offered them, a refusal is shown.
+ */
+import { api, sessionPath } from './api.ts';
+import { $, el } from './dom.ts';
+import { costText, countsText } from './format.ts';
+import { may } from './token.ts';
+import { ApiError, Unauthorized } from './view.ts';
+
+type Budget = { max_cost_usd?: number; max_turns?: number; max_total_tokens?: number };
+
+/** The budget a stop from this page replaced, by session: what "Lift stop" restores. */
+const before = new Map<string, Budget | null>();
+
+/** The budget and usage last drawn: a poll bringing the same draws nothing (a confirm stays open). */
+let drawn = '';
+
+/** Each limit of `budget` against what `usage` spent, and whether one is reached. */
+export function budgetText(budget: Budget | null, usage: any): { text: string; reached: boolean } {
+  if (!budget || Object.keys(budget).length === 0) return { text: 'No budget.', reached: false };
+  const parts: string[] = [];
+  let reached = false;
+  const limit = (label: string, spent: number, max: number | undefined, text: (value: number) => string = String) => {
+    if (max === undefined) return;
+    parts.push(`${label}${text(spent)} / ${text(max)}`);
+    reached ||= spent >= max;
+  };
+  limit('turns ', usage?.turns ?? 0, budget.max_turns);
+  // The cost limit counts priced turns only (docs/API.md, "budget").
+  limit('', usage?.priced_cost_usd ?? 0, budget.max_cost_usd, costText);
+  limit('tokens ', usage?.total_tokens ?? 0, budget.max_total_tokens);
+  if (reached)
+    parts.push(`${budget.max_turns === 0 ? 'stopped' : 'spent'}: the next turn is refused, queued inputs wait`);
+  return { text: `Budget: ${parts.join(' · ')}`, reached };
+}
+
+/** Draws the budget line and its buttons for `session` (read or polled); unchanged, nothing. */
+export function renderBudget(id: string, session: any, force = false): void {
+  const now = JSON.stringify([id, session.budget, session.usage]);
+  if (now === drawn && !force) return;
+  drawn = now;
+  const budget: Budget | null = session.budget ?? null;
+  const { text } = budgetText(budget, session.usage);
+  const box = $('session-budget-box');
+  const line = el('p', { id: 'session-budget', class: 'muted' }, text);
+  const said = el('p', { id: 'budget-status', role: 'status' });
+  const stopped = budget?.max_turns === 0;
+  const actions = el('div', { class: 'row' });
+  box.replaceChildren(line, actions, said);
+  if (!may('admin')) return;
+  const button = (label: string, act: () => void) => {
+    const node = el('button', { type: 'button' }, label);
+    node.addEventListener('click', act);
+    return node;
+  };
+  const save = async (next: Budget | null) => {
+    try {
+      const saved = await api(sessionPath(id), { method: 'PATCH', body: JSON.stringify({ budget: next }) });
+      $('session-counts').textContent = countsText(saved);
+      renderBudget(id, saved, true);
+    } catch (error) {
+      if (error instanceof Unauthorized) return;
+      const reason = error instanceof Error ? error.message : String(error);
+      said.textContent =
+        error instanceof ApiError && error.status === 403
+          ? `This token may not change the budget (that needs admin): ${reason}`
+          : `The budget could not be changed: ${reason}`;
+    }
+  };
+  if (stopped) {
+    actions.replaceChildren(
+      button('Lift stop', () => {
+        const { max_turns: _, ...rest } = budget;
+        const restored = before.has(id) ? before.get(id)! : Object.keys(rest).length > 0 ? rest : null;
+        before.delete(id);
+        void save(restored);
+      }),
+    );
+    return;
+  }
+  const ask = () =>
+    actions.replaceChildren(
+      el('span', {}, 'Stop this session? Its next turn is refused and its queued inputs wait. '),
+      button('Confirm stop', () => {
+        before.set(id, budget);
+        void save({ ...budget, max_turns: 0 });
+      }),
+      button('Keep running', offer),
+    );
+  const offer = () => actions.replaceChildren(button('Stop session', ask));
+  offer();
+}

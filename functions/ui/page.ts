@@ -97,6 +97,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
                 <h3 id="queue-title">Queued inputs, next first</h3>
                 <ol id="queue-list"></ol>
                 <p id="queue-empty" class="muted" aria-live="polite"></p>
+                <p id="queue-status" role="status"></p>
               </section>
             </div>
             <section id="chat-section" aria-labelledby="chat-title">

@@ -136,4 +136,18 @@ describe("the inspector's costs and budgets", () => {
     expect(await readerPage.getByRole('button', { name: 'Stop session' }).count()).toBe(0);
     await readerPage.context().close();
   });
+
+  it('a queued input is withdrawn from its row', { timeout: 60_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'queued', model: 'openai-compatible:fake', on_busy: 'enqueue' });
+    const running = await call('POST', '/v1/sessions/queued/turns', { input: 'hold on', background: true });
+    const queued = await call('POST', '/v1/sessions/queued/turns', { input: 'next please' });
+    const page = await open('#/s/queued');
+    const row = page.locator(`#queue-list li[data-queued-turn="${queued.queued_turn}"]`);
+    await row.getByRole('button', { name: 'Withdraw' }).click();
+    await expect.poll(() => page.locator('#queue-empty').textContent()).toBe('Nothing queued.');
+    expect(await page.locator('#queue-list li').count()).toBe(0);
+    expect((await call('GET', '/v1/sessions/queued/queue')).total).toBe(0);
+    await call('POST', `/v1/sessions/queued/turns/${running.turn}/cancel`);
+    await page.context().close();
+  });
 });

@@ -514,7 +514,7 @@ describe('the inspector at /ui in Chromium', () => {
     // Listed as queued before it runs (the page read again), gone once a turn took it up.
     await page.reload();
     const queuedRows = page.locator('#queue-list li');
-    await expect.poll(() => queuedRows.allTextContents(), { timeout: 15_000 }).toEqual(['next (1 item)']);
+    await expect.poll(() => queuedRows.allTextContents(), { timeout: 15_000 }).toEqual(['next (1 item) Withdraw']);
     expect(await queuedRows.first().getAttribute('data-queued-turn')).toBe(queued.queued_turn);
     await live.getByRole('button', { name: 'Cancel' }).click();
     await expect.poll(() => queuedRows.count(), { timeout: 30_000 }).toBe(0);

@@ -1,12 +1,14 @@
 /**
  * The inputs queued behind a running turn (`on_busy: enqueue`, GET .../queue), oldest first.
  * Read when the session opens and whenever a turn it follows ends; while some are listed, read
- * again every 2 seconds until a turn took each up (it then shows as that turn).
+ * again every 2 seconds until a turn took each up (it then shows as that turn). Each has a Withdraw
+ * button (`DELETE .../queue/{queued_turn}`, `session:turn`): its turn never runs.
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
 import { counted } from './format.ts';
-import { keepLoader, report, showLoadError } from './view.ts';
+import { may } from './token.ts';
+import { ApiError, keepLoader, report, showLoadError, Unauthorized } from './view.ts';
 
 let timer: ReturnType<typeof setTimeout> | undefined;
 let stopKept = false;
@@ -34,6 +36,8 @@ export async function refreshQueue(id: string): Promise<void> {
         { 'data-queued-turn': input.queued_turn, title: `queued ${input.enqueued_at}` },
         `${input.preview}${input.preview_truncated ? '…' : ''}`,
         el('span', { class: 'muted' }, ` (${counted(input.items, 'item')})`),
+        may('session:turn') ? ' ' : null,
+        may('session:turn') ? withdrawButton(id, input.queued_turn) : null,
       ),
     ),
   );
@@ -47,4 +51,31 @@ export async function refreshQueue(id: string): Promise<void> {
     clearTimeout(timer);
     stopKept = false;
   });
+}
+
+/**
+ * Withdraws a queued input, then reads the queue again; a refusal shows beside the queue (409:
+ * a pickup took it up, it runs as a turn; 404: it is gone already; 403: the token lacks the scope).
+ */
+function withdrawButton(id: string, queuedTurn: string): HTMLElement {
+  const button = el('button', { type: 'button', class: 'withdraw' }, 'Withdraw');
+  button.addEventListener('click', async () => {
+    (button as HTMLButtonElement).disabled = true;
+    $('queue-status').textContent = '';
+    try {
+      await api(sessionPath(id, `/queue/${encodeURIComponent(queuedTurn)}`), { method: 'DELETE' });
+    } catch (error) {
+      if (error instanceof Unauthorized) return;
+      const reason = error instanceof Error ? error.message : String(error);
+      const status = error instanceof ApiError ? error.status : 0;
+      $('queue-status').textContent =
+        status === 409
+          ? `Too late to withdraw: the input was taken up as a turn (${reason}).`
+          : status === 403
+            ? `This token may not withdraw queued inputs (that needs session:turn): ${reason}`
+            : `The input could not be withdrawn: ${reason}`;
+    }
+    await refreshQueue(id).catch(report);
+  });
+  return button;
 }

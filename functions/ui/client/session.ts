@@ -23,6 +23,7 @@ const FILLED = [
   'timeline-more',
   'queue-list',
   'queue-empty',
+  'queue-status',
   'inbox-status',
   'inbox-pending',
   'inbox-pending-more',

@@ -3,6 +3,7 @@ import { SESSION_DELETED, TURN_CANCELLED } from '../errors.ts';
 import { clientError } from '../error-codes.ts';
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
+import { closedState } from '../session/log/turns.ts';
 import type { ClosedTurn } from '../session/log/types.ts';
 
 /**
@@ -71,7 +72,8 @@ export function turnEntry(closed: ClosedTurn, url: string, now: Date): WebhookEn
   return webhookEntry(closed.scope, `turn/${closed.turn}`, url, type, now, {
     session_id: closed.scope.id,
     turn: closed.turn,
-    status: closed.status,
+    // As its receipt reads it: a turn a cancel or an interrupt closed is `cancelled`.
+    status: closedState(closed.status, closed.error?.code),
     completed_at: closed.completedAt,
     // What a client may see of it: a provider's or a store's own text stays in the logs.
     ...(closed.error ? { error: clientError({ code: closed.error.code, message: closed.error.message }) } : {}),

@@ -347,6 +347,29 @@ describe('webhook outbox', () => {
     );
   });
 
+  it("gives a turn's event its receipt's status: a cancelled one's is cancelled, sent or from its intent", async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 'st' });
+    const claimed = await w.services.sessions.beginTurn('st', { input: [] });
+    if (claimed.kind !== 'claimed') throw new Error('not claimed');
+    await w.services.sessions.cancelTurn('st', 1);
+    await w.settle();
+    await w.drain();
+    const receipt = await w.services.sessions.getTurn('st', 1);
+    const sent = [...receiver.delivered().values()].find((delivery) => delivery.event!.type === 'turn.cancelled');
+    expect(sent!.event!.data).toMatchObject({ turn: 1, status: receipt.status });
+    const scope = await w.services.sessions.scope('st');
+    const now = new Date();
+    const step = await resolveIntent(
+      w.services.sessions,
+      intentEntry(scope, 1, receiver.url, now.toISOString(), now),
+      now,
+    );
+    const body = JSON.parse((step as { entry: { body: string } }).entry.body);
+    expect(body).toMatchObject({ type: 'turn.cancelled', data: { turn: 1, status: receipt.status } });
+    expect(receipt.status).toBe('cancelled');
+  });
+
   it('sends session.idle after a turn an abort notice closed, and takes up an input queued behind it', async () => {
     // The abort's move waits until an input is queued behind the running turn.
     const store = new GatedStore('inbox_removed/abort');

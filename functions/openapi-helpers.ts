@@ -24,6 +24,15 @@ export function jsonBody<Schema extends z.ZodType>(schema: Schema) {
   return { required: true, content: { 'application/json': { schema } } } as const;
 }
 
+/**
+ * The body of a route that takes no fields (a cancel, a revoke): none, or `{}`. A field sent is
+ * refused as unknown, as every request object's is (docs/API.md, "Conventions").
+ */
+export const noFieldsBody = {
+  required: false,
+  content: { 'application/json': { schema: z.object({}).strict().meta({ id: 'NoFields' }) } },
+} as const;
+
 /** A JSON response of `schema`. */
 export function jsonResponse<Schema extends z.ZodType>(schema: Schema, description: string) {
   return { description, content: { 'application/json': { schema } } } as const;

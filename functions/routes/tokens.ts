@@ -5,7 +5,7 @@ import { idSchema } from '../../lib/items.ts';
 import { budgetRemaining } from '../../lib/ledger/budget.ts';
 import { budgetSchema, sessionUsage, sessionUsageSchema } from '../../lib/ledger/usage.ts';
 import { createRouter } from '../router.ts';
-import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { errorResponses, jsonBody, jsonResponse, noFieldsBody } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema } from '../schemas.ts';
 import {
   anyToken,
@@ -108,7 +108,7 @@ const revokeRoute = createRoute({
   tags: ['tokens'],
   summary: 'Revoke every token bound to the session minted so far',
   security: requires('admin'),
-  request: { params: sessionIdParamsSchema },
+  request: { params: sessionIdParamsSchema, body: noFieldsBody },
   responses: {
     200: jsonResponse(revokedSchema, 'The session token generation after the call'),
     ...errorResponses(400, 401, 403, 404, 503),

@@ -13,7 +13,7 @@ import { InvalidRequestError } from '../../lib/errors.ts';
 import { markParsedItems } from '../../lib/items.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
-import { errorResponses, idempotencyKeyHeaders, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { errorResponses, idempotencyKeyHeaders, jsonBody, jsonResponse, noFieldsBody } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema, turnParamsSchema, turnRequestSchema, turnResponseSchema } from '../schemas.ts';
 import { checkItemSizes } from '../../lib/session/item-size.ts';
 import { turnEventStream } from '../turn-event-stream.ts';
@@ -83,7 +83,7 @@ const cancelTurnRoute = createRoute({
     'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The ' +
     'running turn, if any, is answered 409 turn_cancelled.',
   security: requires('session:turn'),
-  request: { params: turnParamsSchema },
+  request: { params: turnParamsSchema, body: noFieldsBody },
   responses: {
     200: jsonResponse(cancelledSchema, 'The turn is closed as failed'),
     ...errorResponses(400, 401, 403, 404, 409, 503),

@@ -424,6 +424,23 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(((await withBody.json()) as any).error.details.field).toBe('content-type');
     });
 
+    // Request objects are strict: a route that takes no fields (a cancel, a revoke) names one sent as unknown.
+    it('a cancel or a revoke refuses a field it does not take, as every request object does; {} passes', async () => {
+      const id = await api.session();
+      for (const path of [`/v1/sessions/${id}/tokens/revoke`, `/v1/sessions/${id}/turns/1/cancel`]) {
+        const refused = await api.post(path, { reason: 'not wanted' });
+        expect(refused.status, path).toBe(400);
+        expect(refused.body.error, path).toMatchObject({ code: 'invalid_request', details: { field: 'reason' } });
+        expect(refused.body.error.message, path).toBe('body.reason: unknown field');
+        const array = await api.post(path, [1]);
+        expect(array.status, path).toBe(400);
+      }
+      expect((await api.post(`/v1/sessions/${id}/tokens/revoke`, {})).status).toBe(200);
+      // The refused ones revoked nothing: `{}` made generation 1, this one 2.
+      expect((await api.post(`/v1/sessions/${id}/tokens/revoke`)).body.token_generation).toBe(2);
+      expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`, {})).status).toBe(404);
+    });
+
     // Clients that send Content-Type: application/json on every request (and curl -H "$J") send it
     // with an empty body too: read as no body, as without the header.
     it('an empty body with a JSON content type is no body: defaults, or 400 naming the missing field', async () => {

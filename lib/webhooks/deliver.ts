@@ -71,8 +71,25 @@ export async function deliverWebhook(entry: WebhookEntry, options: DeliveryOptio
     await response.body?.cancel();
     return response.ok ? null : `answered ${response.status}`;
   } catch (error) {
-    return error instanceof Error ? error.message : String(error);
+    return failureText(error);
   }
+}
+
+/**
+ * Why an attempt threw, its causes' messages after its own: fetch says only "fetch failed", its
+ * cause why (`fetch failed (connect ECONNREFUSED 10.0.0.7:443)`). Connection errors name the
+ * host and port, never the URL's path or query.
+ */
+function failureText(error: unknown): string {
+  let text = error instanceof Error ? error.message : String(error);
+  let cause = error instanceof Error ? error.cause : undefined;
+  for (let depth = 0; depth < 3 && cause instanceof Error; depth++, cause = cause.cause) {
+    // An AggregateError (each address of a name refused) has no message: its code says why.
+    const code = (cause as { code?: unknown }).code;
+    const part = cause.message || (typeof code === 'string' ? code : '');
+    if (part && !text.includes(part)) text += ` (${part})`;
+  }
+  return text;
 }
 
 /** The key a Standard Webhooks secret (`whsec_` and base64, the prefix optional) stands for. */

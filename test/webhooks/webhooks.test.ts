@@ -1,3 +1,5 @@
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createServices } from '../../functions/services.ts';
 import { deliverQueued, drainWebhooks } from '../../functions/webhooks.ts';
@@ -216,6 +218,28 @@ describe('webhook outbox', () => {
       ['msg_other', false],
     ]);
     expect(receiver.deliveries[0]!.event!.data).toEqual({ note: 'héllo ✓ 🎉' });
+  });
+
+  // fetch (WEBHOOK_ALLOW_PRIVATE, Workers) fails with "fetch failed" alone: the reason is its cause.
+  it("says why an attempt could not connect (the fetch error's cause), never the URL's path or query", async () => {
+    const closed = createServer();
+    await new Promise<void>((listening) => closed.listen(0, '127.0.0.1', listening));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((done) => closed.close(done));
+    const failure = await deliverWebhook(
+      {
+        format: 'tailgate.webhook.v1',
+        id: 'msg_refused',
+        url: `http://127.0.0.1:${port}/hook?token=receiver-secret`,
+        body: '{}',
+        created_at: '2026-01-01T00:00:00Z',
+        attempts: 0,
+        next_attempt_at: '2026-01-01T00:00:00Z',
+      },
+      { allowPrivate: true, now: new Date(), secret: WEBHOOK_SECRET },
+    );
+    expect(failure).toContain('ECONNREFUSED');
+    expect(failure).not.toContain('receiver-secret');
   });
 
   it('retries with backoff after a 500, with the same webhook-id, until a 200', async () => {

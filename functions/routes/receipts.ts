@@ -70,6 +70,10 @@ const turnSummarySchema = z
       .enum(['max_output_tokens', 'content_filter'])
       .optional()
       .meta({ description: "Present when the answer stopped short (the turn response's `incomplete`)." }),
+    background: z
+      .literal(true)
+      .optional()
+      .meta({ description: 'Present when the turn ran in the background (its request said `background: true`).' }),
     error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).nullable(),
     input: seqRangeSchema.nullable(),
     output: seqRangeSchema.nullable(),

@@ -10,7 +10,7 @@ import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { readConfig, readRecord, RecordMissingError, scopeOf, withFreshListing } from './head.ts';
 import type { PackOptions, PackResult } from './types.ts';
 import { writeViewIfDue } from './view-writer.ts';
-import { isJournaledRecord } from './turns.ts';
+import { isBackgroundRecord, isJournaledRecord } from './turns.ts';
 
 /** Packing: closed records older than the newest few go into immutable segments, after a view when one is due. */
 
@@ -310,7 +310,7 @@ function itemsBytes(items: readonly LogItem[]): number {
 
 /** A closed turn's line in a segment (also what a flattened history writes, ./flatten.ts). */
 export function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
-  const receipt = packedReceipt(done);
+  const receipt = packedReceipt(done, isBackgroundRecord(record));
   return {
     record: record.record,
     turn: record.turn ?? 0,
@@ -332,12 +332,15 @@ export function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn 
  * The receipt a turn's segment line keeps: its completion's, with, for a turn not completed or
  * one carrying notices on, `undelivered`: the `stored_as` of the notices it carries on (its
  * `undelivered.notices`), which a background turn's stopped run reads once the completion is
- * packed (./closer-notices.ts). In the receipt, which readers parse leniently (./receipt-schema.ts
- * drops it), not a field of the line, which older code refuses.
+ * packed (./closer-notices.ts), and `background` for a `background` turn's (its record said so:
+ * the receipts API shows it). In the receipt, which readers parse leniently (./receipt-schema.ts
+ * drops `undelivered`), not a field of the line, which older code refuses.
  */
-function packedReceipt(done: DoneRecord): unknown {
+function packedReceipt(done: DoneRecord, background: boolean): unknown {
   const undelivered = done.undelivered?.notices.map((notice) => notice.stored_as) ?? [];
-  if (done.status === 'completed' && undelivered.length === 0) return done.receipt;
   const receipt = typeof done.receipt === 'object' && done.receipt !== null ? done.receipt : {};
-  return { ...receipt, undelivered };
+  const ran = background ? { background: true } : {};
+  if (done.status === 'completed' && undelivered.length === 0)
+    return background ? { ...receipt, ...ran } : done.receipt;
+  return { ...receipt, undelivered, ...ran };
 }

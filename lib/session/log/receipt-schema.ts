@@ -34,6 +34,8 @@ export const receiptSchema = z
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
     media_as_text: z.number().int().nonnegative().optional(),
     incomplete: z.enum(['max_output_tokens', 'content_filter']).optional(),
+    /** A packed background turn's (its record said `background`: ../log/packer.ts packedReceipt). */
+    background: z.literal(true).optional(),
     prompt: z
       .union([
         z.object({

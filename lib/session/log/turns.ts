@@ -61,6 +61,8 @@ export interface TurnSummary {
   compaction_usage?: TurnUsage;
   /** Why the answer stopped short (present only then). */
   incomplete?: 'max_output_tokens' | 'content_filter';
+  /** It ran in the background (`background: true`; present only then): its create was answered at once. */
+  background?: true;
   /**
    * Its `usage` is an estimate, its provider reported none: a turn closed by someone else
    * (./stopped-receipt.ts), or one whose model call its provider may have run (timed out in
@@ -306,6 +308,7 @@ function fromRecord(record: LogRecord, done: DoneRecord | null, key: string): Ra
         receipt,
         done?.error ?? null,
         requestModelSchema.parse(record.request ?? {}).model,
+        background,
       ),
       started_at: record.created_at,
       completed_at: done?.completed_at ?? null,
@@ -329,7 +332,7 @@ function fromSegment(turn: SegmentTurn, key: string): RawTurn {
     ...(turn.journaled ? { journaled: true } : {}),
     ...(turn.response !== undefined ? { response: turn.response } : {}),
     summary: {
-      ...common(turn.turn, closedState(turn.status, turn.error?.code), receipt, turn.error ?? null, ''),
+      ...common(turn.turn, closedState(turn.status, turn.error?.code), receipt, turn.error ?? null, '', false),
       started_at: turn.started_at ?? null,
       completed_at: turn.completed_at ?? null,
       input: first !== undefined && inputs > 0 ? { first_seq: first, last_seq: first + inputs - 1 } : null,
@@ -347,7 +350,14 @@ function spentAt(key: string, turn: RawTurn): RawTurn {
   return spent === undefined ? turn : { ...turn, spent };
 }
 
-function common(turn: number, status: TurnState, receipt: Receipt, error: TurnSummary['error'], requestModel: string) {
+function common(
+  turn: number,
+  status: TurnState,
+  receipt: Receipt,
+  error: TurnSummary['error'],
+  requestModel: string,
+  background: boolean,
+) {
   return {
     turn,
     status,
@@ -359,6 +369,7 @@ function common(turn: number, status: TurnState, receipt: Receipt, error: TurnSu
     ...(receipt.usage && receipt.usage_estimated ? { usage_estimated: true as const } : {}),
     ...(receipt.compaction_usage ? { compaction_usage: receipt.compaction_usage } : {}),
     ...(receipt.incomplete ? { incomplete: receipt.incomplete } : {}),
+    ...(background || receipt.background ? { background: true as const } : {}),
     error,
   };
 }

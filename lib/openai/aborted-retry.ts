@@ -22,16 +22,18 @@ import { historyDigest } from './history-index.ts';
  * keyed retry gets its turn's stored answer anyway) that continues the same point with the same
  * input as the refused turn is that retry: it is refused again with that turn's error, nothing
  * run. Any other input goes on as before. Not so after an `interrupt`'s cancel, whose retry is
- * wanted (./failed-steps.ts refusedForGood).
+ * wanted (./failed-steps.ts refusedForGood), nor after a background turn's: its create was answered
+ * at once (`queued`), and no client sends it again by itself, so the same input sent again is run.
  */
 
 /**
  * Whether a conversation's newest turn, as its head tells it (SessionLog.getWithNewestTurn),
- * refused its request for good: aborted, or failed by a cancel not an `interrupt`'s.
+ * refused its request for good: aborted, or failed by a cancel not an `interrupt`'s, and not in
+ * the background (./failed-steps.ts refusedForGood).
  */
 export function refusedNewest(turn: NewestTurn | null | undefined): boolean {
   const cancelled = turn?.status === 'failed' && turn.error === TURN_CANCELLED && !turn.interrupted;
-  return turn?.status === 'aborted' || cancelled;
+  return !turn?.background && (turn?.status === 'aborted' || cancelled);
 }
 
 /** The refusal of the refused turn `turn` of `sessionId` (aborted or cancelled), answered again. */

@@ -73,9 +73,16 @@ export async function retriedSince(
 /**
  * Whether a closed turn, as its receipt reads (SessionLog.getTurn), refused its request for good:
  * an `abort` notice's (`aborted`) or a cancel's (`cancelled`), not an `interrupt`'s (whose retry
- * is wanted: its 409 says no `x-should-retry: false`). Its unkeyed retry is refused again.
+ * is wanted: its 409 says no `x-should-retry: false`). Its unkeyed retry is refused again. Not a
+ * background turn's (`background`): its create was answered at once, so nothing retries it by
+ * itself, and the same input sent again is the user's own request, run again.
  */
-export function refusedForGood(turn: { status: string; error: { code: string; details?: unknown } | null }): boolean {
+export function refusedForGood(turn: {
+  status: string;
+  error: { code: string; details?: unknown } | null;
+  background?: true;
+}): boolean {
+  if (turn.background) return false;
   return turn.status === 'aborted' || (turn.status === 'cancelled' && !interruptedBy(turn.error ?? undefined));
 }
 

@@ -31,7 +31,8 @@ export async function getSessionWithNewestTurn(
   const calls = (done?.items ?? []).flatMap((item) => (item.type === 'function_call' ? [item.call_id] : []));
   const answered = record.items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : []));
   const error = done?.error?.code;
-  const answeredAtEnd = (record.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true;
+  const settings = record.request as { answered_at_end?: unknown; background?: unknown } | undefined;
+  const answeredAtEnd = settings?.answered_at_end === true;
   return {
     session,
     newestTurn: {
@@ -46,6 +47,7 @@ export async function getSessionWithNewestTurn(
       ...(error !== undefined ? { error } : {}),
       ...(interruptedBy(done?.error) ? { interrupted: true } : {}),
       ...(answeredAtEnd ? { answered_at_end: true } : {}),
+      ...(settings?.background === true ? { background: true } : {}),
     },
     scope,
     openCalls,
@@ -77,4 +79,6 @@ export interface NewestTurn {
   interrupted?: true;
   /** Its record's settings say its answer was sent only once it ended (TurnOptions.answeredAtEnd). */
   answered_at_end?: true;
+  /** Its record's settings say it ran in the background (`background: true`): its create was answered at once. */
+  background?: true;
 }

@@ -1,0 +1,81 @@
+import type OpenAI from 'openai';
+import { expect, it } from 'vitest';
+import { createApp, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { texts } from '../support/dead-process.ts';
+import { clientInProcess } from './server.ts';
+
+// A background response's create was answered at once (`queued`): no client sends it again by
+// itself, so once it is cancelled (`responses.cancel`) the same input sent again from the same
+// start is the user's own request, run again, not refused as a foreground response's retry is
+// (test/openai/cancel-retry.test.ts).
+const TOKEN = 'background-resend-token';
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+
+function app() {
+  const store = new MemoryStore();
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: () => environment,
+    log: () => {},
+    // The queue never delivers: a background turn stays queued until it is cancelled.
+    queueTurn: () => async () => {},
+  };
+  const served = createApp(options);
+  const native = (path: string, body: unknown = {}) =>
+    served.request(`http://tailgate.test${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  return { client: clientInProcess(served, TOKEN), native };
+}
+
+for (const start of ['conversation', 'previous_response_id', 'history'] as const)
+  for (const background of [false, true]) {
+    const how = background ? ' in the background' : '';
+    it(`a cancelled background response sent again under ${start}${how} runs`, async () => {
+      const { client } = app();
+      const first = await client.responses.create({ input: 'one' });
+      const id = first.conversation!.id;
+      const history = [
+        { role: 'user' as const, content: 'one' },
+        ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+      ];
+      const request = (input: string): OpenAI.Responses.ResponseCreateParamsNonStreaming =>
+        start === 'previous_response_id'
+          ? { input, previous_response_id: first.id }
+          : start === 'conversation'
+            ? { input, conversation: id }
+            : { input: [...history, { role: 'user', content: input }] };
+      const queued = await client.responses.create({ ...request('two'), background: true });
+      expect(queued.status).toBe('queued');
+      expect((await client.responses.cancel(queued.id)).status).toBe('cancelled');
+      const again = await client.responses.create({ ...request('two'), background }).catch((error: unknown) => error);
+      expect(again).toMatchObject({ status: background ? 'queued' : 'completed' });
+      const ran = again as OpenAI.Responses.Response;
+      if (!background) expect(ran.output_text).toBe('echo: two');
+      // Under the usual rules: the next turn of the conversation, a branch, or a new conversation.
+      expect(ran.conversation!.id === id).toBe(start === 'conversation');
+      if (start === 'conversation')
+        expect(await texts(client, id)).toEqual([
+          'user: one',
+          'assistant: echo: one',
+          'user: two',
+          'user: two',
+          ...(background ? [] : ['assistant: echo: two']),
+        ]);
+    });
+  }
+
+it('a cancelled native background turn sent again runs', async () => {
+  const { native } = app();
+  const created = await native('/v1/sessions', {});
+  const { id } = (await created.json()) as { id: string };
+  expect((await native(`/v1/sessions/${id}/turns`, { input: 'one' })).status).toBe(200);
+  expect((await native(`/v1/sessions/${id}/turns`, { input: 'two', background: true })).status).toBe(202);
+  expect((await native(`/v1/sessions/${id}/turns/2/cancel`)).status).toBe(200);
+  const again = await native(`/v1/sessions/${id}/turns`, { input: 'two' });
+  expect(again.status, await again.clone().text()).toBe(200);
+  expect(await again.json()).toMatchObject({ turn: 3 });
+});

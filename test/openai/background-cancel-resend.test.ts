@@ -1,7 +1,8 @@
 import type OpenAI from 'openai';
 import { expect, it } from 'vitest';
-import { createApp, type AppOptions } from '../../functions/app.ts';
+import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { texts } from '../support/dead-process.ts';
 import { clientInProcess } from './server.ts';
 
@@ -12,14 +13,14 @@ import { clientInProcess } from './server.ts';
 const TOKEN = 'background-resend-token';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 
-function app() {
+/** The app on a store of its own; its queue never delivers (a background turn stays queued) unless to `sent`. */
+function app(sent?: BackgroundTurn[]) {
   const store = new MemoryStore();
   const options: AppOptions = {
     store: () => store,
     readEnvironment: () => environment,
     log: () => {},
-    // The queue never delivers: a background turn stays queued until it is cancelled.
-    queueTurn: () => async () => {},
+    queueTurn: () => async (run) => void sent?.push(run),
   };
   const served = createApp(options);
   const native = (path: string, body: unknown = {}) =>
@@ -28,7 +29,13 @@ function app() {
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
-  return { client: clientInProcess(served, TOKEN), native };
+  // Runs the first queued turn here, as the queue's consumer would.
+  const run = async () => {
+    const tasks: Promise<unknown>[] = [];
+    expect(await createTurnRunner(options)(sent!.shift()!, environment, (task) => void tasks.push(task))).toBe('done');
+    await Promise.all(tasks);
+  };
+  return { client: clientInProcess(served, TOKEN), native, run };
 }
 
 for (const start of ['conversation', 'previous_response_id', 'history'] as const)
@@ -78,4 +85,17 @@ it('a cancelled native background turn sent again runs', async () => {
   const again = await native(`/v1/sessions/${id}/turns`, { input: 'two' });
   expect(again.status, await again.clone().text()).toBe(200);
   expect(await again.json()).toMatchObject({ turn: 3 });
+});
+
+it('a background response an abort notice refused, sent again under its conversation, runs', async () => {
+  const sent: BackgroundTurn[] = [];
+  const { client, native, run } = app(sent);
+  const { id } = await client.conversations.create({});
+  await client.responses.create({ input: 'one', conversation: id });
+  expect((await native(`/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop' })).status).toBe(201);
+  const queued = await client.responses.create({ input: 'two', conversation: id, background: true });
+  await run();
+  expect(await client.responses.retrieve(queued.id)).toMatchObject({ error: { code: 'aborted' } });
+  const again = await client.responses.create({ input: 'two', conversation: id }).catch((error: unknown) => error);
+  expect(again).toMatchObject({ status: 'completed', output_text: 'echo: two' });
 });

@@ -5,8 +5,10 @@ import { appHarness } from '../support/app-harness.ts';
 import { createClient, TOKEN } from './http-suite.ts';
 
 // The app's settings (functions/app.ts, lib/config-cache.ts): read on every request, parsed once
-// for the requests of one environment, and again as soon as a setting differs.
-const environment = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' };
+// for the requests of one environment, and again as soon as a setting differs. Test files share
+// the module's last parse, so the environment holds a setting no other test sets: its first
+// request parses.
+const environment = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo', SESSION_TTL_DAYS: '36499' };
 
 describe("the app's settings", () => {
   it('are parsed once for many requests of one environment, and anew for a changed one', async () => {

@@ -28,7 +28,8 @@ const SWEEP_CONCURRENCY = 4;
  * a turn whose lease ran out and takes the oldest input up (a session whose turn runs is left to
  * that turn's close); then, with nothing queued, the close of an open turn whose lease ran out
  * (failed, `lease_expired`, as a reader closes it: its webhook event, and the pickup after it);
- * then the marker's removal once nothing is queued and no open turn's lease runs. So an input
+ * then the marker's removal once nothing is queued and no open turn's lease runs (put back when a
+ * turn was claimed between the look and the delete: its mark came before). So an input
  * queued behind a turn whose process died, a given-up turn, and a background turn whose process
  * died, that no client came to close, run or close all the same. A session whose spent budget
  * refused the pickup is unmarked too (while its budget stays spent): its inputs wait, listed,
@@ -39,7 +40,7 @@ const SWEEP_CONCURRENCY = 4;
  */
 export async function sweepQueues(
   services: TurnServices & {
-    sessions: Pick<SessionLog, 'markedQueues' | 'unmarkQueue' | 'unmarkSpentQueue' | 'get'>;
+    sessions: Pick<SessionLog, 'markedQueues' | 'unmarkQueue' | 'unmarkSpentQueue' | 'get' | 'markForSweep'>;
   },
 ): Promise<QueueSweep> {
   const sweep: QueueSweep = { checked: 0, unmarked: 0, failed: [] };
@@ -62,11 +63,18 @@ export async function sweepQueues(
       });
       if (lease) return;
       // A queue the spent budget holds is no longer swept: a budget raise, or an enqueue, marks it again.
-      const unmarked =
-        picked === 'budget_spent'
-          ? await sessions.unmarkSpentQueue(id, async () => budgetSpent(await sessions.get(id)))
-          : await sessions.unmarkQueue(id);
-      if (unmarked) sweep.unmarked++;
+      if (picked === 'budget_spent') {
+        if (await sessions.unmarkSpentQueue(id, async () => budgetSpent(await sessions.get(id)))) sweep.unmarked++;
+        return;
+      }
+      if (!(await sessions.unmarkQueue(id))) return;
+      // A background turn claimed since the look above marked the session before the delete: its
+      // marker is put back (so it is when that look fails), lest its process die with the turn unswept.
+      const claimedSince = await leaseRuns(services, id).catch(
+        (error: unknown) => !(error instanceof CorruptObjectError),
+      );
+      if (claimedSince) await sessions.markForSweep(id);
+      else sweep.unmarked++;
     } catch (error) {
       sweep.failed.push({ id, error });
     }

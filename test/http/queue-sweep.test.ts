@@ -288,6 +288,40 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     },
   );
 
+  it('keeps the marker of a background turn started between its look at the session and its delete', async () => {
+    const store = storeOf();
+    let now = START;
+    const clock = () => new Date(now);
+    // Turn 1 ran in the background and completed: its marker waits for the next sweep.
+    const first = process(store, clock, 'in process');
+    const id = await first.api.session({});
+    expect((await first.api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    await first.settle();
+    expect(await turnsOf(first.api, id)).toEqual([[1, 'completed', null]]);
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    // The sweep finds nothing queued and no open turn; another process then starts turn 2 in the
+    // background, marks the session, and dies while it runs, before the sweep's delete.
+    const dying = process(killedWhenRunning(store), clock, 'in process');
+    const { racing, raced } = raceMarkerDelete(store, id, async () => {
+      expect((await dying.api.post(`/v1/sessions/${id}/turns`, { input: 'two', background: true })).status).toBe(202);
+      await expect.poll(async () => (await listAll(store, `sessions/${id}/turn/`)).some(isLease)).toBe(true);
+    });
+    const sweeper = process(racing, clock, 'none');
+    expect(await sweepQueues(sweeper.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
+    expect(raced()).toBe(true);
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    // Once turn 2's lease ran out, the next sweep closes it and unmarks the session.
+    now += 4000;
+    const live = process(store, clock, 'in process');
+    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 1, failed: [] });
+    await live.settle();
+    expect(await turnsOf(live.api, id)).toEqual([
+      [1, 'completed', null],
+      [2, 'failed', 'lease_expired'],
+    ]);
+    expect(await markers(store)).toEqual([]);
+  });
+
   it('removes stale markers: an enqueue that died before its entry, a session deleted since', async () => {
     const store = storeOf();
     let now = START;

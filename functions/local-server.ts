@@ -201,6 +201,16 @@ export function serveLocal(
   });
   let stopping = false;
   let stoppingSince = 0;
+  // Requests being answered: a connection a keep-alive client left idle after its response, open
+  // until the keep-alive timeout, is no work cut off. Once stopping, it is closed as it goes idle.
+  let answering = 0;
+  server.on('request', (_request: IncomingMessage, response: ServerResponse) => {
+    answering++;
+    response.once('close', () => {
+      answering--;
+      if (stopping) setImmediate(() => server.closeIdleConnections());
+    });
+  });
   const stop = (signal: string) => {
     if (stopping && performance.now() - stoppingSince < options.repeatedSignalMs) {
       const within = options.repeatedSignalMs === 1000 ? 'a second' : `${options.repeatedSignalMs} ms`;
@@ -246,7 +256,7 @@ export function serveLocal(
     setTimeout(() => {
       server.getConnections((_error, open) => {
         console.error(graceOverNotice(open));
-        cutOff = open > 0 || running.size > 0;
+        cutOff = answering > 0 || running.size > 0;
         server.closeAllConnections();
         graceOver();
       });

@@ -1,5 +1,5 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:http';
+import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -166,6 +166,45 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
         true,
       );
       expect(lines).toContain('tailgate: stopped with work cut off (exit 1)');
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+
+  // A keep-alive client's connection whose request ends after the signal stays open, idle, until
+  // the server's keep-alive timeout (5 s): a grace period ending before then cut no work off.
+  it('a request that finished within the grace period, its connection left idle, exits 0', async () => {
+    const server = await start(runtime, { SHUTDOWN_GRACE_MS: '3000' });
+    try {
+      const body = JSON.stringify({ id: `idle-${runtime}-${Date.now().toString(36)}` });
+      const agent = new Agent({ keepAlive: true });
+      const { hostname, port } = new URL(server.origin);
+      let answered: (status: number) => void = () => undefined;
+      const status = new Promise<number>((resolve) => {
+        answered = resolve;
+      });
+      const headers = {
+        authorization: `Bearer ${TOKEN}`,
+        'content-type': 'application/json',
+        'content-length': String(Buffer.byteLength(body)),
+        expect: '100-continue',
+      };
+      const sending = request({ hostname, port, agent, method: 'POST', path: '/v1/sessions', headers }, (response) => {
+        response.resume();
+        response.on('end', () => answered(response.statusCode ?? 0));
+      });
+      // The app reads the body (100 Continue) before the signal: the request is running when it
+      // comes, and the body is sent after it.
+      const continued = new Promise((resolve) => sending.once('continue', resolve));
+      sending.flushHeaders();
+      await continued;
+      server.signal('SIGTERM');
+      await expect.poll(() => server.output(), { timeout: 20_000 }).toContain('no new requests');
+      sending.end(body);
+      expect(await status).toBe(201);
+      expect(await server.exited, server.output()).toBe(0);
+      expect(server.output().split('\n')).toContain('tailgate: stopped');
+      agent.destroy();
     } finally {
       await server.stop();
     }

@@ -106,6 +106,29 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('a lifted stop keeps the limits another client set while it stood, and restores the turn limit', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('raised', 1, { budget: { max_turns: 50, max_cost_usd: 1 } });
+    const page = await open('#/s/raised');
+    const line = page.locator('#session-budget');
+    await page.getByRole('button', { name: 'Stop session' }).click();
+    await page.getByRole('button', { name: 'Confirm stop' }).click();
+    await expect
+      .poll(async () => (await call('GET', '/v1/sessions/raised')).budget)
+      .toEqual({
+        max_turns: 0,
+        max_cost_usd: 1,
+      });
+    // Another client raises the cost limit while the stop stands; the page shows it.
+    await call('PATCH', '/v1/sessions/raised', { budget: { max_turns: 0, max_cost_usd: 5 } });
+    await expect.poll(() => line.textContent(), { timeout: 15_000 }).toContain('/ $5.00');
+    await page.getByRole('button', { name: 'Lift stop' }).click();
+    await expect.poll(async () => (await call('GET', '/v1/sessions/raised')).budget).not.toHaveProperty('max_turns', 0);
+    expect((await call('GET', '/v1/sessions/raised')).budget).toEqual({ max_turns: 50, max_cost_usd: 5 });
+    await page.context().close();
+  });
+
   it('a stop the API refuses (403) says that it needs admin; a token without admin is not offered it', {
     timeout: 60_000,
   }, async () => {

@@ -2,8 +2,9 @@
  * A session's budget against what it spent, and the way to stop a runaway session: "Stop session"
  * (after a confirm) PATCHes `budget` with `max_turns: 0` and the other limits it had (a PATCH
  * replaces the whole object), so its next turn is refused and the inputs queued behind it wait;
- * "Lift stop" restores the budget the stop replaced (as this page read it), or else drops the
- * turn limit. Both need `admin`: a token without it is not offered them, a refusal is shown.
+ * "Lift stop" restores the turn limit the stop replaced (as this page read it), or else drops it,
+ * keeping the other limits as they stand. Both need `admin`: a token without it is not offered
+ * them, a refusal is shown.
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
@@ -74,10 +75,12 @@ export function renderBudget(id: string, session: any, force = false): void {
   if (stopped) {
     actions.replaceChildren(
       button('Lift stop', () => {
+        // The other limits as they stand now (another client may have changed them since the stop).
         const { max_turns: _, ...rest } = budget;
-        const restored = before.has(id) ? before.get(id)! : Object.keys(rest).length > 0 ? rest : null;
+        const turns = before.get(id)?.max_turns;
+        const restored = turns === undefined ? rest : { ...rest, max_turns: turns };
         before.delete(id);
-        void save(restored);
+        void save(Object.keys(restored).length > 0 ? restored : null);
       }),
     );
     return;

@@ -29,6 +29,20 @@ const queuedListSchema = z.object({
     description:
       'How many queued inputs will still run, shown or not (neither a withdrawn one nor one taken up as a turn).',
   }),
+  held: z
+    .object({
+      reason: z.literal('budget_exhausted'),
+      budget: z.literal('session'),
+      limit: z.string(),
+      spent: z.number(),
+      value: z.number(),
+    })
+    .optional()
+    .meta({
+      description:
+        "Present while inputs wait and the session's budget refuses its next turn: no input runs until a PATCH " +
+        'raises the budget (or they are withdrawn). The `details` of the 402 `budget_exhausted` such a turn meets.',
+    }),
 });
 
 const listQueueRoute = createRoute({

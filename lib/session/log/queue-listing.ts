@@ -1,9 +1,13 @@
+import { budgetRefusal } from '../../ledger/budget.ts';
+import { sessionUsage } from '../../ledger/usage.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { itemText } from '../../tokens/token-counter.ts';
 import type { Item } from '../../items.ts';
 import type { QueuedInput } from '../queued-input.ts';
-import { sessionScope } from './config-object.ts';
+import type { SessionConfig } from '../records.ts';
+import { shownTotals } from './charges.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { readConfig, readNewest, scopeOf } from './head.ts';
 import { listQueued, readQueued, type QueuedEntry } from './queue.ts';
 import { newestKeyHash, takenUp } from './queue-taking.ts';
 
@@ -23,6 +27,15 @@ export interface QueuedRow {
   preview_truncated: boolean;
 }
 
+/** Why no queued input runs: the session's budget is spent (the details of its 402 `budget_exhausted`). */
+export interface QueueHeld {
+  reason: 'budget_exhausted';
+  budget: 'session';
+  limit: string;
+  spent: number;
+  value: number;
+}
+
 /**
  * The session's queued inputs (busy policy `enqueue`, log/queue.ts), oldest first: one listing
  * of `queue/<g>/` (and of each generation in `queued_in`), then a read of each of the first
@@ -36,16 +49,22 @@ export interface QueuedRow {
  * runs at the next pickup, so it is counted). `total` counts the
  * entries past the rows as listed; `listed`, the entries the listing found, tombstones with them
  * (a listing that found any runs a pickup, which deletes a stale one: lib/turn/busy.ts listQueue).
+ * `held`, when inputs wait and the session's budget refuses its next turn (as its pickup's claim
+ * judges it): read, only for a session with a budget, with its newest record and the charges it
+ * names (as SessionLog.get reads its `usage`), alongside the entries.
  */
 export async function queuedInputs(
   log: LogContext,
   id: string,
   limit: number,
-): Promise<{ queued: QueuedRow[]; total: number; listed: number }> {
-  const scope = await sessionScope(log, id);
+): Promise<{ queued: QueuedRow[]; total: number; listed: number; held?: QueueHeld }> {
+  const { config } = await readConfig(log, id);
+  const scope = scopeOf(log.keyPrefix, config);
   const entries = await listQueued(log, scope);
   // A withdraw's tombstone (listed empty) is no input: neither read nor given a position.
   const inputs = entries.filter((entry) => !entry.withdrawn);
+  const held = config.budget && inputs.length > 0 ? heldBy(log, config) : undefined;
+  held?.catch(() => undefined);
   // The session's newest record, read once for every marked entry that needs it (takenUp).
   let newest: Promise<string | undefined> | undefined;
   const newestKey = () => (newest ??= newestKeyHash(log, scope));
@@ -72,7 +91,17 @@ export async function queuedInputs(
       preview_truncated: text.length > QUEUE_PREVIEW_CHARS,
     };
   });
-  return { queued, total: inputs.length - dropped, listed: entries.length };
+  const total = inputs.length - dropped;
+  const refusal = total > 0 ? await held : undefined;
+  return { queued, total, listed: entries.length, ...(refusal ? { held: refusal } : {}) };
+}
+
+/** The refusal the budget of the session `config` is of meets its next turn; undefined while it leaves room. */
+async function heldBy(log: LogContext, config: SessionConfig): Promise<QueueHeld | undefined> {
+  const scope = scopeOf(log.keyPrefix, config);
+  const ledger = await shownTotals(log, scope, await readNewest(log, scope));
+  const refused = budgetRefusal(config.budget, sessionUsage(ledger));
+  return refused ? { reason: 'budget_exhausted', ...(refused.details as Omit<QueueHeld, 'reason'>) } : undefined;
 }
 
 function previewText(items: readonly Item[]): string {

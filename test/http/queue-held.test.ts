@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+// A queue the session's spent budget holds (docs/API.md, "Busy sessions"): GET .../queue says so
+// in `held`, with the details of the 402 budget_exhausted its pickup met.
+
+const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
+
+function setup() {
+  const store = new MemoryStore();
+  const sent: BackgroundTurn[] = [];
+  const tasks: Promise<unknown>[] = [];
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: (c) => c.env ?? environment,
+    afterResponse: (task) => void tasks.push(task),
+    queueTurn: () => async (run) => void sent.push(run),
+  };
+  const api = createClient(appHarness(store, environment, options));
+  const runner = createTurnRunner(options);
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  const runAll = async () => {
+    for (let ran = 0; ran < sent.length; ran++) {
+      expect(await runner(sent[ran]!, environment, (task) => void tasks.push(task))).toBe('done');
+      await drain();
+    }
+  };
+  return { api, sent, drain, runAll };
+}
+
+describe('GET /v1/sessions/{id}/queue of a queue the budget holds', () => {
+  it('names the budget that holds it, and no longer once a PATCH raises the budget', async () => {
+    const { api, sent, drain, runAll } = setup();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    await drain();
+    // While the budget leaves room, nothing holds the queue.
+    const waiting = await api.get(`/v1/sessions/${id}/queue`);
+    expect(waiting.body.held).toBeUndefined();
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 0 } })).status).toBe(200);
+    await drain();
+    await runAll();
+    expect(sent).toHaveLength(1);
+    const held = await api.get(`/v1/sessions/${id}/queue`);
+    expect(held.status).toBe(200);
+    expect(held.body.total).toBe(1);
+    expect(held.body.queued.map((row: any) => row.queued_turn)).toEqual([queued.body.queued_turn]);
+    // As the 402 of a turn the budget refuses tells it.
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'third', on_busy: 'reject' });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+    expect(held.body.held).toEqual({ reason: refused.body.error.code, ...refused.body.error.details });
+    expect(held.body.held).toMatchObject({ reason: 'budget_exhausted', budget: 'session', limit: 'max_turns' });
+    // A raise lets its pickup take the input up: nothing holds the queue.
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 5 } })).status).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.held).toBeUndefined();
+    await drain();
+    await runAll();
+    expect(sent).toHaveLength(2);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+  });
+
+  it('says nothing of a budget with room, nor of an empty queue under a spent one', async () => {
+    const { api, drain, runAll } = setup();
+    const id = await api.session({ on_busy: 'enqueue', budget: { max_turns: 1 } });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    await drain();
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+  });
+});

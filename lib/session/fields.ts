@@ -82,7 +82,8 @@ const sessionFields = {
     .meta({
       description:
         'Where signed turn.completed, turn.failed, turn.cancelled and session.idle events go; null: WEBHOOK_URL. ' +
-        'https only; a private or loopback address is a 400 unless WEBHOOK_ALLOW_PRIVATE is set.',
+        'https only; a private or loopback address is a 400 unless WEBHOOK_ALLOW_PRIVATE is set; ' +
+        'a port fetch refuses (a "bad port") is a 400.',
     }),
 };
 

@@ -1,13 +1,24 @@
 /**
  * Which webhook URLs are taken (docs/SECURITY.md, "Webhooks"): https, or http only with
- * WEBHOOK_ALLOW_PRIVATE; and no private or loopback address unless WEBHOOK_ALLOW_PRIVATE is
- * set, so a client that may set a session's `webhook_url` cannot make the service POST into
+ * WEBHOOK_ALLOW_PRIVATE; never on a port fetch refuses; and no private or loopback address unless
+ * WEBHOOK_ALLOW_PRIVATE is set, so a client that may set a session's `webhook_url` cannot make the service POST into
  * its own network. A literal IP is checked against the private ranges; a host name here only by
  * its name (`localhost`, `*.localhost`, `*.internal`, `*.local`, `*.home.arpa`, a name of one
  * label). Node and Deno check the addresses a name resolves to as they connect
  * (functions/webhook-fetch.ts, `isPrivateAddress`); Workers cannot resolve names, so a Workers
  * deployment whose network reaches private services by public names must filter egress itself.
  */
+
+/** The ports fetch refuses to connect to (the Fetch standard's "bad port"): every delivery to one would fail. */
+const BAD_PORTS = new Set(
+  (
+    '1 7 9 11 13 15 17 19 20 21 22 23 25 37 42 43 53 69 77 79 87 95 101 102 103 104 109 110 111 113 115 117 119 ' +
+    '123 135 137 139 143 161 179 389 427 465 512 513 514 515 526 530 531 532 540 548 554 556 563 587 601 636 ' +
+    '989 990 993 995 1719 1720 1723 2049 3659 4045 4190 5060 5061 6000 6566 6665 6666 6667 6668 6669 6679 6697 10080'
+  )
+    .split(' ')
+    .map(Number),
+);
 
 /** Why `text` is refused as a webhook URL, or null when it is taken. */
 export function webhookUrlProblem(text: string, allowPrivate: boolean): string | null {
@@ -20,6 +31,8 @@ export function webhookUrlProblem(text: string, allowPrivate: boolean): string |
   if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:'))
     return allowPrivate ? 'must be an http or https URL' : 'must be an https URL (http needs WEBHOOK_ALLOW_PRIVATE)';
   if (url.username !== '' || url.password !== '') return 'must not carry credentials';
+  if (BAD_PORTS.has(Number(url.port)))
+    return `uses port ${url.port}, which fetch refuses to connect to (a "bad port" of the Fetch standard)`;
   if (!allowPrivate && isPrivateHost(url.hostname))
     return `points at a private or loopback address (${url.hostname}); set WEBHOOK_ALLOW_PRIVATE to allow it`;
   return null;

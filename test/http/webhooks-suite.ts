@@ -53,6 +53,27 @@ export function defineWebhooksSuite(
       expect(cleared.body).not.toHaveProperty('webhook_url');
     });
 
+    it('refuses a webhook_url on a port fetch refuses (400 naming the field and the port)', async () => {
+      // The Fetch standard's "bad port" list: every delivery to one would fail, so none is taken.
+      for (const [url, port] of [
+        ['http://127.0.0.1:1/x', '1'],
+        ['https://example.com:25/hook', '25'],
+        ['https://example.com:6667/hook', '6667'],
+        ['https://example.com:10080/', '10080'],
+      ] as const) {
+        const refused = await post({}, '/v1/sessions', { webhook_url: url });
+        expect(refused.status, url).toBe(400);
+        const body = (await refused.json()) as { error: { message: string } };
+        expect(body, url).toMatchObject({ error: { code: 'invalid_request', details: { field: 'webhook_url' } } });
+        expect(body.error.message, url).toContain(`port ${port}`);
+      }
+      const id = await api.session({ webhook_url: 'https://example.com:8443/hook' });
+      const patched = await post({}, `/v1/sessions/${id}`, { webhook_url: 'https://example.com:587/' }, 'PATCH');
+      expect(patched.status).toBe(400);
+      expect(await patched.text()).toMatch(/webhook_url.*port 587/);
+      expect((await api.get(`/v1/sessions/${id}`)).body.webhook_url).toBe('https://example.com:8443/hook');
+    });
+
     it("shows a session's webhook_url to admin tokens only: it may carry the receiver's secret", async () => {
       const id = await api.session({ webhook_url: 'https://example.com/hook/k3y' });
       for (const [scopes, shown] of [

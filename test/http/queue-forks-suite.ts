@@ -46,6 +46,8 @@ export function defineQueueForksSuite(label: string, harness: HttpHarness): void
       expect(listed.status, JSON.stringify(listed.body)).toBe(200);
       expect(listed.body).toEqual({
         total: 2,
+        // The spent budget that keeps them waiting.
+        held: { reason: 'budget_exhausted', budget: 'session', limit: 'max_turns', spent: 1, value: 1 },
         queued: [
           {
             queued_turn: 'b'.repeat(64),
@@ -89,7 +91,15 @@ export function defineQueueForksSuite(label: string, harness: HttpHarness): void
       const id = await api.session({ on_busy: 'enqueue', budget: { max_turns: 0 } });
       await queue(id, 'e'.repeat(64), 'held', '2026-01-01T00:00:00.000Z');
       // The listing's pickup meets the spent budget: the input waits.
-      expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+      const held = (await api.get(`/v1/sessions/${id}/queue`)).body;
+      expect(held.total).toBe(1);
+      expect(held.held).toEqual({
+        reason: 'budget_exhausted',
+        budget: 'session',
+        limit: 'max_turns',
+        spent: 0,
+        value: 0,
+      });
       expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(0);
       const raised = await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 1 } });
       expect(raised.status, JSON.stringify(raised.body)).toBe(200);

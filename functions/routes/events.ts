@@ -11,10 +11,15 @@ import { turnParamsSchema } from '../schemas.ts';
 
 /** GET /v1/sessions/:id/turns/:turn/events: a turn's journaled events, replayed, then followed live. */
 
+/**
+ * An event's number (`after`, `Last-Event-ID`): decimal digits, a safe integer (0..Number.MAX_SAFE_INTEGER, at most
+ * 16 digits), as the facade reads `starting_after` (lib/openai/query-schemas.ts).
+ */
 const afterText = z
   .string()
-  .regex(/^[0-9]{1,15}$/, 'must be a non-negative integer of at most 15 digits')
-  .transform(Number);
+  .regex(/^[0-9]{1,16}$/, 'must be a non-negative integer of at most 16 digits')
+  .transform(Number)
+  .pipe(z.number().max(Number.MAX_SAFE_INTEGER, `must be at most ${Number.MAX_SAFE_INTEGER}`));
 
 const turnEventsRoute = createRoute({
   method: 'get',

@@ -13,6 +13,16 @@ const integerText = (name: string, negative = false) =>
     .transform(Number);
 
 /**
+ * An event's sequence_number (`starting_after` from -1, `Last-Event-ID`): `integerText` that is a safe integer
+ * (digits only, so whole: no `int()`, whose own bound would answer first), as the native events route reads its
+ * `after` (functions/routes/events.ts).
+ */
+const sequenceText = (name: string, min: number) =>
+  integerText(name, min < 0).pipe(
+    z.number().min(min).max(Number.MAX_SAFE_INTEGER, `${name} must be at most ${Number.MAX_SAFE_INTEGER}`),
+  );
+
+/**
  * `include` (extra item fields such as logprobs or image URLs): the values a create takes.
  * `message.output_text.logprobs`, which every output_text carries anyway (a listed item's `[]`:
  * the items keep no log probabilities, the response object does), and
@@ -43,8 +53,7 @@ const booleanText = z.enum(['true', 'false']).transform((value) => value === 'tr
 /** `responses.retrieve(id, {stream, starting_after})`: a background or streamed response's events, replayed. */
 export const retrieveQuerySchema = z.object({
   stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
-  starting_after: integerText('starting_after', true)
-    .pipe(z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER))
+  starting_after: sequenceText('starting_after', -1)
     .optional()
     .meta({
       param: { name: 'starting_after', in: 'query' },
@@ -62,8 +71,7 @@ export const retrieveQuerySchema = z.object({
  * 100,001: lib/openai/sse.ts), as the native events route reads it.
  */
 export const retrieveHeadersSchema = z.object({
-  'last-event-id': integerText('Last-Event-ID')
-    .pipe(z.number().int().max(Number.MAX_SAFE_INTEGER))
+  'last-event-id': sequenceText('Last-Event-ID', 0)
     .optional()
     .meta({ description: 'Send the events after this sequence_number, or after starting_after when that is later.' }),
 });

@@ -168,9 +168,22 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
       }
       expect((await readEvents(`/v1/sessions/${id}/turns/1/events?after=-1`)).status).toBe(400);
       // A whole number too long to be an event's says so, not that it is no integer.
-      const long = await api.get(`/v1/sessions/${id}/turns/1/events?after=${'9'.repeat(16)}`);
+      const long = await api.get(`/v1/sessions/${id}/turns/1/events?after=${'9'.repeat(17)}`);
       expect(long.status).toBe(400);
-      expect(long.body.error.message).toBe('query.after: must be a non-negative integer of at most 15 digits');
+      expect(long.body.error.message).toBe('query.after: must be a non-negative integer of at most 16 digits');
+      // Every safe integer is taken (as the facade's starting_after and Last-Event-ID take it), none past it.
+      const last = String(Number.MAX_SAFE_INTEGER);
+      expect((await readEvents(`/v1/sessions/${id}/turns/1/events?after=${last}`)).status).toBe(404);
+      const header = await api.get(`/v1/sessions/${id}/turns/1/events`, { 'last-event-id': last });
+      expect(header.status, JSON.stringify(header.body)).toBe(404);
+      for (const [path, headers, field] of [
+        [`?after=9007199254740992`, {}, 'query.after'],
+        ['', { 'last-event-id': '9007199254740992' }, 'header.last-event-id'],
+      ] as const) {
+        const past = await api.get(`/v1/sessions/${id}/turns/1/events${path}`, headers);
+        expect(past.status, field).toBe(400);
+        expect(past.body.error.message).toBe(`${field}: must be at most 9007199254740991`);
+      }
     });
   });
 }

@@ -32,8 +32,12 @@ describe('numbers in the facade queries', () => {
     const long = await api.get(`/v1/responses/${id}?stream=true&starting_after=${'9'.repeat(17)}`);
     expect(long.status).toBe(400);
     expect(long.body.error.message).toBe('starting_after: starting_after must be an integer of at most 16 digits');
+    // Past the safe integers, as the native events route says it of `after` (docs/API.md, "Turns").
+    const past = await api.get(`/v1/responses/${id}?stream=true&starting_after=9007199254740992`);
+    expect(past.status).toBe(400);
+    expect(past.body.error.message).toBe('starting_after: starting_after must be at most 9007199254740991');
     // Numbers it takes reach the next check (a starting_after needs stream=true).
-    for (const after of ['-1', '3']) {
+    for (const after of ['-1', '3', '9007199254740991']) {
       const retrieved = await api.get(`/v1/responses/${id}?starting_after=${after}`);
       expect(retrieved.body.error, after).toMatchObject({ message: 'starting_after is for stream=true' });
     }

@@ -81,7 +81,8 @@ const sessionFields = {
     .optional()
     .meta({
       description:
-        'Where signed turn.completed, turn.failed, turn.cancelled and session.idle events go; null: WEBHOOK_URL. ' +
+        'Where signed turn.completed, turn.failed, turn.cancelled, session.idle and session.held events go; ' +
+        'null: WEBHOOK_URL. ' +
         'https only; a private or loopback address is a 400 unless WEBHOOK_ALLOW_PRIVATE is set; ' +
         'a port fetch refuses (a "bad port") is a 400.',
     }),

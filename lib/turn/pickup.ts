@@ -9,7 +9,7 @@ import type { LogScope } from '../session/keys.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import type { QueuedInput } from '../session/queued-input.ts';
 import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
-import { idleEntry } from '../webhooks/events.ts';
+import { heldEntry, idleEntry, type WebhookEntry } from '../webhooks/events.ts';
 import { claimInput } from './background.ts';
 import { LapsedDeadTurn, refuseLapsedDead, takeOutDead } from './dead-turn.ts';
 import type { BackgroundTurn, TurnServices } from './types.ts';
@@ -40,7 +40,8 @@ export type PickedUp = 'budget_spent' | 'busy' | undefined;
  * under its key hash and hands it to a runner, whose completion takes up the next. A claim
  * that replays (its turn was stored by an earlier pickup that died before removing it) only
  * removes it; a busy session leaves the queue to the turn that holds it. At most one turn is
- * started per call. After a close (`closed`), an empty queue sends `session.idle`. An empty queue
+ * started per call. After a close (`closed`), an empty queue sends `session.idle`, and one the
+ * spent budget holds `session.held`. An empty queue
  * lowers the queue's signal (log/queue.ts) when one was read set before the listing (`signal`, or
  * the closed turn's), if it is still as read.
  */
@@ -64,7 +65,7 @@ export async function pickUp(
     if (!next) {
       // Refused: an enqueue raised it since (its entry is listed next time). Failed: it stays raised.
       if (signal) await sessions.lowerQueueSignal(scope, signal).catch(() => false);
-      if (closed) await sendIdle(services, scope, closed);
+      if (closed) await sendAfter(services, scope, closed, (url, now) => idleEntry(scope, closed.turn, url, now));
       return;
     }
     // An input queued under a generation a delete of the newest turn left (log/queue.ts).
@@ -113,6 +114,11 @@ export async function pickUp(
       // pickup takes it up), or its client withdraws it (DELETE .../queue/{queued_turn}).
       if (error instanceof BudgetExhaustedError) {
         tellWaiting(services, sessionId, entry.key_sha256);
+        // After a close, told once: `session.held` instead of `session.idle`.
+        if (closed)
+          await sendAfter(services, scope, closed, (url, now) =>
+            heldEntry(scope, closed.turn, url, now, error.details as object),
+          );
         return 'budget_spent';
       }
       // One queued again under its key since is read again: it is an input of its own.
@@ -220,11 +226,16 @@ function refused(check: () => unknown): boolean {
 /** A queued input whose key names a turn of a generation the session left (log/queue.ts). */
 class TakenBefore extends Error {}
 
-/** `session.idle` for the session's webhook, if it has one. */
-async function sendIdle(services: TurnServices, scope: LogScope, closed: ClosedBefore): Promise<void> {
+/** `session.idle` or `session.held` (`entry`) for the session's webhook, if it has one. */
+async function sendAfter(
+  services: TurnServices,
+  scope: LogScope,
+  closed: ClosedBefore,
+  entry: (url: string, now: Date) => WebhookEntry,
+): Promise<void> {
   const { webhookSink, config } = services;
   if (!webhookSink || !config.webhooks) return;
   const own = closed.webhookUrl !== undefined ? closed.webhookUrl : (await services.sessions.get(scope.id)).webhook_url;
   const url = own ?? config.webhooks.url;
-  if (url !== undefined) await webhookSink(idleEntry(scope, closed.turn, url, services.clock()));
+  if (url !== undefined) await webhookSink(entry(url, services.clock()));
 }

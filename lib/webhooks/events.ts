@@ -8,14 +8,15 @@ import type { ClosedTurn } from '../session/log/types.ts';
 
 /**
  * The webhook events (docs/API.md, "Webhooks"): `turn.completed`, `turn.failed`,
- * `turn.cancelled` once a turn's completion landed, whoever wrote it, and `session.idle` when a
- * turn closed with nothing queued behind it. Each becomes an outbox entry (its delivery state)
- * handed to the runtime's sink, durably, before the close is answered: a Queues message on
- * Workers, an object under `<KEY_PREFIX>webhooks/outbox/` on Node and Deno (lib/webhooks/outbox.ts).
+ * `turn.cancelled` once a turn's completion landed, whoever wrote it, `session.idle` when a
+ * turn closed with nothing queued behind it, and `session.held` when the spent budget held the
+ * input queued next. Each becomes an outbox entry (its delivery state) handed to the runtime's
+ * sink, durably, before the close is answered: a Queues message on Workers, an object under
+ * `<KEY_PREFIX>webhooks/outbox/` on Node and Deno (lib/webhooks/outbox.ts).
  * A payload never holds a prompt's or an answer's content.
  */
 
-export type WebhookEventType = 'turn.completed' | 'turn.failed' | 'turn.cancelled' | 'session.idle';
+export type WebhookEventType = 'turn.completed' | 'turn.failed' | 'turn.cancelled' | 'session.idle' | 'session.held';
 
 /** An event to deliver, with its delivery state (the queue message, or the outbox object). */
 export const webhookEntrySchema = z.object({
@@ -94,6 +95,15 @@ export function intentEntry(scope: LogScope, turn: number, url: string, due: str
     next_attempt_at: due,
     intent: { session_id: scope.id, generation: scope.generation, turn },
   };
+}
+
+/** `session.held` after turn `turn` closed and the spent budget refused the input queued next (`held`: its 402's). */
+export function heldEntry(scope: LogScope, turn: number, url: string, now: Date, held: object): WebhookEntry {
+  return webhookEntry(scope, `held/${turn}`, url, 'session.held', now, {
+    session_id: scope.id,
+    turn,
+    held: { reason: 'budget_exhausted', ...held },
+  });
 }
 
 /** `session.idle` after turn `turn` closed and no input was queued behind it. */

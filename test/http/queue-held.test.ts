@@ -2,19 +2,30 @@ import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import type { WebhookEntry } from '../../lib/webhooks/events.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { WEBHOOK_SECRET } from '../support/webhook-receiver.ts';
 import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
 // A queue the session's spent budget holds (docs/API.md, "Busy sessions"): GET .../queue says so
 // in `held`, with the details of the 402 budget_exhausted its pickup met.
 
-const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
+const environment = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  DEFAULT_MODEL: 'echo',
+  WEBHOOK_SECRET,
+  WEBHOOK_URL: 'https://example.com/hook',
+};
 
 function setup() {
   const store = new MemoryStore();
   const sent: BackgroundTurn[] = [];
   const tasks: Promise<unknown>[] = [];
+  // The webhook events, as a queue takes them.
+  const events: WebhookEntry[] = [];
   const options: AppOptions = {
+    queueWebhook: () => async (entry) => void events.push(entry),
     store: () => store,
     readEnvironment: (c) => c.env ?? environment,
     afterResponse: (task) => void tasks.push(task),
@@ -31,12 +42,13 @@ function setup() {
       await drain();
     }
   };
-  return { api, sent, drain, runAll };
+  const sentEvents = () => events.map((entry) => JSON.parse(entry.body) as { type: string; data: unknown });
+  return { api, sent, drain, runAll, sentEvents };
 }
 
 describe('GET /v1/sessions/{id}/queue of a queue the budget holds', () => {
   it('names the budget that holds it, and no longer once a PATCH raises the budget', async () => {
-    const { api, sent, drain, runAll } = setup();
+    const { api, sent, drain, runAll, sentEvents } = setup();
     const id = await api.session({ on_busy: 'enqueue' });
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
@@ -58,6 +70,11 @@ describe('GET /v1/sessions/{id}/queue of a queue the budget holds', () => {
     expect(refused.status, JSON.stringify(refused.body)).toBe(402);
     expect(held.body.held).toEqual({ reason: refused.body.error.code, ...refused.body.error.details });
     expect(held.body.held).toMatchObject({ reason: 'budget_exhausted', budget: 'session', limit: 'max_turns' });
+    // Turn 1's close found the queue held: told once, by `session.held` (no `session.idle`).
+    const told = sentEvents().filter((event) => event.type.startsWith('session.'));
+    expect(told).toEqual([
+      { type: 'session.held', timestamp: expect.any(String), data: { session_id: id, turn: 1, held: held.body.held } },
+    ]);
     // A raise lets its pickup take the input up: nothing holds the queue.
     expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 5 } })).status).toBe(200);
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.held).toBeUndefined();
@@ -65,6 +82,11 @@ describe('GET /v1/sessions/{id}/queue of a queue the budget holds', () => {
     await runAll();
     expect(sent).toHaveLength(2);
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+    expect(
+      sentEvents()
+        .filter((event) => event.type.startsWith('session.'))
+        .map((event) => event.type),
+    ).toEqual(['session.held', 'session.idle']);
   });
 
   it('says nothing of a budget with room, nor of an empty queue under a spent one', async () => {

@@ -229,7 +229,8 @@ function blobRef(
       ...named(name),
       accepted,
     });
-  if (declared && declared !== mediaType)
+  // `image/jpg` and `image/pjpeg` are common names of JPEG that agree with its bytes.
+  if (declared && declared !== mediaType && !(mediaType === 'image/jpeg' && /^image\/p?jpe?g$/.test(declared)))
     throw new InvalidRequestError(`${name}: declared ${declared} but the bytes are ${mediaType}`, named(name));
   const sha256 = sha256Hex(bytes);
   blobs.set(sha256, { bytes, mediaType });

@@ -111,6 +111,23 @@ describe('SessionLog.storeAttachments', () => {
     expect(await log.readBlob('s1', sha256)).toEqual(bytes);
   });
 
+  it('takes the common aliases image/jpg and image/pjpeg for JPEG bytes, stored as image/jpeg', async () => {
+    const { log } = world();
+    await log.create({ id: 's1' });
+    for (const declared of ['image/jpg', 'image/pjpeg', 'image/JPG']) {
+      const part = { type: 'input_image' as const, image_url: dataUrl(declared, jpegBytes(640, 480)) };
+      const [item] = await log.storeAttachments('s1', [{ type: 'message', role: 'user', content: [part] }]);
+      expect(item, declared).toMatchObject({
+        content: [{ type: 'input_image', media_type: 'image/jpeg', width: 640, height: 480 }],
+      });
+    }
+    const png = { type: 'input_image' as const, image_url: dataUrl('image/jpg', pngBytes(2, 2)) };
+    const refused = log.storeAttachments('s1', [{ type: 'message', role: 'user', content: [png] }]);
+    await expect(refused).rejects.toMatchObject({
+      message: 'items[0].content[0]: declared image/jpg but the bytes are image/png',
+    });
+  });
+
   it('keeps https URLs as given and costs no storage call without inline payloads', async () => {
     const { store, log } = world();
     await log.create({ id: 's1' });

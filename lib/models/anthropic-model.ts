@@ -24,6 +24,12 @@ export interface AnthropicModelSettings {
 export const ANTHROPIC_MAX_IMAGE_SIDE = 8000;
 
 /**
+ * The most bytes of an image the Messages API takes: it refuses a request holding one whose
+ * base64 is over 5 MiB ("image exceeds 5 MB maximum: 5242884 bytes > 5242880 bytes").
+ */
+export const ANTHROPIC_MAX_IMAGE_BYTES = (5 * 1024 * 1024 * 3) / 4;
+
+/**
  * The Messages API holds every image of a request with more than 20 to 2000 pixels a side ("At
  * least one of the image dimensions exceed max allowed size for many-image requests: 2000
  * pixels"), and takes at most 100 images in a request (its vision guide's limit).
@@ -51,6 +57,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     fileUrls: true,
     thinkingNeedsItsBlocks: true,
     maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
+    maxImageBytes: ANTHROPIC_MAX_IMAGE_BYTES,
     manyImages: ANTHROPIC_MANY_IMAGES,
     id: settings.id,
     // Built for each call, with the fetch that notes what its requests came to.

@@ -39,6 +39,8 @@ export interface ConvertToModelMessagesOptions {
   imageBytesOnly?: boolean;
   /** The longest image side the provider takes (`Model.maxImageSide`); a larger image goes as a text placeholder. */
   maxImageSide?: number;
+  /** The most bytes of an image the provider takes (`Model.maxImageBytes`); a larger one goes as a text placeholder. */
+  maxImageBytes?: number;
   /** Whether the provider takes no image or file at all (`Model.textOnly`): each goes as a text placeholder. */
   textOnly?: boolean;
   /** The longest image side in a request with many images (`Model.manyImages`, `promptMedia`). */
@@ -127,16 +129,21 @@ export function convertToModelMessages(
       imageBytesOnly: options.imageBytesOnly ?? false,
       textOnly: options.textOnly ?? false,
       ...(options.maxImageSide !== undefined ? { maxImageSide: options.maxImageSide } : {}),
+      ...(options.maxImageBytes !== undefined ? { maxImageBytes: options.maxImageBytes } : {}),
     },
     options.manyImages,
     items,
     (index) => outputCall.has(index),
   );
-  const { maxImageSide } = media;
+  const { maxImageSide, maxImageBytes } = media;
+  const limits = {
+    ...(maxImageSide !== undefined ? { maxImageSide } : {}),
+    ...(maxImageBytes ? { maxImageBytes } : {}),
+  };
   const userMedia: UserMedia = {
     fileUrls: options.fileUrls ?? true,
     imageBytesOnly: options.imageBytesOnly ?? false,
-    ...(maxImageSide !== undefined ? { maxImageSide } : {}),
+    ...limits,
     ...(options.textOnly ? { textOnly: true } : {}),
   };
   // In a request with many images, which of an item's go as text is the prompt's (`promptMedia`).
@@ -250,7 +257,7 @@ export function convertToModelMessages(
       toolMedia.push(...after.parts);
     } else {
       const takesMedia = options.toolResultMedia !== false && !options.textOnly;
-      output = toolResultOutput(item.output, item.seq, takesMedia, maxImageSide, mediaAt(item, index).asText);
+      output = toolResultOutput(item.output, item.seq, takesMedia, limits, mediaAt(item, index).asText);
     }
     const result: ToolResultPart = {
       type: 'tool-result',

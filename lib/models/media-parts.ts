@@ -33,22 +33,32 @@ export interface UserMedia {
   imageBytesOnly: boolean;
   /** The longest image side the provider takes (`Model.maxImageSide`): a larger image as its description. */
   maxImageSide?: number;
+  /** The most bytes of an image the provider takes (`Model.maxImageBytes`): a larger one as its description. */
+  maxImageBytes?: number;
   /** No image or file at all (`Model.textOnly`): each as its description. */
   textOnly?: boolean;
   /** The parts that go as their description whatever the rules above (`sentAsText` of a prompt's media). */
   asText?: (part: InputImagePart | InputFilePart) => boolean;
 }
 
-/** Whether `part` is an image whose known width or height is over `maxImageSide` (`Model.maxImageSide`). */
-export function overMaxImageSide(part: ContentPart, maxImageSide: number | undefined): boolean {
-  if (part.type !== 'input_image' || maxImageSide === undefined) return false;
+/** The image limits of a provider (`Model.maxImageSide`, `Model.maxImageBytes`). */
+export type ImageLimits = Pick<Model, 'maxImageSide' | 'maxImageBytes'>;
+
+/**
+ * Whether `part` is an image whose known width or height is over `maxImageSide`, or whose
+ * stored bytes are over `maxImageBytes`.
+ */
+export function overImageLimits(part: ContentPart, { maxImageSide, maxImageBytes }: ImageLimits = {}): boolean {
+  if (part.type !== 'input_image') return false;
+  if (maxImageBytes !== undefined && (part.bytes ?? 0) > maxImageBytes) return true;
+  if (maxImageSide === undefined) return false;
   return (part.width ?? 0) > maxImageSide || (part.height ?? 0) > maxImageSide;
 }
 
 /** What a model takes as images and files, as such: the fields of `Model` that say it. */
 export type MediaSupport = Pick<
   Model,
-  'toolResultMedia' | 'fileUrls' | 'imageBytesOnly' | 'maxImageSide' | 'assistantMedia' | 'textOnly'
+  'toolResultMedia' | 'fileUrls' | 'imageBytesOnly' | 'maxImageSide' | 'maxImageBytes' | 'assistantMedia' | 'textOnly'
 >;
 
 /** The media support of `model`, its fields alone. */
@@ -60,6 +70,7 @@ export function mediaSupport(model: MediaSupport): MediaSupport {
     assistantMedia: model.assistantMedia === true,
     textOnly: model.textOnly === true,
     ...(model.maxImageSide !== undefined ? { maxImageSide: model.maxImageSide } : {}),
+    ...(model.maxImageBytes !== undefined ? { maxImageBytes: model.maxImageBytes } : {}),
   };
 }
 
@@ -99,7 +110,7 @@ export function sentAsText(
   if (item.type === 'message' && item.role !== 'user' && !media.assistantMedia) return () => true;
   if (item.type === 'function_call_output' && !media.toolResultMedia && toolResult()) return () => true;
   const byRule = (part: InputImagePart | InputFilePart) =>
-    overMaxImageSide(part, media.maxImageSide) ||
+    overImageLimits(part, media) ||
     (media.sizeKnown === true &&
       part.type === 'input_image' &&
       (part.width === undefined || part.height === undefined)) ||
@@ -231,7 +242,7 @@ export function userPart(part: ContentPart, seq: number | undefined, media: User
   if (
     !source ||
     media.textOnly ||
-    overMaxImageSide(part, media.maxImageSide) ||
+    overImageLimits(part, media) ||
     media.asText?.(part) ||
     (source instanceof URL && part.type === 'input_file' && !media.fileUrls) ||
     (media.imageBytesOnly && (part.type === 'input_file' || source instanceof URL))
@@ -252,14 +263,14 @@ export function userPart(part: ContentPart, seq: number | undefined, media: User
  * A tool result's output (of the item numbered `seq`): a string as text; parts as `content` with
  * media inline when `media` (the provider takes images and files in tool results), without
  * blank text parts, else one text, `placeholderText` (also when every part is blank text). An
- * image over `maxImageSide`, or one `asText` says (`sentAsText` of the prompt's media), goes as
+ * image over `limits` (`overImageLimits`), or one `asText` says (`sentAsText` of the prompt's media), goes as
  * `partText` too.
  */
 export function toolResultOutput(
   content: Content,
   seq: number | undefined,
   media: boolean,
-  maxImageSide?: number,
+  limits?: ImageLimits,
   asText?: (part: InputImagePart | InputFilePart) => boolean,
 ): ToolResultPart['output'] {
   if (typeof content === 'string') return { type: 'text', value: content };
@@ -268,7 +279,7 @@ export function toolResultOutput(
   if (!media || parts.length === 0) return { type: 'text', value: placeholderText(content, seq) };
   const value = parts.map((part) => {
     const source =
-      part.type === 'input_text' || overMaxImageSide(part, maxImageSide) || asText?.(part) ? undefined : sourceOf(part);
+      part.type === 'input_text' || overImageLimits(part, limits) || asText?.(part) ? undefined : sourceOf(part);
     if (part.type === 'input_text' || !source) return { type: 'text' as const, text: partText(part, seq) };
     const data =
       source instanceof URL

@@ -167,6 +167,11 @@ export interface Model {
    */
   readonly maxImageSide?: number;
   /**
+   * The most bytes of an image the provider takes (Anthropic refuses a request holding one whose
+   * base64 is over 5 MiB). A larger image goes as a text placeholder, as one over `maxImageSide`.
+   */
+  readonly maxImageBytes?: number;
+  /**
    * The longest image side the provider takes in a request holding more than `over` images
    * (Anthropic: over 20, 2000 pixels, "max allowed size for many-image requests"): in such a
    * request each larger image goes as a text placeholder too, counted in `media_as_text`

@@ -56,6 +56,8 @@ export interface SdkModelOptions {
   imageBytesOnly?: boolean;
   /** The longest image side the provider takes (Anthropic; `Model.maxImageSide`). */
   maxImageSide?: number;
+  /** The most bytes of an image the provider takes (Anthropic; `Model.maxImageBytes`). */
+  maxImageBytes?: number;
   /** Whether the provider takes no image or file at all (`Model.textOnly`). */
   textOnly?: boolean;
   /** The longest image side in a request with many images (Anthropic; `Model.manyImages`). */
@@ -119,6 +121,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       fileUrls: options.fileUrls ?? false,
       imageBytesOnly: options.imageBytesOnly ?? false,
       ...optional('maxImageSide', options.maxImageSide),
+      ...optional('maxImageBytes', options.maxImageBytes),
       ...(options.textOnly ? { textOnly: true } : {}),
       ...optional('manyImages', options.manyImages),
     });
@@ -163,6 +166,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     fileUrls: options.fileUrls ?? false,
     imageBytesOnly: options.imageBytesOnly ?? false,
     ...optional('maxImageSide', options.maxImageSide),
+    ...optional('maxImageBytes', options.maxImageBytes),
     ...(options.textOnly ? { textOnly: true } : {}),
     ...optional('manyImages', options.manyImages),
     ...(options.allowedTools ? { allowsTools: true } : {}),

@@ -83,7 +83,8 @@ function countKey(counter: TokenCounter, asUser: boolean): string {
   const support = media
     ? (media.toolResultMedia === 'after' ? 'a' : Number(media.toolResultMedia)) +
       [media.fileUrls, media.imageBytesOnly, media.assistantMedia, media.textOnly].map(Number).join('') +
-      (media.maxImageSide ?? '')
+      (media.maxImageSide ?? '') +
+      (media.maxImageBytes ? ` ${media.maxImageBytes}` : '')
     : '';
   return `${counter.images ?? 'anthropic'} ${support}${asUser ? ' user' : ''}`;
 }

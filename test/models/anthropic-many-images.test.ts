@@ -268,3 +268,22 @@ describe('anthropic: an image of unknown size (an https URL)', () => {
     expect(blocks.at(-1).source).toEqual({ type: 'url', url: 'https://example.com/shot-1.png' });
   });
 });
+
+describe('anthropic: an image over 5 MiB once in base64', () => {
+  // The Messages API refuses a request holding one ("image exceeds 5 MB maximum: 5242884 bytes >
+  // 5242880 bytes"), measured on the base64 it is sent as: 3 MiB and 3/4 of its bytes at most.
+  const sized = (bytes: number, n: number): ContentPart => ({ ...image(1280, 800, n), bytes }) as ContentPart;
+
+  it('goes as a text placeholder, in a message and in a tool result, and one at the limit as an image', async () => {
+    const prompt: PromptItem[] = [
+      { type: 'message', role: 'user', content: [sized(3_932_161, 1), sized(3_932_160, 2)], seq: 1 },
+      { type: 'function_call', call_id: 'toolu_a', name: 'screenshot', arguments: '{}', seq: 2 },
+      { type: 'function_call_output', call_id: 'toolu_a', output: [sized(4_500_000, 3)], seq: 3 },
+    ];
+    const body = await sentBody(prompt);
+    expect(imageBlocks(body)).toHaveLength(1);
+    const sent = JSON.stringify(body);
+    expect(sent).toContain('[image omitted: image/png 1280x800, 3840 KB, item 1]');
+    expect(sent).toContain('[image omitted: image/png 1280x800, 4395 KB, item 3]');
+  });
+});

@@ -160,6 +160,38 @@ describe("the inspector's costs and budgets", () => {
     await readerPage.context().close();
   });
 
+  it('a queue the spent budget holds says so, and runs once the budget is raised', { timeout: 60_000 }, async () => {
+    await sessionWithTurns('held', 2, { on_busy: 'enqueue', budget: { max_turns: 50 } });
+    // A turn on the fake model runs on, and an input queues behind it.
+    const running = await call('POST', '/v1/sessions/held/turns', {
+      input: 'hold on',
+      model: 'openai-compatible:fake',
+      background: true,
+    });
+    const queued = await call('POST', '/v1/sessions/held/turns', { input: 'after the budget' });
+    // Another client lowers the budget to what the session spent, then the running turn ends.
+    await call('PATCH', '/v1/sessions/held', { budget: { max_turns: 2 } });
+    await call('POST', `/v1/sessions/held/turns/${running.turn}/cancel`);
+    const listing = await call('GET', '/v1/sessions/held/queue');
+    expect(listing.total).toBe(1);
+    expect(listing.held).toMatchObject({ reason: 'budget_exhausted', limit: 'max_turns', value: 2 });
+    const page = await open('#/s/held');
+    const held = page.locator('#queue-held');
+    await expect.poll(() => held.count()).toBe(1);
+    await expect
+      .poll(() => held.textContent())
+      .toBe(
+        `Held: the session's budget is spent (turns ${listing.held.spent} / 2); ` +
+          'raise or lift it to run these inputs',
+      );
+    expect(await page.locator(`#queue-list li[data-queued-turn="${queued.queued_turn}"]`).count()).toBe(1);
+    // Raised, the input runs: the queue empties and no longer reads held.
+    await call('PATCH', '/v1/sessions/held', { budget: { max_turns: listing.held.spent + 1 } });
+    await expect.poll(() => page.locator('#queue-empty').textContent(), { timeout: 15_000 }).toBe('Nothing queued.');
+    expect(await held.textContent()).toBe('');
+    await page.context().close();
+  });
+
   it('a queued input is withdrawn from its row', { timeout: 60_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'queued', model: 'openai-compatible:fake', on_busy: 'enqueue' });
     const running = await call('POST', '/v1/sessions/queued/turns', { input: 'hold on', background: true });

@@ -20,23 +20,39 @@ const before = new Map<string, Budget | null>();
 /** The budget and usage last drawn: a poll bringing the same draws nothing (a confirm stays open). */
 let drawn = '';
 
+/** A limit of a budget against what was spent: `turns 2 / 3`, `$0.41 / $1.00`, `tokens 1200 / 5000`. */
+function limitText(limit: string, spent: number, max: number): string {
+  if (limit === 'max_cost_usd') return `${costText(spent)} / ${costText(max)}`;
+  return `${limit === 'max_turns' ? 'turns' : 'tokens'} ${spent} / ${max}`;
+}
+
 /** Each limit of `budget` against what `usage` spent, and whether one is reached. */
 export function budgetText(budget: Budget | null, usage: any): { text: string; reached: boolean } {
   if (!budget || Object.keys(budget).length === 0) return { text: 'No budget.', reached: false };
   const parts: string[] = [];
   let reached = false;
-  const limit = (label: string, spent: number, max: number | undefined, text: (value: number) => string = String) => {
+  const limit = (name: keyof Budget, spent: number) => {
+    const max = budget[name];
     if (max === undefined) return;
-    parts.push(`${label}${text(spent)} / ${text(max)}`);
+    parts.push(limitText(name, spent, max));
     reached ||= spent >= max;
   };
-  limit('turns ', usage?.turns ?? 0, budget.max_turns);
+  limit('max_turns', usage?.turns ?? 0);
   // The cost limit counts priced turns only (docs/API.md, "budget").
-  limit('', usage?.priced_cost_usd ?? 0, budget.max_cost_usd, costText);
-  limit('tokens ', usage?.total_tokens ?? 0, budget.max_total_tokens);
+  limit('max_cost_usd', usage?.priced_cost_usd ?? 0);
+  limit('max_total_tokens', usage?.total_tokens ?? 0);
   if (reached)
     parts.push(`${budget.max_turns === 0 ? 'stopped' : 'spent'}: the next turn is refused, queued inputs wait`);
   return { text: `Budget: ${parts.join(' · ')}`, reached };
+}
+
+/**
+ * What the `held` of a queue listing says: the spent session budget its inputs wait behind
+ * (the 402 `budget_exhausted` the next turn meets), and that raising or lifting it runs them.
+ */
+export function heldText(held: { limit: string; spent: number; value: number }): string {
+  const spent = limitText(held.limit, held.spent, held.value);
+  return `Held: the session's budget is spent (${spent}); raise or lift it to run these inputs`;
 }
 
 /** Draws the budget line and its buttons for `session` (read or polled); unchanged, nothing. */

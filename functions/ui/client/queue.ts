@@ -2,9 +2,11 @@
  * The inputs queued behind a running turn (`on_busy: enqueue`, GET .../queue), oldest first.
  * Read when the session opens and whenever a turn it follows ends; while some are listed, read
  * again every 2 seconds until a turn took each up (it then shows as that turn). Each has a Withdraw
- * button (`DELETE .../queue/{queued_turn}`, `session:turn`): its turn never runs.
+ * button (`DELETE .../queue/{queued_turn}`, `session:turn`): its turn never runs. While the
+ * session's spent budget holds them (the listing's `held`), a line above them says so.
  */
 import { api, sessionPath } from './api.ts';
+import { heldText } from './budget.ts';
 import { $, el } from './dom.ts';
 import { counted } from './format.ts';
 import { may } from './token.ts';
@@ -41,6 +43,7 @@ export async function refreshQueue(id: string): Promise<void> {
       ),
     ),
   );
+  $('queue-held').textContent = page.held ? heldText(page.held) : '';
   const more = page.total - page.queued.length;
   $('queue-empty').textContent = page.total === 0 ? 'Nothing queued.' : more > 0 ? `and ${more} more` : '';
   if (page.total === 0) return;

@@ -21,6 +21,7 @@ const FILLED = [
   'session-forks',
   'timeline',
   'timeline-more',
+  'queue-held',
   'queue-list',
   'queue-empty',
   'queue-status',

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { recordsListPrefix } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import type { WebhookEntry } from '../../lib/webhooks/events.ts';
@@ -43,7 +44,7 @@ function setup() {
     }
   };
   const sentEvents = () => events.map((entry) => JSON.parse(entry.body) as { type: string; data: unknown });
-  return { api, sent, drain, runAll, sentEvents };
+  return { api, store, sent, drain, runAll, sentEvents };
 }
 
 describe('GET /v1/sessions/{id}/queue of a queue the budget holds', () => {
@@ -96,5 +97,28 @@ describe('GET /v1/sessions/{id}/queue of a queue the budget holds', () => {
     await drain();
     await runAll();
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+  });
+});
+
+describe('GET /v1/sessions/{id}/queue when the usage behind held cannot be read', () => {
+  it('lists the inputs without held rather than failing', async () => {
+    const { api, store, drain, runAll } = setup();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 0 } })).status).toBe(200);
+    await drain();
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.held).toMatchObject({ limit: 'max_turns' });
+    // The newest record turns unreadable: the queue is read as before, only whether the budget holds it is unknown.
+    const records = (await store.list(recordsListPrefix('', id))).objects.filter((object) => /\d$/.test(object.key));
+    expect(records.length).toBeGreaterThan(0);
+    for (const { key } of records) await store.put(key, new TextEncoder().encode('{"not a record'));
+    const listed = await api.get(`/v1/sessions/${id}/queue`);
+    expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+    expect(listed.body.total).toBe(1);
+    expect(listed.body.queued.map((row: any) => row.queued_turn)).toEqual([queued.body.queued_turn]);
+    expect(listed.body.held).toBeUndefined();
   });
 });

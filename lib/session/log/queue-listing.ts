@@ -51,7 +51,8 @@ export interface QueueHeld {
  * (a listing that found any runs a pickup, which deletes a stale one: lib/turn/busy.ts listQueue).
  * `held`, when inputs wait and the session's budget refuses its next turn (as its pickup's claim
  * judges it): read, only for a session with a budget, with its newest record and the charges it
- * names (as SessionLog.get reads its `usage`), alongside the entries.
+ * names (as SessionLog.get reads its `usage`), alongside the entries; left out, logged, when that
+ * read fails.
  */
 export async function queuedInputs(
   log: LogContext,
@@ -63,8 +64,14 @@ export async function queuedInputs(
   const entries = await listQueued(log, scope);
   // A withdraw's tombstone (listed empty) is no input: neither read nor given a position.
   const inputs = entries.filter((entry) => !entry.withdrawn);
-  const held = config.budget && inputs.length > 0 ? heldBy(log, config) : undefined;
-  held?.catch(() => undefined);
+  // Unread (a store failing, a record unreadable): the listing goes on without `held`, logged.
+  const held =
+    config.budget && inputs.length > 0
+      ? heldBy(log, config).catch((error: unknown) => {
+          log.log(`tailgate: session ${id}: whether its budget holds its queue could not be read`, error);
+          return undefined;
+        })
+      : undefined;
   // The session's newest record, read once for every marked entry that needs it (takenUp).
   let newest: Promise<string | undefined> | undefined;
   const newestKey = () => (newest ??= newestKeyHash(log, scope));

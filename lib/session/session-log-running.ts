@@ -19,7 +19,7 @@ import {
   type NewQueuedInput,
   type QueuedEntry,
 } from './log/queue.ts';
-import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
+import { type QueueHeld, queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { takenUp } from './log/queue-taking.ts';
 import { markTaking, withdrawing, withdrawQueued } from './log/queue-withdraw.ts';
 import { markedQueues, markIfQueued, markQueue, unmarkIfEmpty, unmarkWhileSpent } from './log/queue-markers.ts';
@@ -85,7 +85,10 @@ export class SessionLogRunning extends SessionLogBase {
   }
 
   /** GET /v1/sessions/{id}/queue: the first `limit` queued inputs, previewed (log/queue-listing.ts). */
-  async listQueuedInputs(id: string, limit: number): Promise<{ queued: QueuedRow[]; total: number; listed: number }> {
+  async listQueuedInputs(
+    id: string,
+    limit: number,
+  ): Promise<{ queued: QueuedRow[]; total: number; listed: number; held?: QueueHeld }> {
     return queuedInputs(this.log, id, limit);
   }
 

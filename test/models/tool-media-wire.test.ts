@@ -207,7 +207,8 @@ describe('a prompt whose tool outputs hold no image, on Chat Completions', () =>
 const BEFORE = [
   String.raw`[{"role":"system","content":"Operate the browser."},{"role":"user","content":[{"type":"text","te`,
   String.raw`xt":"Book a table"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAA`,
-  String.raw`ANSUhEUgAAAEAAAAAwCAYAAAAAAAAAAQEBAQEBAQE="}}]},{"role":"assistant","content":null,"tool_calls":`,
+  String.raw`ANSUhEUgAAAEAAAAAwCAYAAAAAAAAAAQEBAQEBAQEAAAAASUVORK5CYII="}}]},`,
+  String.raw`{"role":"assistant","content":null,"tool_calls":`,
   String.raw`[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}},{"id":"cal`,
   String.raw`l_2","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","too`,
   String.raw`l_call_id":"call_1","content":"opened"},{"role":"tool","tool_call_id":"call_2","content":"scroll`,
@@ -217,5 +218,5 @@ const BEFORE = [
   String.raw`was recorded for this tool call]"},{"role":"user","content":"wait"},{"role":"user","content":[{"`,
   String.raw`type":"text","text":"Output of tool call call_3:"},{"type":"text","text":"late"},{"type":"image_`,
   String.raw`url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAEAAAAAwCAYAAAAAAAAAAgICA`,
-  String.raw`gICAgICAgICAgICAg=="}}]}]`,
+  String.raw`gICAgICAgICAgICAgAAAABJRU5ErkJggg=="}}]}]`,
 ].join('');

@@ -1,8 +1,8 @@
 import { encodeBase64 } from '../../lib/media.ts';
 
 /**
- * Image and file bytes for tests: the headers that lib/media.ts reads (magic number, size),
- * padded with `padding` bytes so a test can choose the size.
+ * Image and file bytes for tests: the headers that lib/media.ts reads (magic number, size) and
+ * the end it checks, padded with `padding` bytes so a test can choose the size.
  */
 
 function concat(...parts: number[][]): Uint8Array {
@@ -12,11 +12,17 @@ function concat(...parts: number[][]): Uint8Array {
 const u32 = (value: number) => [(value >>> 24) & 255, (value >>> 16) & 255, (value >>> 8) & 255, value & 255];
 const u16 = (value: number) => [(value >>> 8) & 255, value & 255];
 
-/** A PNG signature and IHDR chunk of `width` x `height`, then `padding` bytes of `fill`. */
+/** The IEND chunk that ends every PNG: no data, then its CRC. */
+export const PNG_IEND = [0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82];
+
+/**
+ * A PNG signature and IHDR chunk of `width` x `height`, then `padding` bytes of `fill`, then
+ * the IEND chunk, so the file runs to its end as lib/media.ts checks it.
+ */
 export function pngBytes(width: number, height: number, padding = 0, fill = 0): Uint8Array {
   const signature = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
   const ihdr = [...u32(13), ...[0x49, 0x48, 0x44, 0x52], ...u32(width), ...u32(height), 8, 6, 0, 0, 0, ...u32(0)];
-  return concat(signature, ihdr, new Array<number>(padding).fill(fill));
+  return concat(signature, ihdr, new Array<number>(padding).fill(fill), PNG_IEND);
 }
 
 /** A JPEG with an APP0 segment, then a SOF0 frame of `width` x `height`. */

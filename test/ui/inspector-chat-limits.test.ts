@@ -1,3 +1,4 @@
+import { crc32 } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -37,8 +38,15 @@ const DOT = Buffer.from(
   'base64',
 );
 
-/** A PNG of `bytes` bytes: the 1x1 one, then zeros after its end (the API reads its header only). */
-const pngOf = (bytes: number) => Buffer.concat([DOT, Buffer.alloc(bytes - DOT.length)]);
+/** A whole PNG of `bytes` bytes: the 1x1 one with a private chunk of zeros before its IEND chunk. */
+function pngOf(bytes: number): Buffer {
+  const padding = Buffer.concat([Buffer.from('paDd'), Buffer.alloc(bytes - DOT.length - 12)]);
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(padding.length - 4);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(padding));
+  return Buffer.concat([DOT.subarray(0, -12), length, padding, crc, DOT.subarray(-12)]);
+}
 
 /** Session `id`'s view, in a tab of its own holding the token, with the turns it posts counted. */
 async function open(id: string): Promise<{ page: Page; posted: () => number }> {

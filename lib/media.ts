@@ -23,6 +23,30 @@ export function sniffMediaType(bytes: Uint8Array): string | undefined {
 }
 
 /**
+ * Whether an image of `type` runs to its end, read without decoding it (a file cut short is
+ * refused by the providers): a PNG's IHDR chunk right after its signature and IEND chunk last,
+ * a JPEG's EOI marker (ff d9) in its last 32 bytes (some encoders write bytes after it), a GIF's
+ * trailer (0x3b) last, a WebP's RIFF size and 8 its length (and one padding byte when odd).
+ */
+export function isWholeImage(bytes: Uint8Array, type: string): boolean {
+  const end = bytes.length;
+  if (type === 'image/png')
+    return startsWith(bytes, [0, 0, 0, 13, ...ascii('IHDR')], 8) && startsWith(bytes, PNG_END, end - 12);
+  if (type === 'image/jpeg') {
+    for (let at = Math.max(2, end - 32); at < end - 1; at++)
+      if (bytes[at] === 0xff && bytes[at + 1] === 0xd9) return true;
+    return false;
+  }
+  if (type === 'image/gif') return bytes[end - 1] === 0x3b;
+  if (type !== 'image/webp') return true;
+  const size = end < 8 ? 0 : new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true) + 8;
+  return end === size || (end === size + 1 && size % 2 === 1);
+}
+
+/** A PNG's IEND chunk: no data, then its CRC. */
+const PNG_END = [0, 0, 0, 0, ...ascii('IEND'), 0xae, 0x42, 0x60, 0x82];
+
+/**
  * Width and height from a PNG (IHDR), GIF (logical screen), JPEG (first SOFn marker) or WebP
  * (`webpSize`) header, or undefined when the header does not say.
  */

@@ -8,6 +8,7 @@ import {
   FILE_MEDIA_TYPES,
   IMAGE_MEDIA_TYPES,
   imageSize,
+  isWholeImage,
   parseDataUrl,
   sniffMediaType as sniff,
 } from '../media.ts';
@@ -232,6 +233,8 @@ function blobRef(
   // `image/jpg` and `image/pjpeg` are common names of JPEG that agree with its bytes.
   if (declared && declared !== mediaType && !(mediaType === 'image/jpeg' && /^image\/p?jpe?g$/.test(declared)))
     throw new InvalidRequestError(`${name}: declared ${declared} but the bytes are ${mediaType}`, named(name));
+  if (!isWholeImage(bytes, mediaType))
+    throw new InvalidRequestError(`${name}: the bytes are not a whole ${mediaType} (cut short?)`, named(name));
   const sha256 = sha256Hex(bytes);
   blobs.set(sha256, { bytes, mediaType });
   return { blob: sha256, media_type: mediaType, bytes: bytes.length, ...imageSize(bytes) };

@@ -433,6 +433,38 @@ describe('images over HTTP', () => {
     expect(turn.status, JSON.stringify(turn.body)).toBe(200);
   });
 
+  it('refuses a screenshot cut short with 400 on every route', async () => {
+    const { json } = await withProvider('anthropic-message-text.json');
+    await json('POST', '/v1/sessions', { id: 'cut', model: 'anthropic:claude-sonnet-4-5' });
+    const whole = dataUrl('image/png', pngBytes(64, 48, 100));
+    // A client that cut the base64 short: the PNG stops before its IEND chunk.
+    const image = { type: 'input_image', image_url: whole.slice(0, -40) };
+    const message = { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image] };
+    const refusals = {
+      appended: await json('POST', '/v1/sessions/cut/items', { items: [message] }),
+      output: await json('POST', '/v1/sessions/cut/items', {
+        items: [{ type: 'function_call_output', call_id: 'c1', output: [image] }],
+      }),
+      turn: await json('POST', '/v1/sessions/cut/turns', { input: [message] }),
+      response: await json('POST', '/v1/responses', { model: 'echo', input: [message] }),
+      unstored: await json('POST', '/v1/responses', { model: 'echo', store: false, input: [message] }),
+      chat: await json('POST', '/v1/chat/completions', {
+        model: 'echo',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image.image_url } }] }],
+      }),
+    };
+    for (const [route, refused] of Object.entries(refusals))
+      expect({ route, status: refused.status }).toEqual({ route, status: 400 });
+    expect(refusals.turn.body.error).toMatchObject({
+      code: 'invalid_request',
+      message: 'input[0].content[1]: the bytes are not a whole image/png (cut short?)',
+      details: { part: 'input[0].content[1]', field: 'input.0.content.1' },
+    });
+    expect((await json('GET', '/v1/sessions/cut/items')).body.items).toEqual([]);
+    const turn = await json('POST', '/v1/sessions/cut/turns', { input: 'and?' });
+    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+  });
+
   it('exports images as data: URLs and an import stores them again under the new session', async () => {
     const { call, json, blobKeys } = setup();
     await json('POST', '/v1/sessions', { id: 'original' });

@@ -6,7 +6,7 @@ import { imageSize, sniffMediaType } from '../../lib/media.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { dataUrl, jpegBytes, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
+import { dataUrl, jpegBytes, PNG_IEND, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 const LIMITS = { maxImageBytes: 4096, maxFileBytes: 4096 };
@@ -73,6 +73,81 @@ describe('mediaParts', () => {
       expect(parts).toBe(none[0]);
       expect(Object.isFrozen(parts)).toBe(true);
     }
+  });
+});
+
+const bytesOf = (text: string) => Uint8Array.from(text, (char) => char.charCodeAt(0));
+/** A whole 1x1 GIF, its trailer 0x3b last. */
+const gif = Uint8Array.from(Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64'));
+/** A whole lossless 1000x700 WebP: its RIFF size (0x42) and 8 are its 74 bytes. */
+const webp = Uint8Array.from(
+  Buffer.from(
+    'UklGRkIAAABXRUJQVlA4TDUAAAAv58OuAAfQhCY0of8BAUnS//2BEf3P+M9//vOf//znP//5z3/+85///Oc///nPf/7zn/9/BwA=',
+    'base64',
+  ),
+);
+const png = pngBytes(4, 4, 40);
+const jpeg = jpegBytes(4, 4);
+const withRiffSize = (bytes: Uint8Array, size: number) => {
+  const copy = bytes.slice();
+  new DataView(copy.buffer).setUint32(4, size, true);
+  return copy;
+};
+
+/** Images whose bytes begin as their type does but stop short of its end, or lack a part it needs. */
+const cutShort = [
+  { name: 'a PNG of its signature alone', type: 'image/png', bytes: png.subarray(0, 8) },
+  { name: 'a PNG cut short of its IEND chunk', type: 'image/png', bytes: png.subarray(0, png.length - 20) },
+  { name: 'a PNG cut inside its IEND chunk', type: 'image/png', bytes: png.subarray(0, png.length - 1) },
+  {
+    name: 'a PNG with no IHDR chunk after its signature',
+    type: 'image/png',
+    bytes: Uint8Array.from([...png.subarray(0, 8), ...bytesOf('\0\0\0\rIDAT'), ...new Array(17).fill(0), ...PNG_IEND]),
+  },
+  { name: 'a JPEG cut short of its EOI marker', type: 'image/jpeg', bytes: jpeg.subarray(0, jpeg.length - 2) },
+  {
+    name: 'a JPEG whose EOI is more than 32 bytes before its end',
+    type: 'image/jpeg',
+    bytes: Uint8Array.from([...jpeg, ...new Array(31).fill(0)]),
+  },
+  { name: 'a GIF cut short of its trailer', type: 'image/gif', bytes: gif.subarray(0, gif.length - 1) },
+  { name: 'a WebP shorter than its RIFF size', type: 'image/webp', bytes: webp.subarray(0, webp.length - 2) },
+  { name: 'a WebP longer than its RIFF size', type: 'image/webp', bytes: Uint8Array.from([...webp, 0, 0]) },
+];
+
+describe('an image whose bytes run to its end', () => {
+  it('is taken whole: PNG to IEND, JPEG to EOI, GIF to its trailer, WebP to its RIFF size', async () => {
+    const { log } = world();
+    await log.create({ id: 's1' });
+    const whole = [
+      { type: 'image/png', bytes: png },
+      { type: 'image/jpeg', bytes: jpeg },
+      // Some encoders write bytes after EOI: up to 30 of them still end the file.
+      { type: 'image/jpeg', bytes: Uint8Array.from([...jpeg, ...new Array(30).fill(0)]) },
+      { type: 'image/gif', bytes: gif },
+      { type: 'image/webp', bytes: webp },
+      // An odd RIFF size is followed by one padding byte.
+      { type: 'image/webp', bytes: withRiffSize(Uint8Array.from([...webp, 0]), webp.length - 7) },
+    ];
+    for (const { type, bytes } of whole) {
+      const part = { type: 'input_image' as const, image_url: dataUrl(type, bytes) };
+      const [item] = await log.storeAttachments('s1', [{ type: 'message', role: 'user', content: [part] }]);
+      expect(item, `${type} of ${bytes.length} bytes`).toMatchObject({
+        content: [{ type: 'input_image', media_type: type, bytes: bytes.length }],
+      });
+    }
+  });
+
+  it('is refused when cut short, with the details every image refusal has', async () => {
+    const { log } = world();
+    await log.create({ id: 's1' });
+    const part = { type: 'input_image' as const, image_url: 'data:image/png;base64,iVBORw0KGgo=' };
+    const refused = log.storeAttachments('s1', [{ type: 'message', role: 'user', content: [part] }]);
+    await expect(refused).rejects.toMatchObject({
+      code: 'invalid_request',
+      message: 'items[0].content[0]: the bytes are not a whole image/png (cut short?)',
+      details: { part: 'items[0].content[0]', field: 'items.0.content.0' },
+    });
   });
 });
 
@@ -156,7 +231,7 @@ describe('SessionLog.storeAttachments', () => {
       name: 'an image over MAX_IMAGE_BYTES',
       part: { type: 'input_image', image_url: dataUrl('image/png', pngBytes(10, 10, 5000)) },
       code: 'payload_too_large',
-      message: 'items[1].content[1] is 5033 bytes; at most 4096 are accepted',
+      message: 'items[1].content[1] is 5045 bytes; at most 4096 are accepted',
     },
     {
       name: 'bytes that are no image',
@@ -194,6 +269,12 @@ describe('SessionLog.storeAttachments', () => {
       code: 'invalid_request',
       message: 'items[1].content[1]: the bytes are not one of image/png, image/jpeg, image/gif, image/webp',
     },
+    ...cutShort.map(({ name, type, bytes }) => ({
+      name,
+      part: { type: 'input_image', image_url: dataUrl(type, bytes) },
+      code: 'invalid_request',
+      message: `items[1].content[1]: the bytes are not a whole ${type} (cut short?)`,
+    })),
     {
       name: 'file_data without a filename',
       part: { type: 'input_file', file_data: Buffer.from(pdfBytes()).toString('base64') },

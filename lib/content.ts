@@ -105,7 +105,7 @@ export function describePart(part: InputImagePart | InputFilePart): string {
   if (part.blob === undefined) {
     const kind = part.type === 'input_image' ? 'image' : 'file';
     const url = part.type === 'input_image' ? part.image_url : part.file_url;
-    return `[${kind}${name} ${url && !url.startsWith('data:') ? url : 'inline'}]`;
+    return `[${kind}${name} ${url && !/^data:/i.test(url) ? url : 'inline'}]`;
   }
   const size = part.width && part.height ? ` ${part.width}x${part.height}` : '';
   return `[${part.media_type}${name}${size}, ${Math.max(1, Math.round((part.bytes ?? 0) / 1024))} KB]`;

@@ -105,9 +105,12 @@ function sized(width: number, height: number) {
   return width > 0 && height > 0 ? { width, height } : undefined;
 }
 
-/** A `data:` URL's declared media type and decoded bytes, or undefined when it is not base64 data. */
+/**
+ * A `data:` URL's declared media type and decoded bytes, or undefined when it is not base64 data
+ * (its scheme and `;base64` read in any case, as URL schemes are).
+ */
 export function parseDataUrl(url: string): { mediaType: string; bytes: Uint8Array } | undefined {
-  const match = /^data:([\w.+-]+\/[\w.+-]+)?(?:;[\w-]+=[\w.-]+)*;base64,(.*)$/s.exec(url);
+  const match = /^data:([\w.+-]+\/[\w.+-]+)?(?:;[\w-]+=[\w.-]+)*;base64,(.*)$/is.exec(url);
   if (!match) return undefined;
   const bytes = decodeBase64(match[2]!);
   return bytes ? { mediaType: (match[1] ?? '').toLowerCase(), bytes } : undefined;

@@ -32,17 +32,21 @@ interface Decoded {
 }
 
 /**
- * Whether `url` is an https:// URL that parses: a model call turns it into a `URL`
- * (lib/models/media-parts.ts), so one that does not parse would fail every later turn.
+ * `url` with its scheme in lower case when it is an https:// URL (in any case) that parses, else
+ * undefined: a model call turns it into a `URL` (lib/models/media-parts.ts), so one that does not
+ * parse would fail every later turn.
  */
-function isHttpsUrl(url: string | undefined): boolean {
-  if (!url?.startsWith('https://')) return false;
+function httpsUrl(url: string | undefined): string | undefined {
+  if (!/^https:\/\//i.test(url ?? '')) return undefined;
+  const lowered = `https${url!.slice(5)}`;
   try {
-    return new URL(url).protocol === 'https:';
+    return new URL(lowered).protocol === 'https:' ? lowered : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
+
+const isDataUrl = (url: string) => /^data:/i.test(url);
 
 /** What a stored image or file part holds in place of its payload. */
 const REFERENCE_KEYS = new Set(['blob', 'media_type', 'bytes', 'width', 'height']);
@@ -57,20 +61,20 @@ export function withoutMedia(this: unknown, key: string, value: unknown): unknow
   const type = (this as { type?: unknown }).type;
   if (type !== 'input_image' && type !== 'input_file') return value;
   if (key === 'file_data' || REFERENCE_KEYS.has(key)) return undefined;
-  return key === 'image_url' && typeof value === 'string' && value.startsWith('data:') ? undefined : value;
+  return key === 'image_url' && typeof value === 'string' && isDataUrl(value) ? undefined : value;
 }
 
 /**
  * Whether any item holds a part to check: a payload to store (a `data:` image, `file_data`), a
  * blob reference, which only the service writes, or anything but a valid https:// URL (refused:
- * a `javascript:` link would be stored and shown as one).
+ * a `javascript:` link would be stored and shown as one; `HTTPS://` is stored as `https://`).
  */
 export function hasInlineMedia(items: readonly Item[]): boolean {
   return items.some((item) =>
     mediaParts(contentOf(item)).some((part) => {
       if (part.blob !== undefined || part.media_type !== undefined || part.bytes !== undefined) return true;
       const url = part.type === 'input_image' ? part.image_url : part.file_data === undefined ? part.file_url : '';
-      return !isHttpsUrl(url);
+      return httpsUrl(url) !== url;
     }),
   );
 }
@@ -186,8 +190,9 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
     );
   if (part.type === 'input_image') {
     const url = part.image_url ?? '';
-    if (isHttpsUrl(url)) return part;
-    if (!url.startsWith('data:'))
+    const https = httpsUrl(url);
+    if (https) return https === url ? part : { ...part, image_url: https };
+    if (!isDataUrl(url))
       throw new InvalidRequestError(`${name}: image_url must be an https:// or data: URL`, named(name));
     const decoded = parseDataUrl(url);
     if (!decoded) throw new InvalidRequestError(`${name}: image_url is not a base64 data: URL`, named(name));
@@ -198,12 +203,13 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
     };
   }
   if (part.file_url !== undefined) {
-    if (isHttpsUrl(part.file_url)) return part;
+    const https = httpsUrl(part.file_url);
+    if (https) return https === part.file_url ? part : { ...part, file_url: https };
     throw new InvalidRequestError(`${name}: file_url must be an https:// URL`, named(name));
   }
   if (!part.filename) throw new InvalidRequestError(`${name}: file_data needs a filename`, named(name));
   const data = part.file_data ?? '';
-  const decoded = data.startsWith('data:') ? parseDataUrl(data) : undefined;
+  const decoded = isDataUrl(data) ? parseDataUrl(data) : undefined;
   const bytes = decoded?.bytes ?? decodeBase64(data);
   if (!bytes) throw new InvalidRequestError(`${name}: file_data is not base64`, named(name));
   const { file_data: _data, ...rest } = part;

@@ -433,7 +433,7 @@ describe('images over HTTP', () => {
     expect(turn.status, JSON.stringify(turn.body)).toBe(200);
   });
 
-  it('refuses a screenshot cut short with 400 on every route', async () => {
+  it('refuses a screenshot cut short with 400 on every route; DATA: in capitals is a data: URL', async () => {
     const { json } = await withProvider('anthropic-message-text.json');
     await json('POST', '/v1/sessions', { id: 'cut', model: 'anthropic:claude-sonnet-4-5' });
     const whole = dataUrl('image/png', pngBytes(64, 48, 100));
@@ -463,6 +463,11 @@ describe('images over HTTP', () => {
     expect((await json('GET', '/v1/sessions/cut/items')).body.items).toEqual([]);
     const turn = await json('POST', '/v1/sessions/cut/turns', { input: 'and?' });
     expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    const upper = await json('POST', '/v1/chat/completions', {
+      model: 'echo',
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `DATA${whole.slice(4)}` } }] }],
+    });
+    expect(upper.status, JSON.stringify(upper.body)).toBe(200);
   });
 
   it('exports images as data: URLs and an import stores them again under the new session', async () => {

@@ -57,6 +57,7 @@ describe('media types and sizes from the bytes', () => {
     expect(describePart({ type: 'input_image', image_url: 'https://example.com/a.png' })).toBe(
       '[image https://example.com/a.png]',
     );
+    expect(describePart({ type: 'input_image', image_url: 'DATA:image/png;base64,AAAA' })).toBe('[image inline]');
   });
 });
 
@@ -147,6 +148,28 @@ describe('an image whose bytes run to its end', () => {
       code: 'invalid_request',
       message: 'items[0].content[0]: the bytes are not a whole image/png (cut short?)',
       details: { part: 'items[0].content[0]', field: 'items.0.content.0' },
+    });
+  });
+});
+
+describe('URL schemes', () => {
+  it('are read in any case: DATA: and HTTPS:, stored as data: and https:', async () => {
+    const { log } = world();
+    await log.create({ id: 's1' });
+    const content = [
+      { type: 'input_image' as const, image_url: `DATA:image/png;base64,${Buffer.from(png).toString('base64')}` },
+      { type: 'input_image' as const, image_url: 'Data:IMAGE/PNG;BASE64,' + Buffer.from(png).toString('base64') },
+      { type: 'input_image' as const, image_url: 'HTTPS://example.com/A.png' },
+      { type: 'input_file' as const, file_url: 'Https://example.com/a.pdf' },
+    ];
+    const [item] = await log.storeAttachments('s1', [{ type: 'message', role: 'user', content }]);
+    expect(item).toMatchObject({
+      content: [
+        { type: 'input_image', media_type: 'image/png', bytes: png.length },
+        { type: 'input_image', media_type: 'image/png', bytes: png.length },
+        { type: 'input_image', image_url: 'https://example.com/A.png' },
+        { type: 'input_file', file_url: 'https://example.com/a.pdf' },
+      ],
     });
   });
 });

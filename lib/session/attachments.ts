@@ -24,6 +24,11 @@ import { mapLimit, type ObjectStore } from '../store/object-store.ts';
 export interface AttachmentLimits {
   maxImageBytes: number;
   maxFileBytes: number;
+  /**
+   * An import's: an image is restored as its export holds it, whole or not (one cut short was
+   * stored before images were checked whole; a request sending it is refused).
+   */
+  restoring?: boolean;
 }
 
 interface Decoded {
@@ -199,7 +204,15 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
     const { image_url: _url, ...rest } = part;
     return {
       ...rest,
-      ...blobRef(decoded.bytes, decoded.mediaType, name, IMAGE_MEDIA_TYPES, limits.maxImageBytes, blobs),
+      ...blobRef(
+        decoded.bytes,
+        decoded.mediaType,
+        name,
+        IMAGE_MEDIA_TYPES,
+        limits.maxImageBytes,
+        blobs,
+        !limits.restoring,
+      ),
     };
   }
   if (part.file_url !== undefined) {
@@ -213,7 +226,10 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
   const bytes = decoded?.bytes ?? decodeBase64(data);
   if (!bytes) throw new InvalidRequestError(`${name}: file_data is not base64`, named(name));
   const { file_data: _data, ...rest } = part;
-  return { ...rest, ...blobRef(bytes, decoded?.mediaType ?? '', name, FILE_MEDIA_TYPES, limits.maxFileBytes, blobs) };
+  return {
+    ...rest,
+    ...blobRef(bytes, decoded?.mediaType ?? '', name, FILE_MEDIA_TYPES, limits.maxFileBytes, blobs, true),
+  };
 }
 
 function blobRef(
@@ -223,6 +239,7 @@ function blobRef(
   accepted: readonly string[],
   limit: number,
   blobs: Map<string, Decoded>,
+  whole: boolean,
 ) {
   if (bytes.length > limit)
     throw new PayloadTooLargeError(`${name} is ${bytes.length} bytes; at most ${limit} are accepted`, {
@@ -239,7 +256,7 @@ function blobRef(
   // `image/jpg` and `image/pjpeg` are common names of JPEG that agree with its bytes.
   if (declared && declared !== mediaType && !(mediaType === 'image/jpeg' && /^image\/p?jpe?g$/.test(declared)))
     throw new InvalidRequestError(`${name}: declared ${declared} but the bytes are ${mediaType}`, named(name));
-  if (!isWholeImage(bytes, mediaType))
+  if (whole && !isWholeImage(bytes, mediaType))
     throw new InvalidRequestError(`${name}: the bytes are not a whole ${mediaType} (cut short?)`, named(name));
   const sha256 = sha256Hex(bytes);
   blobs.set(sha256, { bytes, mediaType });

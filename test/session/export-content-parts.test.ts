@@ -4,7 +4,7 @@ import type { Item } from '../../lib/items.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { importLines, type TransferServices } from '../../lib/transfer.ts';
-import { exportText } from '../support/export-lines.ts';
+import { exportText, headerLine, itemLine } from '../support/export-lines.ts';
 import { dataUrl, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -21,6 +21,19 @@ async function* chunks(text: string, size = 61) {
 }
 
 describe('export/import round trip of content parts', () => {
+  it('restores an image stored before images were checked whole as it was, which a request is refused', async () => {
+    const cut = dataUrl('image/png', pngBytes(3, 2).slice(0, 40));
+    const line = itemLine(1, { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: cut }] });
+    const target = world();
+    await importLines(target.services, chunks(`${headerLine('cut')}\n${line}\n`), {
+      maxItemBytes: 1 << 20,
+      maxNoticeBytes: 1024,
+      maxLineBytes: 1 << 20,
+    });
+    expect(await exportText(target.services, 'cut')).toContain(cut);
+    await expect(target.sessions.storeAttachments('cut', [JSON.parse(line)])).rejects.toThrow(/not a whole image\/png/);
+  });
+
   it('gives the same bytes again', async () => {
     const source = world();
     await source.sessions.create({

@@ -301,7 +301,7 @@ async function writeChunks(
         [item] = (await storeAttachments(
           log.store,
           [item],
-          options.attachmentLimits,
+          { ...options.attachmentLimits, restoring: true },
           blobKeyOf,
           () => `line ${line}`,
         )) as [LogItem];

@@ -8,6 +8,7 @@ import { interruptedBy } from './lease.ts';
 import type { SessionRecord } from './types.ts';
 import { shownTotals } from './charges.ts';
 import { openCallsOf } from './open-calls.ts';
+import { isBackgroundRecord } from './turns.ts';
 
 /** See SessionLog.getWithNewestTurn. */
 export async function getSessionWithNewestTurn(
@@ -31,8 +32,7 @@ export async function getSessionWithNewestTurn(
   const calls = (done?.items ?? []).flatMap((item) => (item.type === 'function_call' ? [item.call_id] : []));
   const answered = record.items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : []));
   const error = done?.error?.code;
-  const settings = record.request as { answered_at_end?: unknown; background?: unknown } | undefined;
-  const answeredAtEnd = settings?.answered_at_end === true;
+  const answeredAtEnd = (record.request as { answered_at_end?: unknown } | undefined)?.answered_at_end === true;
   return {
     session,
     newestTurn: {
@@ -47,7 +47,7 @@ export async function getSessionWithNewestTurn(
       ...(error !== undefined ? { error } : {}),
       ...(interruptedBy(done?.error) ? { interrupted: true } : {}),
       ...(answeredAtEnd ? { answered_at_end: true } : {}),
-      ...(settings?.background === true ? { background: true } : {}),
+      ...(isBackgroundRecord(record) ? { background: true } : {}),
     },
     scope,
     openCalls,

@@ -57,6 +57,28 @@ class BlobReads extends CountingStore {
   }
 }
 
+/**
+ * A user message holding an image part of `url`, sent on every route that takes input (an append
+ * and a turn of `session`, a response stored and not, a chat completion): each answer by route.
+ */
+async function sentOnEveryRoute(
+  json: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }>,
+  session: string,
+  message: object,
+  url: string,
+) {
+  return {
+    appended: await json('POST', `/v1/sessions/${session}/items`, { items: [message] }),
+    turn: await json('POST', `/v1/sessions/${session}/turns`, { input: [message] }),
+    response: await json('POST', '/v1/responses', { model: 'echo', input: [message] }),
+    unstored: await json('POST', '/v1/responses', { model: 'echo', store: false, input: [message] }),
+    chat: await json('POST', '/v1/chat/completions', {
+      model: 'echo',
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }],
+    }),
+  };
+}
+
 const screenshot = pngBytes(1280, 800, 1_500_000, 9);
 
 const screenshotOutputOf = (callId: string, bytes: Uint8Array) => ({
@@ -404,16 +426,9 @@ describe('images over HTTP', () => {
     const image = { type: 'input_image', image_url: 'https://exa mple.com/shot.png' };
     const message = { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image] };
     const refusals = {
-      appended: await json('POST', '/v1/sessions/bad-url/items', { items: [message] }),
+      ...(await sentOnEveryRoute(json, 'bad-url', message, image.image_url)),
       file: await json('POST', '/v1/sessions/bad-url/items', {
         items: [{ ...message, content: [{ type: 'input_file', file_url: 'https://exa mple.com/a.pdf' }] }],
-      }),
-      turn: await json('POST', '/v1/sessions/bad-url/turns', { input: [message] }),
-      response: await json('POST', '/v1/responses', { model: 'echo', input: [message] }),
-      unstored: await json('POST', '/v1/responses', { model: 'echo', store: false, input: [message] }),
-      chat: await json('POST', '/v1/chat/completions', {
-        model: 'echo',
-        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image.image_url } }] }],
       }),
     };
     for (const [route, refused] of Object.entries(refusals))
@@ -441,16 +456,9 @@ describe('images over HTTP', () => {
     const image = { type: 'input_image', image_url: whole.slice(0, -40) };
     const message = { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image] };
     const refusals = {
-      appended: await json('POST', '/v1/sessions/cut/items', { items: [message] }),
+      ...(await sentOnEveryRoute(json, 'cut', message, image.image_url)),
       output: await json('POST', '/v1/sessions/cut/items', {
         items: [{ type: 'function_call_output', call_id: 'c1', output: [image] }],
-      }),
-      turn: await json('POST', '/v1/sessions/cut/turns', { input: [message] }),
-      response: await json('POST', '/v1/responses', { model: 'echo', input: [message] }),
-      unstored: await json('POST', '/v1/responses', { model: 'echo', store: false, input: [message] }),
-      chat: await json('POST', '/v1/chat/completions', {
-        model: 'echo',
-        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image.image_url } }] }],
       }),
     };
     for (const [route, refused] of Object.entries(refusals))

@@ -5,6 +5,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { texts } from '../support/dead-process.ts';
 import { clientInProcess } from './server.ts';
+import { goingOnFrom } from '../support/response-starts.ts';
 
 // A background response's create was answered at once (`queued`): no client sends it again by
 // itself, so once it is cancelled (`responses.cancel`) the same input sent again from the same
@@ -45,16 +46,7 @@ for (const start of ['conversation', 'previous_response_id', 'history'] as const
       const { client } = app();
       const first = await client.responses.create({ input: 'one' });
       const id = first.conversation!.id;
-      const history = [
-        { role: 'user' as const, content: 'one' },
-        ...(first.output as OpenAI.Responses.ResponseInputItem[]),
-      ];
-      const request = (input: string): OpenAI.Responses.ResponseCreateParamsNonStreaming =>
-        start === 'previous_response_id'
-          ? { input, previous_response_id: first.id }
-          : start === 'conversation'
-            ? { input, conversation: id }
-            : { input: [...history, { role: 'user', content: input }] };
+      const request = goingOnFrom(first, start, 'one');
       const queued = await client.responses.create({ ...request('two'), background: true });
       expect(queued.status).toBe('queued');
       expect((await client.responses.cancel(queued.id)).status).toBe('cancelled');

@@ -8,6 +8,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { TOKEN } from './server.ts';
 import { environment, noBodyHeldAfterEach, texts } from '../support/dead-process.ts';
+import { goingOnFrom } from '../support/response-starts.ts';
 
 // A foreground response whose turn is closed by someone else is answered 409 `turn_cancelled`,
 // which the `openai` client retries unless told `x-should-retry: false`. An explicit cancel
@@ -160,16 +161,7 @@ for (const start of ['previous_response_id', 'conversation', 'history'] as const
     const [owner] = processes as [(typeof processes)[0]];
     const first = await owner.openai.responses.create({ input: 'one' });
     const id = first.conversation!.id;
-    const history = [
-      { role: 'user' as const, content: 'one' },
-      ...(first.output as OpenAI.Responses.ResponseInputItem[]),
-    ];
-    const request = (input: string): OpenAI.Responses.ResponseCreateParamsNonStreaming =>
-      start === 'previous_response_id'
-        ? { input, previous_response_id: first.id }
-        : start === 'conversation'
-          ? { input, conversation: id }
-          : { input: [...history, { role: 'user', content: input }] };
+    const request = goingOnFrom(first, start, 'one');
     const send = (input: string) =>
       owner.openai.responses.create(request(input), { maxRetries: 0 }).catch((error: unknown) => error);
     const sent = send('slow two');

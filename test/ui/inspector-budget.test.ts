@@ -129,6 +129,57 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('a stop lifted after the page is reloaded restores the turn limit the stop replaced', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('reloaded', 1, { budget: { max_turns: 40, max_cost_usd: 1 } });
+    const page = await open('#/s/reloaded');
+    await page.getByRole('button', { name: 'Stop session' }).click();
+    await page.getByRole('button', { name: 'Confirm stop' }).click();
+    // The page shows the stop once its PATCH is answered, and keeps what it replaced then.
+    await expect.poll(() => page.locator('#session-budget').textContent()).toContain('stopped');
+    expect((await call('GET', '/v1/sessions/reloaded')).budget).toEqual({ max_turns: 0, max_cost_usd: 1 });
+    await page.reload();
+    // Known, the turn limit is restored with no question asked.
+    await page.getByRole('button', { name: 'Lift stop' }).click();
+    await expect
+      .poll(async () => (await call('GET', '/v1/sessions/reloaded')).budget)
+      .toEqual({ max_turns: 40, max_cost_usd: 1 });
+    await expect.poll(() => page.locator('#session-budget').textContent()).toMatch(/^Budget: turns 1 \/ 40 · /);
+    await page.context().close();
+  });
+
+  it('a stop this browser did not make says, before lifting it, that the turn limit goes', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('elsewhere', 1, { budget: { max_turns: 40, max_cost_usd: 1 } });
+    // Stopped in another browser.
+    const other = await open('#/s/elsewhere');
+    await other.getByRole('button', { name: 'Stop session' }).click();
+    await other.getByRole('button', { name: 'Confirm stop' }).click();
+    await expect
+      .poll(async () => (await call('GET', '/v1/sessions/elsewhere')).budget)
+      .toEqual({ max_turns: 0, max_cost_usd: 1 });
+    await other.context().close();
+    const page = await open('#/s/elsewhere');
+    const actions = page.locator('#session-budget-box .row');
+    // A stored entry is read only as the shape a stop stores: one that is not JSON, or another
+    // shape, is as none.
+    for (const kept of ['{"max_turns": 40', '{"max_turns": "40"}']) {
+      await page.evaluate((value) => localStorage.setItem('tailgate.stopped.elsewhere', value), kept);
+      await page.reload();
+      await page.getByRole('button', { name: 'Lift stop' }).click();
+      expect(await actions.textContent()).toContain('lifting it removes the turn limit');
+      await page.getByRole('button', { name: 'Keep stopped' }).click();
+      expect(await page.getByRole('button', { name: 'Lift stop' }).count()).toBe(1);
+    }
+    expect((await call('GET', '/v1/sessions/elsewhere')).budget).toEqual({ max_turns: 0, max_cost_usd: 1 });
+    await page.getByRole('button', { name: 'Lift stop' }).click();
+    await page.getByRole('button', { name: 'Lift, no turn limit' }).click();
+    await expect.poll(async () => (await call('GET', '/v1/sessions/elsewhere')).budget).toEqual({ max_cost_usd: 1 });
+    await page.context().close();
+  });
+
   it('a stop the API refuses (403) says that it needs admin; a token without admin is not offered it', {
     timeout: 60_000,
   }, async () => {

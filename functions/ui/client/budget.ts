@@ -2,9 +2,11 @@
  * A session's budget against what it spent, and the way to stop a runaway session: "Stop session"
  * (after a confirm) PATCHes `budget` with `max_turns: 0` and the other limits it had (a PATCH
  * replaces the whole object), so its next turn is refused and the inputs queued behind it wait;
- * "Lift stop" restores the turn limit the stop replaced (as this page read it), or else drops it,
- * keeping the other limits as they stand. Both need `admin`: a token without it is not offered
- * them, a refusal is shown.
+ * the turn limit the stop replaced is kept in this browser's localStorage until the page sees the
+ * session running again. "Lift stop" restores that turn limit, keeping the other limits as they
+ * stand; where this browser does not hold it (stopped elsewhere, storage cleared), it first says
+ * that lifting removes the turn limit, and on confirm drops it. Both need `admin`: a token without
+ * it is not offered them, a refusal is shown.
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
@@ -14,8 +16,36 @@ import { ApiError, Unauthorized } from './view.ts';
 
 type Budget = { max_cost_usd?: number; max_turns?: number; max_total_tokens?: number };
 
-/** The budget a stop from this page replaced, by session: what "Lift stop" restores. */
-const before = new Map<string, Budget | null>();
+/** Where this browser keeps the turn limit a stop of session `id` replaced. */
+const stoppedKey = (id: string) => `tailgate.stopped.${id}`;
+
+/**
+ * The turn limit a stop from this browser replaced (`{}`: none), or `undefined` when it holds
+ * none that reads as one (never stored, cleared, or not of that shape).
+ */
+function replacedTurns(id: string): { max_turns?: number } | undefined {
+  try {
+    const kept = JSON.parse(localStorage.getItem(stoppedKey(id)) ?? 'null');
+    if (typeof kept !== 'object' || kept === null || Array.isArray(kept)) return undefined;
+    const keys = Object.keys(kept);
+    if (keys.length === 0) return {};
+    const turns = kept.max_turns;
+    if (keys.length > 1 || turns === undefined) return undefined;
+    return Number.isInteger(turns) && turns > 0 ? { max_turns: turns } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Keeps (or, with `undefined`, forgets) the turn limit a stop of session `id` replaced. */
+function keepReplaced(id: string, turns: { max_turns?: number } | undefined): void {
+  try {
+    if (turns) localStorage.setItem(stoppedKey(id), JSON.stringify(turns));
+    else localStorage.removeItem(stoppedKey(id));
+  } catch {
+    // No storage: a lift says it removes the turn limit.
+  }
+}
 
 /** The budget and usage last drawn: a poll bringing the same draws nothing (a confirm stays open). */
 let drawn = '';
@@ -66,6 +96,8 @@ export function renderBudget(id: string, session: any, force = false): void {
   const line = el('p', { id: 'session-budget', class: 'muted' }, text);
   const said = el('p', { id: 'budget-status', role: 'status' });
   const stopped = budget?.max_turns === 0;
+  // Running again (lifted here or elsewhere): what a stop replaced no longer says what to restore.
+  if (!stopped) keepReplaced(id, undefined);
   const actions = el('div', { class: 'row' });
   box.replaceChildren(line, actions, said);
   if (!may('admin')) return;
@@ -74,39 +106,56 @@ export function renderBudget(id: string, session: any, force = false): void {
     node.addEventListener('click', act);
     return node;
   };
-  const save = async (next: Budget | null) => {
+  const save = async (next: Budget | null): Promise<boolean> => {
     try {
       const saved = await api(sessionPath(id), { method: 'PATCH', body: JSON.stringify({ budget: next }) });
       $('session-counts').textContent = countsText(saved);
       renderBudget(id, saved, true);
+      return true;
     } catch (error) {
-      if (error instanceof Unauthorized) return;
+      if (error instanceof Unauthorized) return false;
       const reason = error instanceof Error ? error.message : String(error);
       said.textContent =
         error instanceof ApiError && error.status === 403
           ? `This token may not change the budget (that needs admin): ${reason}`
           : `The budget could not be changed: ${reason}`;
+      return false;
     }
   };
   if (stopped) {
-    actions.replaceChildren(
-      button('Lift stop', () => {
-        // The other limits as they stand now (another client may have changed them since the stop).
-        const { max_turns: _, ...rest } = budget;
-        const turns = before.get(id)?.max_turns;
-        const restored = turns === undefined ? rest : { ...rest, max_turns: turns };
-        before.delete(id);
-        void save(Object.keys(restored).length > 0 ? restored : null);
-      }),
-    );
+    // The other limits as they stand now (another client may have changed them since the stop).
+    const { max_turns: _, ...rest } = budget;
+    const lift = (turns: { max_turns?: number }) => {
+      const restored = { ...rest, ...turns };
+      void save(Object.keys(restored).length > 0 ? restored : null);
+    };
+    const unknown = () =>
+      actions.replaceChildren(
+        el(
+          'span',
+          {},
+          'This browser does not know the turn limit the stop replaced: lifting it removes the turn limit. ',
+        ),
+        button('Lift, no turn limit', () => lift({})),
+        button('Keep stopped', offerLift),
+      );
+    const offerLift = () =>
+      actions.replaceChildren(
+        button('Lift stop', () => {
+          const turns = replacedTurns(id);
+          if (turns) lift(turns);
+          else unknown();
+        }),
+      );
+    offerLift();
     return;
   }
   const ask = () =>
     actions.replaceChildren(
       el('span', {}, 'Stop this session? Its next turn is refused and its queued inputs wait. '),
-      button('Confirm stop', () => {
-        before.set(id, budget);
-        void save({ ...budget, max_turns: 0 });
+      button('Confirm stop', async () => {
+        const turns = budget?.max_turns;
+        if (await save({ ...budget, max_turns: 0 })) keepReplaced(id, turns === undefined ? {} : { max_turns: turns });
       }),
       button('Keep running', offer),
     );

@@ -32,9 +32,15 @@ export const ANTHROPIC_MAX_IMAGE_BYTES = (5 * 1024 * 1024 * 3) / 4;
 /**
  * The Messages API holds every image of a request with more than 20 to 2000 pixels a side ("At
  * least one of the image dimensions exceed max allowed size for many-image requests: 2000
- * pixels"), and takes at most 100 images in a request (its vision guide's limit).
+ * pixels"), takes at most 100 images in a request (its vision guide's limit), and refuses a
+ * request over 32 MB (413 `request_too_large`): its images' base64 is kept to 24 MiB, leaving the
+ * rest to the prompt's text.
  */
-export const ANTHROPIC_MANY_IMAGES = { over: 20, maxImageSide: 2000, most: 100 } as const;
+export const ANTHROPIC_MANY_IMAGES = {
+  over: { images: 20, maxImageSide: 2000 },
+  most: 100,
+  mostBytes: 24 * 1024 * 1024,
+} as const;
 
 /** Anthropic's prompt-cache hint, placed on each breakpoint. */
 export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: 'ephemeral' } } } as const;

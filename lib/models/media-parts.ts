@@ -132,12 +132,12 @@ export function sentAsText(
  * item at an index goes as a tool result). With more than `over` images the prompt sends as such
  * (`sentAsText`), its `maxImageSide` is lowered to the many-image one and an image of unknown
  * size (an https URL, one stored without it) goes as a text placeholder too, as the provider
- * could refuse it. With more than `most` images sent as such after that, the oldest of them go
- * as text placeholders, as many as take it to `most` or under, rounded up to a multiple of a
- * fifth of `most` (`oldestStep`): the placeholders then move only once every so many new
- * images, not on every turn, so the prompt's prefix (and the provider's cache of it) holds
- * between. The adapter and the receipt work it out alike from the prompt's structure, not from
- * which blobs were read.
+ * could refuse it. With more than `most` images sent as such after that, or more than
+ * `mostBytes` of their base64, the oldest of them go as text placeholders (`oldestOver`): the
+ * placeholders then move only once every so many new images or bytes, not on every turn, so the
+ * prompt's prefix (and the provider's cache of it) holds between. The adapter and the receipt
+ * work it out alike from the prompt's structure (an image's stored `bytes`), not from which
+ * blobs were read.
  */
 export function promptMedia(
   media: MediaSupport,
@@ -146,43 +146,90 @@ export function promptMedia(
   toolResult: (index: number) => boolean,
 ): PromptMedia {
   if (!manyImages) return media;
-  const over = sentImages(media, prompt, toolResult, manyImages.over + 1).length > manyImages.over;
-  if (!over) return media;
-  const maxImageSide = Math.min(media.maxImageSide ?? manyImages.maxImageSide, manyImages.maxImageSide);
-  const many: PromptMedia = { ...mediaSupport(media), maxImageSide, sizeKnown: true };
-  if (manyImages.most === undefined) return many;
+  const { over, most, mostBytes } = manyImages;
+  const isOver = over !== undefined && sentImages(media, prompt, toolResult, over.images + 1).length > over.images;
+  const many: PromptMedia = isOver
+    ? {
+        ...mediaSupport(media),
+        maxImageSide: Math.min(media.maxImageSide ?? over.maxImageSide, over.maxImageSide),
+        sizeKnown: true,
+      }
+    : media;
+  if (most === undefined && mostBytes === undefined) return many;
   const sent = sentImages(many, prompt, toolResult, Number.POSITIVE_INFINITY);
-  if (sent.length <= manyImages.most) return many;
-  const step = oldestStep(manyImages.most);
-  const asText = Math.min(sent.length, Math.ceil((sent.length - manyImages.most) / step) * step);
+  const asText = Math.max(
+    most === undefined
+      ? 0
+      : oldestOver(
+          sent.map(() => 1),
+          most,
+        ),
+    mostBytes === undefined
+      ? 0
+      : oldestOver(
+          sent.map((image) => image.base64),
+          mostBytes,
+        ),
+  );
+  if (asText === 0) return many;
   // The last image to go as text: its item, and how many of that item's go as text.
-  const index = sent[asText - 1]!;
-  const images = sent.slice(0, asText).filter((at) => at === index).length;
+  const index = sent[asText - 1]!.index;
+  const images = sent.slice(0, asText).filter((image) => image.index === index).length;
   return { ...many, oldestAsText: { index, images } };
 }
 
-/** How many images at a time go as text placeholders in a prompt over `most` (`promptMedia`). */
+/**
+ * How many of the oldest of images weighing `weights` (oldest first: 1 each for a count, base64
+ * bytes for a size) go as text so the rest weigh at most `most`: none when all do; else all
+ * those that start before the first multiple of a fifth of `most` (`oldestStep`) that is at
+ * least what must go. Where each image starts depends only on the images before it, so the cut
+ * moves only once the images after it outgrow `most` by another step.
+ */
+export function oldestOver(weights: readonly number[], most: number): number {
+  const total = weights.reduce((sum, weight) => sum + weight, 0);
+  if (total <= most) return 0;
+  const step = oldestStep(most);
+  const cut = Math.ceil((total - most) / step) * step;
+  let before = 0;
+  let count = 0;
+  while (count < weights.length && before < cut) before += weights[count++]!;
+  return count;
+}
+
+/** How much of `most` goes as text at a time in a prompt over it (`oldestOver`): a fifth. */
 export function oldestStep(most: number): number {
   return Math.max(1, Math.floor(most / 5));
 }
 
-/** The item index of each image `media` sends as such (`sentAsText`), in order, up to `enough` of them. */
+/**
+ * The images `media` sends as such (`sentAsText`), in order, up to `enough` of them: each one's
+ * item index and the length of its bytes in base64, as the request carries them (0 for an https
+ * URL, which the provider fetches itself).
+ */
 function sentImages(
   media: PromptMedia,
   prompt: readonly PromptItem[],
   toolResult: (index: number) => boolean,
   enough: number,
-): number[] {
-  const sent: number[] = [];
+): { index: number; base64: number }[] {
+  const sent: { index: number; base64: number }[] = [];
   for (let index = 0; index < prompt.length && sent.length < enough; index++) {
     const item = prompt[index]!;
     if (item.type === 'function_call') continue;
     const parts = mediaParts(item.type === 'message' ? item.content : item.output);
     if (parts.length === 0) continue;
     const asText = sentAsText(media, item, () => toolResult(index));
-    for (const part of parts) if (part.type === 'input_image' && !asText(part)) sent.push(index);
+    for (const part of parts) {
+      if (part.type === 'input_image' && !asText(part)) sent.push({ index, base64: base64Length(part) });
+    }
   }
   return sent;
+}
+
+/** The length in base64 of a stored image's bytes, or of an inline `data:` URL; 0 for an https URL. */
+function base64Length(part: InputImagePart): number {
+  if (part.blob !== undefined) return Math.ceil((part.bytes ?? 0) / 3) * 4;
+  return part.image_url !== undefined && /^data:/i.test(part.image_url) ? part.image_url.length : 0;
 }
 
 /**

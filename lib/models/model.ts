@@ -172,17 +172,24 @@ export interface Model {
    */
   readonly maxImageBytes?: number;
   /**
-   * The longest image side the provider takes in a request holding more than `over` images
-   * (Anthropic: over 20, 2000 pixels, "max allowed size for many-image requests"): in such a
-   * request each larger image goes as a text placeholder too, counted in `media_as_text`
-   * (lib/models/media-parts.ts `promptMedia`). A token estimate counts such an image as the image
-   * it would be in a smaller request (an estimate over, never under, what is sent). An image of
-   * unknown size (an https URL, one stored before its header was read) goes as a text
-   * placeholder in such a request too: the provider could refuse it. `most`: the most images a
-   * request may hold (Anthropic: 100); past it, the oldest go as text placeholders, moved a
-   * fifth of `most` at a time (`promptMedia`).
+   * What the provider takes of a request's images together (lib/models/media-parts.ts
+   * `promptMedia`). `over`: the longest image side it takes in a request holding more than
+   * `images` images (Anthropic: over 20, 2000 pixels, "max allowed size for many-image
+   * requests"): in such a request each larger image goes as a text placeholder too, counted in
+   * `media_as_text`. A token estimate counts such an image as the image it would be in a smaller
+   * request (an estimate over, never under, what is sent). An image of unknown size (an https URL,
+   * one stored before its header was read) goes as a text placeholder in such a request too: the
+   * provider could refuse it. `most`: the most images a request may hold (Anthropic: 100, OpenAI:
+   * 500); `mostBytes`: the most bytes of base64 its images may come to (Anthropic: 24 MiB of the 32
+   * MB a request may be, leaving room for its text; OpenAI: 48 MiB of the 50 MB of images it takes).
+   * Past either, the oldest images go as text placeholders, moved a fifth of the limit at a time
+   * so the prompt's prefix holds between (`oldestOver`).
    */
-  readonly manyImages?: { readonly over: number; readonly maxImageSide: number; readonly most?: number };
+  readonly manyImages?: {
+    readonly over?: { readonly images: number; readonly maxImageSide: number };
+    readonly most?: number;
+    readonly mostBytes?: number;
+  };
   /**
    * Whether images and files in an assistant or system message reach the model as such (the echo
    * model). Otherwise the message goes as its text, each image and file as a text placeholder

@@ -37,6 +37,8 @@ export interface OpenAICompatibleModelSettings {
    * goes as a text placeholder (`Model.textOnly`): a text model's server refuses them.
    */
   images?: boolean;
+  /** What the provider takes of a request's images together (`Model.manyImages`). */
+  manyImages?: Model['manyImages'];
   fetch?: typeof globalThis.fetch;
   timeoutMs: number;
   maxRetries: number;
@@ -49,6 +51,12 @@ export interface OpenAICompatibleModelSettings {
  */
 const OPENAI_TEXT_MODELS =
   /^(gpt-3\.5|o1-mini|o1-preview|o3-mini)|^gpt-4(-0314|-0613|-32k(-\d+)?|-1106-preview|-0125-preview|-turbo-preview)?$/;
+
+/**
+ * OpenAI takes at most 500 images and 50 MB of images in a request (its vision guide's limits):
+ * their base64 is kept to 45 MiB.
+ */
+export const OPENAI_MANY_IMAGES = { most: 500, mostBytes: 45 * 1024 * 1024 } as const;
 
 /**
  * Whether OpenAI's model `name` takes images (and files): all but `OPENAI_TEXT_MODELS`, a
@@ -81,6 +89,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
   return createSdkModel({
     toolResultMedia: 'after',
     ...(settings.images ? {} : { textOnly: true }),
+    ...(settings.images && settings.manyImages ? { manyImages: settings.manyImages } : {}),
     id: settings.id,
     languageModel: chatModel,
     fetch: settings.fetch,

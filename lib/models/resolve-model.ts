@@ -5,7 +5,7 @@ import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
 import type { Model } from './model.ts';
-import { createOpenAICompatibleModel, openaiTakesImages } from './openai-compatible-model.ts';
+import { createOpenAICompatibleModel, OPENAI_MANY_IMAGES, openaiTakesImages } from './openai-compatible-model.ts';
 import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.ts';
 
 /**
@@ -109,6 +109,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         structuredOutputs: true,
         allowedTools: true,
         images: openaiTakesImages(name),
+        manyImages: OPENAI_MANY_IMAGES,
       });
     case 'openai-compatible': {
       const apiKey = setting('OPENAI_COMPATIBLE_API_KEY');

@@ -66,8 +66,9 @@ export interface TurnReceipt {
    * none there (Workers AI), files by URL where it takes none, and images by URL and files where
    * it takes images only as bytes (Workers AI), images over the provider's side in a request
    * with many images (`Model.manyImages`) and those of unknown size there, the oldest images of a
-   * request over the most it takes (`manyImages.most`), and every one where it takes none at all (a
-   * text-only `openai-compatible:` backend, a Workers AI text model).
+   * request over the most images or bytes it takes (`manyImages.most`, `mostBytes`), and every
+   * one where it takes none at all (a text-only `openai-compatible:` backend, a Workers AI text
+   * model).
    */
   media_as_text?: number;
   /** Why the answer stopped short (the turn response's `incomplete`). */

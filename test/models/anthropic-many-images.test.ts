@@ -7,6 +7,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn } from '../../lib/turn/index.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
+import { imageBlocks, withoutBreakpoints } from '../support/messages-body.ts';
 import { servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -37,20 +38,6 @@ const image = (width: number, height: number, n: number): ContentPart => {
 };
 
 const env = (url: string) => ({ ANTHROPIC_API_KEY: 'sk-ant-test', ANTHROPIC_BASE_URL: url, MODEL_MAX_RETRIES: '0' });
-
-/** Every image block of a Messages request body, in tool results too, by its size. */
-function imageBlocks(body: any): unknown[] {
-  const blocks: any[] = body.messages.flatMap((message: any) =>
-    Array.isArray(message.content) ? message.content : [],
-  );
-  return blocks.flatMap((block) =>
-    block.type === 'image'
-      ? [block]
-      : block.type === 'tool_result' && Array.isArray(block.content)
-        ? block.content.filter((inner: any) => inner.type === 'image')
-        : [],
-  );
-}
 
 async function sentBody(prompt: PromptItem[]): Promise<any> {
   provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
@@ -125,11 +112,6 @@ function placeholderSeqs(body: any): number[] {
   return [...JSON.stringify(body).matchAll(/\[image omitted: image\/png 800x600, 1 KB, item (\d+)\]/g)].map((match) =>
     Number(match[1]),
   );
-}
-
-/** A request body's messages without their cache breakpoints (placed on the last blocks of each request). */
-function withoutBreakpoints(body: any): unknown[] {
-  return JSON.parse(JSON.stringify(body.messages, (key, value) => (key === 'cache_control' ? undefined : value)));
 }
 
 describe('anthropic: a request over 100 images', () => {

@@ -149,7 +149,7 @@ export function convertToModelMessages(
   // In a request with many images, which of an item's go as text is the prompt's (`promptMedia`).
   const manyImages = media.sizeKnown === true || media.oldestAsText !== undefined;
   const mediaAt = (item: PromptItem, index: number): UserMedia =>
-    manyImages ? { ...userMedia, asText: sentAsText(media, item, () => outputCall.has(index), index) } : userMedia;
+    manyImages ? { ...userMedia, asText: sentAsText(media, item, () => outputCall.has(index)) } : userMedia;
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
   let tool: ToolModelMessage | undefined;

@@ -82,11 +82,10 @@ export interface PromptMedia extends MediaSupport {
   /** Whether an image of unknown size goes as a text placeholder too (a request with many images). */
   readonly sizeKnown?: true;
   /**
-   * The oldest images that go as text placeholders in a prompt over `manyImages.most`: every image
-   * the rules above send as such in the items before `index`, and the first `images` of them in
-   * the item at `index`.
+   * The oldest images and files of the prompt that go as text placeholders: its oldest images
+   * past `manyImages.most`, and its oldest images and files past `manyImages.mostBytes`.
    */
-  readonly oldestAsText?: { readonly index: number; readonly images: number };
+  readonly oldestAsText?: ReadonlySet<ContentPart>;
 }
 
 /**
@@ -97,14 +96,13 @@ export interface PromptMedia extends MediaSupport {
  * then) where it takes no media there; else each file by URL where it takes none, each image by
  * URL and file where it takes images only as bytes, each image larger than it takes
  * (`Model.maxImageSide`) or of unknown size where that must be known (`PromptMedia.sizeKnown`),
- * and the oldest images of a prompt holding more than it takes (`PromptMedia.oldestAsText`). A
- * tool output sent as user text (answered after other items) goes as a user message does.
+ * and the oldest images and files of a prompt holding more than it takes (`PromptMedia.oldestAsText`).
+ * A tool output sent as user text (answered after other items) goes as a user message does.
  */
 export function sentAsText(
   media: PromptMedia,
   item: PromptItem,
   toolResult: () => boolean,
-  index = -1,
 ): (part: InputImagePart | InputFilePart) => boolean {
   if (media.textOnly) return () => true;
   if (item.type === 'message' && item.role !== 'user' && !media.assistantMedia) return () => true;
@@ -117,14 +115,8 @@ export function sentAsText(
     (media.imageBytesOnly
       ? part.type === 'input_file' || part.image_url !== undefined
       : !media.fileUrls && part.type === 'input_file' && part.file_url !== undefined);
-  const cut = media.oldestAsText;
-  if (!cut || index < 0 || index > cut.index) return byRule;
-  if (index < cut.index) return (part) => part.type === 'input_image' || byRule(part);
-  const sent = mediaParts(
-    item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : '',
-  );
-  const oldest = new Set(sent.filter((part) => part.type === 'input_image' && !byRule(part)).slice(0, cut.images));
-  return (part) => oldest.has(part) || byRule(part);
+  const oldest = media.oldestAsText;
+  return oldest === undefined ? byRule : (part) => oldest.has(part) || byRule(part);
 }
 
 /**
@@ -132,12 +124,12 @@ export function sentAsText(
  * item at an index goes as a tool result). With more than `over` images the prompt sends as such
  * (`sentAsText`), its `maxImageSide` is lowered to the many-image one and an image of unknown
  * size (an https URL, one stored without it) goes as a text placeholder too, as the provider
- * could refuse it. With more than `most` images sent as such after that, or more than
- * `mostBytes` of their base64, the oldest of them go as text placeholders (`oldestOver`): the
- * placeholders then move only once every so many new images or bytes, not on every turn, so the
- * prompt's prefix (and the provider's cache of it) holds between. The adapter and the receipt
- * work it out alike from the prompt's structure (an image's stored `bytes`), not from which
- * blobs were read.
+ * could refuse it. With more than `most` images sent as such after that, the oldest images go as
+ * text placeholders; with more than `mostBytes` of base64 in the images and files sent as such,
+ * the oldest images and files do (`oldestOver`): the placeholders then move only once every so
+ * many new images or bytes, not on every turn, so the prompt's prefix (and the provider's cache
+ * of it) holds between. The adapter and the receipt work it out alike from the prompt's
+ * structure (the parts' stored `bytes`), not from which blobs were read.
  */
 export function promptMedia(
   media: MediaSupport,
@@ -147,7 +139,7 @@ export function promptMedia(
 ): PromptMedia {
   if (!manyImages) return media;
   const { over, most, mostBytes } = manyImages;
-  const isOver = over !== undefined && sentImages(media, prompt, toolResult, over.images + 1).length > over.images;
+  const isOver = over !== undefined && sentMedia(media, prompt, toolResult, over.images + 1).images > over.images;
   const many: PromptMedia = isOver
     ? {
         ...mediaSupport(media),
@@ -156,30 +148,25 @@ export function promptMedia(
       }
     : media;
   if (most === undefined && mostBytes === undefined) return many;
-  const sent = sentImages(many, prompt, toolResult, Number.POSITIVE_INFINITY);
-  const asText = Math.max(
-    most === undefined
-      ? 0
-      : oldestOver(
-          sent.map(() => 1),
-          most,
-        ),
-    mostBytes === undefined
-      ? 0
-      : oldestOver(
-          sent.map((image) => image.base64),
-          mostBytes,
-        ),
-  );
-  if (asText === 0) return many;
-  // The last image to go as text: its item, and how many of that item's go as text.
-  const index = sent[asText - 1]!.index;
-  const images = sent.slice(0, asText).filter((image) => image.index === index).length;
-  return { ...many, oldestAsText: { index, images } };
+  const { parts } = sentMedia(many, prompt, toolResult, Number.POSITIVE_INFINITY);
+  const images = parts.filter((part) => part.type === 'input_image');
+  const oldest = [
+    ...(most === undefined
+      ? []
+      : images.slice(
+          0,
+          oldestOver(
+            images.map(() => 1),
+            most,
+          ),
+        )),
+    ...(mostBytes === undefined ? [] : parts.slice(0, oldestOver(parts.map(base64Length), mostBytes))),
+  ];
+  return oldest.length === 0 ? many : { ...many, oldestAsText: new Set(oldest) };
 }
 
 /**
- * How many of the oldest of images weighing `weights` (oldest first: 1 each for a count, base64
+ * How many of the oldest of the media weighing `weights` (oldest first: 1 each for a count, base64
  * bytes for a size) go as text so the rest weigh at most `most`: none when all do; else all
  * those that start before the first multiple of a fifth of `most` (`oldestStep`) that is at
  * least what must go. Where each image starts depends only on the images before it, so the cut
@@ -202,33 +189,39 @@ export function oldestStep(most: number): number {
 }
 
 /**
- * The images `media` sends as such (`sentAsText`), in order, up to `enough` of them: each one's
- * item index and the length of its bytes in base64, as the request carries them (0 for an https
- * URL, which the provider fetches itself).
+ * The images and files `media` sends as such (`sentAsText`), in order, until `enough` images;
+ * `images`: how many of them are images.
  */
-function sentImages(
+function sentMedia(
   media: PromptMedia,
   prompt: readonly PromptItem[],
   toolResult: (index: number) => boolean,
   enough: number,
-): { index: number; base64: number }[] {
-  const sent: { index: number; base64: number }[] = [];
-  for (let index = 0; index < prompt.length && sent.length < enough; index++) {
+): { parts: (InputImagePart | InputFilePart)[]; images: number } {
+  const parts: (InputImagePart | InputFilePart)[] = [];
+  let images = 0;
+  for (let index = 0; index < prompt.length && images < enough; index++) {
     const item = prompt[index]!;
     if (item.type === 'function_call') continue;
-    const parts = mediaParts(item.type === 'message' ? item.content : item.output);
-    if (parts.length === 0) continue;
+    const sent = mediaParts(item.type === 'message' ? item.content : item.output);
+    if (sent.length === 0) continue;
     const asText = sentAsText(media, item, () => toolResult(index));
-    for (const part of parts) {
-      if (part.type === 'input_image' && !asText(part)) sent.push({ index, base64: base64Length(part) });
+    for (const part of sent) {
+      if (asText(part)) continue;
+      parts.push(part);
+      if (part.type === 'input_image') images += 1;
     }
   }
-  return sent;
+  return { parts, images };
 }
 
-/** The length in base64 of a stored image's bytes, or of an inline `data:` URL; 0 for an https URL. */
-function base64Length(part: InputImagePart): number {
+/**
+ * The length in base64 of an image's or file's bytes as a request carries them: a stored one's,
+ * an inline `data:` URL's or `file_data`'s; 0 for an https URL, which the provider fetches itself.
+ */
+function base64Length(part: InputImagePart | InputFilePart): number {
   if (part.blob !== undefined) return Math.ceil((part.bytes ?? 0) / 3) * 4;
+  if (part.type === 'input_file') return part.file_data?.length ?? 0;
   return part.image_url !== undefined && /^data:/i.test(part.image_url) ? part.image_url.length : 0;
 }
 

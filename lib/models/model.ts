@@ -179,11 +179,12 @@ export interface Model {
    * `media_as_text`. A token estimate counts such an image as the image it would be in a smaller
    * request (an estimate over, never under, what is sent). An image of unknown size (an https URL,
    * one stored before its header was read) goes as a text placeholder in such a request too: the
-   * provider could refuse it. `most`: the most images a request may hold (Anthropic: 100, OpenAI:
-   * 500); `mostBytes`: the most bytes of base64 its images may come to (Anthropic: 24 MiB of the 32
-   * MB a request may be, leaving room for its text; OpenAI: 48 MiB of the 50 MB of images it takes).
-   * Past either, the oldest images go as text placeholders, moved a fifth of the limit at a time
-   * so the prompt's prefix holds between (`oldestOver`).
+   * provider could refuse it. `most`: the most images a request may hold (Anthropic: 100,
+   * OpenAI: 500); `mostBytes`: the most bytes of base64 its images and files may come to
+   * (Anthropic: 24 MiB of the 32 MB a request may be, leaving room for its text; OpenAI: 45 MiB of
+   * the 50 MB of images it takes). Past either, the oldest images (and files, past `mostBytes`) go
+   * as text placeholders, moved a fifth of the limit at a time so the prompt's prefix holds
+   * between (`oldestOver`).
    */
   readonly manyImages?: {
     readonly over?: { readonly images: number; readonly maxImageSide: number };

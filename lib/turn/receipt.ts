@@ -78,12 +78,12 @@ export interface TurnReceipt {
 /** The seq ranges of a receipt: what of the history the prompt held whole, compacted, or not at all. */
 export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' | 'unread_before'>;
 
-/** How many images and files of an item (`index` in its prompt) the model gets as text placeholders (`sentAsText`). */
-function mediaSentAsText(media: PromptMedia, item: PromptItem, toolResult: () => boolean, index: number): number {
+/** How many images and files of an item the model gets as text placeholders (`sentAsText`). */
+function mediaSentAsText(media: PromptMedia, item: PromptItem, toolResult: () => boolean): number {
   if (item.type === 'function_call') return 0;
   const parts = mediaParts(item.type === 'message' ? item.content : item.output);
   if (parts.length === 0) return 0;
-  return parts.filter(sentAsText(media, item, toolResult, index)).length;
+  return parts.filter(sentAsText(media, item, toolResult)).length;
 }
 
 /** The media support of `model` for `prompt` (`promptMedia`), worked out only when first asked. */
@@ -129,7 +129,7 @@ export function sendsMedia(model: TurnPlan['model'], prompt: readonly PromptItem
     if (parts.length === 0) return false;
     positions ??= new Map(prompt.map((entry, index) => [entry, index]));
     const index = positions.get(item) ?? -1;
-    const asText = sentAsText(media(), item, () => toolResult(index), index);
+    const asText = sentAsText(media(), item, () => toolResult(index));
     const sent = (part: (typeof parts)[number]) => !asText(part);
     return parts.some(sent) && sent;
   };
@@ -153,7 +153,7 @@ export function buildReceipt(
   for (let index = 0; index < prompt.length; index++) {
     const item = prompt[index]!;
     if (item.type === 'function_call' || mediaParts(contentOf(item)).length === 0) continue;
-    mediaAsText += mediaSentAsText(media(), item, askAt(toolResult, index), index);
+    mediaAsText += mediaSentAsText(media(), item, askAt(toolResult, index));
   }
   return {
     ...(mediaAsText > 0 ? { media_as_text: mediaAsText } : {}),

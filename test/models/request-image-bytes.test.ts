@@ -14,7 +14,7 @@ import { servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 /**
- * A request's images together: Anthropic refuses a request over 32 MB (413 `request_too_large`),
+ * A request's images (and files) together: Anthropic refuses a request over 32 MB (413 `request_too_large`),
  * OpenAI one over 50 MB of images. A screenshot loop passes either within a few dozen steps
  * whatever each screenshot weighs, so the oldest of a request's images go as text placeholders
  * once their base64 passes the provider's `manyImages.mostBytes`, a fifth of it at a time.
@@ -210,5 +210,45 @@ describe('openai: a request past 500 images or 45 MiB of base64', () => {
     const small = Array.from({ length: 501 }, (_, n) => pngBytes(1280, 800, 8, n));
     const body = await openaiBody(screenshotLoop(small, 501));
     expect(imageParts(body)).toHaveLength(401);
+  });
+});
+
+describe('anthropic: a request whose PDF and screenshots pass 24 MiB of base64 together', () => {
+  /** A PDF of `bytes` bytes: its header, padding, its end. */
+  const pdf = (bytes: number): Uint8Array => {
+    const data = new Uint8Array(bytes).fill(48);
+    data.set(new TextEncoder().encode('%PDF-1.4\n'), 0);
+    data.set(new TextEncoder().encode('\n%%EOF\n'), bytes - 7);
+    return data;
+  };
+  const documents = (body: any): any[] =>
+    body.messages.flatMap((message: any) =>
+      Array.isArray(message.content) ? message.content.filter((block: any) => block.type === 'document') : [],
+    );
+
+  it('weighs the PDF too: the oldest go as placeholders, PDF first, and the request stays under 32 MB', async () => {
+    const data = pdf(6_000_000);
+    const report: ContentPart = {
+      type: 'input_file',
+      filename: 'report.pdf',
+      blob: 'f'.repeat(64),
+      media_type: 'application/pdf',
+      bytes: data.length,
+      data,
+    } as ContentPart;
+    const shots = Array.from({ length: 18 }, (_, n) => screenshot(1_000_000, n));
+    const [first, ...loop] = screenshotLoop(shots, 18);
+    const prompt: PromptItem[] = [
+      { ...first!, type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Fill in the form' }, report] },
+      ...loop,
+    ];
+    const { body, raw } = await anthropicBody(prompt);
+    // The PDF's 8,000,000 bytes of base64 and the 18 screenshots' 24,000,048 are over 24 MiB by
+    // 6,834,224: two steps of 5,033,164 cover it, and the PDF and two screenshots start before them.
+    expect(documents(body)).toHaveLength(0);
+    expect(JSON.stringify(body)).toContain('[application/pdf report.pdf, 5859 KB]');
+    expect(placeholderSeqs(body)).toEqual([3, 5]);
+    expect(imageBlocks(body)).toHaveLength(16);
+    expect(raw).toBeLessThan(32_000_000);
   });
 });

@@ -149,6 +149,26 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('a stop kept for a session deleted since is not restored on a new session of that id', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('reused', 1, { budget: { max_turns: 40 } });
+    const page = await open('#/s/reused');
+    await page.getByRole('button', { name: 'Stop session' }).click();
+    await page.getByRole('button', { name: 'Confirm stop' }).click();
+    await expect.poll(() => page.locator('#session-budget').textContent()).toContain('stopped');
+    // The session is deleted and made again under its id, created stopped by its client.
+    await call('DELETE', '/v1/sessions/reused');
+    await call('POST', '/v1/sessions', { id: 'reused', budget: { max_turns: 0, max_cost_usd: 1 } });
+    await page.reload();
+    await page.getByRole('button', { name: 'Lift stop' }).click();
+    // The turn limit kept is the deleted session's: this one's is not known.
+    const actions = page.locator('#session-budget-box .row');
+    await expect.poll(() => actions.textContent()).toContain('lifting it removes the turn limit');
+    expect((await call('GET', '/v1/sessions/reused')).budget).toEqual({ max_turns: 0, max_cost_usd: 1 });
+    await page.context().close();
+  });
+
   it('a stop this browser did not make says, before lifting it, that the turn limit goes', {
     timeout: 60_000,
   }, async () => {

@@ -4,7 +4,8 @@
  * replaces the whole object), so its next turn is refused and the inputs queued behind it wait;
  * the turn limit the stop replaced is kept in this browser's localStorage until the page sees the
  * session running again. "Lift stop" restores that turn limit, keeping the other limits as they
- * stand; where this browser does not hold it (stopped elsewhere, storage cleared), it first says
+ * stand; where this browser does not hold it (stopped elsewhere, storage cleared, kept for a
+ * session of that id deleted since: an entry holds its session's `created_at`), it first says
  * that lifting removes the turn limit, and on confirm drops it. Both need `admin`: a token without
  * it is not offered them, a refusal is shown.
  */
@@ -21,26 +22,27 @@ const stoppedKey = (id: string) => `tailgate.stopped.${id}`;
 
 /**
  * The turn limit a stop from this browser replaced (`{}`: none), or `undefined` when it holds
- * none that reads as one (never stored, cleared, or not of that shape).
+ * none that reads as one (never stored, cleared, not of that shape, or kept for another session
+ * of that id: one deleted since, its `created_at` not `created`).
  */
-function replacedTurns(id: string): { max_turns?: number } | undefined {
+function replacedTurns(id: string, created: unknown): { max_turns?: number } | undefined {
   try {
-    const kept = JSON.parse(localStorage.getItem(stoppedKey(id)) ?? 'null');
-    if (typeof kept !== 'object' || kept === null || Array.isArray(kept)) return undefined;
+    const { created_at, ...kept } = JSON.parse(localStorage.getItem(stoppedKey(id)) ?? 'null') ?? {};
+    if (typeof created !== 'string' || created_at !== created) return undefined;
     const keys = Object.keys(kept);
     if (keys.length === 0) return {};
     const turns = kept.max_turns;
     if (keys.length > 1 || turns === undefined) return undefined;
-    return Number.isInteger(turns) && turns > 0 ? { max_turns: turns } : undefined;
+    return Number.isSafeInteger(turns) && turns > 0 ? { max_turns: turns } : undefined;
   } catch {
     return undefined;
   }
 }
 
-/** Keeps (or, with `undefined`, forgets) the turn limit a stop of session `id` replaced. */
-function keepReplaced(id: string, turns: { max_turns?: number } | undefined): void {
+/** Keeps (or, with `undefined`, forgets) the turn limit a stop of session `id` (created `created`) replaced. */
+function keepReplaced(id: string, turns: { max_turns?: number } | undefined, created?: unknown): void {
   try {
-    if (turns) localStorage.setItem(stoppedKey(id), JSON.stringify(turns));
+    if (turns) localStorage.setItem(stoppedKey(id), JSON.stringify({ ...turns, created_at: created }));
     else localStorage.removeItem(stoppedKey(id));
   } catch {
     // No storage: a lift says it removes the turn limit.
@@ -142,7 +144,7 @@ export function renderBudget(id: string, session: any, force = false): void {
     const offerLift = () =>
       actions.replaceChildren(
         button('Lift stop', () => {
-          const turns = replacedTurns(id);
+          const turns = replacedTurns(id, session.created_at);
           if (turns) lift(turns);
           else unknown();
         }),
@@ -155,7 +157,8 @@ export function renderBudget(id: string, session: any, force = false): void {
       el('span', {}, 'Stop this session? Its next turn is refused and its queued inputs wait. '),
       button('Confirm stop', async () => {
         const turns = budget?.max_turns;
-        if (await save({ ...budget, max_turns: 0 })) keepReplaced(id, turns === undefined ? {} : { max_turns: turns });
+        const replaced = turns === undefined ? {} : { max_turns: turns };
+        if (await save({ ...budget, max_turns: 0 })) keepReplaced(id, replaced, session.created_at);
       }),
       button('Keep running', offer),
     );

@@ -169,6 +169,28 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('a stop kept here is not restored once the session ran turns after it (lifted and stopped again elsewhere)', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('restopped', 1, { budget: { max_turns: 40 } });
+    const page = await open('#/s/restopped');
+    await page.getByRole('button', { name: 'Stop session' }).click();
+    await page.getByRole('button', { name: 'Confirm stop' }).click();
+    await expect.poll(() => page.locator('#session-budget').textContent()).toContain('stopped');
+    // Away from the session's page, another client lifts the stop, a turn runs, and it stops it again.
+    await page.goto(`${node.origin}/ui#/`);
+    await call('PATCH', '/v1/sessions/restopped', { budget: { max_turns: 100 } });
+    await call('POST', '/v1/sessions/restopped/turns', { input: 'more' });
+    await call('PATCH', '/v1/sessions/restopped', { budget: { max_turns: 0 } });
+    await page.goto(`${node.origin}/ui#/s/restopped`);
+    await page.getByRole('button', { name: 'Lift stop' }).click();
+    // What this browser kept is the first stop's: the one standing replaced another limit.
+    const actions = page.locator('#session-budget-box .row');
+    await expect.poll(() => actions.textContent()).toContain('lifting it removes the turn limit');
+    expect((await call('GET', '/v1/sessions/restopped')).budget).toEqual({ max_turns: 0 });
+    await page.context().close();
+  });
+
   it('a stop this browser did not make says, before lifting it, that the turn limit goes', {
     timeout: 60_000,
   }, async () => {

@@ -5,9 +5,9 @@
  * the turn limit the stop replaced is kept in this browser's localStorage until the page sees the
  * session running again. "Lift stop" restores that turn limit, keeping the other limits as they
  * stand; where this browser does not hold it (stopped elsewhere, storage cleared, kept for a
- * session of that id deleted since: an entry holds its session's `created_at`), it first says
- * that lifting removes the turn limit, and on confirm drops it. Both need `admin`: a token without
- * it is not offered them, a refusal is shown.
+ * session of that id deleted since, or before turns ran: lifted and stopped again elsewhere), it
+ * first says that lifting removes the turn limit, and on confirm drops it. Both need `admin`: a
+ * token without it is not offered them, a refusal is shown.
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
@@ -22,13 +22,16 @@ const stoppedKey = (id: string) => `tailgate.stopped.${id}`;
 
 /**
  * The turn limit a stop from this browser replaced (`{}`: none), or `undefined` when it holds
- * none that reads as one (never stored, cleared, not of that shape, or kept for another session
- * of that id: one deleted since, its `created_at` not `created`).
+ * none that reads as one (never stored, cleared, not of that shape) for `session` as it stands:
+ * kept with the session's `created_at` (not of a session of that id deleted since) and its
+ * `counts.turns` as the stop left it (no turn can start while stopped: one did, the stop was
+ * lifted and this stop made elsewhere).
  */
-function replacedTurns(id: string, created: unknown): { max_turns?: number } | undefined {
+function replacedTurns(id: string, session: any): { max_turns?: number } | undefined {
   try {
-    const { created_at, ...kept } = JSON.parse(localStorage.getItem(stoppedKey(id)) ?? 'null') ?? {};
-    if (typeof created !== 'string' || created_at !== created) return undefined;
+    const { created_at, turns: at, ...kept } = JSON.parse(localStorage.getItem(stoppedKey(id)) ?? 'null') ?? {};
+    if (typeof created_at !== 'string' || created_at !== session.created_at || at !== session.counts?.turns)
+      return undefined;
     const keys = Object.keys(kept);
     if (keys.length === 0) return {};
     const turns = kept.max_turns;
@@ -39,11 +42,17 @@ function replacedTurns(id: string, created: unknown): { max_turns?: number } | u
   }
 }
 
-/** Keeps (or, with `undefined`, forgets) the turn limit a stop of session `id` (created `created`) replaced. */
-function keepReplaced(id: string, turns: { max_turns?: number } | undefined, created?: unknown): void {
+/**
+ * Keeps the turn limit a stop of session `id` replaced, with `stopped` (the session the stop's
+ * PATCH answered) as `replacedTurns` checks it; with `undefined`, forgets it.
+ */
+function keepReplaced(id: string, turns: { max_turns?: number } | undefined, stopped?: any): void {
   try {
-    if (turns) localStorage.setItem(stoppedKey(id), JSON.stringify({ ...turns, created_at: created }));
-    else localStorage.removeItem(stoppedKey(id));
+    if (!turns) localStorage.removeItem(stoppedKey(id));
+    else {
+      const kept = { ...turns, created_at: stopped?.created_at, turns: stopped?.counts?.turns };
+      localStorage.setItem(stoppedKey(id), JSON.stringify(kept));
+    }
   } catch {
     // No storage: a lift says it removes the turn limit.
   }
@@ -108,20 +117,20 @@ export function renderBudget(id: string, session: any, force = false): void {
     node.addEventListener('click', act);
     return node;
   };
-  const save = async (next: Budget | null): Promise<boolean> => {
+  const save = async (next: Budget | null): Promise<any> => {
     try {
       const saved = await api(sessionPath(id), { method: 'PATCH', body: JSON.stringify({ budget: next }) });
       $('session-counts').textContent = countsText(saved);
       renderBudget(id, saved, true);
-      return true;
+      return saved;
     } catch (error) {
-      if (error instanceof Unauthorized) return false;
+      if (error instanceof Unauthorized) return undefined;
       const reason = error instanceof Error ? error.message : String(error);
       said.textContent =
         error instanceof ApiError && error.status === 403
           ? `This token may not change the budget (that needs admin): ${reason}`
           : `The budget could not be changed: ${reason}`;
-      return false;
+      return undefined;
     }
   };
   if (stopped) {
@@ -144,7 +153,7 @@ export function renderBudget(id: string, session: any, force = false): void {
     const offerLift = () =>
       actions.replaceChildren(
         button('Lift stop', () => {
-          const turns = replacedTurns(id, session.created_at);
+          const turns = replacedTurns(id, session);
           if (turns) lift(turns);
           else unknown();
         }),
@@ -158,7 +167,8 @@ export function renderBudget(id: string, session: any, force = false): void {
       button('Confirm stop', async () => {
         const turns = budget?.max_turns;
         const replaced = turns === undefined ? {} : { max_turns: turns };
-        if (await save({ ...budget, max_turns: 0 })) keepReplaced(id, replaced, session.created_at);
+        const answer = await save({ ...budget, max_turns: 0 });
+        if (answer) keepReplaced(id, replaced, answer);
       }),
       button('Keep running', offer),
     );

@@ -36,4 +36,28 @@ describe('an abort notice and the strategies a turn runs with', () => {
     const refused = await post('/v1/sessions/runaway/turns', { input: 'again', strategies: ['shorten_tools'] });
     expect(refused).toMatchObject({ status: 402, body: { error: { code: 'budget_exhausted' } } });
   });
+
+  it('keeps the aborted input: its call outputs sent again are refused, the next message goes on', async () => {
+    await post('/v1/sessions', {
+      id: 'stopped-loop',
+      tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } }],
+    });
+    const call = await post('/v1/sessions/stopped-loop/turns', { input: 'call get_weather {}' });
+    const outputs = [{ type: 'function_call_output', call_id: call.body.output[0].call_id, output: '18C' }];
+    await post('/v1/sessions/stopped-loop/inbox', { name: 'abort', content: 'stop' });
+    const aborted = await post('/v1/sessions/stopped-loop/turns', { input: outputs });
+    expect(aborted).toMatchObject({ status: 409, body: { error: { code: 'aborted' } } });
+
+    const resent = await post('/v1/sessions/stopped-loop/turns', { input: outputs });
+    expect(resent).toMatchObject({ status: 400, body: { error: { details: { field: 'input.0.call_id' } } } });
+    const empty = await post('/v1/sessions/stopped-loop/turns', { input: [] });
+    expect(empty).toMatchObject({ status: 400, body: { error: { details: { field: 'input' } } } });
+    const deleted = await app.request('/v1/sessions/stopped-loop/turns/2', {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(deleted.status).toBe(409);
+    const next = await post('/v1/sessions/stopped-loop/turns', { input: 'go on' });
+    expect(next.status).toBe(200);
+  });
 });

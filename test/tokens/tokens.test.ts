@@ -46,6 +46,19 @@ describe('token counting', () => {
     expect(budget).toMatchObject({ contextLimit: 5000, responseReserve: 800, promptLimit: 4200 });
   });
 
+  it("a set context_limit keeps a known family's reserve; an unknown model's is a quarter of it (docs)", () => {
+    const claude = resolveTokenBudget('anthropic:claude-sonnet-4-5', { context_limit: 12000, response_reserve: 0 });
+    expect(claude).toMatchObject({ responseReserve: 16384, promptLimit: 12000 - 16384 });
+    expect(resolveTokenBudget('openai:gpt-5', { context_limit: 12000, response_reserve: 0 }).responseReserve).toBe(
+      32768,
+    );
+    const unknown = resolveTokenBudget('openai-compatible:llama3.2', { context_limit: 12000, response_reserve: 0 });
+    expect(unknown.responseReserve).toBe(3000);
+    expect(
+      resolveTokenBudget('openai-compatible:llama3.2', { context_limit: 0, response_reserve: 0 }).responseReserve,
+    ).toBe(4096);
+  });
+
   it('without encoders (the Workers bundle) every model is approximated', () => {
     expect(tokenCounterFor('openai:gpt-4o').name).toBe('approximate');
     expect(modelFamily('workers-ai:@cf/meta/llama-3.1-8b-instruct')).toBeNull();

@@ -26,6 +26,11 @@ export interface PlanCompactionOptions {
    * when honouring it would summarize part of the kept input.
    */
   earliestStartSeq?: number;
+  /**
+   * The kept side's most tokens: a cut moved back to a call that would keep more (a parallel
+   * step's output larger than the window) moves forward past its step instead, before the input.
+   */
+  maxKeptTokens?: number;
 }
 
 /**
@@ -60,16 +65,9 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     for (const [output, callAt] of pairs) if (callAt < at && output >= at) return callAt;
     return undefined;
   };
-  // Move the cut back until no call before it has its output at or after it.
-  for (let callAt = splits(cut); callAt !== undefined; callAt = splits(cut)) cut = callAt;
-  const protectedIndex =
-    options.keepFromSeq === undefined ? stored.length : stored.findIndex((item) => item.seq! >= options.keepFromSeq!);
-  const keptFrom = protectedIndex < 0 ? stored.length : protectedIndex;
-  const earliestIndex =
-    options.earliestStartSeq === undefined ? 0 : stored.findIndex((item) => item.seq! >= options.earliestStartSeq!);
-  if (cut < (earliestIndex < 0 ? stored.length : earliestIndex)) {
-    // Start at the earliest allowed item instead, moved forward past any pair it would split.
-    let forward = earliestIndex < 0 ? stored.length : earliestIndex;
+  // The first place at or after `at` that splits no pair.
+  const forwardFrom = (at: number): number => {
+    let forward = at;
     for (let moved = true; moved; ) {
       moved = false;
       for (const [output, callAt] of pairs) {
@@ -79,6 +77,27 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
         }
       }
     }
+    return forward;
+  };
+  const walked = cut;
+  // Move the cut back until no call before it has its output at or after it.
+  for (let callAt = splits(cut); callAt !== undefined; callAt = splits(cut)) cut = callAt;
+  const protectedIndex =
+    options.keepFromSeq === undefined ? stored.length : stored.findIndex((item) => item.seq! >= options.keepFromSeq!);
+  const keptFrom = protectedIndex < 0 ? stored.length : protectedIndex;
+  if (options.maxKeptTokens !== undefined && cut < walked) {
+    let keptTokens = 0;
+    for (let index = cut; index < stored.length; index++)
+      keptTokens +=
+        countItemTokens(stored[index]!, options.counter) + reasoningTokens(sent.get(index), options.counter);
+    const forward = forwardFrom(walked);
+    if (keptTokens > options.maxKeptTokens && forward <= keptFrom) cut = forward;
+  }
+  const earliestIndex =
+    options.earliestStartSeq === undefined ? 0 : stored.findIndex((item) => item.seq! >= options.earliestStartSeq!);
+  if (cut < (earliestIndex < 0 ? stored.length : earliestIndex)) {
+    // Start at the earliest allowed item instead, moved forward past any pair it would split.
+    const forward = forwardFrom(earliestIndex < 0 ? stored.length : earliestIndex);
     if (forward <= keptFrom) cut = forward;
   }
   if (cut <= 0) return null;

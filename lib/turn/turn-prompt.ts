@@ -226,6 +226,8 @@ export async function fitTurnPrompt(
         keepTokens: sizes.keepTokens,
         counter: budget.counter,
         ...(keepFromSeq !== undefined ? { keepFromSeq } : {}),
+        // A kept side over the window would leave every later prompt too large.
+        ...(Number.isFinite(budget.promptLimit) ? { maxKeptTokens: budget.promptLimit - sizes.maxSummaryTokens } : {}),
         // Start no older than what the newest records carry, so later turns read the context from them.
         ...(turn.carried[0] ? { earliestStartSeq: turn.carried[0].seq } : {}),
       });

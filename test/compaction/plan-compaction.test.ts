@@ -171,6 +171,29 @@ describe('planCompaction', () => {
 });
 
 describe('the summary', () => {
+  it('moves forward past a parallel step whose kept pairs alone would pass maxKeptTokens', () => {
+    // A step's first output is larger than the window, its second small: moving the cut back to the
+    // step's calls would keep the large output, and every later prompt would still not fit.
+    const items = numbered([
+      user('hello'),
+      call('a'),
+      call('b'),
+      output('a', 'w'.repeat(20_000)),
+      output('b', 'sunny'),
+      user('what now?'),
+    ]);
+    const keepFromSeq = 6;
+    expect(planCompaction(items, { keepTokens: 1000, counter, keepFromSeq })).toMatchObject({ startSeq: 2 });
+    expect(planCompaction(items, { keepTokens: 1000, counter, keepFromSeq, maxKeptTokens: 3500 })).toMatchObject({
+      startSeq: 6,
+      interrupted: [],
+    });
+    // A kept side within maxKeptTokens still moves back to the call, as without it.
+    expect(planCompaction(items, { keepTokens: 1000, counter, keepFromSeq, maxKeptTokens: 10_000 })).toMatchObject({
+      startSeq: 2,
+    });
+  });
+
   it('notes as interrupted only the call without an output, when its call_id comes again', () => {
     const items = numbered([call('c'), user('retry'), call('c'), output('c', 'done'), user('go on')]);
     const plan = planCompaction(items, { keepTokens: 5, counter, keepFromSeq: 5 })!;

@@ -52,7 +52,8 @@ export interface TokenBudget {
 /**
  * Resolves a turn's budget: `context_limit` and `response_reserve` from the resolved
  * strategy config (0 = the model's default), else the model family's, else the fallback
- * (echo: no limit). The response reserve is at least the request's `max_output_tokens`.
+ * (echo: no limit); a default reserve is at most a quarter of the window. The response reserve
+ * is at least the request's `max_output_tokens`.
  *
  * @example resolveTokenBudget('openai:gpt-4o', { context_limit: 0, response_reserve: 0 }).contextLimit // 128000
  */
@@ -71,14 +72,15 @@ export function resolveTokenBudget(
         : echo
           ? Number.POSITIVE_INFINITY
           : FALLBACK_CONTEXT_LIMIT;
+  // A default reserve takes at most a quarter of a set or unknown window, so a small
+  // `context_limit` (12,000 on Claude, whose reserve is 16,384) still leaves the prompt room.
+  const defaultReserve = family ? family.responseReserve : FALLBACK_RESPONSE_RESERVE;
   const baseReserve =
     config.response_reserve > 0
       ? config.response_reserve
-      : family
-        ? family.responseReserve
-        : Number.isFinite(contextLimit)
-          ? Math.min(FALLBACK_RESPONSE_RESERVE, Math.floor(contextLimit / 4))
-          : 0;
+      : Number.isFinite(contextLimit)
+        ? Math.min(defaultReserve, Math.floor(contextLimit / 4))
+        : 0;
   const responseReserve = Math.max(baseReserve, options.maxOutputTokens ?? 0);
   return {
     contextLimit,

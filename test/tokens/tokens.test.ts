@@ -46,12 +46,20 @@ describe('token counting', () => {
     expect(budget).toMatchObject({ contextLimit: 5000, responseReserve: 800, promptLimit: 4200 });
   });
 
-  it("a set context_limit keeps a known family's reserve; an unknown model's is a quarter of it (docs)", () => {
+  it("a set context_limit takes a family's default reserve down to a quarter of it, as an unknown model's", () => {
     const claude = resolveTokenBudget('anthropic:claude-sonnet-4-5', { context_limit: 12000, response_reserve: 0 });
-    expect(claude).toMatchObject({ responseReserve: 16384, promptLimit: 12000 - 16384 });
+    expect(claude).toMatchObject({ responseReserve: 3000, promptLimit: 9000 });
     expect(resolveTokenBudget('openai:gpt-5', { context_limit: 12000, response_reserve: 0 }).responseReserve).toBe(
-      32768,
+      3000,
     );
+    // A window the reserve fits a quarter of keeps it; one set with it is kept as set.
+    expect(
+      resolveTokenBudget('anthropic:claude-sonnet-4-5', { context_limit: 100000, response_reserve: 0 }).responseReserve,
+    ).toBe(16384);
+    expect(
+      resolveTokenBudget('anthropic:claude-sonnet-4-5', { context_limit: 12000, response_reserve: 6000 })
+        .responseReserve,
+    ).toBe(6000);
     const unknown = resolveTokenBudget('openai-compatible:llama3.2', { context_limit: 12000, response_reserve: 0 });
     expect(unknown.responseReserve).toBe(3000);
     expect(

@@ -124,12 +124,15 @@ export function sentAsText(
  * item at an index goes as a tool result). With more than `over` images the prompt sends as such
  * (`sentAsText`), its `maxImageSide` is lowered to the many-image one and an image of unknown
  * size (an https URL, one stored without it) goes as a text placeholder too, as the provider
- * could refuse it. With more than `most` images sent as such after that, the oldest images go as
- * text placeholders; with more than `mostBytes` of base64 in the images and files sent as such,
- * the oldest images and files do (`oldestOver`): the placeholders then move only once every so
- * many new images or bytes, not on every turn, so the prompt's prefix (and the provider's cache
- * of it) holds between. The adapter and the receipt work it out alike from the prompt's
- * structure (the parts' stored `bytes`), not from which blobs were read.
+ * could refuse it; unless the newest image is such an image (a large screenshot just taken, which
+ * that would hide): then the newest `over.images` go as they are, and the older as text
+ * placeholders, a fifth of `over.images` at a time. With more than `most` images sent as such
+ * after that, the oldest images go as text placeholders; with more than `mostBytes` of base64 in
+ * the images and files sent as such, the oldest images and files do (`oldestOver`): the
+ * placeholders then move only once every so many new images or bytes, not on every turn, so the
+ * prompt's prefix (and the provider's cache of it) holds between. The adapter and the receipt
+ * work it out alike from the prompt's structure (the parts' stored `bytes`), not from which
+ * blobs were read.
  */
 export function promptMedia(
   media: MediaSupport,
@@ -139,30 +142,43 @@ export function promptMedia(
 ): PromptMedia {
   if (!manyImages) return media;
   const { over, most, mostBytes } = manyImages;
-  const isOver = over !== undefined && sentMedia(media, prompt, toolResult, over.images + 1).images > over.images;
-  const many: PromptMedia = isOver
-    ? {
-        ...mediaSupport(media),
-        maxImageSide: Math.min(media.maxImageSide ?? over.maxImageSide, over.maxImageSide),
-        sizeKnown: true,
-      }
-    : media;
-  if (most === undefined && mostBytes === undefined) return many;
-  const { parts } = sentMedia(many, prompt, toolResult, Number.POSITIVE_INFINITY);
-  const images = parts.filter((part) => part.type === 'input_image');
-  const oldest = [
-    ...(most === undefined
-      ? []
-      : images.slice(
-          0,
-          oldestOver(
-            images.map(() => 1),
-            most,
-          ),
-        )),
-    ...(mostBytes === undefined ? [] : parts.slice(0, oldestOver(parts.map(base64Length), mostBytes))),
-  ];
+  let many: PromptMedia = media;
+  let sent = sentMedia(media, prompt, toolResult);
+  const oldest: (InputImagePart | InputFilePart)[] = [];
+  const images = () => sent.filter((part) => part.type === 'input_image');
+  if (over !== undefined && images().length > over.images) {
+    const all = images();
+    if (beyondSide(all.at(-1)!, over.maxImageSide)) {
+      // Lowering the side would send the newest image (the screenshot just taken) as text: the
+      // request holds the newest `over.images` images instead, as large as they are.
+      const cut = new Set<InputImagePart | InputFilePart>(oldestOf(all, over.images));
+      oldest.push(...cut);
+      sent = sent.filter((part) => !cut.has(part));
+    } else {
+      const maxImageSide = Math.min(media.maxImageSide ?? over.maxImageSide, over.maxImageSide);
+      many = { ...mediaSupport(media), maxImageSide, sizeKnown: true };
+      sent = sentMedia(many, prompt, toolResult);
+    }
+  }
+  if (most !== undefined) oldest.push(...oldestOf(images(), most));
+  if (mostBytes !== undefined) oldest.push(...sent.slice(0, oldestOver(sent.map(base64Length), mostBytes)));
   return oldest.length === 0 ? many : { ...many, oldestAsText: new Set(oldest) };
+}
+
+/** The oldest of `images` that go as text so at most `most` are left (`oldestOver`, each weighing 1). */
+function oldestOf(images: readonly InputImagePart[], most: number): InputImagePart[] {
+  return images.slice(
+    0,
+    oldestOver(
+      images.map(() => 1),
+      most,
+    ),
+  );
+}
+
+/** Whether an image is larger than `side` on a side, or of unknown size. */
+function beyondSide(image: InputImagePart, side: number): boolean {
+  return image.width === undefined || image.height === undefined || Math.max(image.width, image.height) > side;
 }
 
 /**
@@ -188,31 +204,22 @@ export function oldestStep(most: number): number {
   return Math.max(1, Math.floor(most / 5));
 }
 
-/**
- * The images and files `media` sends as such (`sentAsText`), in order, until `enough` images;
- * `images`: how many of them are images.
- */
+/** The images and files `media` sends as such (`sentAsText`), in order. */
 function sentMedia(
   media: PromptMedia,
   prompt: readonly PromptItem[],
   toolResult: (index: number) => boolean,
-  enough: number,
-): { parts: (InputImagePart | InputFilePart)[]; images: number } {
+): (InputImagePart | InputFilePart)[] {
   const parts: (InputImagePart | InputFilePart)[] = [];
-  let images = 0;
-  for (let index = 0; index < prompt.length && images < enough; index++) {
+  for (let index = 0; index < prompt.length; index++) {
     const item = prompt[index]!;
     if (item.type === 'function_call') continue;
-    const sent = mediaParts(item.type === 'message' ? item.content : item.output);
-    if (sent.length === 0) continue;
+    const found = mediaParts(item.type === 'message' ? item.content : item.output);
+    if (found.length === 0) continue;
     const asText = sentAsText(media, item, () => toolResult(index));
-    for (const part of sent) {
-      if (asText(part)) continue;
-      parts.push(part);
-      if (part.type === 'input_image') images += 1;
-    }
+    for (const part of found) if (!asText(part)) parts.push(part);
   }
-  return { parts, images };
+  return parts;
 }
 
 /**

@@ -176,7 +176,8 @@ export interface Model {
    * `promptMedia`). `over`: the longest image side it takes in a request holding more than
    * `images` images (Anthropic: over 20, 2000 pixels, "max allowed size for many-image
    * requests"): in such a request each larger image goes as a text placeholder too, counted in
-   * `media_as_text`. A token estimate counts such an image as the image it would be in a smaller
+   * `media_as_text`, unless the newest is one (its newest `images` are sent then, the older as
+   * placeholders). A token estimate counts such an image as the image it would be in a smaller
    * request (an estimate over, never under, what is sent). An image of unknown size (an https URL,
    * one stored before its header was read) goes as a text placeholder in such a request too: the
    * provider could refuse it. `most`: the most images a request may hold (Anthropic: 100,

@@ -50,13 +50,28 @@ describe('anthropic: a request with more than 20 images', () => {
   it('gets no image over 2000 pixels a side: the large ones go as placeholders', async () => {
     const small = Array.from({ length: 20 }, (_, n) => image(800, 600, n));
     const prompt: PromptItem[] = [
+      { type: 'function_call', call_id: 'toolu_a', name: 'screenshot', arguments: '{}', seq: 1 },
+      { type: 'function_call_output', call_id: 'toolu_a', output: [image(2560, 1600, 21)], seq: 2 },
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Compare' }, ...small], seq: 3 },
+    ];
+    const body = await sentBody(prompt);
+    expect(imageBlocks(body)).toHaveLength(20);
+    expect(JSON.stringify(body)).toContain('[image omitted: image/png 2560x1600');
+  });
+
+  it('whose newest image is over 2000 pixels gets the newest 20 as they are, the oldest as placeholders', async () => {
+    // Lowering the side would hide the screenshot just taken: the oldest go instead, four at a time.
+    const small = Array.from({ length: 20 }, (_, n) => image(800, 600, n));
+    const prompt: PromptItem[] = [
       { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Compare' }, ...small], seq: 1 },
       { type: 'function_call', call_id: 'toolu_a', name: 'screenshot', arguments: '{}', seq: 2 },
       { type: 'function_call_output', call_id: 'toolu_a', output: [image(2560, 1600, 21)], seq: 3 },
     ];
     const body = await sentBody(prompt);
-    expect(imageBlocks(body)).toHaveLength(20);
-    expect(JSON.stringify(body)).toContain('[image omitted: image/png 2560x1600');
+    const blocks = imageBlocks(body);
+    expect(blocks).toHaveLength(17);
+    expect(JSON.stringify(body)).not.toContain('[image omitted: image/png 2560x1600');
+    expect(JSON.stringify(body).match(/\[image omitted: image\/png 800x600, 1 KB, item 1\]/g)).toHaveLength(4);
   });
 
   it('20 images, one of them large, all go as images', async () => {
@@ -80,7 +95,7 @@ describe('anthropic: a request with more than 20 images', () => {
     await sessions.create({ id: 'many' });
     const shots = Array.from({ length: 21 }, (_, n) => ({
       type: 'input_image' as const,
-      image_url: dataUrl('image/png', pngBytes(n < 18 ? 800 : 2560, n < 18 ? 600 : 1600, 8, n)),
+      image_url: dataUrl('image/png', pngBytes(n < 3 ? 2560 : 800, n < 3 ? 1600 : 600, 8, n)),
     }));
     await runTurn(services, 'many', {
       input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Compare' }, ...shots] }],
@@ -113,6 +128,46 @@ function placeholderSeqs(body: any): number[] {
     Number(match[1]),
   );
 }
+
+describe('anthropic: a computer-use loop of screenshots over 2000 pixels a side', () => {
+  /** `count` screenshots of 2560x1600, one per tool result. */
+  function retinaLoop(count: number): PromptItem[] {
+    const prompt: PromptItem[] = [{ type: 'message', role: 'user', content: 'Use the computer', seq: 1 }];
+    for (let n = 0; n < count; n++) {
+      const call_id = `toolu_${n}`;
+      prompt.push(
+        { type: 'function_call', call_id, name: 'computer', arguments: '{"action":"screenshot"}', seq: 2 + 2 * n },
+        { type: 'function_call_output', call_id, output: [image(2560, 1600, n)], seq: 3 + 2 * n },
+      );
+    }
+    return prompt;
+  }
+  const seqs = (body: unknown) =>
+    [...JSON.stringify(body).matchAll(/\[image omitted: image\/png 2560x1600, 1 KB, item (\d+)\]/g)].map((match) =>
+      Number(match[1]),
+    );
+
+  it('sends the newest 20 at most, as they are, the oldest as placeholders four at a time', async () => {
+    const at20 = await sentBody(retinaLoop(20));
+    await provider!.close();
+    expect(imageBlocks(at20)).toHaveLength(20);
+    const at21 = await sentBody(retinaLoop(21));
+    await provider!.close();
+    const at24 = await sentBody(retinaLoop(24));
+    await provider!.close();
+    const at25 = await sentBody(retinaLoop(25));
+    expect(imageBlocks(at21)).toHaveLength(17);
+    expect(seqs(at21)).toEqual([3, 5, 7, 9]);
+    expect(imageBlocks(at24)).toHaveLength(20);
+    expect(seqs(at24)).toEqual([3, 5, 7, 9]);
+    expect(imageBlocks(at25)).toHaveLength(17);
+    expect(seqs(at25)).toEqual([3, 5, 7, 9, 11, 13, 15, 17]);
+    // The newest screenshot is always sent; the prefix of 21 holds up to 24.
+    expect(JSON.stringify(at25)).not.toContain('item 51]');
+    const shared = withoutBreakpoints(at21).slice(0, -2);
+    expect(withoutBreakpoints(at24).slice(0, shared.length)).toEqual(shared);
+  });
+});
 
 describe('anthropic: a request over 100 images', () => {
   it('gets the oldest as placeholders, twenty at a time, never more than 100 images', async () => {
@@ -211,7 +266,7 @@ describe('anthropic: an image of unknown size (an https URL)', () => {
       {
         type: 'message',
         role: 'user',
-        content: [...Array.from({ length: 20 }, (_, n) => image(800, 600, n)), url(1)],
+        content: [url(1), ...Array.from({ length: 20 }, (_, n) => image(800, 600, n))],
         seq: 1,
       },
     ];
@@ -227,7 +282,7 @@ describe('anthropic: an image of unknown size (an https URL)', () => {
       {
         type: 'message',
         role: 'user',
-        content: [...Array.from({ length: 20 }, (_, n) => image(800, 600, n)), { ...webp, media_type: 'image/webp' }],
+        content: [{ ...webp, media_type: 'image/webp' }, ...Array.from({ length: 20 }, (_, n) => image(800, 600, n))],
         seq: 1,
       },
     ];

@@ -24,3 +24,12 @@ export function compactionSizes(
     maxSummaryTokens: Math.max(32, Math.floor(limit * SUMMARY_SHARE)),
   };
 }
+
+/**
+ * The most tokens a compaction's kept side may take (planCompaction `maxKeptTokens`): the prompt
+ * limit less the summary's cap and `beside`, what every prompt carries besides its items (the
+ * tools, the instructions). None without a window.
+ */
+export function keptBound(budget: TokenBudget, maxSummaryTokens: number, beside: number): { maxKeptTokens?: number } {
+  return Number.isFinite(budget.promptLimit) ? { maxKeptTokens: budget.promptLimit - maxSummaryTokens - beside } : {};
+}

@@ -1,6 +1,7 @@
 import {
   compactedContext,
   compactionSizes,
+  keptBound,
   fitPrompt,
   planCompaction,
   summarizeContext,
@@ -226,8 +227,17 @@ export async function fitTurnPrompt(
         keepTokens: sizes.keepTokens,
         counter: budget.counter,
         ...(keepFromSeq !== undefined ? { keepFromSeq } : {}),
-        // A kept side over the window would leave every later prompt too large.
-        ...(Number.isFinite(budget.promptLimit) ? { maxKeptTokens: budget.promptLimit - sizes.maxSummaryTokens } : {}),
+        // A kept side over the window would leave every later prompt too large: the tools, the
+        // instructions and notices (the prompt's items without a seq, the summary aside) go in it too.
+        ...keptBound(
+          budget,
+          sizes.maxSummaryTokens,
+          countPromptTokens(
+            built.hydrated.filter((item) => item.seq === undefined && item.synthetic !== 'summary'),
+            plan.tools,
+            budget.counter,
+          ),
+        ),
         // Start no older than what the newest records carry, so later turns read the context from them.
         ...(turn.carried[0] ? { earliestStartSeq: turn.carried[0].seq } : {}),
       });

@@ -7,10 +7,11 @@ import type { SessionLog, SessionRecord } from '../session/session-log.ts';
 import { resolveStrategyConfig } from '../strategies/strategy-config.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { planCompaction } from '../compaction/plan-compaction.ts';
-import { compactionSizes } from '../compaction/summary-budget.ts';
+import { compactionSizes, keptBound } from '../compaction/summary-budget.ts';
 import { SummaryTimeoutError, summarizeContext } from '../compaction/summarize-context.ts';
 import { ChargedFailure } from '../session/log/compaction.ts';
-import type { Item } from '../items.ts';
+import type { Item, PromptItem } from '../items.ts';
+import { countPromptTokens } from '../tokens/token-counter.ts';
 import { afterResponse } from './after-response.ts';
 import { appendItems } from './append.ts';
 import { pickUp } from './pickup.ts';
@@ -108,6 +109,11 @@ export async function compactSessionFrom(
     services.tokenEncoders ? { encoders: services.tokenEncoders } : {},
   );
   const sizes = compactionSizes(budget, config);
+  // What every prompt carries besides its items: the session's tools and instructions.
+  const instructions: PromptItem[] = session.instructions
+    ? [{ type: 'message', role: 'system', content: session.instructions }]
+    : [];
+  const beside = countPromptTokens(instructions, session.tools, budget.counter);
   const prompt = request.prompt ?? services.config.summaryPrompt;
   let result: Compacted | undefined;
   let claimed = false;
@@ -129,6 +135,8 @@ export async function compactSessionFrom(
       const cut = planCompaction(items, {
         keepTokens: request.keep_tokens ?? sizes.keepTokens,
         counter: budget.counter,
+        // Kept no larger than a turn's compaction keeps (lib/turn/turn-prompt.ts), so the next prompt fits.
+        ...keptBound(budget, sizes.maxSummaryTokens, beside),
         ...(carriedFromSeq !== null ? { earliestStartSeq: carriedFromSeq } : {}),
       });
       if (!cut) return null;

@@ -19,10 +19,14 @@ async function post(path: string, body: unknown): Promise<{ status: number; body
 }
 
 /** A session whose parallel step (seqs 4 to 7) has a first output of `words` words, its turn refused (413). */
-async function oversizedStep(id: string, words: number, options: { description?: string; instructions?: string } = {}) {
+async function oversizedStep(
+  id: string,
+  words: number,
+  options: { description?: string; instructions?: string; strategies?: string[] } = {},
+) {
   await post('/v1/sessions', {
     id,
-    strategies: ['shorten_tools_epoch_increment', 'compact', 'inbox'],
+    strategies: options.strategies ?? ['shorten_tools_epoch_increment', 'compact', 'inbox'],
     strategy_config: { context_limit: 4000, response_reserve: 500 },
     ...(options.instructions ? { instructions: options.instructions } : {}),
     tools: [
@@ -68,5 +72,15 @@ describe('a parallel step with an output larger than the window, under compact',
     const next = await post('/v1/sessions/beside/turns', { input: 'what now?' });
     expect(next.status, JSON.stringify(next.body)).toBe(200);
     expect(next.body.context.compaction.summarized.last_seq).toBe(7);
+  });
+
+  it('is summarized by a compaction on demand too, so the prompt after it fits', async () => {
+    // Without `compact` in the strategies its turn compacted nothing; `POST /compact` does.
+    const options = { description: 'd '.repeat(200), instructions: 'i '.repeat(1200), strategies: ['inbox'] };
+    await oversizedStep('manual', 2200, options);
+    const compacted = await post('/v1/sessions/manual/compact', {});
+    expect(compacted).toMatchObject({ status: 200, body: { compacted: true, context: { start_seq: 8 } } });
+    const preview = await app.request('/v1/sessions/manual/prompt', { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(preview.status).toBe(200);
   });
 });

@@ -50,9 +50,14 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
   let kept = 0;
   // The reasoning of the current tool loop is sent with its items (loopReasoning), so it counts.
   const sent = loopReasoning(stored);
+  // Each item is counted once: the walk's counts serve the kept side's weight below.
+  const counts: number[] = [];
+  const tokensAt = (index: number): number =>
+    (counts[index] ??=
+      countItemTokens(stored[index]!, options.counter) + reasoningTokens(sent.get(index), options.counter));
   while (cut > 0) {
     const item = stored[cut - 1]!;
-    const tokens = countItemTokens(item, options.counter) + reasoningTokens(sent.get(cut - 1), options.counter);
+    const tokens = tokensAt(cut - 1);
     const protectedItem = options.keepFromSeq !== undefined && item.seq! >= options.keepFromSeq;
     if (!protectedItem && kept + tokens > options.keepTokens) break;
     kept += tokens;
@@ -86,10 +91,8 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     options.keepFromSeq === undefined ? stored.length : stored.findIndex((item) => item.seq! >= options.keepFromSeq!);
   const keptFrom = protectedIndex < 0 ? stored.length : protectedIndex;
   if (options.maxKeptTokens !== undefined && cut < walked) {
-    let keptTokens = 0;
-    for (let index = cut; index < stored.length; index++)
-      keptTokens +=
-        countItemTokens(stored[index]!, options.counter) + reasoningTokens(sent.get(index), options.counter);
+    let keptTokens = kept;
+    for (let index = cut; index < walked; index++) keptTokens += tokensAt(index);
     const forward = forwardFrom(walked);
     if (keptTokens > options.maxKeptTokens && forward <= keptFrom) cut = forward;
   }

@@ -194,6 +194,28 @@ describe('the summary', () => {
     });
   });
 
+  it('counts each item once when it weighs the kept side against maxKeptTokens', () => {
+    const items = numbered([
+      user('hello'),
+      call('a'),
+      call('b'),
+      output('a', 'w'.repeat(20_000)),
+      output('b', 'sunny'),
+      user('what now?'),
+    ]);
+    const counted: string[] = [];
+    const tally = {
+      name: 'tally',
+      count: (text: string) => {
+        counted.push(text);
+        return approximateTokenCounter.count(text);
+      },
+    };
+    const plan = planCompaction(items, { keepTokens: 1000, counter: tally, keepFromSeq: 6, maxKeptTokens: 3500 });
+    expect(plan).toMatchObject({ startSeq: 6 });
+    expect(counted.length).toBeLessThanOrEqual(items.length);
+  });
+
   it('notes as interrupted only the call without an output, when its call_id comes again', () => {
     const items = numbered([call('c'), user('retry'), call('c'), output('c', 'done'), user('go on')]);
     const plan = planCompaction(items, { keepTokens: 5, counter, keepFromSeq: 5 })!;

@@ -5,9 +5,11 @@ import type { Model, ModelUsage } from '../models/model.ts';
 import { markReach, providerUnreached } from '../models/provider-reach.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
+import { outputRoom, type TokenBudget } from '../tokens/model-limits.ts';
 import {
   APPROXIMATE_CHARACTERS_PER_TOKEN,
   approximateTokenCounter,
+  countPromptTokens,
   promptItemTokens,
 } from '../tokens/token-counter.ts';
 import type { CompactionPlan } from './plan-compaction.ts';
@@ -21,6 +23,11 @@ export interface SummarizeOptions {
   prompt?: string;
   /** The summary is cut to about this many tokens (and the model asked for no more). */
   maxSummaryTokens: number;
+  /**
+   * The window the summary call's prompt and answer share, and the counter that estimates the
+   * prompt: the call asks for no more than the window leaves (`ModelRequest.outputRoom`).
+   */
+  window?: Pick<TokenBudget, 'contextLimit' | 'counter'>;
   /** Aborts the summary's model call (a turn its lease renewal found closed by someone else). */
   signal?: AbortSignal;
   /**
@@ -79,8 +86,11 @@ export async function summarizeContext(
     { type: 'message', role: 'user', content: transcript || EMPTY_TRANSCRIPT },
   ];
   const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
+  const { window } = options;
+  const room = window && outputRoom(window.contextLimit, () => countPromptTokens(prompt, [], window.counter));
+  const request = { prompt, tools: [], maxOutputTokens, ...(room !== undefined ? { outputRoom: room } : {}) };
   const result = await withDeadline(options, (signal) =>
-    model.generate({ prompt, tools: [], maxOutputTokens, ...(signal ? { signal } : {}) }),
+    model.generate({ ...request, ...(signal ? { signal } : {}) }),
   ).catch((error: unknown) => {
     const aborted = options.signal?.aborted === true;
     if (!(error instanceof ModelTimeoutError) && !aborted) throw error;

@@ -26,6 +26,8 @@ export interface AnthropicMessagesSettings {
   /** Up to and including the version; the SDK's default is `https://api.anthropic.com/v1`. */
   baseURL?: string;
   fetch: typeof globalThis.fetch;
+  /** Rewrites each request's body before it is sent. */
+  transformRequestBody?: (body: Record<string, any>) => Record<string, any>;
 }
 
 /**
@@ -62,5 +64,6 @@ export function anthropicMessagesModel(settings: AnthropicMessagesSettings): Ant
     fetch: settings.fetch,
     generateId,
     supportedUrls: () => SUPPORTED_URLS,
+    ...(settings.transformRequestBody ? { transformRequestBody: settings.transformRequestBody } : {}),
   });
 }

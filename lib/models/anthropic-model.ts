@@ -56,6 +56,7 @@ export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: '
  * call that continues a tool loop whose blocks are missing goes without thinking (`thinkingNeedsItsBlocks`),
  * and a call Anthropic refuses for a thinking block's signature (a client's forged or corrupted
  * reasoning) is sent once more without its thinking blocks and without thinking (lib/models/thinking-refusal.ts).
+ * A request asks for no more output than the window leaves it (`withinRoom`).
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   return createSdkModel({
@@ -67,13 +68,14 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     manyImages: ANTHROPIC_MANY_IMAGES,
     id: settings.id,
     // Built for each call, with the fetch that notes what its requests came to.
-    languageModel: (fetch) =>
+    languageModel: (fetch, request) =>
       retryingWithoutThinking(
         anthropicMessagesModel({
           modelName: settings.modelName,
           apiKey: settings.apiKey,
           ...(settings.baseURL !== undefined ? { baseURL: settings.baseURL } : {}),
           fetch,
+          transformRequestBody: (body) => withinRoom(body, request.outputRoom, request.maxOutputTokens),
         }),
       ),
     fetch: settings.fetch,
@@ -99,4 +101,39 @@ function anthropicOptions(request: ModelRequest): ProviderOptions | undefined {
     ...(userId !== undefined ? { metadata: { userId } } : {}),
   };
   return Object.keys(options).length > 0 ? { anthropic: options } : undefined;
+}
+
+/** The least thinking budget the Messages API takes (`thinking.budget_tokens`). */
+export const ANTHROPIC_MIN_THINKING_BUDGET = 1024;
+
+/**
+ * A Messages request body asking for no more than `room` tokens (`ModelRequest.outputRoom`): the
+ * Messages API refuses a request whose prompt and `max_tokens` exceed the window ("input length
+ * and `max_tokens` exceed context limit"), and the AI SDK asks for the model's most output when
+ * the call sets none. A body within the room is sent as it is. With extended thinking, its budget
+ * is lowered with `max_tokens` and kept below it: by the same share of it, or with the call's own
+ * `maxOutputTokens` (`asked`, within the room: lib/tokens/model-limits.ts) to what the room leaves
+ * past them; under ANTHROPIC_MIN_THINKING_BUDGET the request goes without thinking (and asks for
+ * `asked`, when set).
+ */
+export function withinRoom(
+  body: Record<string, any>,
+  room: number | undefined,
+  asked: number | undefined,
+): Record<string, any> {
+  if (room === undefined || !(body.max_tokens > room)) return body;
+  const maxTokens = Math.max(1, Math.floor(room));
+  const { thinking, ...rest } = body;
+  if (thinking?.type !== 'enabled' || typeof thinking.budget_tokens !== 'number') {
+    return { ...body, max_tokens: maxTokens };
+  }
+  const budget: number = thinking.budget_tokens;
+  const lowered =
+    asked !== undefined
+      ? Math.min(budget, maxTokens - asked)
+      : Math.max(ANTHROPIC_MIN_THINKING_BUDGET, Math.floor((budget * maxTokens) / body.max_tokens));
+  if (lowered >= ANTHROPIC_MIN_THINKING_BUDGET && lowered < maxTokens) {
+    return { ...body, max_tokens: maxTokens, thinking: { ...thinking, budget_tokens: lowered } };
+  }
+  return { ...rest, max_tokens: Math.min(maxTokens, asked ?? maxTokens) };
 }

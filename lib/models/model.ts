@@ -12,6 +12,13 @@ export interface ModelRequest {
   prompt: PromptItem[];
   tools: Tool[];
   maxOutputTokens?: number;
+  /**
+   * The tokens the model's window leaves the answer: the window less the prompt's estimated
+   * tokens (lib/tokens/model-limits.ts `outputRoom`); absent when the window has no end. An
+   * adapter whose provider refuses a request asking for more (Anthropic's `max_tokens`) asks for
+   * no more.
+   */
+  outputRoom?: number;
   temperature?: number;
   /**
    * Index into `prompt` of the last item of the stable (cache-friendly) prefix, if any.

@@ -34,9 +34,9 @@ export interface SdkModelOptions {
   /**
    * The AI SDK language model built by the provider factory; over HTTP, built for each call with
    * the `fetch` given, which notes whether the provider may have run the model (a failure is
-   * marked so: lib/models/provider-reach.ts).
+   * marked so: lib/models/provider-reach.ts), for the request given.
    */
-  languageModel: LanguageModel | ((fetch: typeof globalThis.fetch) => LanguageModel);
+  languageModel: LanguageModel | ((fetch: typeof globalThis.fetch, request: ModelRequest) => LanguageModel);
   /** The fetch the call's requests go through; default the runtime's global fetch. */
   fetch?: typeof globalThis.fetch | undefined;
   /** Deadline of one whole call (stream included), in milliseconds. */
@@ -139,7 +139,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       delete settings.reasoning;
     }
     return {
-      model: typeof languageModel === 'function' ? languageModel(reach!.fetch(options.fetch)) : languageModel,
+      model: typeof languageModel === 'function' ? languageModel(reach!.fetch(options.fetch), request) : languageModel,
       messages,
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.

@@ -108,6 +108,7 @@ export async function compactItems(
   if (!cut) return null;
   const made = await summarizeContext(request.summaryModel, null, cut, {
     maxSummaryTokens: sizes.maxSummaryTokens,
+    window: budget,
     ...(request.summaryPrompt ? { prompt: request.summaryPrompt } : {}),
   });
   return { summary: made.context.summary, usage: made.usage };

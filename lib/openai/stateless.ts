@@ -11,6 +11,7 @@ import { buildModelRequest, callModel, promptBudget, type ModelOutputEvent } fro
 import { CallMeter } from '../turn/stopped-spend.ts';
 import { providerMayHaveRun } from '../models/provider-reach.ts';
 import { countPromptTokens, type TokenCounter } from '../tokens/token-counter.ts';
+import { outputRoom } from '../tokens/model-limits.ts';
 
 /**
  * A model call that stores nothing (`store: false` responses): the strategies run on the
@@ -66,7 +67,14 @@ export async function prepareStateless(
     keepFromSeq: undefined,
   });
   const prompt = fit.built.hydrated;
-  const modelRequest = buildModelRequest(prompt, request.tools, undefined, request);
+  const tokens = () => fit.promptTokens ?? countPromptTokens(prompt, request.tools, budget.counter);
+  const modelRequest = buildModelRequest(
+    prompt,
+    request.tools,
+    undefined,
+    request,
+    outputRoom(budget.contextLimit, tokens),
+  );
   const context: TurnContext = {
     ...promptContext(assembled.prepared, prompt),
     notices_delivered: notices.map((notice) => notice.name),

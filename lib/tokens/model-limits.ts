@@ -91,6 +91,15 @@ export function resolveTokenBudget(
 }
 
 /**
+ * The tokens a window of `contextLimit` leaves the answer to a prompt of `promptTokens()`
+ * (estimated by the budget's counter): what a model call may ask for at most
+ * (`ModelRequest.outputRoom`). Undefined, the prompt not counted, when the window has no end.
+ */
+export function outputRoom(contextLimit: number, promptTokens: () => number): number | undefined {
+  return Number.isFinite(contextLimit) ? contextLimit - promptTokens() : undefined;
+}
+
+/**
  * The counter for a model: its family's BPE encoding when the runtime provided it, the
  * approximation otherwise. The OpenAI families (those with an encoding) count images by
  * OpenAI's rule, every other model by Anthropic's (lib/tokens/media-tokens.ts). With `media`

@@ -155,6 +155,7 @@ export async function compactSessionFrom(
       // the compaction with model_timeout, which then releases the session.
       const summary = await summarizeContext(model, context, cut, {
         maxSummaryTokens: sizes.maxSummaryTokens,
+        window: budget,
         timeoutMs: services.config.modelTimeoutMs,
         signal: stop.signal,
         // Stopped: charged only when its provider may have run it (lib/models/provider-reach.ts).

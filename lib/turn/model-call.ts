@@ -22,17 +22,20 @@ export interface ModelCallOptions {
   settings?: ModelSettings | undefined;
 }
 
+/** A model call's request; `outputRoom`: what the window leaves the answer (lib/tokens/model-limits.ts). */
 export function buildModelRequest(
   prompt: PromptItem[],
   tools: Tool[],
   cacheBreakpoint: number | undefined,
   options: ModelCallOptions,
+  outputRoom?: number,
 ): ModelRequest {
   return {
     prompt,
     tools,
     ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
     ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
+    ...(outputRoom !== undefined ? { outputRoom } : {}),
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
     ...(options.promptCacheKey !== undefined ? { promptCacheKey: options.promptCacheKey } : {}),
     ...(options.settings !== undefined ? { settings: options.settings } : {}),

@@ -17,7 +17,7 @@ import type { OpenTurn } from '../session/log/types.ts';
 import type { ContextStart, OverflowBoundary } from '../session/records.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
-import type { resolveTokenBudget } from '../tokens/model-limits.ts';
+import { outputRoom, type resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
 import { assemblePrompt, compactionContext, promptContext } from './assemble-prompt.ts';
@@ -158,6 +158,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     };
     const summary = await summarizeContext(summaryModel, turn.context, cut, {
       maxSummaryTokens,
+      window: inputs.budget,
       ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
       ...(inputs.stop ? { signal: inputs.stop } : {}),
       // Stopped by someone else's close: the stopped turn charges the estimate (close-turn.ts).
@@ -190,6 +191,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     const names = delivered.map((notice) => notice.name);
     return buildReceipt(plan, await parts!, hydrated, delivered, { ...context, notices_delivered: names });
   };
+  const promptTokens = () => context.prompt_tokens ?? countPromptTokens(hydrated, plan.tools, inputs.budget.counter);
   const modelRequest = buildModelRequest(
     // Images and files are read last, for the items the fitted prompt kept; not those that go as
     // text placeholders only (an assistant's or system message's, `Model.assistantMedia`, a tool
@@ -198,8 +200,8 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     plan.tools,
     cacheBreakpoint,
     turnCallOptions(request),
+    outputRoom(inputs.budget.contextLimit, promptTokens),
   );
-  const promptTokens = () => context.prompt_tokens ?? countPromptTokens(hydrated, plan.tools, inputs.budget.counter);
   return { modelRequest, context, startReceipt, receipt, promptTokens };
 }
 

@@ -1,0 +1,150 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { planCompaction, summarizeContext } from '../../lib/compaction/index.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import type { ModelSettings } from '../../lib/models/model.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { resolveTokenBudget } from '../../lib/tokens/model-limits.ts';
+import { countPromptTokens } from '../../lib/tokens/token-counter.ts';
+import { runTurn } from '../../lib/turn/index.ts';
+import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { servicesFor } from '../support/recording-model.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/**
+ * The Messages API refuses a request whose prompt tokens and `max_tokens` together exceed the
+ * window ("input length and `max_tokens` exceed context limit"). The AI SDK asks for the model's
+ * most output (64,000 on claude-sonnet-4-5) when no `max_output_tokens` is given: a request whose
+ * prompt leaves less room asks for the room alone, its thinking budget lowered with it.
+ */
+
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+const MODEL = 'anthropic:claude-sonnet-4-5';
+const env = (url: string) => ({ ANTHROPIC_API_KEY: 'sk-ant-test', ANTHROPIC_BASE_URL: url, MODEL_MAX_RETRIES: '0' });
+/** The most output claude-sonnet-4-5 takes: what the AI SDK asks for by default. */
+const MODEL_MAX_OUTPUT = 64_000;
+
+async function turnBody(
+  text: string,
+  contextLimit: number,
+  request: { max_output_tokens?: number; model_settings?: ModelSettings } = {},
+): Promise<{ body: any; room: number }> {
+  provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+  const model = resolveModel(MODEL, env(provider.baseURL));
+  const store = new MemoryStore();
+  const sessions = new SessionLog(store);
+  const services = servicesFor(sessions, store, model);
+  await sessions.create({ id: 's' });
+  await runTurn(services, 's', {
+    input: [{ type: 'message', role: 'user', content: text }],
+    strategy_config: { context_limit: contextLimit },
+    ...request,
+  });
+  await services.settle();
+  expect(provider.requests).toHaveLength(1);
+  return { body: provider.requests[0]!.body, room: contextLimit - tokensOf(text) };
+}
+
+/** The estimate of claude-sonnet-4-5's prompts. */
+const counter = resolveTokenBudget(MODEL, { context_limit: 0, response_reserve: 0 }).counter;
+const tokensOf = (text: string) => countPromptTokens([{ type: 'message', role: 'user', content: text }], [], counter);
+
+/** English text of about `tokens` tokens by the estimate of claude-sonnet-4-5's prompts. */
+function textOf(tokens: number): string {
+  const perWord = tokensOf('word '.repeat(1000)) / 1000;
+  return 'word '.repeat(Math.floor((tokens - 10) / perWord));
+}
+
+describe("anthropic: a request's max_tokens stays within the window", () => {
+  it('a short prompt asks for the default, the most output of the model', async () => {
+    const { body } = await turnBody('hello', 200_000);
+    expect(body.max_tokens).toBe(MODEL_MAX_OUTPUT);
+  });
+
+  it('a long prompt asks for what the window leaves it, no more', async () => {
+    const { body, room } = await turnBody(textOf(50_000), 100_000);
+    expect(room).toBeLessThan(MODEL_MAX_OUTPUT);
+    expect(body.max_tokens).toBeGreaterThan(0);
+    expect(body.max_tokens).toBeLessThanOrEqual(room);
+  });
+
+  it("a client's max_output_tokens is sent as asked", async () => {
+    const { body } = await turnBody(textOf(50_000), 100_000, { max_output_tokens: 2000 });
+    expect(body.max_tokens).toBe(2000);
+  });
+
+  it('with thinking, its budget is lowered with max_tokens, at least 1024 and below it', async () => {
+    const { body, room } = await turnBody(textOf(50_000), 100_000, { model_settings: { reasoningEffort: 'high' } });
+    expect(body.max_tokens).toBeLessThanOrEqual(room);
+    expect(body.thinking.type).toBe('enabled');
+    expect(body.thinking.budget_tokens).toBeGreaterThanOrEqual(1024);
+    expect(body.thinking.budget_tokens).toBeLessThan(body.max_tokens);
+  });
+
+  it("with thinking and a client's max_output_tokens, the thinking gets the rest of the room", async () => {
+    const { body, room } = await turnBody(textOf(70_000), 100_000, {
+      max_output_tokens: 4000,
+      model_settings: { reasoningEffort: 'high' },
+    });
+    expect(body.max_tokens).toBeLessThanOrEqual(room);
+    expect(body.thinking.budget_tokens).toBeGreaterThanOrEqual(1024);
+    expect(body.max_tokens - body.thinking.budget_tokens).toBeGreaterThanOrEqual(4000);
+  });
+
+  it('with thinking, a room too small for its least budget sends no thinking', async () => {
+    // A window with little room left past the prompt: the response reserve set as small.
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel(MODEL, env(provider.baseURL));
+    const store = new MemoryStore();
+    const sessions = new SessionLog(store);
+    const services = servicesFor(sessions, store, model);
+    await sessions.create({ id: 's' });
+    const text = textOf(9_200);
+    await runTurn(services, 's', {
+      input: [{ type: 'message', role: 'user', content: text }],
+      strategy_config: { context_limit: 10_000, response_reserve: 500 },
+      model_settings: { reasoningEffort: 'high' },
+    });
+    const body = provider.requests[0]!.body;
+    expect(10_000 - tokensOf(text)).toBeLessThan(1025);
+    expect(body.max_tokens).toBeLessThanOrEqual(10_000 - tokensOf(text));
+    expect(body.thinking).toBeUndefined();
+  });
+});
+
+describe("anthropic: a summary call's max_tokens stays within the window", () => {
+  it('a long transcript leaves the summary what the window leaves it', async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel(MODEL, env(provider.baseURL));
+    // A transcript clips each item: many items make it long.
+    const items: PromptItem[] = Array.from({ length: 400 }, (_, index) => ({
+      type: 'message',
+      role: 'user',
+      content: textOf(200),
+      seq: index + 1,
+    }));
+    const budget = resolveTokenBudget(MODEL, { context_limit: 40_000, response_reserve: 0 });
+    const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
+    await summarizeContext(model, null, plan, { maxSummaryTokens: 20_000, window: budget });
+    const body = provider.requests[0]!.body;
+    const texts = [...body.system, ...body.messages.flatMap((message: { content: unknown[] }) => message.content)];
+    const sent = texts.map((block: { text: string }) => block.text).join('');
+    expect(body.max_tokens).toBeGreaterThan(0);
+    expect(body.max_tokens).toBeLessThanOrEqual(40_000 - Math.ceil(sent.length / 4));
+  });
+
+  it('a short transcript asks for the summary tokens asked', async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel(MODEL, env(provider.baseURL));
+    const items: PromptItem[] = [{ type: 'message', role: 'user', content: 'plan the trip', seq: 1 }];
+    const budget = resolveTokenBudget(MODEL, { context_limit: 40_000, response_reserve: 0 });
+    const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
+    await summarizeContext(model, null, plan, { maxSummaryTokens: 2_000, window: budget });
+    expect(provider.requests[0]!.body.max_tokens).toBe(2_000);
+  });
+});

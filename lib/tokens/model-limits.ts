@@ -1,5 +1,11 @@
 import type { MediaSupport } from '../models/media-parts.ts';
-import { approximateTokenCounter, type TokenCounter, type TokenEncoders, type TokenEncoding } from './token-counter.ts';
+import {
+  approximateTokenCounter,
+  claudeTokenCounter,
+  type TokenCounter,
+  type TokenEncoders,
+  type TokenEncoding,
+} from './token-counter.ts';
 
 /** What is known of a model family: its context window, a default response reserve, its tokenizer. */
 export interface ModelFamily {
@@ -8,6 +14,8 @@ export interface ModelFamily {
   contextLimit: number;
   responseReserve: number;
   encoding: TokenEncoding | null;
+  /** The approximation of a family without an encoding; approximateTokenCounter when absent. */
+  approximation?: TokenCounter;
 }
 
 /**
@@ -24,7 +32,13 @@ export const MODEL_FAMILIES: readonly ModelFamily[] = [
   { pattern: /^gpt-4-32k/, contextLimit: 32_768, responseReserve: 4_096, encoding: 'cl100k_base' },
   { pattern: /^gpt-4/, contextLimit: 8_192, responseReserve: 2_048, encoding: 'cl100k_base' },
   { pattern: /^gpt-3\.5/, contextLimit: 16_385, responseReserve: 4_096, encoding: 'cl100k_base' },
-  { pattern: /^claude-/, contextLimit: 200_000, responseReserve: 16_384, encoding: null },
+  {
+    pattern: /^claude-/,
+    contextLimit: 200_000,
+    responseReserve: 16_384,
+    encoding: null,
+    approximation: claudeTokenCounter,
+  },
 ];
 
 /** The context window assumed for a model no family matches. */
@@ -101,15 +115,20 @@ export function outputRoom(contextLimit: number, promptTokens: () => number): nu
 
 /**
  * The counter for a model: its family's BPE encoding when the runtime provided it, the
- * approximation otherwise. The OpenAI families (those with an encoding) count images by
- * OpenAI's rule, every other model by Anthropic's (lib/tokens/media-tokens.ts). With `media`
- * (the model's, lib/models/media-parts.ts `mediaSupport`), an image or file the model gets as
- * a text placeholder counts as that text (`TokenCounter.media`).
+ * approximation otherwise (Claude's, claudeTokenCounter, for `claude-` models). The OpenAI
+ * families (those with an encoding) count images by OpenAI's rule, every other model by
+ * Anthropic's (lib/tokens/media-tokens.ts). With `media` (the model's, lib/models/media-parts.ts
+ * `mediaSupport`), an image or file the model gets as a text placeholder counts as that text
+ * (`TokenCounter.media`).
  */
 export function tokenCounterFor(modelId: string, encoders: TokenEncoders = {}, media?: MediaSupport): TokenCounter {
-  const encoding = modelFamily(modelId)?.encoding;
+  const family = modelFamily(modelId);
+  const encoding = family?.encoding;
   const withMedia = media ? { media } : {};
-  if (!encoding) return media ? { ...approximateTokenCounter, ...withMedia } : approximateTokenCounter;
+  if (!encoding) {
+    const approximation = family?.approximation ?? approximateTokenCounter;
+    return media ? { ...approximation, ...withMedia } : approximation;
+  }
   const count = encoders[encoding];
   return count
     ? { name: encoding, count, images: 'openai', ...withMedia }

@@ -19,6 +19,11 @@ export interface TokenCounter {
    * kept per function (`countItemTokens`).
    */
   readonly count: (text: string) => number;
+  /**
+   * The characters a token of an approximation: a text not at hand (an out-of-line tool output
+   * not fetched yet) is counted by it; 4 when absent.
+   */
+  readonly charactersPerToken?: number;
   /** How the model's provider counts images (lib/tokens/media-tokens.ts); Anthropic's when absent. */
   readonly images?: ImageTokenRule;
   /**
@@ -39,15 +44,36 @@ export type TokenEncoders = Partial<Record<TokenEncoding, (text: string) => numb
 export const APPROXIMATE_CHARACTERS_PER_TOKEN = 4;
 
 /**
- * The approximation used where no tokenizer fits (Anthropic, Workers AI, echo, and every
- * model on Workers): ceil(UTF-16 length / 4). It over-counts dense non-Latin text less than
- * it under-counts it, so budgets leave the response reserve and the trigger ratio as margin.
+ * The approximation used where no tokenizer fits (Workers AI, echo, and every model on Workers
+ * but Claude): ceil(UTF-16 length / 4). It over-counts dense non-Latin text less than it
+ * under-counts it, so budgets leave the response reserve and the trigger ratio as margin.
  *
  * @example approximateTokenCounter.count('hello world!') // 3
  */
 export const approximateTokenCounter: TokenCounter = {
   name: 'approximate',
   count: (text) => Math.ceil(text.length / APPROXIMATE_CHARACTERS_PER_TOKEN),
+  charactersPerToken: APPROXIMATE_CHARACTERS_PER_TOKEN,
+};
+
+/**
+ * Characters per token of Claude's estimate: 3. Claude's tokenizers take about 3.5 characters a
+ * token of English and fewer of code and JSON, and newer models' tokenizer up to 35% more tokens
+ * of the same text; 4 would undercount them, and a prompt fitted near the window would be
+ * refused ("prompt is too long").
+ */
+export const CLAUDE_CHARACTERS_PER_TOKEN = 3;
+
+/**
+ * The approximation of Claude models (`claude-` names, lib/tokens/model-limits.ts), whose
+ * tokenizer is not public: ceil(UTF-16 length / 3), an estimate over rather than under theirs.
+ *
+ * @example claudeTokenCounter.count('hello world!') // 4
+ */
+export const claudeTokenCounter: TokenCounter = {
+  name: 'approximate',
+  count: (text) => Math.ceil(text.length / CLAUDE_CHARACTERS_PER_TOKEN),
+  charactersPerToken: CLAUDE_CHARACTERS_PER_TOKEN,
 };
 
 /** Tokens a chat format spends around each item (role markers, separators): a fixed 4. */
@@ -134,8 +160,9 @@ export function countItemTokens(
 
 /** countItemTokens of an item sent as user text (`asUser`) or not. */
 function countSentItem(item: PromptItem, counter: TokenCounter, asUser: boolean): number {
-  // The approximation costs less than a lookup (26 against 64 us for 1,700 items).
-  if (counter.count === approximateTokenCounter.count || !unchanging(item)) return itemTokens(item, counter, asUser);
+  // The approximations cost less than a lookup (26 against 64 us for 1,700 items).
+  const approximate = counter.count === approximateTokenCounter.count || counter.count === claudeTokenCounter.count;
+  if (approximate || !unchanging(item)) return itemTokens(item, counter, asUser);
   let found = countersKept.get(counter);
   if (!found) {
     found = { results: keptOf(counter, false) };
@@ -153,10 +180,12 @@ function countSentItem(item: PromptItem, counter: TokenCounter, asUser: boolean)
 
 function itemTokens(item: PromptItem, counter: TokenCounter, asUser: boolean): number {
   if (item.type === 'function_call_output' && item.output_ref && item.output === '') {
+    const perToken = counter.charactersPerToken ?? APPROXIMATE_CHARACTERS_PER_TOKEN;
+    const { head } = item.output_ref;
     return (
       ITEM_OVERHEAD_TOKENS +
-      approximateTokenCounter.count(item.output_ref.head) +
-      Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN)
+      Math.ceil(head.length / perToken) +
+      Math.ceil(Math.max(0, outputLength(item) - head.length) / perToken)
     );
   }
   if (item.type === 'function_call') return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item));

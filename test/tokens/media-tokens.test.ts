@@ -5,7 +5,12 @@ import { ANTHROPIC_MAX_IMAGE_SIDE } from '../../lib/models/anthropic-model.ts';
 import { convertToModelMessages } from '../../lib/models/convert-to-model-messages.ts';
 import { mediaSupport } from '../../lib/models/media-parts.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
-import { approximateTokenCounter, countPromptTokens, ITEM_OVERHEAD_TOKENS } from '../../lib/tokens/index.ts';
+import {
+  approximateTokenCounter,
+  claudeTokenCounter,
+  countPromptTokens,
+  ITEM_OVERHEAD_TOKENS,
+} from '../../lib/tokens/index.ts';
 import { MAX_IMAGE_TOKENS, mediaTokens, OPENAI_LOW_DETAIL_TOKENS } from '../../lib/tokens/media-tokens.ts';
 import { tokenCounterFor } from '../../lib/tokens/model-limits.ts';
 
@@ -49,7 +54,17 @@ describe('image and file token estimates', () => {
     expect(countPromptTokens(prompt, [], tokenCounterFor('openai:gpt-4o', { o200k_base: (t) => t.length }))).toBe(
       ITEM_OVERHEAD_TOKENS + '[image/png 1280x800, 1 KB]'.length + 1105,
     );
-    expect(countPromptTokens(prompt, [], tokenCounterFor('anthropic:claude-sonnet-4-5'))).toBe(text + 1366);
+    // Claude's text is counted at 3 characters a token (lib/tokens/token-counter.ts).
+    const claude = tokenCounterFor('anthropic:claude-sonnet-4-5');
+    const claudeText = countPromptTokens(
+      [{ type: 'message', role: 'user', content: '[image/png 1280x800, 1 KB]' }],
+      [],
+      {
+        name: 'approximate',
+        count: claudeTokenCounter.count,
+      },
+    );
+    expect(countPromptTokens(prompt, [], claude)).toBe(claudeText + 1366);
   });
 
   it('count a PDF per 100 KB started, and text parts not at all', () => {

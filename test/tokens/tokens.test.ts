@@ -112,6 +112,24 @@ describe('token counting', () => {
     );
   });
 
+  it("Claude's estimate does not undercount: over 3.5 characters a token, where the text is not at hand too", () => {
+    // Claude's tokenizers take about 3.5 characters a token of English, fewer of code and JSON.
+    const prose = 'The quick brown fox jumps over the lazy dog while the session keeps its history. '.repeat(50);
+    const code = JSON.stringify({ items: Array.from({ length: 100 }, (_, n) => ({ id: n, ok: n % 2 === 0 })) });
+    const outputRef = { sha256: 'a'.repeat(64), md5: 'b'.repeat(32), length: 35_000, head: 'head', tail: 'tail' };
+    const referenced: PromptItem = { type: 'function_call_output', call_id: 'c', output: '', output_ref: outputRef };
+    for (const counter of [
+      tokenCounterFor('anthropic:claude-sonnet-4-5'),
+      tokenCounterFor('anthropic:claude-opus-4-1', {}, { toolResultMedia: true, fileUrls: true }),
+      resolveTokenBudget('anthropic:claude-haiku-4-5', defaults, { encoders: bpeTokenEncoders }).counter,
+    ]) {
+      for (const text of [prose, code]) expect(counter.count(text)).toBeGreaterThan(text.length / 3.5);
+      expect(countItemTokens(referenced, counter)).toBeGreaterThan(outputRef.length / 3.5);
+    }
+    // Other models without a tokenizer keep the approximation.
+    expect(tokenCounterFor('openai-compatible:llama-3').count(prose)).toBe(approximateTokenCounter.count(prose));
+  });
+
   it('the approximation stays within a factor of two of o200k on English prose', () => {
     const text = 'The quick brown fox jumps over the lazy dog while the session keeps its history. '.repeat(50);
     const real = bpeTokenEncoders.o200k_base!(text);

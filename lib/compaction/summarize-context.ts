@@ -25,7 +25,8 @@ export interface SummarizeOptions {
   maxSummaryTokens: number;
   /**
    * The window the summary call's prompt and answer share, and the counter that estimates the
-   * prompt: the call asks for no more than the window leaves (`ModelRequest.outputRoom`).
+   * prompt: the call asks for no more than the window leaves (`ModelRequest.outputRoom`), and the
+   * summary is clipped at the counter's characters a token (`TokenCounter.charactersPerToken`).
    */
   window?: Pick<TokenBudget, 'contextLimit' | 'counter'>;
   /** Aborts the summary's model call (a turn its lease renewal found closed by someone else). */
@@ -109,7 +110,8 @@ export async function summarizeContext(
     .join('\n')
     .trim();
   if (text === '') throw new ModelError('the summary model answered without text', { model: model.id });
-  const summary = clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN);
+  const perToken = window?.counter.charactersPerToken ?? APPROXIMATE_CHARACTERS_PER_TOKEN;
+  const summary = clipText(text, maxOutputTokens * perToken);
   return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage: result.usage };
 }
 

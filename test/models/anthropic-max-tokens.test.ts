@@ -147,4 +147,16 @@ describe("anthropic: a summary call's max_tokens stays within the window", () =>
     await summarizeContext(model, null, plan, { maxSummaryTokens: 2_000, window: budget });
     expect(provider.requests[0]!.body.max_tokens).toBe(2_000);
   });
+
+  it("the summary is clipped to its tokens as the window's counter counts them", async () => {
+    const reply = JSON.parse(fixture('anthropic-message-text.json'));
+    reply.content = [{ type: 'text', text: textOf(5_000) }];
+    provider = await startFakeProvider(() => ({ json: reply }));
+    const model = resolveModel(MODEL, env(provider.baseURL));
+    const items: PromptItem[] = [{ type: 'message', role: 'user', content: 'plan the trip', seq: 1 }];
+    const budget = resolveTokenBudget(MODEL, { context_limit: 40_000, response_reserve: 0 });
+    const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
+    const made = await summarizeContext(model, null, plan, { maxSummaryTokens: 1_000, window: budget });
+    expect(budget.counter.count(made.context.summary)).toBeLessThanOrEqual(1_000);
+  });
 });

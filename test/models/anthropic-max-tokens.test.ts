@@ -6,6 +6,7 @@ import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { resolveTokenBudget } from '../../lib/tokens/model-limits.ts';
 import { countPromptTokens } from '../../lib/tokens/token-counter.ts';
+import { runStateless } from '../../lib/openai/stateless.ts';
 import { runTurn } from '../../lib/turn/index.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { servicesFor } from '../support/recording-model.ts';
@@ -158,5 +159,24 @@ describe("anthropic: a summary call's max_tokens stays within the window", () =>
     const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
     const made = await summarizeContext(model, null, plan, { maxSummaryTokens: 1_000, window: budget });
     expect(budget.counter.count(made.context.summary)).toBeLessThanOrEqual(1_000);
+  });
+});
+
+describe("anthropic: a stateless call's max_tokens stays within the window", () => {
+  it('a long prompt asks for what the window leaves it, no more', async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel(MODEL, env(provider.baseURL));
+    const store = new MemoryStore();
+    const services = { ...servicesFor(new SessionLog(store), store, model), env: { CONTEXT_LIMIT: '100000' } };
+    const text = textOf(50_000);
+    await runStateless(services, {
+      items: [{ type: 'message', role: 'user', content: text }],
+      instructions: null,
+      tools: [],
+      model: MODEL,
+    });
+    const body = provider.requests[0]!.body;
+    expect(body.max_tokens).toBeGreaterThan(0);
+    expect(body.max_tokens).toBeLessThanOrEqual(100_000 - tokensOf(text));
   });
 });

@@ -82,7 +82,8 @@ export interface PromptMedia extends MediaSupport {
   /** Whether an image of unknown size goes as a text placeholder too (a request with many images). */
   readonly sizeKnown?: true;
   /**
-   * The oldest images and files of the prompt that go as text placeholders: its oldest images
+   * The oldest images and files of the prompt that go as text placeholders: its images but the
+   * newest `manyImages.over.images` where the newest is over that rule's side, its oldest images
    * past `manyImages.most`, and its oldest images and files past `manyImages.mostBytes`.
    */
   readonly oldestAsText?: ReadonlySet<ContentPart>;

@@ -114,15 +114,18 @@ export const ANTHROPIC_MIN_THINKING_BUDGET = 1024;
  * is lowered with `max_tokens` and kept below it: by the same share of it, or with the call's own
  * `maxOutputTokens` (`asked`, within the room: lib/tokens/model-limits.ts) to what the room leaves
  * past them; under ANTHROPIC_MIN_THINKING_BUDGET the request goes without thinking (and asks for
- * `asked`, when set).
+ * `asked`, when set). A room under 1 token (a prompt estimated at the window or over it, as a
+ * summary's transcript can be) leaves the body as it is: the estimate is over the provider's count,
+ * or the provider refuses the prompt whatever `max_tokens` says; asking for 1 token would answer
+ * with one.
  */
 export function withinRoom(
   body: Record<string, any>,
   room: number | undefined,
   asked: number | undefined,
 ): Record<string, any> {
-  if (room === undefined || !(body.max_tokens > room)) return body;
-  const maxTokens = Math.max(1, Math.floor(room));
+  if (room === undefined || room < 1 || !(body.max_tokens > room)) return body;
+  const maxTokens = Math.floor(room);
   const { thinking, ...rest } = body;
   if (thinking?.type !== 'enabled' || typeof thinking.budget_tokens !== 'number') {
     return { ...body, max_tokens: maxTokens };

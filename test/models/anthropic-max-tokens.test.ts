@@ -139,6 +139,28 @@ describe("anthropic: a summary call's max_tokens stays within the window", () =>
     expect(body.max_tokens).toBeLessThanOrEqual(40_000 - Math.ceil(sent.length / 4));
   });
 
+  it('a transcript estimated over the window asks for the summary tokens asked, not for one token', async () => {
+    // The estimate (3 characters a token) is over Claude's count: the provider holds the prompt
+    // or refuses it, whatever max_tokens says; a summary of one token would lose the context.
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const model = resolveModel(MODEL, env(provider.baseURL));
+    const items: PromptItem[] = Array.from({ length: 400 }, (_, index) => ({
+      type: 'message',
+      role: 'user',
+      content: textOf(200),
+      seq: index + 1,
+    }));
+    const budget = resolveTokenBudget(MODEL, { context_limit: 20_000, response_reserve: 0 });
+    const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
+    await summarizeContext(model, null, plan, { maxSummaryTokens: 2_000, window: budget });
+    const body = provider.requests[0]!.body;
+    const sent = [...body.system, ...body.messages.flatMap((message: { content: unknown[] }) => message.content)]
+      .map((block: { text: string }) => block.text)
+      .join('');
+    expect(budget.counter.count(sent)).toBeGreaterThan(20_000);
+    expect(body.max_tokens).toBe(2_000);
+  });
+
   it('a short transcript asks for the summary tokens asked', async () => {
     provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
     const model = resolveModel(MODEL, env(provider.baseURL));

@@ -29,6 +29,12 @@ export interface SummarizeOptions {
    * summary is clipped at the counter's characters a token (`TokenCounter.charactersPerToken`).
    */
   window?: Pick<TokenBudget, 'contextLimit' | 'counter'>;
+  /**
+   * The summary model's own window, where it is not `window`'s (lib/compaction/summary-budget.ts
+   * `summaryCallWindow`): the call's room is reckoned in it, the summary still clipped by `window`'s
+   * counter (the prompt it goes in).
+   */
+  callWindow?: Pick<TokenBudget, 'contextLimit' | 'counter'>;
   /** Aborts the summary's model call (a turn its lease renewal found closed by someone else). */
   signal?: AbortSignal;
   /**
@@ -88,7 +94,8 @@ export async function summarizeContext(
   ];
   const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
   const { window } = options;
-  const room = window && outputRoom(window.contextLimit, () => countPromptTokens(prompt, [], window.counter));
+  const call = options.callWindow ?? window;
+  const room = call && outputRoom(call.contextLimit, () => countPromptTokens(prompt, [], call.counter));
   const request = { prompt, tools: [], maxOutputTokens, ...(room !== undefined ? { outputRoom: room } : {}) };
   const result = await withDeadline(options, (signal) =>
     model.generate({ ...request, ...(signal ? { signal } : {}) }),

@@ -1,4 +1,11 @@
-import { FALLBACK_CONTEXT_LIMIT, FALLBACK_RESPONSE_RESERVE, type TokenBudget } from '../tokens/model-limits.ts';
+import {
+  FALLBACK_CONTEXT_LIMIT,
+  FALLBACK_RESPONSE_RESERVE,
+  modelFamily,
+  resolveTokenBudget,
+  type TokenBudget,
+} from '../tokens/model-limits.ts';
+import type { TokenEncoders } from '../tokens/token-counter.ts';
 
 /** The share of the prompt limit a summary may take. */
 export const SUMMARY_SHARE = 0.15;
@@ -32,4 +39,22 @@ export function compactionSizes(
  */
 export function keptBound(budget: TokenBudget, maxSummaryTokens: number, beside: number): { maxKeptTokens?: number } {
   return Number.isFinite(budget.promptLimit) ? { maxKeptTokens: budget.promptLimit - maxSummaryTokens - beside } : {};
+}
+
+/**
+ * The window a summary call by `summaryModel` shares with its answer, where it is not the
+ * prompt's (`SummarizeOptions.callWindow`): a model of another known family than the prompt's
+ * model (a Claude summary of a gpt-4.1 conversation) has its family's window and counter. None
+ * for a model of the prompt's family (the prompt's budget holds, its `context_limit` included)
+ * or of no known family.
+ */
+export function summaryCallWindow(
+  promptModel: string,
+  summaryModel: string,
+  encoders?: TokenEncoders,
+): { callWindow?: Pick<TokenBudget, 'contextLimit' | 'counter'> } {
+  const family = modelFamily(summaryModel);
+  if (!family || family === modelFamily(promptModel)) return {};
+  const own = resolveTokenBudget(summaryModel, { context_limit: 0, response_reserve: 0 }, encoders ? { encoders } : {});
+  return { callWindow: { contextLimit: own.contextLimit, counter: own.counter } };
 }

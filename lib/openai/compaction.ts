@@ -3,7 +3,7 @@ import type {
   ResponseCompactionItem,
   ResponseOutputItem,
 } from 'openai/resources/responses/responses';
-import { compactionSizes, planCompaction, summarizeContext } from '../compaction/index.ts';
+import { compactionSizes, planCompaction, summarizeContext, summaryCallWindow } from '../compaction/index.ts';
 import type { Item, PromptItem } from '../items.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { Model, ModelUsage } from '../models/model.ts';
@@ -109,6 +109,7 @@ export async function compactItems(
   const made = await summarizeContext(request.summaryModel, null, cut, {
     maxSummaryTokens: sizes.maxSummaryTokens,
     window: budget,
+    ...summaryCallWindow(request.modelId, request.summaryModel.id, request.tokenEncoders),
     ...(request.summaryPrompt ? { prompt: request.summaryPrompt } : {}),
   });
   return { summary: made.context.summary, usage: made.usage };

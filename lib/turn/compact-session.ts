@@ -7,7 +7,7 @@ import type { SessionLog, SessionRecord } from '../session/session-log.ts';
 import { resolveStrategyConfig } from '../strategies/strategy-config.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { planCompaction } from '../compaction/plan-compaction.ts';
-import { compactionSizes, keptBound } from '../compaction/summary-budget.ts';
+import { compactionSizes, keptBound, summaryCallWindow } from '../compaction/summary-budget.ts';
 import { SummaryTimeoutError, summarizeContext } from '../compaction/summarize-context.ts';
 import { ChargedFailure } from '../session/log/compaction.ts';
 import type { Item, PromptItem } from '../items.ts';
@@ -156,6 +156,7 @@ export async function compactSessionFrom(
       const summary = await summarizeContext(model, context, cut, {
         maxSummaryTokens: sizes.maxSummaryTokens,
         window: budget,
+        ...summaryCallWindow(turnModel, model.id, services.tokenEncoders),
         timeoutMs: services.config.modelTimeoutMs,
         signal: stop.signal,
         // Stopped: charged only when its provider may have run it (lib/models/provider-reach.ts).

@@ -5,6 +5,7 @@ import {
   fitPrompt,
   planCompaction,
   summarizeContext,
+  summaryCallWindow,
   SummaryTimeoutError,
   usesSafetyNet,
   type CompactionPlan,
@@ -159,6 +160,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     const summary = await summarizeContext(summaryModel, turn.context, cut, {
       maxSummaryTokens,
       window: inputs.budget,
+      ...summaryCallWindow(plan.model.id, summaryModel.id, services.tokenEncoders),
       ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
       ...(inputs.stop ? { signal: inputs.stop } : {}),
       // Stopped by someone else's close: the stopped turn charges the estimate (close-turn.ts).

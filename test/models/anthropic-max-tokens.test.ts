@@ -6,6 +6,7 @@ import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { resolveTokenBudget } from '../../lib/tokens/model-limits.ts';
 import { countPromptTokens } from '../../lib/tokens/token-counter.ts';
+import { compactItems } from '../../lib/openai/compaction.ts';
 import { runStateless } from '../../lib/openai/stateless.ts';
 import { runTurn } from '../../lib/turn/index.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
@@ -181,6 +182,30 @@ describe("anthropic: a summary call's max_tokens stays within the window", () =>
     const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
     const made = await summarizeContext(model, null, plan, { maxSummaryTokens: 1_000, window: budget });
     expect(budget.counter.count(made.context.summary)).toBeLessThanOrEqual(1_000);
+  });
+});
+
+describe("anthropic: a summary by another model than the prompt's stays within the summary model's window", () => {
+  it("a Claude summary of a gpt-4.1 conversation asks for no more than Claude's window leaves", async () => {
+    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
+    const summaryModel = resolveModel(MODEL, env(provider.baseURL));
+    // About 150,000 tokens of transcript by Claude's estimate: gpt-4.1's window holds it with
+    // room to spare, Claude's leaves its summary less than the model's most output.
+    const items = Array.from({ length: 1900 }, () => ({
+      type: 'message' as const,
+      role: 'user' as const,
+      content: 'word '.repeat(48),
+    }));
+    await compactItems({ items, modelId: 'openai:gpt-4.1', summaryModel, env: {} });
+    const body = provider.requests[0]!.body;
+    const sent = [...body.system, ...body.messages.flatMap((message: { content: unknown[] }) => message.content)]
+      .map((block: { text: string }) => block.text)
+      .join('');
+    const claude = resolveTokenBudget(MODEL, { context_limit: 0, response_reserve: 0 });
+    const room = claude.contextLimit - claude.counter.count(sent);
+    expect(room).toBeGreaterThan(0);
+    expect(room).toBeLessThan(MODEL_MAX_OUTPUT);
+    expect(body.max_tokens).toBeLessThanOrEqual(room);
   });
 });
 

@@ -61,8 +61,8 @@ export interface Summary {
  * run the model (lib/models/provider-reach.ts: a request in flight, or answered with a 2xx; not
  * one refused and waiting to retry, which fails with a plain ModelTimeoutError and bills nothing):
  * the provider worked on it and bills it, but reported nothing. `spent` is an estimate, the
- * summary prompt's tokens (approximated) and no output (the call is not streamed), which its
- * caller charges as the summary's usage would have been.
+ * summary prompt's tokens (by its window's counter, else approximated) and no output (the call
+ * is not streamed), which its caller charges as the summary's usage would have been.
  */
 export class SummaryTimeoutError extends ModelTimeoutError {
   readonly spent: ModelUsage;
@@ -104,7 +104,9 @@ export async function summarizeContext(
     if (!(error instanceof ModelTimeoutError) && !aborted) throw error;
     // Its provider never got the call (refused, stopped waiting to retry): nothing is billed.
     if (providerUnreached(error)) throw error;
-    const input_tokens = promptItemTokens(prompt, approximateTokenCounter).reduce((sum, tokens) => sum + tokens, 0);
+    // Counted as the call's window counts it (Claude's 3 characters a token), else approximated.
+    const counter = call?.counter ?? approximateTokenCounter;
+    const input_tokens = promptItemTokens(prompt, counter).reduce((sum, tokens) => sum + tokens, 0);
     // Stopped by the caller (whose turn someone else closed): the caller answers with its stop's reason.
     if (aborted) {
       options.onAborted?.({ input_tokens, output_tokens: 0 });

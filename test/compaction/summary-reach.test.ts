@@ -4,7 +4,8 @@ import type { PromptItem } from '../../lib/items.ts';
 import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
 import type { ModelUsage } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
-import { approximateTokenCounter } from '../../lib/tokens/index.ts';
+import { renderTranscript } from '../../lib/compaction/summary-transcript.ts';
+import { approximateTokenCounter, countPromptTokens, resolveTokenBudget } from '../../lib/tokens/index.ts';
 import { type Answer, jsonAnswer, scriptedFetch, unanswered } from '../support/fake-providers/scripted-fetch.ts';
 
 // A summary call that failed is charged its estimate (SummaryTimeoutError's `spent`, `onAborted`)
@@ -113,6 +114,39 @@ describe('a summary call stopped by its caller', () => {
       expect(more).toEqual([]);
       expect(spent!.input_tokens).toBeGreaterThan(0);
     });
+  });
+});
+
+describe('a Claude summary call stopped with its request unanswered', () => {
+  it("is estimated with its window's counter, Claude's 3 characters a token", async () => {
+    const script = scriptedFetch([unanswered]);
+    const model = resolveModel('anthropic:claude-sonnet-4-5', {
+      ANTHROPIC_API_KEY: 'sk-ant-test',
+      ANTHROPIC_BASE_URL: 'http://provider.test/v1',
+      MODEL_MAX_RETRIES: '0',
+      fetch: script.fetch,
+    });
+    const window = resolveTokenBudget(model.id, { context_limit: 0, response_reserve: 0 });
+    const instructions = 'Summarize the conversation. '.repeat(100);
+    const stop = new AbortController();
+    const spent: ModelUsage[] = [];
+    const failed = failure(
+      summarizeContext(model, null, plan, {
+        maxSummaryTokens: 100,
+        window,
+        prompt: instructions,
+        signal: stop.signal,
+        onAborted: (usage) => spent.push(usage),
+      }),
+    );
+    await vi.waitFor(() => expect(script.requests()).toBe(1));
+    stop.abort(new Error('closed by someone else'));
+    await failed;
+    const sent: PromptItem[] = [
+      { type: 'message', role: 'system', content: instructions },
+      user(renderTranscript(null, plan.summarized, new Set())),
+    ];
+    expect(spent).toEqual([{ input_tokens: countPromptTokens(sent, [], window.counter), output_tokens: 0 }]);
   });
 });
 

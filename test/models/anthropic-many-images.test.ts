@@ -109,14 +109,14 @@ describe('anthropic: a request with more than 20 images', () => {
   });
 });
 
-/** A computer-use loop of `count` screenshots, one per tool result, each of 800x600. */
-function screenshotLoop(count: number): PromptItem[] {
+/** A computer-use loop of `count` screenshots, one per tool result, each of `width` x `height`. */
+function screenshotLoop(count: number, width = 800, height = 600): PromptItem[] {
   const prompt: PromptItem[] = [{ type: 'message', role: 'user', content: 'Use the computer', seq: 1 }];
   for (let n = 0; n < count; n++) {
     const call_id = `toolu_${n}`;
     prompt.push(
       { type: 'function_call', call_id, name: 'computer', arguments: '{"action":"screenshot"}', seq: 2 + 2 * n },
-      { type: 'function_call_output', call_id, output: [image(800, 600, n)], seq: 3 + 2 * n },
+      { type: 'function_call_output', call_id, output: [image(width, height, n)], seq: 3 + 2 * n },
     );
   }
   return prompt;
@@ -130,18 +130,7 @@ function placeholderSeqs(body: any): number[] {
 }
 
 describe('anthropic: a computer-use loop of screenshots over 2000 pixels a side', () => {
-  /** `count` screenshots of 2560x1600, one per tool result. */
-  function retinaLoop(count: number): PromptItem[] {
-    const prompt: PromptItem[] = [{ type: 'message', role: 'user', content: 'Use the computer', seq: 1 }];
-    for (let n = 0; n < count; n++) {
-      const call_id = `toolu_${n}`;
-      prompt.push(
-        { type: 'function_call', call_id, name: 'computer', arguments: '{"action":"screenshot"}', seq: 2 + 2 * n },
-        { type: 'function_call_output', call_id, output: [image(2560, 1600, n)], seq: 3 + 2 * n },
-      );
-    }
-    return prompt;
-  }
+  const retinaLoop = (count: number) => screenshotLoop(count, 2560, 1600);
   const seqs = (body: unknown) =>
     [...JSON.stringify(body).matchAll(/\[image omitted: image\/png 2560x1600, 1 KB, item (\d+)\]/g)].map((match) =>
       Number(match[1]),

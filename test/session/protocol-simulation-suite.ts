@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { doneSchema, parseStored, stoppedSpendSchema } from '../../lib/session/records.ts';
-import { parseRecordsEntry, recordsPrefix } from '../../lib/session/keys.ts';
+import { inboxRemovedPrefix, parseRecordsEntry, recordsPrefix } from '../../lib/session/keys.ts';
 import { parseView } from '../support/stored-view.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import type { StoredItem } from '../../lib/items.ts';
@@ -114,13 +114,32 @@ async function storedTurns(
   const everDelivered = new Set<string>();
   let sum = EMPTY_LEDGER;
   for (const { response, held } of turns.values()) {
-    for (const name of response.context.notices_delivered) {
+    for (const delivered of response.context.notices_delivered) {
+      const name = await postedName(world, id, delivered);
       everDelivered.add(name);
       if (held) deliveries.set(name, (deliveries.get(name) ?? 0) + 1);
     }
     sum = addToLedger(sum, response.usage);
   }
   return { deliveries, everDelivered, sum };
+}
+
+/** A name a give-back posts a notice back under when its own is taken (lib/inbox/give-back.ts `fallbackName`). */
+const GIVE_BACK_NAME = /^\d{15}-0000-[0-9a-f]{8}$/;
+
+/**
+ * The name the notice a turn delivered as `delivered` was posted under. A turn closed by someone
+ * else gives back the notices it took; when a notice's name is still taken by its original (the
+ * run that moved it has not deleted it yet), the give-back posts it under a generated name, and
+ * the turn that takes it from there names that one (docs/STORAGE.md, "Give-backs"): the same
+ * notice, delivered once. Its delivery record holds its content, `notice <name>` as `ops.post`
+ * wrote it, which tells the name it was posted under.
+ */
+async function postedName(world: World, id: string, delivered: string): Promise<string> {
+  if (!GIVE_BACK_NAME.test(delivered)) return delivered;
+  const record = await world.store.get(`${inboxRemovedPrefix('', id)}${delivered}`);
+  const content = record ? new TextDecoder().decode(record.body) : '';
+  return content.startsWith('notice ') ? content.slice('notice '.length) : delivered;
 }
 
 /**
@@ -470,6 +489,21 @@ const PROTOCOL_EXAMPLES: [Scenario][] = [
       crash: undefined,
       seed: 6,
       setupUnderSeed: true,
+    },
+  ],
+  // A notice delivered under another name: a background turn's second run took the lease over
+  // (a stall past it) and moved the notices; the first run closed the turn and gave them back,
+  // one while the second run's delete of its original had not landed, so under a generated name.
+  [
+    {
+      actors: [
+        [{ kind: 'pack' }, { kind: 'stall' }, keyed(0)],
+        [keyed(0), { kind: 'turn' }],
+        [{ kind: 'background' }],
+        [{ kind: 'pack' }],
+      ],
+      crash: undefined,
+      seed: 434981164,
     },
   ],
 ];

@@ -21,6 +21,23 @@ const chatText = z.union([z.string(), z.array(textPart).min(1)], {
   error: 'must be a string or text parts (images and files go in user messages)',
 });
 
+/** OpenAI's `annotations` (citations) of an answer sent back: advisory, not kept. */
+const annotations = z.array(z.record(z.string(), z.unknown())).max(1000).optional();
+
+/**
+ * An assistant message's text, as sent back after an answer: a part may carry that answer's
+ * `annotations`, and the `role` and null `refusal` of its message (@openai/agents copies them in).
+ */
+const assistantText = z.union(
+  [
+    z.string(),
+    z
+      .array(textPart.extend({ annotations, role: z.literal('assistant').optional(), refusal: z.null().optional() }))
+      .min(1),
+  ],
+  { error: 'must be a string or text parts (images and files go in user messages)' },
+);
+
 /** A user message's parts: text, images (`image_url`: https or data: URL) and files (base64 `file_data`). */
 const userPart = z.discriminatedUnion('type', [
   textPart,
@@ -57,9 +74,10 @@ const chatMessageSchema = z.discriminatedUnion('role', [
   z
     .object({
       role: z.literal('assistant'),
-      content: chatText.nullable().optional(),
+      content: assistantText.nullable().optional(),
       name: z.string().max(256).optional(),
       refusal: z.string().nullable().optional(),
+      annotations,
       tool_calls: z
         .array(
           z

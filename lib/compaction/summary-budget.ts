@@ -5,7 +5,8 @@ import {
   resolveTokenBudget,
   type TokenBudget,
 } from '../tokens/model-limits.ts';
-import type { TokenEncoders } from '../tokens/token-counter.ts';
+import { countItemTokens, type TokenEncoders } from '../tokens/token-counter.ts';
+import { summaryMessage } from './summary-transcript.ts';
 
 /** The share of the prompt limit a summary may take. */
 export const SUMMARY_SHARE = 0.15;
@@ -34,11 +35,14 @@ export function compactionSizes(
 
 /**
  * The most tokens a compaction's kept side may take (planCompaction `maxKeptTokens`): the prompt
- * limit less the summary's cap and `beside`, what every prompt carries besides its items (the
- * tools, the instructions). None without a window.
+ * limit less the summary's message at its cap (the cap, its header and overhead: `summaryMessage`)
+ * and `beside`, what every prompt carries besides its items (the tools, the instructions). None
+ * without a window.
  */
 export function keptBound(budget: TokenBudget, maxSummaryTokens: number, beside: number): { maxKeptTokens?: number } {
-  return Number.isFinite(budget.promptLimit) ? { maxKeptTokens: budget.promptLimit - maxSummaryTokens - beside } : {};
+  if (!Number.isFinite(budget.promptLimit)) return {};
+  const summary = maxSummaryTokens + countItemTokens(summaryMessage(''), budget.counter);
+  return { maxKeptTokens: budget.promptLimit - summary - beside };
 }
 
 /**

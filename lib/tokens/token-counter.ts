@@ -43,6 +43,11 @@ export type TokenEncoders = Partial<Record<TokenEncoding, (text: string) => numb
 /** Characters per token of the approximation: about 4 for English text and code in BPE vocabularies. */
 export const APPROXIMATE_CHARACTERS_PER_TOKEN = 4;
 
+/** An approximation of `charactersPerToken` characters a token: ceil(UTF-16 length / it). */
+function approximation(charactersPerToken: number): TokenCounter {
+  return { name: 'approximate', count: (text) => Math.ceil(text.length / charactersPerToken), charactersPerToken };
+}
+
 /**
  * The approximation used where no tokenizer fits (Workers AI, echo, and every model on Workers
  * but Claude): ceil(UTF-16 length / 4). It over-counts dense non-Latin text less than it
@@ -50,11 +55,7 @@ export const APPROXIMATE_CHARACTERS_PER_TOKEN = 4;
  *
  * @example approximateTokenCounter.count('hello world!') // 3
  */
-export const approximateTokenCounter: TokenCounter = {
-  name: 'approximate',
-  count: (text) => Math.ceil(text.length / APPROXIMATE_CHARACTERS_PER_TOKEN),
-  charactersPerToken: APPROXIMATE_CHARACTERS_PER_TOKEN,
-};
+export const approximateTokenCounter = approximation(APPROXIMATE_CHARACTERS_PER_TOKEN);
 
 /**
  * Characters per token of Claude's estimate: 3. Claude's tokenizers take about 3.5 characters a
@@ -70,11 +71,7 @@ export const CLAUDE_CHARACTERS_PER_TOKEN = 3;
  *
  * @example claudeTokenCounter.count('hello world!') // 4
  */
-export const claudeTokenCounter: TokenCounter = {
-  name: 'approximate',
-  count: (text) => Math.ceil(text.length / CLAUDE_CHARACTERS_PER_TOKEN),
-  charactersPerToken: CLAUDE_CHARACTERS_PER_TOKEN,
-};
+export const claudeTokenCounter = approximation(CLAUDE_CHARACTERS_PER_TOKEN);
 
 /** Tokens a chat format spends around each item (role markers, separators): a fixed 4. */
 export const ITEM_OVERHEAD_TOKENS = 4;
@@ -160,9 +157,8 @@ export function countItemTokens(
 
 /** countItemTokens of an item sent as user text (`asUser`) or not. */
 function countSentItem(item: PromptItem, counter: TokenCounter, asUser: boolean): number {
-  // The approximations cost less than a lookup (26 against 64 us for 1,700 items).
-  const approximate = counter.count === approximateTokenCounter.count || counter.count === claudeTokenCounter.count;
-  if (approximate || !unchanging(item)) return itemTokens(item, counter, asUser);
+  // An approximation (its characters a token given) costs less than a lookup (26 against 64 us for 1,700 items).
+  if (counter.charactersPerToken !== undefined || !unchanging(item)) return itemTokens(item, counter, asUser);
   let found = countersKept.get(counter);
   if (!found) {
     found = { results: keptOf(counter, false) };

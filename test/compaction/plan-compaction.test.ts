@@ -171,10 +171,9 @@ describe('planCompaction', () => {
 });
 
 describe('the summary', () => {
-  it('moves forward past a parallel step whose kept pairs alone would pass maxKeptTokens', () => {
-    // A step's first output is larger than the window, its second small: moving the cut back to the
-    // step's calls would keep the large output, and every later prompt would still not fit.
-    const items = numbered([
+  /** A parallel step whose first output is larger than the window, its second small, then a question. */
+  const oversizedStep = () =>
+    numbered([
       user('hello'),
       call('a'),
       call('b'),
@@ -182,6 +181,11 @@ describe('the summary', () => {
       output('b', 'sunny'),
       user('what now?'),
     ]);
+
+  it('moves forward past a parallel step whose kept pairs alone would pass maxKeptTokens', () => {
+    // A step's first output is larger than the window, its second small: moving the cut back to the
+    // step's calls would keep the large output, and every later prompt would still not fit.
+    const items = oversizedStep();
     const keepFromSeq = 6;
     expect(planCompaction(items, { keepTokens: 1000, counter, keepFromSeq })).toMatchObject({ startSeq: 2 });
     expect(planCompaction(items, { keepTokens: 1000, counter, keepFromSeq, maxKeptTokens: 3500 })).toMatchObject({
@@ -195,14 +199,7 @@ describe('the summary', () => {
   });
 
   it('counts each item once when it weighs the kept side against maxKeptTokens', () => {
-    const items = numbered([
-      user('hello'),
-      call('a'),
-      call('b'),
-      output('a', 'w'.repeat(20_000)),
-      output('b', 'sunny'),
-      user('what now?'),
-    ]);
+    const items = oversizedStep();
     const counted: string[] = [];
     const tally = {
       name: 'tally',

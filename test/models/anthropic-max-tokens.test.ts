@@ -120,22 +120,31 @@ describe("anthropic: a request's max_tokens stays within the window", () => {
 });
 
 describe("anthropic: a summary call's max_tokens stays within the window", () => {
-  it('a long transcript leaves the summary what the window leaves it', async () => {
+  /**
+   * The request a summary of 400 items of 200 characters makes (a transcript clips each item:
+   * many items make it long) in a window of `contextLimit`, and the text it sent.
+   */
+  async function longSummary(contextLimit: number, maxSummaryTokens: number) {
     provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
     const model = resolveModel(MODEL, env(provider.baseURL));
-    // A transcript clips each item: many items make it long.
     const items: PromptItem[] = Array.from({ length: 400 }, (_, index) => ({
       type: 'message',
       role: 'user',
       content: textOf(200),
       seq: index + 1,
     }));
-    const budget = resolveTokenBudget(MODEL, { context_limit: 40_000, response_reserve: 0 });
+    const budget = resolveTokenBudget(MODEL, { context_limit: contextLimit, response_reserve: 0 });
     const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
-    await summarizeContext(model, null, plan, { maxSummaryTokens: 20_000, window: budget });
+    await summarizeContext(model, null, plan, { maxSummaryTokens, window: budget });
     const body = provider.requests[0]!.body;
-    const texts = [...body.system, ...body.messages.flatMap((message: { content: unknown[] }) => message.content)];
-    const sent = texts.map((block: { text: string }) => block.text).join('');
+    const sent = [...body.system, ...body.messages.flatMap((message: { content: unknown[] }) => message.content)]
+      .map((block: { text: string }) => block.text)
+      .join('');
+    return { body, sent, budget };
+  }
+
+  it('a long transcript leaves the summary what the window leaves it', async () => {
+    const { body, sent } = await longSummary(40_000, 20_000);
     expect(body.max_tokens).toBeGreaterThan(0);
     expect(body.max_tokens).toBeLessThanOrEqual(40_000 - Math.ceil(sent.length / 4));
   });
@@ -143,21 +152,7 @@ describe("anthropic: a summary call's max_tokens stays within the window", () =>
   it('a transcript estimated over the window asks for the summary tokens asked, not for one token', async () => {
     // The estimate (3 characters a token) is over Claude's count: the provider holds the prompt
     // or refuses it, whatever max_tokens says; a summary of one token would lose the context.
-    provider = await startFakeProvider(() => ({ text: fixture('anthropic-message-text.json') }));
-    const model = resolveModel(MODEL, env(provider.baseURL));
-    const items: PromptItem[] = Array.from({ length: 400 }, (_, index) => ({
-      type: 'message',
-      role: 'user',
-      content: textOf(200),
-      seq: index + 1,
-    }));
-    const budget = resolveTokenBudget(MODEL, { context_limit: 20_000, response_reserve: 0 });
-    const plan = planCompaction(items, { keepTokens: 0, counter: budget.counter })!;
-    await summarizeContext(model, null, plan, { maxSummaryTokens: 2_000, window: budget });
-    const body = provider.requests[0]!.body;
-    const sent = [...body.system, ...body.messages.flatMap((message: { content: unknown[] }) => message.content)]
-      .map((block: { text: string }) => block.text)
-      .join('');
+    const { body, sent, budget } = await longSummary(20_000, 2_000);
     expect(budget.counter.count(sent)).toBeGreaterThan(20_000);
     expect(body.max_tokens).toBe(2_000);
   });

@@ -17,9 +17,13 @@ import {
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() }).strict();
 
-const chatText = z.union([z.string(), z.array(textPart).min(1)], {
-  error: 'must be a string or text parts (images and files go in user messages)',
-});
+/** A message's text: a string, or parts of `part`. */
+const textContent = <Part extends z.ZodType>(part: Part) =>
+  z.union([z.string(), z.array(part).min(1)], {
+    error: 'must be a string or text parts (images and files go in user messages)',
+  });
+
+const chatText = textContent(textPart);
 
 /** OpenAI's `annotations` (citations) of an answer sent back: advisory, not kept. */
 const annotations = z.array(z.record(z.string(), z.unknown())).max(1000).optional();
@@ -28,14 +32,8 @@ const annotations = z.array(z.record(z.string(), z.unknown())).max(1000).optiona
  * An assistant message's text, as sent back after an answer: a part may carry that answer's
  * `annotations`, and the `role` and null `refusal` of its message (@openai/agents copies them in).
  */
-const assistantText = z.union(
-  [
-    z.string(),
-    z
-      .array(textPart.extend({ annotations, role: z.literal('assistant').optional(), refusal: z.null().optional() }))
-      .min(1),
-  ],
-  { error: 'must be a string or text parts (images and files go in user messages)' },
+const assistantText = textContent(
+  textPart.extend({ annotations, role: z.literal('assistant').optional(), refusal: z.null().optional() }),
 );
 
 /** A user message's parts: text, images (`image_url`: https or data: URL) and files (base64 `file_data`). */

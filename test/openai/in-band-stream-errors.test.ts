@@ -1,3 +1,4 @@
+import { APIError } from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { parseResponseId } from '../../lib/openai/ids.ts';
@@ -132,3 +133,27 @@ describe.each(cases)('a streamed step whose provider reports an error in band: %
     expect(JSON.stringify(world.provider.requests.at(-1)!.body.messages).split(call.call_id)).toHaveLength(3);
   });
 });
+
+// The Chat Completions route streams the failure as OpenAI does: a last chunk holding `error`,
+// which the official client throws as an APIError carrying it.
+describe.each(cases)(
+  'a streamed chat completion whose provider reports an error in band: %s',
+  (_, model, _w, failing) => {
+    it('ends with an error chunk the client throws', async () => {
+      reply = () => ({ sse: failing });
+      const messages = [{ role: 'user' as const, content: 'Weather in Paris?' }];
+      const stream = await world.client.chat.completions.create({ model, messages, stream: true });
+      const chunks: unknown[] = [];
+      const thrown = await (async () => {
+        for await (const chunk of stream) chunks.push(chunk);
+      })().catch((error: unknown) => error);
+      expect(chunks.length).toBeGreaterThan(0);
+      expect(thrown).toBeInstanceOf(APIError);
+      expect((thrown as APIError).error).toMatchObject({
+        type: 'server_error',
+        code: 'model_error',
+        message: 'the model call failed',
+      });
+    });
+  },
+);

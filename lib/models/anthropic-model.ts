@@ -107,10 +107,11 @@ function anthropicOptions(request: ModelRequest): ProviderOptions | undefined {
 export const ANTHROPIC_MIN_THINKING_BUDGET = 1024;
 
 /**
- * A Messages request body asking for no more than `room` tokens (`ModelRequest.outputRoom`): the
- * Messages API refuses a request whose prompt and `max_tokens` exceed the window ("input length
- * and `max_tokens` exceed context limit"), and the AI SDK asks for the model's most output when
- * the call sets none. A body within the room is sent as it is. With extended thinking, its budget
+ * A Messages (or Chat Completions, before `max_completion_tokens`) request body asking for no more
+ * than `room` tokens (`ModelRequest.outputRoom`): the Messages API refuses a request whose prompt
+ * and `max_tokens` exceed the window ("input length and `max_tokens` exceed context limit"), as
+ * vLLM does ("maximum context length"), and the AI SDK asks for the model's most output when the
+ * call sets none on Anthropic. A body within the room is sent as it is. With extended thinking, its budget
  * is lowered with `max_tokens` and kept below it: by the same share of it, or with the call's own
  * `maxOutputTokens` (`asked`, within the room: lib/tokens/model-limits.ts) to what the room leaves
  * past them; under ANTHROPIC_MIN_THINKING_BUDGET the request goes without thinking (and asks for

@@ -1,3 +1,4 @@
+import { withinRoom } from './anthropic-model.ts';
 import type { ProviderOptions } from './convert-to-model-messages.ts';
 import { chatLogprobs, chatLogprobsFields } from './logprobs.ts';
 import type { Model, ModelRequest } from './model.ts';
@@ -71,11 +72,13 @@ export function openaiTakesImages(name: string): boolean {
  * A model speaking OpenAI chat completions (`POST {baseURL}/chat/completions`), streaming
  * included. A tool message there is text only: a tool result's images and files follow the
  * tool messages in a user message (lib/models/tool-media.ts). A model that takes no images
- * (`images` unset) gets each image and file as a text placeholder instead.
+ * (`images` unset) gets each image and file as a text placeholder instead. A request asks for no
+ * more output than the window leaves it (`withinRoom`): a server refuses a prompt and `max_tokens`
+ * over its window (vLLM's "maximum context length").
  */
 export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSettings): Model {
   // Built for each call, with the fetch that notes what its requests came to.
-  const chatModel = (fetch: typeof globalThis.fetch) =>
+  const chatModel = (fetch: typeof globalThis.fetch, request: ModelRequest) =>
     openaiCompatibleChatModel({
       providerName: settings.providerName,
       modelName: settings.modelName,
@@ -83,8 +86,10 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
       ...(settings.apiKey !== undefined ? { apiKey: settings.apiKey } : {}),
       fetch,
       ...(settings.structuredOutputs ? { structuredOutputs: true } : {}),
-      transformRequestBody: (body) =>
-        allowedToolChoice(nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body)),
+      transformRequestBody: (raw) => {
+        const body = withinRoom(raw, request.outputRoom, request.maxOutputTokens);
+        return allowedToolChoice(nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body));
+      },
     });
   return createSdkModel({
     toolResultMedia: 'after',

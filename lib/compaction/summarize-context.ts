@@ -18,6 +18,14 @@ import { clipText, DEFAULT_SUMMARY_PROMPT, renderTranscript } from './summary-tr
 /** The transcript of a context whose items all make no line (renderTranscript). */
 const EMPTY_TRANSCRIPT = '(the transcript is empty: nothing was said)';
 
+/**
+ * A window a summary call is made in; with its response reserve, the call asks for no more output
+ * than it (a model family's default reserve is within the model's most output: gpt-4o refuses more
+ * than 16,384, gpt-4.1 more than 32,768).
+ */
+export type SummaryWindow = Pick<TokenBudget, 'contextLimit' | 'counter'> &
+  Partial<Pick<TokenBudget, 'responseReserve'>>;
+
 export interface SummarizeOptions {
   /** The summary model's instructions; DEFAULT_SUMMARY_PROMPT when absent. */
   prompt?: string;
@@ -28,13 +36,13 @@ export interface SummarizeOptions {
    * prompt: the call asks for no more than the window leaves (`ModelRequest.outputRoom`), and the
    * summary is clipped at the counter's characters a token (`TokenCounter.charactersPerToken`).
    */
-  window?: Pick<TokenBudget, 'contextLimit' | 'counter'>;
+  window?: SummaryWindow;
   /**
    * The summary model's own window, where it is not `window`'s (lib/compaction/summary-budget.ts
    * `summaryCallWindow`): the call's room is reckoned in it, the summary still clipped by `window`'s
    * counter (the prompt it goes in).
    */
-  callWindow?: Pick<TokenBudget, 'contextLimit' | 'counter'>;
+  callWindow?: SummaryWindow;
   /** Aborts the summary's model call (a turn its lease renewal found closed by someone else). */
   signal?: AbortSignal;
   /**
@@ -96,7 +104,13 @@ export async function summarizeContext(
   const { window } = options;
   const call = options.callWindow ?? window;
   const room = call && outputRoom(call.contextLimit, () => countPromptTokens(prompt, [], call.counter));
-  const request = { prompt, tools: [], maxOutputTokens, ...(room !== undefined ? { outputRoom: room } : {}) };
+  const reserve = call?.responseReserve || Number.POSITIVE_INFINITY;
+  const request = {
+    prompt,
+    tools: [],
+    maxOutputTokens: Math.min(maxOutputTokens, reserve),
+    ...(room !== undefined ? { outputRoom: room } : {}),
+  };
   const result = await withDeadline(options, (signal) =>
     model.generate({ ...request, ...(signal ? { signal } : {}) }),
   ).catch((error: unknown) => {

@@ -147,3 +147,16 @@ describe('openai-compatible: a request fits max_model_len with the output it ask
     expect(request.max_tokens).toBeLessThanOrEqual(MAX_MODEL_LEN - estimate);
   });
 });
+
+describe("openai: a summary asks for no more than the model's most output", () => {
+  // A turn asks for no output limit unless the client sets one; a summary asks for its cap, 15%
+  // of the prompt limit (gpt-4o's 16,742, gpt-4.1's 152,221), held to the model's response reserve.
+  it.each(Object.keys(OUTPUT_CAPS))('%s', async (name) => {
+    const id = await api.session({ model: `openai:${name}` });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'Plan the trip' })).status).toBe(200);
+    const compacted = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 });
+    expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
+    expect(seen.at(0)!.asked).toBeUndefined();
+    expect(seen.at(-1)!.asked).toBeLessThanOrEqual(OUTPUT_CAPS[name]!);
+  });
+});

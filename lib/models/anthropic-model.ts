@@ -67,6 +67,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     maxImageBytes: ANTHROPIC_MAX_IMAGE_BYTES,
     manyImages: ANTHROPIC_MANY_IMAGES,
     id: settings.id,
+    apiKey: settings.apiKey,
     // Built for each call, with the fetch that notes what its requests came to.
     languageModel: (fetch, request) =>
       retryingWithoutThinking(

@@ -96,6 +96,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     ...(settings.images ? {} : { textOnly: true }),
     ...(settings.images && settings.manyImages ? { manyImages: settings.manyImages } : {}),
     id: settings.id,
+    apiKey: settings.apiKey,
     languageModel: chatModel,
     fetch: settings.fetch,
     timeoutMs: settings.timeoutMs,

@@ -41,6 +41,8 @@ export interface SdkModelOptions {
   fetch?: typeof globalThis.fetch | undefined;
   /** Deadline of one whole call (stream included), in milliseconds. */
   timeoutMs: number;
+  /** The provider's key: an error text quoting it (a proxy's echo) is logged and traced with `[redacted]` instead. */
+  apiKey?: string | undefined;
   /** Retries of the AI SDK on retryable provider errors (5xx, 429, network). */
   maxRetries: number;
   /**
@@ -205,7 +207,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
           ...(logprobs ? { logprobs: order.logprobs } : {}),
         };
       } catch (error) {
-        throw toModelFailure(error, deadline, id, timeoutMs, reach);
+        throw toModelFailure(error, deadline, id, timeoutMs, reach, options.apiKey);
       } finally {
         deadline.dispose();
       }
@@ -270,7 +272,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         }
         if (deadline.signal.aborted) throw new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
       } catch (error) {
-        throw toModelFailure(error, deadline, id, timeoutMs, reach);
+        throw toModelFailure(error, deadline, id, timeoutMs, reach, options.apiKey);
       } finally {
         // Also reached when the consumer stops early: abort the provider request.
         deadline.dispose();
@@ -351,12 +353,19 @@ function toModelFailure(
   id: string,
   timeoutMs: number,
   reach: CallReach | undefined,
+  apiKey: string | undefined,
 ): TailgateError {
-  const failure = modelFailure(error, deadline, id, timeoutMs);
+  const failure = modelFailure(error, deadline, id, timeoutMs, apiKey);
   return reach ? markReach(failure, reach.mayHaveRun) : failure;
 }
 
-function modelFailure(error: unknown, deadline: Deadline, id: string, timeoutMs: number): TailgateError {
+function modelFailure(
+  error: unknown,
+  deadline: Deadline,
+  id: string,
+  timeoutMs: number,
+  apiKey: string | undefined,
+): TailgateError {
   if (deadline.timedOut) {
     return new ModelTimeoutError(`model ${id} did not answer within ${timeoutMs} ms`, {
       model: id,
@@ -365,7 +374,8 @@ function modelFailure(error: unknown, deadline: Deadline, id: string, timeoutMs:
   }
   if (deadline.signal.aborted) return new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
   if (error instanceof TailgateError) return error;
-  return providerFailure(id, `model ${id} failed: ${errorMessage(error)}`, findApiCallError(error));
+  const text = apiKey ? errorMessage(error).replaceAll(apiKey, '[redacted]') : errorMessage(error);
+  return providerFailure(id, `model ${id} failed: ${text}`, findApiCallError(error));
 }
 
 function findApiCallError(error: unknown): APICallError | undefined {

@@ -8,7 +8,7 @@ import { createClient, freshId, parseSse, TOKEN, type HttpHarness } from './http
 
 // Model failures through the real app: a fake OpenAI-compatible provider on loopback that
 // fails (500) or never answers, so the turn must end 502/504 with its input kept.
-let mode: 'fail' | 'hang' = 'fail';
+let mode: 'fail' | 'hang' | 'echo-key' = 'fail';
 let calls = 0;
 let server: Server;
 let baseUrl = '';
@@ -22,8 +22,10 @@ beforeAll(async () => {
       hanging.add(response);
       return;
     }
-    response.writeHead(500, { 'content-type': 'application/json' });
-    response.end(JSON.stringify({ error: { message: 'upstream exploded', type: 'server_error' } }));
+    response.writeHead(mode === 'echo-key' ? 401 : 500, { 'content-type': 'application/json' });
+    // A proxy that quotes the key it was sent, as some OpenAI-compatible servers do.
+    const message = mode === 'echo-key' ? `bad key: ${request.headers.authorization}` : 'upstream exploded';
+    response.end(JSON.stringify({ error: { message, type: 'server_error' } }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
@@ -58,8 +60,10 @@ function providerTextLogged(): boolean {
 }
 // A short deadline only for the provider that never answers: one that fails answers at once,
 // but on a loaded machine "at once" may take longer than 300 ms, which would time it out.
+const PROVIDER_KEY = 'sk-provider-key-that-only-the-operator-knows';
 const environment = () => ({
   API_TOKEN: TOKEN,
+  OPENAI_COMPATIBLE_API_KEY: PROVIDER_KEY,
   OPENAI_COMPATIBLE_BASE_URL: baseUrl,
   MODEL_MAX_RETRIES: '0',
   ...(mode === 'hang' ? { MODEL_TIMEOUT_MS: '300' } : {}),
@@ -116,6 +120,21 @@ describe('model failures', () => {
     expect(next.status).toBe(200);
     expect(next.body.turn).toBe(2);
     expect(next.body.output[0].seq).toBe(3);
+  });
+
+  it("a provider's error text that quotes its key is logged with the key replaced, streamed or not", async () => {
+    mode = 'echo-key';
+    loggedDetails.length = 0;
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'key' })).status).toBe(502);
+    const streamed = await api.post(`/v1/sessions/${id}/turns`, { input: 'key', stream: true });
+    expect(parseSse(streamed.body).map((event) => event.event)).toEqual(['turn.started', 'error']);
+    const messages = loggedDetails.filter((details) => details instanceof Error).map((error) => error.message);
+    expect(messages).toEqual([
+      'model openai-compatible:fake failed: bad key: Bearer [redacted]',
+      'model openai-compatible:fake failed: bad key: Bearer [redacted]',
+    ]);
+    expect(JSON.stringify(loggedDetails)).not.toContain(PROVIDER_KEY);
   });
 
   it('a session whose model needs a key the deployment lacks gives 503 not_configured and stores nothing', async () => {

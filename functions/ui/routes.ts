@@ -39,7 +39,8 @@ export function inspectorRoutes(options: {
       c.html(withTokenMark(await inspectorFile(c, 'page.html'), tokenNeeded(c)), 200, {
         ...headers,
         'content-security-policy':
-          "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data: blob:; frame-ancestors 'none'",
+          "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data: blob:; " +
+          "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
       }),
     )
     // With a trailing slash: the page, as without one (its assets are named from the root).

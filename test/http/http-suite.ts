@@ -163,12 +163,15 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(body.error.message).toContain('DEFAULT_SESSION_BUDGET');
     });
 
-    it('GET /ui forbids framing and anything from another origin (its CSP)', async () => {
+    it('GET /ui forbids framing, other origins, a <base> and a form the browser sends (its CSP)', async () => {
       const page = await harness.fetch('/ui');
       expect(page.status).toBe(200);
       const policy = (page.headers.get('content-security-policy') ?? '').split(/;\s*/);
       expect(policy).toContain("frame-ancestors 'none'");
       expect(policy).toContain("default-src 'self'");
+      // Its forms are sent by its script: one the browser sent itself would put the token in a URL.
+      expect(policy).toContain("form-action 'none'");
+      expect(policy).toContain("base-uri 'none'");
     });
 
     it('GET /ui says whether the API needs a token, so a tab holding none asks before calling it', async () => {

@@ -102,4 +102,19 @@ describe('the inspector shows stored markup as text', () => {
     await nothingRan(page);
     await page.context().close();
   });
+
+  it('a token form the browser sent itself (no script to catch it) is refused: the token reaches no URL', async () => {
+    const page = await open('');
+    await expect.poll(() => page.locator('#session-table').count()).toBe(1);
+    await page.evaluate(() => {
+      const input = document.getElementById('token-input') as HTMLInputElement;
+      input.value = 'token-in-a-url';
+      (document.getElementById('token-form') as HTMLFormElement).submit();
+    });
+    await expect
+      .poll(() => page.evaluate(() => (window as any).__violations))
+      .toEqual([expect.stringMatching(/^form-action /)]);
+    expect(page.url()).not.toContain('token-in-a-url');
+    await page.context().close();
+  });
 });

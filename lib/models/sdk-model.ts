@@ -374,7 +374,9 @@ function modelFailure(
   }
   if (deadline.signal.aborted) return new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
   if (error instanceof TailgateError) return error;
-  const text = apiKey ? errorMessage(error).replaceAll(apiKey, '[redacted]') : errorMessage(error);
+  // A key of a few characters (a local server's placeholder) is no secret, and replacing it would garble the text.
+  const text =
+    apiKey && apiKey.length >= 8 ? errorMessage(error).replaceAll(apiKey, '[redacted]') : errorMessage(error);
   return providerFailure(id, `model ${id} failed: ${text}`, findApiCallError(error));
 }
 

@@ -16,8 +16,8 @@ interface PathSegment {
 
 /**
  * Checks parsed JSON before any schema sees it, in one iterative walk (no recursion, so no
- * nesting can overflow the stack): nesting at most MAX_JSON_DEPTH levels, and every string,
- * key or value, free of NUL and lone surrogates. Throws `invalid_request` naming the field
+ * nesting can overflow the stack): nesting at most MAX_JSON_DEPTH levels, every string,
+ * key or value, free of NUL and lone surrogates, and no key `__proto__`. Throws `invalid_request` naming the field
  * (`body.metadata.note`) and, for depth, the limit. Every runtime answers the same 400, where
  * deep JSON would otherwise fail later (a 500 on Node) or be stored (Deno, workerd).
  *
@@ -51,9 +51,19 @@ export function checkJsonValue(value: unknown, base: string): void {
       const [key, child] = entries[index]!;
       const childPath = { parent: path, key };
       refuseBadText(key, base, childPath, 'key');
+      if (key === '__proto__') refuseKey(base, childPath);
       stack.push({ value: child, depth: depth + 1, path: childPath });
     }
   }
+}
+
+/**
+ * A key `__proto__` (an own key of the parsed JSON) is refused: a schema copying keys into a new
+ * object would set its prototype instead and drop the key unseen, a 200 for what is 400 by another name.
+ */
+function refuseKey(base: string, path: PathSegment): never {
+  const [field, bracketed] = fieldName(base, path);
+  throw new InvalidRequestError(`${field}: the key __proto__ is not taken`, pathDetails({ field }, bracketed));
 }
 
 function refuseBadText(text: string, base: string, path: PathSegment | undefined, what = 'value'): void {

@@ -184,6 +184,15 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(api.post('/v1/sessions', { metadata: { note: 'a\u0000b' } }))).toBe('body.metadata.note');
   });
 
+  it('in a key __proto__, which a schema would drop unseen, the path of that key', async () => {
+    const id = await api.session();
+    const patched = api.patch(`/v1/sessions/${id}`, '{"strategy_config":{"__proto__":{"epoch_size":-1}}}');
+    expect(await fieldOf(patched)).toBe('body.strategy_config.__proto__');
+    expect((await patched).body.error.message).toBe('body.strategy_config.__proto__: the key __proto__ is not taken');
+    expect(await fieldOf(api.post('/v1/sessions', '{"metadata":{"__proto__":"x"}}'))).toBe('body.metadata.__proto__');
+    expect((await api.get(`/v1/sessions/${id}`)).body.strategy_config).toEqual({});
+  });
+
   it("in a body that is not JSON, body, with the parser's reason", async () => {
     const id = await api.session();
     for (const raw of ['{"input": ', '{"input": "a",}', '{"input": "a"} x']) {

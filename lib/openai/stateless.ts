@@ -3,7 +3,6 @@ import { inlineAttachments } from '../session/attachments.ts';
 import type { ModelResult, ModelSettings } from '../models/model.ts';
 import { fitPrompt } from '../compaction/index.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
-import { turnUsage } from '../ledger/usage.ts';
 import { afterResponse } from '../turn/after-response.ts';
 import { resolveStrategyNames, type TurnContext, type TurnServices } from '../turn/index.ts';
 import { assemblePrompt, promptContext } from '../turn/assemble-prompt.ts';
@@ -138,7 +137,8 @@ export async function callStateless(
     throw error;
   });
   if (spend) {
-    const usage = turnUsage(result.usage, price);
+    meter.answered(result.usage, result.output);
+    const { usage } = meter.spent(price)!;
     afterResponse(services, () => spend.charge(usage));
   }
   return { ...result, context };

@@ -297,7 +297,7 @@ async function turnSteps(
     built.startReceipt();
     result = await call;
   } while (!result);
-  attempt.meter.answered(result.usage);
+  attempt.meter.answered(result.usage, result.output);
   if (result.logprobs) attempt.onLogprobs?.(result.logprobs);
   // Held to MAX_ITEM_BYTES as an append and an import are: failed, nothing of it stored.
   checkItemSizes(result.output, services.config.maxItemBytes, 'output');

@@ -82,7 +82,7 @@ export class CallMeter {
   track(call: Promise<{ usage: ModelUsage } | null>): void {
     const tracked = this.#call;
     this.#settled = call.then((result) => {
-      if (!result || !tracked) return;
+      if (!result || !tracked || !billed(result.usage)) return;
       tracked.reported ??= result.usage;
       if (tracked === this.#call) this.#reported ??= result.usage;
     }, this.failing());
@@ -115,9 +115,14 @@ export class CallMeter {
       call.streamed += call.counter.count(event.delta);
   }
 
-  /** The call answered: the provider's usage, exact. */
-  answered(usage: ModelUsage): void {
-    this.#reported = usage;
+  /**
+   * The call answered: the provider's usage, exact. A backend that left its usage out (no input
+   * tokens) still ran the model: estimated as a stopped call is, its output counted in `output`.
+   */
+  answered(usage: ModelUsage, output: unknown = []): void {
+    const call = this.#call;
+    if (billed(usage) || !call) this.#reported = usage;
+    else if (call.streamed === 0) call.streamed = call.counter.count(JSON.stringify(output));
   }
 
   /** What the call spent at `price` once it answered (the provider's usage): null when it did not. */
@@ -157,6 +162,11 @@ export class CallMeter {
     const aborted = this.#aborted();
     return aborted ? { usage: turnUsage(aborted.usage, price), estimated: aborted.estimated } : null;
   }
+}
+
+/** Usage a provider reported: a model call reads at least one input token. */
+function billed(usage: ModelUsage): boolean {
+  return usage.input_tokens > 0;
 }
 
 /** A call that counts nothing: its provider never got it, and it streamed nothing (nor answered). */

@@ -111,6 +111,9 @@ export async function summarizeContext(
     maxOutputTokens: Math.min(maxOutputTokens, reserve),
     ...(room !== undefined ? { outputRoom: room } : {}),
   };
+  // Counted as the call's window counts it (Claude's 3 characters a token), else approximated.
+  const counter = call?.counter ?? approximateTokenCounter;
+  const promptTokens = () => promptItemTokens(prompt, counter).reduce((sum, tokens) => sum + tokens, 0);
   const result = await withDeadline(options, (signal) =>
     model.generate({ ...request, ...(signal ? { signal } : {}) }),
   ).catch((error: unknown) => {
@@ -118,9 +121,7 @@ export async function summarizeContext(
     if (!(error instanceof ModelTimeoutError) && !aborted) throw error;
     // Its provider never got the call (refused, stopped waiting to retry): nothing is billed.
     if (providerUnreached(error)) throw error;
-    // Counted as the call's window counts it (Claude's 3 characters a token), else approximated.
-    const counter = call?.counter ?? approximateTokenCounter;
-    const input_tokens = promptItemTokens(prompt, counter).reduce((sum, tokens) => sum + tokens, 0);
+    const input_tokens = promptTokens();
     // Stopped by the caller (whose turn someone else closed): the caller answers with its stop's reason.
     if (aborted) {
       options.onAborted?.({ input_tokens, output_tokens: 0 });
@@ -135,7 +136,10 @@ export async function summarizeContext(
   if (text === '') throw new ModelError('the summary model answered without text', { model: model.id });
   const perToken = window?.counter.charactersPerToken ?? APPROXIMATE_CHARACTERS_PER_TOKEN;
   const summary = clipText(text, maxOutputTokens * perToken);
-  return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage: result.usage };
+  // A backend that left its usage out (no input tokens) still ran the call: estimated so.
+  const usage =
+    result.usage.input_tokens > 0 ? result.usage : { input_tokens: promptTokens(), output_tokens: counter.count(text) };
+  return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage };
 }
 
 /**

@@ -86,4 +86,18 @@ describe('a provider that reports no usage', () => {
     expect(spent.cost_usd).toBeGreaterThan(0);
     expect((await client.post('/v1/chat/completions', body, auth)).status).toBe(402);
   });
+
+  it("a compaction's summary is charged an estimate too", async () => {
+    const client = api();
+    const id = await client.session({ model: 'openai-compatible:local' });
+    for (const input of ['one '.repeat(50), 'two '.repeat(50)])
+      expect((await client.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+    const before = (await client.get(`/v1/sessions/${id}`)).body.usage;
+    const compacted = await client.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 });
+    expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
+    expect(compacted.body.usage.input_tokens).toBeGreaterThan(0);
+    expect(compacted.body.usage.output_tokens).toBeGreaterThan(0);
+    const after = (await client.get(`/v1/sessions/${id}`)).body.usage;
+    expect(after.cost_usd).toBeCloseTo(before.cost_usd + compacted.body.usage.cost_usd, 9);
+  });
 });

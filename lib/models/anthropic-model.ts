@@ -93,15 +93,19 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
 /**
  * Anthropic's provider options of a request's settings: one tool call at most when parallel
  * tool calls are off, and the end user (`safety_identifier`, else `user`) as `metadata.user_id`.
+ * A streamed call's tools go without `eager_input_streaming`, as a generated call's do: the tools
+ * open the cached prefix, which then stays the same whether a turn streams or not.
  */
-function anthropicOptions(request: ModelRequest): ProviderOptions | undefined {
+function anthropicOptions(request: ModelRequest): ProviderOptions {
   const asked = request.settings ?? {};
   const userId = asked.safetyIdentifier ?? asked.user;
-  const options = {
-    ...(asked.parallelToolCalls === false ? { disableParallelToolUse: true } : {}),
-    ...(userId !== undefined ? { metadata: { userId } } : {}),
+  return {
+    anthropic: {
+      toolStreaming: false,
+      ...(asked.parallelToolCalls === false ? { disableParallelToolUse: true } : {}),
+      ...(userId !== undefined ? { metadata: { userId } } : {}),
+    },
   };
-  return Object.keys(options).length > 0 ? { anthropic: options } : undefined;
 }
 
 /** The least thinking budget the Messages API takes (`thinking.budget_tokens`). */

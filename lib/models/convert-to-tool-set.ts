@@ -24,7 +24,8 @@ export function convertToToolSet(tools: readonly Tool[], lastToolOptions?: Provi
       inputSchema: jsonSchema(
         offered.parameters && Object.keys(offered.parameters).length > 0 ? offered.parameters : EMPTY_PARAMETERS,
       ),
-      ...(offered.strict !== undefined ? { strict: offered.strict } : {}),
+      // `strict: false` is the providers' default: left out, as the Responses facade leaves it out.
+      ...(offered.strict ? { strict: true } : {}),
     });
   }
   // The SDK sends the tools in Object.entries order (a repeated name keeps its first position).

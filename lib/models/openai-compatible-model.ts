@@ -40,6 +40,8 @@ export interface OpenAICompatibleModelSettings {
   images?: boolean;
   /** What the provider takes of a request's images together (`Model.manyImages`). */
   manyImages?: Model['manyImages'];
+  /** The most tools a request may offer (OpenAI's own API: 128). */
+  maxTools?: number;
   fetch?: typeof globalThis.fetch;
   timeoutMs: number;
   maxRetries: number;
@@ -103,6 +105,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     maxRetries: settings.maxRetries,
     providerOptions: (request) => openaiOptions(settings, request),
     ...(settings.allowedTools ? { allowedTools: true } : {}),
+    ...(settings.maxTools !== undefined ? { maxTools: settings.maxTools } : {}),
     logprobs: chatLogprobs,
   });
 }

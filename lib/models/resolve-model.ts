@@ -108,6 +108,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         promptCacheKey: true,
         structuredOutputs: true,
         allowedTools: true,
+        maxTools: 128,
         images: openaiTakesImages(name),
         manyImages: OPENAI_MANY_IMAGES,
       });

@@ -85,6 +85,8 @@ export interface SdkModelOptions {
    * `allowed_tools`), every tool still sent. Without it the call gets the allowed tools alone.
    */
   allowedTools?: boolean;
+  /** The most tools the provider takes in a request (OpenAI: 128); a call offering more is refused unsent. */
+  maxTools?: number;
   /**
    * How the provider's log probabilities are read, when it gives them (the request fields that ask
    * for them go through `providerOptions`): from its response body, and from each raw stream chunk.
@@ -137,6 +139,11 @@ export function createSdkModel(options: SdkModelOptions): Model {
     }
     const settings = settingsOf(request.settings);
     const tools = toolsSent({ allowsTools: options.allowedTools === true }, request.tools, request.settings);
+    if (tools.length > (options.maxTools ?? Number.POSITIVE_INFINITY)) {
+      throw new InvalidRequestError(`model ${id} takes at most ${options.maxTools} tools, offered ${tools.length}`, {
+        field: 'tools',
+      });
+    }
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
       delete settings.reasoning;
     }

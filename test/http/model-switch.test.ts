@@ -348,3 +348,62 @@ describe('a turn a provider would refuse whatever the history', () => {
     expect(answered.status, JSON.stringify(answered.body)).toBe(200);
   });
 });
+
+describe('compactions made by one family and continued by another', () => {
+  it('the compact strategy and the facade compaction, across OpenAI, Anthropic and openai-compatible', async () => {
+    for (const provider of [anthropic, openai, compatible]) {
+      provider.requests.length = 0;
+      provider.refusals.length = 0;
+    }
+    const h = harness();
+    const api = createClient(h);
+    const client = facadeClient(h);
+    const id = await api.session({
+      model: GPT,
+      tools: [weather],
+      strategies: ['shorten_tools_epoch_increment', 'compact', 'shorten_images', 'inbox'],
+      strategy_config: { context_limit: 1200, response_reserve: 200 },
+    });
+    const compactions: number[] = [];
+    const ran: string[] = [];
+    const models = [GPT, CLAUDE, KIMI, CLAUDE, GPT, KIMI, GPT, CLAUDE];
+    for (const [index, model] of models.entries()) {
+      const asked = await api.post(`/v1/sessions/${id}/turns`, {
+        model,
+        input: `Step ${index}: ${'details '.repeat(30)}, and the weather?`,
+      });
+      expect(asked.status, JSON.stringify(asked.body)).toBe(200);
+      if (asked.body.compaction_usage) compactions.push(ran.length);
+      ran.push(model);
+      const calls = callsOf(asked.body.output);
+      const next = models[index + 1] ?? CLAUDE;
+      const answered = await api.post(`/v1/sessions/${id}/turns`, {
+        model: next,
+        input: outputs(calls, (call) => (call === 0 ? [{ type: 'input_image', image_url: screenshot }] : 'warm')),
+      });
+      expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+      if (answered.body.compaction_usage) compactions.push(ran.length);
+      ran.push(next);
+    }
+    // Compactions made on the way (their summaries by the turn's model), each continued by other families.
+    expect(compactions.length).toBeGreaterThan(0);
+    expect(new Set(ran.slice(compactions[0]!)).size, `${compactions} ${ran}`).toBe(3);
+
+    // The facade: a compaction Anthropic summarizes, continued by OpenAI and openai-compatible.
+    const latest = await client.responses.create({ model: KIMI, conversation: id, input: 'Status.' });
+    const compacted = await client.responses.compact({ model: CLAUDE, previous_response_id: latest.id });
+    expect(compacted.output.map((item) => item.type)).toContain('compaction');
+    const before = anthropic.requests.length;
+    for (const model of [GPT, KIMI, CLAUDE]) {
+      const continued = await client.responses.create({
+        model,
+        conversation: id,
+        tools: [weather],
+        input: 'Where now?',
+      });
+      expect(continued.status).toBe('completed');
+    }
+    expect(anthropic.requests.length).toBeGreaterThan(before);
+    expect(refusals()).toEqual([]);
+  });
+});

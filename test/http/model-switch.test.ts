@@ -349,6 +349,44 @@ describe('a turn a provider would refuse whatever the history', () => {
   });
 });
 
+describe('a tool loop handed from one family to another mid-way', () => {
+  it("continues on Anthropic with thinking a loop whose calls carry another provider's reasoning", async () => {
+    for (const provider of [anthropic, openai, compatible]) {
+      provider.requests.length = 0;
+      provider.refusals.length = 0;
+    }
+    const client = facadeClient(harness());
+    const options = { tools: [weather], reasoning: { effort: 'medium' as const } };
+    const started = await client.responses.create({ model: KIMI, ...options, input: 'Weather in Oslo?' });
+    expect(started.output.map((item) => item.type)).toEqual(['reasoning', 'function_call', 'function_call']);
+    const handed = await client.responses.create({
+      model: CLAUDE,
+      ...options,
+      previous_response_id: started.id,
+      input: outputs(callsOf(started.output), () => '4C') as any,
+    });
+    expect(handed.status).toBe('completed');
+    // And back: Claude's thinking and calls, answered on OpenAI, then on openai-compatible.
+    const thought = await client.responses.create({
+      model: CLAUDE,
+      ...options,
+      previous_response_id: handed.id,
+      input: 'And Bergen?',
+    });
+    const answered = outputs(callsOf(thought.output), () => '6C') as any;
+    const back = await client.responses.create({
+      model: GPT,
+      ...options,
+      previous_response_id: thought.id,
+      input: answered,
+    });
+    await client.responses.create({ model: KIMI, ...options, previous_response_id: back.id, input: 'Thanks.' });
+    expect(refusals()).toEqual([]);
+    // Thinking goes off where the loop's last answer has no Anthropic thinking, on for a new question.
+    expect(anthropic.requests.map((request) => request.body.thinking?.type)).toEqual([undefined, 'enabled']);
+  });
+});
+
 describe('compactions made by one family and continued by another', () => {
   it('the compact strategy and the facade compaction, across OpenAI, Anthropic and openai-compatible', async () => {
     for (const provider of [anthropic, openai, compatible]) {

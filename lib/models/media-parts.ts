@@ -321,10 +321,12 @@ export function toolResultOutput(
   limits?: ImageLimits,
   asText?: (part: InputImagePart | InputFilePart) => boolean,
 ): ToolResultPart['output'] {
-  if (typeof content === 'string') return { type: 'text', value: content };
-  // A blank text block is refused inside a tool result too ("text content blocks must be non-empty").
+  // A blank text block is refused inside a tool result too ("text content blocks must be non-empty"):
+  // blank text goes as none.
+  const text = (value: string) => ({ type: 'text' as const, value: value.trim() === '' ? '' : value });
+  if (typeof content === 'string') return text(content);
   const parts = content.filter((part) => part.type !== 'input_text' || part.text.trim() !== '');
-  if (!media || parts.length === 0) return { type: 'text', value: placeholderText(content, seq) };
+  if (!media || parts.length === 0) return text(placeholderText(content, seq));
   const value = parts.map((part) => {
     const source =
       part.type === 'input_text' || overImageLimits(part, limits) || asText?.(part) ? undefined : sourceOf(part);

@@ -102,6 +102,10 @@ describe('the fake providers refuse what the real ones refuse', () => {
         'Invalid `signature`',
       ],
       [[user({ type: 'text', text: ' ' })], 'non-whitespace text'],
+      [
+        [user({ type: 'text', text: 'hi' }), assistant(use('a')), user({ ...result('a'), content: ' ' })],
+        'non-whitespace',
+      ],
       [[user(png('image/bmp'))], "Input should be 'image/jpeg'"],
       [
         [

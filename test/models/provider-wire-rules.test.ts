@@ -98,7 +98,7 @@ const openaiIds = (body: any): string[] =>
 /**
  * The Messages API refuses a text block that is empty ("text content blocks must be non-empty"),
  * one of only whitespace ("text content blocks must contain non-whitespace text"), also inside a
- * tool_result, and a message
+ * tool_result (its string content one text block; an empty one is no block), and a message
  * without content ("all messages must have non-empty content except for the optional final
  * assistant message").
  */
@@ -109,6 +109,8 @@ function refusedTextBlocks(body: any): string[] {
     if (blocks.length === 0) refused.push(`messages.${index}: no content`);
     for (const block of blocks) {
       if (block.type === 'text' && block.text.trim() === '') refused.push(`messages.${index}: blank text`);
+      const text = block.type === 'tool_result' && typeof block.content === 'string' ? block.content : '';
+      if (text !== '' && text.trim() === '') refused.push(`messages.${index}: blank tool_result text`);
       const inner = block.type === 'tool_result' && Array.isArray(block.content) ? block.content : [];
       for (const part of inner)
         if (part.type === 'text' && part.text.trim() === '') refused.push(`messages.${index}: blank tool_result text`);
@@ -257,18 +259,24 @@ describe('text blocks the Messages API refuses', () => {
         ],
       },
       { type: 'function_call_output', call_id: 'toolu_c', output: [{ type: 'input_text', text: '' }] },
+      { type: 'function_call_output', call_id: 'toolu_d', output: ' \n' },
+      { type: 'function_call_output', call_id: 'toolu_e', output: [{ type: 'input_text', text: ' ' }] },
     ];
     const body = await sentBody('anthropic', [
       user('Look'),
       call('toolu_a'),
       call('toolu_b'),
       call('toolu_c'),
+      call('toolu_d'),
+      call('toolu_e'),
       ...outputs,
     ]);
     expect(refusedTextBlocks(body)).toEqual([]);
     expect(body.messages.at(-1).content.map((block: any) => block.content)).toEqual([
       [{ type: 'image', source: { type: 'url', url: 'https://example.com/screen.png' } }],
       [{ type: 'text', text: 'done' }],
+      '',
+      '',
       '',
     ]);
   });

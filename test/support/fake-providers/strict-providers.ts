@@ -49,7 +49,8 @@ export function anthropicRefusal(body: any, issued: Map<string, string>): string
     for (const [at, block] of blocks.entries()) {
       if (block.cache_control) marks++;
       const where = `messages.${index}.content.${at}`;
-      const inner = block.type === 'tool_result' && Array.isArray(block.content) ? block.content : [block];
+      // A tool_result's string content is one text block (an empty one none).
+      const inner = block.type !== 'tool_result' ? [block] : block.content === '' ? [] : blocksOf(block.content ?? []);
       for (const part of inner) {
         if (part.type === 'text' && part.text.trim() === '')
           return 'messages: text content blocks must contain non-whitespace text';

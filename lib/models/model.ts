@@ -1,5 +1,6 @@
 import type { FunctionCallItem, MessageItem, PromptItem, ReasoningItem, Tool } from '../items.ts';
 import type { TokenLogprob } from './logprobs.ts';
+import { InvalidRequestError } from '../errors.ts';
 
 export type { TokenLogprob } from './logprobs.ts';
 
@@ -241,4 +242,10 @@ export function toolsSent(
   const allowed = settings?.allowedTools;
   if (model.allowsTools || !allowed) return tools;
   return tools.filter((tool) => allowed.includes(tool.name));
+}
+
+/** Refuses a call offering `tools` beyond the provider's most (`max`, OpenAI's 128), before it is sent. */
+export function refuseOverToolLimit(id: string, tools: readonly Tool[], max: number | undefined): void {
+  if (max === undefined || tools.length <= max) return;
+  throw new InvalidRequestError(`model ${id} takes at most ${max} tools, offered ${tools.length}`, { field: 'tools' });
 }

@@ -19,6 +19,7 @@ import { CallReach, markReach } from './provider-reach.ts';
 import { lacksLoopReasoning, reasoningItem, ReasoningParts } from './reasoning-parts.ts';
 import {
   markCut,
+  refuseOverToolLimit,
   toolsSent,
   type Model,
   type ModelRequest,
@@ -74,23 +75,16 @@ export interface SdkModelOptions {
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
-   * The provider options of a request: what the provider takes of `promptCacheKey` and of
-   * `settings` beyond the AI SDK's own call settings (OpenAI: `prompt_cache_key`, `user`,
-   * `verbosity`, `parallel_tool_calls`, `safety_identifier` in the body). Without it, those
-   * are not sent.
+   * The provider options of a request: what the provider takes of `promptCacheKey` and of `settings` beyond the
+   * AI SDK's call settings (OpenAI: `prompt_cache_key`, `user`, `verbosity`, `parallel_tool_calls`,
+   * `safety_identifier`). Without it, those are not sent.
    */
   providerOptions?: (request: ModelRequest) => ProviderOptions | undefined;
-  /**
-   * Whether the provider takes `settings.allowedTools` itself (through `providerOptions`: OpenAI's
-   * `allowed_tools`), every tool still sent. Without it the call gets the allowed tools alone.
-   */
+  /** Whether the provider takes `settings.allowedTools` itself (OpenAI's `allowed_tools`), every tool still sent. */
   allowedTools?: boolean;
   /** The most tools the provider takes in a request (OpenAI: 128); a call offering more is refused unsent. */
   maxTools?: number;
-  /**
-   * How the provider's log probabilities are read, when it gives them (the request fields that ask
-   * for them go through `providerOptions`): from its response body, and from each raw stream chunk.
-   */
+  /** How the provider's log probabilities are read from its response body and each raw stream chunk. */
   logprobs?: (raw: unknown, model: string) => TokenLogprob[];
 }
 
@@ -139,11 +133,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     }
     const settings = settingsOf(request.settings);
     const tools = toolsSent({ allowsTools: options.allowedTools === true }, request.tools, request.settings);
-    if (tools.length > (options.maxTools ?? Number.POSITIVE_INFINITY)) {
-      throw new InvalidRequestError(`model ${id} takes at most ${options.maxTools} tools, offered ${tools.length}`, {
-        field: 'tools',
-      });
-    }
+    refuseOverToolLimit(id, tools, options.maxTools);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
       delete settings.reasoning;
     }
@@ -371,7 +361,7 @@ function modelFailure(
   deadline: Deadline,
   id: string,
   timeoutMs: number,
-  apiKey: string | undefined,
+  apiKey?: string,
 ): TailgateError {
   if (deadline.timedOut) {
     return new ModelTimeoutError(`model ${id} did not answer within ${timeoutMs} ms`, {

@@ -17,9 +17,10 @@ interface PathSegment {
 /**
  * Checks parsed JSON before any schema sees it, in one iterative walk (no recursion, so no
  * nesting can overflow the stack): nesting at most MAX_JSON_DEPTH levels, every string,
- * key or value, free of NUL and lone surrogates, and no key `__proto__`. Throws `invalid_request` naming the field
- * (`body.metadata.note`) and, for depth, the limit. Every runtime answers the same 400, where
- * deep JSON would otherwise fail later (a 500 on Node) or be stored (Deno, workerd).
+ * key or value, free of NUL and lone surrogates, and no key `__proto__` outside a JSON Schema
+ * (`inJsonSchema`). Throws `invalid_request` naming the field (`body.metadata.note`) and, for
+ * depth, the limit. Every runtime answers the same 400, where deep JSON would otherwise fail
+ * later (a 500 on Node) or be stored (Deno, workerd).
  *
  * @example checkJsonValue(JSON.parse('{"a":"x\\u0000"}'), 'body') // throws: body.a: contains NUL (U+0000)
  */
@@ -51,15 +52,27 @@ export function checkJsonValue(value: unknown, base: string): void {
       const [key, child] = entries[index]!;
       const childPath = { parent: path, key };
       refuseBadText(key, base, childPath, 'key');
-      if (key === '__proto__') refuseKey(base, childPath);
+      if (key === '__proto__' && !inJsonSchema(path)) refuseKey(base, childPath);
       stack.push({ value: child, depth: depth + 1, path: childPath });
     }
   }
 }
 
 /**
- * A key `__proto__` (an own key of the parsed JSON) is refused: a schema copying keys into a new
- * object would set its prototype instead and drop the key unseen, a 200 for what is 400 by another name.
+ * Whether an object at `path` lies inside a JSON Schema a request sends, below its top level (a tool's
+ * `parameters`, a response format's `schema`): its keys are kept as sent (a property named `__proto__`).
+ */
+function inJsonSchema(path: PathSegment | undefined): boolean {
+  for (let segment = path?.parent; segment !== undefined; segment = segment.parent) {
+    if (segment.key === 'parameters' || segment.key === 'schema') return true;
+  }
+  return false;
+}
+
+/**
+ * A key `__proto__` (an own key of the parsed JSON) is refused, but inside a JSON Schema (`inJsonSchema`):
+ * a schema copying keys into a new object would set its prototype instead and drop the key unseen, a 200
+ * for what is 400 by another name.
  */
 function refuseKey(base: string, path: PathSegment): never {
   const [field, bracketed] = fieldName(base, path);

@@ -5,7 +5,7 @@ import type { Model, ModelUsage } from '../models/model.ts';
 import { markReach, providerUnreached } from '../models/provider-reach.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
-import { outputRoom, type TokenBudget } from '../tokens/model-limits.ts';
+import { modelFamily, outputRoom, type TokenBudget } from '../tokens/model-limits.ts';
 import {
   APPROXIMATE_CHARACTERS_PER_TOKEN,
   approximateTokenCounter,
@@ -20,8 +20,8 @@ const EMPTY_TRANSCRIPT = '(the transcript is empty: nothing was said)';
 
 /**
  * A window a summary call is made in; with its response reserve, the call asks for no more output
- * than it (a model family's default reserve is within the model's most output: gpt-4o refuses more
- * than 16,384, gpt-4.1 more than 32,768).
+ * than it, nor than the summary model's family's default reserve (within the model's most output:
+ * gpt-4o refuses more than 16,384, gpt-4.1 more than 32,768), a session's own reserve above it included.
  */
 export type SummaryWindow = Pick<TokenBudget, 'contextLimit' | 'counter'> &
   Partial<Pick<TokenBudget, 'responseReserve'>>;
@@ -104,7 +104,11 @@ export async function summarizeContext(
   const { window } = options;
   const call = options.callWindow ?? window;
   const room = call && outputRoom(call.contextLimit, () => countPromptTokens(prompt, [], call.counter));
-  const reserve = call?.responseReserve || Number.POSITIVE_INFINITY;
+  // A session's own reserve may pass the model's most output, which its family's default is within.
+  const reserve = Math.min(
+    call?.responseReserve || Number.POSITIVE_INFINITY,
+    modelFamily(model.id)?.responseReserve ?? Number.POSITIVE_INFINITY,
+  );
   const request = {
     prompt,
     tools: [],

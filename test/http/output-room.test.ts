@@ -159,4 +159,14 @@ describe("openai: a summary asks for no more than the model's most output", () =
     expect(seen.at(0)!.asked).toBeUndefined();
     expect(seen.at(-1)!.asked).toBeLessThanOrEqual(OUTPUT_CAPS[name]!);
   });
+
+  // A session's own `response_reserve` over the model's most output (a larger share of gpt-4.1's
+  // window kept free) leaves the summary's call within that most output all the same.
+  it('gpt-4.1 with a response_reserve of 40000', async () => {
+    const id = await api.session({ model: 'openai:gpt-4.1', strategy_config: { response_reserve: 40_000 } });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'Plan the trip' })).status).toBe(200);
+    const compacted = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 });
+    expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
+    expect(seen.at(-1)!.asked).toBeLessThanOrEqual(OUTPUT_CAPS['gpt-4.1']!);
+  });
 });

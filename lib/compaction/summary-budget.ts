@@ -48,7 +48,7 @@ export function keptBound(budget: TokenBudget, maxSummaryTokens: number, beside:
 /**
  * The window a summary call by `summaryModel` shares with its answer, where it is not the
  * prompt's (`SummarizeOptions.callWindow`): a model of another known family than the prompt's
- * model (a Claude summary of a gpt-4.1 conversation) has its family's window, reserve and counter. None
+ * model (a Claude summary of a gpt-4.1 conversation) has its family's window and counter. None
  * for a model of the prompt's family (the prompt's budget holds, its `context_limit` included)
  * or of no known family.
  */
@@ -56,10 +56,9 @@ export function summaryCallWindow(
   promptModel: string,
   summaryModel: string,
   encoders?: TokenEncoders,
-): { callWindow?: Pick<TokenBudget, 'contextLimit' | 'counter' | 'responseReserve'> } {
+): { callWindow?: Pick<TokenBudget, 'contextLimit' | 'counter'> } {
   const family = modelFamily(summaryModel);
   if (!family || family === modelFamily(promptModel)) return {};
   const own = resolveTokenBudget(summaryModel, { context_limit: 0, response_reserve: 0 }, encoders ? { encoders } : {});
-  const { contextLimit, counter, responseReserve } = own;
-  return { callWindow: { contextLimit, counter, responseReserve } };
+  return { callWindow: { contextLimit: own.contextLimit, counter: own.counter } };
 }

@@ -169,4 +169,22 @@ describe("openai: a summary asks for no more than the model's most output", () =
     expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
     expect(seen.at(-1)!.asked).toBeLessThanOrEqual(OUTPUT_CAPS['gpt-4.1']!);
   });
+
+  // A summary model of another family than the conversation's asks for no more than its own most output.
+  it('gpt-4o summarizing a gpt-4.1 conversation', async () => {
+    const id = await api.session({ model: 'openai:gpt-4.1' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'Plan the trip' })).status).toBe(200);
+    const compacted = await app.request(
+      `/v1/sessions/${id}/compact`,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ keep_tokens: 0 }),
+      },
+      { ...environment(), SUMMARY_MODEL: 'openai:gpt-4o' },
+    );
+    expect(compacted.status, await compacted.text()).toBe(200);
+    expect(seen.at(-1)!.model).toBe('gpt-4o');
+    expect(seen.at(-1)!.asked).toBeLessThanOrEqual(OUTPUT_CAPS['gpt-4o']!);
+  });
 });

@@ -134,7 +134,11 @@ describe('model failures', () => {
       'model openai-compatible:fake failed: bad key: Bearer [redacted]',
       'model openai-compatible:fake failed: bad key: Bearer [redacted]',
     ]);
-    expect(JSON.stringify(loggedDetails)).not.toContain(PROVIDER_KEY);
+    // An Error's own fields are not enumerable: its message, stack and cause are looked at one by one.
+    const logged = loggedDetails.map((details) =>
+      details instanceof Error ? [details.message, details.stack, String(details.cause)] : details,
+    );
+    expect(JSON.stringify(logged)).not.toContain(PROVIDER_KEY);
   });
 
   it('a session whose model needs a key the deployment lacks gives 503 not_configured and stores nothing', async () => {

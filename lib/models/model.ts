@@ -144,6 +144,11 @@ export type ModelStreamEvent =
   /** A block of the model's reasoning ended: it is the `reasoning` of the next item to end. */
   | { type: 'reasoning_done'; item: ReasoningItem }
   | { type: 'item_done'; item: ModelOutputItem }
+  /**
+   * The provider reported the call's input usage before its output (Anthropic's message_start):
+   * what a call stopped before its answer is charged for its input (lib/turn/stopped-spend.ts).
+   */
+  | { type: 'input_reported'; usage: ModelUsage }
   | { type: 'done'; result: ModelResult };
 
 export interface Model {

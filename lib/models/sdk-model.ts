@@ -1,11 +1,4 @@
-import {
-  APICallError,
-  generateText,
-  streamText,
-  type FinishReason,
-  type LanguageModel,
-  type LanguageModelUsage,
-} from 'ai';
+import { APICallError, generateText, streamText, type FinishReason, type LanguageModel } from 'ai';
 import { optional, settingsOf } from './call-settings.ts';
 import { InvalidRequestError, TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError, providerFailure } from './errors.ts';
@@ -17,6 +10,7 @@ import { StreamOrder } from './stream-order.ts';
 import { startDeadline, untilAborted, type Deadline } from './deadline.ts';
 import { CallReach, markReach } from './provider-reach.ts';
 import { lacksLoopReasoning, reasoningItem, ReasoningParts } from './reasoning-parts.ts';
+import { reportedInput, toUsage } from './sdk-usage.ts';
 import {
   markCut,
   refuseOverToolLimit,
@@ -98,7 +92,8 @@ export interface SdkModelOptions {
  *   call is a message of its own), each carrying the reasoning blocks before it
  *   (lib/models/stream-order.ts, lib/models/reasoning-parts.ts), streamed or not; a call
  *   the SDK could not parse keeps the model's raw argument text. A stream passes the calls'
- *   argument pieces on as they come;
+ *   argument pieces on as they come, and the input usage its provider reports before the output
+ *   (Anthropic's message_start) as `input_reported`, for a call stopped before it answers;
  * - any provider failure (HTTP error after retries, a malformed body or stream, a stream cut off
  *   before its final event, an invalid tool call id) becomes `ModelError` (`providerFailure`: a
  *   prompt the provider refuses as over the model's window is `context_too_large`); the deadline
@@ -257,6 +252,9 @@ export function createSdkModel(options: SdkModelOptions): Model {
             yield* order.argumentsDelta(part.id, part.delta);
           } else if (part.type === 'tool-call') {
             yield* order.call(toFunctionCall(part, id));
+          } else if (part.type === 'custom') {
+            const input = reportedInput(part);
+            if (input) yield { type: 'input_reported', usage: input };
           } else if (part.type === 'error') {
             throw part.error;
           } else if (part.type === 'abort') {
@@ -323,24 +321,6 @@ function toFunctionCall(call: SdkToolCall, id: string): FunctionCallItem {
     throw new ModelError('the provider returned an invalid tool call', { model: id, issues: parsed.error.issues });
   }
   return parsed.data;
-}
-
-/**
- * The AI SDK's usage as tailgate's. `inputTokens` is every input token, cache reads and writes
- * included (the SDK adds Anthropic's cache_read_input_tokens and cache_creation_input_tokens to
- * its input_tokens); `outputTokens` includes the reasoning tokens.
- */
-function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
-  const cached = usage?.inputTokenDetails?.cacheReadTokens;
-  const written = usage?.inputTokenDetails?.cacheWriteTokens;
-  const reasoning = usage?.outputTokenDetails?.reasoningTokens;
-  return {
-    input_tokens: usage?.inputTokens ?? 0,
-    output_tokens: usage?.outputTokens ?? 0,
-    ...(cached ? { cached_input_tokens: cached } : {}),
-    ...(written ? { cache_write_tokens: written } : {}),
-    ...(reasoning ? { reasoning_tokens: reasoning } : {}),
-  };
 }
 
 /** A call's failure as tailgate's error, marked with whether its provider may have run the model when `reach` tells. */

@@ -222,7 +222,7 @@ export class ResponseEventWriter {
     else if (event.type === 'call_start') this.callStarted(event.call_id, event.name);
     else if (event.type === 'arguments_delta') this.argumentsDelta(event.call_id, event.delta);
     else if (event.type === 'reasoning_done') this.reasoningDone(event.item);
-    else this.itemDone(event.item);
+    else if (event.type === 'item_done') this.itemDone(event.item);
   }
 
   /** A block of the model's reasoning, whole: a reasoning item before the model item it comes with. */

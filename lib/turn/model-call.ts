@@ -105,7 +105,8 @@ function streamModel(
     else if (event.type === 'arguments_delta')
       emit({ event: 'function_call_arguments.delta', data: { call_id: event.call_id, delta: event.delta } });
     else if (event.type === 'reasoning_done') emit({ event: 'reasoning.done', data: { item: event.item } });
-    else emit({ event: 'output_item.done', data: { item: doneItem({ ...event.item, seq: firstSeq + index++ }) } });
+    else if (event.type === 'item_done')
+      emit({ event: 'output_item.done', data: { item: doneItem({ ...event.item, seq: firstSeq + index++ }) } });
   });
 }
 

@@ -28,6 +28,8 @@ interface MeteredCall {
   unreached: boolean;
   /** It answered (also when it was aborted after that: its answer dropped): the provider's usage. */
   reported?: ModelUsage;
+  /** Its provider reported its input before the output (Anthropic's message_start): that input's usage. */
+  input?: ModelUsage;
 }
 
 /** Meters the model calls of one turn attempt as they run. */
@@ -107,12 +109,13 @@ export class CallMeter {
     return aborted;
   }
 
-  /** An output event of the call, streamed to a client or not yet. */
+  /** An output event of the call, streamed to a client or not yet, or the input usage its provider reported. */
   saw(event: ModelStreamEvent): void {
     const call = this.#call;
     if (!call) return;
     if (event.type === 'text_delta' || event.type === 'arguments_delta')
       call.streamed += call.counter.count(event.delta);
+    else if (event.type === 'input_reported') call.input = event.usage;
   }
 
   /**
@@ -139,7 +142,8 @@ export class CallMeter {
    * it, bills nothing).
    */
   failed(price: ModelPrice | undefined, mayHaveRun: boolean): StoppedSpend | null {
-    if (!this.#reported && !mayHaveRun && (this.#call?.streamed ?? 0) === 0) return this.#abortedOnly(price);
+    const worked = mayHaveRun || (this.#call?.streamed ?? 0) > 0 || this.#call?.input !== undefined;
+    if (!this.#reported && !worked) return this.#abortedOnly(price);
     return this.spent(price);
   }
 
@@ -169,14 +173,17 @@ function billed(usage: ModelUsage): boolean {
   return usage.input_tokens > 0;
 }
 
-/** A call that counts nothing: its provider never got it, and it streamed nothing (nor answered). */
+/** A call that counts nothing: its provider never got it; it streamed, answered, reported nothing. */
 function skipped(call: MeteredCall): boolean {
-  return call.unreached && call.streamed === 0 && !call.reported;
+  return call.unreached && call.streamed === 0 && !call.reported && !call.input;
 }
 
-/** What an aborted call spent: its provider's usage when it answered, else its prompt's tokens and output streamed. */
+/**
+ * What a stopped call spent: its provider's usage when it answered, else the input its provider
+ * reported (cache reads and writes as such) or else its prompt's tokens, and the output streamed.
+ */
 function estimate(call: MeteredCall): ModelUsage {
-  return call.reported ?? { input_tokens: call.promptTokens(), output_tokens: call.streamed };
+  return call.reported ?? { ...(call.input ?? { input_tokens: call.promptTokens() }), output_tokens: call.streamed };
 }
 
 /** `usage` with `earlier`'s tokens added (its cache and reasoning tokens too, when either reports them). */

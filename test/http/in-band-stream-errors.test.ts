@@ -27,6 +27,13 @@ const chatServerError = `data: ${JSON.stringify({
   },
 })}\n\n`;
 
+/** The input tokens a Messages stream's message_start reports, cache reads and writes included. */
+function reportedInput(sse: string): number {
+  const start = sse.split('\n\n').find((event) => event.startsWith('event: message_start'))!;
+  const { usage } = JSON.parse(start.slice(start.indexOf('data: ') + 6)).message;
+  return usage.input_tokens + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0);
+}
+
 const ANTHROPIC = 'anthropic:claude-sonnet-4-5';
 const CHAT = 'openai-compatible:fake-model';
 
@@ -92,10 +99,12 @@ describe.each(cases)('a stream that reports an error in band: %s', (_, model, fa
     ]);
     const receipt = (await api.get(`/v1/sessions/${id}/turns/1`)).body;
     expect(receipt).toMatchObject({ status: 'failed', error, output: null, usage_estimated: true });
-    // The provider ran the model: the prompt and the output streamed so far are charged.
+    // The provider ran the model: the prompt and the output streamed so far are charged. Anthropic
+    // reported the input in its message_start: that input is charged, not the prompt's estimate.
     const { input_tokens, output_tokens } = receipt.usage;
     expect(input_tokens).toBeGreaterThan(0);
     expect(output_tokens).toBeGreaterThan(0);
+    if (model === ANTHROPIC) expect(input_tokens).toBe(reportedInput(failing));
     const charged = { turns: 0, input_tokens, output_tokens };
     expect((await api.get('/v1/tokens/current', auth)).body.usage).toMatchObject(charged);
     expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject(charged);

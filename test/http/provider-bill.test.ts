@@ -32,7 +32,7 @@ interface Billed {
   reasoning_tokens: number;
   cost_usd: number;
   /** How the request was answered: the whole answer, or broken off. */
-  answered: 'whole' | 'broken' | 'hung';
+  answered: 'whole' | 'broken' | 'started' | 'hung';
 }
 
 const tokensOf = (value: unknown) => Math.ceil(JSON.stringify(value).length / 4);
@@ -58,7 +58,7 @@ function anthropicBlocks(body: any): { tokens: number; marked: boolean; key: str
 function anthropicFake() {
   const cache = new Set<string>();
   const bill: Billed[] = [];
-  let plan: (request: RecordedRequest) => 'text' | 'tool' | 'broken' | 'hang' = () => 'text';
+  let plan: (request: RecordedRequest) => 'text' | 'tool' | 'broken' | 'started' | 'hang' = () => 'text';
   const usageOf = (body: any) => {
     const blocks = anthropicBlocks(body);
     const prefixes: string[] = [];
@@ -110,15 +110,17 @@ function anthropicFake() {
       bill.push(entry('hung', 0));
       return { hang: true };
     }
-    if (kind === 'broken') {
-      // message_start (input billed), the first text delta, then the connection is cut: the
-      // provider bills the input and the one output token it sent.
+    if (kind === 'broken' || kind === 'started') {
+      // message_start (input billed), the first text delta, then the stream fails in band
+      // (broken) or stays open with no more (started): the provider bills the input and the one
+      // output token it sent.
       const sse = anthropicStreamOf(JSON.stringify(whole));
       const events = sse
         .split(/(?<=\n\n)/)
         .slice(0, 3)
         .join('');
-      bill.push(entry('broken', 1));
+      bill.push(entry(kind, 1));
+      if (kind === 'started') return { sse: events, hang: true };
       return {
         text: `${events}event: error\ndata: {"type":"error","error":{"type":"overloaded_error"}}\n\n`,
         contentType: 'text/event-stream',
@@ -298,7 +300,7 @@ describe("tailgate's figures against the provider's bill", () => {
     expect(total.cached_input_tokens).toBeGreaterThan(0);
   });
 
-  it('a stream broken mid-way, a cancelled turn and a fork', async () => {
+  it('a stream broken mid-way, a turn cancelled mid-stream and before it, and a fork', async () => {
     const from = anthropic.bill.length;
     const id = await api.session({ model: 'anthropic:bill-model' });
     anthropic.setPlan(() => 'text');
@@ -307,6 +309,19 @@ describe("tailgate's figures against the provider's bill", () => {
     anthropic.setPlan(() => 'broken');
     const broken = await api.post(`/v1/sessions/${id}/turns`, { input: 'break', stream: true });
     expect(broken.status).toBe(200);
+    // Cancelled once its first words reached the client: the provider had reported its input.
+    anthropic.setPlan(() => 'started');
+    const streaming = await fetch(`${origin}/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'start and stop', stream: true }),
+    });
+    const reader = streaming.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let read = '';
+    while (!read.includes('event: output_text.delta')) read += (await reader.read()).value ?? '';
+    const stopped = await api.post(`/v1/sessions/${id}/turns/3/cancel`, {});
+    expect(stopped.status, JSON.stringify(stopped.body)).toBe(200);
+    while (!(await reader.read()).done);
     let hungSeen!: () => void;
     const hung = new Promise<void>((resolve) => (hungSeen = resolve));
     anthropic.setPlan(() => {
@@ -315,7 +330,7 @@ describe("tailgate's figures against the provider's bill", () => {
     });
     const running = api.post(`/v1/sessions/${id}/turns`, { input: 'hang', stream: true });
     await hung;
-    const cancelled = await api.post(`/v1/sessions/${id}/turns/3/cancel`, {});
+    const cancelled = await api.post(`/v1/sessions/${id}/turns/4/cancel`, {});
     expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     await running;
     anthropic.setPlan(() => 'text');
@@ -329,23 +344,31 @@ describe("tailgate's figures against the provider's bill", () => {
     await tailgate.settled();
 
     const billed = anthropic.bill.slice(from);
-    expect(billed.map((entry) => entry.answered)).toEqual(['whole', 'broken', 'hung', 'whole', 'whole']);
+    expect(billed.map((entry) => entry.answered)).toEqual(['whole', 'broken', 'started', 'hung', 'whole', 'whole']);
     const turns = (await api.get(`/v1/sessions/${id}/turns?limit=100`)).body.turns.reverse();
     expect(turns[0].usage).toEqual(receiptOf(billed[0]!));
-    expect(turns[3].usage).toEqual(receiptOf(billed[3]!));
-    // The broken and the cancelled call reported nothing: estimated, and said so. The estimate
-    // counts the prompt near the bill's input, but prices all of it as uncached input.
+    expect(turns[4].usage).toEqual(receiptOf(billed[4]!));
+    // The broken call and the one cancelled mid-stream reported their input (message_start) but
+    // not their output: the bill's input, its cache reads and writes priced as such, and the
+    // output streamed as counted; estimated, and said so.
     for (const index of [1, 2]) {
       expect(turns[index].usage_estimated).toBe(true);
-      const off = Math.abs(turns[index].usage.input_tokens - billed[index]!.input_tokens);
-      expect(off).toBeLessThan(billed[index]!.input_tokens / 10);
-      expect(turns[index].usage.cached_input_tokens).toBe(0);
-      expect(turns[index].usage.cost_usd).toBeGreaterThan(billed[index]!.cost_usd);
+      const { output_tokens } = turns[index].usage;
+      expect(output_tokens).toBeGreaterThan(0);
+      const tokens = { ...receiptOf(billed[index]!), output_tokens };
+      expect(turns[index].usage).toEqual({ ...tokens, cost_usd: costOf(tokens, ANTHROPIC_PRICE) });
     }
+    // The call cancelled before its stream began reported nothing: the estimate counts the
+    // prompt near the bill's input, but prices all of it as uncached input.
+    expect(turns[3].usage_estimated).toBe(true);
+    const off = Math.abs(turns[3].usage.input_tokens - billed[3]!.input_tokens);
+    expect(off).toBeLessThan(billed[3]!.input_tokens / 10);
+    expect(turns[3].usage.cached_input_tokens).toBe(0);
+    expect(turns[3].usage.cost_usd).toBeGreaterThan(billed[3]!.cost_usd);
     const session = await api.get(`/v1/sessions/${id}`);
     expect(session.body.usage).toMatchObject({ ...sumOf(turns.map((turn: any) => turn.usage)), turns: 2 });
     const forkSession = await api.get(`/v1/sessions/${fork.body.id}`);
-    expect(forkSession.body.usage).toMatchObject({ ...sumOf([billed[4]!]), turns: 1 });
+    expect(forkSession.body.usage).toMatchObject({ ...sumOf([billed[5]!]), turns: 1 });
   });
 
   it("a session's max_cost_usd and a token's stop a runaway tool loop one turn past the limit at most", async () => {

@@ -556,7 +556,11 @@ describe('anthropic adapter against a fake Messages server', () => {
         },
       ]);
       // Its reasoning.done comes before the item_done that carries it.
-      expect(events.map((event) => event.type)).toEqual(['reasoning_done', 'item_done', 'done']);
+      expect(events.map((event) => event.type)).toEqual(['input_reported', 'reasoning_done', 'item_done', 'done']);
+      // The input usage message_start reported, before any output: what a call stopped then is charged.
+      const { usage } = JSON.parse(fixture('anthropic-message-thinking-only.json'));
+      const input = usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens;
+      expect(events[0]).toEqual({ type: 'input_reported', usage: { input_tokens: input, output_tokens: 0 } });
       // The next call leaves the thinking out with the empty message: no assistant message of only thinking.
       const next: PromptItem = { type: 'message', role: 'user', content: 'Go on.' };
       await model.generate({ ...request([question, ...result.output, next], [weatherTool]), settings });

@@ -106,4 +106,24 @@ describe('CallMeter', () => {
     meter.answered({ input_tokens: 81, output_tokens: 1 });
     expect(meter.spent(undefined)).toMatchObject({ usage: { input_tokens: 642, output_tokens: 34 }, estimated: true });
   });
+
+  it('a call that failed or was aborted after its provider reported its input: that input, its output streamed', () => {
+    const input = { input_tokens: 900, output_tokens: 0, cached_input_tokens: 800, cache_write_tokens: 60 };
+    const delta = 'The weather in Paris';
+    const streamed = approximateTokenCounter.count(delta);
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    meter.saw({ type: 'input_reported', usage: input });
+    meter.saw({ type: 'text_delta', delta });
+    meter.failing()(aborted(true));
+    const usage = { ...input, output_tokens: streamed, reasoning_tokens: 0 };
+    expect(meter.failed(undefined, false)).toEqual({ usage: { ...usage, cost_usd: null }, estimated: true });
+    // Aborted and made again: the aborted call counts its reported input too.
+    meter.calling(prompt(20), approximateTokenCounter);
+    meter.answered({ input_tokens: 21, output_tokens: 3 });
+    expect(meter.spent(undefined)).toMatchObject({
+      usage: { input_tokens: 921, cached_input_tokens: 800, cache_write_tokens: 60, output_tokens: streamed + 3 },
+      estimated: true,
+    });
+  });
 });

@@ -136,12 +136,11 @@ export async function callStateless(
     if (spend && spent) afterResponse(services, () => spend.charge(spent.usage, 0));
     throw error;
   });
-  if (spend) {
-    meter.answered(result.usage, result.output);
-    const { usage } = meter.spent(price)!;
-    afterResponse(services, () => spend.charge(usage));
-  }
-  return { ...result, context };
+  meter.answered(result.usage, result.output);
+  const { usage, estimated } = meter.spent(price)!;
+  if (spend) afterResponse(services, () => spend.charge(usage));
+  // A backend that left its usage out: the answer shows the estimate its token is charged.
+  return { ...result, ...(estimated ? { usage } : {}), context };
 }
 
 /** A stateless call, prepared and made. */

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+import { createClient, parseSse, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
 // An OpenAI-compatible backend that answers without usage (a server that ignores
 // stream_options.include_usage, or leaves `usage` out of its completion) still ran the model and
@@ -76,6 +76,7 @@ describe('a provider that reports no usage', () => {
       model: 'openai-compatible:local',
       messages: [{ role: 'user', content: 'hello '.repeat(20) }],
       stream,
+      ...(stream ? { stream_options: { include_usage: true } } : {}),
     };
     const answered = await client.post('/v1/chat/completions', body, auth);
     expect(answered.status).toBe(200);
@@ -84,6 +85,11 @@ describe('a provider that reports no usage', () => {
     expect(spent.turns).toBe(1);
     expect(spent.input_tokens).toBeGreaterThan(0);
     expect(spent.cost_usd).toBeGreaterThan(0);
+    // The answer's usage is what its token was charged.
+    const usage = stream
+      ? parseSse(answered.body as string).find((frame) => frame.data.usage)?.data.usage
+      : answered.body.usage;
+    expect(usage).toMatchObject({ prompt_tokens: spent.input_tokens, completion_tokens: spent.output_tokens });
     expect((await client.post('/v1/chat/completions', body, auth)).status).toBe(402);
   });
 

@@ -1,6 +1,7 @@
 import type { ModelPrice } from '../ledger/prices.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
-import type { ModelStreamEvent, ModelUsage } from '../models/model.ts';
+import type { ModelOutputItem, ModelStreamEvent, ModelUsage } from '../models/model.ts';
+import { contentText } from '../content.ts';
 import type { TokenCounter } from '../tokens/token-counter.ts';
 import { providerUnreached } from '../models/provider-reach.ts';
 
@@ -122,10 +123,10 @@ export class CallMeter {
    * The call answered: the provider's usage, exact. A backend that left its usage out (no input
    * tokens) still ran the model: estimated as a stopped call is, its output counted in `output`.
    */
-  answered(usage: ModelUsage, output: unknown = []): void {
+  answered(usage: ModelUsage, output: readonly ModelOutputItem[] = []): void {
     const call = this.#call;
     if (billed(usage) || !call) this.#reported = usage;
-    else if (call.streamed === 0) call.streamed = call.counter.count(JSON.stringify(output));
+    else if (call.streamed === 0) for (const item of output) this.saw(outputDelta(item));
   }
 
   /** What the call spent at `price` once it answered (the provider's usage): null when it did not. */
@@ -171,6 +172,12 @@ export class CallMeter {
 /** Usage a provider reported: a model call reads at least one input token. */
 function billed(usage: ModelUsage): boolean {
   return usage.input_tokens > 0;
+}
+
+/** An answered item as the delta that streams it: its output is counted as streamed output is (`saw`). */
+function outputDelta(item: ModelOutputItem): ModelStreamEvent {
+  if (item.type === 'function_call') return { type: 'arguments_delta', call_id: item.call_id, delta: item.arguments };
+  return { type: 'text_delta', delta: contentText(item.content) };
 }
 
 /** A call that counts nothing: its provider never got it; it streamed, answered, reported nothing. */

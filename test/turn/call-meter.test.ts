@@ -126,4 +126,22 @@ describe('CallMeter', () => {
       estimated: true,
     });
   });
+
+  it('an answer that reports no usage: its output counted as the same answer streamed counts it', () => {
+    const text = 'Hello! How can I help you today? The weather in Paris is sunny.';
+    const args = '{"city":"Paris","unit":"celsius"}';
+    const streamed = new CallMeter();
+    streamed.calling(prompt(10), approximateTokenCounter);
+    streamed.saw({ type: 'text_delta', delta: text });
+    streamed.saw({ type: 'arguments_delta', call_id: 'call_1', delta: args });
+    const generated = new CallMeter();
+    generated.calling(prompt(10), approximateTokenCounter);
+    generated.answered({ input_tokens: 0, output_tokens: 0 }, [
+      { type: 'message', role: 'assistant', content: text },
+      { type: 'function_call', call_id: 'call_1', name: 'weather', arguments: args },
+    ]);
+    streamed.answered({ input_tokens: 0, output_tokens: 0 });
+    expect(generated.spent(undefined)).toEqual(streamed.spent(undefined));
+    expect(generated.spent(undefined)?.estimated).toBe(true);
+  });
 });

@@ -2,6 +2,7 @@ import type { PromptItem } from '../items.ts';
 import { ModelError, ModelTimeoutError } from '../models/errors.ts';
 import { startDeadline, untilAborted } from '../models/deadline.ts';
 import type { Model, ModelUsage } from '../models/model.ts';
+import { usageReported } from '../ledger/usage.ts';
 import { markReach, providerUnreached } from '../models/provider-reach.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
@@ -141,8 +142,9 @@ export async function summarizeContext(
   const perToken = window?.counter.charactersPerToken ?? APPROXIMATE_CHARACTERS_PER_TOKEN;
   const summary = clipText(text, maxOutputTokens * perToken);
   // A backend that left its usage out (no input tokens) still ran the call: estimated so.
-  const usage =
-    result.usage.input_tokens > 0 ? result.usage : { input_tokens: promptTokens(), output_tokens: counter.count(text) };
+  const usage = usageReported(result.usage)
+    ? result.usage
+    : { input_tokens: promptTokens(), output_tokens: counter.count(text) };
   return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage };
 }
 

@@ -73,6 +73,14 @@ export function turnUsage(usage: ModelUsage, price: ModelPrice | undefined): Tur
   return { ...counted, cost_usd: costOf(counted, price) };
 }
 
+/**
+ * Whether a model call's usage is one its provider reported: a call reads at least one input token
+ * (cache reads and writes included), so none is a backend that left its usage out, to be estimated.
+ */
+export function usageReported(usage: ModelUsage): boolean {
+  return usage.input_tokens > 0;
+}
+
 /** A reported token count as `tokens` takes it: rounded, at least 0, at most a safe integer. */
 function tokenCount(value: number | undefined): number {
   if (value === undefined || !Number.isFinite(value) || value <= 0) return 0;

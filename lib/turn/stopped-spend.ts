@@ -1,5 +1,5 @@
 import type { ModelPrice } from '../ledger/prices.ts';
-import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
+import { turnUsage, usageReported, type TurnUsage } from '../ledger/usage.ts';
 import type { ModelOutputItem, ModelStreamEvent, ModelUsage } from '../models/model.ts';
 import { contentText } from '../content.ts';
 import type { TokenCounter } from '../tokens/token-counter.ts';
@@ -85,7 +85,7 @@ export class CallMeter {
   track(call: Promise<{ usage: ModelUsage } | null>): void {
     const tracked = this.#call;
     this.#settled = call.then((result) => {
-      if (!result || !tracked || !billed(result.usage)) return;
+      if (!result || !tracked || !usageReported(result.usage)) return;
       tracked.reported ??= result.usage;
       if (tracked === this.#call) this.#reported ??= result.usage;
     }, this.failing());
@@ -125,7 +125,7 @@ export class CallMeter {
    */
   answered(usage: ModelUsage, output: readonly ModelOutputItem[] = []): void {
     const call = this.#call;
-    if (billed(usage) || !call) this.#reported = usage;
+    if (usageReported(usage) || !call) this.#reported = usage;
     else if (call.streamed === 0) for (const item of output) this.saw(outputDelta(item));
   }
 
@@ -167,11 +167,6 @@ export class CallMeter {
     const aborted = this.#aborted();
     return aborted ? { usage: turnUsage(aborted.usage, price), estimated: aborted.estimated } : null;
   }
-}
-
-/** Usage a provider reported: a model call reads at least one input token. */
-function billed(usage: ModelUsage): boolean {
-  return usage.input_tokens > 0;
 }
 
 /** An answered item as the delta that streams it: its output is counted as streamed output is (`saw`). */

@@ -74,11 +74,11 @@ export function turnUsage(usage: ModelUsage, price: ModelPrice | undefined): Tur
 }
 
 /**
- * Whether a model call's usage is one its provider reported: a call reads at least one input token
- * (cache reads and writes included), so none is a backend that left its usage out, to be estimated.
+ * Whether a model call's usage is one its provider reported: not `unreported` (an answer with no
+ * input count, a backend that left its usage out, is estimated). A count of 0 it gave is its count.
  */
 export function usageReported(usage: ModelUsage): boolean {
-  return usage.input_tokens > 0;
+  return usage.unreported !== true;
 }
 
 /** A reported token count as `tokens` takes it: rounded, at least 0, at most a safe integer. */

@@ -95,6 +95,8 @@ export interface ModelUsage {
   cache_write_tokens?: number | undefined;
   /** Output tokens spent on reasoning, part of `output_tokens` (OpenAI's reasoning_tokens). */
   reasoning_tokens?: number | undefined;
+  /** The answer gave no input count (a backend that left its usage out): its counts are 0, and it is estimated. */
+  unreported?: true | undefined;
 }
 
 /** `incomplete`: the item the answer stopped in (lib/items.ts, cutFields; see markCut). */

@@ -4,7 +4,7 @@ import type { ModelUsage } from './model.ts';
 /**
  * The AI SDK's usage as tailgate's. `inputTokens` is every input token, cache reads and writes
  * included (the SDK adds Anthropic's cache_read_input_tokens and cache_creation_input_tokens to
- * its input_tokens); `outputTokens` includes the reasoning tokens.
+ * its input_tokens); `outputTokens` includes the reasoning tokens. No `inputTokens`: `unreported`.
  */
 export function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
   const cached = usage?.inputTokenDetails?.cacheReadTokens;
@@ -16,6 +16,7 @@ export function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
     ...(cached ? { cached_input_tokens: cached } : {}),
     ...(written ? { cache_write_tokens: written } : {}),
     ...(reasoning ? { reasoning_tokens: reasoning } : {}),
+    ...(usage?.inputTokens === undefined ? { unreported: true as const } : {}),
   };
 }
 

@@ -127,6 +127,14 @@ describe('CallMeter', () => {
     });
   });
 
+  it('an answer that reports 0 input tokens is taken at its word, not estimated', () => {
+    const meter = new CallMeter();
+    meter.calling(prompt(10), approximateTokenCounter);
+    meter.answered({ input_tokens: 0, output_tokens: 7 });
+    expect(meter.spent(undefined)).toMatchObject({ usage: { input_tokens: 0, output_tokens: 7 } });
+    expect(meter.spent(undefined)?.estimated).toBeFalsy();
+  });
+
   it('an answer that reports no usage: its output counted as the same answer streamed counts it', () => {
     const text = 'Hello! How can I help you today? The weather in Paris is sunny.';
     const args = '{"city":"Paris","unit":"celsius"}';
@@ -136,11 +144,11 @@ describe('CallMeter', () => {
     streamed.saw({ type: 'arguments_delta', call_id: 'call_1', delta: args });
     const generated = new CallMeter();
     generated.calling(prompt(10), approximateTokenCounter);
-    generated.answered({ input_tokens: 0, output_tokens: 0 }, [
+    generated.answered({ input_tokens: 0, output_tokens: 0, unreported: true }, [
       { type: 'message', role: 'assistant', content: text },
       { type: 'function_call', call_id: 'call_1', name: 'weather', arguments: args },
     ]);
-    streamed.answered({ input_tokens: 0, output_tokens: 0 });
+    streamed.answered({ input_tokens: 0, output_tokens: 0, unreported: true });
     expect(generated.spent(undefined)).toEqual(streamed.spent(undefined));
     expect(generated.spent(undefined)?.estimated).toBe(true);
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type FakeReply, fakeProviderForFile, fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { anthropicOverloaded, chatServerError, firstEvents } from '../support/fake-providers/in-band-errors.ts';
 import { parseSse } from './http-suite.ts';
 import { spendWorld } from './spend-world.ts';
 
@@ -11,21 +12,6 @@ import { spendWorld } from './spend-world.ts';
 // again, after which the session's next prompt holds the call with its output.
 
 const fake = fakeProviderForFile();
-
-/** The first `count` events of a recorded stream. */
-const firstEvents = (name: string, count: number) => `${fixture(name).split('\n\n').slice(0, count).join('\n\n')}\n\n`;
-const anthropicOverloaded = `event: error\ndata: ${JSON.stringify({
-  type: 'error',
-  error: { type: 'overloaded_error', message: 'Overloaded' },
-})}\n\n`;
-const chatServerError = `data: ${JSON.stringify({
-  error: {
-    message: 'The server had an error while processing your request.',
-    type: 'server_error',
-    param: null,
-    code: null,
-  },
-})}\n\n`;
 
 /** The input tokens a Messages stream's message_start reports, cache reads and writes included. */
 function reportedInput(sse: string): number {

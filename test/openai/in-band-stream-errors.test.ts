@@ -3,6 +3,7 @@ import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { parseResponseId } from '../../lib/openai/ids.ts';
 import { type FakeReply, fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { anthropicOverloaded, chatServerError, firstEvents } from '../support/fake-providers/in-band-errors.ts';
 import { specProblems, streamingEventSchema } from '../support/open-responses-spec.ts';
 import { clientOnFakeProvider, tailgateGet } from './server.ts';
 
@@ -12,20 +13,6 @@ import { clientOnFakeProvider, tailgateGet } from './server.ts';
 // and ends with `response.failed` (no `error` event, which the client would throw on), the
 // conversation keeps the step's input alone, its estimate is charged, and the step sent again
 // under the same `previous_response_id` goes on with the call's output stored once.
-
-const firstEvents = (name: string, count: number) => `${fixture(name).split('\n\n').slice(0, count).join('\n\n')}\n\n`;
-const anthropicOverloaded = `event: error\ndata: ${JSON.stringify({
-  type: 'error',
-  error: { type: 'overloaded_error', message: 'Overloaded' },
-})}\n\n`;
-const chatServerError = `data: ${JSON.stringify({
-  error: {
-    message: 'The server had an error while processing your request.',
-    type: 'server_error',
-    param: null,
-    code: null,
-  },
-})}\n\n`;
 
 const recorded =
   (name: string) =>

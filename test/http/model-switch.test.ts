@@ -176,13 +176,18 @@ describe('the fake providers refuse what the real ones refuse', () => {
   });
 });
 
+/** Each test counts its own requests: the fakes forget those (and refusals) of the tests before. */
+function forgetRequests(): void {
+  for (const provider of [anthropic, openai, compatible]) {
+    provider.requests.length = 0;
+    provider.refusals.length = 0;
+  }
+}
+
 describe('a session switching models OpenAI -> Anthropic -> OpenAI -> openai-compatible -> Anthropic', () => {
   it('sends every provider only requests it accepts, and keeps the stored history as it was', async () => {
     // Only this session's requests count (the fakes' own checks above sent others).
-    for (const provider of [anthropic, openai, compatible]) {
-      provider.requests.length = 0;
-      provider.refusals.length = 0;
-    }
+    forgetRequests();
     const h = harness();
     const api = createClient(h);
     const client = facadeClient(h);
@@ -355,10 +360,7 @@ describe('a turn a provider would refuse whatever the history', () => {
 
 describe('a tool loop handed from one family to another mid-way', () => {
   it("continues on Anthropic with thinking a loop whose calls carry another provider's reasoning", async () => {
-    for (const provider of [anthropic, openai, compatible]) {
-      provider.requests.length = 0;
-      provider.refusals.length = 0;
-    }
+    forgetRequests();
     const client = facadeClient(harness());
     const options = { tools: [weather], reasoning: { effort: 'medium' as const } };
     const started = await client.responses.create({ model: KIMI, ...options, input: 'Weather in Oslo?' });
@@ -393,10 +395,7 @@ describe('a tool loop handed from one family to another mid-way', () => {
 
 describe('compactions made by one family and continued by another', () => {
   it('the compact strategy and the facade compaction, across OpenAI, Anthropic and openai-compatible', async () => {
-    for (const provider of [anthropic, openai, compatible]) {
-      provider.requests.length = 0;
-      provider.refusals.length = 0;
-    }
+    forgetRequests();
     const h = harness();
     const api = createClient(h);
     const client = facadeClient(h);

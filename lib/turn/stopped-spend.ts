@@ -82,10 +82,12 @@ export class CallMeter {
    * kept with the call (an aborted one counts it, not its estimate); and its settling, which
    * `settled` waits for.
    */
-  track(call: Promise<{ usage: ModelUsage } | null>): void {
+  track(call: Promise<{ usage: ModelUsage; output?: readonly ModelOutputItem[] } | null>): void {
     const tracked = this.#call;
     this.#settled = call.then((result) => {
-      if (!result || !tracked || !usageReported(result.usage)) return;
+      if (!result || !tracked) return;
+      // No usage reported: its output counts as streamed output, for an answer then dropped too.
+      if (!usageReported(result.usage)) return countOutput(tracked, result.output ?? []);
       tracked.reported ??= result.usage;
       if (tracked === this.#call) this.#reported ??= result.usage;
     }, this.failing());
@@ -126,7 +128,7 @@ export class CallMeter {
   answered(usage: ModelUsage, output: readonly ModelOutputItem[] = []): void {
     const call = this.#call;
     if (usageReported(usage) || !call) this.#reported = usage;
-    else if (call.streamed === 0) for (const item of output) this.saw(outputDelta(item));
+    else countOutput(call, output);
   }
 
   /** What the call spent at `price` once it answered (the provider's usage): null when it did not. */
@@ -169,10 +171,11 @@ export class CallMeter {
   }
 }
 
-/** An answered item as the delta that streams it: its output is counted as streamed output is (`saw`). */
-function outputDelta(item: ModelOutputItem): ModelStreamEvent {
-  if (item.type === 'function_call') return { type: 'arguments_delta', call_id: item.call_id, delta: item.arguments };
-  return { type: 'text_delta', delta: contentText(item.content) };
+/** An answer's output, unless it streamed (and counted) already: counted as streamed output is (`saw`). */
+function countOutput(call: MeteredCall, output: readonly ModelOutputItem[]): void {
+  if (call.streamed > 0) return;
+  for (const item of output)
+    call.streamed += call.counter.count(item.type === 'function_call' ? item.arguments : contentText(item.content));
 }
 
 /** A call that counts nothing: its provider never got it; it streamed, answered, reported nothing. */

@@ -153,3 +153,28 @@ describe('CallMeter', () => {
     expect(generated.spent(undefined)?.estimated).toBe(true);
   });
 });
+
+describe('CallMeter, an aborted call whose answer reported no usage', () => {
+  it('counts its output as the same answer streamed counts it', async () => {
+    const text = 'Hello! How can I help you today? The weather in Paris is sunny.';
+    const unreported = { input_tokens: 0, output_tokens: 0, unreported: true as const };
+    const streamed = new CallMeter();
+    streamed.calling(prompt(10), approximateTokenCounter);
+    streamed.saw({ type: 'text_delta', delta: text });
+    streamed.track(Promise.resolve({ usage: unreported, output: [] }));
+    await streamed.settled();
+    const generated = new CallMeter();
+    generated.calling(prompt(10), approximateTokenCounter);
+    generated.track(
+      Promise.resolve({ usage: unreported, output: [{ type: 'message', role: 'assistant', content: text }] }),
+    );
+    await generated.settled();
+    // Its answer dropped (a notice it showed did not move), the call is made again.
+    for (const meter of [streamed, generated]) {
+      meter.calling(prompt(20), approximateTokenCounter);
+      meter.answered({ input_tokens: 21, output_tokens: 3 });
+    }
+    expect(generated.spent(undefined)).toEqual(streamed.spent(undefined));
+    expect(generated.spent(undefined)?.usage.output_tokens).toBe(approximateTokenCounter.count(text) + 3);
+  });
+});

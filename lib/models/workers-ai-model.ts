@@ -60,7 +60,29 @@ function seededChat(binding: WorkersAiBinding, modelName: string): ChatModel {
       ? chat({ run: (model, inputs, options) => binding.run(model, { ...(inputs as object), seed }, options) })
       : plain;
   return Object.assign(Object.create(Object.getPrototypeOf(plain) as object) as ChatModel, plain, {
-    doGenerate: (options: Parameters<ChatModel['doGenerate']>[0]) => forCall(options.seed).doGenerate(options),
-    doStream: (options: Parameters<ChatModel['doStream']>[0]) => forCall(options.seed).doStream(options),
+    doGenerate: async (options: Parameters<ChatModel['doGenerate']>[0]) => {
+      const result = await forCall(options.seed).doGenerate(options);
+      return { ...result, usage: reportedUsage(result.usage) };
+    },
+    doStream: async (options: Parameters<ChatModel['doStream']>[0]) => {
+      const result = await forCall(options.seed).doStream(options);
+      const finish = new TransformStream<StreamPart, StreamPart>({
+        transform: (part, out) =>
+          out.enqueue(part.type === 'finish' ? { ...part, usage: reportedUsage(part.usage) } : part),
+      });
+      return { ...result, stream: result.stream.pipeThrough(finish) };
+    },
   });
+}
+
+type Usage = Awaited<ReturnType<ChatModel['doGenerate']>>['usage'];
+type StreamPart =
+  Awaited<ReturnType<ChatModel['doStream']>>['stream'] extends ReadableStream<infer Part> ? Part : never;
+
+/**
+ * workers-ai-provider reads an answer without `usage` as 0 input tokens; a call's prompt has some,
+ * so that is no count: left out, the call is estimated (lib/models/sdk-usage.ts, `unreported`).
+ */
+function reportedUsage(usage: Usage): Usage {
+  return usage.inputTokens.total === 0 ? { ...usage, inputTokens: { ...usage.inputTokens, total: undefined } } : usage;
 }

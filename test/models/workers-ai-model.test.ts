@@ -178,3 +178,32 @@ describe('workers-ai adapter: a sampling seed', () => {
     expect(runs[1]!.inputs.stream).toBe(true);
   });
 });
+
+describe('workers-ai adapter, an answer without usage', () => {
+  // workers-ai-provider reads a missing `usage` as 0 tokens: a call with a prompt has input, so it is unreported.
+  const unreported = (run: RecordedRun) => {
+    if (!run.inputs.stream) {
+      const { usage: _usage, ...json } = JSON.parse(fixture('workers-ai-text.json'));
+      return json;
+    }
+    const events = fixture('workers-ai-text.sse').split('\n\n');
+    return sseStream(events.filter((event) => !event.includes('"usage"')).join('\n\n'));
+  };
+
+  it('is unreported, generated or streamed, so the call is estimated', async () => {
+    const { model: workersAi } = model(unreported);
+    expect((await workersAi.generate(request(hello))).usage).toEqual({
+      input_tokens: 0,
+      output_tokens: 0,
+      unreported: true,
+    });
+    const done = (await collectStream(workersAi.stream(request(hello)))).at(-1);
+    expect(done?.type === 'done' && done.result.usage).toEqual({ input_tokens: 0, output_tokens: 0, unreported: true });
+  });
+
+  it('one with usage stays reported', async () => {
+    const { model: workersAi } = model(recorded('workers-ai-text.json', 'workers-ai-text.sse'));
+    const done = (await collectStream(workersAi.stream(request(hello)))).at(-1);
+    expect(done?.type === 'done' && done.result.usage).toEqual({ input_tokens: 35, output_tokens: 10 });
+  });
+});

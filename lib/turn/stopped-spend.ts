@@ -31,6 +31,8 @@ interface MeteredCall {
   reported?: ModelUsage;
   /** Its provider reported its input before the output (Anthropic's message_start): that input's usage. */
   input?: ModelUsage;
+  /** It answered without usage: the provider ran it, estimated as a stopped call is. */
+  unreported?: true;
 }
 
 /** Meters the model calls of one turn attempt as they run. */
@@ -139,13 +141,14 @@ export class CallMeter {
   /**
    * What a call that failed on its own spent at `price`: the provider's usage when it answered
    * (its answer then refused); else, when the provider may have run the model (`mayHaveRun`:
-   * lib/models/provider-reach.ts) or the call streamed output before it failed (the provider
-   * worked on it, and bills that), the estimate `spent` makes; else only what the calls aborted
-   * before it spent (a request the provider refused with an error status, or that never reached
-   * it, bills nothing).
+   * lib/models/provider-reach.ts) or the call streamed output before it failed, or answered without
+   * usage (the provider worked on it, and bills that), the estimate `spent` makes; else only what
+   * the calls aborted before it spent (a request the provider refused with an error status, or that
+   * never reached it, bills nothing).
    */
   failed(price: ModelPrice | undefined, mayHaveRun: boolean): StoppedSpend | null {
-    const worked = mayHaveRun || (this.#call?.streamed ?? 0) > 0 || this.#call?.input !== undefined;
+    const call = this.#call;
+    const worked = mayHaveRun || (call?.streamed ?? 0) > 0 || call?.input !== undefined || call?.unreported;
     if (!this.#reported && !worked) return this.#abortedOnly(price);
     return this.spent(price);
   }
@@ -171,8 +174,9 @@ export class CallMeter {
   }
 }
 
-/** An answer's output, unless it streamed (and counted) already: counted as streamed output is (`saw`). */
+/** An answer without usage: its output, unless it streamed (and counted) already, as streamed output is (`saw`). */
 function countOutput(call: MeteredCall, output: readonly ModelOutputItem[]): void {
+  call.unreported = true;
   if (call.streamed > 0) return;
   for (const item of output)
     call.streamed += call.counter.count(item.type === 'function_call' ? item.arguments : contentText(item.content));

@@ -178,3 +178,18 @@ describe('CallMeter, an aborted call whose answer reported no usage', () => {
     expect(generated.spent(undefined)?.usage.output_tokens).toBe(approximateTokenCounter.count(text) + 3);
   });
 });
+
+describe('CallMeter, a call that answered without usage and then failed', () => {
+  it('is charged its estimate, an empty answer too (its completion failed to store)', () => {
+    const unreported = { input_tokens: 0, output_tokens: 0, unreported: true as const };
+    for (const output of [[], [{ type: 'message' as const, role: 'assistant' as const, content: '' }]]) {
+      const meter = new CallMeter();
+      meter.calling(prompt(10), approximateTokenCounter);
+      meter.answered(unreported, output);
+      expect(meter.failed(undefined, false)).toMatchObject({
+        usage: { input_tokens: 10, output_tokens: 0 },
+        estimated: true,
+      });
+    }
+  });
+});

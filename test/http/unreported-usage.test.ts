@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
@@ -105,5 +106,45 @@ describe('a provider that reports no usage', () => {
     expect(compacted.body.usage.output_tokens).toBeGreaterThan(0);
     const after = (await client.get(`/v1/sessions/${id}`)).body.usage;
     expect(after.cost_usd).toBeCloseTo(before.cost_usd + compacted.body.usage.cost_usd, 9);
+  });
+
+  it('leaves no mark of the missing usage in what it stores or answers', async () => {
+    const store = new MemoryStore();
+    const client = createClient(
+      appHarness(store, {
+        API_TOKEN: TOKEN,
+        TOKEN_SIGNING_KEY: SIGNING_KEY,
+        OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+        MODEL_MAX_RETRIES: '0',
+      }),
+    );
+    const model = 'openai-compatible:local';
+    const id = await client.session({ model });
+    const answers = [
+      await client.post(`/v1/sessions/${id}/turns`, { input: 'one '.repeat(50) }),
+      await client.post(`/v1/sessions/${id}/turns`, { input: 'two '.repeat(50), stream: true }),
+      await client.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }),
+      await client.get(`/v1/sessions/${id}/turns`),
+      await client.get(`/v1/sessions/${id}`),
+      await client.post('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }] }),
+      await client.post('/v1/responses', { model, input: 'hi' }),
+      await client.post('/v1/responses', { model, input: 'hi', store: false }),
+      await client.post('/v1/responses/compact', { model, input: 'three '.repeat(50) }),
+    ];
+    for (const answer of answers) {
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      expect(JSON.stringify(answer.body)).not.toContain('unreported');
+    }
+    const keys = (await store.list('')).objects.map((object) => object.key);
+    let estimated = 0;
+    for (const key of keys) {
+      const body = (await store.get(key))!.body;
+      const gzipped = body[0] === 0x1f && body[1] === 0x8b;
+      const text = new TextDecoder().decode(gzipped ? gunzipSync(body) : body);
+      expect(text, key).not.toContain('unreported');
+      if (text.includes('usage_estimated')) estimated += 1;
+    }
+    // The records read are those that hold the estimates.
+    expect(estimated).toBeGreaterThan(0);
   });
 });

@@ -125,7 +125,7 @@ export class CallMeter {
 
   /**
    * The call answered: the provider's usage, exact. A backend that left its usage out (no input
-   * tokens) still ran the model: estimated as a stopped call is, its output counted in `output`.
+   * count: `usageReported`) still ran the model: estimated as a stopped call is, its output counted in `output`.
    */
   answered(usage: ModelUsage, output: readonly ModelOutputItem[] = []): void {
     const call = this.#call;

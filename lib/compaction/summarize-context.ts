@@ -141,7 +141,7 @@ export async function summarizeContext(
   if (text === '') throw new ModelError('the summary model answered without text', { model: model.id });
   const perToken = window?.counter.charactersPerToken ?? APPROXIMATE_CHARACTERS_PER_TOKEN;
   const summary = clipText(text, maxOutputTokens * perToken);
-  // A backend that left its usage out (no input tokens) still ran the call: estimated so.
+  // A backend that left its usage out (no input count) still ran the call: estimated so.
   const usage = usageReported(result.usage)
     ? result.usage
     : { input_tokens: promptTokens(), output_tokens: counter.count(text) };

@@ -59,8 +59,9 @@ export function checkJsonValue(value: unknown, base: string): void {
 }
 
 /**
- * Whether an object at `path` lies inside a JSON Schema a request sends, below its top level (a tool's
- * `parameters`, a response format's `schema`): its keys are kept as sent (a property named `__proto__`).
+ * Whether an object at `path` lies below the top level of a value under a key `parameters` or `schema`
+ * (a tool's parameters, a response format's schema, whose keys are kept as sent: a property named
+ * `__proto__`); wherever else such a key is, what is below it is read as parsed, so nothing is dropped.
  */
 function inJsonSchema(path: PathSegment | undefined): boolean {
   for (let segment = path?.parent; segment !== undefined; segment = segment.parent) {

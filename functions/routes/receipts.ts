@@ -57,7 +57,8 @@ const turnSummarySchema = z
       .optional()
       .meta({
         description:
-          "Present when `usage` is an estimate: a stopped turn's call the provider reported no usage for, a " +
+          'Present when `usage` is an estimate: an answer that gave no input count (a backend that leaves its ' +
+          "usage out), a stopped turn's call the provider reported no usage for, a " +
           "failed turn's call its provider may have run (timed out in flight, broke off after it was accepted), " +
           'or a call aborted and made again (a notice its prompt showed did not move, a claim lost) counted in ' +
           "(the prompt's tokens as counted, " +

@@ -225,6 +225,8 @@ export interface Model {
    * `allowed_tools`, the echo model). Otherwise a call sends the allowed tools alone (`toolsSent`).
    */
   readonly allowsTools?: boolean;
+  /** The most tools a call may offer (OpenAI's 128): more is refused unsent (`refuseOverToolLimit`). */
+  readonly maxTools?: number;
   /** Whether the model answers `settings.logprobs` with the provider's log probabilities. */
   readonly logprobs?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
@@ -251,8 +253,21 @@ export function toolsSent(
   return tools.filter((tool) => allowed.includes(tool.name));
 }
 
-/** Refuses a call offering `tools` beyond the provider's most (`max`, OpenAI's 128), before it is sent. */
-export function refuseOverToolLimit(id: string, tools: readonly Tool[], max: number | undefined): void {
-  if (max === undefined || tools.length <= max) return;
-  throw new InvalidRequestError(`model ${id} takes at most ${max} tools, offered ${tools.length}`, { field: 'tools' });
+/**
+ * Refuses a call of `model` offering more tools than it takes (`Model.maxTools`, OpenAI's 128), counted as
+ * sent (`toolsSent`). A turn is refused at its claim (lib/turn/plan.ts `checkTurnModels`) and a stateless call
+ * before its stream starts, nothing stored and no model called; the model call checks again what reaches it
+ * unchecked: a queued input or a background turn run after its session's model or tools changed (their runs'
+ * claims check nothing), which fails as its turn, its input stored.
+ */
+export function refuseOverToolLimit(
+  model: Pick<Model, 'id' | 'allowsTools' | 'maxTools'>,
+  tools: readonly Tool[],
+  settings: ModelSettings | undefined,
+): void {
+  const offered = toolsSent(model, tools, settings).length;
+  if (model.maxTools === undefined || offered <= model.maxTools) return;
+  throw new InvalidRequestError(`model ${model.id} takes at most ${model.maxTools} tools, offered ${offered}`, {
+    field: 'tools',
+  });
 }

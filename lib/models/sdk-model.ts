@@ -102,6 +102,8 @@ export interface SdkModelOptions {
 export function createSdkModel(options: SdkModelOptions): Model {
   const { id, languageModel, timeoutMs, maxRetries, cacheControl } = options;
 
+  // What the model takes of a call's tools (`toolsSent`, `refuseOverToolLimit`).
+  const offers = { id, allowsTools: options.allowedTools === true, ...optional('maxTools', options.maxTools) };
   // Over HTTP, each call notes whether its provider may have run the model.
   const newReach = () => (typeof languageModel === 'function' ? new CallReach() : undefined);
   const callSettings = (request: ModelRequest, abortSignal: AbortSignal, reach: CallReach | undefined) => {
@@ -127,8 +129,8 @@ export function createSdkModel(options: SdkModelOptions): Model {
       );
     }
     const settings = settingsOf(request.settings);
-    const tools = toolsSent({ allowsTools: options.allowedTools === true }, request.tools, request.settings);
-    refuseOverToolLimit(id, tools, options.maxTools);
+    const tools = toolsSent(offers, request.tools, request.settings);
+    refuseOverToolLimit(offers, request.tools, request.settings);
     if (options.thinkingNeedsItsBlocks && settings.reasoning !== 'none' && lacksLoopReasoning(messages)) {
       delete settings.reasoning;
     }
@@ -164,6 +166,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     ...(options.textOnly ? { textOnly: true } : {}),
     ...optional('manyImages', options.manyImages),
     ...(options.allowedTools ? { allowsTools: true } : {}),
+    ...optional('maxTools', options.maxTools),
     ...(options.logprobs ? { logprobs: true } : {}),
 
     async generate(request: ModelRequest): Promise<ModelResult> {

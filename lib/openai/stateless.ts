@@ -1,6 +1,6 @@
 import type { Item, PromptItem, Tool } from '../items.ts';
 import { inlineAttachments } from '../session/attachments.ts';
-import type { ModelResult, ModelSettings } from '../models/model.ts';
+import { refuseOverToolLimit, type ModelResult, type ModelSettings } from '../models/model.ts';
 import { fitPrompt } from '../compaction/index.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
 import { afterResponse } from '../turn/after-response.ts';
@@ -47,8 +47,9 @@ export interface PreparedStateless {
 }
 
 /**
- * A stateless call up to its model request: what refuses it (a spent budget, a prompt over the
- * window) throws here, so a streamed call can answer its status before the stream starts.
+ * A stateless call up to its model request: what refuses it (more tools than its model takes,
+ * a spent budget, a prompt over the window) throws here, so a streamed call can answer its
+ * status before the stream starts.
  */
 export async function prepareStateless(
   services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background'>,
@@ -56,6 +57,7 @@ export async function prepareStateless(
 ): Promise<PreparedStateless> {
   // The model first (an unknown one is a 404 whatever the spend), then a budgeted token's spend.
   const { model, assembled, budget, notices } = assembleStateless(services, request);
+  refuseOverToolLimit(model, request.tools, request.settings);
   const spend = services.tokenSpend;
   if (spend) spend.check(await spend.read());
   const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {

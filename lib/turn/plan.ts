@@ -2,7 +2,7 @@ import type { Item, Tool } from '../items.ts';
 import { TailgateError, UnknownStrategyError } from '../errors.ts';
 import { pathDetails } from '../field-path.ts';
 import { sha256Hex } from '../hash.ts';
-import type { Model } from '../models/model.ts';
+import { type Model, refuseOverToolLimit } from '../models/model.ts';
 import type { PackOptions, SessionRecord } from '../session/session-log.ts';
 import { builtInRegistry, resolveStrategies, resolveStrategyConfig, tailRequirement } from '../strategies/index.ts';
 import type { StrategyConfig } from '../strategies/strategy-config.ts';
@@ -108,18 +108,20 @@ export function checkRequest(
  * At a turn's claim, what its session's config (`config`) lets be checked before anything is
  * stored: its thresholds over the session's (a session's `context_limit` and the request's
  * `response_reserve` are judged together), its model (the request's over the session's, else
- * the deployment's), and, for a
+ * the deployment's), the tools it offers that model (the request's, else the session's: more than
+ * the model takes is a 400 before any model call, a compaction's summary neither), and, for a
  * token whose budget caps its cost, the price of SUMMARY_MODEL where the turn may compact (its
  * strategies hold `compact`, or it asks `compaction`), which the compaction would call once
  * its input is stored (TokenSpend.checkPriced).
  */
 export function checkTurnModels(
   services: TurnServices,
-  request: Pick<TurnRequest, 'model' | 'strategies' | 'compaction' | 'strategy_config'>,
-  config: Pick<SessionRecord, 'model' | 'strategies' | 'strategy_config'>,
+  request: Pick<TurnRequest, 'model' | 'strategies' | 'compaction' | 'strategy_config' | 'tools' | 'model_settings'>,
+  config: Pick<SessionRecord, 'model' | 'strategies' | 'strategy_config' | 'tools'>,
 ): void {
   resolveStrategyConfig({ env: services.env, session: config.strategy_config, request: request.strategy_config });
-  services.model(request.model ?? config.model ?? services.config.defaultModel);
+  const model = services.model(request.model ?? config.model ?? services.config.defaultModel);
+  refuseOverToolLimit(model, request.tools ?? config.tools, request.model_settings);
   const summaryModel = services.config.summaryModel;
   if (!services.tokenSpend || !summaryModel) return;
   const strategies = resolveStrategyNames(

@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { queuedRuns } from '../support/queued-runs.ts';
 import { startStrictOpenAI, type StrictProvider } from '../support/fake-providers/strict-providers.ts';
 import { createClient, facadeClient, parseSse } from './http-suite.ts';
 
@@ -124,5 +125,32 @@ describe('a turn offering an openai: model more than 128 tools', () => {
     expect(chat).toBeInstanceOf(OpenAI.BadRequestError);
     expect(chat).toMatchObject({ status: 400, param: 'tools' });
     expect(openai.requests.length).toBe(sent);
+  });
+});
+
+describe('a keyed request an openai: model took before its tools went over 128', () => {
+  it('queued behind a busy turn, its retry under the key is the same 202, not a 400', async () => {
+    const environment = {
+      API_TOKEN: 'test-token',
+      OPENAI_API_KEY: 'sk-test',
+      OPENAI_BASE_URL: openai.baseURL,
+      MODEL_MAX_RETRIES: '0',
+    };
+    const store = new MemoryStore();
+    const { options, drain } = queuedRuns({ store: () => store, readEnvironment: (c) => c.env ?? {} }, environment);
+    const api = createClient(appHarness(store, environment, options));
+    const id = await api.session({ model: GPT, tools: [tool('get_weather')], on_busy: 'enqueue' });
+    // Its runner has not come: the background turn holds the session.
+    const holder = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hold.', model: 'echo', background: true });
+    expect(holder.status, JSON.stringify(holder.body)).toBe(202);
+    const key = { 'idempotency-key': `queued-${id}` };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?' }, key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    await drain();
+    const patched = await api.patch(`/v1/sessions/${id}`, { tools: tooMany });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toEqual(queued.body);
   });
 });

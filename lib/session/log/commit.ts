@@ -93,7 +93,7 @@ export interface CommitOptions {
   /**
    * The caller's own check of the session's config (a turn: that its model can be run), after
    * a key's replay and the session's budget and before anything is written: what it throws refuses
-   * the commit.
+   * the commit. A retry of a queued input under its key is not judged again (its enqueue answers it).
    */
   check?: (config: SessionConfig) => void | Promise<void>;
   /** Writes what the record references (a turn's images) under `scope`, after every refusal, before its put. */
@@ -182,6 +182,7 @@ export async function prepareCommit(
   let view: PrefetchedView | undefined;
   let idem: Promise<StoredObject | null> | undefined;
   let queued: Promise<QueuedInput | null> | undefined;
+  let queuedRetry = false;
   // Reads that need only the listing go out with the newest record's: the view a turn reads,
   // and `idem/` (read after the listing answered, as the Idempotency-Key protocol requires).
   const head = await readHead(log, id, 100, (scope, cursor, newestRecord) => {
@@ -241,13 +242,16 @@ export async function prepareCommit(
     if (replay) return { replay };
     // A queued input holds the key: another request under it is refused, as it would be
     // once that input ran (the same request goes on: the input's own turn then replays it).
-    if (queued) checkQueuedKey(await queued, options.requestHash);
+    const entry = queued ? await queued : null;
+    checkQueuedKey(entry, options.requestHash);
+    queuedRetry = entry !== null;
   }
   // Stopped turns' spend and listed charges first (log/unbilled.ts, log/charges.ts; none: no read), then the budget.
   const billed = await billStopped(log, scope, unbilledOf(newest), ledgerOf(newest));
   const { ledger, charged: charges } = await billCharges(log, scope, head.cursor.charges, newest, billed.ledger);
   if (options.kind === 'turn' || options.hold) checkBudget(head.config.budget, ledger);
-  await options.check?.(head.config);
+  // A retry of a queued input was judged when it was queued: the session's config changed since refuses it not.
+  if (!queuedRetry) await options.check?.(head.config);
   // The input is checked against the open calls before a busy session refuses it: a bad input
   // is a 400 whatever runs (so neither queued nor interrupting anything). Closing an expired
   // turn below adds no item, so the calls it leaves open are these. An input that must follow

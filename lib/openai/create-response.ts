@@ -1,6 +1,7 @@
 import { IdempotencyKeyReusedError, NotNewestTurnError, TurnInProgressError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Tool } from '../items.ts';
+import { refuseOverToolLimit } from '../models/model.ts';
 import type { TurnOptions, TurnRequest } from '../turn/index.ts';
 import { refusedAgain, refusedNewest, refusedRetry, retriedAfter } from './aborted-retry.ts';
 import { createBackgroundResponse } from './background-response.ts';
@@ -124,6 +125,8 @@ async function createStoredResponse(
     if (idempotencyKey === undefined) throw error;
     refused = true;
   }
+  // So is a request offering its model more tools than it takes (the claim refuses it, after a retry's replay).
+  refused ||= overToolLimit(facade, prepared, session);
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
   // What the input sent beyond what the conversation holds (the items it resent counted as the
@@ -159,8 +162,8 @@ async function createStoredResponse(
   if (read && !whole && onNewest) checkHeldIds(prepared, positions, heldIn(read.scope, session.counts.items));
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt;
   // "" clears them, none sent keeps them); not so for one continuing an older turn: a retry (they
-  // are set already) or a branch (refused), nor for one whose tool_choice the claim will refuse
-  // unless it is a retry.
+  // are set already) or a branch (refused), nor for one whose tool_choice or tools the claim will
+  // refuse unless it is a retry.
   const behind = afterTurn !== undefined && afterTurn < session.counts.turns;
   const ranWith = prepared.sessionInstructions === undefined ? session.instructions : prepared.sessionInstructions;
   if (ranWith !== session.instructions && !behind && !refused)
@@ -357,4 +360,22 @@ export function answeredBy(turn: NewestTurn | null, item: { type?: string }): bo
   if (item.type !== 'function_call_output') return false;
   const call = (item as { call_id: string }).call_id;
   return turn!.answered.includes(call) || (turn!.retake !== undefined && !turn!.retake.open?.includes(call));
+}
+
+/**
+ * Whether the claim of `prepared`'s turn will refuse it for its model (lib/turn/plan.ts
+ * `checkTurnModels`): more tools offered than the model takes, or a model that cannot run.
+ */
+function overToolLimit(
+  facade: Facade,
+  prepared: PreparedRequest,
+  session: { model: string | null; tools: readonly Tool[] },
+): boolean {
+  try {
+    const model = facade.services.model(prepared.model ?? session.model ?? facade.config.defaultModel);
+    refuseOverToolLimit(model, prepared.turnTools ?? session.tools, prepared.modelSettings);
+    return false;
+  } catch {
+    return true;
+  }
 }

@@ -154,3 +154,20 @@ describe('a keyed request an openai: model took before its tools went over 128',
     expect(again.body).toEqual(queued.body);
   });
 });
+
+describe('a response offering an openai: model more than 128 tools, on a stored conversation', () => {
+  it("is refused with the conversation's instructions as they were", async () => {
+    const app = harness();
+    const client = facadeClient(app);
+    const api = createClient(app);
+    const first = await client.responses.create({ model: GPT, instructions: 'Be brief.', input: 'Hello.' });
+    const tools = tooMany.map((offered) => ({ ...offered, strict: false }));
+    const refused = await client.responses
+      .create({ model: GPT, previous_response_id: first.id, instructions: 'Be long.', tools, input: 'Weather?' })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({ status: 400, param: 'tools' });
+    const conversation = (await api.get(`/v1/sessions/${first.conversation!.id}`)).body;
+    expect(conversation.instructions).toBe('Be brief.');
+  });
+});

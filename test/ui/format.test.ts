@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  budgetCostText,
   costText,
   counted,
   countsText,
@@ -33,6 +34,15 @@ describe("the inspector's formatting", () => {
     expect(costText(0.4123)).toBe('$0.41');
     expect(costText(12)).toBe('$12.00');
     expect(costText(0.001234)).toBe('$0.0012');
+  });
+
+  it("writes a cost limit's spend so that it reads reached only when it is", () => {
+    expect(budgetCostText(0.41, 1)).toBe('$0.41 / $1.00');
+    expect(budgetCostText(1, 1)).toBe('$1.00 / $1.00');
+    // Equal in cents (or two digits under a cent) but not equal: written as the counts line writes a cost.
+    expect(budgetCostText(0.00855, 0.0086)).toBe('$0.008550 / $0.008600');
+    expect(budgetCostText(0.021825, 0.02)).toBe('$0.021825 / $0.020000');
+    expect(budgetCostText(0.020000001, 0.02)).toBe('$0.020000001 / $0.020000000');
   });
 
   it("labels a session's token totals as what was billed, failed turns' estimates included", () => {

@@ -11,7 +11,7 @@
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
-import { costText, countsText } from './format.ts';
+import { budgetCostText, countsText } from './format.ts';
 import { may } from './token.ts';
 import { ApiError, Unauthorized } from './view.ts';
 
@@ -63,7 +63,7 @@ let drawn = '';
 
 /** A limit of a budget against what was spent: `turns 2 / 3`, `$0.41 / $1.00`, `tokens 1200 / 5000`. */
 function limitText(limit: string, spent: number, max: number): string {
-  if (limit === 'max_cost_usd') return `${costText(spent)} / ${costText(max)}`;
+  if (limit === 'max_cost_usd') return budgetCostText(spent, max);
   return `${limit === 'max_turns' ? 'turns' : 'tokens'} ${spent} / ${max}`;
 }
 

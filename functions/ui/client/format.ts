@@ -18,6 +18,18 @@ export function costText(usd: number): string {
   return `$${usd > 0 && usd < 0.01 ? usd.toPrecision(2) : usd.toFixed(2)}`;
 }
 
+/**
+ * A cost limit's spend against its value, `$0.41 / $1.00`; when the two read the same so but are
+ * not equal, to the micro-dollar (as the counts line writes a cost) or finer, so that a limit not
+ * reached never reads as met, nor one passed as met exactly.
+ */
+export function budgetCostText(spent: number, max: number): string {
+  if (spent === max || costText(spent) !== costText(max)) return `${costText(spent)} / ${costText(max)}`;
+  let digits = 6;
+  while (digits < 9 && spent.toFixed(digits) === max.toFixed(digits)) digits++;
+  return `$${spent.toFixed(digits)} / $${max.toFixed(digits)}`;
+}
+
 /** The share of a turn's prompt reused from the previous one. */
 export function reusedText(turn: any): string {
   const size = turn.context?.prompt_chars;

@@ -106,6 +106,30 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('the stop and its lift are worked from the keyboard: each step focuses the button that follows', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('keyed', 1, { budget: { max_turns: 40 } });
+    const page = await open('#/s/keyed');
+    const focused = () => page.evaluate(() => document.activeElement?.textContent ?? null);
+    await page.getByRole('button', { name: 'Stop session' }).focus();
+    await page.keyboard.press('Enter');
+    await expect.poll(focused).toBe('Confirm stop');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('Keep running');
+    await page.keyboard.press('Enter');
+    await expect.poll(focused).toBe('Stop session');
+    await page.keyboard.press('Enter');
+    await expect.poll(focused).toBe('Confirm stop');
+    await page.keyboard.press('Enter');
+    await expect.poll(async () => (await call('GET', '/v1/sessions/keyed')).budget).toEqual({ max_turns: 0 });
+    await expect.poll(focused).toBe('Lift stop');
+    await page.keyboard.press('Enter');
+    await expect.poll(async () => (await call('GET', '/v1/sessions/keyed')).budget).toEqual({ max_turns: 40 });
+    await expect.poll(focused).toBe('Stop session');
+    await page.context().close();
+  });
+
   it('a lifted stop keeps the limits another client set while it stood, and restores the turn limit', {
     timeout: 60_000,
   }, async () => {

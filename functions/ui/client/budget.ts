@@ -110,12 +110,21 @@ export function renderBudget(id: string, session: any, force = false): void {
   // Running again (lifted here or elsewhere): what a stop replaced no longer says what to restore.
   if (!stopped) keepReplaced(id, undefined);
   const actions = el('div', { class: 'row' });
+  // A button replaced while it had focus (a step of the stop, a redraw) hands it to the one drawn next.
+  let focus = box.contains(document.activeElement);
   box.replaceChildren(line, actions, said);
   if (!may('admin')) return;
   const button = (label: string, act: () => void) => {
     const node = el('button', { type: 'button' }, label);
-    node.addEventListener('click', act);
+    node.addEventListener('click', () => {
+      focus = true;
+      act();
+    });
     return node;
+  };
+  const show = (...nodes: Node[]) => {
+    actions.replaceChildren(...nodes);
+    if (focus) actions.querySelector('button')?.focus();
   };
   const save = async (next: Budget | null): Promise<any> => {
     try {
@@ -141,7 +150,7 @@ export function renderBudget(id: string, session: any, force = false): void {
       void save(Object.keys(restored).length > 0 ? restored : null);
     };
     const unknown = () =>
-      actions.replaceChildren(
+      show(
         el(
           'span',
           {},
@@ -151,7 +160,7 @@ export function renderBudget(id: string, session: any, force = false): void {
         button('Keep stopped', offerLift),
       );
     const offerLift = () =>
-      actions.replaceChildren(
+      show(
         button('Lift stop', () => {
           const turns = replacedTurns(id, session);
           if (turns) lift(turns);
@@ -162,7 +171,7 @@ export function renderBudget(id: string, session: any, force = false): void {
     return;
   }
   const ask = () =>
-    actions.replaceChildren(
+    show(
       el('span', {}, 'Stop this session? Its next turn is refused and its queued inputs wait. '),
       button('Confirm stop', async () => {
         const turns = budget?.max_turns;
@@ -172,6 +181,6 @@ export function renderBudget(id: string, session: any, force = false): void {
       }),
       button('Keep running', offer),
     );
-  const offer = () => actions.replaceChildren(button('Stop session', ask));
+  const offer = () => show(button('Stop session', ask));
   offer();
 }

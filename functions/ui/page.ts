@@ -88,17 +88,17 @@ export const INSPECTOR_PAGE = `<!doctype html>
                 <h3 id="cost-title">Cost (green) and cache-read share of the input (blue) by turn</h3>
                 <div id="cost-chart"></div>
               </section>
-              <section aria-labelledby="timeline-title">
-                <h3 id="timeline-title">Turns, newest first</h3>
-                <ol id="timeline" class="timeline"></ol>
-                <p id="timeline-more" class="muted" aria-live="polite"></p>
-              </section>
               <section id="queue-section" aria-labelledby="queue-title">
                 <h3 id="queue-title">Queued inputs, next first</h3>
                 <p id="queue-held" role="status"></p>
                 <ol id="queue-list"></ol>
                 <p id="queue-empty" class="muted" aria-live="polite"></p>
                 <p id="queue-status" role="status"></p>
+              </section>
+              <section aria-labelledby="timeline-title">
+                <h3 id="timeline-title">Turns, newest first</h3>
+                <ol id="timeline" class="timeline"></ol>
+                <p id="timeline-more" class="muted" aria-live="polite"></p>
               </section>
             </div>
             <section id="chat-section" aria-labelledby="chat-title">

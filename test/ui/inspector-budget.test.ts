@@ -309,6 +309,53 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('the queued inputs show above the turns, which a long history pages in below', { timeout: 60_000 }, async () => {
+    await sessionWithTurns('waiting', 3, { on_busy: 'enqueue' });
+    const running = await call('POST', '/v1/sessions/waiting/turns', {
+      input: 'hold on',
+      model: 'openai-compatible:fake',
+      background: true,
+    });
+    const queued = await call('POST', '/v1/sessions/waiting/turns', { input: 'next please' });
+    const page = await open('#/s/waiting');
+    const row = page.locator(`#queue-list li[data-queued-turn="${queued.queued_turn}"]`);
+    await expect.poll(() => row.count()).toBe(1);
+    const top = async (selector: string) => (await page.locator(selector).boundingBox())?.y ?? Number.NaN;
+    expect(await top('#queue-section')).toBeLessThan(await top('#timeline'));
+    await call('POST', `/v1/sessions/waiting/turns/${running.turn}/cancel`);
+    await page.context().close();
+  });
+
+  it('a queue that shrinks above the reader leaves the rows the reader looks at where they were', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('shrinking', 12, { on_busy: 'enqueue' });
+    const running = await call('POST', '/v1/sessions/shrinking/turns', {
+      input: 'hold on',
+      model: 'openai-compatible:fake',
+      background: true,
+    });
+    const queued = [];
+    for (const input of ['one', 'two', 'three'])
+      queued.push(await call('POST', '/v1/sessions/shrinking/turns', { input }));
+    const page = await open('#/s/shrinking');
+    await page.setViewportSize({ width: 1400, height: 400 });
+    await expect.poll(() => page.locator('#queue-list li').count()).toBe(3);
+    await expect.poll(() => page.locator('#timeline .live-text').textContent()).toBe('Hello');
+    // As in a browser without scroll anchoring (test/ui/inspector-live-updates.test.ts).
+    await page.evaluate(() => (document.documentElement.style.overflowAnchor = 'none'));
+    const row = page.locator('#timeline details.turn[data-turn="6"]');
+    await row.evaluate((details) => details.scrollIntoView({ block: 'start' }));
+    const top = () => row.evaluate((details) => details.getBoundingClientRect().top);
+    const before = await top();
+    expect(await page.locator('#timeline').evaluate((list) => list.getBoundingClientRect().top < 0)).toBe(true);
+    for (const input of queued) await call('DELETE', `/v1/sessions/shrinking/queue/${input.queued_turn}`);
+    await expect.poll(() => page.locator('#queue-empty').textContent(), { timeout: 15_000 }).toBe('Nothing queued.');
+    expect(Math.abs((await top()) - before)).toBeLessThanOrEqual(1);
+    await call('POST', `/v1/sessions/shrinking/turns/${running.turn}/cancel`);
+    await page.context().close();
+  });
+
   it('a queued input is withdrawn from its row', { timeout: 60_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'queued', model: 'openai-compatible:fake', on_busy: 'enqueue' });
     const running = await call('POST', '/v1/sessions/queued/turns', { input: 'hold on', background: true });

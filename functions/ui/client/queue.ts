@@ -1,5 +1,6 @@
 /**
- * The inputs queued behind a running turn (`on_busy: enqueue`, GET .../queue), oldest first.
+ * The inputs queued behind a running turn (`on_busy: enqueue`, GET .../queue), oldest first,
+ * listed above the turns (which a long history pages in below).
  * Read when the session opens and whenever a turn it follows ends; while some are listed, read
  * again every 2 seconds until a turn took each up (it then shows as that turn). Each has a Withdraw
  * button (`DELETE .../queue/{queued_turn}`, `session:turn`): its turn never runs. While the
@@ -31,6 +32,10 @@ export async function refreshQueue(id: string): Promise<void> {
     return;
   }
   if (latest !== asked) return;
+  // The queue stands above the timeline: a reader scrolled into the turns stays where they were,
+  // in a browser without scroll anchoring too, as the list grows or shrinks.
+  const timeline = $('timeline');
+  const top = timeline.getBoundingClientRect().top;
   $('queue-list').replaceChildren(
     ...page.queued.map((input: any) =>
       el(
@@ -46,6 +51,7 @@ export async function refreshQueue(id: string): Promise<void> {
   $('queue-held').textContent = page.held ? heldText(page.held) : '';
   const more = page.total - page.queued.length;
   $('queue-empty').textContent = page.total === 0 ? 'Nothing queued.' : more > 0 ? `and ${more} more` : '';
+  if (top < 0) window.scrollBy(0, timeline.getBoundingClientRect().top - top);
   if (page.total === 0) return;
   timer = setTimeout(() => void refreshQueue(id).catch(report), 2000);
   if (stopKept) return;

@@ -89,7 +89,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
                 <div id="cost-chart"></div>
               </section>
               <section id="queue-section" aria-labelledby="queue-title">
-                <h3 id="queue-title">Queued inputs, next first</h3>
+                <h3 id="queue-title" tabindex="-1">Queued inputs, next first</h3>
                 <p id="queue-held" role="status"></p>
                 <ol id="queue-list"></ol>
                 <p id="queue-empty" class="muted" aria-live="polite"></p>

@@ -356,6 +356,36 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('Withdraw and Cancel pressed from the keyboard hand the focus to what stands in their place', {
+    timeout: 60_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'keyed-queue', model: 'openai-compatible:fake', on_busy: 'enqueue' });
+    const running = await call('POST', '/v1/sessions/keyed-queue/turns', { input: 'hold on', background: true });
+    const first = await call('POST', '/v1/sessions/keyed-queue/turns', { input: 'first' });
+    const second = await call('POST', '/v1/sessions/keyed-queue/turns', { input: 'second' });
+    const page = await open('#/s/keyed-queue');
+    const focused = () =>
+      page.evaluate(() => {
+        const active = document.activeElement;
+        const turn = active?.closest('details[data-turn]')?.getAttribute('data-turn');
+        return active?.closest('li[data-queued-turn]')?.getAttribute('data-queued-turn') ?? turn ?? active?.id ?? null;
+      });
+    await page.locator(`#queue-list li[data-queued-turn="${first.queued_turn}"] button`).focus();
+    await page.keyboard.press('Enter');
+    await expect.poll(focused).toBe(second.queued_turn);
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('#queue-empty').textContent()).toBe('Nothing queued.');
+    expect(await focused()).toBe('queue-title');
+    const live = page.locator('#timeline .live');
+    await expect.poll(() => live.locator('.live-text').textContent()).toBe('Hello');
+    await live.getByRole('button', { name: 'Cancel' }).focus();
+    await page.keyboard.press('Enter');
+    const row = page.locator(`#timeline details.turn[data-turn="${running.turn}"]`);
+    await expect.poll(() => row.getAttribute('class')).toContain('status-cancelled');
+    await expect.poll(focused).toBe(String(running.turn));
+    await page.context().close();
+  });
+
   it('a queued input is withdrawn from its row', { timeout: 60_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'queued', model: 'openai-compatible:fake', on_busy: 'enqueue' });
     const running = await call('POST', '/v1/sessions/queued/turns', { input: 'hold on', background: true });

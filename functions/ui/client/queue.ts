@@ -69,6 +69,9 @@ export async function refreshQueue(id: string): Promise<void> {
 function withdrawButton(id: string, queuedTurn: string): HTMLElement {
   const button = el('button', { type: 'button', class: 'withdraw' }, 'Withdraw');
   button.addEventListener('click', async () => {
+    // Pressed from the keyboard, the focus goes on to the input in its place, or the queue's title.
+    const focused = document.activeElement === button;
+    const at = [...$('queue-list').children].indexOf(button.closest('li') as Element);
     (button as HTMLButtonElement).disabled = true;
     $('queue-status').textContent = '';
     try {
@@ -85,6 +88,9 @@ function withdrawButton(id: string, queuedTurn: string): HTMLElement {
             : `The input could not be withdrawn: ${reason}`;
     }
     await refreshQueue(id).catch(report);
+    if (!focused || button.isConnected) return;
+    const rest = [...$('queue-list').querySelectorAll<HTMLElement>('button.withdraw')];
+    (rest[Math.min(at, rest.length - 1)] ?? $('queue-title')).focus();
   });
   return button;
 }

@@ -197,7 +197,10 @@ function turnEntry(
       kept(() => {
         const row = turnRow(id, now, forkSeq);
         if (entry.querySelector('details')?.open) row.setAttribute('open', '');
+        // Its Cancel pressed from the keyboard: the focus goes to the row drawn in its place.
+        const focused = entry.contains(document.activeElement);
         entry.replaceChildren(row);
+        if (focused) row.querySelector('summary')?.focus();
         ended(now);
       });
       void refreshQueue(id).catch(report);

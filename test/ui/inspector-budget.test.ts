@@ -386,6 +386,30 @@ describe("the inspector's costs and budgets", () => {
     await page.context().close();
   });
 
+  it('the prompt chart tells a turn that stored no prompt, and a reuse the API does not know, from a 0', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurns('gap', 1);
+    const running = await call('POST', '/v1/sessions/gap/turns', {
+      input: 'hold on',
+      model: 'openai-compatible:fake',
+      background: true,
+    });
+    await expect
+      .poll(async () => (await call('GET', `/v1/sessions/gap/turns/${running.turn}`)).status)
+      .toBe('in_progress');
+    await call('POST', `/v1/sessions/gap/turns/${running.turn}/cancel`);
+    await call('POST', '/v1/sessions/gap/turns', { input: 'after the cancel' });
+    const after = await call('GET', '/v1/sessions/gap/turns/3');
+    expect(after.prefix_reused_chars).toBeNull();
+    const page = await open('#/s/gap');
+    const titles = page.locator('#strip-chart rect.bar-total title');
+    await expect.poll(() => titles.count()).toBe(3);
+    expect(await titles.nth(1).textContent()).toBe('turn 2: no prompt stored');
+    expect(await titles.nth(2).textContent()).toBe(`turn 3: ${after.context.prompt_chars} chars, reuse not known`);
+    await page.context().close();
+  });
+
   it('a queued input is withdrawn from its row', { timeout: 60_000 }, async () => {
     await call('POST', '/v1/sessions', { id: 'queued', model: 'openai-compatible:fake', on_busy: 'enqueue' });
     const running = await call('POST', '/v1/sessions/queued/turns', { input: 'hold on', background: true });

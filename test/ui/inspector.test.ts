@@ -542,7 +542,7 @@ describe('the inspector at /ui in Chromium', () => {
     await followedLive(liveSession, 'finish when told');
     // Running: its bar has no prompt yet, and it has no cost bar (no usage).
     const bar = page.locator('#strip-chart rect.bar-total title');
-    expect(await bar.allTextContents()).toEqual(['turn 1: 0 chars, 0 reused']);
+    expect(await bar.allTextContents()).toEqual(['turn 1: no prompt yet']);
     expect(await page.locator('#cost-chart rect.bar-cost').count()).toBe(0);
     // Expanded while it runs, it stays expanded once it ended, with its output.
     const row = page.locator('#timeline details.turn[data-turn="1"]');

@@ -34,6 +34,20 @@ function frame(box: HTMLElement, turns: any[], bars: SVGElement, top: string, le
   );
 }
 
+/**
+ * A prompt bar's title: a turn running has no prompt yet, one closed before it stored its prompt
+ * (cancelled while it ran) none, and a reuse the API does not know (null: the turn before stored no prompt, or was not
+ * read with it) is not a 0.
+ */
+function promptTitle(turn: any, size: number, reused: number): string {
+  if (typeof turn.context?.prompt_chars !== 'number') {
+    const open = turn.status === 'queued' || turn.status === 'in_progress';
+    return `turn ${turn.turn}: ${open ? 'no prompt yet' : 'no prompt stored'}`;
+  }
+  const known = turn.prefix_reused_chars == null ? 'reuse not known' : `${reused} reused`;
+  return `turn ${turn.turn}: ${counted(size, 'char')}, ${known}`;
+}
+
 /** Prompt size (grey) and the part reused from the previous prompt (blue): epoch boundaries stand out. */
 export function renderPromptChart(newestFirst: any[]): void {
   const turns = [...newestFirst].reverse();
@@ -64,7 +78,7 @@ export function renderPromptChart(newestFirst: any[]): void {
       svg(
         'rect',
         { x: index * width, y: height - h, width: width - 1, height: h, class: 'bar-total' },
-        svg('title', {}, `turn ${turn.turn}: ${counted(size, 'char')}, ${reused} reused`),
+        svg('title', {}, promptTitle(turn, size, reused)),
       ),
       svg('rect', { x: index * width, y: height - r, width: width - 1, height: r, class: 'bar-reused' }),
     );

@@ -184,6 +184,8 @@ export class TurnInProgressError extends TailgateError {
   ownKey = false;
   /** With `ownKey`: that turn runs in the background (its record says `background`). */
   ownBackground = false;
+  /** This request's Idempotency-Key holds an input still queued with the same request: its enqueue answers it. */
+  queuedKey = false;
 
   constructor(sessionId: string, turn: number, leaseExpiresAt?: string) {
     super('turn_in_progress', `turn ${turn} of session ${sessionId} is in progress`, {

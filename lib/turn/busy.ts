@@ -57,7 +57,10 @@ export async function takeUnderPolicy<T>(
         }
         // A retry of the request whose own turn runs is answered 409 whatever the policy.
         if (!(error instanceof TurnInProgressError) || error.ownKey) throw error;
-        const policy = options.onBusy ?? (await services.sessions.get(sessionId)).on_busy;
+        // A retry of an input its key queued is answered as that enqueue was, whatever the policy since.
+        const policy = error.queuedKey
+          ? 'enqueue'
+          : (options.onBusy ?? (await services.sessions.get(sessionId)).on_busy);
         // A queued input runs in the background, charged to no token: a budgeted token's is refused.
         // An empty one is not queued: the turn it would take again is running, not failed.
         if (policy === 'enqueue' && !services.tokenSpend && inputItems(request).length > 0) {

@@ -258,3 +258,76 @@ describe.each(stores)('an Idempotency-Key on a session that queues behind a busy
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
   });
 });
+
+// The same request under the key of an input still queued is the same 202 whatever changed in the
+// session since its enqueue (its budget, the calls left open): its turn is judged when it runs.
+describe('a retry under the key of an input still queued', () => {
+  it('is the same 202 after a PATCH spent the budget and set reject, busy or idle; it runs once raised', async () => {
+    const world = process(new MemoryStore());
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `budget-${id}` };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    await world.drain();
+    const spent = await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 0 }, on_busy: 'reject' });
+    expect(spent.status, JSON.stringify(spent.body)).toBe(200);
+    const busy = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(busy.status, JSON.stringify(busy.body)).toBe(202);
+    expect(busy.body).toEqual(queued.body);
+    // The holder ends; the budget keeps the input queued, and its retry neither runs it nor is refused.
+    await world.runAll();
+    const idle = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(idle.status, JSON.stringify(idle.body)).toBe(202);
+    expect(idle.body).toEqual(queued.body);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    // Another body under the key is still refused.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'other' }, key)).status).toBe(422);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: null })).status).toBe(200);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder', 'first']);
+    const ran = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect(ran.body.turn).toBe(2);
+  });
+
+  it('is the same 202 after an input before it answered the call it answers (its turn drops it)', async () => {
+    // Each put a time of its own, so the input queued first is taken up first.
+    let last = 0;
+    const clock = () => {
+      last = Math.max(Date.now(), last + 1);
+      return new Date(last);
+    };
+    const world = process(new MemoryStore({ clock }));
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    const call = { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' };
+    const appended = await api.post(`/v1/sessions/${id}/items`, { items: [call] });
+    expect(appended.status, JSON.stringify(appended.body)).toBe(201);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const output = (text: string) => ({ input: [{ type: 'function_call_output', call_id: 'c1', output: text }] });
+    // Queued first, this input answers the call when its turn comes.
+    expect((await api.post(`/v1/sessions/${id}/turns`, output('one'))).status).toBe(202);
+    const key = { 'idempotency-key': `calls-${id}` };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, output('two'), key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // Their enqueues' pickups met the busy session.
+    await world.drain();
+    // The holder is cancelled: the first input's turn takes the session, the call answered.
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`, {})).status).toBe(200);
+    await world.drain();
+    expect(await queuedEntries(world, id)).toHaveLength(1);
+    const again = await api.post(`/v1/sessions/${id}/turns`, output('two'), key);
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toEqual({ ...queued.body, position: 1 });
+    await world.runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+    const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items;
+    expect(items.filter((item: any) => item.type === 'function_call_output').map((item: any) => item.output)).toEqual([
+      'one',
+    ]);
+  });
+});

@@ -257,9 +257,15 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     const { id, key, queued } = await keyedBehindTurn(world, 'queued-then-retried');
     await world.drain();
     // Turn 1's runner never came: once its lease ran out, a retry under the key runs the input
-    // itself, when no signal says an input waits (its enqueue's put of it failed).
+    // itself when no signal says an input waits (its enqueue's put of it failed) and its claim
+    // reads no input under the key (as when the entry of its first request lands only after that read).
     world.time.offset = 4000;
     await dropSignal(world.store);
+    const keys = (await listAll(world.store, '')).map((object) => object.key);
+    const entryKey = keys.find((key) => key.includes('/queue/') && key.endsWith(queued))!;
+    const entry = (await world.store.get(entryKey))!;
+    world.store.beforeGet = { matches: (key) => key === entryKey, run: () => world.store.delete([entryKey]) };
+    world.store.getHook = { matches: (key) => key === entryKey, run: () => world.store.put(entryKey, entry.body) };
     const retried = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
     expect(retried.status, JSON.stringify(retried.body)).toBe(200);
     // Before the pickup after it replays the entry and removes it, the input is withdrawn: it ran.

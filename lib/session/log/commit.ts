@@ -1,4 +1,4 @@
-import { NotNewestTurnError, StorageError, TurnNotOpenError } from '../../errors.ts';
+import { NotNewestTurnError, StorageError, TurnInProgressError, TurnNotOpenError } from '../../errors.ts';
 import type { Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import type { QueuedInput } from '../queued-input.ts';
@@ -93,7 +93,7 @@ export interface CommitOptions {
   /**
    * The caller's own check of the session's config (a turn: that its model can be run), after
    * a key's replay and the session's budget and before anything is written: what it throws refuses
-   * the commit. A retry of a queued input under its key is not judged again (its enqueue answers it).
+   * the commit.
    */
   check?: (config: SessionConfig) => void | Promise<void>;
   /** Writes what the record references (a turn's images) under `scope`, after every refusal, before its put. */
@@ -240,8 +240,10 @@ export async function prepareCommit(
     }
     // The key's turn may be newer than the head read (the index is read after it).
     if (replay) return { replay };
-    // A queued input holds the key: another request under it is refused, as it would be
-    // once that input ran (the same request goes on: the input's own turn then replays it).
+    // A queued input holds the key: another request under it is refused, as it would be once
+    // that input ran. The same request takes up the queue when the session is free, and stores
+    // nothing: while its input waits, it is answered as its enqueue was (lib/turn/busy.ts), whatever
+    // the session's budget, config, policy or open calls since (its turn judges them when it runs).
     const entry = queued ? await queued : null;
     checkQueuedKey(entry, options.requestHash);
     queuedRetry = entry !== null;
@@ -249,8 +251,8 @@ export async function prepareCommit(
   // Stopped turns' spend and listed charges first (log/unbilled.ts, log/charges.ts; none: no read), then the budget.
   const billed = await billStopped(log, scope, unbilledOf(newest), ledgerOf(newest));
   const { ledger, charged: charges } = await billCharges(log, scope, head.cursor.charges, newest, billed.ledger);
-  if (options.kind === 'turn' || options.hold) checkBudget(head.config.budget, ledger);
-  // A retry of a queued input was judged when it was queued: the session's config changed since refuses it not.
+  // A retry of an input still queued under its key is judged by none of the checks below (see above).
+  if (!queuedRetry && (options.kind === 'turn' || options.hold)) checkBudget(head.config.budget, ledger);
   if (!queuedRetry) await options.check?.(head.config);
   // The input is checked against the open calls before a busy session refuses it: a bad input
   // is a 400 whatever runs (so neither queued nor interrupting anything). Closing an expired
@@ -259,11 +261,14 @@ export async function prepareCommit(
   // turn, where they are judged).
   const openCalls = openCallsOf(newest);
   const behind = options.afterTurn !== undefined && countsOf(newest).turns !== options.afterTurn;
-  const openAfter = openCalls === null || behind ? null : checkCalls(input, openCalls);
+  const openAfter = openCalls === null || behind || queuedRetry ? null : checkCalls(input, openCalls);
+  // Busy, such a retry is answered as its enqueue was whatever the policy; free, once its queue was taken up (below).
+  const held = (record: LogRecord, turn: number, until: number) =>
+    Object.assign(heldError(log, scope, record, turn, until), { queuedKey: queuedRetry });
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     const open = newest.record;
     const expires = await leaseOf(log, scope, open);
-    if (expires > log.clock().getTime()) throw heldError(log, scope, open, open.turn ?? 0, expires);
+    if (expires > log.clock().getTime()) throw held(open, open.turn ?? 0, expires);
     options.onLapsed?.({ turn: open.turn ?? 0, request: open.request });
     // A model turn claims the session next: its own close takes up the queue.
     const successor =
@@ -282,7 +287,7 @@ export async function prepareCommit(
   // A delete of the newest turn moving the session back (log/rewind.ts) holds it for its lease.
   // So does a manual compaction's claim, for its lease (renewed beside it while it summarizes).
   const fenced = await fenceOf(log, scope, newest, options.heldBy);
-  if (fenced > log.clock().getTime()) throw heldError(log, scope, newest!.record, countsOf(newest).turns, fenced);
+  if (fenced > log.clock().getTime()) throw held(newest!.record, countsOf(newest).turns, fenced);
   // Inputs queued before this request go first: a new model turn finding the session idle and
   // the queue's signal set has the oldest taken up (a pickup, lib/turn/busy.ts), then reads again.
   // An `interrupt` runs at once, the queued inputs waiting for it (as behind the turn it cancels).
@@ -293,6 +298,7 @@ export async function prepareCommit(
     await log.onQueueWaiting(scope, waiting);
     return null;
   }
+  if (queuedRetry) throw Object.assign(new TurnInProgressError(id, countsOf(newest).turns), { queuedKey: true });
   const retaken = options.retake ? await checkRetake(log, id, newest) : undefined;
   const current = contextOf(newest);
   // A compaction overtaken by a newer one (its claim lapsed) still charges its summary, with the newer context.

@@ -39,7 +39,9 @@ import { finishGiveBack, type Reposted } from './give-back.ts';
  * Given `held`, adds the `stored_as` of each notice returned that another run of `turn` held
  * before this one took it over (see `takeOver`): that run may still close the turn showing it.
  * A notice a give-back of a closed turn has that it did not finish (its process died) goes back to
- * the inbox (lib/inbox/give-back.ts), naming `session` as a post does.
+ * the inbox (lib/inbox/give-back.ts), naming `session` as a post does. A closed turn's claim may land
+ * after this listing (a slow put), its give-back then the only one to know it: so later turns list
+ * again for a while, the take-over not fencing such claims (lib/turn/notices.ts `stillLanding`).
  */
 export async function recover(
   ctx: InboxContext,

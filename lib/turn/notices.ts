@@ -43,6 +43,8 @@ export class TurnNotices {
    * `recover`), so this one, stopped, keeps them (lib/turn/close-turn.ts `givenBack`).
    */
   heldBefore: ReadonlySet<string> = new Set();
+  /** The turns closed by someone else whose moves may still land: even a completion names them (`stillLanding`). */
+  stillLost: Undelivered['lost_turns'] = [];
   readonly #landed: Promise<boolean>;
   #move: (() => Promise<DeliveredNotice[]>) | undefined;
   #settling: Promise<void> | undefined;
@@ -164,14 +166,15 @@ export class TurnNotices {
       };
     const held = new Set<string>();
     const session = { created_at: turn.session.created_at, incarnation: turn.scope.incarnation };
+    this.stillLost = stillLanding(turn, services.clock().getTime(), 2 * services.config.turnLeaseMs);
     const recovered =
       lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn, turn.writer, held, session) : [];
     this.heldBefore = held;
     this.carried = [...turn.undelivered.notices, ...recovered];
-    this.undelivered = { notices: this.carried, lost_turns: [] };
+    this.undelivered = { notices: this.carried, lost_turns: this.stillLost };
     const consumed = await consume(this.carried.length);
     this.delivered = [...this.carried, ...consumed.delivered];
-    this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: [] };
+    this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: this.stillLost };
     this.#settling = Promise.resolve();
     if (consumed.abort) this.abort = consumed.abort;
   }
@@ -185,4 +188,26 @@ export function roomFor(services: Pick<TurnServices, 'inbox'>, carried: number):
 /** A delivered notice as a failed turn's completion carries it. */
 function undeliveredRecord(notice: DeliveredNotice): Undelivered['notices'][number] {
   return { name: notice.name, stored_as: notice.stored_as, posted_at: notice.posted_at, content: notice.content };
+}
+
+/**
+ * The turns closed by someone else that `turn` takes over whose moves may still land once it listed their
+ * delivery records (at `listedAt`): the turn that listed them first names them again in its completion
+ * (completed too), and so does every turn that lists them within `window` of that listing. A closed
+ * turn's process goes on moving the notices it read until it learns of its close (a renewal, its own
+ * completion refused), then gives back what it took: a claim of its that lands after the listing (a slow
+ * put) is no one's to take over but its give-back's, and a process that dies in that give-back would
+ * leave it lost. So the listing that took a turn over first is not the last: each later turn lists
+ * again for claims written since it (lib/inbox/carry.ts `recover`), and the turn that lists once
+ * `window` (2 × TURN_LEASE_MS, what a stopped turn is given to store its spend) has passed since drops
+ * it. This turn's listing is that first one when the turn just before it is among them (closed by someone
+ * else, or failed: no turn completed since): every entry is named again with this listing's time as
+ * `since` (the records written before it are this turn's to take over). An entry a completed turn named
+ * again carries the first listing's time: it is named again while `window` has not passed since.
+ */
+function stillLanding(turn: OpenTurn, listedAt: number, window: number): Undelivered['lost_turns'] {
+  const lost = turn.undelivered.lost_turns;
+  if (lost.some((entry) => entry.turn === turn.turn - 1))
+    return lost.map((entry) => ({ turn: entry.turn, since: new Date(listedAt).toISOString() }));
+  return lost.filter((entry) => listedAt < Date.parse(entry.since) + window);
 }

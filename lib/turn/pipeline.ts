@@ -3,7 +3,6 @@ import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn, TurnHistory, TurnOutcome } from '../session/log/types.ts';
-import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { checkItemSizes } from '../session/item-size.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
@@ -329,7 +328,9 @@ async function turnSteps(
     receipt,
     response,
     // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
-    undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,
+    undelivered: plan.strategies.includes('inbox')
+      ? { notices: [], lost_turns: notices.stillLost }
+      : notices.undelivered,
     ...promptMoves(inputs),
   };
   const stored = await trace.step(TURN_STEPS.complete, () => closeTurn(services, turn, outcome));

@@ -14,7 +14,7 @@ import {
   type SlotClaim,
   type TakeContext,
 } from './delivery-records.ts';
-import { firstPostBack, postBackDelivered } from './post-back.ts';
+import { firstPostBack, givenBackFrom, postBackDelivered } from './post-back.ts';
 import { setAside } from './set-aside.ts';
 import { claimedAlready, claimSlot, removeStaleOriginal } from './slots.ts';
 
@@ -34,7 +34,8 @@ export { removeStaleOriginal } from './slots.ts';
  *    earlier delivery holds the name and we try `<stem>.1<ext>`, `<stem>.2<ext>` ... (after
  *    one listing of the taken slots, checking any slot written since the notice was uploaded
  *    for a claim of it), so no earlier delivery is overwritten and no notice is claimed under
- *    two names.
+ *    two names. A post of a give-back skips the slot of the record it was given back from, which
+ *    a stalled give-back may still delete (lib/inbox/slots.ts `claimSlot`).
  * 3. Delete the original.
  * 4. Deliver the content read in step 1, now owned by the claim.
  *
@@ -159,7 +160,17 @@ export async function take(
   try {
     // Posted back by a give-back that may have posted it more than once: one post is delivered.
     if (!(await firstPostBack(ctx, context.removedPrefix, key, object, identity))) return { kind: 'taken' };
-    claim = await claimSlot(ctx, context.removedPrefix, notice.name, object.body, metadata, identity, object.uploaded);
+    const from = givenBackFrom(object);
+    claim = await claimSlot(
+      ctx,
+      context.removedPrefix,
+      notice.name,
+      object.body,
+      metadata,
+      identity,
+      object.uploaded,
+      from,
+    );
   } catch (error) {
     ctx.log({ level: 'warn', message: 'notice left in place: move failed', key, error });
     return { kind: 'skipped' };
@@ -238,7 +249,8 @@ export async function previewNotices(
         uploaded: object.uploaded.toISOString(),
         noticeId: object.metadata[META.noticeId] ?? '',
       };
-      if (await claimedAlready(ctx.store, removedPrefix, name, identity, object.uploaded)) return undefined;
+      const from = givenBackFrom(object);
+      if (await claimedAlready(ctx.store, removedPrefix, name, identity, object.uploaded, from)) return undefined;
       return (await postBackDelivered(ctx.store, removedPrefix, object, identity)) ? content : undefined;
     } catch (error) {
       ctx.log({ level: 'info', message: 'pending notice not previewed: unreadable', key: info.key, error });
@@ -277,7 +289,8 @@ export async function abortPassedOver(
       uploaded: object.uploaded.toISOString(),
       noticeId: object.metadata[META.noticeId] ?? '',
     };
-    if (await claimedAlready(ctx.store, removedPrefix, abort.name, identity, object.uploaded)) return true;
+    const from = givenBackFrom(object);
+    if (await claimedAlready(ctx.store, removedPrefix, abort.name, identity, object.uploaded, from)) return true;
     return !(await postBackDelivered(ctx.store, removedPrefix, object, identity));
   } catch (error) {
     ctx.log({ level: 'info', message: 'pending abort not previewed: its check failed', key: abort.info.key, error });

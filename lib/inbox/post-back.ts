@@ -73,6 +73,11 @@ function decidedFor(body: Uint8Array, self: string): boolean {
   return decodeUtf8(body).split(':')[0] === self;
 }
 
+/** The `stored_as` of the record a post of a give-back was given back from, if it is one. */
+export function givenBackFrom(object: ObjectInfo): string | undefined {
+  return returnedAsOf(object)?.split('/')[0];
+}
+
 /** The key (after `inbox_removed/`) a post of a give-back names in its metadata `returned-as`, if it is one. */
 function returnedAsOf(object: ObjectInfo): string | undefined {
   const returnedAs = decodeName(object.metadata[META.returnedAs]);

@@ -34,7 +34,11 @@ const MAX_SLOT_ATTEMPTS = 50;
 
 /**
  * Claims a slot in `inbox_removed/` for one notice with create-only puts, or finds the
- * claim another consumer already holds for this same original (same identity).
+ * claim another consumer already holds for this same original (same identity). A post of a
+ * give-back (lib/inbox/give-back.ts) never takes the slot of the record it was given back from
+ * (`avoid`, the record's `stored_as`): that give-back, stalled between its head of the record
+ * and its delete while another finished it, would delete the new claim (a head of the slot
+ * instead, which may hold a claim of it all the same).
  */
 export async function claimSlot(
   ctx: SlotContext,
@@ -44,9 +48,11 @@ export async function claimSlot(
   metadata: Record<string, string>,
   identity: Identity,
   uploaded: Date,
+  avoid?: string,
 ): Promise<SlotClaim> {
   const claim = { ...metadata, [META.claimId]: randomId() };
-  const first = await putClaim(ctx, removedPrefix + name, body, claim);
+  const key = removedPrefix + name;
+  const first = avoid === name ? await ctx.store.head(key) : await putClaim(ctx, key, body, claim);
   if (first === 'ours') return { storedAs: name };
   if (first && sameIdentity(first, identity)) return { claimedBy: first };
 
@@ -55,7 +61,7 @@ export async function claimSlot(
   if (claimedBy) return { claimedBy };
   let slot = 1;
   for (let attempt = 0; attempt < MAX_SLOT_ATTEMPTS; attempt++) {
-    while (taken.has(slot)) slot += 1;
+    while (taken.has(slot) || slotName(name, slot) === avoid) slot += 1;
     const storedAs = slotName(name, slot);
     const occupant = await putClaim(ctx, removedPrefix + storedAs, body, claim);
     if (occupant === 'ours') return { storedAs };
@@ -79,10 +85,12 @@ export async function claimedAlready(
   name: string,
   identity: Identity,
   uploaded: Date,
+  avoid?: string,
 ): Promise<boolean> {
   const first = await store.head(removedPrefix + name);
-  if (!first) return false;
-  if (sameIdentity(first, identity)) return true;
+  if (first && sameIdentity(first, identity)) return true;
+  // A post of a give-back is claimed in a later slot when `avoid` is its name (`claimSlot`).
+  if (!first && avoid !== name) return false;
   return (await laterSlots(store, removedPrefix, name, identity, uploaded)).claimedBy !== undefined;
 }
 

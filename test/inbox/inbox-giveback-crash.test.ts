@@ -127,6 +127,34 @@ describe('a give-back that stalls before its mark while the next turn finishes i
   });
 });
 
+describe('a give-back that stalls before its delete of the record while the next turn finishes it', () => {
+  it('leaves the claim of the turn that then consumed the notice alone', async () => {
+    const { memory, inbox, delivered } = await consumedByTurn8(false);
+    // The give-back stalls at its delete of the record, its head having found it still the claim read.
+    const held = new HeldStore(memory);
+    const removal = held.hold(
+      ({ operation, keys }) => operation === 'delete' && /\/inbox_removed\/note\.md$/.test(keys[0]!),
+    );
+    const giving = inboxOn(held).giveBack('s1', delivered, 8);
+    await removal.reached;
+    // Turn 9 finds it given back, finishes the give-back (the record deleted), then consumes the post.
+    const ninth = [
+      ...(await inbox.recover('s1', [{ turn: 8, since }], 9)),
+      ...(await inbox.consume('s1', { turn: 9 })).delivered,
+    ];
+    expect(ninth.map((notice) => notice.content)).toEqual(['once']);
+    removal.release();
+    await giving;
+    // Turn 9's claim is still there: turn 10 takes it over once turn 9 was closed by someone else.
+    expect((await inbox.listDelivered('s1')).map((record) => record.stored_as)).toEqual([ninth[0]!.stored_as]);
+    const tenth = [
+      ...(await inbox.recover('s1', [{ turn: 9, since }], 10)),
+      ...(await inbox.consume('s1', { turn: 10 })).delivered,
+    ];
+    expect(tenth.map((notice) => notice.content)).toEqual(['once']);
+  });
+});
+
 describe('a notice given back and withdrawn', () => {
   it('is not posted back again by the turn that finishes the give-back once it stalled', async () => {
     const { memory, inbox, delivered } = await consumedByTurn8(false);

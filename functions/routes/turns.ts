@@ -127,7 +127,10 @@ export function turnRoutes() {
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
       // `observed`: the services whose observer the busy policy holds a refusal back from (lib/turn/busy.ts).
       // `lapsed`: how its claim judges a dead turn answered at its end (takeUnderPolicy).
-      const take = async (observed: TurnServices, lapsed: Pick<TurnOptions, 'onLapsed'>): Promise<Response> => {
+      const take = async (
+        observed: TurnServices,
+        lapsed: Pick<TurnOptions, 'onLapsed' | 'enqueues'>,
+      ): Promise<Response> => {
         const options = { ...policy, ...lapsed };
         if (background) {
           const claimed = await claimBackgroundTurn(observed, id, request, options);

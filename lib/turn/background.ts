@@ -32,7 +32,7 @@ export interface Claimed {
 
 type BackgroundClaimOptions = Pick<
   TurnOptions,
-  'idempotencyKey' | 'afterTurn' | 'checkConfig' | 'retake' | 'onBusy' | 'onLapsed'
+  'idempotencyKey' | 'afterTurn' | 'checkConfig' | 'retake' | 'onBusy' | 'onLapsed' | 'enqueues'
 > & {
   answerRunning?: boolean;
 };
@@ -91,6 +91,7 @@ async function checkedClaim(
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
     ...(options.onBusy ? { onBusy: options.onBusy } : {}),
+    ...(options.enqueues ? { enqueues: true } : {}),
     ...(options.onLapsed ? { onLapsed: options.onLapsed } : {}),
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
@@ -120,6 +121,7 @@ export async function claimInput(
     | 'retake'
     | 'fromQueue'
     | 'onBusy'
+    | 'enqueues'
     | 'onLapsed'
   > & {
     request: Record<string, unknown>;

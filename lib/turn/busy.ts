@@ -38,7 +38,7 @@ export async function takeUnderPolicy<T>(
   sessionId: string,
   request: TurnRequest,
   options: { idempotencyKey?: string; onBusy?: OnBusy | undefined; retake?: boolean },
-  take: (services: TurnServices, lapsed: Pick<TurnOptions, 'onLapsed'>) => Promise<T>,
+  take: (services: TurnServices, lapsed: Pick<TurnOptions, 'onLapsed' | 'enqueues'>) => Promise<T>,
 ): Promise<Taken<T>> {
   const started = Date.now();
   const refusals = heldRefusals(services);
@@ -48,7 +48,11 @@ export async function takeUnderPolicy<T>(
   try {
     for (let interrupts = 0; ; ) {
       try {
-        const lapsed = deadTurn === 'refused' ? { onLapsed: refuseLapsedDead } : {};
+        // A retry of an input its key queued is answered by the enqueue below (TurnOptions.enqueues).
+        const lapsed = {
+          ...(deadTurn === 'refused' ? { onLapsed: refuseLapsedDead } : {}),
+          ...(inputItems(request).length > 0 ? { enqueues: true } : {}),
+        };
         return { kind: 'taken', value: await take(refusals.services, lapsed) };
       } catch (error) {
         if (error instanceof LapsedDeadTurn) {
@@ -61,9 +65,10 @@ export async function takeUnderPolicy<T>(
         const policy = error.queuedKey
           ? 'enqueue'
           : (options.onBusy ?? (await services.sessions.get(sessionId)).on_busy);
-        // A queued input runs in the background, charged to no token: a budgeted token's is refused.
-        // An empty one is not queued: the turn it would take again is running, not failed.
-        if (policy === 'enqueue' && !services.tokenSpend && inputItems(request).length > 0) {
+        // A queued input runs in the background, charged to no token: a budgeted token's is refused
+        // (not its retry of one its key queued: it queues nothing). An empty one is not queued: the
+        // turn it would take again is running, not failed.
+        if (policy === 'enqueue' && (error.queuedKey || !services.tokenSpend) && inputItems(request).length > 0) {
           // Told as queued, or as failed with the error that kept it from the queue.
           refusals.drop();
           const enqueue = () => enqueueTurn(services, sessionId, request, options);

@@ -116,6 +116,7 @@ async function takeTurn(
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.retake ? { retake: true } : {}),
     ...(options.onBusy ? { onBusy: options.onBusy } : {}),
+    ...(options.enqueues ? { enqueues: true } : {}),
     ...(options.onLapsed ? { onLapsed: options.onLapsed } : {}),
     // An unrunnable model (no provider key, or unpriced under a cost budget) or a spent budget stores nothing.
     check: async (config) => {

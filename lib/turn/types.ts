@@ -26,6 +26,8 @@ export interface TurnOptions {
   afterTurn?: number;
   /** The request's busy policy, if it names one (an `interrupt` goes ahead of queued inputs). */
   onBusy?: OnBusy;
+  /** A busy refusal is answered by queuing the input (lib/turn/busy.ts; see CommitOptions.enqueues). */
+  enqueues?: boolean;
   /**
    * Refuses the turn for what its session's config says (the facade: a tool_choice its tools
    * lack), judged after a repeated key's replay and before anything is written.

@@ -8,7 +8,7 @@ import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import { queueMarkerKey } from '../../lib/session/keys.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { queuedRuns } from '../support/queued-runs.ts';
-import { createClient, parseSse, TOKEN } from './http-suite.ts';
+import { createClient, parseSse, SIGNING_KEY, TOKEN } from './http-suite.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 
 // One Idempotency-Key, one input, on a session that queues behind a busy turn (docs/API.md,
@@ -22,7 +22,7 @@ import { sha256Hex } from '../../lib/hash.ts';
 const directory = await mkdtemp(join(tmpdir(), 'tailgate-queue-idempotency-'));
 afterAll(() => rm(directory, { recursive: true, force: true, maxRetries: 5 }));
 
-const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 const stores: [string, () => ObjectStore][] = [
   ['memory', () => new MemoryStore()],
   ['file store', () => new FileStore(directory)],
@@ -329,5 +329,52 @@ describe('a retry under the key of an input still queued', () => {
     expect(items.filter((item: any) => item.type === 'function_call_output').map((item: any) => item.output)).toEqual([
       'one',
     ]);
+  });
+});
+
+// Sent when the session is free and its budget holds the input: a budgeted token's retry is the
+// same 202 (it queues nothing), and the same request under the key through the facade, which
+// queues nothing, is judged as any request there (the spent budget). Neither is a 409 naming a
+// turn that is not running.
+describe('a retry under the key of an input the budget holds in the queue', () => {
+  async function held() {
+    const world = process(new MemoryStore());
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `held-${id}` };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'first', truncation: 'disabled' }, key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    await world.drain();
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 1 } })).status).toBe(200);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder']);
+    return { world, id, key, queued };
+  }
+
+  it("is the same 202 for a budgeted token's retry, the input left queued", async () => {
+    const { world, id, key, queued } = await held();
+    const minted = await world.api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_turns: 5 } });
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    const headers = { ...key, authorization: `Bearer ${minted.body.token}` };
+    const again = await world.api.post(`/v1/sessions/${id}/turns`, { input: 'first', truncation: 'disabled' }, headers);
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toEqual(queued.body);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder']);
+    expect(await queuedEntries(world, id)).toHaveLength(1);
+  });
+
+  it('is refused by the spent budget through /v1/responses, in the foreground or the background', async () => {
+    const { world, id, key } = await held();
+    for (const background of [false, true]) {
+      const body = { conversation: id, input: 'first', ...(background ? { background } : {}) };
+      const refused = await world.api.post('/v1/responses', body, key);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+      expect(refused.body.error.code).toBe('budget_exhausted');
+    }
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder']);
+    expect(await queuedEntries(world, id)).toHaveLength(1);
   });
 });

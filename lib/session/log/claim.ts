@@ -68,6 +68,8 @@ export interface ClaimOptions {
   fromQueue?: boolean;
   /** The request's busy policy, if it names one (see CommitOptions.onBusy). */
   onBusy?: OnBusy;
+  /** A busy refusal is answered by queuing the input (see CommitOptions.enqueues). */
+  enqueues?: boolean;
   /** Judges an expired open turn before the claim closes it (see CommitOptions.onLapsed). */
   onLapsed?: CommitOptions['onLapsed'];
 }
@@ -143,6 +145,7 @@ export class TurnClaim {
   async #next(): Promise<ClaimAttempt> {
     const { requestHash, request, afterTurn, check, beforeRecord, adopt, retake, fromQueue, onBusy, onLapsed } =
       this.#options;
+    const { enqueues } = this.#options;
     const options = {
       kind: 'turn' as const,
       ...(adopt !== undefined ? { adopt } : {}),
@@ -156,6 +159,7 @@ export class TurnClaim {
       ...(retake ? { retake } : {}),
       ...(fromQueue ? { fromQueue } : {}),
       ...(onBusy ? { onBusy } : {}),
+      ...(enqueues ? { enqueues } : {}),
       ...(onLapsed ? { onLapsed } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {

@@ -130,6 +130,13 @@ export interface CommitOptions {
   /** The request's busy policy, else the session's: an `interrupt` goes ahead of queued inputs. */
   onBusy?: OnBusy;
   /**
+   * A busy refusal is answered by queuing the input (a native turn under its policy,
+   * lib/turn/busy.ts): a retry of an input its key queued, still waiting, is then answered as its
+   * enqueue was, judged by none of the checks after the key's (busy or free: TurnInProgressError
+   * `queuedKey`). Without it such a retry is judged as any request, and runs the input itself.
+   */
+  enqueues?: boolean;
+  /**
    * Told an open turn whose lease ran out before this commit closes it (its number and its
    * record's request settings), or the newest turn closed so with no output (lease.ts
    * tellClosedLapsed; also behind the fence of a delete cut short, its lease run out: fence.ts
@@ -246,7 +253,7 @@ export async function prepareCommit(
     // the session's budget, config, policy or open calls since (its turn judges them when it runs).
     const entry = queued ? await queued : null;
     checkQueuedKey(entry, options.requestHash);
-    queuedRetry = entry !== null;
+    queuedRetry = entry !== null && options.enqueues === true;
   }
   // Stopped turns' spend and listed charges first (log/unbilled.ts, log/charges.ts; none: no read), then the budget.
   const billed = await billStopped(log, scope, unbilledOf(newest), ledgerOf(newest));

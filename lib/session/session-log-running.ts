@@ -64,14 +64,16 @@ export class SessionLogRunning extends SessionLogBase {
    * Queues an input while a turn runs (busy policy `enqueue`; lib/session/log/queue.ts): its
    * name and place among the queued (1: next; 0: taken up already), `replayed` when its key
    * had queued it already. `beforeEntry` writes what the entry references (its images and
-   * files) under the session's scope, before the entry.
+   * files) under the session's scope, before the entry. `onlyAgain`: only the input its key queued
+   * already is answered, none is queued (gone: null).
    */
   async enqueue(
     id: string,
     input: NewQueuedInput,
     beforeEntry?: (scope: LogScope) => Promise<void>,
-  ): Promise<{ queued_turn: string; position: number | null; replayed: boolean }> {
-    return enqueueInput(this.log, id, input, beforeEntry);
+    onlyAgain?: boolean,
+  ): Promise<{ queued_turn: string; position: number | null; replayed: boolean } | null> {
+    return enqueueInput(this.log, id, input, beforeEntry, onlyAgain);
   }
 
   /** The event journals of streamed and background turns (lib/session/log/journal.ts). */

@@ -45,13 +45,15 @@ export async function takeUnderPolicy<T>(
   // A dead turn answered at its end is taken out before the turn is stored after it, once: one
   // that stays is followed (./dead-turn.ts). A retake takes the newest failed turn again as it is.
   let deadTurn: 'refused' | 'followed' = options.retake ? 'followed' : 'refused';
+  // A retry of an input its key queued is answered by the enqueue below (TurnOptions.enqueues), until
+  // that input is found gone (withdrawn since its claim read it): then it is taken as a new request.
+  let enqueues = inputItems(request).length > 0;
   try {
     for (let interrupts = 0; ; ) {
       try {
-        // A retry of an input its key queued is answered by the enqueue below (TurnOptions.enqueues).
         const lapsed = {
           ...(deadTurn === 'refused' ? { onLapsed: refuseLapsedDead } : {}),
-          ...(inputItems(request).length > 0 ? { enqueues: true } : {}),
+          ...(enqueues ? { enqueues } : {}),
         };
         return { kind: 'taken', value: await take(refusals.services, lapsed) };
       } catch (error) {
@@ -71,15 +73,16 @@ export async function takeUnderPolicy<T>(
         if (policy === 'enqueue' && (error.queuedKey || !services.tokenSpend) && inputItems(request).length > 0) {
           // Told as queued, or as failed with the error that kept it from the queue.
           refusals.drop();
-          const enqueue = () => enqueueTurn(services, sessionId, request, options);
+          const enqueue = () => enqueueTurn(services, sessionId, request, { ...options, again: error.queuedKey });
           const queued = {
             since: started,
-            status: (entry: { replayed: boolean }) => ({
-              status: entry.replayed ? ('replayed' as const) : ('queued' as const),
-            }),
+            status: (entry: { replayed: boolean } | null) =>
+              entry ? { status: entry.replayed ? ('replayed' as const) : ('queued' as const) } : undefined,
           };
-          const { queued_turn, position } = await observedClaim(services, sessionId, request, enqueue, queued);
-          return { kind: 'queued', queued_turn, position };
+          const entry = await observedClaim(services, sessionId, request, enqueue, queued);
+          if (entry) return { kind: 'queued', queued_turn: entry.queued_turn, position: entry.position };
+          enqueues = false;
+          continue;
         }
         if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
         const running = (error.details as { turn: number }).turn;
@@ -137,8 +140,8 @@ async function enqueueTurn(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: { idempotencyKey?: string },
-): Promise<{ queued_turn: string; position: number | null; replayed: boolean }> {
+  options: { idempotencyKey?: string; again?: boolean },
+): Promise<{ queued_turn: string; position: number | null; replayed: boolean } | null> {
   // Its images and files are stored once the session is read, before the entry that names them.
   const attachments = services.sessions.checkAttachments(inputItems(request));
   const input = attachments.items;
@@ -153,7 +156,9 @@ async function enqueueTurn(
       ...(services.requestId ? { request_id: services.requestId } : {}),
     },
     attachments.store,
+    options.again,
   );
+  if (!queued) return null;
   // After the answer: stored, the input is answered 202 whatever its pickup meets (a 5xx would
   // have an unkeyed retry queue it twice); a pickup that fails leaves it to the running turn's
   // close, or the next one.

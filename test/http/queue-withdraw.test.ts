@@ -510,3 +510,29 @@ async function keyedBehindTurn(world: ReturnType<typeof setup>, name: string) {
   expect(answer.status, JSON.stringify(answer.body)).toBe(202);
   return { id, key, queued: answer.body.queued_turn as string };
 }
+
+describe('a retry under the key of a queued input withdrawn while its claim is under way', () => {
+  it('is taken as a new request once the withdraw landed: the policy set since answers it', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id, key, queued } = await keyedBehindTurn(world, 'withdrawn-under-retry');
+    await world.drain();
+    expect((await api.patch(`/v1/sessions/${id}`, { on_busy: 'reject' })).status).toBe(200);
+    const keys = (await listAll(world.store, '')).map((object) => object.key);
+    const entryKey = keys.find((key) => key.includes('/queue/') && key.endsWith(queued))!;
+    // The retry's claim reads the entry; the withdraw lands before it answers.
+    let withdrawn: Awaited<ReturnType<typeof api.delete>> | undefined;
+    world.store.getHook = {
+      matches: (key, found) => key === entryKey && found !== null,
+      run: async () => (withdrawn = await api.delete(`/v1/sessions/${id}/queue/${queued}`)),
+    };
+    const retried = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
+    expect(withdrawn?.status, JSON.stringify(withdrawn?.body)).toBe(200);
+    await world.drain();
+    expect(retried.status, JSON.stringify(retried.body)).toBe(409);
+    expect(retried.body.error.code).toBe('turn_in_progress');
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first']);
+  });
+});

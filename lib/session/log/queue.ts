@@ -16,15 +16,13 @@ import {
 } from './queue-withdraw.ts';
 
 /**
- * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued
- * inputs"): `queue/<g>/<key sha256>`, create-only, in the session's generation, so a delete
- * removes them. They are taken in the order the store received them (upload time; where the
- * store gives two one time, their `enqueued_at`; then key),
- * each claimed as a turn under its `key_sha256`, so one queued input is stored at most once
- * however many pickups race or die: a second claim under the key replays the first. A delete
- * of the newest turn names the generation it leaves in the config's `queued_in`, whose queue
- * is read with the session's own from then on (log/rewind.ts). Every enqueue marks the session
- * first (`queues/<id>`, log/queue-markers.ts), for the sweep that takes up queues nobody closed.
+ * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued inputs"):
+ * `queue/<g>/<key sha256>`, create-only, in the session's generation, so a delete removes them. They are taken in
+ * the order the store received them (upload time; where the store gives two one time, their `enqueued_at`; then key),
+ * each claimed as a turn under its `key_sha256`, so one queued input is stored at most once however many pickups race
+ * or die: a second claim under the key replays the first. A delete of the newest turn names the generation it leaves in
+ * the config's `queued_in`, whose queue is read with the session's own from then on (log/rewind.ts). Every enqueue
+ * marks the session first (`queues/<id>`, log/queue-markers.ts), for the sweep that takes up queues nobody closed.
  */
 
 /** A queued input as listed: its key hash, when the store received it, and the generation it is under. */
@@ -47,7 +45,8 @@ export async function enqueueInput(
   id: string,
   input: NewQueuedInput,
   beforeEntry?: (scope: LogScope) => Promise<void>,
-): Promise<{ queued_turn: string; position: number | null; replayed: boolean }> {
+  onlyAgain = false,
+): Promise<{ queued_turn: string; position: number | null; replayed: boolean } | null> {
   const scope = await sessionScope(log, id);
   // The session's marker (log/queue-markers.ts) lands before the entry, with what it references.
   await Promise.all([beforeEntry?.(scope), markQueue(log, id)]);
@@ -65,7 +64,7 @@ export async function enqueueInput(
   // A withdraw's tombstone under the key (its Idempotency-Key's input withdrawn) is waited out.
   let written = false;
   try {
-    for (let waits = 0; !written; waits++) {
+    for (let waits = 0; !written && !onlyAgain; waits++) {
       written = await putJsonCreateOnly(log.store, key, entry, `"writer":"${writer}"`);
       if (!written && !(await tombstoneCleared(log, scope, input.key_sha256, waits))) break;
     }
@@ -81,8 +80,9 @@ export async function enqueueInput(
     return { queued_turn: input.key_sha256, position, replayed: false };
   }
   if (!written) {
-    // The same Idempotency-Key queued an input already: its own request is answered again.
+    // The same Idempotency-Key queued an input already: its own request is answered again (`onlyAgain`: gone, null).
     const existing = await readQueued(log, scope, input.key_sha256);
+    if (onlyAgain && !existing) return null;
     if (existing?.request_sha256 && input.request_sha256 && existing.request_sha256 !== input.request_sha256)
       throw new IdempotencyKeyReusedError(0, input.key_sha256);
   }
@@ -144,13 +144,12 @@ async function waitingPosition(log: LogContext, scope: LogScope, queued: QueuedE
 }
 
 /**
- * For an unkeyed enqueue whose entry landed (`put.landed`), or may have (its put's answer was
- * lost and its read failed: `put.again` puts it again, create-only, never a second input: a
- * pickup of it after its turn was claimed replays that turn), and whose signal or position
- * could not be written or read (`failure`). A 503 would have its client's retry queue the input
- * twice, a 202 without the signal would let a later request run before it: so the entry is
- * withdrawn (log/queue-withdraw.ts) and `failure` thrown (503: it never runs). How the withdraws
- * end (see AfterWithdraw, answerFor) tells the answer otherwise.
+ * For an unkeyed enqueue whose entry landed (`put.landed`), or may have (its put's answer was lost and its read
+ * failed: `put.again` puts it again, create-only, never a second input: a pickup of it after its turn was claimed
+ * replays that turn), and whose signal or position could not be written or read (`failure`). A 503 would have its
+ * client's retry queue the input twice, a 202 without the signal would let a later request run before it: so the entry
+ * is withdrawn (log/queue-withdraw.ts) and `failure` thrown (503: it never runs). How the withdraws end (see
+ * AfterWithdraw, answerFor) tells the answer otherwise.
  */
 async function withdrawUnanswered(
   log: LogContext,

@@ -378,3 +378,27 @@ describe('a retry under the key of an input the budget holds in the queue', () =
     expect(await queuedEntries(world, id)).toHaveLength(1);
   });
 });
+
+describe('a retry under the key of an input queued before a delete of the newest turn', () => {
+  it('is the same 202, the input read in the generation the delete left', async () => {
+    const world = process(new MemoryStore());
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `kept-${id}` };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    await world.drain();
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 1 } })).status).toBe(200);
+    await world.runAll();
+    const deleted = await api.delete(`/v1/sessions/${id}/turns/1`);
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(200);
+    await world.drain();
+    expect(await queuedEntries(world, id)).toHaveLength(1);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'first', on_busy: 'reject' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toEqual(queued.body);
+    await world.drain();
+    expect(await queuedEntries(world, id)).toHaveLength(1);
+  });
+});

@@ -80,8 +80,8 @@ export async function enqueueInput(
     return { queued_turn: input.key_sha256, position, replayed: false };
   }
   if (!written) {
-    // The same Idempotency-Key queued an input already: its own request is answered again (`onlyAgain`: gone, null).
-    const existing = await readQueued(log, scope, input.key_sha256);
+    // The same Idempotency-Key queued an input already (`onlyAgain`: in a generation a delete left too; gone, null).
+    const existing = await (onlyAgain ? queuedUnder : readQueued)(log, scope, input.key_sha256);
     if (onlyAgain && !existing) return null;
     if (existing?.request_sha256 && input.request_sha256 && existing.request_sha256 !== input.request_sha256)
       throw new IdempotencyKeyReusedError(0, input.key_sha256);

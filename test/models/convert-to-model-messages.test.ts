@@ -385,7 +385,8 @@ describe('convertToModelMessages', () => {
             ),
           ).toBe(true);
         }
-        // Nothing is lost: every message's text but a blank one appears in some part, every output somewhere.
+        // Nothing is lost: every message's text but a blank one appears in some part, every output
+        // somewhere but a blank one (sent as an empty result: providers refuse whitespace-only text).
         const texts = parts.flatMap(({ part }) => (part.type === 'text' ? [part.text] : []));
         const systemTexts = messages.flatMap((message) => (message.role === 'system' ? [message.content] : []));
         const sent = JSON.stringify(messages);
@@ -393,7 +394,9 @@ describe('convertToModelMessages', () => {
           if (item.type === 'message' && (item.role === 'system' || makesBlock(item))) {
             expect(item.role === 'system' ? systemTexts : texts).toContain(item.content);
           }
-          if (item.type === 'function_call_output') expect(sent).toContain(JSON.stringify(item.output).slice(1, -1));
+          if (item.type === 'function_call_output' && item.output.trim() !== '') {
+            expect(sent).toContain(JSON.stringify(item.output).slice(1, -1));
+          }
         }
       }),
       { numRuns: 200 },

@@ -200,14 +200,23 @@ function undeliveredRecord(notice: DeliveredNotice): Undelivered['notices'][numb
  * leave it lost. So the listing that took a turn over first is not the last: each later turn lists
  * again for claims written since it (lib/inbox/carry.ts `recover`), and the turn that lists once
  * `window` (2 × TURN_LEASE_MS, what a stopped turn is given to store its spend) has passed since drops
- * it. This turn's listing is that first one when the turn just before it is among them (closed by someone
- * else, or failed: no turn completed since): every entry is named again with this listing's time as
- * `since` (the records written before it are this turn's to take over). An entry a completed turn named
- * again carries the first listing's time: it is named again while `window` has not passed since.
+ * it. An entry a listing named again is there twice, with that first listing's time as `since`: it is
+ * named again while `window` has not passed since. Any other entry no turn listed yet (its closer, or a
+ * failed take-over, named it; a turn that lists nothing, without the inbox strategy or failed before
+ * its listing, carries it on as it was): this listing is its first, so it is named again, twice, with
+ * this listing's time (the records written before it are this turn's to take over).
  */
 function stillLanding(turn: OpenTurn, listedAt: number, window: number): Undelivered['lost_turns'] {
   const lost = turn.undelivered.lost_turns;
-  if (lost.some((entry) => entry.turn === turn.turn - 1))
-    return lost.map((entry) => ({ turn: entry.turn, since: new Date(listedAt).toISOString() }));
-  return lost.filter((entry) => listedAt < Date.parse(entry.since) + window);
+  const since = new Date(listedAt).toISOString();
+  const listed = (entry: (typeof lost)[number]) =>
+    lost.filter((other) => other.turn === entry.turn && other.since === entry.since).length > 1;
+  return lost.flatMap((entry) => {
+    if (!listed(entry))
+      return [
+        { turn: entry.turn, since },
+        { turn: entry.turn, since },
+      ];
+    return listedAt < Date.parse(entry.since) + window ? [entry] : [];
+  });
 }

@@ -394,7 +394,7 @@ describe('convertToModelMessages', () => {
           if (item.type === 'message' && (item.role === 'system' || makesBlock(item))) {
             expect(item.role === 'system' ? systemTexts : texts).toContain(item.content);
           }
-          if (item.type === 'function_call_output' && item.output.trim() !== '') {
+          if (item.type === 'function_call_output' && String(item.output).trim() !== '') {
             expect(sent).toContain(JSON.stringify(item.output).slice(1, -1));
           }
         }

@@ -206,7 +206,8 @@ describe('client mistakes never get a 5xx', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom(...placements),
-        fc.jsonValue({ maxDepth: 4 }),
+        // A key `__proto__` is refused by a rule of its own (test/http/proto-key-schemas.test.ts) first.
+        fc.jsonValue({ maxDepth: 4 }).filter((value) => !JSON.stringify(value).includes('"__proto__":')),
         walk,
         bad,
         fc.boolean(),

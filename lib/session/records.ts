@@ -191,7 +191,9 @@ export const undeliveredNoticeSchema = z
  * - `notices`: consumed by turns that failed or aborted, with their content;
  * - `lost_turns`: turns closed by someone else (lease expired, cancelled) that may have
  *   consumed notices before they died; the next turn finds those in the inbox's delivery
- *   records (`turn` = that turn, written after `since`).
+ *   records (`turn` = that turn, written after `since`). An entry there twice (same `turn` and
+ *   `since`) was listed already, at `since`: turns list it again for a while (lib/turn/notices.ts
+ *   `stillLanding`); its readers take the turns as a set.
  */
 export const undeliveredSchema = z
   .object({

@@ -136,7 +136,7 @@ export class TurnNotices {
       if (!this.#move) return;
       const consumed = await this.#move();
       this.delivered = [...this.carried, ...consumed];
-      this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: [] };
+      this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: this.stillLost };
     })();
     await this.#settling;
     const names = this.delivered.map((notice) => notice.name);

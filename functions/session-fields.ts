@@ -5,6 +5,8 @@ import { utf8Bytes } from '../lib/session/item-size.ts';
 import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
 import type { ServiceConfig } from '../lib/config.ts';
 import { webhookUrlProblem } from '../lib/webhooks/url.ts';
+import { refuseOverToolLimit, type Model } from '../lib/models/model.ts';
+import type { Tool } from '../lib/items.ts';
 
 /**
  * Session config as stored: `strategies` always an array of known names, `strategy_config`
@@ -46,6 +48,28 @@ export function normalizeSessionFields(
       resolveStrategyConfig({ env: services.env, session: fields.strategy_config, sent: 'session' });
   }
   return fields;
+}
+
+/**
+ * What refuses a session's config (as it will be written: a create's, a PATCH's or a fork's over the
+ * stored one) whose model, else the deployment's, takes fewer tools than it offers, as its turns'
+ * claims would: a 400 naming `tools` when they were sent, else `model`. Judged only where either was
+ * sent; a model that does not resolve (no key) is left to its turns.
+ */
+export function toolLimitCheck(
+  services: { previewModel: (id: string) => Model; config: Pick<ServiceConfig, 'defaultModel'> },
+  sent: { model?: string | null | undefined; tools?: readonly Tool[] | null | undefined },
+): (config: { model?: string | null | undefined; tools?: readonly Tool[] | null | undefined }) => void {
+  return (config) => {
+    if (sent.model === undefined && sent.tools === undefined) return;
+    let model: Model;
+    try {
+      model = services.previewModel(config.model ?? services.config.defaultModel);
+    } catch {
+      return;
+    }
+    refuseOverToolLimit(model, config.tools ?? [], undefined, sent.tools === undefined ? 'model' : 'tools');
+  };
 }
 
 /** `instructions` and `metadata` above their configured sizes are refused with 413 naming the field. */

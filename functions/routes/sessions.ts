@@ -11,7 +11,7 @@ import {
   sessionSchema,
   turnParamsSchema,
 } from '../schemas.ts';
-import { normalizeSessionFields } from '../session-fields.ts';
+import { normalizeSessionFields, toolLimitCheck } from '../session-fields.ts';
 import { deleteNewestTurn, forkSession } from '../../lib/turn/fork.ts';
 import { afterResponse } from '../../lib/turn/after-response.ts';
 import { pickUp } from '../../lib/turn/index.ts';
@@ -113,8 +113,10 @@ export function sessionRoutes() {
     .openapi(createSessionRoute, async (c) => {
       const body = c.req.valid('json');
       const { sessions } = c.var.services;
+      const fields = normalizeSessionFields(body, c.var.services);
+      toolLimitCheck(c.var.services, body)(body);
       const session = await sessions.create({
-        ...normalizeSessionFields(body, c.var.services),
+        ...fields,
         ...(body.id !== undefined ? { id: body.id } : {}),
       });
       return c.json(session, 201);
@@ -128,6 +130,7 @@ export function sessionRoutes() {
         ...(at_turn !== undefined ? { at_turn } : {}),
         ...(at_seq !== undefined ? { at_seq } : {}),
         fields: { ...normalizeSessionFields(fields, c.var.services), ...(forkId !== undefined ? { id: forkId } : {}) },
+        check: toolLimitCheck(c.var.services, fields),
       });
       return c.json(session, 201);
     })
@@ -150,7 +153,8 @@ export function sessionRoutes() {
       // though this process dies before its pickup. Marked again once the budget is stored: a
       // sweep that deleted the first mark may have looked at the budget before it was stored.
       const queued = body.budget !== undefined && (await services.sessions.markQueueIfQueued(id));
-      const updated = await services.sessions.update(id, normalizeSessionFields(body, services));
+      const fields = normalizeSessionFields(body, services);
+      const updated = await services.sessions.update(id, fields, toolLimitCheck(services, body));
       if (queued) await services.sessions.markQueueIfQueued(id);
       if (body.budget !== undefined) afterResponse(services, () => pickUp(services, id));
       return c.json(updated, 200);

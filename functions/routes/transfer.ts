@@ -12,7 +12,7 @@ import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { checkJsonValue } from '../request-json.ts';
 import { createRouter } from '../router.ts';
 import { sessionIdParamsSchema, sessionSchema } from '../schemas.ts';
-import { normalizeSessionFields } from '../session-fields.ts';
+import { normalizeSessionFields, toolLimitCheck } from '../session-fields.ts';
 import { requires } from '../tokens.ts';
 
 /** The content type of an export, and of an import's body (JSON Lines). */
@@ -91,7 +91,11 @@ export function transferRoutes() {
           maxNoticeBytes: config.maxNoticeBytes,
           maxLineBytes: importLineBytes(config.maxBodyBytes),
           checkValue: checkJsonValue,
-          checkHeader: (header) => ({ ...header, ...normalizeSessionFields(header, services) }) as typeof header,
+          checkHeader: (header) => {
+            const fields = normalizeSessionFields(header, services);
+            toolLimitCheck(services, header)(header);
+            return { ...header, ...fields } as typeof header;
+          },
         });
         return c.json(session, 201);
       } catch (error) {

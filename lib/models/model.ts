@@ -255,7 +255,8 @@ export function toolsSent(
 
 /**
  * Refuses a call of `model` offering more tools than it takes (`Model.maxTools`, OpenAI's 128), counted as
- * sent (`toolsSent`). A turn is refused at its claim (lib/turn/plan.ts `checkTurnModels`) and a stateless call
+ * sent (`toolsSent`), a 400 naming `field`. A session's config is refused when written
+ * (functions/session-fields.ts), a turn at its claim (lib/turn/plan.ts `checkTurnModels`) and a stateless call
  * before its stream starts, nothing stored and no model called; the model call checks again what reaches it
  * unchecked: a queued input or a background turn run after its session's model or tools changed (their runs'
  * claims check nothing), which fails as its turn, its input stored.
@@ -264,10 +265,11 @@ export function refuseOverToolLimit(
   model: Pick<Model, 'id' | 'allowsTools' | 'maxTools'>,
   tools: readonly Tool[],
   settings: ModelSettings | undefined,
+  field = 'tools',
 ): void {
   const offered = toolsSent(model, tools, settings).length;
   if (model.maxTools === undefined || offered <= model.maxTools) return;
   throw new InvalidRequestError(`model ${model.id} takes at most ${model.maxTools} tools, offered ${offered}`, {
-    field: 'tools',
+    field,
   });
 }

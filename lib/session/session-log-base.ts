@@ -186,10 +186,15 @@ export class SessionLogBase {
 
   /**
    * Changes config fields (PATCH). A conditional put (If-Match on the etag read), retried
-   * when another update won in between, so no concurrent change is lost.
+   * when another update won in between, so no concurrent change is lost. `check` throws to refuse
+   * the config it would write (each attempt's), nothing written.
    */
-  async update(id: string, patch: Omit<NewSession, 'id'>): Promise<SessionRecord> {
-    return updateSession(this.log, id, patch);
+  async update(
+    id: string,
+    patch: Omit<NewSession, 'id'>,
+    check?: (config: SessionConfig) => void,
+  ): Promise<SessionRecord> {
+    return updateSession(this.log, id, patch, check);
   }
 
   /**

@@ -1,6 +1,8 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { SessionLog } from '../support/session-log.ts';
+import type { NewSession } from '../../lib/session/fields.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { queuedRuns } from '../support/queued-runs.ts';
 import { startStrictOpenAI, type StrictProvider } from '../support/fake-providers/strict-providers.ts';
@@ -21,8 +23,8 @@ afterAll(async () => {
   await openai?.close();
 });
 
-const harness = () =>
-  appHarness(new MemoryStore(), {
+const harness = (store = new MemoryStore()) =>
+  appHarness(store, {
     API_TOKEN: 'test-token',
     OPENAI_API_KEY: 'sk-test',
     OPENAI_BASE_URL: openai.baseURL,
@@ -33,6 +35,11 @@ const GPT = 'openai:gpt-4.1-mini';
 const tool = (name: string) => ({ type: 'function' as const, name, parameters: { type: 'object', properties: {} } });
 const tooMany = Array.from({ length: 129 }, (_, index) => tool(`tool_${index}`));
 const refusal = { code: 'invalid_request', details: { field: 'tools' } };
+
+/** A session its create now refuses (an openai: model, more than 128 tools), as stored before it did. */
+async function storedBefore(store: MemoryStore, fields: NewSession): Promise<string> {
+  return (await new SessionLog(store).create(fields)).id;
+}
 
 /** What a session has stored: its turns and items. */
 async function stored(api: ReturnType<typeof createClient>, id: string) {
@@ -69,8 +76,9 @@ describe('a turn offering an openai: model more than 128 tools', () => {
   });
 
   it('streamed, is a 400 before the stream starts', async () => {
-    const api = createClient(harness());
-    const id = await api.session({ model: GPT, tools: tooMany });
+    const store = new MemoryStore();
+    const api = createClient(harness(store));
+    const id = await storedBefore(store, { id: 'streamed', model: GPT, tools: tooMany });
     const sent = openai.requests.length;
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?', stream: true });
     expect(refused.status, String(refused.body)).toBe(400);
@@ -95,8 +103,9 @@ describe('a turn offering an openai: model more than 128 tools', () => {
   });
 
   it("in the background, runs on the request's own model, which takes the session's tools", async () => {
-    const api = createClient(harness());
-    const id = await api.session({ model: GPT, tools: tooMany });
+    const store = new MemoryStore();
+    const api = createClient(harness(store));
+    const id = await storedBefore(store, { id: 'background', model: GPT, tools: tooMany });
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello.', model: 'echo', background: true });
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
     const events = parseSse((await api.get(`/v1/sessions/${id}/turns/1/events`)).body);
@@ -128,7 +137,7 @@ describe('a turn offering an openai: model more than 128 tools', () => {
   });
 });
 
-describe('a keyed request an openai: model took before its tools went over 128', () => {
+describe("a keyed request an openai: model took before the session's tools went over 128", () => {
   it('queued behind a busy turn, its retry under the key is the same 202, not a 400', async () => {
     const environment = {
       API_TOKEN: 'test-token',
@@ -139,17 +148,17 @@ describe('a keyed request an openai: model took before its tools went over 128',
     const store = new MemoryStore();
     const { options, drain } = queuedRuns({ store: () => store, readEnvironment: (c) => c.env ?? {} }, environment);
     const api = createClient(appHarness(store, environment, options));
-    const id = await api.session({ model: GPT, tools: [tool('get_weather')], on_busy: 'enqueue' });
+    const id = await api.session({ tools: [tool('get_weather')], on_busy: 'enqueue' });
     // Its runner has not come: the background turn holds the session.
     const holder = await api.post(`/v1/sessions/${id}/turns`, { input: 'Hold.', model: 'echo', background: true });
     expect(holder.status, JSON.stringify(holder.body)).toBe(202);
     const key = { 'idempotency-key': `queued-${id}` };
-    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?' }, key);
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?', model: GPT }, key);
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
     await drain();
     const patched = await api.patch(`/v1/sessions/${id}`, { tools: tooMany });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
-    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?' }, key);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?', model: GPT }, key);
     expect(again.status, JSON.stringify(again.body)).toBe(202);
     expect(again.body).toEqual(queued.body);
   });
@@ -169,5 +178,57 @@ describe('a response offering an openai: model more than 128 tools, on a stored 
     expect(refused).toMatchObject({ status: 400, param: 'tools' });
     const conversation = (await api.get(`/v1/sessions/${first.conversation!.id}`)).body;
     expect(conversation.instructions).toBe('Be brief.');
+  });
+});
+
+describe('a session whose openai: model would be offered more than 128 tools', () => {
+  const modelRefusal = { code: 'invalid_request', details: { field: 'model' } };
+
+  it('is refused at its create and its import, nothing stored', async () => {
+    const api = createClient(harness());
+    const created = await api.post('/v1/sessions', { id: 'over-limit', model: GPT, tools: tooMany });
+    expect(created.status, JSON.stringify(created.body.error)).toBe(400);
+    expect(created.body.error).toMatchObject(refusal);
+    expect(created.body.error.message).toBe(`model ${GPT} takes at most 128 tools, offered 129`);
+    expect((await api.get('/v1/sessions/over-limit')).status).toBe(404);
+    // The same tools on a model that takes them are a session, whose export to GPT is refused.
+    const id = await api.session({ tools: tooMany });
+    const exported = await api.get(`/v1/sessions/${id}/export`);
+    const [header, ...rest] = (exported.body as string).split('\n');
+    const renamed = [JSON.stringify({ ...JSON.parse(header!), id: `${id}-gpt`, model: GPT }), ...rest].join('\n');
+    const imported = await api.post('/v1/sessions/import', renamed, { 'content-type': 'application/x-ndjson' });
+    expect(imported.status, JSON.stringify(imported.body.error)).toBe(400);
+    // Named in the header line, as the import names any field of it.
+    expect(imported.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'line 1.tools' } });
+    expect((await api.get(`/v1/sessions/${id}-gpt`)).status).toBe(404);
+  });
+
+  it('is refused at a PATCH of its model or its tools, naming the field sent, the session as it was', async () => {
+    const api = createClient(harness());
+    const many = await api.session({ tools: tooMany });
+    const toGpt = await api.patch(`/v1/sessions/${many}`, { model: GPT });
+    expect(toGpt.status, JSON.stringify(toGpt.body.error)).toBe(400);
+    expect(toGpt.body.error).toMatchObject(modelRefusal);
+    const few = await api.session({ model: GPT, tools: [tool('get_weather')] });
+    const more = await api.patch(`/v1/sessions/${few}`, { tools: tooMany });
+    expect(more.status, JSON.stringify(more.body.error)).toBe(400);
+    expect(more.body.error).toMatchObject(refusal);
+    expect((await api.get(`/v1/sessions/${many}`)).body).toMatchObject({ model: null });
+    expect((await api.get(`/v1/sessions/${few}`)).body.tools).toHaveLength(1);
+    // Both at once, within the limit, and a PATCH of neither, are taken.
+    const both = await api.patch(`/v1/sessions/${many}`, { model: GPT, tools: tooMany.slice(0, 128) });
+    expect(both.status, JSON.stringify(both.body.error)).toBe(200);
+    const named = await api.patch(`/v1/sessions/${few}`, { metadata: { name: 'few' } });
+    expect(named.status, JSON.stringify(named.body.error)).toBe(200);
+  });
+
+  it("is refused at a fork setting a model that takes fewer than the parent's tools", async () => {
+    const api = createClient(harness());
+    const id = await api.session({ tools: tooMany });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'Hello.' })).status).toBe(200);
+    const fork = await api.post(`/v1/sessions/${id}/fork`, { at_turn: 1, id: `${id}-gpt`, model: GPT });
+    expect(fork.status, JSON.stringify(fork.body.error)).toBe(400);
+    expect(fork.body.error).toMatchObject(modelRefusal);
+    expect((await api.get(`/v1/sessions/${id}-gpt`)).status).toBe(404);
   });
 });

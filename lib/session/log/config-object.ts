@@ -145,7 +145,12 @@ export async function sessionExists(log: LogContext, scope: LogScope): Promise<b
 }
 
 /** See SessionLog.update. */
-export async function updateSession(log: LogContext, id: string, fields: SessionPatch): Promise<SessionRecord> {
+export async function updateSession(
+  log: LogContext,
+  id: string,
+  fields: SessionPatch,
+  check?: (config: SessionConfig) => void,
+): Promise<SessionRecord> {
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const { config, info } = await readConfig(log, id);
     const next: SessionConfig = { ...config, updated_at: log.clock().toISOString() };
@@ -164,6 +169,7 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     if (fields.on_busy === null) delete next.on_busy;
     else if (fields.on_busy !== undefined) next.on_busy = fields.on_busy;
     checkedConfig(next);
+    check?.(next);
     const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
       ifMatch: info.etag,
       contentType: 'application/json',

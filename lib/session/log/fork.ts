@@ -37,6 +37,8 @@ export interface ForkOptions {
   at_seq?: number;
   /** The fork's own fields: `id`, and whatever differs from the parent's config. */
   fields: NewSession;
+  /** Throws to refuse the fork's config before anything is written (its model offered the parent's tools). */
+  check?: (config: SessionConfig) => void;
 }
 
 export type Point = NonNullable<Head['newest']>;
@@ -74,6 +76,7 @@ export async function planFork(
     ...newConfig(log, { ...inherited(head.config), ...options.fields }),
     fork_of: chain,
   });
+  options.check?.(config);
   return { head, config, scope: scopeOf(log.keyPrefix, config), first: forkRecord(point, config.created_at), counts };
 }
 

@@ -26,7 +26,7 @@ import type { ForkSketch } from '../session/session-log.ts';
 import { countedBranch, forkInput } from './count-branch.ts';
 import { checkOfferedToolChoice } from './tool-choice.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
-import type { Model } from '../models/model.ts';
+import { refuseOverToolLimit, type Model } from '../models/model.ts';
 
 /**
  * POST /v1/responses/input_tokens (`client.responses.inputTokens.count`): how many tokens the
@@ -111,12 +111,17 @@ export async function countInputTokens(
       typeof sessionId === 'string'
         ? await storedInput(facade, sessionId, prepared, after)
         : forkInput(prepared, sessionId);
-    const tokens = await countNextPrompt(facade.services, sessionId, {
-      input: items,
-      model: prepared.model,
-      tools: prepared.turnTools,
-      ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
-    }).catch((error: unknown) => {
+    const tokens = await countNextPrompt(
+      facade.services,
+      sessionId,
+      {
+        input: items,
+        model: prepared.model,
+        tools: prepared.turnTools,
+        ...(prepared.sessionInstructions !== undefined ? { instructions: prepared.sessionInstructions } : {}),
+      },
+      (plan) => refuseOverToolLimit(plan.model, plan.tools, prepared.modelSettings),
+    ).catch((error: unknown) => {
       throw partInRequest(error, positions) ?? error;
     });
     return { object: 'response.input_tokens', input_tokens: tokens };
@@ -157,7 +162,9 @@ export async function countInputTokens(
     // A refused image or file is named by its position in the request's input, as a create names it.
     throw partInRequest(error, prepared.positions.items) ?? error;
   }
-  const { assembled, budget } = stateless;
+  const { assembled, budget, model } = stateless;
+  // More tools than the model takes: the 400 a create answers (./stateless.ts prepareStateless).
+  refuseOverToolLimit(model, tools, prepared.modelSettings);
   return { object: 'response.input_tokens', input_tokens: countPromptTokens(assembled.prompt, tools, budget.counter) };
 }
 

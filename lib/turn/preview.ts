@@ -16,6 +16,8 @@ import { passedOver } from './pickup.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import type { ForkSketch, SessionRecord } from '../session/session-log.ts';
 import type { RewindOptions } from '../session/log/rewind.ts';
+import { refuseOverToolLimit } from '../models/model.ts';
+import type { TailgateError } from '../errors.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
@@ -29,8 +31,9 @@ import type { RewindOptions } from '../session/log/rewind.ts';
  * When the next claim would take the oldest queued input up first (`on_busy: enqueue`, its own
  * request then refused as busy), the prompt is that input's turn's, named by `context.queued_turn`.
  * `refused`: what the next turn request would be refused with by the session's spent budget (its
- * claim's check, lib/ledger/budget.ts), as its answer has it; null while that budget leaves room
- * (a busy session's 409 is not judged).
+ * claim's check, lib/ledger/budget.ts), else by its model offered more tools than it takes (the
+ * claim's next, `refuseOverToolLimit`), as its answer has it; null when neither (a busy session's
+ * 409 is not judged).
  */
 export async function previewPrompt(
   services: TurnServices,
@@ -41,9 +44,10 @@ export async function previewPrompt(
   context: TurnContext & { notices_pending: string[]; queued_turn?: string };
   refused: { code: ErrorCode; message: string; details?: unknown } | null;
 }> {
-  const { built, context, read, pending, queued, stored } = await buildPreview(services, sessionId, query, {});
-  // The session's spent budget refuses the next turn request before its claim takes anything up.
-  const refused = budgetRefusal(stored.budget, stored.usage);
+  const { built, context, read, pending, queued, stored, plan } = await buildPreview(services, sessionId, query, {});
+  // The session's spent budget refuses the next turn request before its claim takes anything up, then its tools.
+  const refused =
+    budgetRefusal(stored.budget, stored.usage) ?? refusal(() => refuseOverToolLimit(plan.model, plan.tools, undefined));
   return {
     refused: refused && clientError(refused),
     items: built.hydrated,
@@ -64,15 +68,15 @@ export async function previewPrompt(
  * (null: none) over the session's; counted before it is fitted to the window (a prompt past it,
  * which the turn refuses or truncates, is counted whole). When its claim would take a queued input
  * up first (as the preview shows that input's turn), 409 turn_in_progress naming that turn, as the
- * claim is then refused. `checkTools` checks the tools it offers
- * (its claim's `checkConfig`). Of a fork not written (`ForkSketch`, SessionLog.sketchFork): its
- * first turn's, on the history up to the fork point, its inbox empty. Nothing is written.
+ * claim is then refused. `checkTools` checks the model and tools it offers first (its claim's
+ * `checkConfig`). Of a fork not written (`ForkSketch`, SessionLog.sketchFork): its first turn's,
+ * on the history up to the fork point, its inbox empty. Nothing is written.
  */
 export async function countNextPrompt(
   services: TurnServices,
   sessionId: string | ForkSketch,
   next: { input: Item[]; model?: string | undefined; tools?: Tool[] | undefined; instructions?: string | null },
-  checkTools?: (tools: readonly Tool[]) => void,
+  checkTools?: (plan: TurnPlan) => void,
 ): Promise<number> {
   try {
     const { built, plan, budget } = await buildPreview(
@@ -118,14 +122,14 @@ async function buildPreview(
   query: PreviewQuery,
   request: PromptSource['request'] & Pick<TurnRequest, 'max_output_tokens'>,
   next?: NextRequest,
-  checkTools?: (tools: readonly Tool[]) => void,
+  checkTools?: (plan: TurnPlan) => void,
   tookNothing = askedOnce(services, sessionId),
 ): Promise<PreviewBuilt> {
   const stored = typeof sessionId === 'string' ? await services.sessions.get(sessionId) : sessionId.session;
   const session = next?.instructions === undefined ? stored : { ...stored, instructions: next.instructions };
   // The query's thresholds are named as the query's, a queued input's as its request's body.
   const plan = planTurn(services, session, { ...query, model: next?.model, tools: next?.tools }, next?.sent ?? 'query');
-  checkTools?.(plan.tools ?? []);
+  checkTools?.(plan);
   // The reply's room as its request asks (a queued input's `max_output_tokens`), as the turn has it.
   const budget = promptBudget(
     plan.model,
@@ -209,6 +213,16 @@ async function buildPreview(
     null,
   );
   return { built, context, read, pending, plan, budget, stored };
+}
+
+/** What `check` throws, else null. */
+function refusal(check: () => void): TailgateError | null {
+  try {
+    check();
+    return null;
+  } catch (error) {
+    return error as TailgateError;
+  }
 }
 
 /**

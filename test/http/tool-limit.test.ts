@@ -232,3 +232,48 @@ describe('a session whose openai: model would be offered more than 128 tools', (
     expect((await api.get(`/v1/sessions/${id}-gpt`)).status).toBe(404);
   });
 });
+
+describe('a count or a preview of a prompt offering an openai: model more than 128 tools', () => {
+  it('counted (responses/input_tokens), is the 400 the response is refused with, stored or not', async () => {
+    const app = harness();
+    const api = createClient(app);
+    const first = await facadeClient(app).responses.create({ model: GPT, input: 'Hello.' });
+    const tools = tooMany.map((offered) => ({ ...offered, strict: false }));
+    const sent = openai.requests.length;
+    for (const asked of [
+      { store: false },
+      { previous_response_id: first.id },
+      { conversation: first.conversation!.id },
+    ]) {
+      const body = { model: GPT, tools, input: 'Weather?', ...asked };
+      const created = await api.post('/v1/responses', body);
+      expect(created.status, JSON.stringify(created.body)).toBe(400);
+      const { store: _store, ...countable } = body as typeof body & { store?: boolean };
+      const counted = await api.post('/v1/responses/input_tokens', countable);
+      expect(counted.status, JSON.stringify(asked)).toBe(400);
+      expect(counted.body).toEqual(created.body);
+    }
+    expect(openai.requests.length).toBe(sent);
+  });
+
+  it("previewed, shows the prompt with the turn's refusal, after a spent budget's", async () => {
+    const store = new MemoryStore();
+    const api = createClient(harness(store));
+    const id = await storedBefore(store, { id: 'previewed', model: GPT, tools: tooMany });
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?' });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(400);
+    const preview = await api.get(`/v1/sessions/${id}/prompt`);
+    expect(preview.status, JSON.stringify(preview.body)).toBe(200);
+    expect(preview.body.refused).toEqual({ status: refused.status, ...refused.body.error });
+    // A spent budget refuses the turn first: the preview names that refusal.
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 0 } })).status).toBe(200);
+    const spent = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?' });
+    expect(spent.status, JSON.stringify(spent.body)).toBe(402);
+    const previewed = await api.get(`/v1/sessions/${id}/prompt`);
+    expect(previewed.body.refused).toEqual({ status: spent.status, ...spent.body.error });
+    // Tools the model takes: nothing refuses the next turn.
+    const fewer = { budget: null, tools: tooMany.slice(0, 128) };
+    expect((await api.patch(`/v1/sessions/${id}`, fewer)).status).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}/prompt`)).body.refused).toBeNull();
+  });
+});

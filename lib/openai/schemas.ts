@@ -70,10 +70,16 @@ export const modelSchema = z.string().min(1).max(200).meta({
   example: 'echo',
 });
 
+/**
+ * Items one request may send: a response's input, and a conversation's items at its create or an append
+ * (OpenAI takes 20 there; `@openai/agents`' OpenAIConversationsSession adds a whole run's items at once).
+ */
+const MAX_INPUT_ITEMS = 10_000;
+
 export const responseCreateSchema = z
   .object({
     model: modelSchema.nullable().optional(),
-    input: z.union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(10_000)]),
+    input: z.union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(MAX_INPUT_ITEMS)]),
     instructions: z.string().nullable().optional(),
     tools: z
       .array(functionToolSchema)
@@ -202,7 +208,7 @@ export const responseCompactSchema = z
       .nullable()
       .meta({ description: "The model that writes the summary (null: SUMMARY_MODEL, else the conversation's)." }),
     input: z
-      .union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(10_000)])
+      .union([z.string().min(1), z.array(referableInputItemSchema).min(1).max(MAX_INPUT_ITEMS)])
       .nullable()
       .optional(),
     instructions: z.string().nullable().optional(),
@@ -256,7 +262,7 @@ export const openaiErrorSchema = z
 
 export const conversationCreateSchema = z
   .object({
-    items: z.array(referableInputItemSchema).max(20).nullable().optional(),
+    items: z.array(referableInputItemSchema).max(MAX_INPUT_ITEMS).nullable().optional(),
     metadata: metadataSchema.nullable().optional(),
   })
   .strict()
@@ -270,7 +276,7 @@ export const conversationUpdateSchema = z
   .meta({ id: 'OpenAIConversationUpdate' });
 
 export const conversationItemsCreateSchema = z
-  .object({ items: z.array(referableInputItemSchema).min(1).max(20) })
+  .object({ items: z.array(referableInputItemSchema).min(1).max(MAX_INPUT_ITEMS) })
   .strict()
   .meta({ id: 'OpenAIConversationItemsCreate' });
 

@@ -115,12 +115,12 @@ export function truncatePrompt(
   let lastCall = 0;
   let lastMessage = 0;
   /** Drops the item at `index` (a call with its outputs); false when it must stay. */
-  const drop = (index: number): boolean => {
+  const drop = (index: number, kept = end): boolean => {
     const item = prompt[index]!;
     if (dropped[index] === 1 || (persistent && item.seq === undefined)) return false;
     if (item.type === 'function_call_output') return false;
-    // A call whose output is in the newest turn stays with it.
-    for (let at = firstOutput[index]!; at !== -1; at = nextOutput[at]!) if (at >= end) return false;
+    // A call whose output is in the newest turn (from `kept` on) stays with it.
+    for (let at = firstOutput[index]!; at !== -1; at = nextOutput[at]!) if (at >= kept) return false;
     dropped[index] = 1;
     droppedCount += 1;
     tokens -= itemTokens[index]!;
@@ -138,13 +138,16 @@ export function truncatePrompt(
     }
     return true;
   };
-  // What an earlier turn's boundary names goes first, so the prompt keeps its start.
+  // What an earlier turn's boundary names goes first, so the prompt keeps its start: before the
+  // newest turn, or without an input (the preview) wherever it is, the last user message too (in a
+  // tool loop a turn's input is a call's output: the boundary may pass that message).
   if (stored) {
-    for (let index = first; index < end; index += 1) {
+    const named = options.keepFromSeq === undefined ? prompt.length : end;
+    for (let index = first; index < named; index += 1) {
       const { type, seq } = prompt[index]!;
       if (seq === undefined) continue;
       if (type === 'function_call' ? seq < stored.tool_start_seq : type === 'message' && seq < stored.message_start_seq)
-        drop(index);
+        drop(index, named);
     }
   }
   // Still over the limit: the oldest pairs, then the oldest messages, down to the target.

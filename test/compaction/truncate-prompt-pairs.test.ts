@@ -34,22 +34,24 @@ function reference(
   for (const [at, call] of answeredCalls(prompt)) outputsOf.set(call, [...(outputsOf.get(call) ?? []), at]);
   const dropped = new Set<number>();
   let tokens = before;
-  const drop = (index: number) => {
+  const drop = (index: number, kept = end) => {
     const item = prompt[index]!;
     if (dropped.has(index) || item.seq === undefined || item.type === 'function_call_output') return;
     const outputs = outputsOf.get(index) ?? [];
-    if (outputs.some((at) => at >= end)) return;
+    if (outputs.some((at) => at >= kept)) return;
     for (const at of [index, ...outputs]) {
       dropped.add(at);
       tokens -= itemTokens[at]!;
     }
   };
+  // What the boundary names goes before the newest turn, or without an input anywhere.
+  const named = keepFromSeq === undefined ? prompt.length : end;
   if (stored)
-    for (let index = first; index < end; index += 1) {
+    for (let index = first; index < named; index += 1) {
       const { type, seq } = prompt[index]!;
       if (seq === undefined) continue;
       if (type === 'function_call' ? seq < stored.tool_start_seq : type === 'message' && seq < stored.message_start_seq)
-        drop(index);
+        drop(index, named);
     }
   const goal = tokens > promptLimit ? Math.min(target ?? promptLimit, promptLimit) : tokens;
   for (let index = first; index < end && tokens > goal; index += 1)

@@ -477,7 +477,7 @@ describe('previewPrompt, case by case', () => {
     const history = Array.from({ length: pairs }, (_, index) => toolPair(index, 'x'.repeat(2000)));
     await sessions.append('s', [{ type: 'message', role: 'user', content: 'go' }, ...history.flat()]);
     await sessions.append('s', [{ type: 'message', role: 'user', content: 'next' }]);
-    return { store, model, inbox, services };
+    return { store, model, inbox, services, sessions };
   }
 
   it('drops what the turn drops from the boundary a turn stored, and moves it no further', async () => {
@@ -493,6 +493,26 @@ describe('previewPrompt, case by case', () => {
     const next = await runTurn(services, 's', { input: [] });
     expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
     expect(next.context.overflow_dropped).toEqual(preview.context.overflow_dropped);
+  });
+
+  it('drops what the stored boundary names in a tool loop, whose last user message is older than it', async () => {
+    // One user message, then calls only (a computer-use loop): the next turn's input goes after
+    // every item the boundary names, so none of them reaches its prompt, nor the preview's.
+    const { model, services, sessions } = await world(['none'], 0);
+    for (let index = 0; index < 6; index++) {
+      await sessions.append('s', [{ type: 'function_call', call_id: `call_${index}`, name: 'read', arguments: '{}' }]);
+      const output = { type: 'function_call_output' as const, call_id: `call_${index}`, output: 'x'.repeat(2000) };
+      await runTurn(services, 's', { input: [output] });
+    }
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.overflow_dropped?.moved).toBe(false);
+    await sessions.append('s', [{ type: 'function_call', call_id: 'call_next', name: 'read', arguments: '{}' }]);
+    const output = { type: 'function_call_output' as const, call_id: 'call_next', output: 'y' };
+    const next = await runTurn(services, 's', { input: [output] });
+    expect(next.context.overflow_dropped?.moved).toBe(false);
+    const sent = model.prompts.at(-1)!.map((item) => item.seq);
+    expect(preview.items.map((item) => item.seq)).toEqual(sent.slice(0, preview.items.length));
+    expect(preview.items.some((item) => 'behind' in item)).toBe(false);
   });
 
   it('shows the compaction of the next turn as made, its summary pending, with no model call or write', async () => {

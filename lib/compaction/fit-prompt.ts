@@ -67,18 +67,17 @@ export function fitPrompt<Prompt extends Built>(
   const safetyNet = usesSafetyNet(budget, options);
   if (options.truncation !== 'auto' && !safetyNet)
     return { built, promptTokens: checkPromptFits(built.hydrated, tools, budget), context: {} };
+  // Both keep the newest turn from its input on: in a tool loop (an output as the input) the calls
+  // after the last user message may go, as with `truncation: "auto"` on OpenAI.
+  const keep = options.keepFromSeq !== undefined ? { keepFromSeq: options.keepFromSeq } : {};
   const cut = truncatePrompt(
     built.hydrated,
     tools,
     budget,
     built.cacheBreakpoint,
     safetyNet
-      ? {
-          target: Math.floor(budget.promptLimit * OVERFLOW_TARGET_RATIO),
-          boundary: options.boundary,
-          ...(options.keepFromSeq !== undefined ? { keepFromSeq: options.keepFromSeq } : {}),
-        }
-      : {},
+      ? { target: Math.floor(budget.promptLimit * OVERFLOW_TARGET_RATIO), boundary: options.boundary, ...keep }
+      : keep,
   );
   const boundary = cut.boundary ?? null;
   const moved =

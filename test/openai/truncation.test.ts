@@ -64,6 +64,29 @@ describe('truncation', () => {
     },
   );
 
+  it('"auto" drops the oldest pairs of a tool loop, whose last user message is older than them', async () => {
+    // A computer-use loop: one user message, then calls only; the newest turn is the output sent.
+    const pairs = ['p', 'q', 'r'].flatMap((letter) => [
+      { type: 'function_call' as const, call_id: `call_${letter}`, name: 'lookup', arguments: '{}' },
+      { type: 'function_call_output' as const, call_id: `call_${letter}`, output: long(letter) },
+    ]);
+    const open = { type: 'function_call' as const, call_id: 'call_open', name: 'lookup', arguments: '{}' };
+    const { id } = await world.client.conversations.create({
+      items: [{ type: 'message', role: 'user', content: 'go' }, ...pairs, open],
+    });
+    const response = await world.client.responses.create({
+      model: 'echo',
+      conversation: id,
+      input: [{ type: 'function_call_output', call_id: 'call_open', output: 'done' }],
+      truncation: 'auto',
+    });
+    const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
+    expect(truncation.tool_pairs).toBeGreaterThanOrEqual(1);
+    expect(truncation.dropped_seqs.slice(0, 2)).toEqual([2, 3]);
+    expect(truncation.dropped_seqs).not.toContain(9);
+    expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
+  });
+
   it('leaves a prompt that fits alone, and still refuses one whose newest turn alone is too large', async () => {
     const fits = await world.client.responses.create({ model: 'echo', input: 'hello', truncation: 'auto' });
     expect((fits as unknown as Truncated).tailgate.context.truncation).toBeUndefined();

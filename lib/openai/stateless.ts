@@ -60,12 +60,17 @@ export async function prepareStateless(
   refuseOverToolLimit(model, request.tools, request.settings);
   const spend = services.tokenSpend;
   if (spend) spend.check(await spend.read());
-  const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {
+  // The newest turn is what the client added since the model's last item (a tool loop's outputs).
+  const items = assembled.prompt;
+  const spoke = items.findLastIndex(
+    (item) => item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant'),
+  );
+  const fit = fitPrompt({ prepared: assembled.prepared, hydrated: items }, request.tools, budget, {
     truncation: request.truncation ?? 'disabled',
     compacting: false,
     boundary: null,
     turn: 0,
-    keepFromSeq: undefined,
+    keepFromSeq: items[spoke + 1]?.seq,
   });
   const prompt = fit.built.hydrated;
   const tokens = () => fit.promptTokens ?? countPromptTokens(prompt, request.tools, budget.counter);

@@ -131,6 +131,22 @@ describe('truncation', () => {
     expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
   });
 
+  it('applies to a store: false tool loop, its newest turn the outputs after the last call', async () => {
+    // The whole history resent (as @openai/agents does): one user message, then calls only.
+    const input = [
+      { type: 'message' as const, role: 'user' as const, content: 'go' },
+      ...['p', 'q', 'r'].flatMap((letter) => [
+        { type: 'function_call' as const, call_id: `call_${letter}`, name: 'lookup', arguments: '{}' },
+        { type: 'function_call_output' as const, call_id: `call_${letter}`, output: long(letter) },
+      ]),
+    ];
+    const response = await world.client.responses.create({ model: 'echo', store: false, input, truncation: 'auto' });
+    const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
+    expect(truncation.dropped_seqs.slice(0, 2)).toEqual([2, 3]);
+    expect(truncation.dropped_seqs).not.toContain(7);
+    expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
+  });
+
   it(
     'on the native API the safety net is the default: ' +
       'the oldest items go behind a boundary the next turn keeps; "disabled" refuses with 413',

@@ -2,7 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { contentSchema } from '../../lib/content.ts';
 import { sessionUsageSchema, turnUsageSchema } from '../../lib/ledger/usage.ts';
 import { z } from 'zod';
-import { turnAsItStands } from '../../lib/turn/index.ts';
+import { turnAsItStands, turnsAsTheyStand } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
@@ -256,10 +256,14 @@ export function receiptRoutes() {
       const { id } = c.req.valid('param');
       const { before, limit } = c.req.valid('query');
       return c.json(
-        await c.var.services.sessions.listTurns(id, {
-          limit: limit ?? 20,
-          ...(before !== undefined ? { before } : {}),
-        }),
+        await turnsAsTheyStand(
+          c.var.services,
+          id,
+          await c.var.services.sessions.listTurns(id, {
+            limit: limit ?? 20,
+            ...(before !== undefined ? { before } : {}),
+          }),
+        ),
         200,
       );
     })

@@ -15,7 +15,7 @@ export {
   takeUnderPolicy,
 } from './busy.ts';
 export { pickUp } from './pickup.ts';
-export { journalEvents, turnAsItStands } from './journal.ts';
+export { journalEvents, turnAsItStands, turnsAsTheyStand } from './journal.ts';
 export { sweepQueues } from './queue-sweep.ts';
 export { RunningTurns } from './running.ts';
 export type {

@@ -190,6 +190,21 @@ export async function turnAsItStands(services: TurnServices, sessionId: string, 
   return closed === 'open' ? found : services.sessions.getTurn(sessionId, turn, { spent: true });
 }
 
+/**
+ * A page of receipts (`GET .../turns`) as it stands: its newest row, when open, as turnAsItStands
+ * tells it (closed first once its lease ran out), so a listing never shows a dead owner's turn running.
+ */
+export async function turnsAsTheyStand<Page extends { turns: { turn: number; status: string }[] }>(
+  services: TurnServices,
+  sessionId: string,
+  page: Page,
+): Promise<Page> {
+  const open = page.turns[0];
+  if (open?.status !== 'queued' && open?.status !== 'in_progress') return page;
+  const { receipt: _, ...stands } = await turnAsItStands(services, sessionId, open.turn);
+  return { ...page, turns: [stands, ...page.turns.slice(1)] };
+}
+
 /** An event that ends a journal, numbered when its batch is written. */
 type Ending = Omit<NumberedEvent, 'n'>;
 

@@ -44,6 +44,10 @@ const readers: [string, (api: ReturnType<typeof createClient>, id: string) => Pr
     async (api, id) => expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('failed'),
   ],
   [
+    'a listing of its turns',
+    async (api, id) => expect((await api.get(`/v1/sessions/${id}/turns`)).body.turns[0].status).toBe('failed'),
+  ],
+  [
     'a reader of its events',
     async (api, id) => expect((await api.get(`/v1/sessions/${id}/turns/1/events`)).body).toContain('lease_expired'),
   ],

@@ -22,8 +22,9 @@ import {
  * (Unix seconds, 12 digits) then its random id, so the sweep finds expired ones in key order.
  *
  * A turn reads it alongside its claim's reads (no round trip of its own) and is refused when
- * a limit is reached; a completed turn adds its usage after its completion landed, with
- * compare-and-set, so the totals are exact whatever runs concurrently.
+ * a limit is reached; a completed turn adds its usage after its completion landed and before
+ * its answer, with compare-and-set over what the claim read (one put; a get and another put when
+ * something else charged meanwhile), so the totals are exact whatever runs concurrently.
  */
 
 /** A token's budget as its claims carry it: its id, its expiry and its limits. */
@@ -56,6 +57,8 @@ export class TokenSpend {
   readonly budget: TokenBudget;
   readonly #store: ObjectStore;
   readonly #key: string;
+  /** The record as `read` found it (null: none), which the next charge writes over without a get. */
+  #read: { ledger: Ledger; etag: string } | null | undefined;
 
   constructor(store: ObjectStore, keyPrefix: string, budget: TokenBudget) {
     this.budget = budget;
@@ -65,7 +68,8 @@ export class TokenSpend {
 
   /** What the token's completed turns spent, as stored now (nothing stored: nothing spent). */
   async read(): Promise<Ledger> {
-    return (await this.#get())?.ledger ?? EMPTY_LEDGER;
+    this.#read = await this.#get();
+    return this.#read?.ledger ?? EMPTY_LEDGER;
   }
 
   /** Throws BudgetExhaustedError (402) when `spent` reached one of the token's limits. */
@@ -90,11 +94,13 @@ export class TokenSpend {
 
   /**
    * Adds one completed turn's usage (`turns` 1), or a compaction's summary (`turns` 0), with the
-   * summary a turn made (`summary`): read, add, write if unchanged since the read (else again).
+   * summary a turn made (`summary`): read (or as `read` found it), add, write if unchanged since
+   * the read (else again).
    */
   async charge(usage: TurnUsage, turns: 0 | 1 = 1, summary?: TurnUsage): Promise<Ledger> {
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
-      const current = await this.#get();
+      const current = this.#read !== undefined && attempt === 0 ? this.#read : await this.#get();
+      this.#read = undefined;
       const charged = addToLedger(current?.ledger ?? EMPTY_LEDGER, usage, turns);
       const ledger = summary ? addToLedger(charged, summary, 0) : charged;
       // As `#get` reads it back: a record it refused would count as nothing spent, the limits gone.
@@ -109,6 +115,11 @@ export class TokenSpend {
       await backoff(attempt);
     }
     throw new StorageError(`token spend ${this.budget.id}: too many concurrent writers`);
+  }
+
+  /** `charge`, landed before the answer it is awaited for: a failure to store it is logged, not answered. */
+  async chargeNow(log: (message: string, details?: unknown) => void, ...args: Parameters<TokenSpend['charge']>) {
+    await this.charge(...args).catch((error: unknown) => log('tailgate: could not charge a token', error));
   }
 
   async #get(): Promise<{ ledger: Ledger; etag: string } | null> {

@@ -2,7 +2,6 @@ import type { ResponseCompactionItem } from 'openai/resources/responses/response
 import { SummaryTimeoutError } from '../compaction/summarize-context.ts';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { ModelUsage } from '../models/model.ts';
-import { afterResponse } from '../turn/after-response.ts';
 import { compactSessionFrom } from '../turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
@@ -98,13 +97,12 @@ async function compactInline(facade: Facade, body: CompactBody, model: string | 
   facade.checkItems(items);
   const modelId = model ?? config.defaultModel;
   const summaryModel = services.model(model ?? config.summaryModel ?? modelId);
-  // Charged to the token as a stateless response is, after the answer, but as no turn; a summary
+  // Charged to the token as a stateless response is, before the answer, but as no turn; a summary
   // call that timed out, estimated (its provider bills what it worked on).
-  const charge = (used: ModelUsage) => {
+  const charge = async (used: ModelUsage) => {
     const usage = turnUsage(used, config.modelPrices[summaryModel.id]);
     services.observeCompaction?.({ model: summaryModel.id, usage });
-    const spend = services.tokenSpend;
-    if (spend) afterResponse(services, () => spend.charge(usage, 0));
+    await services.tokenSpend?.chargeNow(services.log, usage, 0);
     return usage;
   };
   const made = await compactItems({
@@ -114,10 +112,10 @@ async function compactInline(facade: Facade, body: CompactBody, model: string | 
     env: services.env,
     ...(config.summaryPrompt ? { summaryPrompt: config.summaryPrompt } : {}),
     ...(services.tokenEncoders ? { tokenEncoders: services.tokenEncoders } : {}),
-  }).catch((error: unknown) => {
-    if (error instanceof SummaryTimeoutError) charge(error.spent);
+  }).catch(async (error: unknown) => {
+    if (error instanceof SummaryTimeoutError) await charge(error.spent);
     throw error;
   });
   if (made === null) return { output: [], usage: null };
-  return { output: [compactionItem(randomId('cmp'), made.summary)], usage: charge(made.usage) };
+  return { output: [compactionItem(randomId('cmp'), made.summary)], usage: await charge(made.usage) };
 }

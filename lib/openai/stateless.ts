@@ -118,9 +118,9 @@ export function assembleStateless(
   return { model, assembled, config, budget, notices };
 }
 
-/** The model call of a prepared stateless call, and the token's charge after it. */
+/** The model call of a prepared stateless call, and the token's charge after it (before its answer). */
 export async function callStateless(
-  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'background'>,
+  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'background' | 'log'>,
   prepared: PreparedStateless,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
@@ -145,14 +145,14 @@ export async function callStateless(
   });
   meter.answered(result.usage, result.output);
   const { usage, estimated } = meter.spent(price)!;
-  if (spend) afterResponse(services, () => spend.charge(usage));
+  await spend?.chargeNow(services.log, usage);
   // A backend that left its usage out: the answer shows the estimate its token is charged.
   return { ...result, ...(estimated ? { usage } : {}), context };
 }
 
 /** A stateless call, prepared and made. */
 export async function runStateless(
-  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background'>,
+  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background' | 'log'>,
   request: StatelessRequest,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {

@@ -196,11 +196,11 @@ export async function compactSessionFrom(
     // as after a turn's close (a claim it could not end leaves them to its lease and the sweep).
     if (claimed && !deleted) afterResponse(services, () => pickUp(services, sessionId));
   }
-  // The session's totals took the usage with the compaction's record; the token's take it after
-  // the response, as a turn's do.
+  // The session's totals took the usage with the compaction's record; the token's take it before
+  // the answer, as a turn's do.
   const { usage } = result;
   if (usage) services.observeCompaction?.({ model: model.id, usage });
-  if (usage && spend) afterResponse(services, () => spend.charge(usage, 0));
+  if (usage) await spend?.chargeNow(services.log, usage, 0);
   const answer: CompactResult = {
     session_id: sessionId,
     compacted: result.compacted,

@@ -153,8 +153,9 @@ async function takeTurn(
       meter = meter.next();
       continue;
     }
+    // Before its answer (a background turn's: before its runner journals the end), after its completion.
     const charged = background ? backgroundSpend(services, attempt.turn) : spend;
-    if (charged) afterResponse(services, () => charged.charge(response.usage, 1, response.compaction_usage));
+    await charged?.chargeNow(services.log, response.usage, 1, response.compaction_usage);
     // Before its runner journals the end: a client that saw it may go on from the compaction.
     if (background) await tellCompaction(services, attempt.turn, response, charged);
     return response;

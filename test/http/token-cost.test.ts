@@ -97,6 +97,30 @@ describe('scoped tokens in storage operations', () => {
     });
   });
 
+  it("a budgeted token's turn or run: one get with its reads and one put, the charge, before its answer", async () => {
+    const { call, operations } = setup();
+    await call(TOKEN, 'POST', '/v1/sessions', { id: 'budgeted' });
+    await call(TOKEN, 'POST', '/v1/sessions/budgeted/turns', { input: 'hi' });
+    const mint = async (budget?: Record<string, number>) =>
+      (await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['session:turn'], ...(budget ? { budget } : {}) })).body
+        .token as string;
+    const measured: Record<string, number[]> = {};
+    for (const [name, path, body] of [
+      ['turn', '/v1/sessions/budgeted/turns', { input: 'again' }],
+      ['chat', '/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: 'hi' }] }],
+      ['response', '/v1/responses', { model: 'echo', input: 'hi', store: false }],
+    ] as const) {
+      const [plain, budgeted] = [await mint(), await mint({ max_turns: 10 })];
+      // The first charge creates the record, the next writes over the one read: the same count.
+      measured[name] = [
+        await operations(plain, 'POST', path, body),
+        await operations(budgeted, 'POST', path, body),
+        await operations(budgeted, 'POST', path, body),
+      ];
+    }
+    expect(measured).toEqual({ turn: [6, 8, 8], chat: [0, 2, 2], response: [0, 2, 2] });
+  });
+
   it('refuses a token once the service clock passes its expiry', async () => {
     const { call, advance } = setup();
     await call(TOKEN, 'POST', '/v1/sessions', { id: 'expiry' });

@@ -217,6 +217,7 @@ describe('a stateless call (store: false) across a boundary move', () => {
       model: () => model,
       config: parseServiceConfig({}),
       background: () => undefined,
+      log: () => undefined,
     };
     // As a client resends its conversation: each call's items, the screenshots as data: URLs.
     const items = (steps: number): Item[] => [

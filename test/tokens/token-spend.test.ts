@@ -4,6 +4,7 @@ import { spendKey, sweepTokenSpend, TokenSpend, type TokenBudget } from '../../l
 import { addToLedger, EMPTY_LEDGER, type TurnUsage } from '../../lib/ledger/usage.ts';
 import { budgetRemaining } from '../../lib/ledger/budget.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { runTurn } from '../../lib/turn/index.ts';
 import { takeUnderPolicy } from '../../lib/turn/busy.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
@@ -34,6 +35,24 @@ describe('token spend', () => {
     await expect(spend.charge({ ...USAGE, output_tokens: -8 })).rejects.toThrow(/invariant/);
     expect(await spend.read()).toEqual(addToLedger(EMPTY_LEDGER, USAGE));
     expect(() => spend.check(addToLedger(EMPTY_LEDGER, USAGE))).toThrow();
+  });
+
+  it("charges over what its read found with one put, and reads again when another's charge came between", async () => {
+    const store = new CountingStore(new MemoryStore());
+    const token = budget({ max_turns: 10 });
+    const [spend, other] = [new TokenSpend(store, '', token), new TokenSpend(store, '', token)];
+    for (const expected of [1, 2]) {
+      await spend.read();
+      store.reset();
+      expect((await spend.charge(USAGE)).turns).toBe(expected);
+      expect([store.counts.get, store.counts.put]).toEqual([0, 1]);
+    }
+    await spend.read();
+    await other.charge(USAGE);
+    store.reset();
+    expect((await spend.charge(USAGE)).turns).toBe(4);
+    // The put over the stale etag refused, then a get and the put.
+    expect([store.counts.get, store.counts.put]).toEqual([1, 2]);
   });
 
   it('counts every one of many concurrent charges exactly', async () => {

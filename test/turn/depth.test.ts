@@ -3,6 +3,7 @@ import { DepthStore } from '../support/depth-store.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { TokenSpend } from '../../lib/ledger/token-spend.ts';
 import { runTurn, streamTurn, type TurnEvent } from '../../lib/turn/index.ts';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 
@@ -97,6 +98,26 @@ describe('round trips of a turn', () => {
     await expect(runTurn(w.services, 's', { input: 'over' })).rejects.toMatchObject({ code: 'budget_exhausted' });
     expect(w.seen.calls).toBe(calls);
     expect((await w.sessions.get('s')).counts).toEqual(counts);
+  });
+
+  it("a budgeted token's turn: read with the claim, charged after the completion", async () => {
+    const w = world();
+    await history(w, 6);
+    const spend = new TokenSpend(w.store, '', { id: 'a'.repeat(32), expires: 4_102_444_800, limits: { max_turns: 9 } });
+    const services = { ...w.services, tokenSpend: spend };
+    await runTurn(services, 's', { input: 'first charge' });
+    w.store.mark();
+    await runTurn(services, 's', { input: 'measured' });
+    expect(w.seen.before).toBeLessThanOrEqual(2);
+    // After the model, the completion's put, then the charge's (not beside it: a turn closed by someone else is
+    // charged by the close instead), one put over the etag the claim's read saw.
+    const late = w.store.calls.filter((call) => call.startedAt >= w.seen.endedAt && call.op === 'put');
+    const [completion, charge] = late.filter((call) => call.key.endsWith('.done') || call.key.includes('token-spend/'));
+    expect(completion?.key).toMatch(/\.done$/);
+    expect(charge?.depth).toBe(completion!.depth + 1);
+    const spent = w.store.calls.filter((call) => call.key.includes('token-spend/'));
+    expect(spent.map((call) => call.op)).toEqual(['get', 'put']);
+    expect(await spend.read()).toMatchObject({ turns: 2 });
   });
 
   it('a keyed turn: the same', async () => {

@@ -1,0 +1,143 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { Body, GetOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { type ApiResult, createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+// A token's charge lands before its answer (docs/SECURITY.md, "Token budgets"): a client that
+// waits for each answer never passes its token's limit, however slowly the charge is stored.
+const environment = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  ALLOW_ANONYMOUS: 'false',
+  DEFAULT_MODEL: 'echo',
+};
+
+/** A request as the store sees it: answered once its answer was whole. */
+const requests = new AsyncLocalStorage<{ answered: boolean }>();
+
+/**
+ * Holds each put of a token's spend record made by a request once its answer was (a charge after
+ * the response), as a slow store would, until a read of the record asked after it was answered
+ * (the value before the put), or until `release`. A put made before the answer goes through.
+ */
+class SlowSpendStore implements ObjectStore {
+  readonly inner = new MemoryStore();
+  #waiting: (() => void)[] = [];
+
+  release(): void {
+    for (const go of this.#waiting.splice(0)) go();
+  }
+
+  async get(key: string, options?: GetOptions) {
+    const waiting = key.includes('token-spend/') ? this.#waiting.splice(0) : [];
+    const read = await this.inner.get(key, options);
+    for (const go of waiting) go();
+    return read;
+  }
+
+  async put(key: string, body: Body, options?: PutOptions) {
+    if (requests.getStore()?.answered && key.includes('token-spend/'))
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    return this.inner.put(key, body, options);
+  }
+
+  head = (key: string) => this.inner.head(key);
+  list = (...args: Parameters<ObjectStore['list']>) => this.inner.list(...args);
+  delete = (keys: string | string[]) => this.inner.delete(keys);
+}
+
+describe('a budgeted token whose requests are sent one after another', () => {
+  const store = new SlowSpendStore();
+  const harness = appHarness(store, environment);
+  // A JSON answer is whole once made; a stream's, once read (`answered`).
+  const api = createClient({
+    ...harness,
+    fetch: async (path, init) => {
+      const request = { answered: false };
+      const response = await requests.run(request, () => harness.fetch(path, init));
+      if (response.headers.get('content-type')?.includes('json')) request.answered = true;
+      else
+        void response
+          .clone()
+          .text()
+          .then(() => (request.answered = true));
+      return response;
+    },
+  });
+
+  /** Sends `request` as a client that waits for its answer before it sends another. */
+  const answered = (request: () => Promise<ApiResult>) => request();
+
+  async function mint(budget: Record<string, number>): Promise<Record<string, string>> {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], budget });
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    return { authorization: `Bearer ${minted.body.token}` };
+  }
+
+  const sends = {
+    turn: (id: string, bearer: Record<string, string>) => () =>
+      api.post(`/v1/sessions/${id}/turns`, { input: 'hi' }, bearer),
+    streamed: (id: string, bearer: Record<string, string>) => () =>
+      api.post(`/v1/sessions/${id}/turns`, { input: 'hi', stream: true }, bearer),
+    chat: (_: string, bearer: Record<string, string>) => () =>
+      api.post('/v1/chat/completions', { model: 'echo', messages: [{ role: 'user', content: 'hi' }] }, bearer),
+    response: (_: string, bearer: Record<string, string>) => () =>
+      api.post('/v1/responses', { model: 'echo', input: 'hi', store: false }, bearer),
+  };
+
+  for (const [name, send] of Object.entries(sends))
+    for (const budget of [{ max_turns: 1 }, { max_total_tokens: 1 }])
+      it(`takes one ${name} of ${JSON.stringify(budget)}, the next refused`, async () => {
+        const bearer = await mint(budget);
+        const id = await api.session();
+        const statuses = [];
+        for (let n = 0; n < 3; n++) statuses.push((await answered(send(id, bearer))).status);
+        expect(statuses).toEqual([200, 402, 402]);
+        store.release();
+      });
+
+  it('takes one compaction of a token with max_total_tokens, the next refused', async () => {
+    const bearer = await mint({ max_total_tokens: 1 });
+    const id = await api.session();
+    for (const input of ['one', 'two'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+    const compact = () => api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, bearer);
+    const inline = () => api.post('/v1/responses/compact', { model: 'echo', input: 'hello there' }, bearer);
+    expect((await answered(compact)).status).toBe(200);
+    expect((await answered(inline)).status).toBe(402);
+    const other = await mint({ max_total_tokens: 1 });
+    expect(
+      (await answered(() => api.post('/v1/responses/compact', { model: 'echo', input: 'hi' }, other))).status,
+    ).toBe(200);
+    const again = () => api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, other);
+    expect((await answered(again)).status).toBe(402);
+    store.release();
+  });
+});
+
+describe("a token's charge that fails to be stored", () => {
+  const store = new FaultyStore(new MemoryStore());
+  const harness = appHarness(store, environment);
+  const api = createClient(harness);
+
+  it('is logged, and the turn or run it charged is answered', async () => {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_turns: 5 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('token-spend/'));
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' }, bearer);
+    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    const chat = await api.post(
+      '/v1/chat/completions',
+      { model: 'echo', messages: [{ role: 'user', content: 'hi' }] },
+      bearer,
+    );
+    expect(chat.status, JSON.stringify(chat.body)).toBe(200);
+    const charges = harness.logged.filter((line) => line.includes('could not charge'));
+    expect(charges).toHaveLength(2);
+    store.heal();
+  });
+});

@@ -141,3 +141,19 @@ describe("a token's charge that fails to be stored", () => {
     store.heal();
   });
 });
+
+describe("a budgeted token's background turn", () => {
+  const api = createClient(appHarness(new MemoryStore(), environment));
+
+  it('is charged before its events end: a client that read them to their end is refused the next', async () => {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 1 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true }, bearer);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    const events = await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}/events`, bearer);
+    expect(events.body).toContain('event: turn.completed');
+    expect((await api.get('/v1/tokens/current', bearer)).body.usage.turns).toBe(1);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'next' }, bearer)).status).toBe(402);
+  });
+});

@@ -28,7 +28,8 @@ export function wholeImages(images: number, config: StrategyConfig): number {
  * provider adapter sends for an image its provider does not take, so pruning such an image
  * changes no byte of the request. Images are counted
  * newest-first over the whole history, whatever earlier strategies of the list did to their
- * items, so the boundary depends on the history alone. An item with a pruned image is a new
+ * items, so the boundary depends on the history alone. The images of the newest turn's input
+ * (`StrategyContext.inputFromSeq` on) are counted but never pruned. An item with a pruned image is a new
  * object with `compacted: true`; everything else is kept as it is. Synthetic items (notices)
  * are not the history's and are left alone.
  *
@@ -41,7 +42,7 @@ export const shortenImages: Strategy = {
     const { history, items: input } = historyFor(items, context);
     const whole = wholeImages(history.images, config);
     if (whole >= history.images) return [...input];
-    return input.map((item) => pruneItem(item, whole, history));
+    return input.map((item) => pruneItem(item, whole, history, context.inputFromSeq ?? Infinity));
   },
   tailRequirement: () => null,
   tailCalls(config, aggregates) {
@@ -52,9 +53,9 @@ export const shortenImages: Strategy = {
   },
 };
 
-function pruneItem(item: PromptItem, whole: number, history: HistoryIndex): PromptItem {
+function pruneItem(item: PromptItem, whole: number, history: HistoryIndex, inputFrom: number): PromptItem {
   const last = history.imagePosition(item);
-  if (last === undefined || item.synthetic !== undefined) return item;
+  if (last === undefined || item.synthetic !== undefined || (item.seq ?? 0) >= inputFrom) return item;
   if (item.type === 'function_call') return item;
   const parts = item.type === 'message' ? item.content : item.output;
   if (typeof parts === 'string') return item;

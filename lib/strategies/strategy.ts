@@ -24,6 +24,11 @@ export interface StrategyContext {
   inbox?: (items: PromptItem[]) => PromptItem[];
   /** Named strategies to resolve from; the built-ins when absent. */
   registry?: StrategyRegistry;
+  /**
+   * The first seq of the newest turn's input (a turn's, or a stateless call's items after its last
+   * call or answer): `shorten_images` keeps its images whole. Absent for the preview without input.
+   */
+  inputFromSeq?: number | undefined;
   /** Set by the dispatcher: positions and repeat facts of the whole history. */
   history?: HistoryIndex;
 }

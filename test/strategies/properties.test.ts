@@ -24,6 +24,8 @@ import {
 } from './history-fixtures.ts';
 
 const runs = { numRuns: 200 };
+/** How many of the newest items are the newest turn's input (`StrategyContext.inputFromSeq`); 0: none. */
+const inputArbitrary = fc.integer({ min: 0, max: 6 });
 
 /**
  * Checks that `result` is an order-preserving selection of `input`: each item is an input
@@ -95,12 +97,17 @@ function expectProviderValid(result: readonly PromptItem[]): void {
 describe('strategy properties, for every strategy and combination', () => {
   it('never mutate the input, select in order, keep providers valid, and count consistently', () => {
     fc.assert(
-      fc.property(historyArbitrary, configArbitrary, strategyListArbitrary, (history, config, list) => {
+      fc.property(historyArbitrary, configArbitrary, strategyListArbitrary, inputArbitrary, (...drawn) => {
+        const [history, config, list, back] = drawn;
         const frozen = deepFreeze(structuredClone(history));
         const before = JSON.stringify(frozen);
-        const prompt = preparePrompt(frozen, list, { config, inbox: inboxHook });
+        const inputFromSeq = back === 0 ? undefined : frozen.at(-back)?.seq;
+        const prompt = preparePrompt(frozen, list, { config, inputFromSeq, inbox: inboxHook });
         expect(JSON.stringify(frozen)).toBe(before);
         expectOrderedSelection(frozen, prompt.items);
+        // No image of the newest input is pruned.
+        const input = prompt.items.filter((item) => item.seq !== undefined && item.seq >= (inputFromSeq ?? Infinity));
+        expect(JSON.stringify(input)).not.toContain('[image omitted:');
         expectProviderValid(prompt.items);
         const { stats } = prompt;
         expect(stats.kept_full + stats.compacted + stats.dropped).toBe(stats.tool_calls_total);
@@ -118,12 +125,15 @@ describe('strategy properties, for every strategy and combination', () => {
 
   it('give byte-identical output on a tail view with aggregates as on the full history, stored view or not', () => {
     fc.assert(
-      fc.property(longHistoryArbitrary, configArbitrary, tailStrategyListArbitrary, (history, config, list) => {
+      fc.property(longHistoryArbitrary, configArbitrary, tailStrategyListArbitrary, inputArbitrary, (...drawn) => {
+        const [history, config, list, back] = drawn;
+        // The newest turn's input: the newest `back` items (none for 0).
+        const inputFromSeq = back === 0 ? undefined : history.at(-back)?.seq;
         const aggregates = computeAggregates(history);
         const requirement = tailRequirement(list, config, aggregates);
         const view = selectTail(history, requirement);
-        const fromTail = preparePrompt(view, list, { config, aggregates, inbox: inboxHook });
-        const fromFull = preparePrompt(history, list, { config, inbox: inboxHook });
+        const fromTail = preparePrompt(view, list, { config, aggregates, inputFromSeq, inbox: inboxHook });
+        const fromFull = preparePrompt(history, list, { config, inputFromSeq, inbox: inboxHook });
         expect(JSON.stringify(fromTail)).toBe(JSON.stringify(fromFull));
         // A stored view holds the tool items beyond `wholeCalls` (and the pinned seqs) compacted.
         const whole = new Set<string>();
@@ -142,7 +152,7 @@ describe('strategy properties, for every strategy and combination', () => {
               ? compactCallItem(item)
               : compactOutputItem(item),
         );
-        const fromView = preparePrompt(stored, list, { config, aggregates, inbox: inboxHook });
+        const fromView = preparePrompt(stored, list, { config, aggregates, inputFromSeq, inbox: inboxHook });
         expect(JSON.stringify(fromView.items)).toBe(JSON.stringify(fromFull.items));
       }),
       runs,

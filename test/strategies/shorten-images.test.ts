@@ -191,6 +191,32 @@ describe('shorten_images', () => {
     );
   });
 
+  it('keeps every image of the newest input whole, the older pruned as without it, on a tail view too', () => {
+    const cfg = config(3, 16);
+    // Three screenshots, then one message of 20 photos as the newest turn's input.
+    const history = sequenced([
+      ...screenshots(3),
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'compare' }, ...imageParts(20, 7)] },
+    ]);
+    const inputFromSeq = history.at(-1)!.seq;
+    const plain = preparePrompt(history, 'shorten_images', { config: cfg });
+    const prompt = preparePrompt(history, 'shorten_images', { config: cfg, inputFromSeq });
+    // 23 images, 3 + (20 mod 16) = 7 whole: without the input's seq, 16 of its photos are pruned.
+    expect(placeholdersIn(plain.items)).toBe(16);
+    expect(prompt.items.at(-1)).toBe(history.at(-1));
+    // The images before it are pruned as before: every screenshot, the prompt before it unchanged.
+    expect(placeholdersIn(prompt.items)).toBe(3);
+    expect(JSON.stringify(prompt.items.slice(0, -1))).toBe(JSON.stringify(plain.items.slice(0, -1)));
+    // Without a seq in the input (the preview of a session, no input), the prompt is as before.
+    expect(preparePrompt(history, 'shorten_images', { config: cfg, inputFromSeq: 99 }).items).toEqual(plain.items);
+    const list = 'shorten_tools_epoch,shorten_images';
+    const aggregates = computeAggregates(history);
+    const view = selectTail(history, tailRequirement(list, cfg, aggregates));
+    expect(JSON.stringify(preparePrompt(view, list, { config: cfg, aggregates, inputFromSeq }))).toBe(
+      JSON.stringify(preparePrompt(history, list, { config: cfg, inputFromSeq })),
+    );
+  });
+
   it('counts images before the first call, and needs every call then', () => {
     const history = sequenced([
       { type: 'message', role: 'user', content: imageParts(2, 9) },

@@ -60,11 +60,8 @@ export async function prepareStateless(
   refuseOverToolLimit(model, request.tools, request.settings);
   const spend = services.tokenSpend;
   if (spend) spend.check(await spend.read());
-  // The newest turn is what the client added since the model's last item (a tool loop's outputs).
   const items = assembled.prompt;
-  const spoke = items.findLastIndex(
-    (item) => item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant'),
-  );
+  const spoke = lastSpoken(items);
   const fit = fitPrompt({ prepared: assembled.prepared, hydrated: items }, request.tools, budget, {
     truncation: request.truncation ?? 'disabled',
     compacting: false,
@@ -89,6 +86,12 @@ export async function prepareStateless(
   return { model, modelRequest, context, counter: budget.counter };
 }
 
+/** The index of the model's last item (a call or an answer): the newest turn follows it (a tool loop's outputs). */
+const lastSpoken = (items: readonly PromptItem[]) =>
+  items.findLastIndex(
+    (item) => item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant'),
+  );
+
 /**
  * The prompt a stateless call's strategies build from its items and instructions, before it is
  * fitted to the model's window, with that window's budget (its counter counts the prompt).
@@ -112,6 +115,8 @@ export function assembleStateless(
     env: services.env,
     notices,
     instructions: request.instructions,
+    // The newest turn (numbered from 1): the items after the last call or answer.
+    inputFromSeq: lastSpoken(history) + 2,
   });
   // As a stored turn: a model with a known window never gets a prompt that must fail.
   const budget = promptBudget(model, config, request, services.tokenEncoders);

@@ -28,6 +28,8 @@ export interface PromptSources {
   /** The notices the `inbox` strategy inserts; `pending` marks those not delivered (the preview's). */
   notices: readonly { content: string; pending?: true }[];
   instructions: string | null;
+  /** The first seq of the newest turn's input, whose images `shorten_images` keeps whole. */
+  inputFromSeq?: number | undefined;
 }
 
 export interface AssembledPrompt {
@@ -48,6 +50,7 @@ export function assemblePrompt(sources: PromptSources): AssembledPrompt {
     ...(aggregates ? { aggregates } : {}),
     // A compacted context is read whole from its start, where an output may answer a call before it.
     ...(contextStart ? { compactedContext: true } : {}),
+    inputFromSeq: sources.inputFromSeq,
     inbox: (items) => [...items, ...notices],
   });
   return { ...withInstructions(sources.instructions, prepared.items, prepared.stablePrefixLength), prepared };

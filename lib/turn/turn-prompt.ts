@@ -220,7 +220,7 @@ export async function fitTurnPrompt(
 ): Promise<FittedPrompt> {
   const { turn, plan, budget, request } = inputs;
   // The newest turn's input, kept whole: the turn's own, or the failed input a retake takes again.
-  const keepFromSeq = turn.input[0]?.seq ?? turn.retaken;
+  const keepFromSeq = inputFromSeq(turn);
   let built = await build(services, inputs, inputs.compacted ?? turn.context);
   const compacting = isCompacting(plan, request);
   const threshold = request.compaction?.threshold;
@@ -312,6 +312,9 @@ async function build(services: TurnServices, inputs: PromptSource, contextStart:
     aggregates: inputs.aggregates,
     notices: inputs.notices.forPrompt(),
     instructions: turn.session.instructions,
+    inputFromSeq: inputFromSeq(turn),
   });
   return { prepared, cacheBreakpoint, hydrated: await services.sessions.hydrate(turn.scope, prompt) };
 }
+
+const inputFromSeq = (turn: PromptTurn) => turn.input[0]?.seq ?? turn.retaken;

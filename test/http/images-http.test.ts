@@ -8,6 +8,10 @@ import { CountingStore } from '../support/counting-store.ts';
 import { dataUrl, jpegBytes, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { SIGNING_KEY, TOKEN } from './http-suite.ts';
+import { ANTHROPIC_MANY_IMAGES } from '../../lib/models/anthropic-model.ts';
+import { oldestOver } from '../../lib/models/media-parts.ts';
+import { wholeImages } from '../../lib/strategies/shorten-images.ts';
+import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 
 const environment: Record<string, string> = {
   API_TOKEN: TOKEN,
@@ -398,6 +402,75 @@ describe('images over HTTP', () => {
     // Stored as sent: the listing keeps every image's reference.
     const items = await json('GET', '/v1/sessions/full-page/items');
     expect(JSON.stringify(items.body.items).match(/"type":"input_image"/g)).toHaveLength(3);
+  });
+
+  describe('one message of many photos', () => {
+    const photos = (count: number, text: string) => ({
+      type: 'message',
+      role: 'user',
+      content: [
+        { type: 'input_text', text },
+        ...Array.from({ length: count }, (_, index) => ({
+          type: 'input_image',
+          image_url: dataUrl('image/png', pngBytes(64, 48, index + 1, index)),
+        })),
+      ],
+    });
+    /** The images the provider got in request `index`, and the text placeholders standing for images. */
+    const sent = (index: number) => {
+      const body = JSON.stringify((provider!.requests[index]!.body as any).messages);
+      return {
+        images: body.match(/"type":"image"/g)?.length ?? 0,
+        placeholders: body.match(/\[image omitted: image\/png 64x48/g)?.length ?? 0,
+      };
+    };
+    const config = resolveStrategyConfig({});
+
+    it('anthropic: a turn sends every photo of its input, and the next turn prunes them as usual', async () => {
+      const { json } = await withProvider('anthropic-message-text.json');
+      await json('POST', '/v1/sessions', { id: 'album', model: 'anthropic:claude-sonnet-4-5' });
+      const turn = await json('POST', '/v1/sessions/album/turns', { input: [photos(20, 'compare them')] });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+      expect(sent(0)).toEqual({ images: 20, placeholders: 0 });
+      // The preview, no input, is the next turn's prompt: the photos pruned as any older images.
+      const preview = JSON.stringify((await json('GET', '/v1/sessions/album/prompt')).body.items);
+      const next = await json('POST', '/v1/sessions/album/turns', { input: 'which is darkest?' });
+      expect(next.status, JSON.stringify(next.body)).toBe(200);
+      const whole = wholeImages(20, config);
+      expect(whole).toBeLessThan(20);
+      expect(sent(1)).toEqual({ images: whole, placeholders: 20 - whole });
+      expect(preview.match(/"type":"input_image"/g)).toHaveLength(whole);
+      expect(preview.match(/\[image omitted: image\/png 64x48/g)).toHaveLength(20 - whole);
+    });
+
+    it('anthropic: an input over the 100 images a request takes sends its oldest as text, unrefused', async () => {
+      const { json } = await withProvider('anthropic-message-text.json');
+      await json('POST', '/v1/sessions', { id: 'many', model: 'anthropic:claude-sonnet-4-5' });
+      const turn = await json('POST', '/v1/sessions/many/turns', { input: [photos(101, 'sort them')] });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+      const most = ANTHROPIC_MANY_IMAGES.most;
+      const asText = oldestOver(new Array<number>(101).fill(1), most);
+      expect(sent(0)).toEqual({ images: 101 - asText, placeholders: asText });
+      expect(sent(0).images).toBeLessThanOrEqual(most);
+    });
+
+    it('anthropic: a store: false response sends every photo the client added since the answer', async () => {
+      const { json } = await withProvider('anthropic-message-text.json');
+      const model = 'anthropic:claude-sonnet-4-5';
+      const first = [photos(20, 'compare them')];
+      const asked = await json('POST', '/v1/responses', { model, store: false, input: first });
+      expect(asked.status, JSON.stringify(asked.body)).toBe(200);
+      expect(sent(0)).toEqual({ images: 20, placeholders: 0 });
+      const again = await json('POST', '/v1/responses', {
+        model,
+        store: false,
+        input: [...first, { type: 'message', role: 'assistant', content: 'they differ' }, photos(2, 'and these?')],
+      });
+      expect(again.status, JSON.stringify(again.body)).toBe(200);
+      // The first 20 are pruned as a stored session's next turn prunes them; the two added go whole.
+      const whole = Math.max(wholeImages(22, config), 2);
+      expect(sent(1)).toEqual({ images: whole, placeholders: 22 - whole });
+    });
   });
 
   it('prompt_chars counts a screenshot output by its characters, as prefix_reused_chars does', async () => {

@@ -31,7 +31,10 @@ export interface PromptBoundary {
 export interface TruncateOptions {
   /** Once over the limit, drop until the prompt needs at most this many tokens (default: the limit). */
   target?: number;
-  /** The first seq of the newest turn: never dropped, even when its last user message is older. */
+  /**
+   * The first seq of the newest turn (its input): from there on nothing is dropped, and the items
+   * before it may go, its last user message too (a tool loop's, whose input is an output).
+   */
   keepFromSeq?: number;
   /**
    * Given (null: none yet), the drop is expressed as a boundary: what `boundary` names goes
@@ -45,7 +48,7 @@ export interface TruncateOptions {
  * OpenAI's `truncation: "auto"` on a prepared prompt: when it needs more than the budget's
  * prompt limit, drop the oldest tool pairs (a call with its outputs), then the oldest
  * messages, until it fits. The leading system messages (the instructions) and the newest
- * user turn (from the last user message on, and from `keepFromSeq` on) are never dropped;
+ * turn (from `keepFromSeq` on, else from the last user message on) are never dropped;
  * when the prompt still does not fit, ContextTooLargeError as without truncation.
  * `cacheBreakpoint` moves with the items before it. With `options.boundary`, this is the
  * overflow safety net of a stored session (see TruncateOptions). `promptTokens`: the tokens of
@@ -88,7 +91,9 @@ export function truncatePrompt(
     options.keepFromSeq === undefined
       ? -1
       : prompt.findIndex((item) => item.seq !== undefined && item.seq >= options.keepFromSeq!);
-  const end = Math.max(lastUser, inputStart, first);
+  // The newest turn: its input whole (an output answering a call before it included), else from
+  // its last user message on.
+  const end = Math.max(inputStart === -1 ? lastUser : inputStart, first);
   // The outputs of each call, by place (as answeredCalls pairs them: the latest call before an
   // output with its call_id), so a call never goes without its outputs or they without it. In
   // typed arrays, a chain per call: a warm turn's prompt under a boundary has thousands of items.

@@ -67,7 +67,7 @@ export async function prepareStateless(
     compacting: false,
     boundary: null,
     turn: 0,
-    keepFromSeq: items[spoke + 1]?.seq,
+    keepFromSeq: spoke === -1 ? undefined : items[spoke + 1]?.seq,
   });
   const prompt = fit.built.hydrated;
   const tokens = () => fit.promptTokens ?? countPromptTokens(prompt, request.tools, budget.counter);

@@ -29,7 +29,7 @@ function reference(
     first += 1;
   const inputStart =
     keepFromSeq === undefined ? -1 : prompt.findIndex((item) => item.seq !== undefined && item.seq >= keepFromSeq);
-  const end = Math.max(loopStart(prompt), inputStart, first);
+  const end = Math.max(inputStart === -1 ? loopStart(prompt) : inputStart, first);
   const outputsOf = new Map<number, number[]>();
   for (const [at, call] of answeredCalls(prompt)) outputsOf.set(call, [...(outputsOf.get(call) ?? []), at]);
   const dropped = new Set<number>();

@@ -87,6 +87,38 @@ describe('truncation', () => {
     expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
   });
 
+  it('"auto" keeps a call whose output the newest turn sends before its user message, and that output', async () => {
+    // The input answers the open call, then asks more: the whole input is the newest turn.
+    const open = { type: 'function_call' as const, call_id: 'call_open', name: 'lookup', arguments: '{}' };
+    const { id } = await world.client.conversations.create({
+      items: [{ type: 'message', role: 'user', content: long('a').repeat(3) }, open],
+    });
+    const response = await world.client.responses.create({
+      model: 'echo',
+      conversation: id,
+      input: [
+        { type: 'function_call_output', call_id: 'call_open', output: 'done' },
+        { type: 'message', role: 'user', content: 'and then?' },
+      ],
+      truncation: 'auto',
+    });
+    const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
+    expect(truncation.dropped_seqs).toEqual([1]);
+    expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
+  });
+
+  it('"auto" keeps the output a store: false input sends after its last call, before its user message', async () => {
+    const input = [
+      { type: 'message' as const, role: 'user' as const, content: long('a').repeat(3) },
+      { type: 'function_call' as const, call_id: 'call_open', name: 'lookup', arguments: '{}' },
+      { type: 'function_call_output' as const, call_id: 'call_open', output: 'done' },
+      { type: 'message' as const, role: 'user' as const, content: 'and then?' },
+    ];
+    const response = await world.client.responses.create({ model: 'echo', store: false, input, truncation: 'auto' });
+    const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
+    expect(truncation.dropped_seqs).toEqual([1]);
+  });
+
   it('leaves a prompt that fits alone, and still refuses one whose newest turn alone is too large', async () => {
     const fits = await world.client.responses.create({ model: 'echo', input: 'hello', truncation: 'auto' });
     expect((fits as unknown as Truncated).tailgate.context.truncation).toBeUndefined();

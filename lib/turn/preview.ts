@@ -193,6 +193,7 @@ async function buildPreview(
         session,
         turn: counts.turns + 1,
         input,
+        ...(input.length === 0 && read.retaken ? { retaken: read.retaken } : {}),
         carried: read.carried,
         context: read.context,
         overflow: read.overflow,

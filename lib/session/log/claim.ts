@@ -217,7 +217,8 @@ export class TurnClaim {
     // A retake (a record without items claimed as one, or adopted: only a retake stores a
     // background turn without input) takes the failed turn before it again (and a chain of such
     // turns, the one before them): its input is the newest group of items the claim read. Any
-    // other turn without input (a library caller's) keeps nothing whole, as the preview does.
+    // other turn without input (a library caller's) keeps nothing whole, as the preview does but
+    // after a failed turn (the turn an empty input takes then).
     const retakes = record.items.length === 0 && (this.#options.retake || this.#options.adopt !== undefined);
     const retaken = retakes
       ? (committed.retaken ?? previous.findLast((group) => group.items.length > 0)?.items[0]?.seq)

@@ -57,6 +57,8 @@ export interface PreviewContext {
    * raised, its busy policy not `interrupt` (log/commit.ts).
    */
   queueFirst: boolean;
+  /** The first seq of the failed turn's input that a next turn without input takes again. */
+  retaken?: number | undefined;
 }
 
 /** A fork of a session as it would be written (log/fork.ts), nothing written: see SessionLog.sketchFork. */
@@ -139,6 +141,9 @@ export async function previewContext(
       scope,
       created_at,
       ...counts,
+      // The failed input an empty input takes again (./retake.ts), kept whole as a turn's own.
+      ...(newest.record.kind === 'turn' &&
+        newest.done?.status === 'failed' && { retaken: newest.record.items[0]?.seq }),
     };
     const base = await readBase(log, scope, newest, cursor);
     const aggregates = await wholeAggregatesOf(log, scope, base);

@@ -515,6 +515,25 @@ describe('previewPrompt, case by case', () => {
     expect(preview.items.some((item) => 'behind' in item)).toBe(false);
   });
 
+  it('shows after a failed tool loop turn the prompt its retake (an empty input) sends', async () => {
+    // The turn answering a call failed as its prompt was over the window (`truncation: "disabled"`);
+    // its retake is the safety net's turn, its newest turn that output: the older calls may go.
+    const { model, services, sessions } = await world(['none'], 0);
+    await sessions.append(
+      's',
+      [0, 1].flatMap((index) => toolPair(index, 'x'.repeat(2000))),
+    );
+    await sessions.append('s', [{ type: 'function_call', call_id: 'call_open', name: 'read', arguments: '{}' }]);
+    const output = { type: 'function_call_output' as const, call_id: 'call_open', output: 'y' };
+    const failed = await outcome(runTurn(services, 's', { input: [output], truncation: 'disabled' }));
+    expect(failed).toEqual({ code: 'context_too_large' });
+    const preview = await outcome(previewPrompt(services, 's', {}));
+    const retaken = await outcome(runTurn(services, 's', { input: [] }, { retake: true }));
+    expect('code' in retaken).toBe(false);
+    expect(preview).not.toHaveProperty('code');
+    expect(seen((preview as { items: PromptItem[] }).items, false)).toEqual(seen(model.prompts.at(-1)!, false));
+  });
+
   it('shows the compaction of the next turn as made, its summary pending, with no model call or write', async () => {
     const { store, model, services } = await world(['compact', 'inbox'], 2);
     store.reset();

@@ -5,7 +5,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { encodeBase64 } from '../../lib/media.ts';
 import { type GetOptions, listAll, type ObjectStore, type StoredObject } from '../../lib/store/object-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { dataUrl, jpegBytes, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
+import { dataUrl, jpegBytes, pdfBytes, photosMessage, pngBytes } from '../support/media-fixtures.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { SIGNING_KEY, TOKEN } from './http-suite.ts';
 import { ANTHROPIC_MANY_IMAGES } from '../../lib/models/anthropic-model.ts';
@@ -405,17 +405,7 @@ describe('images over HTTP', () => {
   });
 
   describe('one message of many photos', () => {
-    const photos = (count: number, text: string) => ({
-      type: 'message',
-      role: 'user',
-      content: [
-        { type: 'input_text', text },
-        ...Array.from({ length: count }, (_, index) => ({
-          type: 'input_image',
-          image_url: dataUrl('image/png', pngBytes(64, 48, index + 1, index)),
-        })),
-      ],
-    });
+    const photos = photosMessage;
     /** The images the provider got in request `index`, and the text placeholders standing for images. */
     const sent = (index: number) => {
       const body = JSON.stringify((provider!.requests[index]!.body as any).messages);

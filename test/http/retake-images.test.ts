@@ -4,7 +4,7 @@ import { wholeImages } from '../../lib/strategies/shorten-images.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { appHarness } from '../support/app-harness.ts';
-import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
+import { photosMessage } from '../support/media-fixtures.ts';
 import { createClient, freshId, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
 // A failed turn of many photos, then the preview (no input) and the empty input that takes it again.
@@ -37,17 +37,7 @@ afterAll(async () => {
   await provider?.close();
 });
 
-const photos = (count: number, text: string) => ({
-  type: 'message',
-  role: 'user',
-  content: [
-    { type: 'input_text', text },
-    ...Array.from({ length: count }, (_, index) => ({
-      type: 'input_image',
-      image_url: dataUrl('image/png', pngBytes(64, 48, index + 1, index)),
-    })),
-  ],
-});
+const photos = photosMessage;
 
 const imagesIn = (value: unknown, pattern: RegExp) => JSON.stringify(value).match(pattern)?.length ?? 0;
 

@@ -41,3 +41,18 @@ export function pdfBytes(): Uint8Array {
 export function dataUrl(mediaType: string, bytes: Uint8Array): string {
   return `data:${mediaType};base64,${encodeBase64(bytes)}`;
 }
+
+/** A user message of `text` and `count` distinct small PNGs (a message of many photos). */
+export function photosMessage(count: number, text: string) {
+  return {
+    type: 'message',
+    role: 'user',
+    content: [
+      { type: 'input_text', text },
+      ...Array.from({ length: count }, (_, index) => ({
+        type: 'input_image',
+        image_url: dataUrl('image/png', pngBytes(64, 48, index + 1, index)),
+      })),
+    ],
+  };
+}

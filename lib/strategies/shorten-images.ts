@@ -29,7 +29,8 @@ export function wholeImages(images: number, config: StrategyConfig): number {
  * changes no byte of the request. Images are counted
  * newest-first over the whole history, whatever earlier strategies of the list did to their
  * items, so the boundary depends on the history alone. The images of the newest turn's input
- * (`StrategyContext.inputFromSeq` on) are counted but never pruned. An item with a pruned image is a new
+ * (`StrategyContext.inputFromSeq` on) are counted but never pruned (with `full_images` 0 every
+ * image is). An item with a pruned image is a new
  * object with `compacted: true`; everything else is kept as it is. Synthetic items (notices)
  * are not the history's and are left alone.
  *
@@ -42,7 +43,9 @@ export const shortenImages: Strategy = {
     const { history, items: input } = historyFor(items, context);
     const whole = wholeImages(history.images, config);
     if (whole >= history.images) return [...input];
-    return input.map((item) => pruneItem(item, whole, history, context.inputFromSeq ?? Infinity));
+    // `full_images` 0 sends no image at all, the newest input's neither.
+    const inputFrom = config.full_images > 0 ? (context.inputFromSeq ?? Infinity) : Infinity;
+    return input.map((item) => pruneItem(item, whole, history, inputFrom));
   },
   tailRequirement: () => null,
   tailCalls(config, aggregates) {

@@ -217,6 +217,18 @@ describe('shorten_images', () => {
     );
   });
 
+  it("with full_images 0 sends no image at all, the newest input's neither", () => {
+    const history = sequenced([
+      ...screenshots(2),
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'compare' }, ...imageParts(2, 7)] },
+    ]);
+    const prompt = preparePrompt(history, 'shorten_images', {
+      config: config(0, 1),
+      inputFromSeq: history.at(-1)!.seq,
+    });
+    expect(placeholdersIn(prompt.items)).toBe(4);
+  });
+
   it('counts images before the first call, and needs every call then', () => {
     const history = sequenced([
       { type: 'message', role: 'user', content: imageParts(2, 9) },

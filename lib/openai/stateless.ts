@@ -56,18 +56,17 @@ export async function prepareStateless(
   request: StatelessRequest,
 ): Promise<PreparedStateless> {
   // The model first (an unknown one is a 404 whatever the spend), then a budgeted token's spend.
-  const { model, assembled, budget, notices } = assembleStateless(services, request);
+  const { model, assembled, budget, notices, inputFromSeq } = assembleStateless(services, request);
   refuseOverToolLimit(model, request.tools, request.settings);
   const spend = services.tokenSpend;
   if (spend) spend.check(await spend.read());
-  const items = assembled.prompt;
-  const spoke = lastSpoken(items);
-  const fit = fitPrompt({ prepared: assembled.prepared, hydrated: items }, request.tools, budget, {
+  const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {
     truncation: request.truncation ?? 'disabled',
     compacting: false,
     boundary: null,
     turn: 0,
-    keepFromSeq: spoke === -1 ? undefined : items[spoke + 1]?.seq,
+    // An input of user messages alone (or one ending in an answer) keeps from its last user message.
+    keepFromSeq: inputFromSeq > 1 && inputFromSeq <= request.items.length ? inputFromSeq : undefined,
   });
   const prompt = fit.built.hydrated;
   const tokens = () => fit.promptTokens ?? countPromptTokens(prompt, request.tools, budget.counter);
@@ -105,6 +104,8 @@ export function assembleStateless(
   // Numbered like a history, so the strategies can tell calls and outputs apart by position.
   const items = inlineAttachments(request.items, services.config);
   const history: PromptItem[] = items.map((item, index) => ({ ...item, seq: index + 1 }));
+  // The newest turn (numbered from 1): the items after the last call or answer.
+  const inputFromSeq = lastSpoken(history) + 2;
   const notices = request.notices ?? [];
   const config = resolveStrategyConfig({ env: services.env });
   const assembled = assemblePrompt({
@@ -115,12 +116,11 @@ export function assembleStateless(
     env: services.env,
     notices,
     instructions: request.instructions,
-    // The newest turn (numbered from 1): the items after the last call or answer.
-    inputFromSeq: lastSpoken(history) + 2,
+    inputFromSeq,
   });
   // As a stored turn: a model with a known window never gets a prompt that must fail.
   const budget = promptBudget(model, config, request, services.tokenEncoders);
-  return { model, assembled, config, budget, notices };
+  return { model, assembled, config, budget, notices, inputFromSeq };
 }
 
 /** The model call of a prepared stateless call, and the token's charge after it (before its answer). */

@@ -1,5 +1,5 @@
 import { Scalar } from '@scalar/hono-api-reference';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 
 /**
  * Where the service serves Scalar's API reference bundle (@scalar/api-reference, pinned in
@@ -58,15 +58,16 @@ function jitless(nonce: string): string {
  * Each response has a nonce of its own, which its Content-Security-Policy (`docsPolicy`) names,
  * and is stored by no cache (`no-store`), which would serve that nonce again.
  */
-export function docsPage(document: () => object): MiddlewareHandler {
+export function docsPage(document: (c: Context) => Promise<object>): MiddlewareHandler {
   return async (c, next) => {
     const nonce = randomNonce();
     c.header('content-security-policy', docsPolicy(nonce));
     c.header('x-content-type-options', 'nosniff');
     // A page served again from a cache would name its nonce again.
     c.header('cache-control', 'no-store');
+    const content = (await document(c)) as Record<string, unknown>;
     const render = Scalar(() => ({
-      content: document() as Record<string, unknown>,
+      content,
       cdn: DOCS_SCRIPT_PATH,
       nonce,
       pageTitle: 'tailgate API',

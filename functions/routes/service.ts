@@ -5,7 +5,7 @@ import { createRouter, type AppEnv, type RuntimeEnvironment } from '../router.ts
 import { docsPage, DOCS_SCRIPT_PATH } from '../docs-page.ts';
 import { healthSchema } from '../schemas.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
-import { withRequestIdHeader } from '../request-id.ts';
+import { openApiDocument } from '../openapi-document.ts';
 
 const healthRoute = createRoute({
   method: 'get',
@@ -40,7 +40,7 @@ export interface ServiceRouteOptions {
  * through to the authenticated routes of `registerOpenApi`.
  */
 export function serviceRoutes(options: ServiceRouteOptions) {
-  const document = () => openApiDocument(options.app);
+  const document = (c: Context) => openApiDocument(c, options.app);
   const publicOnly =
     (handler: MiddlewareHandler): MiddlewareHandler =>
     async (c, next) => {
@@ -58,7 +58,7 @@ export function serviceRoutes(options: ServiceRouteOptions) {
   });
   router.get(
     '/openapi.json',
-    publicOnly(async (c) => c.json(document())),
+    publicOnly(async (c) => c.json(await document(c))),
   );
   router.get('/docs', publicOnly(docsPage(document)));
   // With a trailing slash, whatever PUBLIC_DOCS says: /docs, which asks a token where it needs one.
@@ -75,27 +75,15 @@ export function serviceRoutes(options: ServiceRouteOptions) {
   return router;
 }
 
-const OPENAPI_INFO = {
-  openapi: '3.0.3',
-  info: {
-    title: 'tailgate',
-    version: '1.0.0',
-    description: 'Stateless HTTP service for long-running LLM agent conversations.',
-  },
-  security: [{ bearer: [] }],
-};
-
-/** The OpenAPI document of `app`'s routes, each response declaring x-request-id (functions/request-id.ts). */
-function openApiDocument(app: OpenAPIHono<AppEnv>) {
-  return withRequestIdHeader(app.getOpenAPIDocument(OPENAPI_INFO));
-}
-
-/** GET /openapi.json (generated from the zod schemas of every route) and GET /docs, behind auth. */
+/**
+ * GET /openapi.json (generated from the zod schemas of every route; on Workers, that document as
+ * `npm run assets` generated it: functions/openapi-document.ts) and GET /docs, behind auth.
+ */
 export function registerOpenApi(app: OpenAPIHono<AppEnv>): void {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
-  app.get('/openapi.json', (c) => c.json(openApiDocument(app)));
+  app.get('/openapi.json', async (c) => c.json(await openApiDocument(c, app)));
   app.get(
     '/docs',
-    docsPage(() => openApiDocument(app)),
+    docsPage((c) => openApiDocument(c, app)),
   );
 }

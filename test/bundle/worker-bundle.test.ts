@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,6 +8,7 @@ import { type RunningServer, SLOW_SERVER_START_MS, startHookTimeout, startServer
 import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
 
 // The Worker as `npm run build` bundled it into dist/ (wrangler.toml's [alias] applied, with
 // esbuild's metafile), served unbundled again by wrangler dev in workerd. .ci/run builds, then
@@ -21,6 +22,48 @@ let worker: RunningServer;
 let receiver: OtlpReceiver;
 /** The Anthropic Messages API the served Worker's `anthropic:` models call (ANTHROPIC_BASE_URL). */
 let anthropic: FakeProvider;
+
+/** The settings of the served Worker (`--env local` with the `--var`s below), for the app in this process. */
+const WORKER_SETTINGS = { ALLOW_ANONYMOUS: 'true', API_TOKEN: 'bundle-token', PUBLIC_DOCS: 'false' };
+
+/** What a client sees of a response but for what differs from one response to the next, or is the transport's. */
+async function seen(response: Response) {
+  const headers = Object.fromEntries(
+    [...response.headers].filter(
+      ([name]) => !/^(date|x-request-id|content-length|connection|keep-alive|transfer-encoding)$/.test(name),
+    ),
+  );
+  expect(response.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{24}$/);
+  return { status: response.status, headers, body: await response.text() };
+}
+
+/**
+ * Each request answered by the served Worker and by `local` (the same app in this process),
+ * compared by what a client sees: uncompressed, as the app in this process answers (workerd
+ * gzips for a client that takes it), a redirect's location relative, and `normalize` applied.
+ */
+async function expectSameAnswers(
+  local: ReturnType<typeof createApp>,
+  requests: [string, string, Record<string, string>?][],
+  normalize: (answer: Awaited<ReturnType<typeof seen>>) => void = () => {},
+) {
+  for (const [method, path, headers] of requests) {
+    const served = await fetch(`${worker.origin}${path}`, {
+      method,
+      headers: { 'accept-encoding': 'identity', ...headers },
+      redirect: 'manual',
+    });
+    const inProcess = await local.request(`http://localhost${path}`, { method, headers: { ...headers } });
+    const expected = await seen(inProcess);
+    if (expected.headers.location)
+      expected.headers.location = expected.headers.location.replace('http://localhost', '');
+    const actual = await seen(served);
+    if (actual.headers.location) actual.headers.location = actual.headers.location.replace(worker.origin, '');
+    normalize(expected);
+    normalize(actual);
+    expect(actual, `${method} ${path}`).toEqual(expected);
+  }
+}
 
 /** The built Worker's esbuild metafile: each module bundled, with what it imports. */
 async function bundledModules(): Promise<Record<string, { imports: { path: string }[] }>> {
@@ -41,12 +84,17 @@ beforeAll(
         ? { sse: fixture('anthropic-message-text.sse') }
         : { json: JSON.parse(fixture('anthropic-message-text.json')) },
     );
+    // A stale OpenAPI document where `npm run assets` writes the Worker's: wrangler's build
+    // (wrangler.toml [build]) writes it again before it serves the Worker, as before a deploy; the
+    // comparison of /openapi.json with the app in this process below fails if it did not.
+    await writeFile(join(root, '.assets/openapi/worker.json'), JSON.stringify({ openapi: '3.0.3', stale: true }));
     const wrangler = join(root, 'node_modules/.bin/wrangler');
     worker = await startServer(
       wrangler,
       ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
         .concat(['--local', '--ip', '127.0.0.1', '--port', '0', '--persist-to', state])
         .concat(['--var', 'API_TOKEN:bundle-token', '--var', `OTEL_EXPORTER_OTLP_ENDPOINT:${receiver.endpoint}`])
+        .concat(['--var', 'PUBLIC_DOCS:false'])
         .concat(['--var', 'ANTHROPIC_API_KEY:bundle-key', '--var', `ANTHROPIC_BASE_URL:${anthropic.baseURL}`]),
       { cwd: root, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: SLOW_SERVER_START_MS },
     );
@@ -178,24 +226,14 @@ describe('the built Worker', () => {
     // not modules of its bundle.
     const paths = Object.keys(await bundledModules());
     expect(paths.filter((path) => /^functions\/ui\/(page|styles|inspector-files)\.ts$/.test(path))).toEqual([]);
-    // The same app in this process, with the modules themselves, and the settings of `--env local`.
+    // The same app in this process, with the modules themselves, and the served Worker's settings.
     const local = createApp({
       store: () => {
         throw new Error('the inspector reads no store');
       },
-      readEnvironment: () => ({ ALLOW_ANONYMOUS: 'true', API_TOKEN: 'bundle-token', PUBLIC_DOCS: 'true' }),
+      readEnvironment: () => WORKER_SETTINGS,
     });
-    // What a client sees but for what differs from one response to the next, or is the transport's.
-    const seen = async (response: Response) => {
-      const headers = Object.fromEntries(
-        [...response.headers].filter(
-          ([name]) => !/^(date|x-request-id|content-length|connection|keep-alive|transfer-encoding)$/.test(name),
-        ),
-      );
-      expect(response.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{24}$/);
-      return { status: response.status, headers, body: await response.text() };
-    };
-    const requests: [string, string, Record<string, string>?][] = [
+    await expectSameAnswers(local, [
       ['GET', '/ui'],
       ['GET', '/ui?session=s1'],
       ['HEAD', '/ui'],
@@ -207,22 +245,66 @@ describe('the built Worker', () => {
       ['POST', '/ui/app.css'],
       ['GET', '/ui/page.html'],
       ['GET', '/ui/page'],
-    ];
-    for (const [method, path, headers] of requests) {
-      // Uncompressed, as the app in this process answers (workerd gzips for a client that takes it).
-      const served = await fetch(`${worker.origin}${path}`, {
-        method,
-        headers: { 'accept-encoding': 'identity', ...headers },
-        redirect: 'manual',
-      });
-      const inProcess = await local.request(`http://localhost${path}`, { method, headers: { ...headers } });
-      const expected = await seen(inProcess);
-      if (expected.headers.location)
-        expected.headers.location = expected.headers.location.replace('http://localhost', '');
-      const actual = await seen(served);
-      if (actual.headers.location) actual.headers.location = actual.headers.location.replace(worker.origin, '');
-      expect(actual, `${method} ${path}`).toEqual(expected);
-    }
+    ]);
+  });
+
+  it('answers /openapi.json and /docs as Node and Deno do, the document read from its assets', async () => {
+    // The document is the one `npm run assets` generated from the Worker's app
+    // (.assets/openapi/worker.json), read through the ASSETS binding (functions/openapi-asset.ts in
+    // place of functions/openapi-document.ts), and zod-to-openapi's generators are left out
+    // (functions/zod-to-openapi-no-generators.ts in place of the package for @hono/zod-openapi).
+    const modules = await bundledModules();
+    const importers = (standIn: string) =>
+      Object.entries(modules)
+        .filter(([, module]) => module.imports.some((imported) => imported.path === standIn))
+        .map(([path]) => path.replace(/.*node_modules\//, ''));
+    expect(Object.keys(modules).filter((path) => /^functions\/openapi-document\.ts$/.test(path))).toEqual([]);
+    expect(importers('functions/openapi-asset.ts')).toEqual(['functions/routes/service.ts']);
+    expect(importers('functions/zod-to-openapi-no-generators.ts')).toEqual(['@hono/zod-openapi/dist/index.mjs']);
+    // Each generator defines `generateDocument`; @hono/zod-openapi's getOpenAPIDocument only calls it.
+    expect(await readFile(join(directory, 'worker.js'), 'utf8')).not.toMatch(/\bgenerateDocument\([\w$]*\)\{/);
+
+    // A request with a token passes the services' middleware, which makes the store.
+    const store = new MemoryStore();
+    const local = createApp({ store: () => store, readEnvironment: () => WORKER_SETTINGS });
+    const token = { authorization: 'Bearer bundle-token' };
+    // The Worker's route table: no GET /metrics (Node's and Deno's), the session API.
+    const document = (await (await local.request('http://localhost/openapi.json', { headers: token })).json()) as {
+      paths: Record<string, unknown>;
+    };
+    expect(Object.keys(document.paths)).toContain('/v1/sessions');
+    expect(Object.keys(document.paths)).not.toContain('/metrics');
+    // The /docs page's nonce, its own in each response, in its policy and its scripts.
+    const sameNonce = (answer: Awaited<ReturnType<typeof seen>>) => {
+      const nonce = /'nonce-([^']+)'/.exec(answer.headers['content-security-policy'] ?? '')?.[1];
+      if (nonce === undefined) return;
+      answer.headers['content-security-policy'] = answer.headers['content-security-policy']!.replaceAll(nonce, 'N');
+      answer.body = answer.body.replaceAll(nonce, 'N');
+    };
+    await expectSameAnswers(
+      local,
+      [
+        // PUBLIC_DOCS off: the token is asked, and a wrong one refused.
+        ['GET', '/openapi.json'],
+        ['GET', '/openapi.json', { authorization: 'Bearer not-the-token' }],
+        ['GET', '/openapi.json', token],
+        ['HEAD', '/openapi.json', token],
+        ['POST', '/openapi.json', token],
+        ['GET', '/docs'],
+        ['GET', '/docs', token],
+        ['GET', '/docs/?x=1', token],
+        // The asset itself is no path the platform serves: the Worker answers it as any other.
+        ['GET', '/openapi/worker.json'],
+        ['GET', '/openapi/worker.json', token],
+        ['HEAD', '/openapi/worker.json', token],
+        ['GET', '/openapi/worker', token],
+        ['GET', '/openapi/', token],
+      ],
+      sameNonce,
+    );
+    const served = await fetch(`${worker.origin}/openapi.json`, { headers: token });
+    expect(await served.json()).toEqual(document);
+    expect((await fetch(`${worker.origin}/openapi/worker.json`, { headers: token })).status).toBe(404);
   });
 
   it("matches with hono's TrieRouter, its RegExpRouter left out (it refuses the app's routes)", async () => {

@@ -67,13 +67,19 @@ describe('wrangler.toml and docs/DEPLOY.md', () => {
 });
 
 describe("docs/DEPLOY.md's deploy steps", () => {
-  it('write the static assets the Worker reads (the inspector page among them) before deploying', () => {
+  it('write the static assets the Worker reads (the inspector page, the OpenAPI document) before deploying', () => {
     // wrangler deploy uploads .assets/ as it is: a checkout updated since its `npm install` holds
-    // none of the files added since (functions/ui/inspector-assets.ts answers their routes 500).
+    // none of the files added since (functions/ui/inspector-assets.ts answers their routes 500),
+    // and an OpenAPI document of the code before (functions/openapi-asset.ts would serve it). So
+    // wrangler runs `npm run assets` itself before it bundles, deploy and dev alike ([build],
+    // which [env.local] inherits), and again in dev when the code changes.
+    const build = topLevel.slice(topLevel.indexOf('\n[build]\n')).split('\n[')[1]!;
+    expect(build).toMatch(/^build]\ncommand = "node scripts\/assets\.mjs"\n/);
+    expect(build).toContain('watch_dir = ["functions", "lib"]');
+    expect(JSON.parse(read('package.json')).scripts.assets).toBe('node scripts/assets.mjs');
     const steps = read('docs/DEPLOY.md').split('```sh\n')[1]!.split('```')[0]!.split('\n');
-    const assets = steps.findIndex((line) => /^npm run assets\b/.test(line));
-    const deploy = steps.findIndex((line) => /^npx wrangler deploy\b/.test(line));
-    expect(assets).toBeGreaterThanOrEqual(0);
-    expect(assets).toBeLessThan(deploy);
+    expect(steps.filter((line) => /^npx wrangler deploy\b/.test(line))).toEqual([
+      expect.stringMatching(/# runs `npm run assets` first/),
+    ]);
   });
 });

@@ -81,7 +81,12 @@ it("builds the assets from what DEPLOY.md's Dockerfile copies before `RUN npm ci
     }
     // `npm ci` installs node_modules; the checkout's own stands in for it.
     symlinkSync(join(root, 'node_modules'), join(context, 'node_modules'));
-    execFileSync(process.execPath, ['scripts/assets.mjs'], { cwd: context, stdio: 'pipe' });
+    // What `npm ci` runs once it has installed: package.json's postinstall.
+    const [program, ...args] = (
+      JSON.parse(read('package.json')) as { scripts: { postinstall: string } }
+    ).scripts.postinstall.split(' ');
+    expect([program, args[0]]).toEqual(['node', 'scripts/assets.mjs']);
+    execFileSync(process.execPath, args, { cwd: context, stdio: 'pipe' });
     expect(existsSync(join(context, '.assets/ui/app.js'))).toBe(true);
   } finally {
     rmSync(context, { recursive: true, force: true });

@@ -86,20 +86,17 @@ export function fitPrompt<Prompt extends Built>(
       boundary.message_start_seq !== options.boundary?.message_start_seq)
       ? { ...boundary, turn: options.turn }
       : undefined;
-  if (!cut.truncation)
-    return {
-      built,
-      promptTokens: cut.promptTokens,
-      context: {},
-      ...(moved ? { moved } : {}),
-    };
+  if (!cut.omitted) return { built, promptTokens: cut.promptTokens, context: {}, ...(moved ? { moved } : {}) };
   const { cacheBreakpoint: _previous, ...rest } = built;
   const fitted = {
     ...rest,
-    prepared: { ...built.prepared, items: withoutSeqs(built.prepared.items, cut.truncation.dropped_seqs) },
+    prepared: { ...built.prepared, items: withoutSeqs(built.prepared.items, cut.omitted) },
     hydrated: cut.prompt,
     ...(cut.cacheBreakpoint !== undefined ? { cacheBreakpoint: cut.cacheBreakpoint } : {}),
   } as Prompt;
+  // Only the messages behind the stored boundary's message start left out: nothing it counts.
+  if (!cut.truncation)
+    return { built: fitted, promptTokens: cut.promptTokens, context: {}, ...(moved ? { moved } : {}) };
   const context =
     safetyNet && boundary
       ? {

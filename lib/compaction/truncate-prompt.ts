@@ -52,7 +52,11 @@ export interface TruncateOptions {
  * when the prompt still does not fit, ContextTooLargeError as without truncation.
  * `cacheBreakpoint` moves with the items before it. With `options.boundary`, this is the
  * overflow safety net of a stored session (see TruncateOptions). `promptTokens`: the tokens of
- * the prompt returned (countPromptTokens of it; each item is counted once).
+ * the prompt returned (countPromptTokens of it; each item is counted once). `omitted`: the seqs
+ * of every item left out (absent: none). The messages older than a stored boundary's message
+ * start go uncounted (not in `truncation`, nor in its `prompt_tokens_before`): a prompt built
+ * from the boundary on holds them only when its strategies' tail starts earlier, which depends
+ * on the newest items (a tool loop's next input, an output, moves it), not on what is left out.
  */
 export function truncatePrompt(
   prompt: readonly PromptItem[],
@@ -66,6 +70,7 @@ export function truncatePrompt(
   cacheBreakpoint?: number;
   truncation?: Truncation;
   boundary?: PromptBoundary | null;
+  omitted?: number[];
 } {
   const itemTokens = promptItemTokens(prompt, budget.counter);
   let before = countToolTokens(tools, budget.counter);
@@ -112,8 +117,10 @@ export function truncatePrompt(
       lastOutput[call] = index;
     }
   }
+  // 1: dropped; 2: dropped uncounted (a message older than the stored boundary's message start).
   const dropped = new Uint8Array(prompt.length);
   let droppedCount = 0;
+  let unread = 0;
   let tokens = before;
   let pairs = 0;
   let messages = 0;
@@ -122,7 +129,7 @@ export function truncatePrompt(
   /** Drops the item at `index` (a call with its outputs); false when it must stay. */
   const drop = (index: number, kept = end): boolean => {
     const item = prompt[index]!;
-    if (dropped[index] === 1 || (persistent && item.seq === undefined)) return false;
+    if (dropped[index] !== 0 || (persistent && item.seq === undefined)) return false;
     if (item.type === 'function_call_output') return false;
     // A call whose output is in the newest turn (from `kept` on) stays with it.
     for (let at = firstOutput[index]!; at !== -1; at = nextOutput[at]!) if (at >= kept) return false;
@@ -151,8 +158,12 @@ export function truncatePrompt(
     for (let index = first; index < named; index += 1) {
       const { type, seq } = prompt[index]!;
       if (seq === undefined) continue;
-      if (type === 'function_call' ? seq < stored.tool_start_seq : type === 'message' && seq < stored.message_start_seq)
-        drop(index, named);
+      if (type === 'message' && seq < stored.message_start_seq) {
+        dropped[index] = 2;
+        unread += 1;
+        tokens -= itemTokens[index]!;
+        before -= itemTokens[index]!;
+      } else if (type === 'function_call' && seq < stored.tool_start_seq) drop(index, named);
     }
   }
   // Still over the limit: the oldest pairs, then the oldest messages, down to the target.
@@ -164,19 +175,21 @@ export function truncatePrompt(
   for (let index = first; index < end && tokens > goal; index += 1) {
     if (prompt[index]!.type === 'message') drop(index);
   }
-  if (droppedCount === 0) {
+  if (droppedCount + unread === 0) {
     if (before > budget.promptLimit) checkPromptFits(prompt, tools, budget);
     return kept();
   }
   // The items kept, the seqs dropped (in place order) and the places dropped up to the breakpoint.
   const result: PromptItem[] = [];
   const droppedSeqs: number[] = [];
+  const omitted: number[] = [];
   let droppedBefore = 0;
   for (let index = 0; index < prompt.length; index++) {
     const item = prompt[index]!;
     if (dropped[index] === 0) result.push(item);
     else {
-      if (item.seq !== undefined) droppedSeqs.push(item.seq);
+      if (item.seq !== undefined) omitted.push(item.seq);
+      if (item.seq !== undefined && dropped[index] === 1) droppedSeqs.push(item.seq);
       if (cacheBreakpoint !== undefined && index <= cacheBreakpoint) droppedBefore += 1;
     }
   }
@@ -190,13 +203,18 @@ export function truncatePrompt(
     prompt: result,
     promptTokens: tokens,
     ...(shifted !== undefined && shifted >= 0 ? { cacheBreakpoint: shifted } : {}),
-    truncation: {
-      tool_pairs: pairs,
-      messages,
-      dropped_seqs: droppedSeqs,
-      prompt_tokens_before: before,
-      prompt_tokens: tokens,
-    },
+    omitted,
+    ...(droppedCount > 0
+      ? {
+          truncation: {
+            tool_pairs: pairs,
+            messages,
+            dropped_seqs: droppedSeqs,
+            prompt_tokens_before: before,
+            prompt_tokens: tokens,
+          },
+        }
+      : {}),
     ...(persistent
       ? { boundary: moved ? { tool_start_seq: toolStart, message_start_seq: messageStart } : stored }
       : {}),

@@ -9,7 +9,7 @@ import { recordingModel, servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/token-counter.ts';
+import { approximateTokenCounter, countPromptTokens, promptItemTokens } from '../../lib/tokens/token-counter.ts';
 import { runTurn, type TurnResponse } from '../../lib/turn/index.ts';
 
 /**
@@ -362,10 +362,16 @@ describe('the overflow safety net', () => {
                 expect(kept.has(item)).toBe(kept.has(latest.get(item.call_id)!));
             }
             expect(counted).toBeLessThanOrEqual(limit);
+            // The messages older than a stored boundary's message start go uncounted, nor their tokens.
+            const itemTokens = promptItemTokens(all, approximateTokenCounter);
+            const unread = all.flatMap((item, index) =>
+              index > 0 && stored && item.type === 'message' && item.seq! < stored[1] ? [index] : [],
+            );
+            const uncounted = unread.reduce((sum, index) => sum + itemTokens[index]!, 0);
             if (cut.truncation) {
               expect(cut.truncation.prompt_tokens).toBe(counted);
-              expect(cut.truncation.prompt_tokens_before).toBe(total);
-            } else expect(cut.prompt).toEqual(all);
+              expect(cut.truncation.prompt_tokens_before).toBe(total - uncounted);
+            } else expect(cut.prompt).toEqual(all.filter((_, index) => !unread.includes(index)));
           },
         ),
         { numRuns: 400 },

@@ -33,6 +33,8 @@ function reference(
   const outputsOf = new Map<number, number[]>();
   for (const [at, call] of answeredCalls(prompt)) outputsOf.set(call, [...(outputsOf.get(call) ?? []), at]);
   const dropped = new Set<number>();
+  // The messages older than the stored message start: dropped, not counted.
+  const unread = new Set<number>();
   let tokens = before;
   const drop = (index: number, kept = end) => {
     const item = prompt[index]!;
@@ -50,8 +52,11 @@ function reference(
     for (let index = first; index < named; index += 1) {
       const { type, seq } = prompt[index]!;
       if (seq === undefined) continue;
-      if (type === 'function_call' ? seq < stored.tool_start_seq : type === 'message' && seq < stored.message_start_seq)
-        drop(index, named);
+      if (type === 'message' && seq < stored.message_start_seq) {
+        dropped.add(index);
+        unread.add(index);
+        tokens -= itemTokens[index]!;
+      } else if (type === 'function_call' && seq < stored.tool_start_seq) drop(index, named);
     }
   const goal = tokens > promptLimit ? Math.min(target ?? promptLimit, promptLimit) : tokens;
   for (let index = first; index < end && tokens > goal; index += 1)
@@ -65,7 +70,11 @@ function reference(
       cacheBreakpoint === undefined
         ? undefined
         : cacheBreakpoint - places.filter((index) => index <= cacheBreakpoint).length,
-    droppedSeqs: places.flatMap((index) => (prompt[index]!.seq !== undefined ? [prompt[index]!.seq!] : [])),
+    omitted: places.flatMap((index) => (prompt[index]!.seq !== undefined ? [prompt[index]!.seq!] : [])),
+    droppedSeqs: places.flatMap((index) =>
+      !unread.has(index) && prompt[index]!.seq !== undefined ? [prompt[index]!.seq!] : [],
+    ),
+    before: before - [...unread].reduce((sum, index) => sum + itemTokens[index]!, 0),
   };
 }
 
@@ -125,7 +134,9 @@ describe('truncatePrompt pairs calls and outputs as answeredCalls does', () => {
           }
           expect(cut.prompt).toEqual(expected.prompt);
           expect(cut.promptTokens).toBe(expected.tokens);
+          expect(cut.omitted ?? []).toEqual(expected.omitted);
           expect(cut.truncation?.dropped_seqs ?? []).toEqual(expected.droppedSeqs);
+          if (cut.truncation) expect(cut.truncation.prompt_tokens_before).toBe(expected.before);
           if (expected.cacheBreakpoint !== undefined && expected.cacheBreakpoint >= 0)
             expect(cut.cacheBreakpoint).toBe(expected.cacheBreakpoint);
         },

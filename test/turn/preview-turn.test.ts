@@ -515,6 +515,46 @@ describe('previewPrompt, case by case', () => {
     expect(preview.items.some((item) => 'behind' in item)).toBe(false);
   });
 
+  it("counts in a tool loop what the next turn, answering the model's call, counts", async () => {
+    // The strategies keep few calls, so a prompt is built from where its newest calls and outputs
+    // start when that is before the boundary's message start: the turn's from later than the
+    // preview's, the call's output (its input) among them. Messages behind the boundary in between
+    // were counted by the preview alone.
+    const model = recordingEcho();
+    const { sessions, services } = turnWorld(new MemoryStore(), model);
+    const config = { epoch_tool_call_threshold: 4, epoch_size: 2, epoch_full_tool_calls: 1 };
+    let messagesDropped = 0;
+    for (const steps of [6, 9, 12, 14, 16, 18, 20]) {
+      const id = `loop_${steps}`;
+      await sessions.create({
+        id,
+        tools: [{ type: 'function', name: 'read' }],
+        strategy_config: { ...config, epoch_compacted_tool_calls: 2, context_limit: 1500, response_reserve: 200 },
+      });
+      // Each step answers the model's call, every other one with a user message asking for the next.
+      let turn = await runTurn(services, id, { input: 'call read {"n":0}' });
+      for (let step = 1; step <= steps; step++) {
+        const call = turn.output.find((item) => item.type === 'function_call')!;
+        const output = { type: 'function_call_output' as const, call_id: call.call_id, output: `${step} `.repeat(40) };
+        const said = { type: 'message' as const, role: 'user' as const, content: 'm'.repeat(step % 2 === 0 ? 900 : 1) };
+        const ask = { type: 'message' as const, role: 'user' as const, content: `call read {"n":${step}}` };
+        turn = await runTurn(services, id, { input: [output, said, ask] });
+      }
+      const call = turn.output.find((item) => item.type === 'function_call')!;
+      const preview = await previewPrompt(services, id, {});
+      const output = { type: 'function_call_output' as const, call_id: call.call_id, output: 'y' };
+      const next = await runTurn(services, id, { input: [output] });
+      // The prompt is the preview's, then the input; so are the counts, the input's tokens aside (at
+      // these lengths the input does not tip the prompt over the window, which no preview can tell).
+      expect(seen(model.prompts.at(-1)!.slice(0, preview.items.length), false)).toEqual(seen(preview.items, false));
+      const { overflow_dropped: counted } = next.context;
+      expect(counted?.moved).not.toBe(true);
+      expect(overflowCounts(counted)).toEqual(overflowCounts(preview.context.overflow_dropped));
+      messagesDropped += (counted?.message_start_seq ?? 1) > 1 ? 1 : 0;
+    }
+    expect(messagesDropped).toBeGreaterThan(0);
+  });
+
   it('shows after a failed tool loop turn the prompt its retake (an empty input) sends', async () => {
     // The turn answering a call failed as its prompt was over the window (`truncation: "disabled"`);
     // its retake is the safety net's turn, its newest turn that output: the older calls may go.
@@ -765,6 +805,13 @@ describe('previewPrompt over an inbox holding more than a turn takes', () => {
     expect((await previewPrompt(services, 's', {})).context.notices_pending).toEqual(names.slice(0, 32));
   });
 });
+
+/** What the safety net's report counts, and the tokens it dropped: the input's tokens aside. */
+function overflowCounts(dropped: TurnResponse['context']['overflow_dropped']) {
+  if (!dropped) return dropped;
+  const { prompt_tokens: after, prompt_tokens_before: before, ...counts } = dropped;
+  return { ...counts, tokens_dropped: before - after };
+}
 
 function toolPair(index: number, output: string): Item[] {
   return [

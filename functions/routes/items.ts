@@ -54,7 +54,7 @@ export function itemRoutes() {
       const { id } = c.req.valid('param');
       // Parsed by clientItemSchema: the session log does not parse them again (lib/items.ts).
       const items = markParsedItems(c.req.valid('json').items);
-      checkItemSizes(items, c.var.config.maxItemBytes);
+      checkItemSizes(items, c.var.config.maxItemBytes, { name: 'items' });
       const key = c.req.valid('header')['idempotency-key'];
       const keyed = key === undefined ? {} : { idempotencyKey: key };
       // The open-call check names an item by its place in a turn's `input`: here it is in `items`.

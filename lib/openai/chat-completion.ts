@@ -131,7 +131,7 @@ export async function createChatCompletion(
   facade.authorize(sessionId, 'x-tailgate-session');
   const model = modelOf(facade, body.model);
   const { instructions, items, origins } = chatMessagesToItems(body.messages as ChatMessageBody[]);
-  facade.checkItems(items);
+  facade.checkItems(items, 'messages', origins);
   // A message with no text but whitespace is not sent (lib/models/convert-to-model-messages.ts):
   // messages of nothing else (or of instructions alone) leave the model nothing to answer but a
   // session's notices; without one the model's refusal of the prompt names messages (giveBack).

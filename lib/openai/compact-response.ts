@@ -49,8 +49,8 @@ async function compactStored(
 ): Promise<Compaction> {
   const { services } = facade;
   const sessionId = await continuedSession(facade, previousResponseId);
-  const items = body.input ? inputToItems(body.input).items : [];
-  facade.checkItems(items);
+  const { items, positions } = body.input ? inputToItems(body.input) : { items: [], positions: { items: [] } };
+  facade.checkItems(items, 'input', positions.items);
   // The input is appended once the budgets allowed the compaction (a 402 stores nothing).
   const request = { keep_tokens: 0, ...(model ? { model } : {}) };
   const { answer: result, madeOf, generation } = await compactSessionFrom(services, sessionId, request, items);
@@ -93,8 +93,8 @@ async function compactInline(facade: Facade, body: CompactBody, model: string | 
     throw new OpenAIApiError(400, 'invalid_request', 'input: give input or previous_response_id to compact', 'input');
   // It calls a model: a token whose budget is spent is refused, as for a response.
   if (services.tokenSpend) services.tokenSpend.check(await services.tokenSpend.read());
-  const items = inputToItems(body.input).items;
-  facade.checkItems(items);
+  const { items, positions } = inputToItems(body.input);
+  facade.checkItems(items, 'input', positions.items);
   const modelId = model ?? config.defaultModel;
   const summaryModel = services.model(model ?? config.summaryModel ?? modelId);
   // Charged to the token as a stateless response is, before the answer, but as no turn; a summary

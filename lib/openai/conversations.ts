@@ -133,7 +133,7 @@ export async function createConversation(
   const { sessions } = facade.services;
   facade.authorize(null);
   const { instructions, items, positions } = await conversationItems(facade, body.items ?? [], true);
-  facade.checkItems(items);
+  facade.checkItems(items, 'items', positions);
   // A retried create (the official clients send an Idempotency-Key) finds the session its first attempt made.
   const id = key !== undefined ? `conv_${sha256Hex(`openai-conversation:${key}`).slice(0, 24)}` : randomId('conv');
   const requestHash = key !== undefined ? conversationHash(instructions, items, body.metadata) : undefined;
@@ -177,7 +177,7 @@ export async function addConversationItems(
   key?: string,
 ): Promise<ConversationItemList> {
   const { items, positions } = await conversationItems(facade, input, false);
-  facade.checkItems(items);
+  facade.checkItems(items, 'items', positions);
   await readConversation(facade, id);
   // Reasoning items alone go with no item: nothing appended.
   if (items.length === 0) return listOf([], false);

@@ -24,8 +24,8 @@ export interface Facade {
    * `header`: the request header that would have named the session, for the refusal to name.
    */
   authorize(sessionId: string | null, header?: string): void;
-  /** 413 for an item over MAX_ITEM_BYTES. */
-  checkItems(items: readonly Item[]): void;
+  /** 413 for an item over MAX_ITEM_BYTES, named by its place (`positions`) in the request's field `name`. */
+  checkItems(items: readonly Item[], name: 'input' | 'items' | 'messages', positions: readonly number[]): void;
   /** The OpenAI-shaped error body of a thrown value (for an error sent inside a stream). */
   errorBody(error: unknown): unknown;
   /** Counts a turn of `sessionId`, found by the history a request resends, under its rate limit (429). */

@@ -72,7 +72,7 @@ export function prepareResponseRequest(
   } = inputInRequest(() => inputToItems(body.input), inputOrigins);
   const instructions =
     [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
-  facade.checkItems(items);
+  facade.checkItems(items, 'input', positions.items.map(origin));
   // An empty array: a count of a stored conversation's next turn without input (./input-tokens.ts).
   if (items.length === 0 && !(Array.isArray(body.input) && body.input.length === 0))
     throw new OpenAIApiError(400, 'invalid_request', 'input holds no user, assistant or tool items', 'input');

@@ -48,23 +48,28 @@ export function jsonBytesBound(value: unknown): number {
 export function checkItemSizes(
   items: readonly Item[],
   maxItemBytes: number,
-  source: 'input' | 'output' = 'input',
+  /** `output`: a model's answer; else the request's field holding the items, and each item's place in it. */
+  where: { source: 'output' } | { name?: string; positions?: readonly number[] } = {},
 ): void {
   items.forEach((item, index) => {
     if (mediaParts(contentOf(item)).length === 0 && jsonBytesBound(item) <= maxItemBytes) return;
     const size = utf8Bytes(JSON.stringify(item, withoutMedia));
-    if (size > maxItemBytes) {
-      const what = source === 'output' ? `the model's output item ${index}` : `item ${index}`;
-      throw new TailgateError(
-        'payload_too_large',
-        `${what} is ${size} bytes; one item may hold at most ${maxItemBytes}`,
-        {
-          index,
-          size,
-          limit: maxItemBytes,
-          ...(source === 'output' ? { source } : {}),
-        },
-      );
-    }
+    if (size <= maxItemBytes) return;
+    const limit = `is ${size} bytes; one item may hold at most ${maxItemBytes}`;
+    if ('source' in where)
+      throw new TailgateError('payload_too_large', `the model's output item ${index} ${limit}`, {
+        index,
+        size,
+        limit: maxItemBytes,
+        source: 'output',
+      });
+    const { name = 'input', positions } = where;
+    const position = positions?.[index] ?? index;
+    throw new TailgateError('payload_too_large', `${name}[${position}]: the item ${limit}`, {
+      field: `${name}.${position}`,
+      index: position,
+      size,
+      limit: maxItemBytes,
+    });
   });
 }

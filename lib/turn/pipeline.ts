@@ -301,7 +301,7 @@ async function turnSteps(
   attempt.meter.answered(result.usage, result.output);
   if (result.logprobs) attempt.onLogprobs?.(result.logprobs);
   // Held to MAX_ITEM_BYTES as an append and an import are: failed, nothing of it stored.
-  checkItemSizes(result.output, services.config.maxItemBytes, 'output');
+  checkItemSizes(result.output, services.config.maxItemBytes, { source: 'output' });
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
   // With what the calls it aborted spent (a notice they showed did not move, a lost claim).

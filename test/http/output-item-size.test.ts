@@ -72,3 +72,51 @@ describe('the model call of a turn whose output item is over MAX_ITEM_BYTES', ()
     expect(refusedTurn.status, JSON.stringify(refusedTurn.body)).toBe(402);
   });
 });
+
+describe('an input item over MAX_ITEM_BYTES', () => {
+  const big = 'y'.repeat(MAX_ITEM_BYTES + 1);
+  const size = JSON.stringify({ type: 'message', role: 'user', content: big }).length;
+  const limit = `one item may hold at most ${MAX_ITEM_BYTES}`;
+
+  it("is a 413 naming the item by its place in the request's field, natively", async () => {
+    const id = await api.session();
+    const input = [
+      { type: 'message', role: 'user', content: 'hi' },
+      { type: 'message', role: 'user', content: big },
+    ];
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input });
+    expect(turn.status, JSON.stringify(turn.body)).toBe(413);
+    expect(turn.body.error).toEqual({
+      code: 'payload_too_large',
+      message: `input[1]: the item is ${size} bytes; ${limit}`,
+      details: { field: 'input.1', index: 1, size, limit: MAX_ITEM_BYTES },
+    });
+    const append = await api.post(`/v1/sessions/${id}/items`, { items: input });
+    expect(append.status, JSON.stringify(append.body)).toBe(413);
+    expect(append.body.error).toMatchObject({
+      message: `items[1]: the item is ${size} bytes; ${limit}`,
+      details: { field: 'items.1', index: 1 },
+    });
+  });
+
+  it('names its place in the request on the OpenAI-compatible routes, a system message before it', async () => {
+    const input = [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'hi' },
+      { role: 'user', content: big },
+    ];
+    const response = await api.post('/v1/responses', { model: 'echo', input });
+    expect(response.status, JSON.stringify(response.body)).toBe(413);
+    expect(response.body.error).toMatchObject({
+      message: `input[2]: the item is ${size} bytes; ${limit}`,
+      param: 'input[2]',
+      code: 'payload_too_large',
+    });
+    const chat = await api.post('/v1/chat/completions', { model: 'echo', messages: input });
+    expect(chat.status, JSON.stringify(chat.body)).toBe(413);
+    expect(chat.body.error).toMatchObject({ param: 'messages[2]' });
+    const conversation = await api.post('/v1/conversations', { items: input });
+    expect(conversation.status, JSON.stringify(conversation.body)).toBe(413);
+    expect(conversation.body.error).toMatchObject({ param: 'items[2]' });
+  });
+});

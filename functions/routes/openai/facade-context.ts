@@ -13,7 +13,7 @@ export function facadeOf(c: Context<AppEnv>): Facade {
     config: c.var.config,
     caller: c.var.principal.budget?.id ?? '',
     authorize: (sessionId, header) => authorizeSession(c, sessionId, header),
-    checkItems: (items) => checkItemSizes(items, c.var.config.maxItemBytes),
+    checkItems: (items, name, positions) => checkItemSizes(items, c.var.config.maxItemBytes, { name, positions }),
     errorBody: (error) => openaiErrorBody(error, c.var.services.log).body,
     takeSessionTurn: c.var.takeSessionTurn,
   };

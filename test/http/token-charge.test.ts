@@ -1,10 +1,9 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { Body, GetOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { type ApiResult, createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+import { answeredHarness, SlowSpendStore } from './slow-spend.ts';
 
 // A token's charge lands before its answer (docs/SECURITY.md, "Token budgets"): a client that
 // waits for each answer never passes its token's limit, however slowly the charge is stored.
@@ -15,58 +14,10 @@ const environment = {
   DEFAULT_MODEL: 'echo',
 };
 
-/** A request as the store sees it: answered once its answer was whole. */
-const requests = new AsyncLocalStorage<{ answered: boolean }>();
-
-/**
- * Holds each put of a token's spend record made by a request once its answer was (a charge after
- * the response), as a slow store would, until a read of the record asked after it was answered
- * (the value before the put), or until `release`. A put made before the answer goes through.
- */
-class SlowSpendStore implements ObjectStore {
-  readonly inner = new MemoryStore();
-  #waiting: (() => void)[] = [];
-
-  release(): void {
-    for (const go of this.#waiting.splice(0)) go();
-  }
-
-  async get(key: string, options?: GetOptions) {
-    const waiting = key.includes('token-spend/') ? this.#waiting.splice(0) : [];
-    const read = await this.inner.get(key, options);
-    for (const go of waiting) go();
-    return read;
-  }
-
-  async put(key: string, body: Body, options?: PutOptions) {
-    if (requests.getStore()?.answered && key.includes('token-spend/'))
-      await new Promise<void>((resolve) => this.#waiting.push(resolve));
-    return this.inner.put(key, body, options);
-  }
-
-  head = (key: string) => this.inner.head(key);
-  list = (...args: Parameters<ObjectStore['list']>) => this.inner.list(...args);
-  delete = (keys: string | string[]) => this.inner.delete(keys);
-}
-
 describe('a budgeted token whose requests are sent one after another', () => {
   const store = new SlowSpendStore();
   const harness = appHarness(store, environment);
-  // A JSON answer is whole once made; a stream's, once read (`answered`).
-  const api = createClient({
-    ...harness,
-    fetch: async (path, init) => {
-      const request = { answered: false };
-      const response = await requests.run(request, () => harness.fetch(path, init));
-      if (response.headers.get('content-type')?.includes('json')) request.answered = true;
-      else
-        void response
-          .clone()
-          .text()
-          .then(() => (request.answered = true));
-      return response;
-    },
-  });
+  const api = createClient(answeredHarness(harness));
 
   /** Sends `request` as a client that waits for its answer before it sends another. */
   const answered = (request: () => Promise<ApiResult>) => request();

@@ -3,7 +3,6 @@ import { inlineAttachments } from '../session/attachments.ts';
 import { refuseOverToolLimit, type ModelResult, type ModelSettings } from '../models/model.ts';
 import { fitPrompt } from '../compaction/index.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
-import { afterResponse } from '../turn/after-response.ts';
 import { resolveStrategyNames, type TurnContext, type TurnServices } from '../turn/index.ts';
 import { assemblePrompt, promptContext } from '../turn/assemble-prompt.ts';
 import { buildModelRequest, callModel, promptBudget, type ModelOutputEvent } from '../turn/model-call.ts';
@@ -125,7 +124,7 @@ export function assembleStateless(
 
 /** The model call of a prepared stateless call, and the token's charge after it (before its answer). */
 export async function callStateless(
-  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'background' | 'log'>,
+  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'log'>,
   prepared: PreparedStateless,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
@@ -140,12 +139,12 @@ export async function callStateless(
       meter.saw(event);
       emit(event);
     });
-  const result = await callModel(model, modelRequest, seen).catch((error: unknown) => {
+  const result = await callModel(model, modelRequest, seen).catch(async (error: unknown) => {
     // Run by its provider (timed out in flight, broken off after it was accepted) or broken off
     // after output, as a turn's call (lib/turn/close-turn.ts): its provider bills what it worked
-    // on, charged estimated, as no turn.
+    // on, charged estimated, as no turn, before its error answer.
     const spent = meter.failed(price, providerMayHaveRun(error));
-    if (spend && spent) afterResponse(services, () => spend.charge(spent.usage, 0));
+    if (spent) await spend?.chargeNow(services.log, spent.usage, 0);
     throw error;
   });
   meter.answered(result.usage, result.output);

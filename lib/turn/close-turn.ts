@@ -225,7 +225,7 @@ async function closeFailedTurn(
   if (byOther) {
     // A delete's went with the session: closeFailed forgets them.
     if (!(error instanceof NotFoundError)) await giveBackTaken(services, sessionId, attempt, error);
-    chargeStopped(services, attempt, error);
+    await chargeStopped(services, attempt, error);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,
   // as after any close by the turn's own completion.
@@ -233,7 +233,7 @@ async function closeFailedTurn(
   // Another run of a background turn may have moved notices for it meanwhile (afterOwnClose).
   if (closedItself) await afterOwnClose(services, sessionId, attempt);
   if (closedItself) afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-  if (closedByCompletion) chargeCounted(services, turn, failure);
+  if (closedByCompletion) await chargeCounted(services, turn, failure);
   // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
   if (closedItself || byOther) throw error;
   // The summary its compaction made is charged as a completed turn's is (as no turn), and shown so;
@@ -270,7 +270,7 @@ async function closeFailedTurn(
     attempt.closedFailed = true;
     await afterOwnClose(services, sessionId, attempt);
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-    chargeToken(services, turn, answered, 0, summary);
+    await chargeToken(services, turn, answered, 0, summary);
   } catch (closeError) {
     // Its notices go back as any stopped turn's: a background turn's other run that closed it
     // carries on only those it showed, not those this run moved itself.
@@ -279,7 +279,7 @@ async function closeFailedTurn(
     // failing), for a closer to name once its lease ran out: what its own failed completion would
     // have counted (its answer, its summary) is charged and stored, as any stopped turn's.
     if (closeError instanceof TurnClosedError || leftOpen(attempt, closeError)) {
-      chargeToken(services, turn, answered, 0, summary);
+      await chargeToken(services, turn, answered, 0, summary);
       storeSpent(services, turn, {
         ...(called && { usage: called.usage, estimated: called.estimated }),
         ...(summary && { summary_usage: summary }),
@@ -291,8 +291,8 @@ async function closeFailedTurn(
       attempt.closedFailed = true;
       await afterOwnClose(services, sessionId, attempt);
       afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-      chargeCounted(services, turn, closeError);
-      if (answered) chargeToken(services, turn, answered, 0, undefined);
+      await chargeCounted(services, turn, closeError);
+      if (answered) await chargeToken(services, turn, answered, 0, undefined);
       services.log('tailgate: the webhook event of a failed turn could not be written', closeError.cause);
     } else services.log('tailgate: could not close a failed turn', closeError);
   }
@@ -314,12 +314,12 @@ function leftOpen(attempt: Attempt, error: unknown): boolean {
  * Closed: the closer's completion names the turn, whose totals count what it stores (nothing spent too: the chain waits
  * no longer). Lease taken over: a charge. Deleted, or its own completion landed unseen (it counted them): nothing.
  */
-function chargeStopped(services: TurnServices, attempt: Attempt, error: unknown): void {
+async function chargeStopped(services: TurnServices, attempt: Attempt, error: unknown): Promise<void> {
   const { turn, plan } = attempt;
   const stopped = plan ? attempt.meter.spent(services.config.modelPrices[plan.model.id]) : null;
   if (stopped) attempt.stopped = stopped;
   const summary = attempt.prompt?.summaryUsage;
-  chargeToken(services, turn, stopped?.usage, 0, summary);
+  const charged = chargeToken(services, turn, stopped?.usage, 0, summary);
   const spent: Omit<StoppedSpendRecord, 'format'> = {
     ...(stopped && { usage: stopped.usage, estimated: stopped.estimated }),
   };
@@ -327,6 +327,7 @@ function chargeStopped(services: TurnServices, attempt: Attempt, error: unknown)
   if (error instanceof TurnClosedError) storeSpent(services, turn, spent);
   else if (error instanceof LeaseHeldError && (stopped || summary))
     storeThenList(services, turn.scope.id, () => services.sessions.storeStoppedSpend(turn, spent, true));
+  await charged;
 }
 
 /** Stores, in the background, what `turn`, closed by someone else, spent (log/unbilled.ts), then lists it. */
@@ -334,26 +335,25 @@ function storeSpent(services: TurnServices, turn: OpenTurn, spent: Omit<StoppedS
   storeThenList(services, turn.scope.id, () => services.sessions.storeStoppedSpend(turn, spent));
 }
 
-/** Charges the turn's token `usage` (as `turns` turns) and `summary` (as none), in the background. */
-export function chargeToken(
+/** Charges the turn's token `usage` (as `turns` turns) and `summary` (as none), landed before its answer. */
+export async function chargeToken(
   services: TurnServices,
   turn: OpenTurn,
   usage: TurnUsage | undefined,
   turns: 0 | 1,
   summary: TurnUsage | undefined,
-): void {
+): Promise<void> {
   const spend = usage || summary ? turnSpend(services, turn) : undefined;
-  if (!spend) return;
-  if (usage) afterResponse(services, () => spend.charge(usage, turns, summary));
-  else if (summary) afterResponse(services, () => spend.charge(summary, 0));
+  if (usage) await spend?.chargeNow(services.log, usage, turns, summary);
+  else if (summary) await spend?.chargeNow(services.log, summary, 0);
 }
 
 /**
  * Charges the turn's token what its own completion counted in the session's totals when only
  * its webhook event then failed (ClosedByItsCompletionError): the turn was closed all the same.
  */
-function chargeCounted(services: TurnServices, turn: OpenTurn, closed: ClosedByItsCompletionError): void {
-  chargeToken(services, turn, closed.counted.usage, 1, closed.counted.summaryUsage);
+function chargeCounted(services: TurnServices, turn: OpenTurn, closed: ClosedByItsCompletionError): Promise<void> {
+  return chargeToken(services, turn, closed.counted.usage, 1, closed.counted.summaryUsage);
 }
 
 /** What a pickup after this turn's own close needs to tell that the session went idle. */

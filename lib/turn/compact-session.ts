@@ -122,10 +122,11 @@ export async function compactSessionFrom(
   // What a summary call that timed out spent, estimated: charged as a summary made would be.
   let unmade: TurnUsage | undefined;
   const price = services.config.modelPrices[model.id];
-  // Charged to the token as no turn, after the response, as a summary made is.
+  // Charged to the token as no turn, landed before the error answer, as a summary made is before its answer.
+  const charges: Promise<void>[] = [];
   const chargeUnmade = (charge: TurnUsage) => {
     services.observeCompaction?.({ model: model.id, usage: charge });
-    if (spend) afterResponse(services, () => spend.charge(charge, 0));
+    if (spend) charges.push(spend.chargeNow(services.log, charge, 0));
   };
   try {
     // The listing row is written once, below, for the input and the compaction together.
@@ -188,6 +189,7 @@ export async function compactSessionFrom(
     );
   } finally {
     if (unmade) chargeUnmade(unmade);
+    await Promise.all(charges);
     // The listing row takes the input's items and the compaction's usage and time, after the
     // response; an input appended before a compaction that failed still counts in it.
     if (input.length > 0 || result?.compacted)

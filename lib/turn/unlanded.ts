@@ -28,9 +28,11 @@ export function unlanded(services: TurnServices, attempt: Attempt): (failure: un
         await meter.settled();
         const spent = meter.spent(price);
         if (!spent) return;
-        chargeToken(services, turn, spent.usage, 0, undefined);
         const charge = { usage: spent.usage, estimated: spent.estimated };
-        await thenListed(services, turn.scope.id, services.sessions.storeCharge(turn, charge));
+        await Promise.all([
+          chargeToken(services, turn, spent.usage, 0, undefined),
+          thenListed(services, turn.scope.id, services.sessions.storeCharge(turn, charge)),
+        ]);
       });
     throw failure;
   };
@@ -59,9 +61,11 @@ export function chargeCarried(
     await lost.meter.settled();
     const spent = meter.spent(price);
     if (!spent) return;
-    chargeToken(services, lost.turn, spent.usage, 0, undefined);
     const charge = { usage: spent.usage, estimated: spent.estimated };
-    await thenListed(services, lost.turn.scope.id, services.sessions.storeCharge(lost.turn, charge));
+    await Promise.all([
+      chargeToken(services, lost.turn, spent.usage, 0, undefined),
+      thenListed(services, lost.turn.scope.id, services.sessions.storeCharge(lost.turn, charge)),
+    ]);
   });
 }
 

@@ -5,6 +5,7 @@ import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/mod
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { releasedAfterEach } from '../support/slow-echo.ts';
 import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 import { answeredHarness, SlowSpendStore } from './slow-spend.ts';
 
@@ -96,6 +97,31 @@ describe('a failed request of a token with max_total_tokens 1, the next sent onc
     const failed = await compact();
     expect(failed.status, JSON.stringify(failed.body)).toBe(504);
     expect((await compact()).status).toBe(402);
+  });
+});
+
+describe('a turn of a token with max_total_tokens 1 cancelled while its model answered', () => {
+  const heldEcho = releasedAfterEach();
+
+  it('charges what it spent before its own answer: the next turn sent once it came is refused', async () => {
+    const slow = heldEcho();
+    const store = new SlowSpendStore();
+    const options = { wrapModel: () => slow.model };
+    // A close in another process stops the turn once its lease renewal finds it.
+    const leased = { ...environment, TURN_LEASE_MS: '3000' };
+    const api = createClient(answeredHarness(appHarness(store, leased, options)));
+    const closer = createClient(appHarness(store, leased, options));
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn'], budget: { max_total_tokens: 1 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' }, bearer);
+    // Its call is held and its claim landed (a cancel before finds no turn).
+    await expect.poll(() => slow.signals.length).toBe(1);
+    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    expect((await pending).status).toBe(409);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'next' }, bearer)).status).toBe(402);
+    store.release();
   });
 });
 

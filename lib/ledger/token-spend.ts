@@ -22,7 +22,8 @@ import {
  * (Unix seconds, 12 digits) then its random id, so the sweep finds expired ones in key order.
  *
  * A turn reads it alongside its claim's reads (no round trip of its own) and is refused when
- * a limit is reached; a completed turn adds its usage after its completion landed and before
+ * a limit is reached; a completed turn adds its usage after its completion landed (a background
+ * turn's: just before it, lib/turn/background-charge.ts) and before
  * its answer, with compare-and-set over what the claim read (one put; a get and another put when
  * something else charged meanwhile), so the totals are exact whatever runs concurrently.
  */

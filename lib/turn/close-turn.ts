@@ -1,6 +1,6 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { SessionDeletedError } from '../session-deleted.ts';
-import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
+import type { TokenSpend } from '../ledger/token-spend.ts';
 import { providerMayHaveRun } from '../models/provider-reach.ts';
 import type { TokenLogprob } from '../models/model.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
@@ -12,6 +12,7 @@ import type { StoredItem } from '../items.ts';
 import { logUnlessGone } from '../log-unless-gone.ts';
 import { afterResponse, storeThenList } from './after-response.ts';
 import { afterOwnClose } from './own-close.ts';
+import { backgroundSpend, chargedBeforeClose } from './background-charge.ts';
 import { pickUp } from './pickup.ts';
 import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
@@ -361,40 +362,27 @@ export function closedBefore(turn: OpenTurn) {
   return { turn: turn.turn, webhookUrl: turn.session.webhook_url ?? null, signal: turn.queueSignal };
 }
 
-/** The spend record of the token a background turn's record names, if any (checked as read). */
-export function backgroundSpend(services: TurnServices, turn: OpenTurn): TokenSpend | undefined {
-  const named = (turn.request as { token_budget?: unknown } | undefined)?.token_budget;
-  if (named === undefined) return undefined;
-  const budget = tokenBudgetSchema.safeParse(named);
-  if (budget.success) return services.spendOf?.(budget.data);
-  services.log('tailgate: a background turn names a token budget that does not parse; charged to no token', {
-    turn: turn.turn,
-  });
-  return undefined;
-}
-
 /**
  * Tells `onBackgroundCompaction` of a background turn that completed having compacted its
- * session, with the token it is charged to (`spend`, backgroundSpend's); a failure is logged, but
+ * session, with the token it is charged to (backgroundSpend's); a failure is logged, but
  * for the session or turn deleted meanwhile (nothing is left to index).
  */
-export async function tellCompaction(
-  services: TurnServices,
-  turn: OpenTurn,
-  response: TurnResponse,
-  spend: TokenSpend | undefined,
-): Promise<void> {
+export async function tellCompaction(services: TurnServices, turn: OpenTurn, response: TurnResponse): Promise<void> {
   const told = services.onBackgroundCompaction;
   if (!told || !response.context.compaction) return;
   const session = { id: turn.scope.id, created_at: turn.session.created_at };
-  await told({ session, generation: turn.scope.generation, response, caller: spend?.budget.id ?? '' }).catch(
-    (error: unknown) =>
-      logUnlessGone(services.log, 'tailgate: could not index the compaction of a background turn', error),
+  const caller = backgroundSpend(services, turn)?.budget.id ?? '';
+  await told({ session, generation: turn.scope.generation, response, caller }).catch((error: unknown) =>
+    logUnlessGone(services.log, 'tailgate: could not index the compaction of a background turn', error),
   );
 }
 
-/** The spend a turn is charged to: a background turn's, the token its record names; else the request's token's. */
+/**
+ * The spend a turn is charged to: a background turn's, the token its record names (none once it was charged before
+ * its completion: chargeBeforeClose); else the request's token's.
+ */
 function turnSpend(services: TurnServices, turn: OpenTurn): TokenSpend | undefined {
+  if (chargedBeforeClose(turn)) return undefined;
   const background = (turn.request as { background?: unknown } | undefined)?.background === true;
   return background ? backgroundSpend(services, turn) : services.tokenSpend;
 }

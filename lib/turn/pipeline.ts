@@ -22,7 +22,6 @@ import {
 import { pickUp } from './pickup.ts';
 import { replay } from './replay.ts';
 import {
-  backgroundSpend,
   closeAborted,
   closedBefore,
   closeFailed,
@@ -32,6 +31,7 @@ import {
   type Attempt,
 } from './close-turn.ts';
 import { afterOwnClose } from './own-close.ts';
+import { chargeBeforeClose } from './background-charge.ts';
 import { requestRecord } from './receipt.ts';
 import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
@@ -153,11 +153,10 @@ async function takeTurn(
       meter = meter.next();
       continue;
     }
-    // Before its answer (a background turn's: before its runner journals the end), after its completion.
-    const charged = background ? backgroundSpend(services, attempt.turn) : spend;
-    await charged?.chargeNow(services.log, response.usage, 1, response.compaction_usage);
+    // Before its answer, after its completion (a background turn's: before its completion, turnSteps).
+    await spend?.chargeNow(services.log, response.usage, 1, response.compaction_usage);
     // Before its runner journals the end: a client that saw it may go on from the compaction.
-    if (background) await tellCompaction(services, attempt.turn, response, charged);
+    if (background) await tellCompaction(services, attempt.turn, response);
     return response;
   }
 }
@@ -245,6 +244,7 @@ async function turnSteps(
   const plan = planTurn(services, turn.session, request);
   attempt.plan = plan;
   trace.model(plan.model.id);
+  const charge = attempt.background ? chargeBeforeClose(services, turn) : undefined;
   const budget = promptBudget(plan.model, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
   const read = await trace.step(TURN_STEPS.readContext, () =>
     sessions.readContext(
@@ -335,6 +335,8 @@ async function turnSteps(
       : notices.undelivered,
     ...promptMoves(inputs),
   };
+  // A background turn's charge lands first: a client that polls the turn sees it completed once charged.
+  await charge?.(usage, inputs.summaryUsage);
   const stored = await trace.step(TURN_STEPS.complete, () => closeTurn(services, turn, outcome));
   await afterOwnClose(services, sessionId, attempt);
   // The delivery records of notices consumed by earlier turns name the turn that carried them.

@@ -1,0 +1,44 @@
+import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
+import type { TurnUsage } from '../ledger/usage.ts';
+import type { OpenTurn } from '../session/log/types.ts';
+import type { TurnServices } from './types.ts';
+
+/** The spend record of the token a background turn's record names, if any (checked as read). */
+export function backgroundSpend(services: TurnServices, turn: OpenTurn): TokenSpend | undefined {
+  const named = (turn.request as { token_budget?: unknown } | undefined)?.token_budget;
+  if (named === undefined) return undefined;
+  const budget = tokenBudgetSchema.safeParse(named);
+  if (budget.success) return services.spendOf?.(budget.data);
+  services.log('tailgate: a background turn names a token budget that does not parse; charged to no token', {
+    turn: turn.turn,
+  });
+  return undefined;
+}
+
+/** The turns charged before their completion was stored (chargeBeforeClose): a close that then fails charges none. */
+const chargedBefore = new WeakSet<OpenTurn>();
+
+/** Whether `turn` was charged before its completion was stored. */
+export function chargedBeforeClose(turn: OpenTurn): boolean {
+  return chargedBefore.has(turn);
+}
+
+/**
+ * A background turn's charge, which lands before its completion is stored, so a client that polls
+ * the turn sees it completed only once charged: the token's record is read now, beside the turn's
+ * own reads (no round trip of its own), and the charge puts over that read once the model answered
+ * (a get and another put when something else charged meanwhile). No budget named: undefined.
+ */
+export function chargeBeforeClose(
+  services: TurnServices,
+  turn: OpenTurn,
+): ((usage: TurnUsage, summary: TurnUsage | undefined) => Promise<void>) | undefined {
+  const spend = backgroundSpend(services, turn);
+  if (!spend) return undefined;
+  const read = spend.read().catch(() => undefined);
+  return async (usage, summary) => {
+    await read;
+    await spend.chargeNow(services.log, usage, 1, summary);
+    chargedBefore.add(turn);
+  };
+}

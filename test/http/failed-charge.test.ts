@@ -1,9 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { echoModel } from '../../lib/models/echo.ts';
-import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
-import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { failingEcho } from '../support/failing-echo.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { releasedAfterEach } from '../support/slow-echo.ts';
 import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
@@ -15,31 +13,11 @@ import { answeredHarness, SlowSpendStore } from './slow-spend.ts';
 // however slowly the charge is stored (SlowSpendStore holds a charge made after the answer).
 const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 
-/** The echo model, but `times out` times out and `breaks` breaks off after output, streamed. */
-let summariesTimeOut = false;
-const failing: Model = {
-  ...echoModel,
-  async generate(request) {
-    // A summary's prompt opens with its instructions, a system message.
-    if (summariesTimeOut && (request.prompt[0] as { role?: string }).role === 'system')
-      throw new ModelTimeoutError('the summary model did not answer in time');
-    if (lastText(request).includes('times out')) throw new ModelTimeoutError('the model did not answer in time');
-    return echoModel.generate(request);
-  },
-  async *stream(request): AsyncIterable<ModelStreamEvent> {
-    if (lastText(request).includes('breaks')) {
-      yield { type: 'text_delta', delta: 'partial ' };
-      throw new ModelError('the model stream broke off', { model: 'echo' });
-    }
-    yield* echoModel.stream(request);
-  },
-};
-function lastText(request: ModelRequest): string {
-  return JSON.stringify(request.prompt.at(-1));
-}
+/** The echo model, but `times out` times out and `breaks` fails (test/support/failing-echo.ts). */
+const { model: failing, summaries } = failingEcho();
 
 afterEach(() => {
-  summariesTimeOut = false;
+  summaries.timeOut = false;
 });
 
 describe('a failed request of a token with max_total_tokens 1, the next sent once its error came', () => {
@@ -83,7 +61,7 @@ describe('a failed request of a token with max_total_tokens 1, the next sent onc
     const id = await api.session();
     for (const input of ['one', 'two'])
       expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
-    summariesTimeOut = true;
+    summaries.timeOut = true;
     const compact = () => api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, bearer);
     const failed = await compact();
     expect(failed.status, JSON.stringify(failed.body)).toBe(504);
@@ -92,7 +70,7 @@ describe('a failed request of a token with max_total_tokens 1, the next sent onc
 
   it('an inline compaction whose summary timed out: the next is refused', async () => {
     const bearer = await mint();
-    summariesTimeOut = true;
+    summaries.timeOut = true;
     const compact = () => api.post('/v1/responses/compact', { model: 'echo', input: 'a long story' }, bearer);
     const failed = await compact();
     expect(failed.status, JSON.stringify(failed.body)).toBe(504);

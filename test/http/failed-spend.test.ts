@@ -1,10 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { echoModel } from '../../lib/models/echo.ts';
-import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
-import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
 import { appHarness } from '../support/app-harness.ts';
+import { failingEcho } from '../support/failing-echo.ts';
 import { heldOptions } from '../support/slow-echo.ts';
 import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
@@ -15,33 +13,8 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // its session, and its receipt says `usage_estimated`. A provider that refused the call outright
 // (an error status, nothing streamed) bills nothing: nothing is charged.
 
-/** The echo model, but `times out` times out (after a first delta, streamed) and `breaks` fails. */
-let summariesTimeOut = false;
-const failing: Model = {
-  ...echoModel,
-  async generate(request) {
-    // A summary's prompt opens with its instructions, a system message.
-    if (summariesTimeOut && (request.prompt[0] as { role?: string }).role === 'system')
-      throw new ModelTimeoutError('the summary model did not answer in time');
-    const said = lastText(request);
-    if (said.includes('times out')) throw new ModelTimeoutError('the model did not answer in time');
-    if (said.includes('breaks')) throw new ModelError('the model call failed', { model: 'echo', status: 500 });
-    return echoModel.generate(request);
-  },
-  async *stream(request): AsyncIterable<ModelStreamEvent> {
-    const said = lastText(request);
-    if (said.includes('times out') || said.includes('breaks')) {
-      yield { type: 'text_delta', delta: 'partial ' };
-      throw said.includes('breaks')
-        ? new ModelError('the model stream broke off', { model: 'echo' })
-        : new ModelTimeoutError('the model did not answer in time');
-    }
-    yield* echoModel.stream(request);
-  },
-};
-function lastText(request: ModelRequest): string {
-  return JSON.stringify(request.prompt.at(-1));
-}
+/** The echo model, but `times out` times out and `breaks` fails (test/support/failing-echo.ts). */
+const { model: failing, summaries } = failingEcho();
 
 const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 
@@ -134,7 +107,7 @@ describe('a stateless call that timed out charges its estimate to the token', ()
 // tokens, estimated (not streamed: no output), are charged as its usage would have been.
 describe('a compaction whose summary call timed out charges its estimate', () => {
   afterEach(() => {
-    summariesTimeOut = false;
+    summaries.timeOut = false;
   });
 
   it("of a session: to the session's totals and the token, as no turn", async () => {
@@ -146,7 +119,7 @@ describe('a compaction whose summary call timed out charges its estimate', () =>
     await drain();
     const before = (await api.get(`/v1/sessions/${id}`)).body.usage;
     const spentBefore = await spent(auth);
-    summariesTimeOut = true;
+    summaries.timeOut = true;
     const refused = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, auth);
     expect(refused.status, JSON.stringify(refused.body)).toBe(504);
     await drain();
@@ -161,7 +134,7 @@ describe('a compaction whose summary call timed out charges its estimate', () =>
   it('of inline input (POST /v1/responses/compact): to the token', async () => {
     const { api, drain, mint, spent } = world();
     const auth = await mint({ max_total_tokens: 1_000_000 });
-    summariesTimeOut = true;
+    summaries.timeOut = true;
     const refused = await api.post(
       '/v1/responses/compact',
       { model: 'echo', input: 'a long story to summarize' },

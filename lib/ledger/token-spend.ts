@@ -118,9 +118,20 @@ export class TokenSpend {
     throw new StorageError(`token spend ${this.budget.id}: too many concurrent writers`);
   }
 
-  /** `charge`, landed before the answer it is awaited for: a failure to store it is logged, not answered. */
-  async chargeNow(log: (message: string, details?: unknown) => void, ...args: Parameters<TokenSpend['charge']>) {
-    await this.charge(...args).catch((error: unknown) => log('tailgate: could not charge a token', error));
+  /**
+   * `charge`, landed before the answer it is awaited for: a failure to store it is logged, not
+   * answered. Handed to `background` too (a Worker's waitUntil), so a client gone before its
+   * answer does not cut the charge short.
+   */
+  async chargeNow(
+    services: { log: (message: string, details?: unknown) => void; background: (task: Promise<unknown>) => void },
+    ...args: Parameters<TokenSpend['charge']>
+  ) {
+    const landing = this.charge(...args).catch((error: unknown) =>
+      services.log('tailgate: could not charge a token', error),
+    );
+    services.background(landing);
+    await landing;
   }
 
   async #get(): Promise<{ ledger: Ledger; etag: string } | null> {

@@ -102,7 +102,7 @@ async function compactInline(facade: Facade, body: CompactBody, model: string | 
   const charge = async (used: ModelUsage) => {
     const usage = turnUsage(used, config.modelPrices[summaryModel.id]);
     services.observeCompaction?.({ model: summaryModel.id, usage });
-    await services.tokenSpend?.chargeNow(services.log, usage, 0);
+    await services.tokenSpend?.chargeNow(services, usage, 0);
     return usage;
   };
   const made = await compactItems({

@@ -124,7 +124,7 @@ export function assembleStateless(
 
 /** The model call of a prepared stateless call, and the token's charge after it (before its answer). */
 export async function callStateless(
-  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'log'>,
+  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'log' | 'background'>,
   prepared: PreparedStateless,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
@@ -144,12 +144,12 @@ export async function callStateless(
     // after output, as a turn's call (lib/turn/close-turn.ts): its provider bills what it worked
     // on, charged estimated, as no turn, before its error answer.
     const spent = meter.failed(price, providerMayHaveRun(error));
-    if (spent) await spend?.chargeNow(services.log, spent.usage, 0);
+    if (spent) await spend?.chargeNow(services, spent.usage, 0);
     throw error;
   });
   meter.answered(result.usage, result.output);
   const { usage, estimated } = meter.spent(price)!;
-  await spend?.chargeNow(services.log, usage);
+  await spend?.chargeNow(services, usage);
   // A backend that left its usage out: the answer shows the estimate its token is charged.
   return { ...result, ...(estimated ? { usage } : {}), context };
 }

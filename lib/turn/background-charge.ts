@@ -38,7 +38,7 @@ export function chargeBeforeClose(
   const read = spend.read().catch(() => undefined);
   return async (usage, summary) => {
     await read;
-    await spend.chargeNow(services.log, usage, 1, summary);
+    await spend.chargeNow(services, usage, 1, summary);
     chargedBefore.add(turn);
   };
 }

@@ -345,8 +345,8 @@ export async function chargeToken(
   summary: TurnUsage | undefined,
 ): Promise<void> {
   const spend = usage || summary ? turnSpend(services, turn) : undefined;
-  if (usage) await spend?.chargeNow(services.log, usage, turns, summary);
-  else if (summary) await spend?.chargeNow(services.log, summary, 0);
+  if (usage) await spend?.chargeNow(services, usage, turns, summary);
+  else if (summary) await spend?.chargeNow(services, summary, 0);
 }
 
 /**

@@ -126,7 +126,7 @@ export async function compactSessionFrom(
   const charges: Promise<void>[] = [];
   const chargeUnmade = (charge: TurnUsage) => {
     services.observeCompaction?.({ model: model.id, usage: charge });
-    if (spend) charges.push(spend.chargeNow(services.log, charge, 0));
+    if (spend) charges.push(spend.chargeNow(services, charge, 0));
   };
   try {
     // The listing row is written once, below, for the input and the compaction together.
@@ -202,7 +202,7 @@ export async function compactSessionFrom(
   // the answer, as a turn's do.
   const { usage } = result;
   if (usage) services.observeCompaction?.({ model: model.id, usage });
-  if (usage) await spend?.chargeNow(services.log, usage, 0);
+  if (usage) await spend?.chargeNow(services, usage, 0);
   const answer: CompactResult = {
     session_id: sessionId,
     compacted: result.compacted,

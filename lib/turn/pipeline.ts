@@ -154,7 +154,7 @@ async function takeTurn(
       continue;
     }
     // Before its answer, after its completion (a background turn's: before its completion, turnSteps).
-    await spend?.chargeNow(services.log, response.usage, 1, response.compaction_usage);
+    await spend?.chargeNow(services, response.usage, 1, response.compaction_usage);
     // Before its runner journals the end: a client that saw it may go on from the compaction.
     if (background) await tellCompaction(services, attempt.turn, response);
     return response;

@@ -55,6 +55,22 @@ describe('token spend', () => {
     expect([store.counts.get, store.counts.put]).toEqual([1, 2]);
   });
 
+  it('hands a charge awaited before its answer to the background too, so no gone client cuts it short', async () => {
+    const spend = new TokenSpend(new MemoryStore(), 'p/', budget({ max_turns: 10 }));
+    const handed: Promise<unknown>[] = [];
+    const logged: string[] = [];
+    const services = {
+      log: (message: string) => logged.push(message),
+      background: (task: Promise<unknown>) => handed.push(task),
+    };
+    const charged = spend.chargeNow(services, USAGE);
+    expect(handed).toHaveLength(1);
+    await handed[0];
+    expect((await spend.read()).turns).toBe(1);
+    await charged;
+    expect(logged).toEqual([]);
+  });
+
   it('counts every one of many concurrent charges exactly', async () => {
     const spend = new TokenSpend(new MemoryStore(), 'p/', budget({ max_turns: 1000 }));
     await Promise.all(Array.from({ length: 40 }, () => spend.charge(USAGE)));

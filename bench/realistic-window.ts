@@ -418,7 +418,8 @@ export function realisticWindowSection(
       'echo model answers with a tool call and its 2 KB output: first with no view cache (every turn fetches ' +
       'and parses its view), then as many again with the default view cache (`VIEW_CACHE_BYTES`, 16 MiB: a ' +
       'process the session keeps coming back to; "cached" columns). "tokens before" is the median ' +
-      '`context.overflow_dropped.prompt_tokens_before`: the prompt the turn built before the drop. Read budget = ' +
+      '`context.overflow_dropped.prompt_tokens_before`: the prompt the turn built from the stored boundary on, ' +
+      'before the drop (messages behind that boundary its read reached are not counted). Read budget = ' +
       'bytes read / (1.1 x prompt bytes + 64 KiB), worst measured turn (goal <= 1); ratio = p50 / p50 at the ' +
       'smallest size with the same cache setting, same run (goal <= 1.5).' +
       (loadAverage ? ` Load average at start ${loadAverage.start}, at end ${loadAverage.end || '-'}.` : ''),

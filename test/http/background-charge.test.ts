@@ -51,4 +51,29 @@ describe("a budgeted token's background turn, polled", () => {
     const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
     expect(usage).toMatchObject({ turns: 1, ...receipt.usage });
   });
+  it('cancelled once its model answered, before its completion, is charged once as that turn', async () => {
+    const store = new HeldStore(new MemoryStore());
+    const api = createClient(appHarness(store, environment));
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 5 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    const charge = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('token-spend/'));
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true }, bearer);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // The model answered: the charge is on its way, the completion not yet stored. The cancel lands first.
+    await charge.reached;
+    expect((await api.post(`/v1/sessions/${id}/turns/${queued.body.turn}/cancel`, {})).status).toBe(200);
+    charge.release();
+    // Its events end once its runner learned of the close, after every charge it makes.
+    const events = await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}/events`, bearer);
+    expect(events.body).toContain('turn_cancelled');
+    const read = async () => (await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}`, bearer)).body;
+    // The stopped turn stores what its call spent after its answer: the receipt shows it once stored.
+    await expect.poll(async () => (await read()).usage).not.toBeNull();
+    const receipt = await read();
+    expect(receipt.status).toBe('cancelled');
+    // Its refused completion charges nothing more: the call's usage counts once, with the turn.
+    const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
+    expect(usage).toMatchObject({ turns: 1, ...receipt.usage });
+  });
 });

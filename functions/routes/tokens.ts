@@ -60,7 +60,7 @@ const currentSchema = z.object({
   usage: sessionUsageSchema.nullable().meta({
     description:
       "What the token's completed turns spent across its sessions and stateless calls, as a session's usage " +
-      'shows it (charged after each response); null without a budget.',
+      'shows it (each charged before its answer); null without a budget.',
   }),
   remaining: budgetSchema.nullable().meta({
     description:

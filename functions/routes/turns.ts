@@ -30,8 +30,9 @@ const takeTurnRoute = createRoute({
   responses: {
     200: {
       description:
-        'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started ' +
-        '(`{turn, first_seq}`, the seq of the first output item), output_text.delta, function_call.started, ' +
+        'The turn, or (with `stream: true`, or `Accept: text/event-stream` and no `stream`) server-sent events: ' +
+        'turn.started (`{turn, first_seq}`, the seq of the first output item), output_text.delta, ' +
+        'function_call.started, ' +
         'function_call_arguments.delta, output_item.done, ' +
         'turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },

@@ -112,7 +112,7 @@ export const turnContextSchema = z
         description:
           'Set when the overflow safety net left items out: tool pairs whose call is older than `tool_start_seq` ' +
           'and messages older than `message_start_seq` (stored, not in the prompt); `moved` when this turn ' +
-          'moved that boundary.',
+          'moved that boundary. The messages a stored boundary left out before go uncounted, and alone set nothing.',
       }),
   })
   .meta({ id: 'TurnContext' });

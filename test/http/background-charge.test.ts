@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { HeldStore } from '../support/held-store.ts';
@@ -29,7 +31,7 @@ describe("a budgeted token's background turn, polled", () => {
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'next' }, bearer)).status).toBe(402);
   });
 
-  it('whose completion then failed to be stored is charged once: its failed close charges nothing more', async () => {
+  it('whose completion then failed to be stored, failed, is charged its usage as no turn', async () => {
     const store = new FaultyStore(new MemoryStore());
     const api = createClient(appHarness(store, environment));
     const minted = await api.post('/v1/tokens', {
@@ -47,11 +49,48 @@ describe("a budgeted token's background turn, polled", () => {
     store.heal();
     const receipt = (await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}`, bearer)).body;
     expect(receipt.status).toBe('failed');
-    // Charged as the completed turn it was about to be, once.
+    // Charged as the completed turn it was about to be, then that turn taken back: its usage counts once.
     const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
-    expect(usage).toMatchObject({ turns: 1, ...receipt.usage });
+    expect(usage).toMatchObject({ ...receipt.usage, turns: 0 });
   });
-  it('cancelled once its model answered, before its completion, is charged once as that turn', async () => {
+
+  it('delivered again after its completion and its failed close could not be stored counts as one turn', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const sent: BackgroundTurn[] = [];
+    const options: Partial<AppOptions> = { queueTurn: () => async (run) => void sent.push(run) };
+    const api = createClient(appHarness(store, { ...environment, TURN_LEASE_MS: '3000' }, options));
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 5 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello', background: true }, bearer);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // The completion's put fails, and so does the close as failed: the turn stays open.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
+    const run = createTurnRunner({ store: () => store, readEnvironment: (c) => c.env ?? {}, ...options });
+    const background: Promise<unknown>[] = [];
+    const consume = async () => {
+      const env = { ...environment, TURN_LEASE_MS: '3000' };
+      const outcome = await run(sent[0]!, env, (task) => void background.push(task));
+      while (background.length > 0) await Promise.all(background.splice(0));
+      return outcome;
+    };
+    expect(await consume()).toEqual({ retryAfterSeconds: 1 });
+    const first = (await api.get('/v1/tokens/current', bearer)).body.usage;
+    expect(first.turns).toBe(0);
+    expect(first.input_tokens).toBeGreaterThan(0);
+    expect(await consume()).toBe('done');
+    const receipt = (await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}`, bearer)).body;
+    expect(receipt.status).toBe('completed');
+    // Both runs called the model, billed both; the turn counts once.
+    const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
+    expect(usage).toMatchObject({
+      turns: 1,
+      input_tokens: first.input_tokens + receipt.usage.input_tokens,
+      output_tokens: first.output_tokens + receipt.usage.output_tokens,
+    });
+  });
+
+  it('cancelled once its model answered, before its completion, is charged its usage as no turn', async () => {
     const store = new HeldStore(new MemoryStore());
     const api = createClient(appHarness(store, environment));
     const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 5 } });
@@ -72,8 +111,8 @@ describe("a budgeted token's background turn, polled", () => {
     await expect.poll(async () => (await read()).usage).not.toBeNull();
     const receipt = await read();
     expect(receipt.status).toBe('cancelled');
-    // Its refused completion charges nothing more: the call's usage counts once, with the turn.
+    // Its refused completion takes the turn back: the call's usage counts once, as no turn's.
     const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
-    expect(usage).toMatchObject({ turns: 1, ...receipt.usage });
+    expect(usage).toMatchObject({ ...receipt.usage, turns: 0 });
   });
 });

@@ -10,6 +10,7 @@ import {
   budgetSchema,
   EMPTY_LEDGER,
   ledgerSchema,
+  NO_USAGE,
   type Budget,
   type Ledger,
   type TurnUsage,
@@ -60,6 +61,8 @@ export class TokenSpend {
   readonly #key: string;
   /** The record as `read` found it (null: none), which the next charge writes over without a get. */
   #read: { ledger: Ledger; etag: string } | null | undefined;
+  /** The record as this object's last charge wrote it, which `takeBackTurn` writes over without a get. */
+  #written: { ledger: Ledger; etag: string } | undefined;
 
   constructor(store: ObjectStore, keyPrefix: string, budget: TokenBudget) {
     this.budget = budget;
@@ -96,9 +99,9 @@ export class TokenSpend {
   /**
    * Adds one completed turn's usage (`turns` 1), or a compaction's summary (`turns` 0), with the
    * summary a turn made (`summary`): read (or as `read` found it), add, write if unchanged since
-   * the read (else again).
+   * the read (else again). `turns` -1: `takeBackTurn`.
    */
-  async charge(usage: TurnUsage, turns: 0 | 1 = 1, summary?: TurnUsage): Promise<Ledger> {
+  async charge(usage: TurnUsage, turns: -1 | 0 | 1 = 1, summary?: TurnUsage): Promise<Ledger> {
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
       const current = this.#read !== undefined && attempt === 0 ? this.#read : await this.#get();
       this.#read = undefined;
@@ -112,10 +115,25 @@ export class TokenSpend {
         body,
         current ? { ifMatch: current.etag } : { onlyIfAbsent: true },
       );
-      if (written) return ledger;
+      if (written) {
+        this.#written = { ledger, etag: written.etag };
+        return ledger;
+      }
       await backoff(attempt);
     }
     throw new StorageError(`token spend ${this.budget.id}: too many concurrent writers`);
+  }
+
+  /**
+   * Takes back one turn this object's last charge counted, its usage left (its provider billed
+   * it): one put over what that charge wrote (a get and another put when something else charged
+   * meanwhile). No charge of it landed: nothing. A record that counts no turn is left as it is
+   * (the totals' invariant throws).
+   */
+  async takeBackTurn(): Promise<void> {
+    if (this.#written === undefined) return;
+    this.#read = this.#written;
+    await this.charge(NO_USAGE, -1);
   }
 
   /**

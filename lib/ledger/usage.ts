@@ -131,8 +131,10 @@ export const EMPTY_LEDGER: Ledger = Object.freeze({
 /**
  * The totals after one more completed turn (`turns` 1), or after a summary made for a
  * compaction (`turns` 0: its tokens and cost count, and an unknown price counts as unpriced).
+ * `turns` -1 with NO_USAGE takes back a turn counted before its completion, which then did not
+ * land (lib/turn/background-charge.ts): the caller checks the totals (`ledgerSchema`) still hold.
  */
-export function addToLedger(ledger: Ledger, usage: TurnUsage, turns: 0 | 1 = 1): Ledger {
+export function addToLedger(ledger: Ledger, usage: TurnUsage, turns: -1 | 0 | 1 = 1): Ledger {
   return {
     turns: ledger.turns + turns,
     input_tokens: ledger.input_tokens + usage.input_tokens,
@@ -144,6 +146,16 @@ export function addToLedger(ledger: Ledger, usage: TurnUsage, turns: 0 | 1 = 1):
     unpriced_turns: ledger.unpriced_turns + (usage.cost_usd === null ? 1 : 0),
   };
 }
+
+/** No usage, at a known price: added, it changes no total but `turns`. */
+export const NO_USAGE: TurnUsage = Object.freeze({
+  input_tokens: 0,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: 0,
+  reasoning_tokens: 0,
+  cost_usd: 0,
+});
 
 /** Whether the totals hold anything: a ledger that does not is left out of what is stored. */
 export function hasUsage(ledger: Ledger): boolean {

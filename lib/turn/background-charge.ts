@@ -1,5 +1,6 @@
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
+import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { TurnServices } from './types.ts';
 
@@ -24,21 +25,41 @@ export function chargedBeforeClose(turn: OpenTurn): boolean {
 }
 
 /**
- * A background turn's charge, which lands before its completion is stored, so a client that polls
- * the turn sees it completed only once charged: the token's record is read now, beside the turn's
- * own reads (no round trip of its own), and the charge puts over that read once the model answered
- * (a get and another put when something else charged meanwhile). No budget named: undefined.
+ * A background turn's charge, which lands before its completion (`close`) is stored, so a client
+ * that polls the turn sees it completed only once charged: the token's record is read now, beside
+ * the turn's own reads (no round trip of its own), and the charge puts over that read once the
+ * model answered (a get and another put when something else charged meanwhile). A completion
+ * that then does not land (refused by a close: a cancel, an interrupt, another run's; or its put
+ * failed) takes the turn back, its usage left (the provider billed the call): one put more,
+ * so the turn counts as a stopped or failed one does, and once when the queue runs it again.
+ * No budget named: undefined.
  */
 export function chargeBeforeClose(
   services: TurnServices,
   turn: OpenTurn,
-): ((usage: TurnUsage, summary: TurnUsage | undefined) => Promise<void>) | undefined {
+): (<T>(usage: TurnUsage, summary: TurnUsage | undefined, close: () => Promise<T>) => Promise<T>) | undefined {
   const spend = backgroundSpend(services, turn);
   if (!spend) return undefined;
   const read = spend.read().catch(() => undefined);
-  return async (usage, summary) => {
+  return async (usage, summary, close) => {
     await read;
     await spend.chargeNow(services, usage, 1, summary);
     chargedBefore.add(turn);
+    try {
+      return await close();
+    } catch (error) {
+      // Landed, only its webhook event failed: the turn stands completed.
+      if (!(error instanceof ClosedByItsCompletionError)) await takeBack(services, spend);
+      throw error;
+    }
   };
+}
+
+/** Takes back the turn `spend` last charged, landed before the answer (as `chargeNow`); a failure is logged. */
+async function takeBack(services: TurnServices, spend: TokenSpend): Promise<void> {
+  const taking = spend.takeBackTurn().catch((error: unknown) => {
+    services.log('tailgate: could not take back a turn charged before its completion', error);
+  });
+  services.background(taking);
+  await taking;
 }

@@ -336,8 +336,8 @@ async function turnSteps(
     ...promptMoves(inputs),
   };
   // A background turn's charge lands first: a client that polls the turn sees it completed once charged.
-  await charge?.(usage, inputs.summaryUsage);
-  const stored = await trace.step(TURN_STEPS.complete, () => closeTurn(services, turn, outcome));
+  const close = () => trace.step(TURN_STEPS.complete, () => closeTurn(services, turn, outcome));
+  const stored = charge ? await charge(usage, inputs.summaryUsage, close) : await close();
   await afterOwnClose(services, sessionId, attempt);
   // The delivery records of notices consumed by earlier turns name the turn that carried them.
   const { carried } = notices;

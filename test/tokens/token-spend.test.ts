@@ -55,6 +55,29 @@ describe('token spend', () => {
     expect([store.counts.get, store.counts.put]).toEqual([1, 2]);
   });
 
+  it('takes back the turn its last charge counted with one put, usage left; none charged: nothing', async () => {
+    const store = new CountingStore(new MemoryStore());
+    const token = budget({ max_turns: 10 });
+    const [spend, other] = [new TokenSpend(store, '', token), new TokenSpend(store, '', token)];
+    await other.takeBackTurn();
+    expect(await other.read()).toEqual(EMPTY_LEDGER);
+    await spend.charge(USAGE);
+    store.reset();
+    await spend.takeBackTurn();
+    expect([store.counts.get, store.counts.put]).toEqual([0, 1]);
+    expect(await spend.read()).toEqual({ ...addToLedger(EMPTY_LEDGER, USAGE), turns: 0 });
+    // Charged by another meanwhile: a get and another put, that turn kept.
+    await spend.charge(USAGE);
+    await other.charge(USAGE);
+    await spend.takeBackTurn();
+    expect((await spend.read()).turns).toBe(1);
+    // A record that counts no turn is left as it is: the totals never count fewer than none.
+    const none = new TokenSpend(store, '', budget({ max_turns: 10 }));
+    await none.charge(USAGE, 0);
+    await expect(none.takeBackTurn()).rejects.toThrow(/invariant/);
+    expect((await none.read()).turns).toBe(0);
+  });
+
   it('hands a charge awaited before its answer to the background too, so no gone client cuts it short', async () => {
     const spend = new TokenSpend(new MemoryStore(), 'p/', budget({ max_turns: 10 }));
     const handed: Promise<unknown>[] = [];

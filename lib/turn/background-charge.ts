@@ -1,3 +1,4 @@
+import { NotFoundError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
@@ -49,10 +50,21 @@ export function chargeBeforeClose(
       return await close();
     } catch (error) {
       // Landed, only its webhook event failed: the turn stands completed.
-      if (!(error instanceof ClosedByItsCompletionError)) await takeBack(services, spend);
+      if (!(error instanceof ClosedByItsCompletionError) && !(await landed(services, turn, error)))
+        await takeBack(services, spend);
       throw error;
     }
   };
+}
+
+/**
+ * Whether the completion that threw `error` landed all the same: refused by another close, no; a
+ * store failure (its put's answer lost, its read back failed) reads the turn: completed only by it.
+ */
+async function landed(services: TurnServices, turn: OpenTurn, error: unknown): Promise<boolean> {
+  if (error instanceof TurnClosedError || error instanceof NotFoundError) return false;
+  const read = await services.sessions.getTurn(turn.scope.id, turn.turn).catch(() => null);
+  return read?.status === 'completed';
 }
 
 /** Takes back the turn `spend` last charged, landed before the answer (as `chargeNow`); a failure is logged. */

@@ -90,6 +90,30 @@ describe("a budgeted token's background turn, polled", () => {
     });
   });
 
+  it('whose completion landed unheard, its read back failing, still counts as the completed turn', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const api = createClient(appHarness(store, environment));
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 5 } });
+    const bearer = { authorization: `Bearer ${minted.body.token}` };
+    const id = await api.session();
+    // The completion's put lands but its answer is lost; the get that reads it back fails once.
+    let lost = false;
+    const lose = (operation: string, key: string) => {
+      lost = operation === 'put' && key.endsWith('.done');
+      return lost;
+    };
+    store.failWhen(({ operation, key }) => lose(operation, key), { after: true, times: 1 });
+    store.failWhen(({ operation, key }) => lost && operation === 'get' && key.endsWith('.done'), { times: 1 });
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello', background: true }, bearer);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}/events`, bearer);
+    store.heal();
+    const receipt = (await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}`, bearer)).body;
+    expect(receipt.status).toBe('completed');
+    const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
+    expect(usage).toMatchObject({ ...receipt.usage, turns: 1 });
+  });
+
   it('cancelled once its model answered, before its completion, is charged its usage as no turn', async () => {
     const store = new HeldStore(new MemoryStore());
     const api = createClient(appHarness(store, environment));

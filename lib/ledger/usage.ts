@@ -117,16 +117,17 @@ export const suppliedLedgerSchema = ledgerSchema
     path: ['cached_input_tokens'],
   });
 
-export const EMPTY_LEDGER: Ledger = Object.freeze({
-  turns: 0,
+/** No usage, at a known price: added, it changes no total but `turns`. */
+export const NO_USAGE: TurnUsage = Object.freeze({
   input_tokens: 0,
   cached_input_tokens: 0,
   cache_write_tokens: 0,
   output_tokens: 0,
   reasoning_tokens: 0,
   cost_usd: 0,
-  unpriced_turns: 0,
 });
+
+export const EMPTY_LEDGER: Ledger = Object.freeze({ turns: 0, ...NO_USAGE, cost_usd: 0, unpriced_turns: 0 });
 
 /**
  * The totals after one more completed turn (`turns` 1), or after a summary made for a
@@ -146,16 +147,6 @@ export function addToLedger(ledger: Ledger, usage: TurnUsage, turns: -1 | 0 | 1 
     unpriced_turns: ledger.unpriced_turns + (usage.cost_usd === null ? 1 : 0),
   };
 }
-
-/** No usage, at a known price: added, it changes no total but `turns`. */
-export const NO_USAGE: TurnUsage = Object.freeze({
-  input_tokens: 0,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 0,
-  reasoning_tokens: 0,
-  cost_usd: 0,
-});
 
 /** Whether the totals hold anything: a ledger that does not is left out of what is stored. */
 export function hasUsage(ledger: Ledger): boolean {

@@ -12,13 +12,17 @@ import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
 // sends then is checked against that spend.
 const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 
+/** A token minted with `budget` (its bearer header) and a session to take its turns in. */
+async function budgeted(api: ReturnType<typeof createClient>, budget: Record<string, number>) {
+  const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget });
+  return { bearer: { authorization: `Bearer ${minted.body.token}` }, id: await api.session() };
+}
+
 describe("a budgeted token's background turn, polled", () => {
   it('is completed only once its charge landed: the next turn is refused', async () => {
     const store = new HeldStore(new MemoryStore());
     const api = createClient(appHarness(store, environment));
-    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 1 } });
-    const bearer = { authorization: `Bearer ${minted.body.token}` };
-    const id = await api.session();
+    const { bearer, id } = await budgeted(api, { max_turns: 1 });
     const charge = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('token-spend/'));
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true }, bearer);
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
@@ -34,12 +38,7 @@ describe("a budgeted token's background turn, polled", () => {
   it('whose completion then failed to be stored, failed, is charged its usage as no turn', async () => {
     const store = new FaultyStore(new MemoryStore());
     const api = createClient(appHarness(store, environment));
-    const minted = await api.post('/v1/tokens', {
-      scopes: ['session:turn', 'session:read'],
-      budget: { max_total_tokens: 1_000_000 },
-    });
-    const bearer = { authorization: `Bearer ${minted.body.token}` };
-    const id = await api.session();
+    const { bearer, id } = await budgeted(api, { max_total_tokens: 1_000_000 });
     store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 1 });
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there', background: true }, bearer);
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
@@ -59,9 +58,7 @@ describe("a budgeted token's background turn, polled", () => {
     const sent: BackgroundTurn[] = [];
     const options: Partial<AppOptions> = { queueTurn: () => async (run) => void sent.push(run) };
     const api = createClient(appHarness(store, { ...environment, TURN_LEASE_MS: '3000' }, options));
-    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 5 } });
-    const bearer = { authorization: `Bearer ${minted.body.token}` };
-    const id = await api.session();
+    const { bearer, id } = await budgeted(api, { max_turns: 5 });
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello', background: true }, bearer);
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
     // The completion's put fails, and so does the close as failed: the turn stays open.
@@ -93,9 +90,7 @@ describe("a budgeted token's background turn, polled", () => {
   it('whose completion landed unheard, its read back failing, still counts as the completed turn', async () => {
     const store = new FaultyStore(new MemoryStore());
     const api = createClient(appHarness(store, environment));
-    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 5 } });
-    const bearer = { authorization: `Bearer ${minted.body.token}` };
-    const id = await api.session();
+    const { bearer, id } = await budgeted(api, { max_turns: 5 });
     // The completion's put lands but its answer is lost; the get that reads it back fails once.
     let lost = false;
     const lose = (operation: string, key: string) => {
@@ -117,9 +112,7 @@ describe("a budgeted token's background turn, polled", () => {
   it('cancelled once its model answered, before its completion, is charged its usage as no turn', async () => {
     const store = new HeldStore(new MemoryStore());
     const api = createClient(appHarness(store, environment));
-    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget: { max_turns: 5 } });
-    const bearer = { authorization: `Bearer ${minted.body.token}` };
-    const id = await api.session();
+    const { bearer, id } = await budgeted(api, { max_turns: 5 });
     const charge = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('token-spend/'));
     const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true }, bearer);
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);

@@ -23,8 +23,9 @@ export interface OpenAICompatibleModelSettings {
   /** Send a request's `promptCacheKey` as `prompt_cache_key` (OpenAI's own API takes it). */
   promptCacheKey?: boolean;
   /**
-   * Send a `json_schema` response format as such (OpenAI's own API); without it, structured
-   * output asks for `json_object` (what most compatible servers know).
+   * Send a `json_schema` response format as such (OpenAI's own API and the compatible servers
+   * tailgate names: vLLM, Ollama, llama.cpp, LM Studio); without it, structured output asks
+   * for `json_object` and the schema is not sent.
    */
   structuredOutputs?: boolean;
   /**

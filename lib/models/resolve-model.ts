@@ -121,6 +121,8 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         modelName: name,
         baseURL: required('OPENAI_COMPATIBLE_BASE_URL'),
         ...(apiKey !== undefined ? { apiKey } : {}),
+        // json_schema sent whole, as vLLM, Ollama, llama.cpp and LM Studio take it (never a silent json_object).
+        structuredOutputs: true,
         images: readImages(environment.OPENAI_COMPATIBLE_IMAGES, id),
       });
     }

@@ -42,8 +42,11 @@ beforeAll(async () => {
     OPENAI_BASE_URL: openaiWire.baseURL,
     ANTHROPIC_API_KEY: 'test-key',
     ANTHROPIC_BASE_URL: anthropicWire.baseURL,
+    OPENAI_COMPATIBLE_BASE_URL: openaiWire.baseURL,
     MODEL_MAX_RETRIES: '0',
-    MODEL_ALIASES: 'gpt-wire=openai:gpt-5.2,claude-wire=anthropic:claude-sonnet-4-5,gpt-5.6-luna=echo',
+    MODEL_ALIASES:
+      'gpt-wire=openai:gpt-5.2,claude-wire=anthropic:claude-sonnet-4-5,gpt-5.6-luna=echo,' +
+      'local-wire=openai-compatible:qwen3',
   });
   client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
 });
@@ -136,6 +139,19 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
     });
     // The settings are kept with the turn's record, and a retrieve answers them again.
     expect(await client.responses.retrieve(response.id)).toEqual(response);
+  });
+
+  it('passes a json_schema text format to an OpenAI-compatible server whole, as its response_format', async () => {
+    // vLLM, Ollama, llama.cpp and LM Studio take OpenAI's json_schema; a server that does not answers its own error.
+    await client.responses.create({
+      model: 'local-wire',
+      input: 'The weather in Paris, as JSON.',
+      text: { format: settings.text.format },
+    });
+    expect(openaiWire.requests.at(-1)!.body).toMatchObject({
+      model: 'qwen3',
+      response_format: { type: 'json_schema', json_schema: { name: 'weather', schema: answerSchema, strict: true } },
+    });
   });
 
   it('passes them to an Anthropic model: thinking budget, tool choice, one call at most, the end user', async () => {

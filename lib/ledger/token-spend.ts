@@ -139,17 +139,21 @@ export class TokenSpend {
   /**
    * `charge`, landed before the answer it is awaited for: a failure to store it is logged, not
    * answered. Handed to `background` too (a Worker's waitUntil), so a client gone before its
-   * answer does not cut the charge short.
+   * answer does not cut the charge short. Resolves whether it landed.
    */
   async chargeNow(
     services: { log: (message: string, details?: unknown) => void; background: (task: Promise<unknown>) => void },
     ...args: Parameters<TokenSpend['charge']>
-  ) {
-    const landing = this.charge(...args).catch((error: unknown) =>
-      services.log('tailgate: could not charge a token', error),
+  ): Promise<boolean> {
+    const landing = this.charge(...args).then(
+      () => true,
+      (error: unknown) => {
+        services.log('tailgate: could not charge a token', error);
+        return false;
+      },
     );
     services.background(landing);
-    await landing;
+    return await landing;
   }
 
   async #get(): Promise<{ ledger: Ledger; etag: string } | null> {

@@ -44,13 +44,14 @@ export function chargeBeforeClose(
   const read = spend.read().catch(() => undefined);
   return async (usage, summary, close) => {
     await read;
-    await spend.chargeNow(services, usage, 1, summary);
-    chargedBefore.add(turn);
+    // Not landed (logged): a close that then fails charges what the turn spent, as any failed or stopped one.
+    const charged = await spend.chargeNow(services, usage, 1, summary);
+    if (charged) chargedBefore.add(turn);
     try {
       return await close();
     } catch (error) {
       // Landed, only its webhook event failed: the turn stands completed.
-      if (!(error instanceof ClosedByItsCompletionError) && !(await landed(services, turn, error)))
+      if (charged && !(error instanceof ClosedByItsCompletionError) && !(await landed(services, turn, error)))
         await takeBack(services, spend);
       throw error;
     }

@@ -123,7 +123,7 @@ export async function compactSessionFrom(
   let unmade: TurnUsage | undefined;
   const price = services.config.modelPrices[model.id];
   // Charged to the token as no turn, landed before the error answer, as a summary made is before its answer.
-  const charges: Promise<void>[] = [];
+  const charges: Promise<unknown>[] = [];
   const chargeUnmade = (charge: TurnUsage) => {
     services.observeCompaction?.({ model: model.id, usage: charge });
     if (spend) charges.push(spend.chargeNow(services, charge, 0));

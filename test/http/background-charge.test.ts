@@ -132,4 +132,28 @@ describe("a budgeted token's background turn, polled", () => {
     const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
     expect(usage).toMatchObject({ ...receipt.usage, turns: 0 });
   });
+
+  it('whose charge the store failed to take, then cancelled before its completion, is charged as stopped', async () => {
+    const faulty = new FaultyStore(new MemoryStore());
+    const store = new HeldStore(faulty);
+    const api = createClient(appHarness(store, environment));
+    const { bearer, id } = await budgeted(api, { max_turns: 5 });
+    const charge = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('token-spend/'));
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true }, bearer);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // The model answered: its charge fails (logged), and a cancel lands before its completion.
+    await charge.reached;
+    faulty.failWhen(({ operation, key }) => operation === 'put' && key.includes('token-spend/'), { times: 1 });
+    expect((await api.post(`/v1/sessions/${id}/turns/${queued.body.turn}/cancel`, {})).status).toBe(200);
+    charge.release();
+    const events = await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}/events`, bearer);
+    expect(events.body).toContain('turn_cancelled');
+    const read = async () => (await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}`, bearer)).body;
+    await expect.poll(async () => (await read()).usage).not.toBeNull();
+    const receipt = await read();
+    expect(receipt.status).toBe('cancelled');
+    // No charge of the turn landed: the stopped turn charges what its call spent, as any stopped turn does.
+    const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
+    expect(usage).toMatchObject({ ...receipt.usage, turns: 0 });
+  });
 });

@@ -17,7 +17,14 @@ import { checkOfferedToolChoice } from './tool-choice.ts';
 import { echoedModel, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
-import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
+import {
+  branchedSession,
+  branchingError,
+  dropStartedConversation,
+  loopTag,
+  refuseSpentStart,
+  sessionOf,
+} from './sessions.ts';
 import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn } from './dead-turn.ts';
 import { checkHeldIds, heldIn } from './held-ids.ts';
@@ -91,8 +98,10 @@ async function createStoredResponse(
   const match = whole && !fresh ? await resentConversation(facade, prepared, keyed) : undefined;
   // A client's loop step goes on in `match`: counted under its session's rate limit, as one naming it.
   if (match) await facade.takeSessionTurn?.(match.session.id);
-  // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
+  // Without tools the turn offers its conversation's: a new one has none (refused before it is
+  // created, as is a new one of a token whose budget is spent).
   if (whole && !match) checkOfferedToolChoice(prepared);
+  if (whole && !match) await refuseSpentStart(facade, prepared, idempotencyKey);
   const { sessionId, afterTurn, created } = match
     ? { sessionId: match.session.id, afterTurn: match.turn, created: undefined }
     : await sessionOf(facade, body, { instructions, model: model ?? facade.config.defaultModel, idempotencyKey }).then(

@@ -7,6 +7,8 @@ import { newestPastDead } from './dead-turn.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { parseResponseId, randomId, responseId } from './ids.ts';
+import { refuseOverToolLimit } from '../models/model.ts';
+import type { PreparedRequest } from './request.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 
 /**
@@ -64,10 +66,7 @@ export async function sessionOf(
     return { sessionId: id };
   }
   facade.authorize(null);
-  const id =
-    fresh.idempotencyKey !== undefined
-      ? `conv_${sha256Hex(`openai-response:${fresh.idempotencyKey}`).slice(0, 24)}`
-      : randomId('conv');
+  const id = newConversationId(fresh.idempotencyKey);
   try {
     await sessions.create({
       id,
@@ -80,6 +79,48 @@ export async function sessionOf(
     return { sessionId: id };
   }
   return { sessionId: id, created: true };
+}
+
+/** A new conversation's id: from its request's Idempotency-Key (a retry finds it), else random. */
+function newConversationId(idempotencyKey: string | undefined): string {
+  return idempotencyKey !== undefined
+    ? `conv_${sha256Hex(`openai-response:${idempotencyKey}`).slice(0, 24)}`
+    : randomId('conv');
+}
+
+/**
+ * Refuses a request that would start a conversation (402 `budget_exhausted`) when its token's
+ * budget is spent, before anything is stored, as its turn's claim would after the create; what
+ * the claim judges first is still answered first (its model: an unknown one 404, an unpriced one
+ * under a cost budget 400; the tools offered it). A keyed request whose key's conversation exists
+ * goes on to it: its turn is replayed, or refused by its claim. One get of the token's spend
+ * record, a budgeted token's only.
+ */
+export async function refuseSpentStart(
+  facade: Facade,
+  prepared: PreparedRequest,
+  idempotencyKey: string | undefined,
+): Promise<void> {
+  const { tokenSpend: spend, model, sessions } = facade.services;
+  if (!spend) return;
+  try {
+    spend.check(await spend.read());
+  } catch (error) {
+    const keyed = idempotencyKey !== undefined ? newConversationId(idempotencyKey) : undefined;
+    const started =
+      keyed !== undefined &&
+      (await sessions.get(keyed).then(
+        () => true,
+        (missing: unknown) => {
+          if (missing instanceof NotFoundError) return false;
+          throw missing;
+        },
+      ));
+    if (started) return;
+    const tools = prepared.turnTools ?? [];
+    refuseOverToolLimit(model(prepared.model ?? facade.config.defaultModel), tools, prepared.modelSettings);
+    throw error;
+  }
 }
 
 /**

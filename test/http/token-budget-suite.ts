@@ -74,6 +74,23 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
       expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(2);
     });
 
+    it('refuses a response that would start a conversation before the conversation is created', async () => {
+      const token = await mint({ max_turns: 1 });
+      expect((await turn(token, await api.session(), 'one')).status).toBe(200);
+      const conversations = async () =>
+        (await harness.store.list(`${harness.keyPrefix}sessions/conv_`, { limit: 1000 })).objects.map(
+          (object) => object.key,
+        );
+      const before = await conversations();
+      for (const key of [undefined, 'spent-start']) {
+        const headers = { authorization: `Bearer ${token}`, ...(key ? { 'idempotency-key': key } : {}) };
+        const refused = await api.post('/v1/responses', { model: 'echo', input: 'two' }, headers);
+        expect(refused.status).toBe(402);
+        expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'token' } });
+      }
+      expect(await conversations()).toEqual(before);
+    });
+
     it('refuses a compaction with 402 once the token or the session spent its budget: it calls a model', async () => {
       const token = await mint({ max_turns: 1 });
       const id = await api.session();

@@ -3,9 +3,9 @@ import { z } from 'zod';
 /**
  * What each model costs, in USD per million tokens: `input` (uncached input), `cached_input`
  * (input read from the provider's prompt cache), `cache_write` (input written to it) and
- * `output` (reasoning included). The defaults are the providers' dated list prices
- * for the models the README names; the `MODEL_PRICES` setting (JSON, the same
- * shape by model id) adds entries and overrides these. A model with no entry has no known
+ * `output` (reasoning included). The defaults are the providers' dated list prices for the
+ * models docs/CONFIGURATION.md lists ("What it cost"); the `MODEL_PRICES` setting (JSON, the
+ * same shape by model id) adds entries and overrides these. A model with no entry has no known
  * price: its turns cost `null`, never 0.
  */
 
@@ -31,6 +31,7 @@ export const DEFAULT_PRICES: ModelPrices = {
   'anthropic:claude-sonnet-4-5': { input: 3, cached_input: 0.3, cache_write: 3.75, output: 15 },
   'openai:gpt-4.1-mini': { input: 0.4, cached_input: 0.1, output: 1.6 },
   'openai:gpt-4o': { input: 2.5, cached_input: 1.25, output: 10 },
+  'openai:gpt-4o-mini': { input: 0.15, cached_input: 0.075, output: 0.6 },
   'workers-ai:@cf/meta/llama-3.3-70b-instruct-fp8-fast': { input: 0.293, output: 2.253 },
 };
 

@@ -62,8 +62,12 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
       const bearer = { authorization: `Bearer ${token}` };
       const background = (input: string) => api.post(`/v1/sessions/${id}/turns`, { input, background: true }, bearer);
       expect((await background('one')).status).toBe(202);
-      // Charged by its runner, after the 202.
-      await vi.waitFor(async () => expect((await spendOf(token))?.turns).toBe(1), { timeout: 10_000 });
+      // Charged by its runner, after the 202, just before its completion: the next turn waits for that.
+      await vi.waitFor(
+        async () => expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('completed'),
+        { timeout: 10_000 },
+      );
+      expect((await spendOf(token))?.turns).toBe(1);
       expect((await turn(token, id, 'two')).status).toBe(200);
       expect((await spendOf(token))?.turns).toBe(2);
       const refused = await background('three');

@@ -88,11 +88,12 @@ export function errorBody(
  * Whether `error` is a conflict the same request meets again, which the official clients would
  * retry (they retry every 409 they are not told not to): a delete of a response or turn another
  * came after (not one of a turn still running: that passes once it ended), a response that
- * cannot branch. A busy session's `turn_in_progress` is not one: its retry passes once the turn ends.
+ * cannot branch, a `store: false` response off a conversation due a compaction (until a stored
+ * turn makes it). A busy session's `turn_in_progress` is not one: its retry passes once the turn ends.
  */
 function lastingConflict(error: { code: string | null; details?: unknown }): boolean {
   if (error.code === 'delete_refused') return (error.details as { running?: unknown } | undefined)?.running !== true;
-  return error.code === 'conversation_branching_unsupported';
+  return error.code === 'conversation_branching_unsupported' || error.code === 'compaction_due';
 }
 
 /**

@@ -1,5 +1,4 @@
 import { IdempotencyKeyReusedError, NotNewestTurnError, TurnInProgressError } from '../errors.ts';
-import { OpenAIApiError } from './errors.ts';
 import type { Tool } from '../items.ts';
 import { refuseOverToolLimit } from '../models/model.ts';
 import type { TurnOptions, TurnRequest } from '../turn/index.ts';
@@ -11,12 +10,10 @@ import { findHistory, loopScope, type HistoryMatch } from './history-index.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { canonical } from './history-items.ts';
 import { parseCompactionId, parseResponseId } from './ids.ts';
-import { resolveItemReferences } from './item-references.ts';
 import { conversationTag, resentByKey, resentUnderConversation } from './conversation-resend.ts';
 import { checkOfferedToolChoice } from './tool-choice.ts';
-import { echoedModel, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
+import { echoedModel, namedInRequest, type PreparedRequest } from './request.ts';
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
-import type { ResponseCreateBody } from './schemas.ts';
 import {
   branchedSession,
   branchingError,
@@ -31,36 +28,13 @@ import { checkHeldIds, heldIn } from './held-ids.ts';
 import { LapsedDeadTurn, refuseLapsedDead } from '../turn/dead-turn.ts';
 import type { NewestTurn } from '../session/log/newest-turn.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
-import { createStatelessResponse } from './stateless-response.ts';
 import { keptObject, openaiTools } from './stored-responses.ts';
 
 /**
- * POST /v1/responses: a turn of the conversation's session (lib/openai/sessions.ts says which),
- * or with `store: false` a model call on the input alone (./stateless-response.ts). Answers the
- * response object, or with `stream: true` the Responses server-sent events. Here the request is
- * mapped onto its conversation (continued, branched, or a new one); ./stored-turn.ts runs its turn.
+ * A stored response (POST /v1/responses without `store: false`, ./post-response.ts): the request
+ * is mapped onto its conversation (continued, branched, or a new one); ./stored-turn.ts runs its turn.
  */
-
-/** POST /v1/responses: the response object, or a server-sent events Response. */
-export async function createResponse(
-  facade: Facade,
-  body: ResponseCreateBody,
-  idempotencyKey: string | undefined,
-): Promise<TailgateResponse | Response> {
-  const { input, origins } = await resolveItemReferences(facade, body.input);
-  const prepared = prepareResponseRequest(facade, { ...body, input }, origins);
-  if (body.store === false && body.background)
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      'background responses are stored: store must not be false',
-      'background',
-    );
-  if (body.store === false) return createStatelessResponse(facade, prepared);
-  return createStoredResponse(facade, prepared, idempotencyKey);
-}
-
-async function createStoredResponse(
+export async function createStoredResponse(
   facade: Facade,
   prepared: PreparedRequest,
   idempotencyKey: string | undefined,

@@ -100,17 +100,7 @@ export async function countInputTokens(
   // conversation its input resends, whose tools a tool_choice may name (checked below).
   const prepared = prepareResponseRequest(facade, { ...asked, input }, origins);
   if (stored) {
-    // (sessionOf refuses previous_response_id and conversation both, as a create.)
-    const { sessionId, after } = body.conversation
-      ? { ...(await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })), after: {} }
-      : await continuedSession(facade, body.previous_response_id!).then(
-          (sessionId) => ({ sessionId, after: {} }),
-          (error: unknown) => pastResponse(facade, prepared, error),
-        );
-    const { items, positions } =
-      typeof sessionId === 'string'
-        ? await storedInput(facade, sessionId, prepared, after)
-        : forkInput(prepared, sessionId);
+    const { sessionId, items, positions } = await nextTurnOf(facade, prepared);
     const tokens = await countNextPrompt(
       facade.services,
       sessionId,
@@ -166,6 +156,32 @@ export async function countInputTokens(
   // More tools than the model takes: the 400 a create answers (./stateless.ts prepareStateless).
   refuseOverToolLimit(model, tools, prepared.modelSettings);
   return { object: 'response.input_tokens', input_tokens: countPromptTokens(assembled.prompt, tools, budget.counter) };
+}
+
+/**
+ * Where the next turn of a request under previous_response_id or conversation goes, as a create
+ * would take it, nothing written: the conversation (after its newest turn, or in a loop's branch),
+ * or a fork not written (`ForkSketch`) when the create would branch (pastResponse); with the items
+ * of its input that turn would store and their positions in the input. A `store: false` response
+ * off a stored one (./continued-stateless.ts) runs on that turn's prompt.
+ */
+export async function nextTurnOf(
+  facade: Facade,
+  prepared: PreparedRequest,
+): Promise<{ sessionId: string | ForkSketch; items: Item[]; positions: number[] }> {
+  const { body } = prepared;
+  // (sessionOf refuses previous_response_id and conversation both, as a create.)
+  const { sessionId, after } = body.conversation
+    ? { ...(await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })), after: {} }
+    : await continuedSession(facade, body.previous_response_id!).then(
+        (sessionId) => ({ sessionId, after: {} }),
+        (error: unknown) => pastResponse(facade, prepared, error),
+      );
+  const { items, positions } =
+    typeof sessionId === 'string'
+      ? await storedInput(facade, sessionId, prepared, after)
+      : forkInput(prepared, sessionId);
+  return { sessionId, items, positions };
 }
 
 /**

@@ -9,7 +9,7 @@ import { echoedModel, partInRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, usageOf, type TailgateResponse } from './responses.ts';
 import { outputItems } from './output-items.ts';
 import { responseEventStream } from './sse.ts';
-import { callStateless, prepareStateless, runStateless } from './stateless.ts';
+import { callStateless, prepareStateless, type PreparedStateless, type StatelessRequest } from './stateless.ts';
 import { openaiTools } from './stored-responses.ts';
 
 /** The prefix of the random id of an item of a response that is not stored, by kind. */
@@ -35,15 +35,21 @@ export function checkInputCalls({ body: { input }, origins }: PreparedRequest): 
   });
 }
 
+/** What a `store: false` response asks of its model call besides the prompt. */
+type StatelessOptions = Omit<StatelessRequest, 'items' | 'instructions' | 'tools' | 'model'>;
+
 /**
  * A `store: false` response: the strategies and the model run on the input alone and nothing
- * is stored (lib/openai/stateless.ts). Its ids are random. With `include:
+ * is stored (lib/openai/stateless.ts), or `continued` prepares the prompt of the conversation its
+ * previous_response_id or conversation names (./continued-stateless.ts). Its ids are random. With `include:
  * ["reasoning.encrypted_content"]` its reasoning items carry the provider's payload, which the
  * input takes back (inputToItems puts it on the item after it), so a tool loop keeps thinking.
  */
 export async function createStatelessResponse(
   facade: Facade,
   prepared: PreparedRequest,
+  /** Under previous_response_id or conversation: that conversation's next turn's prompt (./continued-stateless.ts). */
+  continued?: (options: StatelessOptions) => Promise<PreparedStateless>,
 ): Promise<TailgateResponse | Response> {
   const { services } = facade;
   const { body, model, instructions, items, tools, turnTools } = prepared;
@@ -56,32 +62,34 @@ export async function createStatelessResponse(
       'context_management',
     );
   }
-  if (body.previous_response_id || body.conversation) {
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      'store: false runs on the input alone; it cannot continue a stored response or conversation',
-      'store',
-    );
-  }
+  // A token that may start no conversation has its session's budget to keep: it runs nothing unstored.
   facade.authorize(null);
-  checkInputCalls(prepared);
-  const request = {
-    items,
-    instructions,
-    tools: turnTools ?? [],
-    model: model ?? facade.config.defaultModel,
+  if (!continued) checkInputCalls(prepared);
+  const options: StatelessOptions = {
     ...(body.max_output_tokens ? { maxOutputTokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
     ...(Object.keys(prepared.modelSettings).length > 0 ? { settings: prepared.modelSettings } : {}),
     ...(body.truncation ? { truncation: body.truncation } : {}),
   };
+  const request = {
+    ...options,
+    items,
+    instructions,
+    tools: turnTools ?? [],
+    model: model ?? facade.config.defaultModel,
+  };
+  // A refused image or file is named by its position in the request's input.
+  const named = (error: unknown): never => {
+    throw partInRequest(error, prepared.positions.items) ?? error;
+  };
+  const ready = continued ? await continued(options) : await prepareStateless(services, request).catch(named);
+  const conversation = typeof body.conversation === 'string' ? body.conversation : body.conversation?.id;
   const fields = {
     ...prepared.echo,
-    model: echoedModel(facade, prepared),
+    model: echoedModel(facade, prepared, ready.model.id),
     tools: openaiTools(tools ?? []),
-    conversationId: null,
+    conversationId: conversation ?? null,
     store: false,
   };
   const ids = new Map<string, string>();
@@ -95,7 +103,7 @@ export async function createStatelessResponse(
   const id = randomId('resp');
   // When the request came: one created_at from response.created to response.completed.
   const createdAt = services.clock();
-  const finish = (result: Awaited<ReturnType<typeof runStateless>>) =>
+  const finish = (result: Awaited<ReturnType<typeof callStateless>>) =>
     buildResponse({
       ...fields,
       id,
@@ -109,12 +117,7 @@ export async function createStatelessResponse(
       usage: usageOf(result.usage),
       tailgate: { context: result.context },
     });
-  // A refused image or file is named by its position in the request's input.
-  const named = (error: unknown): never => {
-    throw partInRequest(error, prepared.positions.items) ?? error;
-  };
-  if (!body.stream) return finish(await runStateless(services, request).catch(named));
-  const ready = await prepareStateless(services, request).catch(named);
+  if (!body.stream) return finish(await callStateless(services, ready).catch(continued ? undefined : named));
   const stream = responseEventStream(idAt, { encryptedReasoning: encrypted });
   const { writer } = stream;
   writer.started(buildResponse({ ...fields, id, createdAt, status: 'in_progress', output: [] }));

@@ -34,4 +34,4 @@ export type {
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './plan.ts';
 export { promptCharacters } from './assemble-prompt.ts';
 export { errorRecord, seqRanges } from './receipt.ts';
-export { countNextPrompt, previewPrompt } from './preview.ts';
+export { countNextPrompt, nextTurnPrompt, previewPrompt } from './preview.ts';

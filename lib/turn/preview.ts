@@ -79,12 +79,11 @@ export async function countNextPrompt(
   checkTools?: (plan: TurnPlan) => void,
 ): Promise<number> {
   try {
-    const { built, plan, budget } = await buildPreview(
+    const { built, plan, budget } = await nextTurnPrompt(
       services,
       sessionId,
-      {},
-      { truncation: 'disabled' },
       next,
+      { truncation: 'disabled' },
       checkTools,
     );
     return countPromptTokens(built.hydrated, plan.tools ?? [], budget.counter);
@@ -92,6 +91,22 @@ export async function countNextPrompt(
     if (error instanceof ContextTooLargeError) return (error.details as { prompt_tokens: number }).prompt_tokens;
     throw error;
   }
+}
+
+/**
+ * The prompt the next turn of `next` would send, built as {@link countNextPrompt} counts it, fitted
+ * as `request` asks (its truncation, its reply's room): a `store: false` response off a stored one
+ * (lib/openai/continued-stateless.ts) sends it. `withoutNotices`: the inbox's are left where they
+ * wait (none shown, none taken). Nothing is written.
+ */
+export function nextTurnPrompt(
+  services: TurnServices,
+  sessionId: string | ForkSketch,
+  next: NextRequest,
+  request: PromptSource['request'] & Pick<TurnRequest, 'max_output_tokens'>,
+  checkTools?: (plan: TurnPlan) => void,
+): Promise<PreviewBuilt> {
+  return buildPreview(services, sessionId, {}, request, next, checkTools);
 }
 
 type PreviewQuery = {
@@ -109,6 +124,8 @@ type NextRequest = {
   fromQueue?: boolean;
   /** Where its `strategy_config` was sent (a queued input's: its body, unless the query's replaces it). */
   sent?: 'body' | 'query';
+  /** The inbox's notices are neither shown nor taken (a call that stores nothing). */
+  withoutNotices?: true;
 };
 
 /**
@@ -172,7 +189,7 @@ async function buildPreview(
       return { ...built, queued: name };
     }
   }
-  const inbox = plan.strategies.includes('inbox');
+  const inbox = plan.strategies.includes('inbox') && !next?.withoutNotices;
   // (A fork not written has no inbox yet: nothing waits in it, nor was taken from it.)
   const written = inbox && typeof sessionId === 'string' ? sessionId : undefined;
   // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them

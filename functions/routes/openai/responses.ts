@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { cancelResponse, currentResponse, streamResponse } from '../../../lib/openai/background-response.ts';
-import { createResponse } from '../../../lib/openai/create-response.ts';
+import { createResponse } from '../../../lib/openai/post-response.ts';
 import { OpenAIApiError } from '../../../lib/openai/errors.ts';
 import {
   openaiObject,
@@ -22,9 +22,10 @@ import { inputItemsPage } from '../../../lib/openai/input-items.ts';
  * The Responses API (POST/GET/DELETE /v1/responses...) over sessions: a conversation is a
  * session and a response is one of its turns (lib/openai/ids.ts has the ids, lib/openai/
  * create-response.ts the mapping). A request with `previous_response_id` continues that
- * response's session (409 when it is not the newest turn), one with `conversation` continues
- * that session, and one with neither starts a new session, unless `store: false`, which runs
- * the strategies and the model on the input alone and stores nothing.
+ * response's session (an older turn than its newest: a branch), one with `conversation` continues
+ * that session, and one with neither starts a new session, unless `store: false`, which stores
+ * nothing: the strategies and the model run on the input alone, or under previous_response_id or
+ * conversation on the prompt that session's next turn would send (lib/openai/continued-stateless.ts).
  */
 
 const createResponseRoute = createRoute({

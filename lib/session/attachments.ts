@@ -209,7 +209,7 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
         decoded.mediaType,
         name,
         IMAGE_MEDIA_TYPES,
-        limits.maxImageBytes,
+        { bytes: limits.maxImageBytes, setting: 'MAX_IMAGE_BYTES' },
         blobs,
         !limits.restoring,
       ),
@@ -228,7 +228,15 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
   const { file_data: _data, ...rest } = part;
   return {
     ...rest,
-    ...blobRef(bytes, decoded?.mediaType ?? '', name, FILE_MEDIA_TYPES, limits.maxFileBytes, blobs, true),
+    ...blobRef(
+      bytes,
+      decoded?.mediaType ?? '',
+      name,
+      FILE_MEDIA_TYPES,
+      { bytes: limits.maxFileBytes, setting: 'MAX_FILE_BYTES' },
+      blobs,
+      true,
+    ),
   };
 }
 
@@ -237,16 +245,16 @@ function blobRef(
   declared: string,
   name: string,
   accepted: readonly string[],
-  limit: number,
+  /** The most bytes a payload may hold, and the setting that raises it (named in the 413). */
+  { bytes: limit, setting }: { bytes: number; setting: 'MAX_IMAGE_BYTES' | 'MAX_FILE_BYTES' },
   blobs: Map<string, Decoded>,
   whole: boolean,
 ) {
   if (bytes.length > limit)
-    throw new PayloadTooLargeError(`${name} is ${bytes.length} bytes; at most ${limit} are accepted`, {
-      ...named(name),
-      size: bytes.length,
-      limit,
-    });
+    throw new PayloadTooLargeError(
+      `${name} is ${bytes.length} bytes; at most ${limit} are accepted (${setting} raises it)`,
+      { ...named(name), size: bytes.length, limit },
+    );
   const mediaType = sniff(bytes);
   if (!mediaType || !accepted.includes(mediaType))
     throw new InvalidRequestError(`${name}: the bytes are not one of ${accepted.join(', ')}`, {

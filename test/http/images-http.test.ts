@@ -155,7 +155,10 @@ describe('images over HTTP', () => {
     expect(tooLarge).toMatchObject({
       status: 413,
       body: {
-        error: { code: 'payload_too_large', message: 'items[1].content[0] is 2000 bytes; at most 1000 are accepted' },
+        error: {
+          code: 'payload_too_large',
+          message: 'items[1].content[0] is 2000 bytes; at most 1000 are accepted (MAX_FILE_BYTES raises it)',
+        },
       },
     });
     const mislabelled = await json('POST', '/v1/sessions/bad/turns', {

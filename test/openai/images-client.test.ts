@@ -93,7 +93,9 @@ describe('images through the Responses API', () => {
       .catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 413 });
     expect(refused).toMatchObject({ param: 'input[0].content[0]' });
-    expect((refused as Error).message).toContain('input[0].content[0] is 215 bytes; at most 100 are accepted');
+    expect((refused as Error).message).toContain(
+      'input[0].content[0] is 215 bytes; at most 100 are accepted (MAX_IMAGE_BYTES raises it)',
+    );
   });
 
   it("names a refused image by its position in the request's input, stored or not", async () => {

@@ -254,7 +254,20 @@ describe('SessionLog.storeAttachments', () => {
       name: 'an image over MAX_IMAGE_BYTES',
       part: { type: 'input_image', image_url: dataUrl('image/png', pngBytes(10, 10, 5000)) },
       code: 'payload_too_large',
-      message: 'items[1].content[1] is 5045 bytes; at most 4096 are accepted',
+      message: 'items[1].content[1] is 5045 bytes; at most 4096 are accepted (MAX_IMAGE_BYTES raises it)',
+    },
+    {
+      name: 'a file over MAX_FILE_BYTES',
+      part: {
+        type: 'input_file',
+        filename: 'big.pdf',
+        file_data: Buffer.from([...pdfBytes(), ...new Uint8Array(5000)]).toString('base64'),
+      },
+      code: 'payload_too_large',
+      message: [
+        `items[1].content[1] is ${pdfBytes().length + 5000} bytes;`,
+        'at most 4096 are accepted (MAX_FILE_BYTES raises it)',
+      ].join(' '),
     },
     {
       name: 'bytes that are no image',

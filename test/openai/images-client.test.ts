@@ -94,7 +94,7 @@ describe('images through the Responses API', () => {
     expect(refused).toMatchObject({ status: 413 });
     expect(refused).toMatchObject({ param: 'input[0].content[0]' });
     expect((refused as Error).message).toContain(
-      'input[0].content[0] is 215 bytes; at most 100 are accepted (MAX_IMAGE_BYTES raises it)',
+      'input[0].content[0] is 215 bytes; at most 100 are accepted (MAX_FILE_BYTES raises it)',
     );
   });
 

@@ -40,8 +40,12 @@ export async function prepareContinued(
       withoutNotices: true as const,
     };
     const fitting = { truncation: options.truncation ?? 'disabled', max_output_tokens: options.maxOutputTokens };
-    const { built, context, plan, budget, read } = await nextTurnPrompt(services, sessionId, next, fitting, (plan) =>
-      refuseOverToolLimit(plan.model, plan.tools, prepared.modelSettings),
+    const { built, context, plan, budget, read, stored } = await nextTurnPrompt(
+      services,
+      sessionId,
+      next,
+      fitting,
+      (plan) => refuseOverToolLimit(plan.model, plan.tools, prepared.modelSettings),
     );
     if (context.compaction?.pending)
       throw new OpenAIApiError(
@@ -67,6 +71,10 @@ export async function prepareContinued(
       modelRequest: buildModelRequest(prompt, plan.tools, cacheBreakpoint, options, room),
       context: { ...context, notices_delivered: [] },
       counter: budget.counter,
+      ran: {
+        instructions: prepared.sessionInstructions === undefined ? stored.instructions : prepared.sessionInstructions,
+        tools: prepared.tools ?? stored.tools,
+      },
     };
   } catch (error) {
     // A refusal naming an input item names it by its position in the request's input.

@@ -88,7 +88,9 @@ export async function createStatelessResponse(
   const fields = {
     ...prepared.echo,
     model: echoedModel(facade, prepared, ready.model.id),
-    tools: openaiTools(tools ?? []),
+    tools: openaiTools(ready.ran?.tools ?? tools ?? []),
+    // Off a stored conversation, the instructions it ran with, as the stored create echoes them.
+    ...(ready.ran ? { instructions: ready.ran.instructions } : {}),
     conversationId: conversation ?? null,
     store: false,
   };

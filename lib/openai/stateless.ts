@@ -43,6 +43,8 @@ export interface PreparedStateless {
   context: TurnContext;
   /** The counter of the model's window: a call that fails on its own is estimated with it. */
   counter: TokenCounter;
+  /** Off a stored conversation: the instructions and tools it ran with (the request's, else the conversation's). */
+  ran?: { instructions: string | null; tools: readonly Tool[] };
 }
 
 /**

@@ -154,6 +154,30 @@ describe('store: false under previous_response_id or conversation', () => {
     expect(promptOf(side)).toEqual(promptOf(next));
   });
 
+  it("echoes the conversation's instructions and tools it ran with, as the stored create", async () => {
+    const tools = [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } }];
+    const created = await tailgatePost(world.tailgate.baseURL, '/sessions', {
+      model: 'echo',
+      instructions: 'Be brief.',
+      tools,
+    });
+    const { id } = (await created.json()) as { id: string };
+    const first = await world.client.responses.create({ model: 'echo', conversation: id, input: 'one' });
+    const asked = { model: 'echo', input: 'call get_weather {}' };
+    for (const onto of [{ conversation: id }, { previous_response_id: first.id }]) {
+      const side = await world.client.responses.create({ ...asked, ...onto, store: false });
+      const next = await world.client.responses.create({ ...asked, ...onto });
+      expect(side.output.map((item) => item.type)).toEqual(['function_call']);
+      expect({ instructions: side.instructions, tools: side.tools }).toEqual({
+        instructions: next.instructions,
+        tools: next.tools,
+      });
+      expect(side.instructions).toBe('Be brief.');
+      expect(side.tools.map((tool) => (tool as { name: string }).name)).toEqual(['get_weather']);
+      await world.client.responses.delete(next.id);
+    }
+  });
+
   it("charges a budgeted token as a store: false response, and refuses a session's bound token", async () => {
     const { second, conversationId } = await conversation();
     const budgeted = await minted({ scopes: ['session:turn'], budget: { max_total_tokens: 100_000 } });

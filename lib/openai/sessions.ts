@@ -91,8 +91,9 @@ function newConversationId(idempotencyKey: string | undefined): string {
 /**
  * Refuses a request that would start a conversation (402 `budget_exhausted`) when its token's
  * budget is spent, before anything is stored, as its turn's claim would after the create; what
- * the claim judges first is still answered first (its model: an unknown one 404, an unpriced one
- * under a cost budget 400; the tools offered it). A keyed request whose key's conversation exists
+ * comes first is still answered first (a token bound to a session: the create's 403; then the
+ * claim's, its model: an unknown one 404, an unpriced one under a cost budget 400; the tools
+ * offered it). A keyed request whose key's conversation exists
  * goes on to it: its turn is replayed, or refused by its claim. One get of the token's spend
  * record, a budgeted token's only.
  */
@@ -103,6 +104,8 @@ export async function refuseSpentStart(
 ): Promise<void> {
   const { tokenSpend: spend, model, sessions } = facade.services;
   if (!spend) return;
+  // A token bound to a session may start none: its 403 first, as the create's (sessionOf).
+  facade.authorize(null);
   try {
     spend.check(await spend.read());
   } catch (error) {

@@ -127,6 +127,22 @@ describe('a token whose budget is spent', () => {
     expect(writes.delete).toBe(0);
   });
 
+  it('bound to a session, is answered the 403 of a token that may start no conversation first', async () => {
+    const { call, measure } = setup();
+    expect((await call(TOKEN, '/sessions', { id: 'bound' })).status).toBe(201);
+    const minted = await call(TOKEN, '/tokens', {
+      scopes: ['session:turn'],
+      session_id: 'bound',
+      budget: { max_turns: 1 },
+    });
+    const token = minted.body.token as string;
+    expect((await call(token, '/sessions/bound/turns', { input: 'spend it' })).status).toBe(200);
+    const { answer, writes } = await measure(() => call(token, '/responses', { model: 'echo', input: 'hi' }));
+    expect(answer.status).toBe(403);
+    expect(answer.body.error.message).toContain('cannot start or use another one');
+    expect(writes).toEqual({ put: 0, delete: 0 });
+  });
+
   it('is answered 404 for an unknown model first, as its turn would be', async () => {
     const { call, spentToken, measure } = setup();
     const token = await spentToken();

@@ -178,6 +178,33 @@ describe('store: false under previous_response_id or conversation', () => {
     }
   });
 
+  it('refuses an item sent with the id of one its conversation holds, as the stored create', async () => {
+    const { first, second, conversationId } = await conversation();
+    const objects = await stored();
+    const sentBack = (response: OpenAIResponse) => [
+      { ...(response.output[0] as { id: string }), type: 'message' as const },
+      { role: 'user' as const, content: 'again' },
+    ];
+    const onto = [
+      { conversation: conversationId, input: sentBack(second) },
+      { previous_response_id: second.id, input: sentBack(second) },
+      // At an older response (a branch point): its output is the branch's history.
+      { previous_response_id: first.id, input: sentBack(first) },
+    ];
+    for (const body of onto) {
+      const asked = { model: 'echo', ...body } as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+      const refused = await world.client.responses.create({ ...asked, store: false }).catch((error: unknown) => error);
+      const storedRefusal = await world.client.responses.create(asked).catch((error: unknown) => error);
+      const answer = (error: unknown) => {
+        const { status, code, param } = error as InstanceType<typeof OpenAI.APIError>;
+        return { status, code, param };
+      };
+      expect(answer(storedRefusal)).toEqual({ status: 400, code: 'invalid_request', param: 'input[0].id' });
+      expect(answer(refused)).toEqual(answer(storedRefusal));
+    }
+    expect(await stored()).toEqual(objects);
+  });
+
   it("charges a budgeted token as a store: false response, and refuses a session's bound token", async () => {
     const { second, conversationId } = await conversation();
     const budgeted = await minted({ scopes: ['session:turn'], budget: { max_total_tokens: 100_000 } });

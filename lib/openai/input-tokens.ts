@@ -8,7 +8,7 @@ import { namedInRequest, partInRequest, prepareResponseRequest, type PreparedReq
 import { resentUnderConversation } from './conversation-resend.ts';
 import { loopScope } from './history-index.ts';
 import { resentAfter, storedList } from './resent-after.ts';
-import { readWithoutDeadTurn } from './dead-turn.ts';
+import { readWithoutDeadTurn, runningIn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { refusedNewest, refusedRetry } from './aborted-retry.ts';
 import { answeredBy, continuation, resentConversation } from './create-response.ts';
@@ -212,8 +212,8 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
  * their positions in the input. A tool_choice naming none of the conversation's tools, none sent,
  * is refused first (checkOfferedToolChoice). A retry of the request an `abort` notice refused is refused again
  * (./aborted-retry.ts), and they are checked against the calls the conversation leaves open (an
- * output answering none is the 400 a create's claim answers), as a create refuses them; then,
- * under `conversation`, a turn running, its lease held, is the 409 the claim answers.
+ * output answering none is the 400 a create's claim answers), as a create refuses them; then a
+ * turn running, its lease held (under previous_response_id, that response's own), is the 409 the claim answers.
  */
 async function storedInput(
   facade: Facade,
@@ -236,7 +236,8 @@ async function storedInput(
   const items = sent.slice(taken);
   const positions = prepared.positions[list].slice(known).slice(taken);
   // A retry of a step whose dead turn, its lease still running, answered its calls: the create's 409.
-  const running = under && 'running' in read ? read.running : undefined;
+  // (Under previous_response_id, a newest turn still running is the one the next turn would follow.)
+  const running = under ? ('running' in read ? read.running : undefined) : runningIn(facade, sessionId, read);
   if (running && sent.some((item) => answeredBy(read.newestTurn, item))) throw running;
   const refused = under && refusedNewest(read.newestTurn);
   const retried = refused ? await refusedRetry(facade, sessionId, undefined, items, read.session) : undefined;

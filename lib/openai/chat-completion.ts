@@ -19,7 +19,14 @@ import { partInRequest } from './request.ts';
 import { callsNone, checkToolChoice, fromChatToolChoice } from './tool-choice.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 import { eventQueue, sseResponse, type SseMessage } from './sse.ts';
-import { callStateless, prepareStateless, runStateless, type StatelessRequest } from './stateless.ts';
+import {
+  callStateless,
+  clientGone,
+  prepareStateless,
+  runStateless,
+  unlessGone,
+  type StatelessRequest,
+} from './stateless.ts';
 
 /**
  * POST /v1/chat/completions: stateless. The client sends the whole conversation every time;
@@ -193,7 +200,11 @@ export async function createChatCompletion(
   const tailgate = (context: unknown) => ({ context, ...(sessionId !== null ? { session_id: sessionId } : {}) });
 
   if (!body.stream) {
-    const result = await runStateless(services, request).catch(giveBack);
+    const result = await unlessGone(
+      runStateless(services, request, undefined, facade.signal).catch(giveBack),
+      facade.signal,
+    );
+    if (result instanceof Response) return result;
     return buildChatCompletion({
       id,
       created,
@@ -220,15 +231,17 @@ export async function createChatCompletion(
     },
     (chunk) => queue.push({ data: JSON.stringify(chunk) }),
   );
-  void callStateless(services, prepared, (event) => writer.modelEvent(event))
+  const gone = clientGone(facade.signal);
+  void callStateless(services, prepared, (event) => writer.modelEvent(event), gone.signal)
     .catch(giveBack)
     .then(
       (result) => {
         writer.done(result.usage, result.incomplete, tailgate(result.context));
         queue.push({ data: '[DONE]' });
       },
-      (error: unknown) => queue.push({ data: JSON.stringify(facade.errorBody(error)) }),
+      // Its client gone (the call aborted), nobody reads its error.
+      (error: unknown) => gone.signal.aborted || queue.push({ data: JSON.stringify(facade.errorBody(error)) }),
     )
     .finally(() => queue.close());
-  return sseResponse(queue);
+  return sseResponse(queue, gone.stop);
 }

@@ -6,8 +6,9 @@ import { ResponseEventWriter } from './response-events.ts';
 /**
  * The one server-sent events writer of the OpenAI-compatible streams (stored and stateless
  * responses, chat completions): a queue that the running call feeds, read by the response
- * body as the client takes it. A client that goes away stops the reading only; the call
- * runs to its end (a stored turn is still stored).
+ * body as the client takes it. A client that goes away stops the reading; a stored turn's call
+ * runs to its end (the turn is still stored), one that stores nothing is aborted
+ * (./stateless.ts clientGone).
  */
 
 /** One SSE message: `id: <id>` and `event: <name>` when given, then `data: <text>`. */

@@ -9,7 +9,14 @@ import { echoedModel, partInRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, usageOf, type TailgateResponse } from './responses.ts';
 import { outputItems } from './output-items.ts';
 import { responseEventStream } from './sse.ts';
-import { callStateless, prepareStateless, type PreparedStateless, type StatelessRequest } from './stateless.ts';
+import {
+  callStateless,
+  clientGone,
+  prepareStateless,
+  unlessGone,
+  type PreparedStateless,
+  type StatelessRequest,
+} from './stateless.ts';
 import { openaiTools } from './stored-responses.ts';
 
 /** The prefix of the random id of an item of a response that is not stored, by kind. */
@@ -119,14 +126,21 @@ export async function createStatelessResponse(
       usage: usageOf(result.usage),
       tailgate: { context: result.context },
     });
-  if (!body.stream) return finish(await callStateless(services, ready).catch(continued ? undefined : named));
-  const stream = responseEventStream(idAt, { encryptedReasoning: encrypted });
+  if (!body.stream) {
+    const call = callStateless(services, ready, undefined, facade.signal).catch(continued ? undefined : named);
+    const result = await unlessGone(call, facade.signal);
+    return result instanceof Response ? result : finish(result);
+  }
+  const gone = clientGone(facade.signal);
+  const stream = responseEventStream(idAt, { encryptedReasoning: encrypted, onCancel: gone.stop });
   const { writer } = stream;
   writer.started(buildResponse({ ...fields, id, createdAt, status: 'in_progress', output: [] }));
-  void callStateless(services, ready, (event) => writer.modelEvent(event))
+  void callStateless(services, ready, (event) => writer.modelEvent(event), gone.signal)
     .then(
       (result) => writer.completed(finish(result)),
       (error: unknown) => {
+        // Its client gone (the call aborted), nobody reads its failure: not one to log.
+        if (gone.signal.aborted) return;
         services.log('tailgate: streamed response failed', error);
         writer.failed(
           buildResponse({

@@ -124,13 +124,41 @@ export function assembleStateless(
   return { model, assembled, config, budget, notices, inputFromSeq };
 }
 
-/** The model call of a prepared stateless call, and the token's charge after it (before its answer). */
+/**
+ * What stops a stateless call whose client went away: `signal` (the request's) aborting, or `stop`
+ * (its stream's cancel, which a Worker sees without the request signal's flag). Nothing is stored
+ * and nobody reads its answer: its model call is aborted, and its token charged what it spent.
+ */
+export function clientGone(signal: AbortSignal | undefined) {
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  if (signal?.aborted) stop();
+  else signal?.addEventListener('abort', stop, { once: true });
+  return { signal: controller.signal, stop };
+}
+
+/** A stateless call's answer, or once its client went away (`gone`) and it failed, a 499 nobody reads. */
+export function unlessGone<Answer>(call: Promise<Answer>, gone: AbortSignal | undefined): Promise<Answer | Response> {
+  return call.catch((error: unknown) => {
+    if (gone?.aborted) return new Response(null, { status: 499 });
+    throw error;
+  });
+}
+
+/**
+ * The model call of a prepared stateless call, and the token's charge after it (before its answer);
+ * `gone` aborts it (clientGone), charged as any call that failed after its provider got it.
+ */
 export async function callStateless(
   services: Pick<TurnServices, 'config' | 'tokenSpend' | 'log' | 'background'>,
   prepared: PreparedStateless,
   emit?: (event: StatelessEvent) => void,
+  gone?: AbortSignal,
 ): Promise<ModelResult & { context: TurnContext }> {
-  const { model, modelRequest, context, counter } = prepared;
+  // A client gone before the call: no provider gets it.
+  gone?.throwIfAborted();
+  const { model, context, counter } = prepared;
+  const modelRequest = gone ? { ...prepared.modelRequest, signal: gone } : prepared.modelRequest;
   const spend = services.tokenSpend;
   const price = services.config.modelPrices[model.id];
   const meter = new CallMeter();
@@ -161,6 +189,7 @@ export async function runStateless(
   services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background' | 'log'>,
   request: StatelessRequest,
   emit?: (event: StatelessEvent) => void,
+  gone?: AbortSignal,
 ): Promise<ModelResult & { context: TurnContext }> {
-  return callStateless(services, await prepareStateless(services, request), emit);
+  return callStateless(services, await prepareStateless(services, request), emit, gone);
 }

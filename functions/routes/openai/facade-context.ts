@@ -16,6 +16,7 @@ export function facadeOf(c: Context<AppEnv>): Facade {
     checkItems: (items, name, positions) => checkItemSizes(items, c.var.config.maxItemBytes, { name, positions }),
     errorBody: (error) => openaiErrorBody(error, c.var.services.log).body,
     takeSessionTurn: c.var.takeSessionTurn,
+    signal: c.req.raw.signal,
   };
 }
 

@@ -7,7 +7,6 @@ import { buildModelRequest } from '../turn/model-call.ts';
 import { sendsMedia } from '../turn/receipt.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { checkHeldIds, heldIn } from './held-ids.ts';
 import { nextTurnOf } from './input-tokens.ts';
 import { partInRequest, type PreparedRequest } from './request.ts';
 import type { PreparedStateless, StatelessRequest } from './stateless.ts';
@@ -48,8 +47,6 @@ export async function prepareContinued(
       fitting,
       (plan) => refuseOverToolLimit(plan.model, plan.tools, prepared.modelSettings),
     );
-    // An item sent with the id of one the conversation holds (a branch's: up to its fork point): the create's 400.
-    checkHeldIds(prepared, positions, heldIn(read.scope, (read.counts ?? stored.counts).items));
     if (context.compaction?.pending)
       throw new OpenAIApiError(
         409,

@@ -1,7 +1,9 @@
+import type { LogScope } from '../session/keys.ts';
 import type { ForkSketch } from '../session/session-log.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import { continuation } from './create-response.ts';
 import type { Facade } from './facade.ts';
+import { checkHeldIds, heldAtBranch } from './held-ids.ts';
 import { namedInRequest, type PreparedRequest } from './request.ts';
 import { branchResentAfter } from './resent-after.ts';
 import { branchRefused } from './sessions.ts';
@@ -15,13 +17,15 @@ import { keptObject } from './stored-responses.ts';
  * input's items stored as sent; any other request goes to the fork the create would make at that
  * response (./sessions.ts branchedSession), sketched, not written (SessionLog.sketchFork): the
  * history up to that response, its context start and overflow boundary there, the instructions
- * that response ran with (its kept object's; without one, the conversation's), the calls open there.
+ * that response ran with (its kept object's; without one, the conversation's), the calls open there;
+ * an item sent with the id of one that fork would hold is refused first, as the create refuses it.
  * A response that cannot be forked at is the create's 409 conversation_branching_unsupported.
  */
 export async function countedBranch(
   facade: Facade,
   prepared: PreparedRequest,
-  at: { sessionId: string; turn: number },
+  /** That response's conversation, its turn, and the scope it was read under. */
+  at: { sessionId: string; turn: number; scope: LogScope },
   tag: string,
   /** The input resent every item since that response (./resent-after.ts resentAfter): no loop's branch is sought. */
   resent: boolean,
@@ -37,6 +41,8 @@ export async function countedBranch(
   if (ongoing && inBranch)
     return { sessionId: ongoing.sessionId, after: { known: inBranch.known, taken: inBranch.taken, branch: true } };
   const kept = await keptObject(facade, id);
+  // An item sent with the id of one the branch would hold: the create's 400, before it forks.
+  checkHeldIds(prepared, prepared.positions.items, heldAtBranch(at.scope, id, kept));
   const instructions = kept ? { instructions: typeof kept.instructions === 'string' ? kept.instructions : null } : {};
   const sketch = await facade.services.sessions
     .sketchFork(at.sessionId, { at_turn: at.turn, fields: instructions })

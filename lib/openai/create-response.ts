@@ -9,7 +9,7 @@ import { compactionScope } from './compaction-index.ts';
 import { findHistory, loopScope, type HistoryMatch } from './history-index.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { canonical } from './history-items.ts';
-import { parseCompactionId, parseResponseId } from './ids.ts';
+import { parseCompactionId } from './ids.ts';
 import { conversationTag, resentByKey, resentUnderConversation } from './conversation-resend.ts';
 import { checkOfferedToolChoice } from './tool-choice.ts';
 import { echoedModel, namedInRequest, type PreparedRequest } from './request.ts';
@@ -24,7 +24,7 @@ import {
 } from './sessions.ts';
 import { branchResentAfter, resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn } from './dead-turn.ts';
-import { checkHeldIds, heldIn } from './held-ids.ts';
+import { checkHeldIds, heldAtBranch, heldIn } from './held-ids.ts';
 import { LapsedDeadTurn, refuseLapsedDead } from '../turn/dead-turn.ts';
 import type { NewestTurn } from '../session/log/newest-turn.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
@@ -259,10 +259,8 @@ export async function createStoredResponse(
     // The branch runs with the instructions that response ran with (its kept object's), not the ones
     // its conversation took since; without a kept object, with the conversation's.
     const kept = await keptObject(facade, body.previous_response_id);
-    // Nor may it resend an item of its history: those before that response's output (its id's seq), and that output.
-    const before = heldIn(read!.scope, parseResponseId(body.previous_response_id)!.outputSeq - 1);
-    const output = new Set(kept?.output.map((item) => item.id));
-    checkHeldIds(prepared, prepared.positions.items, (id) => before(id) || output.has(id));
+    // Nor may it resend an item of its history: those before that response's output, and that output.
+    checkHeldIds(prepared, prepared.positions.items, heldAtBranch(read!.scope, body.previous_response_id, kept));
     const pointInstructions = typeof kept?.instructions === 'string' ? kept.instructions : null;
     const at = { sessionId, turn: afterTurn, ...(kept ? { instructions: pointInstructions } : {}) };
     const fork = await branchedSession(facade, body.previous_response_id, at, idempotencyKey, tag);

@@ -1,6 +1,6 @@
 import type { LogScope } from '../session/keys.ts';
 import { OpenAIApiError } from './errors.ts';
-import { parseItemId } from './ids.ts';
+import { parseItemId, parseResponseId } from './ids.ts';
 import { storedItemId } from './listed-items.ts';
 import type { PreparedRequest } from './request.ts';
 
@@ -60,4 +60,19 @@ export function heldIn(scope: LogScope, items: number): (id: string) => boolean 
         (ref.generation === undefined || ref.generation === point.generation),
     );
   };
+}
+
+/**
+ * Whether an id names an item the branch a request makes at response `responseId` holds: one of its
+ * conversation (read as `scope`) before that response's output (its id's seq), or that output as
+ * its kept object `kept` has it.
+ */
+export function heldAtBranch(
+  scope: LogScope,
+  responseId: string,
+  kept: { output: readonly { id?: string | undefined }[] } | undefined,
+): (id: string) => boolean {
+  const before = heldIn(scope, (parseResponseId(responseId)?.outputSeq ?? 1) - 1);
+  const output = new Set(kept?.output.map((item) => item.id));
+  return (id) => before(id) || output.has(id);
 }

@@ -25,6 +25,7 @@ import { countNextPrompt } from '../turn/index.ts';
 import type { ForkSketch } from '../session/session-log.ts';
 import { countedBranch, forkInput } from './count-branch.ts';
 import { checkOfferedToolChoice } from './tool-choice.ts';
+import { checkHeldIds, heldIn } from './held-ids.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
 import { refuseOverToolLimit, type Model } from '../models/model.ts';
 
@@ -211,7 +212,8 @@ function countingModel(resolve: (id: string) => Model): (id: string) => Model {
  * compaction items it sent back are the conversation's own (./resent-after.ts storedList). With
  * their positions in the input. A tool_choice naming none of the conversation's tools, none sent,
  * is refused first (checkOfferedToolChoice). A retry of the request an `abort` notice refused is refused again
- * (./aborted-retry.ts), and they are checked against the calls the conversation leaves open (an
+ * (./aborted-retry.ts); an item sent with the id of one the conversation holds is the create's
+ * 400 (./held-ids.ts), and they are checked against the calls the conversation leaves open (an
  * output answering none is the 400 a create's claim answers), as a create refuses them; then a
  * turn running, its lease held (under previous_response_id, that response's own), is the 409 the claim answers.
  */
@@ -242,6 +244,8 @@ async function storedInput(
   const refused = under && refusedNewest(read.newestTurn);
   const retried = refused ? await refusedRetry(facade, sessionId, undefined, items, read.session) : undefined;
   if (retried) throw retried;
+  // An item sent with the id of one the conversation holds: the create's 400, before its claim's checks.
+  checkHeldIds(prepared, positions, heldIn(read.scope, read.session.counts.items));
   try {
     if (read.openCalls) checkCalls(items, read.openCalls);
   } catch (error) {
@@ -293,5 +297,5 @@ async function pastResponse(
   const resent = await resentAfter(facade, ref.sessionId, ref.turn, prepared, tag);
   const onward = await continuation(facade, ref.sessionId, resent ?? ref.turn, prepared, false);
   if (onward) return { sessionId: ref.sessionId, after: { known: onward.known, taken: onward.taken } };
-  return countedBranch(facade, prepared, ref, tag, resent !== undefined);
+  return countedBranch(facade, prepared, { ...ref, scope: read.scope }, tag, resent !== undefined);
 }

@@ -325,6 +325,35 @@ const shapes: Record<string, Shape> = {
     await queueNative(world, first.conversation!.id, 'queued first');
     return { previous_response_id: first.id, input: 'and now?', tools };
   },
+  'an item sent back with the id of one the conversation holds, under previous_response_id': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    return { previous_response_id: first.id, input: [first.output[0], user('again')] };
+  },
+  'an item sent back with the id of one the conversation holds, under conversation': async (world) => {
+    const { id: conversation } = await world.openai.conversations.create({});
+    const one = await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    return { conversation, input: [user('again'), one.output[0]] };
+  },
+  'an item sent back with the id of one the branch holds, under an older previous_response_id': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    return { previous_response_id: first.id, input: [first.output[0], user('again')] };
+  },
+  'an item sent back with the id of one held, and an output answering no open call': async (world) => {
+    const { conversation, first } = await calling(world, 'Oulu');
+    const stray = { type: 'function_call_output', call_id: 'call_none', output: 'x' };
+    return { conversation, input: [stray, first.output[0]], tools };
+  },
+  'an item sent back with the id of one held, and a tool_choice naming no tool': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    const input = [first.output[0], user('again')];
+    return { previous_response_id: first.id, input, tool_choice: { type: 'function', name: 'nope' } };
+  },
+  'an item sent back with the id of one held, while a native input waits queued': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    await queueNative(world, first.conversation!.id, 'queued first');
+    return { previous_response_id: first.id, input: [first.output[0], user('again')] };
+  },
   'two failed attempts under conversation, the second of another step': async (world) => {
     const { conversation, answer } = await calling(world, 'Male');
     await failsStreamed(world, { conversation, input: [answer, user('x')], tools });

@@ -185,11 +185,15 @@ describe('store: false under previous_response_id or conversation', () => {
       { ...(response.output[0] as { id: string }), type: 'message' as const },
       { role: 'user' as const, content: 'again' },
     ];
+    const stray = { type: 'function_call_output' as const, call_id: 'call_none', output: 'x' };
     const onto = [
       { conversation: conversationId, input: sentBack(second) },
       { previous_response_id: second.id, input: sentBack(second) },
       // At an older response (a branch point): its output is the branch's history.
       { previous_response_id: first.id, input: sentBack(first) },
+      // With an output answering no open call too: the id is refused first, as the stored create refuses it.
+      { conversation: conversationId, input: [...sentBack(second), stray] },
+      { previous_response_id: first.id, input: [...sentBack(first), stray] },
     ];
     for (const body of onto) {
       const asked = { model: 'echo', ...body } as OpenAI.Responses.ResponseCreateParamsNonStreaming;

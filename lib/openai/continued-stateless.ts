@@ -28,7 +28,7 @@ export async function prepareContinued(
   options: Omit<StatelessRequest, 'items' | 'instructions' | 'tools' | 'model'>,
 ): Promise<PreparedStateless> {
   const { services } = facade;
-  const { sessionId, items, positions } = await nextTurnOf(facade, prepared);
+  const { sessionId, items, positions } = await nextTurnOf(facade, prepared, false);
   try {
     // The input's images and files as references, their bytes at hand (a turn stores them; this reads them).
     const input = checkAttachments(items, services.config);

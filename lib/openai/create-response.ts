@@ -353,10 +353,22 @@ function overToolLimit(
   session: { model: string | null; tools: readonly Tool[] },
 ): boolean {
   try {
-    const model = facade.services.model(prepared.model ?? session.model ?? facade.config.defaultModel);
-    refuseOverToolLimit(model, prepared.turnTools ?? session.tools, prepared.modelSettings);
+    refuseModelTools(facade, prepared, session);
     return false;
   } catch {
     return true;
   }
+}
+
+/**
+ * What the claim of `prepared`'s turn in `session` refuses it with for its model: more tools
+ * offered than the model takes (its request's, else the session's), or a model that cannot run.
+ */
+export function refuseModelTools(
+  facade: Facade,
+  prepared: PreparedRequest,
+  session: { model: string | null; tools: readonly Tool[] },
+): void {
+  const model = facade.services.model(prepared.model ?? session.model ?? facade.config.defaultModel);
+  refuseOverToolLimit(model, prepared.turnTools ?? session.tools, prepared.modelSettings);
 }

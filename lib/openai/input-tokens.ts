@@ -11,7 +11,7 @@ import { resentAfter, storedList } from './resent-after.ts';
 import { readWithoutDeadTurn, runningIn } from './dead-turn.ts';
 import { takenUnderConversation } from './failed-steps.ts';
 import { refusedNewest, refusedRetry } from './aborted-retry.ts';
-import { answeredBy, continuation, resentConversation } from './create-response.ts';
+import { answeredBy, continuation, refuseModelTools, resentConversation } from './create-response.ts';
 import { checkCalls } from '../session/log/open-calls.ts';
 import type { Item } from '../items.ts';
 import { responseCreateSchema } from './schemas.ts';
@@ -26,6 +26,8 @@ import type { ForkSketch } from '../session/session-log.ts';
 import { countedBranch, forkInput } from './count-branch.ts';
 import { checkOfferedToolChoice } from './tool-choice.ts';
 import { checkHeldIds, heldIn } from './held-ids.ts';
+import { budgetRefusal } from '../ledger/budget.ts';
+import type { SessionRecord } from '../session/fields.ts';
 import { ModelConfigurationError } from '../models/errors.ts';
 import { refuseOverToolLimit, type Model } from '../models/model.ts';
 
@@ -48,7 +50,8 @@ import { refuseOverToolLimit, type Model } from '../models/model.ts';
  * the newest, or in the branch it would make, sketched, not written (./count-branch.ts). It
  * answers 409 turn_in_progress while a turn it would follow runs, or an input queued before it
  * waits for its claim to take up first (lib/turn/preview.ts), as a create's claim answers.
- * `item_reference` entries are resolved as a create resolves them (./item-references.ts). No
+ * A conversation whose budget is spent is the create's 402 (its claim's check, before the input's
+ * calls are judged). `item_reference` entries are resolved as a create resolves them (./item-references.ts). No
  * model is called, so a model whose provider has no key configured is counted too (as a
  * model that takes images and files); nothing is stored.
  */
@@ -164,25 +167,41 @@ export async function countInputTokens(
  * would take it, nothing written: the conversation (after its newest turn, or in a loop's branch),
  * or a fork not written (`ForkSketch`) when the create would branch (pastResponse); with the items
  * of its input that turn would store and their positions in the input. A `store: false` response
- * off a stored one (./continued-stateless.ts) runs on that turn's prompt.
+ * off a stored one (./continued-stateless.ts) runs on that turn's prompt: `stored` false, no
+ * conversation's budget refuses it.
  */
 export async function nextTurnOf(
   facade: Facade,
   prepared: PreparedRequest,
+  stored = true,
 ): Promise<{ sessionId: string | ForkSketch; items: Item[]; positions: number[] }> {
   const { body } = prepared;
+  const claim = claimChecks(facade, prepared, stored);
   // (sessionOf refuses previous_response_id and conversation both, as a create.)
   const { sessionId, after } = body.conversation
     ? { ...(await sessionOf(facade, body, { instructions: null, model: '', idempotencyKey: undefined })), after: {} }
     : await continuedSession(facade, body.previous_response_id!).then(
         (sessionId) => ({ sessionId, after: {} }),
-        (error: unknown) => pastResponse(facade, prepared, error),
+        (error: unknown) => pastResponse(facade, prepared, error, claim),
       );
   const { items, positions } =
     typeof sessionId === 'string'
-      ? await storedInput(facade, sessionId, prepared, after)
+      ? await storedInput(facade, sessionId, prepared, after, claim)
       : forkInput(prepared, sessionId);
   return { sessionId, items, positions };
+}
+
+/**
+ * The checks a stored create's claim makes of its turn in `session` before it judges the input's
+ * calls (lib/session/log/commit.ts): the session's budget spent (`stored`; no conversation's
+ * budget refuses a `store: false` response), then its model and the tools it offers (refuseModelTools).
+ */
+function claimChecks(facade: Facade, prepared: PreparedRequest, stored: boolean): (session: SessionRecord) => void {
+  return (session) => {
+    const spent = stored ? budgetRefusal(session.budget, session.usage) : null;
+    if (spent) throw spent;
+    refuseModelTools(facade, prepared, session);
+  };
 }
 
 /**
@@ -223,6 +242,7 @@ async function storedInput(
   prepared: PreparedRequest,
   /** Under an older previous_response_id, what pastResponse found resent and taken (`branch`: in a loop's branch). */
   after: { known?: number; taken?: number | undefined; branch?: true },
+  claim: (session: SessionRecord) => void,
 ): Promise<{ items: Item[]; positions: number[] }> {
   const under = prepared.body.conversation !== undefined && prepared.body.conversation !== null;
   const read = under
@@ -246,6 +266,7 @@ async function storedInput(
   if (retried) throw retried;
   // An item sent with the id of one the conversation holds: the create's 400, before its claim's checks.
   checkHeldIds(prepared, positions, heldIn(read.scope, read.session.counts.items));
+  claim(read.session);
   try {
     if (read.openCalls) checkCalls(items, read.openCalls);
   } catch (error) {
@@ -272,6 +293,7 @@ async function pastResponse(
   facade: Facade,
   prepared: PreparedRequest,
   error: unknown,
+  claim: (session: SessionRecord) => void,
 ): Promise<{
   sessionId: string | ForkSketch;
   after: { known?: number; taken?: number | undefined; branch?: true };
@@ -280,13 +302,18 @@ async function pastResponse(
   const ref = parseResponseId(id);
   // A dead turn right after that response, its lease held (continuedSession's 409): a create
   // refuses a tool_choice naming none of the conversation's tools first.
-  if (error instanceof TurnInProgressError && ref)
-    checkOfferedToolChoice(prepared, await facade.services.sessions.get(ref.sessionId));
+  if (error instanceof TurnInProgressError && ref) {
+    const session = await facade.services.sessions.get(ref.sessionId);
+    checkOfferedToolChoice(prepared, session);
+    claim(session);
+  }
   if (!(error instanceof OpenAIApiError && error.code === 'conversation_branching_unsupported') || !ref) throw error;
   // Read as the create reads it (./dead-turn.ts): a dead newest turn whose lease ran out is closed
   // or taken out first, so a retry after it is judged on the failed attempt it left, as the create's.
   const read = await readWithoutDeadTurn(facade, ref.sessionId);
   checkOfferedToolChoice(prepared, read.session);
+  // Then its claim's checks, as the create's claim in that conversation makes them before it branches.
+  claim(read.session);
   // A turn running right after that response, its lease held: the 409 a create's claim answers.
   const running = read.newestTurn?.turn === ref.turn + 1 ? read.running : undefined;
   if (running) throw running;

@@ -24,6 +24,9 @@ const environment = {
   OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
   MODEL_MAX_RETRIES: '0',
   MODEL_ALIASES: 'unreachable=openai-compatible:nothing',
+  // An openai: model, which takes at most 128 tools, configured: its create is refused before any call.
+  OPENAI_API_KEY: 'sk-test',
+  OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
 };
 
 /** An app on `store` (its clock `offset` ms ahead) whose echo model's requests are kept in `sent`. */
@@ -58,12 +61,25 @@ function recording(store: MemoryStore = new MemoryStore(), offset = 0) {
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ name, content: 'stop' }),
     });
-  return { openai: clientInProcess(app, TOKEN), store, counting, sent, notice };
+  /** A conversation `id` (a native session) whose turns its budget limits to `turns`. */
+  const budgeted = async (id: string, turns: number) => {
+    const created = await app.request('http://tailgate.test/v1/sessions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id, budget: { max_turns: turns } }),
+    });
+    expect(created.status).toBe(201);
+    return id;
+  };
+  return { openai: clientInProcess(app, TOKEN), store, counting, sent, notice, budgeted };
 }
 
 type World = ReturnType<typeof recording>;
 const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
 const user = (content: string) => ({ role: 'user' as const, content });
+const stray = { type: 'function_call_output', call_id: 'call_none', output: 'x' };
+/** More tools than an openai: model takes. */
+const tooMany = Array.from({ length: 129 }, (_, index) => ({ ...tools[0]!, name: `tool_${index}` }));
 
 /** A conversation whose newest response called get_weather: its response, history and the answer. */
 async function calling({ openai }: World, city: string) {
@@ -341,7 +357,6 @@ const shapes: Record<string, Shape> = {
   },
   'an item sent back with the id of one held, and an output answering no open call': async (world) => {
     const { conversation, first } = await calling(world, 'Oulu');
-    const stray = { type: 'function_call_output', call_id: 'call_none', output: 'x' };
     return { conversation, input: [stray, first.output[0]], tools };
   },
   'an item sent back with the id of one held, and a tool_choice naming no tool': async (world) => {
@@ -353,6 +368,52 @@ const shapes: Record<string, Shape> = {
     const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
     await queueNative(world, first.conversation!.id, 'queued first');
     return { previous_response_id: first.id, input: [first.output[0], user('again')] };
+  },
+  'a conversation whose budget is spent, under conversation': async (world) => {
+    const conversation = await world.budgeted('spent-under-conversation', 1);
+    await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    return { conversation, input: 'two' };
+  },
+  'a conversation whose budget is spent, under previous_response_id': async (world) => {
+    const conversation = await world.budgeted('spent-under-response', 1);
+    const first = await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    return { previous_response_id: first.id, input: 'two' };
+  },
+  'a branch off a conversation whose budget is spent': async (world) => {
+    const conversation = await world.budgeted('spent-branch', 2);
+    const first = await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    await world.openai.responses.create({ model: 'echo', conversation, input: 'two' });
+    return { previous_response_id: first.id, input: 'other' };
+  },
+  'a conversation whose budget is spent, with an output answering no open call': async (world) => {
+    const conversation = await world.budgeted('spent-stray', 1);
+    await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    return { conversation, input: [stray] };
+  },
+  'a conversation whose budget is spent, with an item sent back with the id of one held': async (world) => {
+    const conversation = await world.budgeted('spent-held', 1);
+    const first = await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    return { previous_response_id: first.id, input: [first.output[0], user('again')] };
+  },
+  'a conversation whose budget is spent, with a tool_choice naming no tool': async (world) => {
+    const conversation = await world.budgeted('spent-choice', 1);
+    const first = await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    return { previous_response_id: first.id, input: 'two', tool_choice: { type: 'function', name: 'nope' } };
+  },
+  'a conversation whose budget is spent, while a native input waits queued': async (world) => {
+    const conversation = await world.budgeted('spent-queued', 1);
+    const first = await world.openai.responses.create({ model: 'echo', conversation, input: 'one' });
+    await queueNative(world, conversation, 'queued first');
+    return { previous_response_id: first.id, input: 'two' };
+  },
+  'more tools than an openai: model takes, with an output answering no open call': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    return { previous_response_id: first.id, input: [stray], model: 'openai:gpt-4o', tools: tooMany };
+  },
+  'more tools than an openai: model takes, under an older previous_response_id': async (world) => {
+    const first = await world.openai.responses.create({ model: 'echo', input: 'one' });
+    await world.openai.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    return { previous_response_id: first.id, input: [stray], model: 'openai:gpt-4o', tools: tooMany };
   },
   'two failed attempts under conversation, the second of another step': async (world) => {
     const { conversation, answer } = await calling(world, 'Male');

@@ -209,6 +209,22 @@ describe('store: false under previous_response_id or conversation', () => {
     expect(await stored()).toEqual(objects);
   });
 
+  it("runs whatever the conversation's budget, which refuses the stored create", async () => {
+    const created = await tailgatePost(world.tailgate.baseURL, '/sessions', {
+      id: 'spent-side',
+      budget: { max_turns: 1 },
+    });
+    expect(created.status).toBe(201);
+    const first = await world.client.responses.create({ model: 'echo', conversation: 'spent-side', input: 'one' });
+    for (const on of [{ conversation: 'spent-side' }, { previous_response_id: first.id }]) {
+      const body = { model: 'echo', input: 'side question', ...on };
+      const refused = await world.client.responses.create(body).catch((error: unknown) => error);
+      expect(refused).toMatchObject({ status: 402, code: 'budget_exhausted' });
+      const side = await world.client.responses.create({ ...body, store: false });
+      expect(side).toMatchObject({ status: 'completed', output_text: 'echo: side question' });
+    }
+  });
+
   it("charges a budgeted token as a store: false response, and refuses a session's bound token", async () => {
     const { second, conversationId } = await conversation();
     const budgeted = await minted({ scopes: ['session:turn'], budget: { max_total_tokens: 100_000 } });

@@ -109,8 +109,12 @@ describe("a budgeted token's background turn, polled", () => {
     expect(usage).toMatchObject({ ...receipt.usage, turns: 1 });
   });
 
-  it('cancelled once its model answered, before its completion, is charged its usage as no turn', async () => {
-    const store = new HeldStore(new MemoryStore());
+  it.each([
+    ['its charge landed: charged its usage as no turn', false],
+    ['its charge failed (logged): charged as stopped, what its call spent', true],
+  ])('cancelled once its model answered, before its completion, %s', async (_, failCharge) => {
+    const faulty = new FaultyStore(new MemoryStore());
+    const store = new HeldStore(faulty);
     const api = createClient(appHarness(store, environment));
     const { bearer, id } = await budgeted(api, { max_turns: 5 });
     const charge = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('token-spend/'));
@@ -118,6 +122,8 @@ describe("a budgeted token's background turn, polled", () => {
     expect(queued.status, JSON.stringify(queued.body)).toBe(202);
     // The model answered: the charge is on its way, the completion not yet stored. The cancel lands first.
     await charge.reached;
+    if (failCharge)
+      faulty.failWhen(({ operation, key }) => operation === 'put' && key.includes('token-spend/'), { times: 1 });
     expect((await api.post(`/v1/sessions/${id}/turns/${queued.body.turn}/cancel`, {})).status).toBe(200);
     charge.release();
     // Its events end once its runner learned of the close, after every charge it makes.
@@ -128,31 +134,8 @@ describe("a budgeted token's background turn, polled", () => {
     await expect.poll(async () => (await read()).usage).not.toBeNull();
     const receipt = await read();
     expect(receipt.status).toBe('cancelled');
-    // Its refused completion takes the turn back: the call's usage counts once, as no turn's.
-    const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
-    expect(usage).toMatchObject({ ...receipt.usage, turns: 0 });
-  });
-
-  it('whose charge the store failed to take, then cancelled before its completion, is charged as stopped', async () => {
-    const faulty = new FaultyStore(new MemoryStore());
-    const store = new HeldStore(faulty);
-    const api = createClient(appHarness(store, environment));
-    const { bearer, id } = await budgeted(api, { max_turns: 5 });
-    const charge = store.hold(({ operation, keys }) => operation === 'put' && keys[0]!.includes('token-spend/'));
-    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true }, bearer);
-    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
-    // The model answered: its charge fails (logged), and a cancel lands before its completion.
-    await charge.reached;
-    faulty.failWhen(({ operation, key }) => operation === 'put' && key.includes('token-spend/'), { times: 1 });
-    expect((await api.post(`/v1/sessions/${id}/turns/${queued.body.turn}/cancel`, {})).status).toBe(200);
-    charge.release();
-    const events = await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}/events`, bearer);
-    expect(events.body).toContain('turn_cancelled');
-    const read = async () => (await api.get(`/v1/sessions/${id}/turns/${queued.body.turn}`, bearer)).body;
-    await expect.poll(async () => (await read()).usage).not.toBeNull();
-    const receipt = await read();
-    expect(receipt.status).toBe('cancelled');
-    // No charge of the turn landed: the stopped turn charges what its call spent, as any stopped turn does.
+    // Either way the call's usage counts once, as no turn's: a landed charge's turn is taken back by
+    // its refused completion; a failed one is charged by the stopped turn.
     const usage = (await api.get('/v1/tokens/current', bearer)).body.usage;
     expect(usage).toMatchObject({ ...receipt.usage, turns: 0 });
   });

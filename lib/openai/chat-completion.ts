@@ -200,10 +200,10 @@ export async function createChatCompletion(
   const tailgate = (context: unknown) => ({ context, ...(sessionId !== null ? { session_id: sessionId } : {}) });
 
   if (!body.stream) {
-    const result = await unlessGone(
-      runStateless(services, request, undefined, facade.signal).catch(giveBack),
-      facade.signal,
-    );
+    const call = runStateless(services, request, undefined, facade.signal).catch(giveBack);
+    // Its end (the notices given back) still lands once its client is gone (a Worker's waitUntil).
+    services.background(call.then(undefined, () => undefined));
+    const result = await unlessGone(call, facade.signal);
     if (result instanceof Response) return result;
     return buildChatCompletion({
       id,
@@ -232,16 +232,18 @@ export async function createChatCompletion(
     (chunk) => queue.push({ data: JSON.stringify(chunk) }),
   );
   const gone = clientGone(facade.signal);
-  void callStateless(services, prepared, (event) => writer.modelEvent(event), gone.signal)
-    .catch(giveBack)
-    .then(
-      (result) => {
-        writer.done(result.usage, result.incomplete, tailgate(result.context));
-        queue.push({ data: '[DONE]' });
-      },
-      // Its client gone (the call aborted), nobody reads its error.
-      (error: unknown) => gone.signal.aborted || queue.push({ data: JSON.stringify(facade.errorBody(error)) }),
-    )
-    .finally(() => queue.close());
+  services.background(
+    callStateless(services, prepared, (event) => writer.modelEvent(event), gone.signal)
+      .catch(giveBack)
+      .then(
+        (result) => {
+          writer.done(result.usage, result.incomplete, tailgate(result.context));
+          queue.push({ data: '[DONE]' });
+        },
+        // Its client gone (the call aborted), nobody reads its error.
+        (error: unknown) => gone.signal.aborted || queue.push({ data: JSON.stringify(facade.errorBody(error)) }),
+      )
+      .finally(() => queue.close()),
+  );
   return sseResponse(queue, gone.stop);
 }

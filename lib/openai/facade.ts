@@ -29,8 +29,9 @@ export interface Facade {
   /** The OpenAI-shaped error body of a thrown value (for an error sent inside a stream). */
   errorBody(error: unknown): unknown;
   /**
-   * The request's signal: it aborts when the client goes away (Node and Deno; a Worker's only under
-   * the `enable_request_signal` compatibility flag), which stops a call that stores nothing (./stateless.ts).
+   * The request's signal: it aborts when the client goes away (on Workers under the
+   * `enable_request_signal` compatibility flag, which wrangler.toml sets), which stops a call that
+   * stores nothing (./stateless.ts).
    */
   signal?: AbortSignal;
   /** Counts a turn of `sessionId`, found by the history a request resends, under its rate limit (429). */

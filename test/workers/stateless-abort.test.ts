@@ -2,9 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { TOKEN } from '../http/http-suite.ts';
 import { workerHarness } from './worker-harness.ts';
 
-// A request that stores nothing whose client aborts it while its model runs, inside workerd: its
-// stream is cancelled, so its model call stops; what follows (the charge of a budgeted token, the
-// notices it took given back) still lands after the client is gone, as on Node and Deno
+// A request that stores nothing whose client aborts it while its model runs, inside workerd: the
+// Worker's request signal aborts (the `enable_request_signal` compatibility flag, wrangler.toml),
+// or its stream is cancelled, so its model call stops; what follows (the charge of a budgeted
+// token, the notices it took given back) still lands after the client is gone, as on Node and Deno
 // (test/openai/stateless-abort.test.ts). Its model (echo) waits a minute unless aborted.
 
 const harness = workerHarness();
@@ -37,7 +38,7 @@ async function budgeted() {
 }
 
 describe('workerd: a request storing nothing that its client aborts', () => {
-  it.each([true])(
+  it.each([false, true])(
     'a chat completion (streamed: %s) stops its model call, charged, and gives back the notice it took',
     async (stream) => {
       const { token, spent } = await budgeted();

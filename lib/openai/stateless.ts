@@ -150,7 +150,7 @@ export function unlessGone<Answer>(call: Promise<Answer>, gone: AbortSignal | un
  * `gone` aborts it (clientGone), charged as any call that failed after its provider got it.
  */
 export async function callStateless(
-  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'log' | 'background'>,
+  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'log' | 'info' | 'background'>,
   prepared: PreparedStateless,
   emit?: (event: StatelessEvent) => void,
   gone?: AbortSignal,
@@ -174,6 +174,8 @@ export async function callStateless(
     // after output, as a turn's call (lib/turn/close-turn.ts): its provider bills what it worked
     // on, charged estimated, as no turn, before its error answer.
     const spent = meter.failed(price, providerMayHaveRun(error));
+    // Stopped as its client went away: a routine line (a client's timeout, a stop button), no failure.
+    if (gone?.aborted) services.info(`tailgate: a call of ${model.id} stopped: its client went away`);
     if (spent) await spend?.chargeNow(services, spent.usage, 0);
     throw error;
   });
@@ -186,7 +188,10 @@ export async function callStateless(
 
 /** A stateless call, prepared and made. */
 export async function runStateless(
-  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background' | 'log'>,
+  services: Pick<
+    TurnServices,
+    'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background' | 'log' | 'info'
+  >,
   request: StatelessRequest,
   emit?: (event: StatelessEvent) => void,
   gone?: AbortSignal,

@@ -218,6 +218,7 @@ describe('a stateless call (store: false) across a boundary move', () => {
       config: parseServiceConfig({}),
       background: () => undefined,
       log: () => undefined,
+      info: () => undefined,
     };
     // As a client resends its conversation: each call's items, the screenshots as data: URLs.
     const items = (steps: number): Item[] => [

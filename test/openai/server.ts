@@ -24,7 +24,7 @@ export const TOKEN = 'openai-facade-token';
 export async function startTailgate(
   env: Record<string, string> = {},
   store: MemoryStore = new MemoryStore(),
-  logs: Pick<AppOptions, 'log' | 'logLine'> = {},
+  logs: Pick<AppOptions, 'log' | 'logLine' | 'info'> = {},
 ): Promise<{ baseURL: string; store: MemoryStore; settled(): Promise<void>; close(): Promise<void> }> {
   const environment = {
     API_TOKEN: TOKEN,

@@ -31,6 +31,7 @@ let provider: FakeProvider;
 let tailgate: Awaited<ReturnType<typeof startTailgate>>;
 let store: ChargeWatchingStore;
 const failures: string[] = [];
+const routine: string[] = [];
 let requested: (request: RecordedRequest) => void = () => {};
 
 function chunk(delta: object): string {
@@ -55,7 +56,7 @@ beforeAll(async () => {
       MODEL_MAX_RETRIES: '0',
     },
     store,
-    { log: (message) => failures.push(message), logLine: () => {} },
+    { log: (message) => failures.push(message), logLine: () => {}, info: (message) => routine.push(message) },
   );
 });
 afterAll(async () => {
@@ -120,6 +121,7 @@ describe('a request storing nothing that its client aborts', () => {
     ['a store: false response under previous_response_id', false, continued],
   ])('%s (streamed: %s) aborts its model call and charges what it spent', async (_, stream, start) => {
     failures.length = 0;
+    routine.length = 0;
     const { client, spent } = await budgeted();
     const controller = new AbortController();
     const reached = new Promise<RecordedRequest>((resolve) => (requested = resolve));
@@ -141,5 +143,9 @@ describe('a request storing nothing that its client aborts', () => {
     else expect(usage.output_tokens).toBe(0);
     await tailgate.settled();
     expect(failures).toEqual([]);
+    // One routine line says the call stopped, for an operator whose clients time out on a slow provider.
+    expect(routine.filter((line) => line.includes('stopped'))).toEqual([
+      'tailgate: a call of openai-compatible:fake stopped: its client went away',
+    ]);
   });
 });

@@ -76,6 +76,11 @@ export class TokenSpend {
     return this.#read?.ledger ?? EMPTY_LEDGER;
   }
 
+  /** Reads what the token spent (read) and refuses it as `check` does: a call made on no other read's way. */
+  async checkNow(): Promise<void> {
+    this.check(await this.read());
+  }
+
   /** Throws BudgetExhaustedError (402) when `spent` reached one of the token's limits. */
   check(spent: Ledger): void {
     checkBudget(this.budget.limits, spent, 'token');

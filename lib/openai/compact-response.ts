@@ -92,7 +92,7 @@ async function compactInline(facade: Facade, body: CompactBody, model: string | 
   if (!body.input)
     throw new OpenAIApiError(400, 'invalid_request', 'input: give input or previous_response_id to compact', 'input');
   // It calls a model: a token whose budget is spent is refused, as for a response.
-  if (services.tokenSpend) services.tokenSpend.check(await services.tokenSpend.read());
+  await services.tokenSpend?.checkNow();
   const { items, positions } = inputToItems(body.input);
   facade.checkItems(items, 'input', positions.items);
   const modelId = model ?? config.defaultModel;

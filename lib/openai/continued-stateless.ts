@@ -55,8 +55,7 @@ export async function prepareContinued(
           'send it with store true, or compact it first (client.responses.compact)',
         'store',
       );
-    const spend = services.tokenSpend;
-    if (spend) spend.check(await spend.read());
+    await services.tokenSpend?.checkNow();
     const { hydrated, cacheBreakpoint } = built;
     const prompt = await services.sessions.readMedia(
       read.scope,

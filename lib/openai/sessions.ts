@@ -107,7 +107,7 @@ export async function refuseSpentStart(
   // A token bound to a session may start none: its 403 first, as the create's (sessionOf).
   facade.authorize(null);
   try {
-    spend.check(await spend.read());
+    await spend.checkNow();
   } catch (error) {
     const keyed = idempotencyKey !== undefined ? newConversationId(idempotencyKey) : undefined;
     const started =

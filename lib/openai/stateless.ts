@@ -59,8 +59,7 @@ export async function prepareStateless(
   // The model first (an unknown one is a 404 whatever the spend), then a budgeted token's spend.
   const { model, assembled, budget, notices, inputFromSeq } = assembleStateless(services, request);
   refuseOverToolLimit(model, request.tools, request.settings);
-  const spend = services.tokenSpend;
-  if (spend) spend.check(await spend.read());
+  await services.tokenSpend?.checkNow();
   const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {
     truncation: request.truncation ?? 'disabled',
     compacting: false,
